@@ -1,0 +1,45 @@
+"""The library's error family.
+
+Every error quorum-cron raises on purpose derives from :class:`QuorumCronError`
+so callers can catch one base class. Messages name the offending value and
+what was expected, on one line, because operators read them in logs and in a
+terminal after a failed ``quorum-cron validate``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "QuorumCronError",
+    "ScheduleError",
+    "StoreError",
+    "StoreUnavailable",
+]
+
+
+class QuorumCronError(Exception):
+    """Base class of every error quorum-cron raises deliberately."""
+
+
+class ConfigError(QuorumCronError):
+    """A configuration value was refused where it entered the system."""
+
+
+class ScheduleError(ConfigError):
+    """A schedule (cron expression, alias, ``@every``, timezone) is invalid."""
+
+
+class StoreError(QuorumCronError):
+    """The store answered, but not with something the protocol allows.
+
+    Examples: a script missing from the server after a reload that failed,
+    a reply of the wrong shape, a key holding the wrong type.
+    """
+
+
+class StoreUnavailable(StoreError):
+    """The store could not be reached (connection refused, reset, timeout).
+
+    The caller may retry later; nothing is known about whether the last
+    write landed, which is why every store operation is idempotent.
+    """

@@ -1,0 +1,408 @@
+"""MemoryStore: the Python model of the Redis scripts.
+
+This is not a mock. It implements the store contract of
+:mod:`quorum_cron.store.base` with the same rules, in the same order, as the
+Lua scripts in :mod:`quorum_cron.store.scripts`, and the contract suite
+(``tests/test_store_contract.py``) drives both with the same generated
+operations and demands identical replies. The simulator and the unit tests
+use it because it is deterministic and fast: its time is an injected clock
+(``Callable[[], int]`` returning epoch milliseconds), it draws no random
+numbers, and it iterates only over sorted keys.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from quorum_cron.store.base import (
+    DECIDED_STATES,
+    Delivery,
+    HeartbeatResult,
+    LedgerEntry,
+    Member,
+    Overlap,
+    SlotState,
+    SlotView,
+    SweepParams,
+    TransitionResult,
+    VoteRequest,
+    VoteResult,
+    VoteStatus,
+)
+from quorum_cron.store.rendezvous import pick_executor
+
+__all__ = ["MemoryStore"]
+
+DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
+DEFAULT_LEDGER_MAXLEN = 10_000
+
+
+@dataclass
+class _Slot:
+    """A slot record: the fields the Redis slot hash holds."""
+
+    fire_ms: int
+    state: SlotState = SlotState.PROPOSED
+    votes: dict[str, str] = field(default_factory=dict)
+    spec_hash: str = ""
+    executor: str = ""
+    assigned: list[str] = field(default_factory=list)
+    token: int = 0
+    reason: str = ""
+    deadline_ms: int = 0
+    committed_ms: int = 0
+    started_ms: int = 0
+    lease_until_ms: int = 0
+    finished_ms: int = 0
+    ran: bool = False
+    detail: str = ""
+    expires_ms: int = 0
+
+
+@dataclass
+class _Job:
+    """Everything of one job: the Redis keys under one hash tag."""
+
+    slots: dict[int, _Slot] = field(default_factory=dict)
+    open: set[int] = field(default_factory=set)
+    token: int = 0
+    quorum: int = 0
+    hwm: int = 0
+    ledger: deque[LedgerEntry] = field(default_factory=deque)
+
+
+@dataclass
+class _Member:
+    incarnation: str
+    seen_ms: int
+    expires_ms: int
+    info: dict[str, str]
+
+
+class MemoryStore:
+    """The store contract in memory, on an injected clock.
+
+    ``clock`` returns the store's time in epoch ms: in the simulator it is the
+    store process's virtual clock, in tests a controllable counter.
+    """
+
+    def __init__(
+        self,
+        clock: Callable[[], int],
+        *,
+        retention_ms: int = DEFAULT_RETENTION_MS,
+        ledger_maxlen: int = DEFAULT_LEDGER_MAXLEN,
+    ) -> None:
+        self._clock = clock
+        self._retention_ms = retention_ms
+        self._ledger_maxlen = ledger_maxlen
+        self._jobs: dict[str, _Job] = {}
+        self._members: dict[str, _Member] = {}
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(jobs={len(self._jobs)}, members={len(self._members)})"
+
+    # -- helpers -------------------------------------------------------------
+
+    def _job(self, name: str) -> _Job:
+        job = self._jobs.get(name)
+        if job is None:
+            job = self._jobs[name] = _Job(ledger=deque(maxlen=self._ledger_maxlen))
+        return job
+
+    def _get(self, job: _Job, fire_ms: int, now: int) -> _Slot | None:
+        """The slot record, or None when absent or past retention (Redis: key TTL)."""
+        rec = job.slots.get(fire_ms)
+        if rec is not None and rec.expires_ms <= now:
+            del job.slots[fire_ms]
+            job.open.discard(fire_ms)
+            return None
+        return rec
+
+    def _touch(self, rec: _Slot, now: int) -> None:
+        rec.expires_ms = now + self._retention_ms
+
+    @staticmethod
+    def _view(name: str, fire_ms: int, rec: _Slot | None) -> SlotView:
+        if rec is None:
+            return SlotView(job=name, fire_ms=fire_ms, state=SlotState.ABSENT)
+        return SlotView(
+            job=name,
+            fire_ms=fire_ms,
+            state=rec.state,
+            votes=tuple(sorted(rec.votes.items())),
+            spec_hash=rec.spec_hash,
+            executor=rec.executor,
+            token=rec.token,
+            attempt=len(rec.assigned),
+            reason=rec.reason,
+            committed_ms=rec.committed_ms,
+            started_ms=rec.started_ms,
+            lease_until_ms=rec.lease_until_ms,
+            finished_ms=rec.finished_ms,
+            detail=rec.detail,
+        )
+
+    def _end(self, name: str, job: _Job, rec: _Slot, state: SlotState, reason: str, now: int) -> None:
+        """Move a slot to a terminal state and write its ledger entry."""
+        rec.state = state
+        rec.reason = reason
+        rec.finished_ms = now
+        rec.lease_until_ms = 0
+        self._touch(rec, now)
+        job.open.discard(rec.fire_ms)
+        job.hwm = max(job.hwm, rec.fire_ms)
+        job.ledger.append(
+            LedgerEntry(
+                job=name,
+                fire_ms=rec.fire_ms,
+                state=state,
+                reason=reason,
+                voters=tuple(sorted(rec.votes)),
+                executor=rec.executor,
+                token=rec.token,
+                committed_ms=rec.committed_ms,
+                started_ms=rec.started_ms,
+                finished_ms=now,
+                detail=rec.detail,
+            )
+        )
+
+    def _assign(self, name: str, job: _Job, rec: _Slot, now: int) -> bool:
+        """Give the slot to the next executor among agreeing voters; False if none."""
+        agreeing = [n for n, h in rec.votes.items() if h == rec.spec_hash]
+        fresh = [n for n in agreeing if n not in rec.assigned]
+        chosen = pick_executor(name, rec.fire_ms, fresh or agreeing)
+        if not chosen:
+            return False
+        job.token += 1
+        rec.state = SlotState.COMMITTED
+        rec.executor = chosen
+        rec.assigned.append(chosen)
+        rec.token = job.token
+        rec.committed_ms = now
+        rec.started_ms = 0
+        rec.lease_until_ms = 0
+        self._touch(rec, now)
+        job.open.add(rec.fire_ms)
+        return True
+
+    # -- votes ---------------------------------------------------------------
+
+    def vote(self, requests: Sequence[VoteRequest]) -> list[VoteResult]:
+        now = self._clock()
+        return [self._vote_one(req, now) for req in requests]
+
+    def _vote_one(self, req: VoteRequest, now: int) -> VoteResult:
+        job = self._job(req.job)
+        rec = self._get(job, req.fire_ms, now)
+
+        def result(status: VoteStatus) -> VoteResult:
+            return VoteResult(status=status, slot=self._view(req.job, req.fire_ms, rec), now_ms=now)
+
+        if rec is not None and rec.state in DECIDED_STATES:
+            return result(VoteStatus.DECIDED)
+        if now < req.fire_ms - req.max_skew_ms:
+            return result(VoteStatus.EARLY)
+        if rec is None:
+            rec = _Slot(fire_ms=req.fire_ms)
+            job.slots[req.fire_ms] = rec
+            job.open.add(req.fire_ms)
+        if now > req.fire_ms + req.deadline_ms:
+            self._end(req.job, job, rec, SlotState.MISSED, "deadline passed before quorum", now)
+            return result(VoteStatus.MISSED)
+        rec.votes[req.node] = req.spec_hash
+        self._touch(rec, now)
+        job.quorum = max(job.quorum, req.quorum)
+        agreeing = sum(1 for h in rec.votes.values() if h == req.spec_hash)
+        if agreeing < job.quorum:
+            return result(VoteStatus.RECORDED)
+        # Quorum reached: decide the slot in this same step.
+        rec.spec_hash = req.spec_hash
+        rec.deadline_ms = req.deadline_ms
+        job.hwm = max(job.hwm, req.fire_ms)
+        active = [
+            f
+            for f in sorted(job.open)
+            if f != req.fire_ms
+            and (other := self._get(job, f, now)) is not None
+            and other.state in (SlotState.COMMITTED, SlotState.RUNNING)
+        ]
+        if active and req.overlap == Overlap.FORBID:
+            reason = f"overlap forbidden: slot {active[0]} active"
+            self._end(req.job, job, rec, SlotState.SKIPPED, reason, now)
+            return result(VoteStatus.COMMITTED)
+        if active and req.overlap == Overlap.REPLACE:
+            for f in active:
+                other = job.slots[f]
+                ended = SlotState.FAILED if other.state == SlotState.RUNNING else SlotState.SKIPPED
+                self._end(req.job, job, other, ended, f"replaced by slot {req.fire_ms}", now)
+        self._assign(req.job, job, rec, now)
+        return result(VoteStatus.COMMITTED)
+
+    # -- fenced transitions --------------------------------------------------
+
+    def _fenced(
+        self, job_name: str, fire_ms: int, node: str, token: int, want: SlotState
+    ) -> tuple[_Job, _Slot | None, int, str]:
+        now = self._clock()
+        job = self._job(job_name)
+        rec = self._get(job, fire_ms, now)
+        if rec is None:
+            return job, rec, now, "unknown slot"
+        if rec.state != want:
+            return job, rec, now, f"slot is {rec.state}, not {want}"
+        if rec.token != token:
+            return job, rec, now, f"stale token {token}, current is {rec.token}"
+        if rec.executor != node:
+            return job, rec, now, f"executor is {rec.executor!r}, not {node!r}"
+        return job, rec, now, ""
+
+    def start(self, job: str, fire_ms: int, node: str, token: int, lease_ms: int) -> TransitionResult:
+        _, rec, now, why = self._fenced(job, fire_ms, node, token, SlotState.COMMITTED)
+        if rec is not None and not why and not rec.ran and now > fire_ms + rec.deadline_ms:
+            why = "starting deadline passed"
+        if rec is None or why:
+            return TransitionResult(False, self._view(job, fire_ms, rec), now, why)
+        rec.state = SlotState.RUNNING
+        rec.ran = True
+        rec.started_ms = now
+        rec.lease_until_ms = now + lease_ms
+        self._touch(rec, now)
+        return TransitionResult(True, self._view(job, fire_ms, rec), now)
+
+    def renew(self, job: str, fire_ms: int, node: str, token: int, lease_ms: int) -> TransitionResult:
+        _, rec, now, why = self._fenced(job, fire_ms, node, token, SlotState.RUNNING)
+        if rec is None or why:
+            return TransitionResult(False, self._view(job, fire_ms, rec), now, why)
+        rec.lease_until_ms = now + lease_ms
+        self._touch(rec, now)
+        return TransitionResult(True, self._view(job, fire_ms, rec), now)
+
+    def finish(
+        self, job: str, fire_ms: int, node: str, token: int, succeeded: bool, detail: str
+    ) -> TransitionResult:
+        j, rec, now, why = self._fenced(job, fire_ms, node, token, SlotState.RUNNING)
+        if rec is None or why:
+            return TransitionResult(False, self._view(job, fire_ms, rec), now, why)
+        rec.detail = detail
+        state = SlotState.SUCCEEDED if succeeded else SlotState.FAILED
+        self._end(job, j, rec, state, "exit 0" if succeeded else "job failed", now)
+        return TransitionResult(True, self._view(job, fire_ms, rec), now)
+
+    # -- deadlines -----------------------------------------------------------
+
+    def sweep(self, params: Sequence[SweepParams]) -> list[SlotView]:
+        now = self._clock()
+        changed: list[SlotView] = []
+        for p in params:
+            job = self._job(p.job)
+            for fire_ms in sorted(job.open):
+                rec = self._get(job, fire_ms, now)
+                if rec is None:
+                    continue
+                if self._sweep_one(p, job, rec, now):
+                    changed.append(self._view(p.job, fire_ms, rec))
+        return changed
+
+    def _sweep_one(self, p: SweepParams, job: _Job, rec: _Slot, now: int) -> bool:
+        if rec.state == SlotState.PROPOSED:
+            if now > rec.fire_ms + p.deadline_ms:
+                self._end(p.job, job, rec, SlotState.MISSED, "deadline passed before quorum", now)
+                return True
+            return False
+        if rec.state == SlotState.COMMITTED:
+            if now <= rec.committed_ms + p.start_timeout_ms:
+                return False
+            if not rec.ran and now > rec.fire_ms + rec.deadline_ms:
+                reason = f"not started before deadline by {','.join(rec.assigned)}"
+                self._end(p.job, job, rec, SlotState.MISSED, reason, now)
+                return True
+            return self._assign(p.job, job, rec, now)
+        if rec.state == SlotState.RUNNING and now > rec.lease_until_ms:
+            if p.delivery == Delivery.AT_LEAST_ONCE:
+                return self._assign(p.job, job, rec, now)
+            self._end(p.job, job, rec, SlotState.LOST, f"lease of {rec.executor} expired mid-run", now)
+            return True
+        return False
+
+    def record_missed(self, job: str, fire_ms: int, deadline_ms: int, reason: str) -> SlotView:
+        now = self._clock()
+        j = self._job(job)
+        rec = self._get(j, fire_ms, now)
+        if (rec is None or rec.state == SlotState.PROPOSED) and now > fire_ms + deadline_ms:
+            if rec is None:
+                rec = j.slots[fire_ms] = _Slot(fire_ms=fire_ms)
+            self._end(job, j, rec, SlotState.MISSED, reason, now)
+        return self._view(job, fire_ms, rec)
+
+    # -- reads ---------------------------------------------------------------
+
+    def high_water(self, job: str) -> int:
+        return self._job(job).hwm
+
+    def slot(self, job: str, fire_ms: int) -> SlotView:
+        return self._view(job, fire_ms, self._get(self._job(job), fire_ms, self._clock()))
+
+    def slots(self, job: str, from_ms: int, to_ms: int) -> list[SlotView]:
+        now = self._clock()
+        j = self._job(job)
+        out = []
+        for fire_ms in sorted(j.slots):
+            if from_ms <= fire_ms <= to_ms:
+                rec = self._get(j, fire_ms, now)
+                if rec is not None:
+                    out.append(self._view(job, fire_ms, rec))
+        return out
+
+    def ledger(self, job: str, limit: int) -> list[LedgerEntry]:
+        entries = self._job(job).ledger
+        return list(reversed(entries))[: max(limit, 0)]
+
+    # -- membership ----------------------------------------------------------
+
+    def heartbeat(self, node: str, incarnation: str, ttl_ms: int, info: dict[str, str]) -> HeartbeatResult:
+        now = self._clock()
+        cur = self._members.get(node)
+        if cur is not None and cur.incarnation != incarnation and cur.expires_ms > now:
+            return HeartbeatResult(ok=False, now_ms=now, holder=cur.incarnation)
+        self._members[node] = _Member(incarnation, now, now + ttl_ms, dict(sorted(info.items())))
+        return HeartbeatResult(ok=True, now_ms=now)
+
+    def leave(self, node: str, incarnation: str) -> None:
+        cur = self._members.get(node)
+        if cur is not None and cur.incarnation == incarnation:
+            del self._members[node]
+
+    def members(self) -> list[Member]:
+        now = self._clock()
+        return [
+            Member(node=n, incarnation=m.incarnation, seen_ms=m.seen_ms, expires_ms=m.expires_ms, info=m.info)
+            for n, m in sorted(self._members.items())
+            if m.expires_ms > now
+        ]
+
+    def time_ms(self) -> int:
+        return self._clock()
+
+    # -- simulator hooks -----------------------------------------------------
+
+    def snapshot(self) -> MemoryStore:
+        """A deep copy, for the simulator's store failover that loses writes."""
+        copy = MemoryStore(self._clock, retention_ms=self._retention_ms, ledger_maxlen=self._ledger_maxlen)
+        for name, job in self._jobs.items():
+            slots = {
+                f: replace(r, votes=dict(r.votes), assigned=list(r.assigned)) for f, r in job.slots.items()
+            }
+            copy._jobs[name] = _Job(
+                slots=slots,
+                open=set(job.open),
+                token=job.token,
+                quorum=job.quorum,
+                hwm=job.hwm,
+                ledger=deque(job.ledger, maxlen=self._ledger_maxlen),
+            )
+        copy._members = {n: replace(m, info=dict(m.info)) for n, m in self._members.items()}
+        return copy

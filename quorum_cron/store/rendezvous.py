@@ -1,0 +1,30 @@
+"""Executor choice by rendezvous (highest-random-weight) hashing.
+
+Both stores must pick the same executor for the same slot and voters, so the
+weight is SHA-1 over a fixed text — something Redis Lua can compute too
+(``redis.sha1hex``) — and ties, which SHA-1 makes vanishingly rare, fall to
+the smaller node id. Hashing the slot with each node spreads executions evenly
+over the voters without any shared counter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+__all__ = ["pick_executor", "weight"]
+
+
+def weight(job: str, fire_ms: int, node: str) -> str:
+    """The node's weight for the slot: hex SHA-1, compared as text."""
+    return hashlib.sha1(f"{job}\n{fire_ms}\n{node}".encode(), usedforsecurity=False).hexdigest()
+
+
+def pick_executor(job: str, fire_ms: int, candidates: Iterable[str]) -> str:
+    """The candidate with the highest weight (smallest id on a tie); ``""`` if none."""
+    best, best_w = "", ""
+    for node in sorted(candidates):
+        w = weight(job, fire_ms, node)
+        if w > best_w:
+            best, best_w = node, w
+    return best

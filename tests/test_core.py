@@ -1,0 +1,277 @@
+"""The node core's rules, driven in virtual time against the memory model."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quorum_cron.core import (
+    Abstain,
+    CoreJob,
+    Kill,
+    NodeCore,
+    NodeSettings,
+    Now,
+    ReadHighWater,
+    RecordMissed,
+    Run,
+    Start,
+    Sweep,
+    Vote,
+)
+from quorum_cron.store.base import Delivery, SlotState, SweepParams, TransitionResult, VoteStatus
+from quorum_cron.store.memory import MemoryStore
+from tests.core_driver import Driver
+
+T0 = 1_699_999_980_000  # a whole multiple of every period used below (60 s included)
+
+
+@dataclass(frozen=True)
+class Every:
+    """A fixed-period schedule anchored to the epoch (independent of schedule.py)."""
+
+    period_ms: int
+
+    def next_after(self, ms: int) -> int:
+        return (ms // self.period_ms + 1) * self.period_ms
+
+    def fire_times(self, start_ms: int, end_ms: int) -> Iterator[int]:
+        t = self.next_after(start_ms)
+        while t <= end_ms:
+            yield t
+            t += self.period_ms
+
+
+def job(name: str = "tick", period_ms: int = 1000, **kw: object) -> CoreJob:
+    return CoreJob(
+        name=name,
+        schedule=Every(period_ms),
+        spec_hash=str(kw.pop("spec_hash", "h1")),
+        deadline_ms=int(kw.pop("deadline_ms", 500)),  # type: ignore[call-overload]
+        timeout_ms=60_000,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_every_due_slot_runs_exactly_once_on_a_healthy_cluster() -> None:
+    d = Driver([job("a"), job("b", 2000)], n=5)
+    d.run_until(T0 + 60_000)
+    per_slot = Counter((j, t) for _, j, t, _ in d.executions)
+    assert per_slot and max(per_slot.values()) == 1
+    due_a = [T0, *Every(1000).fire_times(T0, T0 + 60_000 - 1000)]
+    ran_a = sorted(t for (j, t) in per_slot if j == "a")
+    assert ran_a[: len(due_a)] == due_a
+    for t in due_a:
+        assert d.store.slot("a", t).state == SlotState.SUCCEEDED
+
+
+def test_executors_spread_over_the_nodes() -> None:
+    d = Driver([job("a", 1000)], n=3)
+    d.run_until(T0 + 300_000)
+    by_node = Counter(n for n, *_ in d.executions)
+    assert set(by_node) == {"n1", "n2", "n3"}
+    assert min(by_node.values()) >= 0.75 * (sum(by_node.values()) / 3)
+
+
+def test_a_minority_alone_cannot_commit() -> None:
+    d = Driver([job("a")], n=5)
+    for name in ("n3", "n4", "n5"):
+        d.nodes[name].alive = False
+    d.run_until(T0 + 10_000)
+    assert d.executions == []
+    ledger = d.store.ledger("a", 100)
+    assert ledger and all(e.state == SlotState.MISSED for e in ledger)
+
+
+def test_nodes_with_different_definitions_cannot_fire_together() -> None:
+    jobs_by_node = {"n1": "h1", "n2": "h2", "n3": "h3"}
+    d = Driver([job("a")], n=3)
+    for name, h in jobs_by_node.items():
+        d.nodes[name].core = NodeCore(NodeSettings(node_id=name, quorum=2), [job("a", spec_hash=h)])
+        d.nodes[name].core.set_trust(True)
+    d.run_until(T0 + 5_000)
+    assert d.executions == []
+
+
+def test_untrusted_clock_abstains_once_per_slot_and_never_votes() -> None:
+    d = Driver([job("a")], n=3)
+    d.nodes["n1"].core.set_trust(False, "NTP bound 5000 ms > 250 ms")
+    d.run_until(T0 + 5_000)
+    assert all(n != "n1" for n, *_ in d.executions)
+    reasons = {a.reason for a in d.nodes["n1"].abstains}
+    assert reasons == {"NTP bound 5000 ms > 250 ms"}
+    slots = [a.fire_ms for a in d.nodes["n1"].abstains]
+    assert len(slots) == len(set(slots)) >= 4
+    for view in d.store.slots("a", T0, T0 + 5_000):
+        assert "n1" not in view.voters
+
+
+def test_core_votes_only_when_its_own_clock_says_the_slot_is_due() -> None:
+    core = NodeCore(NodeSettings(node_id="n1", quorum=2), [job("a")])
+    core.set_trust(True)
+    first = core.tick(Now(T0 + 10, 0))
+    assert [type(a) for a in first] == [ReadHighWater, Vote, Sweep]
+    vote = next(a for a in first if isinstance(a, Vote))
+    assert [r.fire_ms for r in vote.requests] == [T0]
+    assert core.next_wakeup(Now(T0 + 10, 0)) == 990
+    assert not any(isinstance(a, Vote) for a in core.tick(Now(T0 + 999, 989)))
+
+
+def test_lost_vote_reply_is_retried_and_the_repeat_changes_nothing() -> None:
+    d = Driver([job("a")], n=3)
+    core = d.nodes["n1"].core
+    actions = core.tick(Now(T0, 0))
+    vote = next(a for a in actions if isinstance(a, Vote))
+    d.store.vote(vote.requests)  # the vote lands ...
+    assert core.on_failure(vote, Now(T0, 0)) == []  # ... but the reply is lost
+    retry = [a for a in core.tick(Now(T0 + 600, 600)) if isinstance(a, Vote)]
+    assert retry and retry[0].requests == vote.requests
+    results = d.store.vote(retry[0].requests)
+    assert results[0].status == VoteStatus.RECORDED
+    assert results[0].slot.votes == (("n1", "h1"),)
+
+
+def test_refused_renew_kills_the_run() -> None:
+    core = NodeCore(NodeSettings(node_id="n1", quorum=1, lease_ms=3000), [job("a")])
+    core.set_trust(True)
+    start = Start("a", T0, 7, 3000)
+    core._jobs["a"].starting[T0] = 7
+    from quorum_cron.store.base import SlotView
+
+    ok = TransitionResult(True, SlotView("a", T0, SlotState.RUNNING, token=7, executor="n1"), T0)
+    assert core.on_reply(start, ok, Now(T0, 0)) == [Run("a", T0, 7, 60_000)]
+    renew = [a for a in core.tick(Now(T0 + 1000, 1000)) if not isinstance(a, Sweep | Vote | ReadHighWater)]
+    assert len(renew) == 1
+    refused = TransitionResult(False, SlotView("a", T0, SlotState.COMMITTED, token=8), T0, "stale token 7")
+    assert core.on_reply(renew[0], refused, Now(T0 + 1000, 1000)) == [  # type: ignore[arg-type]
+        Kill("a", T0, 7, "renew refused: stale token 7")
+    ]
+
+
+def test_paused_executor_is_replaced_and_cannot_start_late() -> None:
+    clock = [T0]
+    store = MemoryStore(lambda: clock[0])
+    j = job("a", 60_000, deadline_ms=30_000)
+    cores = {n: NodeCore(NodeSettings(node_id=n, quorum=2, start_timeout_ms=5000), [j]) for n in ("n1", "n2")}
+    for n, core in cores.items():
+        core.set_trust(True)
+        vote = next(a for a in core.tick(Now(T0, 0)) if isinstance(a, Vote))
+        results = store.vote(vote.requests)
+    first = results[0].slot
+    assert first.state == SlotState.COMMITTED
+    paused = first.executor  # pauses before it hears of its assignment
+    clock[0] += 6000
+    (taken,) = store.sweep([SweepParams("a", 30_000, 5000)])
+    assert taken.executor != paused and taken.token > first.token
+    # The paused node wakes with the old notice: its start is fenced off.
+    core = cores[paused]
+    (start,) = core.on_assigned("a", T0, first.token, Now(T0 + 6000, 6000))
+    assert isinstance(start, Start)
+    reply = store.start("a", T0, paused, start.token, start.lease_ms)
+    assert not reply.ok and "stale token" in reply.reason
+    assert core.on_reply(start, reply, Now(T0 + 6000, 6000)) == []
+
+
+def test_at_most_once_lease_expiry_is_lost_not_rerun() -> None:
+    d = Driver([job("a", 60_000, deadline_ms=10_000)], n=3, run_ms=10**9)
+    d.run_until(T0 + 200)
+    running = d.store.slot("a", T0)
+    assert running.state == SlotState.RUNNING
+    d.nodes[running.executor].alive = False  # crashed mid-run
+    d.run_until(T0 + 40_000)
+    assert d.store.slot("a", T0).state == SlotState.LOST
+    assert [e for e in d.executions if e[2] == T0] == [(running.executor, "a", T0, running.token)]
+
+
+def test_at_least_once_lease_expiry_reruns_with_a_higher_token() -> None:
+    j = job("a", 60_000, deadline_ms=10_000, delivery=Delivery.AT_LEAST_ONCE)
+    d = Driver([j], n=3, run_ms=10**9)
+    d.run_until(T0 + 200)
+    first = d.store.slot("a", T0)
+    d.nodes[first.executor].alive = False
+    d.run_until(T0 + 40_000)
+    runs = [e for e in d.executions if e[2] == T0]
+    assert len(runs) == 2
+    assert runs[1][0] != first.executor and runs[1][3] > first.token
+
+
+def test_restart_after_whole_cluster_outage_accounts_for_every_slot() -> None:
+    d = Driver([job("a", 1000, deadline_ms=500)], n=3)
+    d.run_until(T0 + 3_000)
+    hwm = d.store.high_water("a")
+    # Everyone goes down for a minute; fresh processes come back.
+    d.now_ms += 60_000
+    d.mono_ms += 60_000
+    for name, node in d.nodes.items():
+        node.core = NodeCore(NodeSettings(node_id=name, quorum=2), [job("a", 1000, deadline_ms=500)])
+        node.core.set_trust(True)
+    restart = d.now_ms
+    d.run_until(restart + 5_000)
+    for t in Every(1000).fire_times(hwm, restart + 4_000):
+        assert d.store.slot("a", t).state in {SlotState.MISSED, SlotState.SUCCEEDED}, t
+    missed = [e for e in d.store.ledger("a", 1000) if e.state == SlotState.MISSED]
+    assert any(e.reason == "no node alive to vote before its deadline" for e in missed)
+
+
+def test_run_once_misfire_runs_the_latest_missed_slot_once() -> None:
+    mk = lambda: job("a", 10_000, deadline_ms=1000, misfire="run-once")  # noqa: E731
+    d = Driver([mk()], n=3)
+    d.run_until(T0 + 15_000)
+    d.now_ms += 100_000
+    d.mono_ms += 100_000
+    for name, node in d.nodes.items():
+        node.core = NodeCore(NodeSettings(node_id=name, quorum=2), [mk()])
+        node.core.set_trust(True)
+    restart = d.now_ms
+    d.run_until(restart + 2_000)
+    latest = max(Every(10_000).fire_times(T0, restart - 1000))
+    assert d.store.slot("a", latest).state == SlotState.SUCCEEDED
+    assert sum(1 for e in d.executions if e[2] == latest) == 1
+    assert d.store.slot("a", latest - 10_000).state == SlotState.MISSED
+
+
+def test_first_tick_reads_the_high_water_mark_and_records_missed() -> None:
+    core = NodeCore(NodeSettings(node_id="n1", quorum=2), [job("a", 1000, deadline_ms=500)])
+    core.set_trust(True)
+    now = Now(T0 + 5_000, 0)
+    acts = core.tick(now)
+    hw = next(a for a in acts if isinstance(a, ReadHighWater))
+    out = core.on_reply(hw, T0 + 1000, now)
+    assert [a.fire_ms for a in out if isinstance(a, RecordMissed)] == [T0 + 2000, T0 + 3000, T0 + 4000]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(min_value=1, max_value=5),
+    dead=st.sets(st.integers(min_value=1, max_value=5), max_size=4),
+    offsets=st.lists(st.integers(min_value=-200, max_value=200), min_size=5, max_size=5),
+)
+def test_no_slot_ever_runs_twice_whatever_nodes_are_down(n: int, dead: set[int], offsets: list[int]) -> None:
+    d = Driver([job("a", 1000), job("b", 3000)], n=n)
+    for i, (name, node) in enumerate(sorted(d.nodes.items())):
+        node.offset_ms = offsets[i]
+        node.alive = (i + 1) not in dead
+    d.run_until(T0 + 20_000)
+    per_slot = Counter((j, t) for _, j, t, _ in d.executions)
+    assert all(c == 1 for c in per_slot.values())
+    alive = sum(1 for node in d.nodes.values() if node.alive)
+    if alive >= n // 2 + 1:
+        assert len(per_slot) >= 19 + 6  # liveness with a healthy majority
+    else:
+        assert not per_slot
+
+
+def test_duplicate_job_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="duplicate job names"):
+        NodeCore(NodeSettings(node_id="n1", quorum=1), [job("a"), job("a")])
+
+
+def test_abstain_action_carries_the_reason() -> None:
+    core = NodeCore(NodeSettings(node_id="n1", quorum=1), [job("a")])
+    acts = core.tick(Now(T0, 0))
+    assert Abstain("a", T0, "clock not checked yet") in acts
