@@ -78,7 +78,9 @@ class Driver:
             case c.Renew():
                 return st.renew(action.job, action.fire_ms, me, action.token, action.lease_ms)
             case c.Finish():
-                return st.finish(action.job, action.fire_ms, me, action.token, action.succeeded, action.detail)
+                return st.finish(
+                    action.job, action.fire_ms, me, action.token, action.succeeded, action.detail
+                )
             case c.Sweep():
                 return st.sweep(action.params)
             case c.ReadSlot():

@@ -1,0 +1,173 @@
+"""The ``quorum-cron`` command line: the click group ``main`` and the config-side commands.
+
+This module owns the group (``--help``, ``--version``), the commands that
+need no store (``validate``, ``next``), and the one place where other
+commands are registered (:func:`_register`).  Commands live in their own
+modules as plain :class:`click.Command` objects; adding one is one line in
+:func:`_register`.
+
+Conventions: results go to stdout; problems go to stderr as one line
+``error: ...`` per problem, with exit status 1.  Click's own usage errors
+(unknown option, missing argument) keep click's exit status 2.  The CLI may
+read the real clock (``next`` defaults ``--after`` to now); the library never
+does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import sys
+import time
+import zoneinfo
+from pathlib import Path
+from typing import NoReturn
+
+import click
+
+from quorum_cron.config import Config, InvalidConfig, JobSpec, load_config
+from quorum_cron.durations import format_duration
+from quorum_cron.errors import QuorumCronError
+
+__all__ = ["main"]
+
+_MAX_NEXT = 1000
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("quorum-cron")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _fail(*messages: str) -> NoReturn:
+    for message in messages:
+        click.echo(f"error: {message}", err=True)
+    sys.exit(1)
+
+
+def _load(path: Path | str) -> Config:
+    try:
+        return load_config(path)
+    except InvalidConfig as exc:
+        _fail(*exc.errors)
+    except QuorumCronError as exc:
+        _fail(str(exc))
+
+
+def _iso(ms: int, tz: dt.tzinfo) -> str:
+    when = dt.datetime.fromtimestamp(ms / 1000, tz)
+    return when.isoformat(timespec="milliseconds" if ms % 1000 else "seconds")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(_version(), "--version", "-V", prog_name="quorum-cron")
+def main() -> None:
+    """Leaderless distributed cron: N nodes vote on each run in Redis; a run happens when a quorum agrees.
+
+    Start with `quorum-cron validate cluster.toml`, then check a job's next
+    fire times with `quorum-cron next JOB --config cluster.toml`.
+    """
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=True, path_type=Path))
+def validate(file: Path) -> None:
+    """Check a config FILE; print every problem, or a summary of the cluster and its jobs.
+
+    Exit status 0 when the file is valid, 1 when it is not.
+    """
+    config = _load(file)
+    cluster = config.cluster
+    now = _now_ms()
+    click.echo(f"{config.source}: ok")
+    click.echo(
+        f"cluster {cluster.namespace}: N={cluster.size} Q={cluster.quorum} "
+        f"max_skew={format_duration(cluster.max_skew_ms)} lease={format_duration(cluster.lease_ms)}"
+    )
+    click.echo(f"redis: {cluster.redacted_redis_url or '(not set)'}")
+    click.echo(f"jobs: {len(config.jobs)}")
+    rows = [_job_row(job, now) for job in config.jobs]
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(4)]
+    for row in rows:
+        click.echo(
+            "  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+
+
+def _job_row(job: JobSpec, now_ms: int) -> tuple[str, str, str, str]:
+    schedule = job.schedule_expr
+    if job.schedule.resolved_expr != schedule:
+        schedule = f"{schedule} ({job.schedule.resolved_expr})"
+    zone = zoneinfo.ZoneInfo(job.timezone)
+    nxt = _iso(job.schedule.next_after(now_ms), zone)
+    return job.name, schedule, job.timezone, f"next {nxt}"
+
+
+def _parse_after(text: str, job: JobSpec) -> int:
+    raw = text.strip()
+    if raw.endswith(("Z", "z")):
+        raw = raw[:-1] + "+00:00"
+    try:
+        when = dt.datetime.fromisoformat(raw)
+    except ValueError:
+        _fail(
+            f"--after {text!r} is not an ISO-8601 time "
+            f"(expected e.g. '2026-03-29T01:30:00+01:00', or a time without offset in the job's zone)"
+        )
+    if when.tzinfo is None:
+        # A naive time is read in the job's zone, like the left column of the
+        # output; a repeated wall time means its first occurrence (fold=0).
+        when = when.replace(tzinfo=zoneinfo.ZoneInfo(job.timezone))
+    return int(when.timestamp() * 1000)
+
+
+@main.command("next")
+@click.argument("job_name", metavar="JOB")
+@click.option("-n", "count", type=int, default=5, show_default=True, help=f"How many (1-{_MAX_NEXT}).")
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    envvar="QUORUM_CRON_CONFIG",
+    type=click.Path(path_type=Path),
+    help="Cluster config file (TOML). Env: QUORUM_CRON_CONFIG.",
+)
+@click.option(
+    "--after",
+    metavar="TIME",
+    help="ISO-8601 start (exclusive); without an offset it is read in the job's timezone. Default: now.",
+)
+def next_(job_name: str, count: int, config_path: Path, after: str | None) -> None:
+    """Print JOB's next fire times: `<time in the job's zone>  <time in UTC>`, one per line."""
+    if not 1 <= count <= _MAX_NEXT:
+        _fail(f"-n {count} is out of range (expected 1 to {_MAX_NEXT})")
+    config = _load(config_path)
+    try:
+        job = config.job(job_name)
+    except QuorumCronError as exc:
+        _fail(str(exc))
+    start = _now_ms() if after is None else _parse_after(after, job)
+    zone = zoneinfo.ZoneInfo(job.timezone)
+    t = start
+    for _ in range(count):
+        t = job.schedule.next_after(t)
+        click.echo(f"{_iso(t, zone)}  {_iso(t, dt.UTC)}")
+
+
+def _register() -> None:
+    """Add the commands defined elsewhere; each module exports plain click commands."""
+    from quorum_cron.clockcheck import check_clock
+
+    for command in (check_clock,):
+        main.add_command(command)
+
+
+_register()

@@ -1,0 +1,616 @@
+"""Schedules: which nominal fire times (UTC epoch ms) a job has.
+
+This module owns the meaning of a schedule string: parsing and validating it,
+resolving Jenkins-style ``H`` tokens, and turning wall-clock matches in an
+IANA timezone into UTC instants, including what happens at DST transitions.
+It is pure: it never reads the clock; every method takes explicit epoch ms,
+so every node (and the simulator) computes the same slots for the same job.
+
+Accepted forms (full reference in ``docs/schedules.md``):
+
+* 5-field Vixie cron: ``minute hour day-of-month month day-of-week``;
+* 6-field cron with **seconds first**: ``second minute hour dom month dow``
+  (the Quartz / Spring / node-cron order, croniter's ``second_at_beginning``);
+* aliases ``@yearly @annually @monthly @weekly @daily @midnight @hourly``;
+* ``H``, ``H/15``, ``H(0-29)``, ``H(0-29)/10`` in any field: a value derived
+  from SHA-256 of the job name, identical on every node;
+* ``@every <duration>``: the multiples of the period since the Unix epoch.
+
+Design: the cron grammar is parsed here, not by croniter, so that every field
+becomes an explicit set of values with cron's own rules (ranges never wrap,
+``7`` is Sunday, day-of-month and day-of-week are ORed unless either field
+starts with ``*``, as in Vixie cron / cronie).  croniter then only walks
+*naive wall-clock time* over those explicit lists (``day_or`` set per
+expression), and this module maps wall-clock times to instants one UTC-offset
+segment at a time, which is where the DST policy lives:
+
+* repeated wall times (fall back): ``dst="once"`` fires at the first
+  occurrence only; ``dst="every"`` fires at both instants (croniter's native
+  behaviour);
+* skipped wall times (spring forward): a schedule with a restricted hour
+  field fires once at the end of the gap (like cronie runs fixed-time jobs
+  right after the jump); a schedule that fires in every hour just skips them.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import functools
+import hashlib
+import itertools
+import re
+import threading
+import zoneinfo
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple, get_args
+
+from croniter import croniter
+
+from quorum_cron.durations import parse_duration
+from quorum_cron.errors import ConfigError, ScheduleError
+
+__all__ = ["ALIASES", "DST_POLICIES", "DstPolicy", "Schedule", "check_timezone"]
+
+DstPolicy = Literal["once", "every"]
+DST_POLICIES: tuple[str, ...] = get_args(DstPolicy)
+
+ALIASES: dict[str, str] = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+"""Cron's aliases, as Vixie cron defines them (not hashed)."""
+
+_MAX_EXPR_LEN = 1000
+_MIN_EVERY_MS = 1_000
+_MAX_EVERY_MS = 366 * 86_400_000
+_SEARCH_YEARS = 2  # a segment without DST transitions is cut every two years
+
+_MONTH_NAMES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DOW_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_MAX_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+class _Field(NamedTuple):
+    name: str
+    lo: int
+    hi: int
+    hash_lo: int  # range a bare H draws from (Jenkins: dom 1-28, dow 0-6)
+    hash_hi: int
+    names: tuple[str, ...]  # names mapped to name_base + index
+    name_base: int
+
+
+_SECOND = _Field("second", 0, 59, 0, 59, (), 0)
+_MINUTE = _Field("minute", 0, 59, 0, 59, (), 0)
+_HOUR = _Field("hour", 0, 23, 0, 23, (), 0)
+_DOM = _Field("day-of-month", 1, 31, 1, 28, (), 0)
+_MONTH = _Field("month", 1, 12, 1, 12, _MONTH_NAMES, 1)
+_DOW = _Field("day-of-week", 0, 7, 0, 6, _DOW_NAMES, 0)
+_FIELDS6 = (_SECOND, _MINUTE, _HOUR, _DOM, _MONTH, _DOW)
+
+_STAR_RE = re.compile(r"\*(?:/(?P<step>[^/]*))?", re.ASCII)
+_HASH_RE = re.compile(r"[Hh](?:\((?P<a>[^()]*)-(?P<b>[^()]*)\))?(?:/(?P<step>[^/]*))?", re.ASCII)
+_RANGE_RE = re.compile(r"(?P<a>[A-Za-z0-9]+)(?:-(?P<b>[A-Za-z0-9]+))?(?:/(?P<step>[^/]*))?", re.ASCII)
+
+
+class _Invalid(Exception):
+    """Internal: a problem found while parsing; becomes a ScheduleError with context."""
+
+
+# --------------------------------------------------------------------------- cron grammar
+
+
+class _ParsedField(NamedTuple):
+    values: frozenset[int]
+    resolved: str  # the field with H tokens replaced, as a plain cron field
+    star: bool  # written starting with '*' (Vixie's DOM_STAR / DOW_STAR)
+
+
+def _hash_int(job: str, fld: _Field, index: int) -> int:
+    digest = hashlib.sha256(f"quorum-cron/H\x00{job}\x00{fld.name}\x00{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def _value(text: str, fld: _Field) -> int:
+    if text.isdigit():
+        number = int(text)
+    elif fld.names and text.lower() in fld.names:
+        number = fld.names.index(text.lower()) + fld.name_base
+    elif fld.names:
+        first, last = fld.names[0].upper(), fld.names[-1].upper()
+        raise _Invalid(f"unknown {fld.name} name {text!r} (expected {fld.lo}-{fld.hi} or {first}..{last})")
+    else:
+        raise _Invalid(f"{text!r} is not a number in the {fld.name} field (expected {fld.lo}-{fld.hi})")
+    if not fld.lo <= number <= fld.hi:
+        raise _Invalid(f"{number} is out of range for the {fld.name} field (expected {fld.lo}-{fld.hi})")
+    return number
+
+
+def _step(text: str | None, fld: _Field) -> int:
+    if text is None:
+        return 1
+    if not text.isdigit():
+        raise _Invalid(f"step {text!r} in the {fld.name} field is not a whole number")
+    step = int(text)
+    if step < 1:
+        raise _Invalid(f"step must be >= 1 in the {fld.name} field (got {step})")
+    return step
+
+
+def _parse_item(item: str, fld: _Field, job: str, index: int) -> tuple[list[int], str]:
+    """One comma-separated element of a field: its values and its H-free spelling."""
+    if m := _STAR_RE.fullmatch(item):
+        step = _step(m["step"], fld)
+        return list(range(fld.lo, fld.hi + 1, step)), item
+    if m := _HASH_RE.fullmatch(item):
+        lo, hi = fld.hash_lo, fld.hash_hi
+        if m["a"] is not None:
+            lo, hi = _value(m["a"], fld), _value(m["b"], fld)
+            if lo >= hi:
+                raise _Invalid(f"H range {lo}-{hi} in the {fld.name} field must have begin < end")
+        h = _hash_int(job, fld, index)
+        if m["step"] is None:
+            value = lo + h % (hi - lo + 1)
+            return [value], str(value)
+        step = _step(m["step"], fld)
+        start = lo + h % min(step, hi - lo + 1)
+        values = list(range(start, hi + 1, step))
+        return values, (f"{start}-{hi}/{step}" if len(values) > 1 else str(start))
+    if m := _RANGE_RE.fullmatch(item):
+        a = _value(m["a"], fld)
+        if m["b"] is None:
+            if m["step"] is not None:
+                raise _Invalid(
+                    f"step without a range in {item!r} ({fld.name} field): cron implementations "
+                    f"disagree on 'N/S', write '{m['a']}-{fld.hi}/{m['step']}' or '*/{m['step']}'"
+                )
+            return [a], item
+        b = _value(m["b"], fld)
+        if a > b:
+            raise _Invalid(
+                f"range {item!r} in the {fld.name} field runs backwards (cron ranges do not wrap; "
+                f"use a list such as '{m['a']}-{fld.hi},{fld.lo}-{m['b']}')"
+            )
+        return list(range(a, b + 1, _step(m["step"], fld))), item
+    raise _Invalid(
+        f"unsupported syntax {item!r} in the {fld.name} field (expected numbers, names, '*', "
+        f"ranges 'a-b', steps '/n', lists 'a,b' and H; not L, W, #, ? or R)"
+    )
+
+
+def _parse_field(text: str, fld: _Field, job: str) -> _ParsedField:
+    values: set[int] = set()
+    resolved: list[str] = []
+    for index, item in enumerate(text.split(",")):
+        if not item:
+            raise _Invalid(f"empty list element in the {fld.name} field {text!r}")
+        item_values, item_text = _parse_item(item, fld, job, index)
+        values.update(item_values)
+        resolved.append(item_text)
+    if fld is _DOW and 7 in values:  # 7 is Sunday too
+        values.discard(7)
+        values.add(0)
+    return _ParsedField(frozenset(values), ",".join(resolved), text.startswith("*"))
+
+
+class _CronPlan(NamedTuple):
+    seconds: frozenset[int]
+    minutes: frozenset[int]
+    hours: frozenset[int]
+    doms: frozenset[int]
+    months: frozenset[int]
+    dows: frozenset[int]
+    day_or: bool  # cron's rule: OR dom/dow unless either field starts with '*'
+    with_seconds: bool
+    resolved: str  # the expression with H resolved and aliases expanded
+    canonical: str  # explicit 6-field lists handed to croniter
+
+
+def _compile_cron(expr: str, job: str) -> _CronPlan:
+    text = ALIASES.get(expr.lower(), expr)
+    parts = text.split()
+    if len(parts) not in (5, 6):
+        raise _Invalid(
+            f"expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds "
+            f"first, got {len(parts)}"
+        )
+    with_seconds = len(parts) == 6
+    if not with_seconds:
+        parts = ["0", *parts]
+    parsed = [_parse_field(part, fld, job) for part, fld in zip(parts, _FIELDS6, strict=True)]
+    sec, minute, hour, dom, month, dow = parsed
+    day_or = not (dom.star or dow.star)
+    # Under OR some weekday always matches.  Under AND a valid date falls on
+    # every weekday within a 28-year cycle, so only day-of-month x month matters.
+    if not day_or and not any(d <= _MAX_DAYS[m - 1] for m in month.values for d in dom.values):
+        months = ",".join(_MONTH_NAMES[m - 1].upper() for m in sorted(month.values))
+        raise _Invalid(f"never fires: day-of-month {dom.resolved!r} never occurs in {months}")
+    resolved_parts = [p.resolved for p in (parsed if with_seconds else parsed[1:])]
+    canonical = " ".join(",".join(str(v) for v in sorted(p.values)) for p in parsed)
+    return _CronPlan(
+        sec.values,
+        minute.values,
+        hour.values,
+        dom.values,
+        month.values,
+        dow.values,
+        day_or,
+        with_seconds,
+        " ".join(resolved_parts),
+        canonical,
+    )
+
+
+# --------------------------------------------------------------------------- wall-clock walking
+
+_croniter_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1024)
+def _croniter_for(canonical: str, day_or: bool) -> croniter:
+    # implement_cron_bug is irrelevant here: the lists are explicit and day_or
+    # already carries cron's DOM/DOW rule.  max_years_between_matches covers
+    # the longest real gap (Feb 29 on a given weekday: 28 years).
+    return croniter(canonical, 0.0, day_or=day_or, second_at_beginning=True, max_years_between_matches=50)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _wall_next(canonical: str, day_or: bool, wall_s: int) -> int:
+    """First matching naive wall-clock second strictly after ``wall_s`` (wall-epoch seconds)."""
+    with _croniter_lock:
+        it = _croniter_for(canonical, day_or)
+        return int(it.get_next(float, start_time=float(wall_s)))
+
+
+class _Transition(NamedTuple):
+    at: int  # first instant (s) on the new offset
+    before: int  # UTC offset (s) before
+    after: int  # UTC offset (s) from ``at`` on
+
+
+_available_lock = threading.Lock()
+
+
+@functools.cache
+def _available_zones() -> frozenset[str]:
+    with _available_lock:
+        # "localtime" is whatever /etc/localtime is on each node; "Factory" and
+        # "posixrules" are tzdata internals, not places.
+        return frozenset(zoneinfo.available_timezones()) - {"localtime", "posixrules", "Factory"}
+
+
+@functools.cache
+def _zone(name: str) -> zoneinfo.ZoneInfo:
+    return zoneinfo.ZoneInfo(name)
+
+
+def _offset(zone: zoneinfo.ZoneInfo, t: int) -> int:
+    delta = dt.datetime.fromtimestamp(t, zone).utcoffset()
+    return 0 if delta is None else int(delta.total_seconds())
+
+
+def _year_start(year: int) -> int:
+    return calendar.timegm((year, 1, 1, 0, 0, 0))
+
+
+def _year_of(t: int) -> int:
+    return dt.datetime.fromtimestamp(t, dt.UTC).year
+
+
+@functools.lru_cache(maxsize=4096)
+def _year_transitions(tz: str, year: int) -> tuple[_Transition, ...]:
+    """Offset changes with ``at`` in (start of year, start of next year], UTC.
+
+    Sampled every 6 hours, then bisected to the second; two transitions less
+    than 6 hours apart would be seen as one (no zone in use does that).
+    """
+    zone = _zone(tz)
+    step = 6 * 3600
+    points = [*range(_year_start(year), _year_start(year + 1), step), _year_start(year + 1)]
+    found: list[_Transition] = []
+    prev_t, prev_off = points[0], _offset(zone, points[0])
+    for t in points[1:]:
+        off = _offset(zone, t)
+        if off != prev_off:
+            lo, hi = prev_t, t  # offset(lo) == prev_off, offset(hi) == off
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if _offset(zone, mid) == prev_off:
+                    lo = mid
+                else:
+                    hi = mid
+            found.append(_Transition(hi, prev_off, off))
+        prev_t, prev_off = t, off
+    return tuple(found)
+
+
+def _next_transition(tz: str, t: int) -> _Transition | None:
+    """The first transition with ``at > t`` within the next two years, if any."""
+    year = _year_of(t)
+    for y in range(year - 1, year + _SEARCH_YEARS):
+        for tr in _year_transitions(tz, y):
+            if tr.at > t:
+                return tr
+    return None
+
+
+def _prev_transition(tz: str, t: int) -> _Transition | None:
+    """The last transition with ``at <= t`` in this or the previous year, if any."""
+    year = _year_of(t)
+    for y in (year, year - 1):
+        for tr in reversed(_year_transitions(tz, y)):
+            if tr.at <= t:
+                return tr
+    return None
+
+
+def check_timezone(tz: object, *, job: str) -> None:
+    """Raise :class:`ScheduleError` unless ``tz`` is an IANA zone name known to tzdata.
+
+    Names outside the tzdata list (``localtime``, a file path) are refused:
+    they could mean a different zone on each node.
+    """
+    if isinstance(tz, str) and tz in _available_zones():
+        return
+    hint = ""
+    if isinstance(tz, str):
+        close = sorted(z for z in _available_zones() if z.lower() == tz.lower())
+        if close:
+            hint = f"; did you mean {close[0]!r}?"
+    raise ScheduleError(
+        f"invalid timezone {tz!r} for job {job!r}: expected an IANA name such as "
+        f"'Europe/Berlin' or 'UTC'{hint}"
+    )
+
+
+# --------------------------------------------------------------------------- the value
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When one job fires, as UTC epoch milliseconds.
+
+    Build it with :meth:`parse` (the constructor validates the same way).
+    Two schedules are equal when expression, timezone, DST policy and job
+    name are equal; the job name matters because it seeds ``H``.
+    """
+
+    expr: str
+    tz: str = "UTC"
+    dst: DstPolicy = "once"
+    job: str = ""
+    _plan: _CronPlan | None = field(init=False, repr=False, compare=False)
+    _every_ms: int | None = field(init=False, repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, expr: str, tz: str = "UTC", *, job: str, dst: DstPolicy = "once") -> Schedule:
+        """Validate and build a schedule; raise :class:`ScheduleError` naming job, value and expectation."""
+        return cls(expr=expr, tz=tz, dst=dst, job=job)
+
+    def __post_init__(self) -> None:
+        expr, job = self.expr, self.job
+        if not isinstance(expr, str):
+            raise ScheduleError(f"invalid schedule {expr!r} for job {job!r}: expected a string")
+        stripped = expr.strip()
+        if stripped != expr:
+            object.__setattr__(self, "expr", stripped)
+        plan: _CronPlan | None = None
+        every_ms: int | None = None
+        lowered = stripped.lower()
+        if lowered == "@reboot":
+            raise ScheduleError(
+                f"invalid schedule {stripped!r} for job {job!r}: @reboot is not supported "
+                f"(a slot needs a time on the clock; nodes reboot at different times)"
+            )
+        if len(stripped) > _MAX_EXPR_LEN:
+            raise ScheduleError(
+                f"invalid cron expression {stripped[:40]!r}... for job {job!r}: "
+                f"longer than {_MAX_EXPR_LEN} characters"
+            )
+        if lowered.startswith("@every"):
+            every_ms = self._parse_every(stripped, job)
+        elif stripped.startswith("@") and lowered not in ALIASES:
+            raise ScheduleError(
+                f"invalid schedule {stripped!r} for job {job!r}: unknown alias "
+                f"(expected one of {', '.join(ALIASES)}, or '@every <duration>')"
+            )
+        else:
+            try:
+                plan = _compile_cron(stripped, job)
+            except _Invalid as exc:
+                raise ScheduleError(f"invalid cron expression {stripped!r} for job {job!r}: {exc}") from None
+        check_timezone(self.tz, job=job)
+        if self.dst not in DST_POLICIES:
+            raise ScheduleError(
+                f"invalid dst policy {self.dst!r} for job {job!r}: expected 'once' or 'every'"
+            )
+        object.__setattr__(self, "_plan", plan)
+        object.__setattr__(self, "_every_ms", every_ms)
+
+    @staticmethod
+    def _parse_every(expr: str, job: str) -> int:
+        parts = expr.split(None, 1)
+        if len(parts) != 2 or parts[0].lower() != "@every":
+            raise ScheduleError(
+                f"invalid schedule {expr!r} for job {job!r}: expected '@every <duration>', e.g. '@every 90s'"
+            )
+        try:
+            period = parse_duration(parts[1].strip(), what=f"invalid schedule {expr!r} for job {job!r}")
+        except ConfigError as exc:
+            raise ScheduleError(str(exc)) from None
+        if not _MIN_EVERY_MS <= period <= _MAX_EVERY_MS:
+            raise ScheduleError(
+                f"invalid schedule {expr!r} for job {job!r}: period must be between 1s and 366d"
+            )
+        return period
+
+    # ---------------------------------------------------------------- introspection
+
+    @property
+    def kind(self) -> Literal["cron", "every"]:
+        """``"every"`` for ``@every`` schedules, ``"cron"`` for everything else."""
+        return "every" if self._every_ms is not None else "cron"
+
+    @property
+    def period_ms(self) -> int | None:
+        """The period of an ``@every`` schedule, else ``None``."""
+        return self._every_ms
+
+    @property
+    def resolved_expr(self) -> str:
+        """The schedule as plain cron: aliases expanded, ``H`` replaced by this job's values.
+
+        ``@every`` schedules are returned as written.
+        """
+        return self._plan.resolved if self._plan is not None else self.expr
+
+    @functools.cached_property
+    def min_interval_ms(self) -> int:
+        """The shortest gap between consecutive nominal fire times, ignoring DST shifts.
+
+        Exact for ``@every`` and for schedules that fire more than once a day;
+        for daily-or-rarer schedules it is the shortest gap between matching
+        dates over a 28-year calendar cycle.
+        """
+        if self._every_ms is not None:
+            return self._every_ms
+        plan = self._require_plan()
+        tods = sorted(h * 3600 + m * 60 + s for h in plan.hours for m in plan.minutes for s in plan.seconds)
+        if len(tods) > 1:
+            gaps = [b - a for a, b in itertools.pairwise(tods)]
+            gaps.append(tods[0] + 86_400 - tods[-1])  # across midnight, if both days match
+            return min(gaps) * 1000
+        best: int | None = None
+        previous: int | None = None
+        day = dt.date(2000, 1, 1)
+        for ordinal in range(day.toordinal(), dt.date(2028, 12, 31).toordinal() + 1):
+            date = dt.date.fromordinal(ordinal)
+            if self._day_matches(plan, date):
+                if previous is not None:
+                    gap = ordinal - previous
+                    best = gap if best is None else min(best, gap)
+                previous = ordinal
+        return (best or 1) * 86_400_000
+
+    @staticmethod
+    def _day_matches(plan: _CronPlan, date: dt.date) -> bool:
+        if date.month not in plan.months:
+            return False
+        dom_ok = date.day in plan.doms
+        dow_ok = date.isoweekday() % 7 in plan.dows
+        return (dom_ok or dow_ok) if plan.day_or else (dom_ok and dow_ok)
+
+    def _require_plan(self) -> _CronPlan:
+        assert self._plan is not None, "cron plan missing on a cron schedule"
+        return self._plan
+
+    # ---------------------------------------------------------------- fire times
+
+    def next_after(self, ms: int) -> int:
+        """The first fire time strictly after ``ms`` (UTC epoch ms)."""
+        if self._every_ms is not None:
+            return (ms // self._every_ms + 1) * self._every_ms
+        for t in self._cron_seconds(ms // 1000, None):
+            return t * 1000
+        raise AssertionError("a validated cron schedule always has a next fire time")  # pragma: no cover
+
+    def fire_times(self, start_ms: int, end_ms: int) -> Iterator[int]:
+        """All fire times ``t`` with ``start_ms < t <= end_ms``, ascending (UTC epoch ms)."""
+        if end_ms <= start_ms:
+            return
+        if self._every_ms is not None:
+            period = self._every_ms
+            yield from range((start_ms // period + 1) * period, end_ms + 1, period)
+            return
+        for t in self._cron_seconds(start_ms // 1000, end_ms // 1000):
+            yield t * 1000
+
+    def latest_at_or_before(self, ms: int) -> int | None:
+        """The last fire time ``t <= ms``, or ``None`` if there is none within 30 years."""
+        if self._every_ms is not None:
+            return (ms // self._every_ms) * self._every_ms
+        window = 2 * 60_000
+        limit = 30 * 366 * 86_400_000
+        while True:
+            last: int | None = None
+            for t in self.fire_times(ms - window, ms):
+                last = t
+            if last is not None:
+                return last
+            if window >= limit:
+                return None
+            window = min(window * 16, limit)
+
+    def _cron_seconds(self, lo: int, hi: int | None) -> Iterator[int]:
+        """Fire instants in whole seconds with ``lo < t <= hi`` (``hi=None``: unbounded).
+
+        Walks one UTC-offset segment at a time: inside a segment wall time and
+        instant differ by a constant, so croniter's naive walk is exact; the
+        DST policy is applied where segments meet.
+        """
+        plan = self._require_plan()
+        canonical, day_or = plan.canonical, plan.day_or
+        zone = _zone(self.tz)
+        shift_gap = len(plan.hours) < 24
+        once = self.dst == "once"
+        # Wall times up to `covered` already happened in an earlier segment
+        # (only after a fall-back); under "once" they do not fire again.
+        covered: int | None = None
+        last: int | None = None
+        prev = _prev_transition(self.tz, lo + 1)
+        if prev is not None and prev.before > prev.after:
+            covered = prev.at - 1 + prev.before
+        elif (
+            prev is not None
+            and prev.at == lo + 1
+            and (hi is None or prev.at <= hi)
+            and shift_gap
+            and self._gap_fires(prev)
+        ):
+            last = prev.at
+            yield prev.at
+        cur = lo
+        while hi is None or cur < hi:
+            # The segment is the instants (cur, seg_last], all on one UTC offset;
+            # a transition exactly at cur + 1 was handled when reaching it.
+            nxt = _next_transition(self.tz, cur + 1)
+            seg_last = nxt.at - 1 if nxt is not None else _year_start(_year_of(cur) + _SEARCH_YEARS) - 1
+            bound = seg_last if hi is None else min(seg_last, hi)
+            off = _offset(zone, cur + 1)
+            wall = cur + off
+            while True:
+                wall = _wall_next(canonical, day_or, wall)
+                t = wall - off
+                if t > bound:
+                    break
+                if once and covered is not None and wall <= covered:
+                    continue
+                if last is None or t > last:
+                    last = t
+                    yield t
+            if nxt is None:
+                cur = seg_last
+                continue
+            if hi is not None and nxt.at > hi:
+                return
+            if nxt.after > nxt.before:
+                # Spring forward: walls [at+before, at+after) do not exist.
+                if shift_gap and self._gap_fires(nxt) and (last is None or nxt.at > last):
+                    last = nxt.at
+                    yield nxt.at
+            else:
+                covered = nxt.at - 1 + nxt.before
+            cur = nxt.at - 1
+
+    def _gap_fires(self, tr: _Transition) -> bool:
+        """Whether a wall time skipped by the spring-forward ``tr`` matches the schedule."""
+        plan = self._require_plan()
+        gap_first, gap_last = tr.at + tr.before, tr.at + tr.after - 1
+        return _wall_next(plan.canonical, plan.day_or, gap_first - 1) <= gap_last

@@ -1,0 +1,465 @@
+"""RedisStore: the store contract on one Redis server, through Lua scripts.
+
+Every state change is one script call (:mod:`quorum_cron.store.scripts`), so
+it is atomic on the server and reads the server's clock (``TIME``) — never
+the caller's. The rules are those of :class:`~quorum_cron.store.memory.MemoryStore`,
+the executable model, and the contract suite runs both side by side.
+
+This module owns the Python side: key names, argument encoding, reply
+decoding into :mod:`quorum_cron.store.base` values, and translating redis-py
+errors into the library's family at this one boundary. ``docs/store.md``
+documents the key layout and each script's KEYS/ARGV and reply.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from redis.exceptions import AuthenticationError, RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from quorum_cron.errors import ConfigError, StoreError, StoreUnavailable
+from quorum_cron.store.base import (
+    Delivery,
+    HeartbeatResult,
+    LedgerEntry,
+    Member,
+    Overlap,
+    SlotState,
+    SlotView,
+    SweepParams,
+    TransitionResult,
+    VoteRequest,
+    VoteResult,
+    VoteStatus,
+)
+from quorum_cron.store.memory import DEFAULT_LEDGER_MAXLEN, DEFAULT_RETENTION_MS
+from quorum_cron.store.scripts import FENCE, MEMBERS, MISSED, READ, SWEEP, VOTE, Call, ScriptRunner
+
+__all__ = ["RedisStore", "redact_url"]
+
+_OVERLAP = {Overlap.ALLOW: "a", Overlap.FORBID: "f", Overlap.REPLACE: "r"}
+_DELIVERY = {Delivery.AT_MOST_ONCE: "m", Delivery.AT_LEAST_ONCE: "l"}
+_STATUS = {
+    "R": VoteStatus.RECORDED,
+    "C": VoteStatus.COMMITTED,
+    "D": VoteStatus.DECIDED,
+    "E": VoteStatus.EARLY,
+    "M": VoteStatus.MISSED,
+}
+_FORBIDDEN_NS_CHARS = "{}:"
+
+# With an injected clock, store time and real time are unrelated, so the
+# physical key TTL (garbage collection only) must not fire before the logical
+# expiry that the scripts check against the injected time.
+_KEY_TTL_FLOOR_WITH_CLOCK_MS = 24 * 3600 * 1000
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for messages and repr)."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+        user = parts.username or ""
+        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    except ValueError:
+        return "<unparsable redis url>"
+
+
+def _where(client: redis.Redis) -> str:
+    """The server address of ``client`` as a password-free URL."""
+    kw = client.connection_pool.connection_kwargs
+    db = kw.get("db", 0)
+    if kw.get("path"):
+        return f"unix://{kw['path']}?db={db}"
+    return f"redis://{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{db}"
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return str(value)
+    raise TypeError(f"expected a string in the reply, got {type(value).__name__}")
+
+
+def _fields(flat: Sequence[object], start: int) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """A slot hash from a flat ``field, value, ...`` reply: its fields and its votes."""
+    if (len(flat) - start) % 2:
+        raise ValueError("odd number of elements in a field/value reply")
+    fields: dict[str, str] = {}
+    votes: list[tuple[str, str]] = []
+    for i in range(start, len(flat), 2):
+        key, value = _text(flat[i]), _text(flat[i + 1])
+        if key.startswith("v:"):
+            votes.append((key[2:], value))
+        else:
+            fields[key] = value
+    return fields, votes
+
+
+def _slot_view(job: str, fire_ms: int, flat: Sequence[object], start: int = 1) -> SlotView:
+    """Decode an ``emit(code, record)`` reply (code at ``start - 1``) into a view."""
+    if len(flat) <= start:
+        return SlotView(job=job, fire_ms=fire_ms, state=SlotState.ABSENT)
+    f, votes = _fields(flat, start)
+    return SlotView(
+        job=job,
+        fire_ms=fire_ms,
+        state=SlotState(f["st"]),
+        votes=tuple(sorted(votes)),
+        spec_hash=f.get("sh", ""),
+        executor=f.get("ex", ""),
+        token=int(f.get("tk", 0)),
+        attempt=int(f.get("na", 0)),
+        reason=f.get("rs", ""),
+        committed_ms=int(f.get("cm", 0)),
+        started_ms=int(f.get("sm", 0)),
+        lease_until_ms=int(f.get("lu", 0)),
+        finished_ms=int(f.get("fm", 0)),
+        detail=f.get("dt", ""),
+    )
+
+
+def _seq(value: object) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected an array in the reply, got {type(value).__name__}")
+    return value
+
+
+class RedisStore:
+    """The store contract on Redis (see :class:`quorum_cron.store.base.Store`).
+
+    ``clock`` is for tests and simulator parity only: when given, every
+    script uses ``clock()`` as the store's time instead of the server's
+    ``TIME``. Production leaves it ``None`` so no node's clock can ever
+    decide a slot. ``retention_ms`` bounds how long a slot is remembered after
+    its last change; ``ledger_maxlen`` bounds each job's ledger stream.
+
+    The client may or may not decode responses; replies are decoded here.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        namespace: str,
+        *,
+        clock: Callable[[], int] | None = None,
+        retention_ms: int = DEFAULT_RETENTION_MS,
+        ledger_maxlen: int = DEFAULT_LEDGER_MAXLEN,
+    ) -> None:
+        if not namespace or any(c in namespace for c in _FORBIDDEN_NS_CHARS):
+            raise ConfigError(
+                f"invalid store namespace {namespace!r}: expected a non-empty name without '{{', '}}' or ':'"
+            )
+        if retention_ms <= 0:
+            raise ConfigError(f"invalid retention_ms {retention_ms}: expected > 0")
+        if ledger_maxlen <= 0:
+            raise ConfigError(f"invalid ledger_maxlen {ledger_maxlen}: expected > 0")
+        self._client = client
+        self._ns = namespace
+        self._clock = clock
+        self._retention_ms = retention_ms
+        self._ledger_maxlen = ledger_maxlen
+        self._key_ttl_ms = retention_ms if clock is None else max(retention_ms, _KEY_TTL_FLOOR_WITH_CLOCK_MS)
+        self._where = _where(client)
+        self._scripts = ScriptRunner(client)
+        self._keys: dict[str, tuple[str, str, str, str, str]] = {}
+        self._members_key = f"qc:{{{namespace}}}:members"
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        namespace: str,
+        *,
+        clock: Callable[[], int] | None = None,
+        retention_ms: int = DEFAULT_RETENTION_MS,
+        ledger_maxlen: int = DEFAULT_LEDGER_MAXLEN,
+        **client_kwargs: Any,
+    ) -> RedisStore:
+        """A store on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``).
+
+        ``client_kwargs`` go to :meth:`redis.Redis.from_url` (timeouts, retry).
+        """
+        try:
+            client = redis.Redis.from_url(url, **client_kwargs)
+        except ValueError as exc:
+            raise ConfigError(f"invalid redis url {redact_url(url)!r}: {exc}") from exc
+        return cls(client, namespace, clock=clock, retention_ms=retention_ms, ledger_maxlen=ledger_maxlen)
+
+    def __repr__(self) -> str:
+        mode = "injected clock" if self._clock is not None else "server clock"
+        return f"RedisStore({self._where}, namespace={self._ns!r}, {mode})"
+
+    @property
+    def client(self) -> redis.Redis:
+        """The underlying redis-py client (for tests and diagnostics)."""
+        return self._client
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self._client.close()
+
+    # -- plumbing ------------------------------------------------------------
+
+    @contextmanager
+    def _boundary(self, op: str) -> Iterator[None]:
+        """Translate redis-py errors and malformed replies into the library's family."""
+        try:
+            yield
+        except AuthenticationError as exc:
+            raise StoreError(f"redis at {self._where} refused {op}: {exc}") from exc
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {exc}") from exc
+        except RedisError as exc:
+            raise StoreError(f"redis at {self._where} failed {op}: {exc}") from exc
+        except (TypeError, ValueError, KeyError, IndexError) as exc:
+            raise StoreError(f"unexpected reply from redis at {self._where} to {op}: {exc}") from exc
+
+    def _now_arg(self) -> str:
+        return "" if self._clock is None else str(self._clock())
+
+    def _job_keys(self, job: str) -> tuple[str, str, str, str, str]:
+        keys = self._keys.get(job)
+        if keys is None:
+            base = f"qc:{{{self._ns}:{job}}}:"
+            keys = (f"{base}meta", f"{base}slots", f"{base}open", f"{base}ledger", f"{base}slot:")
+            if len(self._keys) < 10_000:
+                self._keys[job] = keys
+        return keys
+
+    def _job_call(self, script: Any, job: str, now: str, args: Sequence[str | int]) -> Call:
+        argv = [now, self._retention_ms, self._key_ttl_ms, self._ledger_maxlen, job, *args]
+        return Call(script, self._job_keys(job), argv)
+
+    # -- votes ---------------------------------------------------------------
+
+    def vote(self, requests: Sequence[VoteRequest]) -> list[VoteResult]:
+        if not requests:
+            return []
+        now = self._now_arg()
+        by_job: dict[str, list[int]] = {}
+        for i, req in enumerate(requests):
+            by_job.setdefault(req.job, []).append(i)
+        calls = []
+        for job, idx in by_job.items():
+            args: list[str | int] = [len(idx)]
+            for i in idx:
+                r = requests[i]
+                args += [
+                    r.fire_ms,
+                    r.node,
+                    r.spec_hash,
+                    r.quorum,
+                    r.max_skew_ms,
+                    r.deadline_ms,
+                    _OVERLAP[r.overlap],
+                ]
+            calls.append(self._job_call(VOTE, job, now, args))
+        results: list[VoteResult | None] = [None] * len(requests)
+        with self._boundary("vote"):
+            replies = self._scripts.call_many(calls)
+            for idx, raw in zip(by_job.values(), replies, strict=True):
+                reply = _seq(raw)
+                if len(reply) != len(idx) + 1:
+                    raise ValueError(f"vote reply has {len(reply) - 1} slots for {len(idx)} votes")
+                now_ms = int(reply[0])
+                for i, item in zip(idx, reply[1:], strict=True):
+                    flat = _seq(item)
+                    req = requests[i]
+                    results[i] = VoteResult(
+                        status=_STATUS[_text(flat[0])],
+                        slot=_slot_view(req.job, req.fire_ms, flat),
+                        now_ms=now_ms,
+                    )
+        return [r for r in results if r is not None]
+
+    # -- fenced transitions --------------------------------------------------
+
+    def _fenced(
+        self, op: str, job: str, fire_ms: int, node: str, token: int, *extra: str | int
+    ) -> TransitionResult:
+        name = {"s": "start", "r": "renew", "f": "finish"}[op]
+        with self._boundary(name):
+            reply = _seq(
+                self._scripts.call(
+                    self._job_call(FENCE, job, self._now_arg(), [op, fire_ms, node, token, *extra])
+                )
+            )
+            if len(reply) != 3:
+                raise ValueError(f"{name} reply has {len(reply)} elements, expected 3")
+            now_ms, why = int(reply[0]), _text(reply[1])
+            slot = _slot_view(job, fire_ms, _seq(reply[2]))
+        if not why:
+            return TransitionResult(True, slot, now_ms)
+        want = SlotState.COMMITTED if op == "s" else SlotState.RUNNING
+        reasons = {
+            "U": "unknown slot",
+            "S": f"slot is {slot.state}, not {want}",
+            "T": f"stale token {token}, current is {slot.token}",
+            "X": f"executor is {slot.executor!r}, not {node!r}",
+            "D": "starting deadline passed",
+        }
+        if why not in reasons:
+            raise StoreError(f"unexpected refusal code {why!r} from redis at {self._where} to {name}")
+        return TransitionResult(False, slot, now_ms, reasons[why])
+
+    def start(self, job: str, fire_ms: int, node: str, token: int, lease_ms: int) -> TransitionResult:
+        return self._fenced("s", job, fire_ms, node, token, lease_ms)
+
+    def renew(self, job: str, fire_ms: int, node: str, token: int, lease_ms: int) -> TransitionResult:
+        return self._fenced("r", job, fire_ms, node, token, lease_ms)
+
+    def finish(
+        self, job: str, fire_ms: int, node: str, token: int, succeeded: bool, detail: str
+    ) -> TransitionResult:
+        return self._fenced("f", job, fire_ms, node, token, "1" if succeeded else "0", detail)
+
+    # -- deadlines -----------------------------------------------------------
+
+    def sweep(self, params: Sequence[SweepParams]) -> list[SlotView]:
+        if not params:
+            return []
+        now = self._now_arg()
+        by_job: dict[str, list[int]] = {}
+        for i, p in enumerate(params):
+            by_job.setdefault(p.job, []).append(i)
+        calls = []
+        for job, idx in by_job.items():
+            args: list[str | int] = [len(idx)]
+            for i in idx:
+                p = params[i]
+                args += [p.deadline_ms, p.start_timeout_ms, _DELIVERY[p.delivery]]
+            calls.append(self._job_call(SWEEP, job, now, args))
+        per_param: list[list[SlotView]] = [[] for _ in params]
+        with self._boundary("sweep"):
+            replies = self._scripts.call_many(calls)
+            for (job, idx), raw in zip(by_job.items(), replies, strict=True):
+                reply = _seq(raw)
+                if len(reply) != len(idx) + 1:
+                    raise ValueError(f"sweep reply has {len(reply) - 1} sets for {len(idx)} parameter sets")
+                for i, changed in zip(idx, reply[1:], strict=True):
+                    per_param[i] = [_slot_view(job, int(_text(s[0])), s) for s in map(_seq, _seq(changed))]
+        return [view for views in per_param for view in views]
+
+    def record_missed(self, job: str, fire_ms: int, deadline_ms: int, reason: str) -> SlotView:
+        with self._boundary("record_missed"):
+            reply = _seq(
+                self._scripts.call(
+                    self._job_call(MISSED, job, self._now_arg(), [fire_ms, deadline_ms, reason])
+                )
+            )
+            if len(reply) != 2:
+                raise ValueError(f"record_missed reply has {len(reply)} elements, expected 2")
+            return _slot_view(job, fire_ms, _seq(reply[1]))
+
+    # -- reads ---------------------------------------------------------------
+
+    def high_water(self, job: str) -> int:
+        with self._boundary("high_water"):
+            value = self._client.hget(self._job_keys(job)[0], "hw")
+            return 0 if value is None else int(_text(value))
+
+    def slot(self, job: str, fire_ms: int) -> SlotView:
+        views = self._read(job, fire_ms, fire_ms)
+        if len(views) > 1:
+            raise StoreError(f"redis at {self._where} returned {len(views)} slots for {job!r} at {fire_ms}")
+        return views[0] if views else SlotView(job=job, fire_ms=fire_ms, state=SlotState.ABSENT)
+
+    def slots(self, job: str, from_ms: int, to_ms: int) -> list[SlotView]:
+        return self._read(job, from_ms, to_ms)
+
+    def _read(self, job: str, from_ms: int, to_ms: int) -> list[SlotView]:
+        with self._boundary("read"):
+            reply = _seq(self._scripts.call(self._job_call(READ, job, self._now_arg(), [from_ms, to_ms])))
+            return [_slot_view(job, int(_text(s[0])), s) for s in map(_seq, reply[1:])]
+
+    def ledger(self, job: str, limit: int) -> list[LedgerEntry]:
+        if limit <= 0:
+            return []
+        with self._boundary("ledger"):
+            entries = self._client.xrevrange(self._job_keys(job)[3], count=limit) or []
+            return [self._ledger_entry(job, fields or {}) for _, fields in entries]
+
+    @staticmethod
+    def _ledger_entry(job: str, raw: dict[Any, Any]) -> LedgerEntry:
+        f = {_text(k): _text(v) for k, v in raw.items()}
+        voters = json.loads(f["voters"])
+        if voters == {}:  # Lua's cjson encodes an empty table as an object
+            voters = []
+        if not isinstance(voters, list) or not all(isinstance(v, str) for v in voters):
+            raise ValueError(f"ledger voters {f['voters']!r} is not a list of node ids")
+        return LedgerEntry(
+            job=job,
+            fire_ms=int(f["fire"]),
+            state=SlotState(f["state"]),
+            reason=f["reason"],
+            voters=tuple(sorted(voters)),
+            executor=f["executor"],
+            token=int(f["token"]),
+            committed_ms=int(f["committed"]),
+            started_ms=int(f["started"]),
+            finished_ms=int(f["finished"]),
+            detail=f["detail"],
+        )
+
+    # -- membership ----------------------------------------------------------
+
+    def _members_call(self, op: str, *args: str | int) -> list[Any]:
+        return _seq(self._scripts.call(Call(MEMBERS, (self._members_key,), [self._now_arg(), op, *args])))
+
+    def heartbeat(self, node: str, incarnation: str, ttl_ms: int, info: dict[str, str]) -> HeartbeatResult:
+        info_json = json.dumps(info, sort_keys=True, separators=(",", ":"))
+        with self._boundary("heartbeat"):
+            reply = self._members_call("h", node, incarnation, ttl_ms, info_json)
+            if len(reply) != 3:
+                raise ValueError(f"heartbeat reply has {len(reply)} elements, expected 3")
+            return HeartbeatResult(ok=int(reply[1]) == 1, now_ms=int(reply[0]), holder=_text(reply[2]))
+
+    def leave(self, node: str, incarnation: str) -> None:
+        with self._boundary("leave"):
+            self._members_call("l", node, incarnation)
+
+    def members(self) -> list[Member]:
+        with self._boundary("members"):
+            reply = self._members_call("m")
+            _, pairs = int(reply[0]), reply[1:]
+            if len(pairs) % 2:
+                raise ValueError("odd number of elements in the members reply")
+            out = []
+            for i in range(0, len(pairs), 2):
+                inc, seen, expires, info_json = json.loads(_text(pairs[i + 1]))
+                info = json.loads(info_json)
+                if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
+                    raise ValueError(f"member info {info_json!r} is not an object of strings")
+                out.append(
+                    Member(
+                        node=_text(pairs[i]),
+                        incarnation=inc,
+                        seen_ms=int(seen),
+                        expires_ms=int(expires),
+                        info=info,
+                    )
+                )
+            return sorted(out, key=lambda m: m.node)
+
+    def time_ms(self) -> int:
+        """Store time: the server's ``TIME``, or the injected clock when one was given."""
+        if self._clock is not None:
+            return self._clock()
+        with self._boundary("time"):
+            sec, usec = self._client.time()
+            return int(sec) * 1000 + int(usec) // 1000

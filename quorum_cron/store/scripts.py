@@ -1,0 +1,147 @@
+"""The Lua scripts of the Redis store and how they are called.
+
+Each script is a file in this package (``store/*.lua``) whose header names its
+``KEYS[i]`` and ``ARGV[i]``; shared helpers live in ``_clock.lua`` (the time
+source) and ``_job.lua`` (slot records, ledger, rendezvous hashing) and are
+prepended when the script is assembled here, so every EVALSHA body is one
+self-contained chunk. ``docs/store.md`` describes the key layout and replies.
+
+:class:`ScriptRunner` loads each script once per client (``SCRIPT LOAD``,
+SHA cached), calls it with ``EVALSHA`` — alone or several in one pipelined
+round trip — and on ``NOSCRIPT`` (server restarted, ``SCRIPT FLUSH``, failover
+to a replica that never saw the load) reloads and retries exactly once. A
+``NOSCRIPT`` reply means the script did not run, so the retry cannot apply a
+call twice. Error translation into the library's family is the caller's job
+(:mod:`quorum_cron.store.redis`), which wraps these calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import redis
+from redis.exceptions import NoScriptError, ResponseError
+
+from quorum_cron.errors import StoreError
+
+__all__ = ["FENCE", "MEMBERS", "MISSED", "READ", "SCRIPTS", "SWEEP", "VOTE", "Call", "Script", "ScriptRunner"]
+
+Arg = str | int
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """One assembled script: its name (for messages), Lua source and SHA-1."""
+
+    name: str
+    source: str
+    sha: str
+
+
+def _read(filename: str) -> str:
+    return resources.files("quorum_cron.store").joinpath(filename).read_text(encoding="utf-8")
+
+
+def _assemble(name: str, *parts: str) -> Script:
+    source = "\n".join(_read(p) for p in parts)
+    return Script(
+        name=name, source=source, sha=hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+    )
+
+
+_JOB = ("_clock.lua", "_job.lua")
+
+VOTE = _assemble("vote", *_JOB, "vote.lua")
+SWEEP = _assemble("sweep", *_JOB, "sweep.lua")
+FENCE = _assemble("fence", *_JOB, "fence.lua")
+MISSED = _assemble("missed", *_JOB, "missed.lua")
+READ = _assemble("read", *_JOB, "read.lua")
+MEMBERS = _assemble("members", "_clock.lua", "members.lua")
+SCRIPTS: tuple[Script, ...] = (VOTE, SWEEP, FENCE, MISSED, READ, MEMBERS)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One script invocation: the script, its KEYS and its ARGV."""
+
+    script: Script
+    keys: Sequence[str]
+    args: Sequence[Arg]
+
+
+class ScriptRunner:
+    """Runs scripts on one client by SHA, loading them once and after NOSCRIPT.
+
+    Not thread-safe in its bookkeeping, which is harmless: the worst a race
+    does is load a script twice.
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._client = client
+        self._loaded: set[str] = set()
+
+    def _load(self, script: Script) -> None:
+        sha = self._client.script_load(script.source)
+        if isinstance(sha, bytes):
+            sha = sha.decode()
+        if sha != script.sha:
+            raise StoreError(f"SCRIPT LOAD of {script.name!r} returned sha {sha!r}, expected {script.sha!r}")
+        self._loaded.add(script.sha)
+
+    def _ensure(self, scripts: Sequence[Script]) -> None:
+        for script in scripts:
+            if script.sha not in self._loaded:
+                self._load(script)
+
+    def forget(self) -> None:
+        """Forget which scripts were loaded (the next call loads them again)."""
+        self._loaded.clear()
+
+    def call(self, call: Call) -> Any:
+        """Run one script and return its raw reply."""
+        self._ensure([call.script])
+        try:
+            return self._client.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
+        except NoScriptError:
+            self._load(call.script)
+            try:
+                return self._client.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
+            except NoScriptError as exc:
+                raise StoreError(f"script {call.script.name!r} missing right after SCRIPT LOAD") from exc
+
+    def call_many(self, calls: Sequence[Call]) -> list[Any]:
+        """Run several scripts in one non-transactional pipeline; replies in call order.
+
+        Callers only batch calls that are independent of each other (one per
+        job), so re-running the few that hit NOSCRIPT after the others is
+        equivalent to the original order.
+        """
+        if len(calls) == 1:
+            return [self.call(calls[0])]
+        self._ensure([c.script for c in calls])
+        replies = self._pipeline(calls)
+        missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+        if missing:
+            for script in {calls[i].script.sha: calls[i].script for i in missing}.values():
+                self._load(script)
+            again = self._pipeline([calls[i] for i in missing])
+            for i, reply in zip(missing, again, strict=True):
+                if isinstance(reply, NoScriptError):
+                    raise StoreError(f"script {calls[i].script.name!r} missing right after SCRIPT LOAD")
+                replies[i] = reply
+        for call, reply in zip(calls, replies, strict=True):
+            if isinstance(reply, ResponseError):
+                raise reply
+            if isinstance(reply, Exception):  # pragma: no cover - redis-py only returns ResponseErrors
+                raise StoreError(f"script {call.script.name!r} failed: {reply}") from reply
+        return replies
+
+    def _pipeline(self, calls: Sequence[Call]) -> list[Any]:
+        pipe = self._client.pipeline(transaction=False)
+        for c in calls:
+            pipe.evalsha(c.script.sha, len(c.keys), *c.keys, *c.args)
+        return list(pipe.execute(raise_on_error=False))

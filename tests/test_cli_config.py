@@ -1,0 +1,139 @@
+"""The config-side CLI: ``validate`` and ``next``, their output, and each bad input's error and exit code."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from quorum_cron.cli import main
+
+EXAMPLES = Path(__file__).parents[1] / "examples"
+CLUSTER = str(EXAMPLES / "cluster.toml")
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_validate_ok_prints_summary() -> None:
+    code, out, err = run("validate", CLUSTER)
+    assert code == 0, err
+    assert err == ""
+    assert f"{CLUSTER}: ok" in out
+    assert "cluster billing-prod: N=3 Q=2" in out
+    assert "redis: redis://:***@redis.internal:6379/0" in out and "change-me" not in out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert set(lines) == {"nightly-backup", "invoice-run", "cache-warm", "queue-depth-probe"}
+    assert "30 2 * * *" in lines["nightly-backup"] and "Europe/Berlin" in lines["nightly-backup"]
+    assert re.search(r"H \* \* \* \* \(\d+ \* \* \* \*\)", lines["cache-warm"])
+    assert re.search(r"next \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d$", lines["invoice-run"])
+
+
+def test_validate_prints_every_error_and_exits_1() -> None:
+    code, out, err = run("validate", str(EXAMPLES / "invalid.toml"))
+    assert code == 1
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 7
+    assert all(line.startswith("error: ") and "invalid.toml: " in line for line in lines)
+    assert any("field 'timeout': '5 parsecs' is not a duration" in line for line in lines)
+
+
+def test_validate_missing_file_and_bad_toml(tmp_path: Path) -> None:
+    code, _, err = run("validate", str(tmp_path / "nope.toml"))
+    assert (code, err) == (1, f"error: {tmp_path / 'nope.toml'}: no such file\n")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[cluster\n")
+    code, _, err = run("validate", str(bad))
+    assert code == 1 and err.startswith(f"error: {bad}: invalid TOML: ") and "line 1" in err
+
+
+def test_next_prints_zone_and_utc_across_spring_forward() -> None:
+    code, out, err = run(
+        "next", "nightly-backup", "--config", CLUSTER, "-n", "3", "--after", "2026-03-28T12:00:00Z"
+    )
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "2026-03-29T03:00:00+02:00  2026-03-29T01:00:00+00:00",
+        "2026-03-30T02:30:00+02:00  2026-03-30T00:30:00+00:00",
+        "2026-03-31T02:30:00+02:00  2026-03-31T00:30:00+00:00",
+    ]
+
+
+def test_next_naive_after_is_in_the_jobs_zone() -> None:
+    # 08:59 New York time, not UTC: the 09:00 run of the same day comes next.
+    code, out, _ = run("next", "invoice-run", "--config", CLUSTER, "-n", "1", "--after", "2026-07-01T08:59")
+    assert code == 0
+    assert out == "2026-07-01T09:00:00-04:00  2026-07-01T13:00:00+00:00\n"
+
+
+def test_next_defaults_to_now_and_five() -> None:
+    code, out, _ = run("next", "queue-depth-probe", "--config", CLUSTER)
+    assert code == 0 and len(out.splitlines()) == 5
+
+
+def test_next_reads_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUORUM_CRON_CONFIG", CLUSTER)
+    code, out, _ = run("next", "cache-warm", "-n", "2", "--after", "2026-01-01T00:00:00+00:00")
+    assert code == 0 and len(out.splitlines()) == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["next", "nope", "--config", CLUSTER],
+            "error: " + CLUSTER + ": no job named 'nope' (known jobs: cache-warm,",
+        ),
+        (
+            ["next", "cache-warm", "--config", CLUSTER, "-n", "0"],
+            "error: -n 0 is out of range (expected 1 to 1000)",
+        ),
+        (["next", "cache-warm", "--config", CLUSTER, "-n", "1001"], "error: -n 1001 is out of range"),
+        (
+            ["next", "cache-warm", "--config", CLUSTER, "--after", "tomorrow"],
+            "error: --after 'tomorrow' is not an ISO-8601 time",
+        ),
+        (
+            ["next", "cache-warm", "--config", "/nonexistent/c.toml"],
+            "error: /nonexistent/c.toml: no such file",
+        ),
+        (["next", "backup", "--config", str(EXAMPLES / "invalid.toml")], "error: "),
+    ],
+)
+def test_next_bad_input_is_one_line_and_exit_1(args: list[str], message: str) -> None:
+    code, out, err = run(*args)
+    assert code == 1
+    assert out == ""
+    assert err.startswith(message)
+    if "invalid.toml" not in args[-1]:
+        assert err.count("\n") == 1
+
+
+def test_usage_errors_are_clicks_exit_2() -> None:
+    assert run("next", "cache-warm")[0] == 2  # no --config
+    assert run("next", "cache-warm", "--config", CLUSTER, "-n", "abc")[0] == 2
+    assert run("frobnicate")[0] == 2
+
+
+def test_version_and_help() -> None:
+    code, out, _ = run("--version")
+    assert code == 0 and out.startswith("quorum-cron, version ")
+    code, out, _ = run("--help")
+    assert code == 0 and "validate" in out and "next" in out
+
+
+def test_python_dash_m() -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    result = subprocess.run(
+        [sys.executable, "-m", "quorum_cron", "validate", CLUSTER], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert "cluster billing-prod" in result.stdout

@@ -1,0 +1,396 @@
+"""The contract suite: the Redis scripts against the Python model, step by step.
+
+A hypothesis state machine applies the same generated operations to a
+``RedisStore`` on a real redis-server and to a ``MemoryStore``, both on one
+virtual clock, and demands identical replies (full dataclass equality) after
+every step, plus identical full state (every slot, ledger, high-water mark)
+in an invariant. On top of equality it checks the safety properties the model
+itself must have: at most one commit per slot, tokens strictly increasing per
+job, stale tokens refused, and no commit without a quorum of agreeing votes
+inside the slot's window.
+
+Operations come from small fixed vocabularies (5 nodes, 3 jobs, 2 spec
+hashes, fire times on a 10 s grid around the clock) so that they collide:
+repeated votes, competing spec hashes, takeovers, leases that run out, slots
+that expire past retention.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+import hypothesis.strategies as st
+import redis
+from hypothesis import HealthCheck, event, settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+
+from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.store.base import (
+    Delivery,
+    Overlap,
+    SlotState,
+    SweepParams,
+    VoteRequest,
+    VoteStatus,
+)
+from quorum_cron.store.memory import MemoryStore
+from quorum_cron.store.redis import RedisStore
+
+NODES = ("n1", "n2", "n3", "n4", "n5")
+JOBS = ("alpha", "beta", "gamma")
+SPECS = ("h1", "h2")
+BASE_MS = 1_700_000_000_000
+GRID_MS = 20_000
+RETENTION_MS = 600_000
+LEDGER_MAXLEN = 4
+SKEW_MS = 250
+
+SETTINGS = settings(
+    max_examples=200,
+    stateful_step_count=40,  # hypothesis ends some runs early: this averages > 30 steps
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+quorums = st.sampled_from((3, 3, 3, 3, 3, 2, 4))
+"""Mostly the cluster's quorum; sometimes a misconfigured node's."""
+deadlines = st.sampled_from((5_000, 30_000, 30_000))
+skews = st.sampled_from((SKEW_MS, SKEW_MS, 1_000))
+overlaps = st.sampled_from((Overlap.ALLOW, Overlap.ALLOW, Overlap.FORBID, Overlap.REPLACE))
+advances = st.sampled_from(
+    (0, 100, 300, 1_000, 1_000, 3_000, 3_000, 6_000, 9_000, 20_000, 31_000, 120_000, 700_000)
+)
+"""Small steps, steps past leases and start timeouts, past deadlines, past retention."""
+fire_offsets = st.integers(min_value=-3, max_value=2)
+round_offsets = st.sampled_from((0, 0, 0, 0, -1, 1, -3))
+"""A voting round mostly targets the slot that is due now."""
+leases = st.sampled_from((300, 1_000, 5_000))
+variants = st.sampled_from(("current", "current", "current", "current", "stale", "future", "other-node"))
+
+Vote = tuple[str, int, str, str, int, int, int, Overlap]
+"""job, fire_ms, node, spec_hash, quorum, max_skew_ms, deadline_ms, overlap."""
+
+STATS: Counter[str] = Counter()
+"""What the suite exercised, over all examples; the test checks it so coverage cannot silently rot."""
+
+
+def note(what: str) -> None:
+    STATS[what] += 1
+    event(what)
+
+
+class StoreParity(RuleBasedStateMachine):
+    """Drive both stores through the same operations and compare every reply."""
+
+    server: EmbeddedRedis | None = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        assert self.server is not None, "StoreParity.server must be set by the test"
+        self.now = BASE_MS + 1_000
+        self.client: redis.Redis = self.server.client(retry=None, socket_timeout=5.0)
+        self.client.flushall()
+        self.redis = RedisStore(
+            self.client, "contract", clock=self.clock, retention_ms=RETENTION_MS, ledger_maxlen=LEDGER_MAXLEN
+        )
+        self.model = MemoryStore(self.clock, retention_ms=RETENTION_MS, ledger_maxlen=LEDGER_MAXLEN)
+        self.known: list[tuple[str, int]] = []
+        self.commits: dict[tuple[str, int], int] = defaultdict(int)
+        self.max_token: dict[str, int] = defaultdict(int)
+        self.max_quorum: dict[str, int] = defaultdict(int)
+
+    def clock(self) -> int:
+        return self.now
+
+    def teardown(self) -> None:
+        self.client.close()
+
+    # -- helpers -------------------------------------------------------------
+
+    def same(self, op: str, got: Any, want: Any) -> None:
+        assert got == want, f"{op}: redis replied\n  {got!r}\nmodel replied\n  {want!r}"
+
+    def fire(self, offset: int) -> int:
+        return (self.now // GRID_MS + offset) * GRID_MS
+
+    def pick_slot(self, data: st.DataObject) -> tuple[str, int]:
+        if self.known and data.draw(st.integers(0, 4), label="known slot?") > 0:
+            return data.draw(st.sampled_from(self.known), label="slot")
+        return data.draw(st.sampled_from(JOBS), label="job"), self.fire(
+            data.draw(fire_offsets, label="offset")
+        )
+
+    def saw_assignment(self, job: str, token: int, where: str) -> None:
+        assert token > self.max_token[job], (
+            f"{where}: token {token} for job {job!r} does not exceed {self.max_token[job]} seen before"
+        )
+        self.max_token[job] = token
+
+    # -- operations ----------------------------------------------------------
+
+    @initialize(
+        jobs=st.lists(st.sampled_from(JOBS), max_size=3, unique=True),
+        voters=st.lists(st.sampled_from(NODES), min_size=3, max_size=5, unique=True),
+    )
+    def seed(self, jobs: list[str], voters: list[str]) -> None:
+        """Most examples start with committed slots, so starts, runs and takeovers get exercised."""
+        self.same("members", self.redis.members(), self.model.members())
+        for job in jobs:
+            self._vote([(job, self.fire(0), n, SPECS[0], 3, SKEW_MS, 30_000, Overlap.ALLOW) for n in voters])
+
+    @rule(dt=advances)
+    def advance(self, dt: int) -> None:
+        self.now += dt
+
+    @rule(
+        votes=st.lists(
+            st.tuples(
+                st.sampled_from(JOBS),
+                fire_offsets,
+                st.sampled_from(NODES),
+                st.sampled_from(SPECS),
+                quorums,
+                skews,
+                deadlines,
+                overlaps,
+            ),
+            min_size=1,
+            max_size=4,
+        )
+    )
+    def vote(self, votes: list[Vote]) -> None:
+        """A mixed batch: several jobs and slots in one call (one script call per job)."""
+        self._vote([(j, self.fire(k), n, h, q, s, d, o) for j, k, n, h, q, s, d, o in votes])
+
+    @rule(
+        job=st.sampled_from(JOBS),
+        offset=round_offsets,
+        spec=st.sampled_from((SPECS[0], SPECS[0], SPECS[1])),
+        voters=st.lists(
+            st.tuples(st.sampled_from(NODES), st.sampled_from((None, None, None, None, SPECS[1])), quorums),
+            min_size=2,
+            max_size=5,
+            unique_by=lambda v: v[0],
+        ),
+        deadline=deadlines,
+        overlap=overlaps,
+        batched=st.booleans(),
+    )
+    def vote_round(
+        self,
+        job: str,
+        offset: int,
+        spec: str,
+        voters: list[tuple[str, str | None, int]],
+        deadline: int,
+        overlap: Overlap,
+        batched: bool,
+    ) -> None:
+        """Several nodes vote for the same slot, mostly agreeing: the path to commits."""
+        fire = self.fire(offset)
+        votes = [(job, fire, n, other or spec, q, SKEW_MS, deadline, overlap) for n, other, q in voters]
+        if batched:
+            self._vote(votes)
+        else:
+            for v in votes:
+                self._vote([v])
+
+    @rule(
+        job=st.sampled_from(JOBS),
+        spec=st.sampled_from(SPECS),
+        voters=st.lists(st.sampled_from(NODES), min_size=1, max_size=3, unique=True),
+    )
+    def vote_catch_up(self, job: str, spec: str, voters: list[str]) -> None:
+        """Late voters join the slot due now, one call each (completes earlier rounds)."""
+        for n in voters:
+            self._vote([(job, self.fire(0), n, spec, 3, SKEW_MS, 30_000, Overlap.ALLOW)])
+
+    def _vote(self, votes: list[Vote]) -> None:
+        requests = [
+            VoteRequest(
+                job=j, fire_ms=f, node=n, spec_hash=h, quorum=q, max_skew_ms=s, deadline_ms=d, overlap=o
+            )
+            for j, f, n, h, q, s, d, o in votes
+        ]
+        got = self.redis.vote(requests)
+        want = self.model.vote(requests)
+        self.same("vote", got, want)
+        for req, res in zip(requests, got, strict=True):
+            note(f"vote {res.status} -> {res.slot.state}")
+            key = (req.job, req.fire_ms)
+            if key not in self.known and res.slot.state != SlotState.ABSENT:
+                self.known.append(key)
+            if res.status in (VoteStatus.RECORDED, VoteStatus.COMMITTED):
+                self.max_quorum[req.job] = max(self.max_quorum[req.job], req.quorum)
+            if res.status != VoteStatus.COMMITTED:
+                continue
+            self.commits[key] += 1
+            assert self.commits[key] == 1, f"slot {key} committed twice by vote"
+            slot = res.slot
+            agreeing = [n for n, h in slot.votes if h == slot.spec_hash]
+            assert slot.spec_hash == req.spec_hash
+            assert len(agreeing) >= self.max_quorum[req.job], (
+                f"slot {key} committed with {agreeing} agreeing, quorum floor {self.max_quorum[req.job]}"
+            )
+            assert req.fire_ms - req.max_skew_ms <= res.now_ms <= req.fire_ms + req.deadline_ms
+            if slot.state == SlotState.COMMITTED:
+                assert slot.executor in agreeing
+                assert slot.committed_ms == res.now_ms
+                self.saw_assignment(req.job, slot.token, "vote")
+            else:
+                assert slot.state == SlotState.SKIPPED and req.overlap == Overlap.FORBID
+
+    def _fenced_args(self, data: st.DataObject, want: SlotState) -> tuple[str, int, str, int, str]:
+        """Mostly a slot in the state the operation needs, with its executor and token; else anything."""
+        active = [k for k in self.known if self.model.slot(*k).state == want]
+        if active and data.draw(st.integers(0, 4), label="active slot?") > 0:
+            job, fire = data.draw(st.sampled_from(active), label="active slot")
+        else:
+            job, fire = self.pick_slot(data)
+        cur = self.model.slot(job, fire)
+        variant = data.draw(variants, label="variant")
+        node, token = cur.executor or data.draw(st.sampled_from(NODES), label="node"), cur.token
+        if variant == "stale":
+            token -= 1
+        elif variant == "future":
+            token += 1
+        elif variant == "other-node":
+            node = data.draw(st.sampled_from([n for n in NODES if n != cur.executor]), label="other")
+        return job, fire, node, token, variant
+
+    @rule(data=st.data(), lease=leases)
+    def start(self, data: st.DataObject, lease: int) -> None:
+        job, fire, node, token, variant = self._fenced_args(data, SlotState.COMMITTED)
+        before = self.model.slot(job, fire)
+        got = self.redis.start(job, fire, node, token, lease)
+        want = self.model.start(job, fire, node, token, lease)
+        self.same("start", got, want)
+        note(f"start {'ok' if got.ok else 'refused: ' + got.reason.split(' ')[0]}")
+        if token != before.token:
+            assert not got.ok, f"start with stale token {token} (current {before.token}) accepted"
+        if got.ok:
+            assert variant == "current" and got.slot.state == SlotState.RUNNING
+
+    @rule(data=st.data(), lease=leases)
+    def renew(self, data: st.DataObject, lease: int) -> None:
+        job, fire, node, token, _ = self._fenced_args(data, SlotState.RUNNING)
+        before = self.model.slot(job, fire)
+        got = self.redis.renew(job, fire, node, token, lease)
+        self.same("renew", got, self.model.renew(job, fire, node, token, lease))
+        if token != before.token:
+            assert not got.ok
+
+    @rule(data=st.data(), succeeded=st.booleans(), detail=st.sampled_from(("", "exit 3", 'ünï/"code"')))
+    def finish(self, data: st.DataObject, succeeded: bool, detail: str) -> None:
+        job, fire, node, token, _ = self._fenced_args(data, SlotState.RUNNING)
+        before = self.model.slot(job, fire)
+        got = self.redis.finish(job, fire, node, token, succeeded, detail)
+        self.same("finish", got, self.model.finish(job, fire, node, token, succeeded, detail))
+        note(f"finish {'ok' if got.ok else 'refused'}")
+        if token != before.token:
+            assert not got.ok
+
+    @rule(
+        params=st.lists(
+            st.builds(
+                SweepParams,
+                job=st.sampled_from(JOBS),
+                deadline_ms=deadlines,
+                start_timeout_ms=st.sampled_from((2_000, 8_000)),
+                delivery=st.sampled_from(Delivery),
+            ),
+            min_size=1,
+            max_size=3,
+        ),
+        dt=st.sampled_from((0, 0, 0, 300, 1_000, 6_000, 31_000)),
+    )
+    def sweep(self, params: list[SweepParams], dt: int) -> None:
+        """Time passes (swarm testing may have disabled ``advance``), then a sweeper runs."""
+        self.now += dt
+        got = self.redis.sweep(params)
+        self.same("sweep", got, self.model.sweep(params))
+        for view in got:
+            note(f"sweep -> {view.state} ({view.reason.split(' ')[0] or 'takeover'})")
+            if view.state == SlotState.COMMITTED:
+                assert view.executor in [n for n, h in view.votes if h == view.spec_hash]
+                self.saw_assignment(view.job, view.token, "sweep")
+
+    @rule(data=st.data(), deadline=deadlines, reason=st.sampled_from(("no node alive", "misfire: skip")))
+    def record_missed(self, data: st.DataObject, deadline: int, reason: str) -> None:
+        job, fire = self.pick_slot(data)
+        got = self.redis.record_missed(job, fire, deadline, reason)
+        self.same("record_missed", got, self.model.record_missed(job, fire, deadline, reason))
+        if (job, fire) not in self.known and got.state != SlotState.ABSENT:
+            self.known.append((job, fire))
+
+    @rule(
+        data=st.data(),
+        what=st.sampled_from(("slot", "slots", "ledger", "members")),
+        a=fire_offsets,
+        b=fire_offsets,
+        limit=st.integers(min_value=0, max_value=6),
+    )
+    def read(self, data: st.DataObject, what: str, a: int, b: int, limit: int) -> None:
+        """The read-only operations (the invariant also compares whole state after each step)."""
+        if what == "slot":
+            job, fire = self.pick_slot(data)
+            self.same("slot", self.redis.slot(job, fire), self.model.slot(job, fire))
+            return
+        job = data.draw(st.sampled_from(JOBS), label="job")
+        if what == "slots":
+            lo, hi = self.fire(a), self.fire(b)
+            self.same("slots", self.redis.slots(job, lo, hi), self.model.slots(job, lo, hi))
+        elif what == "ledger":
+            self.same("ledger", self.redis.ledger(job, limit), self.model.ledger(job, limit))
+        else:
+            self.same("members", self.redis.members(), self.model.members())
+            self.same("time_ms", self.redis.time_ms(), self.model.time_ms())
+
+    @rule(
+        node=st.sampled_from(NODES[:3]),
+        incarnation=st.sampled_from(("i-a", "i-b")),
+        ttl=st.sampled_from((500, 5_000)),
+        info=st.dictionaries(
+            st.sampled_from(("clock", "version")), st.sampled_from(("ok", "1.0", "é")), max_size=2
+        ),
+    )
+    def heartbeat(self, node: str, incarnation: str, ttl: int, info: dict[str, str]) -> None:
+        got = self.redis.heartbeat(node, incarnation, ttl, info)
+        self.same("heartbeat", got, self.model.heartbeat(node, incarnation, ttl, info))
+
+    @rule(node=st.sampled_from(NODES[:3]), incarnation=st.sampled_from(("i-a", "i-b")))
+    def leave(self, node: str, incarnation: str) -> None:
+        self.redis.leave(node, incarnation)
+        self.model.leave(node, incarnation)
+        self.same("members after leave", self.redis.members(), self.model.members())
+
+    # -- whole-state comparison ---------------------------------------------
+
+    @invariant()
+    def same_state(self) -> None:
+        for job in JOBS:
+            self.same(f"slots({job})", self.redis.slots(job, 0, 2**52), self.model.slots(job, 0, 2**52))
+            self.same(f"high_water({job})", self.redis.high_water(job), self.model.high_water(job))
+            self.same(f"ledger({job})", self.redis.ledger(job, 10), self.model.ledger(job, 10))
+
+
+def test_redis_store_matches_model(redis_server: EmbeddedRedis) -> None:
+    """200 examples of up to 40 steps: the Redis scripts and the model never disagree."""
+    STATS.clear()
+    StoreParity.server = redis_server
+    try:
+        run_state_machine_as_test(StoreParity, settings=SETTINGS)
+    finally:
+        StoreParity.server = None
+    # The generators must keep reaching the interesting paths (coverage, not luck).
+    for outcome in (
+        "vote committed -> committed",
+        "vote recorded -> proposed",
+        "vote early -> absent",
+        "vote missed -> missed",
+        "start ok",
+        "finish ok",
+    ):
+        assert STATS[outcome] > 0, f"the contract suite never produced {outcome!r}: {dict(STATS)}"
+    assert any(k.startswith("sweep -> ") for k in STATS), f"no sweep ever changed a slot: {dict(STATS)}"

