@@ -1,0 +1,224 @@
+"""``quorum-cron check-clock``: measure this machine's clock the way a node would, and say why.
+
+Queries every NTP server (several samples each), optionally probes the
+store's clock with Redis ``TIME``, runs the result through the same
+:class:`~quorum_cron.skew.ClockGuard` the agent uses, prints every sample
+and the verdict. Exit status: 0 trusted, 1 not trusted, 2 cannot tell.
+
+Registered in the main group by ``quorum_cron.cli`` (``main.add_command(check_clock)``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import click
+
+from quorum_cron.clock import Clock, SystemClock
+from quorum_cron.config import load_config, redact_url
+from quorum_cron.durations import parse_duration
+from quorum_cron.errors import ConfigError
+from quorum_cron.ntp import (
+    DEFAULT_SAMPLE_INTERVAL_S,
+    DEFAULT_SAMPLES,
+    DEFAULT_TIMEOUT_S,
+    MAX_SAMPLES,
+    NtpServer,
+    probe_store_time,
+    query_servers,
+)
+from quorum_cron.skew import (
+    ClockGuard,
+    ClockReading,
+    NtpCheck,
+    NtpOutcome,
+    NtpSample,
+    ServerReport,
+    TrustPolicy,
+    UnreachablePolicy,
+    Verdict,
+    assess_ntp,
+    error_bound_ms,
+    rejection_reason,
+    root_distance_ms,
+)
+
+__all__ = ["check_clock", "run_check"]
+
+
+def _sample_line(n: int, sample: NtpSample, max_root_distance_ms: float) -> str:
+    line = (
+        f"  #{n} offset {sample.offset_ms:+.1f} ms  delay {sample.delay_ms:.1f} ms  "
+        f"stratum {sample.stratum}  leap {sample.leap}  root distance {root_distance_ms(sample):.1f} ms  "
+        f"bound {error_bound_ms(sample):.1f} ms"
+    )
+    reason = rejection_reason(sample, max_root_distance_ms=max_root_distance_ms)
+    return f"{line}  REJECTED: {reason}" if reason else line
+
+
+def _print_ntp(reports: tuple[ServerReport, ...], check: NtpCheck, policy: TrustPolicy) -> None:
+    for report, summary in zip(reports, check.servers, strict=True):
+        click.echo(
+            f"NTP {report.server}: {len(report.samples)} replies, {len(report.failures)} failed queries"
+        )
+        for n, sample in enumerate(report.samples, 1):
+            click.echo(_sample_line(n, sample, policy.max_root_distance_ms))
+        for failure in report.failures:
+            click.echo(f"  failed: {failure}")
+        if summary.best is not None:
+            click.echo(
+                f"  best (lowest delay): offset {summary.best.offset_ms:+.1f} ms, "
+                f"bound {error_bound_ms(summary.best):.1f} ms"
+            )
+        else:
+            click.echo(f"  unusable: {summary.why_unusable()}")
+    if check.outcome is NtpOutcome.AGREED:
+        click.echo(
+            f"NTP agreement: {len(check.agreeing)} of {len(check.usable)} usable servers; "
+            f"offset {check.offset_ms:+.1f} ms "
+            f"(true offset in [{check.low_ms:+.1f}, {check.high_ms:+.1f}] ms), "
+            f"bound {check.bound_ms:.1f} ms"
+        )
+    elif check.outcome is NtpOutcome.NO_MAJORITY:
+        click.echo(f"NTP agreement: none, no majority of {len(check.usable)} usable servers agrees")
+    else:
+        click.echo("NTP agreement: no usable server")
+
+
+def run_check(
+    servers: tuple[NtpServer, ...],
+    policy: TrustPolicy,
+    *,
+    samples: int = DEFAULT_SAMPLES,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,
+    redis_url: str | None = None,
+    clock: Clock | None = None,
+) -> Verdict:
+    """Do one full check, printing as it goes; returns the verdict."""
+    clock = clock if clock is not None else SystemClock()
+    guard = ClockGuard(policy)
+    guard.observe_reading(ClockReading.of(clock))
+    reports = query_servers(
+        servers, samples=samples, clock=clock, timeout_s=timeout_s, sample_interval_s=sample_interval_s
+    )
+    check = assess_ntp(reports, max_root_distance_ms=policy.max_root_distance_ms)
+    guard.observe_ntp(check, ClockReading.of(clock))
+    _print_ntp(reports, check, policy)
+    if redis_url is not None:
+        _probe_redis(guard, clock, redis_url)
+    return guard.verdict(ClockReading.of(clock))
+
+
+def _probe_redis(guard: ClockGuard, clock: Clock, url: str) -> None:
+    import redis  # only when asked: a plain NTP check must not need it
+
+    shown = redact_url(url) or ""
+    try:
+        client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        try:
+
+            def server_ms() -> int:
+                seconds, micros = client.time()
+                return int(seconds) * 1000 + int(micros) // 1000
+
+            probe = probe_store_time(clock, server_ms)
+        finally:
+            client.close()
+    except (redis.RedisError, OSError, ValueError) as exc:
+        click.echo(f"store TIME ({shown}): failed: {exc}")
+        guard.observe_store_unreachable(f"{shown}: {exc}", ClockReading.of(clock))
+        return
+    click.echo(f"store TIME ({shown}): {probe.evidence()}, bound {probe.bound_ms:.1f} ms")
+    guard.observe_store(probe, ClockReading.of(clock))
+
+
+@click.command("check-clock")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Cluster config: NTP servers, max skew, NTP-unreachable policy, Redis URL.",
+)
+@click.option(
+    "--server",
+    "server_specs",
+    multiple=True,
+    metavar="HOST[:PORT]",
+    help="NTP server to query (repeatable); replaces the config's servers.",
+)
+@click.option(
+    "--samples",
+    type=click.IntRange(1, MAX_SAMPLES),
+    default=DEFAULT_SAMPLES,
+    show_default=True,
+    help="Queries per server; the lowest-delay reply is used.",
+)
+@click.option(
+    "--max-skew",
+    metavar="DURATION",
+    help="Largest tolerated clock error, e.g. 250ms (default: config, else 250ms).",
+)
+@click.option("--redis", "redis_url", metavar="URL", help="Also compare with the store's clock (Redis TIME).")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0.01),
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    help="Seconds to wait for each NTP reply.",
+)
+@click.option(
+    "--sample-interval",
+    "sample_interval_s",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_SAMPLE_INTERVAL_S,
+    show_default=True,
+    help="Seconds between two queries to one server (public servers rate-limit).",
+)
+@click.pass_context
+def check_clock(
+    ctx: click.Context,
+    config_path: Path | None,
+    server_specs: tuple[str, ...],
+    samples: int,
+    max_skew: str | None,
+    redis_url: str | None,
+    timeout_s: float,
+    sample_interval_s: float,
+) -> None:
+    """Measure this machine's clock against NTP (and Redis TIME); exit 0 trusted, 1 not, 2 cannot tell."""
+    policy = TrustPolicy()
+    config_servers: tuple[str, ...] = ()
+    try:
+        if config_path is not None:
+            cluster = load_config(config_path).cluster
+            config_servers = cluster.ntp_servers
+            policy = TrustPolicy(
+                max_skew_ms=cluster.max_skew_ms,
+                check_interval_ms=cluster.clock_check_interval_ms,
+                ntp_unreachable=UnreachablePolicy(cluster.ntp_unreachable),
+            )
+            if redis_url is None:
+                redis_url = cluster.redis_url
+        if max_skew is not None:
+            policy = dataclasses.replace(policy, max_skew_ms=parse_duration(max_skew, what="--max-skew"))
+        policy = dataclasses.replace(policy, require_store_check=redis_url is not None)
+        servers = tuple(NtpServer.parse(s) for s in (server_specs or config_servers))
+    except (ConfigError, ValueError) as exc:
+        raise click.UsageError(str(exc)) from None
+    if not servers:
+        raise click.UsageError(
+            "no NTP servers: pass --server HOST[:PORT] or set cluster.ntp_servers in --config"
+        )
+    verdict = run_check(
+        servers,
+        policy,
+        samples=samples,
+        timeout_s=timeout_s,
+        sample_interval_s=sample_interval_s,
+        redis_url=redis_url,
+    )
+    click.echo(f"verdict: {verdict}")
+    ctx.exit(verdict.trust.exit_code)
