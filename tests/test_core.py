@@ -158,7 +158,7 @@ def test_paused_executor_is_replaced_and_cannot_start_late() -> None:
     store = MemoryStore(lambda: clock[0])
     j = job("a", 60_000, deadline_ms=30_000)
     cores = {n: NodeCore(NodeSettings(node_id=n, quorum=2, start_timeout_ms=5000), [j]) for n in ("n1", "n2")}
-    for n, core in cores.items():
+    for core in cores.values():
         core.set_trust(True)
         vote = next(a for a in core.tick(Now(T0, 0)) if isinstance(a, Vote))
         results = store.vote(vote.requests)
@@ -253,7 +253,7 @@ def test_first_tick_reads_the_high_water_mark_and_records_missed() -> None:
 )
 def test_no_slot_ever_runs_twice_whatever_nodes_are_down(n: int, dead: set[int], offsets: list[int]) -> None:
     d = Driver([job("a", 1000), job("b", 3000)], n=n)
-    for i, (name, node) in enumerate(sorted(d.nodes.items())):
+    for i, (_, node) in enumerate(sorted(d.nodes.items())):
         node.offset_ms = offsets[i]
         node.alive = (i + 1) not in dead
     d.run_until(T0 + 20_000)
