@@ -210,7 +210,8 @@ class ClusterConfig:
     ledger_maxlen: int = 10_000
     clock_check_interval_ms: int = 60 * _SECOND
     ntp_servers: tuple[str, ...] = ()
-    ntp_unreachable: NtpUnreachable = "abstain"
+    ntp_unreachable: NtpUnreachable = "store-time"
+    """A config file's default is ``abstain`` when it lists NTP servers, else ``store-time``."""
     alert_command: tuple[str, ...] | None = None
     alert_url: str | None = field(default=None, repr=False)
 
@@ -245,6 +246,13 @@ class ClusterConfig:
         _fail(where, "ledger_maxlen", _range_problem(self.ledger_maxlen, 100, 10_000_000))
         if self.ntp_unreachable not in get_args(NtpUnreachable):
             _fail(where, "ntp_unreachable", f"{self.ntp_unreachable!r} is not 'abstain' or 'store-time'")
+        if self.ntp_unreachable == "abstain" and not self.ntp_servers:
+            _fail(
+                where,
+                "ntp_unreachable",
+                "'abstain' with no ntp_servers would never vote "
+                "(expected ntp_servers, or ntp_unreachable = 'store-time')",
+            )
         if self.alert_command is not None and (not self.alert_command or not self.alert_command[0]):
             _fail(where, "alert_command", "expected a non-empty argv list")
 
@@ -641,7 +649,9 @@ def _parse_cluster(raw: object, source: str, errors: list[str]) -> ClusterConfig
             )
     ledger_maxlen = t.integer("ledger_maxlen", 100, 10_000_000, default=10_000)
     ntp_servers = t.str_list("ntp_servers", "NTP server host names", max_items=16) or ()
-    ntp_unreachable = t.choice("ntp_unreachable", get_args(NtpUnreachable), "abstain")
+    ntp_unreachable = t.choice(
+        "ntp_unreachable", get_args(NtpUnreachable), "abstain" if ntp_servers else "store-time"
+    )
     alert_command = t.str_list("alert_command", "an argv list", max_items=_MAX_ARGV)
     if not t.ok or namespace is None or size is None:
         return None

@@ -19,7 +19,10 @@ vote reply             ``Start`` when the reply names this node executor;
                        fallback for a lost assignment notice)
 start reply ok         ``Run`` (the runtime starts the job process)
 running, every lease/3 ``Renew``; a refused renew → ``Kill``
-job process ended      ``Finish`` (retried until the store answers)
+job process ended      ``Finish`` (retried until the store answers); a
+                       failed run with retries left comes back committed,
+                       and is started when its backoff ends
+operator trigger       ``on_trigger``: the slot is voted like any other
 every sweep interval   ``Sweep`` of every job's deadlines; a slot handed to
                        this node by a takeover → ``Start``
 first tick             ``ReadHighWater`` per job, then ``RecordMissed`` for
@@ -106,6 +109,9 @@ class CoreJob:
     overlap: Overlap = Overlap.FORBID
     delivery: Delivery = Delivery.AT_MOST_ONCE
     misfire: str = "skip"
+    retries: int = 0
+    """Failed runs retried this many times, each under a new token (the store decides)."""
+    retry_backoff_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,13 +168,15 @@ class Renew:
 
 @dataclass(frozen=True, slots=True)
 class Finish:
-    """Call ``store.finish(job, fire_ms, node, token, succeeded, detail)``."""
+    """Call ``store.finish(job, fire_ms, node, token, succeeded, detail, retries, retry_backoff_ms)``."""
 
     job: str
     fire_ms: int
     token: int
     succeeded: bool
     detail: str
+    retries: int = 0
+    retry_backoff_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +279,8 @@ class _JobState:
     """Voted, not assigned to us yet: fire_ms → monotonic time of the next poll."""
     starting: dict[int, int] = field(default_factory=dict)
     """Start sent: fire_ms → token."""
+    deferred: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """A retry assigned to us before its backoff ended: fire_ms → (token, not-before wall ms)."""
     running: dict[int, _Running] = field(default_factory=dict)
 
 
@@ -336,6 +346,7 @@ class NodeCore:
                 self._collect_due(js, now)
                 requests.extend(self._votes_due(js, now, out))
             self._polls_due(js, now, out)
+            self._deferred_due(js, now, out)
             self._renewals_due(js, now, out)
         if requests:
             out.append(Vote(tuple(requests)))
@@ -361,6 +372,7 @@ class NodeCore:
                     max(0, p.retry_at_mono - now.mono_ms) for p in js.pending.values() if not p.in_flight
                 )
             waits.extend(max(0, at - now.mono_ms) for at in js.awaiting.values() if at >= 0)
+            waits.extend(max(0, at - now.wall_ms) for _, at in js.deferred.values())
             waits.extend(max(0, r.renew_at_mono - now.mono_ms) for r in js.running.values() if not r.renewing)
         waits.extend(
             max(0, self._finish_retry_mono.get(k, 0) - now.mono_ms)
@@ -377,6 +389,18 @@ class NodeCore:
             return []
         return self._maybe_start(js, fire_ms, token, self.settings.node_id, now)
 
+    def on_trigger(self, job: str, fire_ms: int, now: Now) -> list[Action]:
+        """An operator's trigger (pub/sub notice or catch-up read): vote for slot (job, fire_ms).
+
+        The store chose ``fire_ms`` (its time of the request); the slot is
+        voted like any scheduled one, so a trigger still needs a quorum.
+        """
+        js = self._jobs.get(job)
+        if js is None or self._stopping or now.wall_ms > fire_ms + js.job.deadline_ms:
+            return []
+        js.pending.setdefault(fire_ms, _Pending(fire_ms=fire_ms, deadline_ms=js.job.deadline_ms))
+        return []
+
     def on_run_finished(
         self, job: str, fire_ms: int, token: int, succeeded: bool, detail: str, now: Now
     ) -> list[Action]:
@@ -388,7 +412,8 @@ class NodeCore:
         if key not in self._finishes and len(self._finishes) >= MAX_PENDING_FINISHES:
             self.dropped_finishes += 1
             return []
-        action = Finish(job, fire_ms, token, succeeded, detail)
+        retries, backoff = (js.job.retries, js.job.retry_backoff_ms) if js is not None else (0, 0)
+        action = Finish(job, fire_ms, token, succeeded, detail, retries, backoff)
         self._finishes[key] = action
         self._finishing.add(key)
         return [action]
@@ -406,11 +431,13 @@ class NodeCore:
                 assert isinstance(reply, TransitionResult)
                 return self._on_renew(action, reply, now)
             case Finish():
+                assert isinstance(reply, TransitionResult)
                 key = (action.job, action.fire_ms)
                 self._finishing.discard(key)
                 self._finishes.pop(key, None)
                 self._finish_retry_mono.pop(key, None)
-                return []
+                # A failed run with retries left comes back committed (maybe to us).
+                return self._on_view(reply.slot, now) if reply.ok else []
             case Sweep():
                 assert isinstance(reply, list)
                 self._sweeping = False
@@ -561,6 +588,9 @@ class NodeCore:
         me = self.settings.node_id
         if view.state == SlotState.COMMITTED:
             js.awaiting.pop(view.fire_ms, None)
+            if view.executor == me and view.not_before_ms > now.wall_ms:
+                self._defer(js, view.fire_ms, view.token, view.not_before_ms)
+                return []
             return self._maybe_start(js, view.fire_ms, view.token, view.executor, now)
         if view.state == SlotState.RUNNING and view.executor != me:
             js.awaiting.pop(view.fire_ms, None)
@@ -597,11 +627,27 @@ class NodeCore:
         js.awaiting.pop(fire_ms, None)
         return [Start(js.job.name, fire_ms, token, self.settings.lease_ms)]
 
+    def _defer(self, js: _JobState, fire_ms: int, token: int, not_before_ms: int) -> None:
+        if js.deferred.get(fire_ms, (-1, 0))[0] <= token:
+            js.deferred[fire_ms] = (token, not_before_ms)
+
+    def _deferred_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
+        for fire_ms in sorted(js.deferred):
+            token, at = js.deferred[fire_ms]
+            if at <= now.wall_ms:
+                del js.deferred[fire_ms]
+                out.extend(self._maybe_start(js, fire_ms, token, self.settings.node_id, now))
+
     def _on_start(self, action: Start, reply: TransitionResult, now: Now) -> list[Action]:
         js = self._jobs[action.job]
         if js.starting.get(action.fire_ms) == action.token:
             del js.starting[action.fire_ms]
         if not reply.ok:
+            view = reply.slot
+            if view.state == SlotState.COMMITTED and view.token == action.token and view.not_before_ms:
+                # A retry our clock thought due, the store's not yet: try again then.
+                at = max(view.not_before_ms, now.wall_ms) + max(1, self.settings.max_skew_ms // 2)
+                self._defer(js, action.fire_ms, action.token, at)
             return []
         lease = self.settings.lease_ms
         js.running[action.fire_ms] = _Running(

@@ -62,6 +62,8 @@ class Driver:
         """(node, job, fire_ms, token) for every Run."""
         self._ends: list[tuple[int, str, Run]] = []
         self._rng = random.Random(seed)
+        self.succeeds: Callable[[Run], bool] = lambda run: True
+        """Whether a run succeeds (tests replace it to make runs fail)."""
 
     def _now(self, node: DriverNode) -> Now:
         return Now(wall_ms=self.now_ms + node.offset_ms, mono_ms=self.mono_ms)
@@ -79,7 +81,14 @@ class Driver:
                 return st.renew(action.job, action.fire_ms, me, action.token, action.lease_ms)
             case c.Finish():
                 return st.finish(
-                    action.job, action.fire_ms, me, action.token, action.succeeded, action.detail
+                    action.job,
+                    action.fire_ms,
+                    me,
+                    action.token,
+                    action.succeeded,
+                    action.detail,
+                    action.retries,
+                    action.retry_backoff_ms,
                 )
             case c.Sweep():
                 return st.sweep(action.params)
@@ -108,8 +117,7 @@ class Driver:
             else:
                 reply = self._store_call(name, action)
                 queue.extend(node.core.on_reply(action, reply, self._now(node)))
-                if isinstance(reply, list):
-                    self._notify(name, reply)
+                self._notify(name, reply if isinstance(reply, list) else [reply])
 
     def _notify(self, caller: str, replies: list[object]) -> None:
         """Deliver assignment notices, as the agent's pub/sub channel would."""
@@ -140,7 +148,9 @@ class Driver:
                     node = self.nodes[name]
                     if node.alive:
                         now = self._now(node)
-                        acts = node.core.on_run_finished(run.job, run.fire_ms, run.token, True, "exit 0", now)
+                        ok = self.succeeds(run)
+                        detail = "exit 0" if ok else "exit 1"
+                        acts = node.core.on_run_finished(run.job, run.fire_ms, run.token, ok, detail, now)
                         self._apply(name, acts)
             waits = [n.core.next_wakeup(self._now(n)) for n in self.nodes.values() if n.alive]
             waits += [max(0, e[0] - self.mono_ms) for e in self._ends]

@@ -83,7 +83,7 @@ def test_defaults(tmp_path: Path) -> None:
         2_000,
     )
     assert (c.retention_ms, c.ledger_maxlen, c.clock_check_interval_ms) == (7 * 86_400_000, 10_000, 60_000)
-    assert (c.ntp_servers, c.ntp_unreachable, c.alert_command, c.redis_url) == ((), "abstain", None, None)
+    assert (c.ntp_servers, c.ntp_unreachable, c.alert_command, c.redis_url) == ((), "store-time", None, None)
     job = config.job("backup")
     assert job.timeout_ms == 3_600_000 and job.starting_deadline_ms == 60_000
     assert job.overlap is Overlap.FORBID and job.delivery is Delivery.AT_MOST_ONCE
@@ -410,3 +410,14 @@ def test_parse_config_from_dict() -> None:
     assert config.jobs == () and config.source == "inline"
     with pytest.raises(InvalidConfig, match=r"^inline: cluster: field 'size': missing"):
         parse_config({"cluster": {"name": "n"}}, "inline")
+
+
+def test_ntp_unreachable_defaults_to_abstain_only_when_servers_are_listed(tmp_path: Path) -> None:
+    with_servers = MINIMAL.replace("[cluster]\n", '[cluster]\nntp_servers = ["127.0.0.1"]\n', 1)
+    assert load_config(write(tmp_path, with_servers)).cluster.ntp_unreachable == "abstain"
+
+
+def test_abstain_without_ntp_servers_is_refused(tmp_path: Path) -> None:
+    text = MINIMAL.replace("[cluster]\n", '[cluster]\nntp_unreachable = "abstain"\n', 1)
+    with pytest.raises(ConfigError, match="'abstain' with no ntp_servers would never vote"):
+        load_config(write(tmp_path, text))

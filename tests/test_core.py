@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from quorum_cron.core import (
     Abstain,
     CoreJob,
+    Finish,
     Kill,
     NodeCore,
     NodeSettings,
@@ -275,3 +276,53 @@ def test_abstain_action_carries_the_reason() -> None:
     core = NodeCore(NodeSettings(node_id="n1", quorum=1), [job("a")])
     acts = core.tick(Now(T0, 0))
     assert Abstain("a", T0, "clock not checked yet") in acts
+
+
+def test_failed_run_is_retried_under_a_new_token_after_its_backoff() -> None:
+    j = job("a", 60_000, deadline_ms=10_000, retries=2, retry_backoff_ms=3000)
+    d = Driver([j], n=3, run_ms=100)
+    d.succeeds = lambda run: run.token >= 3  # the first two attempts fail
+    d.run_until(T0 + 20_000)
+    runs = [e for e in d.executions if e[2] == T0]
+    assert [token for *_, token in runs] == [1, 2, 3]
+    starts = [d.store.ledger("a", 10)]
+    states = [e.state for e in reversed(starts[0])]
+    assert states == [SlotState.RETRYING, SlotState.RETRYING, SlotState.SUCCEEDED]
+    final = d.store.slot("a", T0)
+    assert final.state == SlotState.SUCCEEDED and final.runs == 3
+    assert final.started_ms - T0 >= 2 * 3000  # each retry waited for its backoff
+
+
+def test_a_retry_assigned_before_its_backoff_is_started_when_due() -> None:
+    j = job("a", 60_000, retries=1, retry_backoff_ms=5000)
+    core = NodeCore(NodeSettings(node_id="n1", quorum=1), [j])
+    core.set_trust(True)
+    from quorum_cron.store.base import SlotView
+
+    view = SlotView("a", T0, SlotState.COMMITTED, executor="n1", token=4, not_before_ms=T0 + 5000)
+    fin = Finish("a", T0, 3, False, "exit 1", 1, 5000)
+    assert core.on_reply(fin, TransitionResult(True, view, T0), Now(T0, 0)) == []
+    assert core.next_wakeup(Now(T0, 0)) <= 5000
+    assert not any(isinstance(a, Start) for a in core.tick(Now(T0 + 4999, 4999)))
+    assert Start("a", T0, 4, core.settings.lease_ms) in core.tick(Now(T0 + 5000, 5000))
+
+
+def test_trigger_is_voted_like_a_scheduled_slot_and_needs_a_quorum() -> None:
+    d = Driver([job("a", 3_600_000, deadline_ms=5000)], n=3)
+    d.run_until(T0 + 1000)
+    fire = d.store.trigger("a", "alice")
+    for name in ("n1", "n2"):
+        node = d.nodes[name]
+        assert node.core.on_trigger("a", fire, d._now(node)) == []
+    d.run_until(T0 + 3000)
+    assert [e[2] for e in d.executions] == [fire]  # the hourly slot is not due in this window
+    assert d.store.slot("a", fire).voters == ("n1", "n2")
+
+
+def test_trigger_heard_after_its_deadline_is_ignored() -> None:
+    core = NodeCore(NodeSettings(node_id="n1", quorum=2), [job("a", deadline_ms=500)])
+    core.set_trust(True)
+    core.tick(Now(T0, 0))
+    core.on_trigger("a", T0 + 100, Now(T0 + 700, 700))
+    votes = [a for a in core.tick(Now(T0 + 700, 700)) if isinstance(a, Vote)]
+    assert all(r.fire_ms != T0 + 100 for v in votes for r in v.requests)

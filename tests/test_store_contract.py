@@ -6,8 +6,13 @@ virtual clock, and demands identical replies (full dataclass equality) after
 every step, plus identical full state (every slot, ledger, high-water mark)
 in an invariant. On top of equality it checks the safety properties the model
 itself must have: at most one commit per slot, tokens strictly increasing per
-job, stale tokens refused, and no commit without a quorum of agreeing votes
-inside the slot's window.
+job (commits, takeovers and retries), stale tokens refused, no commit without
+a quorum of agreeing votes inside the slot's window, a paused job commits
+nothing, and a retry never starts before its backoff ends.
+
+Operator control runs through the same machine: pause / resume / trigger
+(compared replies, then control, audit and triggers compared in the
+invariant), votes for triggered fire times, and finish with retries.
 
 Operations come from small fixed vocabularies (5 nodes, 3 jobs, 2 spec
 hashes, fire times on a 10 s grid around the clock) so that they collide:
@@ -44,6 +49,8 @@ BASE_MS = 1_700_000_000_000
 GRID_MS = 20_000
 RETENTION_MS = 600_000
 LEDGER_MAXLEN = 4
+AUDIT_MAXLEN = 3
+TRIGGER_MAXLEN = 2
 SKEW_MS = 250
 
 SETTINGS = settings(
@@ -67,6 +74,10 @@ round_offsets = st.sampled_from((0, 0, 0, 0, -1, 1, -3))
 """A voting round mostly targets the slot that is due now."""
 leases = st.sampled_from((300, 1_000, 5_000))
 variants = st.sampled_from(("current", "current", "current", "current", "stale", "future", "other-node"))
+operators = st.sampled_from(("ops", "alice", "ünï"))
+pause_reasons = st.sampled_from(("maintenance", "incident: db down", ""))
+retry_counts = st.sampled_from((0, 1, 2, 2))
+backoffs = st.sampled_from((0, 5_000, 30_000))
 
 Vote = tuple[str, int, str, str, int, int, int, Overlap]
 """job, fire_ms, node, spec_hash, quorum, max_skew_ms, deadline_ms, overlap."""
@@ -91,10 +102,15 @@ class StoreParity(RuleBasedStateMachine):
         self.now = BASE_MS + 1_000
         self.client: redis.Redis = self.server.client(retry=None, socket_timeout=5.0)
         self.client.flushall()
+        bounds = {
+            "ledger_maxlen": LEDGER_MAXLEN,
+            "audit_maxlen": AUDIT_MAXLEN,
+            "trigger_maxlen": TRIGGER_MAXLEN,
+        }
         self.redis = RedisStore(
-            self.client, "contract", clock=self.clock, retention_ms=RETENTION_MS, ledger_maxlen=LEDGER_MAXLEN
+            self.client, "contract", clock=self.clock, retention_ms=RETENTION_MS, max_batch=5, **bounds
         )
-        self.model = MemoryStore(self.clock, retention_ms=RETENTION_MS, ledger_maxlen=LEDGER_MAXLEN)
+        self.model = MemoryStore(self.clock, retention_ms=RETENTION_MS, **bounds)
         self.known: list[tuple[str, int]] = []
         self.commits: dict[tuple[str, int], int] = defaultdict(int)
         self.max_token: dict[str, int] = defaultdict(int)
@@ -213,11 +229,20 @@ class StoreParity(RuleBasedStateMachine):
             )
             for j, f, n, h, q, s, d, o in votes
         ]
+        paused = {j for j in JOBS if self.model.control(j).paused}
         got = self.redis.vote(requests)
         want = self.model.vote(requests)
         self.same("vote", got, want)
         for req, res in zip(requests, got, strict=True):
             note(f"vote {res.status} -> {res.slot.state}")
+            if req.job in paused:
+                assert res.status in (VoteStatus.SKIPPED, VoteStatus.DECIDED, VoteStatus.EARLY), (
+                    f"vote for paused job {req.job!r} ended {res.status}"
+                )
+                if res.status == VoteStatus.SKIPPED:
+                    assert res.slot.state == SlotState.SKIPPED and res.slot.reason.startswith("paused by ")
+            else:
+                assert res.status != VoteStatus.SKIPPED
             key = (req.job, req.fire_ms)
             if key not in self.known and res.slot.state != SlotState.ABSENT:
                 self.known.append(key)
@@ -262,6 +287,9 @@ class StoreParity(RuleBasedStateMachine):
     @rule(data=st.data(), lease=leases)
     def start(self, data: st.DataObject, lease: int) -> None:
         job, fire, node, token, variant = self._fenced_args(data, SlotState.COMMITTED)
+        self._start(job, fire, node, token, lease, variant)
+
+    def _start(self, job: str, fire: int, node: str, token: int, lease: int, variant: str) -> bool:
         before = self.model.slot(job, fire)
         got = self.redis.start(job, fire, node, token, lease)
         want = self.model.start(job, fire, node, token, lease)
@@ -271,6 +299,11 @@ class StoreParity(RuleBasedStateMachine):
             assert not got.ok, f"start with stale token {token} (current {before.token}) accepted"
         if got.ok:
             assert variant == "current" and got.slot.state == SlotState.RUNNING
+            assert got.now_ms >= before.not_before_ms, "a retry started before its backoff ended"
+            assert got.slot.runs == before.runs + 1
+            if before.runs:
+                note("start ok (re-run)")
+        return got.ok
 
     @rule(data=st.data(), lease=leases)
     def renew(self, data: st.DataObject, lease: int) -> None:
@@ -281,15 +314,74 @@ class StoreParity(RuleBasedStateMachine):
         if token != before.token:
             assert not got.ok
 
-    @rule(data=st.data(), succeeded=st.booleans(), detail=st.sampled_from(("", "exit 3", 'ünï/"code"')))
-    def finish(self, data: st.DataObject, succeeded: bool, detail: str) -> None:
+    @rule(
+        data=st.data(),
+        succeeded=st.sampled_from((True, False, False)),
+        detail=st.sampled_from(("", "exit 3", 'ünï/"code"')),
+        retries=retry_counts,
+        backoff=backoffs,
+    )
+    def finish(self, data: st.DataObject, succeeded: bool, detail: str, retries: int, backoff: int) -> None:
         job, fire, node, token, _ = self._fenced_args(data, SlotState.RUNNING)
+        self._finish(job, fire, node, token, succeeded, detail, retries, backoff)
+
+    @rule(
+        data=st.data(),
+        retries=st.sampled_from((1, 2)),
+        backoff=st.sampled_from((0, 5_000, 30_000)),
+        lease=leases,
+        wait=st.booleans(),
+    )
+    def run_and_fail(self, data: st.DataObject, retries: int, backoff: int, lease: int, wait: bool) -> None:
+        """The retry path end to end: start a committed slot, fail it with retries left, start the retry."""
+        committed = [k for k in self.known if self.model.slot(*k).state == SlotState.COMMITTED]
+        if not committed:
+            return
+        job, fire = data.draw(st.sampled_from(committed), label="committed slot")
+        cur = self.model.slot(job, fire)
+        if not self._start(job, fire, cur.executor, cur.token, lease, "current"):
+            return
+        self._finish(job, fire, cur.executor, cur.token, False, "exit 1", retries, backoff)
+        retry = self.model.slot(job, fire)
+        if retry.state == SlotState.COMMITTED:
+            self.now += backoff if wait else 0
+            self._start(job, fire, retry.executor, retry.token, lease, "current")
+
+    def _finish(
+        self,
+        job: str,
+        fire: int,
+        node: str,
+        token: int,
+        succeeded: bool,
+        detail: str,
+        retries: int,
+        backoff: int,
+    ) -> None:
         before = self.model.slot(job, fire)
-        got = self.redis.finish(job, fire, node, token, succeeded, detail)
-        self.same("finish", got, self.model.finish(job, fire, node, token, succeeded, detail))
-        note(f"finish {'ok' if got.ok else 'refused'}")
+        if retries or backoff:
+            got = self.redis.finish(job, fire, node, token, succeeded, detail, retries, backoff)
+            want = self.model.finish(job, fire, node, token, succeeded, detail, retries, backoff)
+        else:  # the pre-retry call shape must keep working
+            got = self.redis.finish(job, fire, node, token, succeeded, detail)
+            want = self.model.finish(job, fire, node, token, succeeded, detail)
+        self.same("finish", got, want)
         if token != before.token:
             assert not got.ok
+        if not got.ok:
+            note("finish refused")
+            return
+        if got.slot.state == SlotState.COMMITTED:  # a retry
+            note("finish -> retry")
+            assert not succeeded and before.runs < 1 + retries and not self.model.control(job).paused
+            assert got.slot.not_before_ms == got.now_ms + backoff
+            assert got.slot.executor in [n for n, h in got.slot.votes if h == got.slot.spec_hash]
+            self.saw_assignment(job, got.slot.token, "retry")
+            [entry] = self.model.ledger(job, 1)
+            assert entry.state == SlotState.RETRYING and entry.token == token
+        else:
+            note(f"finish ok -> {got.slot.state}")
+            assert got.slot.state == (SlotState.SUCCEEDED if succeeded else SlotState.FAILED)
 
     @rule(
         params=st.lists(
@@ -347,6 +439,64 @@ class StoreParity(RuleBasedStateMachine):
             self.same("members", self.redis.members(), self.model.members())
             self.same("time_ms", self.redis.time_ms(), self.model.time_ms())
 
+    # -- operator control ----------------------------------------------------
+
+    @rule(
+        job=st.sampled_from(JOBS),
+        by=operators,
+        reason=pause_reasons,
+        op=st.sampled_from(("pause", "resume", "resume")),
+    )
+    def pause_resume(self, job: str, by: str, reason: str, op: str) -> None:
+        """One rule for both (a paused job commits nothing, so pauses must not crowd out the rest)."""
+        if op == "pause":
+            self.pause(job, by, reason)
+        else:
+            self.resume(job, by)
+
+    def pause(self, job: str, by: str, reason: str) -> None:
+        got = self.redis.pause(job, by, reason)
+        self.same("pause", got, self.model.pause(job, by, reason))
+        assert got.paused and got.by == by and got.reason == reason
+        note("pause")
+
+    def resume(self, job: str, by: str) -> None:
+        was = self.model.control(job)
+        got = self.redis.resume(job, by)
+        self.same("resume", got, self.model.resume(job, by))
+        assert not got.paused
+        if was.paused:
+            assert (got.by, got.at_ms) == (by, self.now)
+            note("resume")
+
+    @rule(job=st.sampled_from(JOBS), by=operators, dt=st.sampled_from((0, 1, 1_000)))
+    def trigger(self, job: str, by: str, dt: int) -> None:
+        self.now += dt
+        got = self.redis.trigger(job, by)
+        self.same("trigger", got, self.model.trigger(job, by))
+        assert got == self.now
+        note("trigger")
+
+    @rule(
+        job=st.sampled_from(JOBS),
+        voters=st.lists(st.sampled_from(NODES), min_size=1, max_size=4, unique=True),
+        since=st.sampled_from((None, 0, -1)),
+    )
+    def vote_trigger(self, job: str, voters: list[str], since: int | None) -> None:
+        """Nodes react to a trigger: list triggers since a point, vote for the latest (off-grid slot)."""
+        since_ms = 0 if since is None else self.now + since * 30_000
+        got = self.redis.triggers(job, since_ms)
+        self.same("triggers", got, self.model.triggers(job, since_ms))
+        assert got == sorted(set(got)) and all(f > since_ms for f in got)
+        if got:
+            fire = got[-1]
+            self._vote([(job, fire, n, SPECS[0], 3, SKEW_MS, 30_000, Overlap.ALLOW) for n in voters])
+
+    @rule(job=st.sampled_from(JOBS), limit=st.integers(min_value=0, max_value=4))
+    def read_control(self, job: str, limit: int) -> None:
+        self.same("control", self.redis.control(job), self.model.control(job))
+        self.same("audit", self.redis.audit(job, limit), self.model.audit(job, limit))
+
     @rule(
         node=st.sampled_from(NODES[:3]),
         incarnation=st.sampled_from(("i-a", "i-b")),
@@ -373,6 +523,9 @@ class StoreParity(RuleBasedStateMachine):
             self.same(f"slots({job})", self.redis.slots(job, 0, 2**52), self.model.slots(job, 0, 2**52))
             self.same(f"high_water({job})", self.redis.high_water(job), self.model.high_water(job))
             self.same(f"ledger({job})", self.redis.ledger(job, 10), self.model.ledger(job, 10))
+            self.same(f"control({job})", self.redis.control(job), self.model.control(job))
+            self.same(f"audit({job})", self.redis.audit(job, 10), self.model.audit(job, 10))
+            self.same(f"triggers({job})", self.redis.triggers(job, 0), self.model.triggers(job, 0))
 
 
 def test_redis_store_matches_model(redis_server: EmbeddedRedis) -> None:
@@ -390,7 +543,15 @@ def test_redis_store_matches_model(redis_server: EmbeddedRedis) -> None:
         "vote early -> absent",
         "vote missed -> missed",
         "start ok",
-        "finish ok",
+        "start ok (re-run)",
+        "start refused: retry",
+        "finish ok -> succeeded",
+        "finish ok -> failed",
+        "finish -> retry",
+        "vote skipped -> skipped",
+        "pause",
+        "resume",
+        "trigger",
     ):
         assert STATS[outcome] > 0, f"the contract suite never produced {outcome!r}: {dict(STATS)}"
     assert any(k.startswith("sweep -> ") for k in STATS), f"no sweep ever changed a slot: {dict(STATS)}"

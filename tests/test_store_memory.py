@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from quorum_cron.store.base import (
+    TERMINAL_STATES,
     Delivery,
     Overlap,
     SlotState,
@@ -340,3 +341,57 @@ def test_leave_needs_the_holding_incarnation_and_members_skip_expired(
     assert [(m.node, m.info) for m in store.members()] == [("n1", {"a": "2", "z": "1"})]
     store.leave("n1", "a")
     assert store.members() == []
+
+
+# -- operator control and retries ------------------------------------------------------
+
+
+def test_paused_job_skips_undecided_slots_and_keeps_decided_ones(store: MemoryStore, clock: Clock) -> None:
+    committed = commit(store)
+    store.vote([req("n1", fire=T0 + 1)])  # proposed before the pause
+    store.pause("j", "alice", "maintenance")
+    assert store.vote([req("n4")])[0].status == VoteStatus.DECIDED  # decided: untouched
+    res = store.vote([req("n2", fire=T0 + 1)])[0]
+    assert res.status == VoteStatus.SKIPPED and res.slot.state == SlotState.SKIPPED
+    assert res.slot.reason == "paused by alice: maintenance" and res.slot.voters == ("n1", "n2")
+    assert store.vote([req("n1", fire=T0 + SKEW + 1)])[0].status == VoteStatus.EARLY  # early still refused
+    assert store.slot("j", T0).token == committed.token
+    store.resume("j", "bob")
+    assert store.vote([req(n, fire=T0 + 2) for n in ("n1", "n2", "n3")])[-1].status == VoteStatus.COMMITTED
+
+
+def test_retries_reassign_with_backoff_then_the_last_failure_ends_the_slot(
+    store: MemoryStore, clock: Clock
+) -> None:
+    slot = commit(store)
+    tokens = [slot.token]
+    for attempt in (1, 2):
+        assert store.start("j", T0, slot.executor, slot.token, 5_000).ok
+        res = store.finish(
+            "j", T0, slot.executor, slot.token, False, "exit 1", retries=2, retry_backoff_ms=100
+        )
+        slot = res.slot
+        assert slot.state == SlotState.COMMITTED and slot.runs == attempt
+        assert slot.reason == f"attempt {attempt} of 3 failed; retry after 100 ms"
+        assert slot.not_before_ms == clock.now + 100
+        tokens.append(slot.token)
+        assert not store.start("j", T0, slot.executor, slot.token, 5_000).ok
+        clock.now += 100 + DEADLINE  # retries ignore the starting deadline
+    assert tokens == sorted(set(tokens))
+    assert store.start("j", T0, slot.executor, slot.token, 5_000).ok
+    res = store.finish("j", T0, slot.executor, slot.token, False, "exit 1", retries=2, retry_backoff_ms=100)
+    assert res.slot.state == SlotState.FAILED and res.slot.runs == 3
+    states = [e.state for e in store.ledger("j", 10)]
+    assert states == [SlotState.FAILED, SlotState.RETRYING, SlotState.RETRYING]
+    assert SlotState.RETRYING not in TERMINAL_STATES
+
+
+def test_trigger_times_are_store_time_bounded_and_audited(clock: Clock) -> None:
+    store = MemoryStore(clock, retention_ms=10_000, trigger_maxlen=2, audit_maxlen=3)
+    fires = []
+    for _ in range(3):
+        clock.now += 1
+        fires.append(store.trigger("j", "ops"))
+    assert fires == [T0 + 1, T0 + 2, T0 + 3] and store.triggers("j", 0) == fires[1:]
+    store.pause("j", "ops", "x")
+    assert [a.action for a in store.audit("j", 10)] == ["pause", "trigger", "trigger"]

@@ -8,6 +8,8 @@ trimming), the pipelined round trip, and the error boundary.
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 import pytest
@@ -114,6 +116,7 @@ def test_every_key_of_a_job_shares_its_hash_tag_and_slot_keys_expire(redis_clien
     assert len({key_slot(k.encode()) for k in job_keys}) == 1  # one Redis Cluster slot per job
     ttl = redis_client.pttl(f"qc:{{prod:backup}}:slot:{T0}")
     assert 0 < ttl <= 24 * 3_600_000  # with an injected clock the physical TTL has a 1-day floor
+    assert redis_client.type(f"qc:{{prod:backup}}:slot:{T0}") == b"string"  # the record is one JSON value
     assert redis_client.pttl("qc:{prod:backup}:meta") == -1  # the token counter must never reset
     assert redis_client.hgetall("qc:{prod:backup}:meta") == {b"tk": b"1", b"q": b"2", b"hw": str(T0).encode()}
 
@@ -176,12 +179,18 @@ class CountingConnection(redis.Connection):
         super().send_packed_command(command, check_health)
 
 
+@pytest.mark.parametrize(
+    ("cluster", "max_batch", "calls"),
+    [(False, 200, 1), (False, 6, 2), (True, 200, 3)],
+    ids=["standalone-one-call", "standalone-chunked", "cluster-one-call-per-job"],
+)
 def test_multi_job_vote_is_one_pipelined_round_trip(
-    redis_server: EmbeddedRedis, redis_client: redis.Redis
+    redis_server: EmbeddedRedis, redis_client: redis.Redis, cluster: bool, max_batch: int, calls: int
 ) -> None:
+    """Standalone: jobs share script calls (max_batch votes each, a job never split); cluster: one per job."""
     pool = redis.ConnectionPool(connection_class=CountingConnection, host="127.0.0.1", port=redis_server.port)
     client = redis.Redis(connection_pool=pool, retry=None)
-    store = RedisStore(client, "ns", clock=Clock())
+    store = RedisStore(client, "ns", clock=Clock(), cluster=cluster, max_batch=max_batch)
     store.vote([req("warm-up", T0, "n1")])  # loads the script
     redis_client.config_resetstat()
     CountingConnection.sends = 0
@@ -189,7 +198,7 @@ def test_multi_job_vote_is_one_pipelined_round_trip(
     results = store.vote(batch)
     assert CountingConnection.sends == 1
     info = redis_client.info("commandstats")
-    assert info["cmdstat_evalsha"]["calls"] == 3  # one script call per job
+    assert info["cmdstat_evalsha"]["calls"] == calls
     assert [r.status for r in results] == [VoteStatus.RECORDED, VoteStatus.COMMITTED, VoteStatus.DECIDED] * 3
     client.close()
 
@@ -227,7 +236,11 @@ def test_wrong_type_and_malformed_slot_become_store_error(redis_client: redis.Re
         store.vote([req("j", T0, "n1")])
     assert not isinstance(info.value, StoreUnavailable)
     redis_client.zadd("qc:{ns:k}:slots", {str(T0): T0})
-    redis_client.hset(f"qc:{{ns:k}}:slot:{T0}", mapping={"st": "bogus", "x": str(T0 + 10**9)})
+    slot_key = f"qc:{{ns:k}}:slot:{T0}"
+    redis_client.set(slot_key, f"bogus {T0 + 10**9} " + json.dumps({"st": "bogus", "v": {}}))
+    with pytest.raises(StoreError, match="unexpected reply"):
+        store.slot("k", T0)
+    redis_client.set(slot_key, f"proposed {T0 + 10**9} " + json.dumps({"st": "proposed", "v": {"n1": 7}}))
     with pytest.raises(StoreError, match="unexpected reply"):
         store.slot("k", T0)
 
@@ -267,3 +280,135 @@ def test_embedded_server_starts_answers_and_stops() -> None:
         assert client.ping() and client.config_get("save") == {"save": ""}
         client.close()
     assert not server.running
+
+
+# -- notices (pub/sub) ---------------------------------------------------------------
+
+
+class Subscriber:
+    """A real pub/sub subscriber on its own connection."""
+
+    def __init__(self, server: EmbeddedRedis, *channels: str) -> None:
+        self.client = server.client(retry=None, socket_timeout=5.0)
+        self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        self.pubsub.subscribe(*channels)
+
+    def next(self, timeout: float = 2.0) -> tuple[str, str] | None:
+        """The next published message, or None when none arrives within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            msg = self.pubsub.get_message(timeout=left)
+            if msg is not None and msg["type"] == "message":
+                return msg["channel"].decode(), msg["data"].decode()
+        return None
+
+    def close(self) -> None:
+        self.pubsub.close()
+        self.client.close()
+
+
+def test_assignment_channel_name(redis_client: redis.Redis) -> None:
+    store = RedisStore(redis_client, "prod")
+    assert store.assign_channel("node-1") == "qc:{prod}:assign:node-1"
+    assert store.trigger_channel() == "qc:{prod}:trigger"
+
+
+def test_commit_takeover_and_retry_publish_assignment_notices(
+    redis_server: EmbeddedRedis, redis_client: redis.Redis
+) -> None:
+    clock = Clock()
+    store = RedisStore(redis_client, "ns", clock=clock)
+    sub = Subscriber(redis_server, *(store.assign_channel(n) for n in NODES))
+    try:
+        assert sub.next(timeout=0.05) is None
+        results = store.vote([req("j", T0, n) for n in NODES[:2]])
+        first = results[-1].slot
+        assert first.state == SlotState.COMMITTED
+        assert sub.next() == (store.assign_channel(first.executor), f"j\n{T0}\n{first.token}")
+        # sweep takeover: the executor never started
+        clock.now += 6_000
+        [taken] = store.sweep([SweepParams("j", 30_000, 5_000)])
+        assert taken.executor != first.executor and taken.token > first.token
+        assert sub.next() == (store.assign_channel(taken.executor), f"j\n{T0}\n{taken.token}")
+        # a failed run with a retry left: re-assigned, announced
+        assert store.start("j", T0, taken.executor, taken.token, 5_000).ok
+        fin = store.finish(
+            "j", T0, taken.executor, taken.token, False, "exit 1", retries=1, retry_backoff_ms=10
+        )
+        assert fin.ok and fin.slot.state == SlotState.COMMITTED and fin.slot.token > taken.token
+        assert fin.slot.not_before_ms == clock.now + 10
+        assert fin.slot.reason == "attempt 1 of 2 failed; retry after 10 ms"
+        assert sub.next() == (store.assign_channel(fin.slot.executor), f"j\n{T0}\n{fin.slot.token}")
+        refused = store.start("j", T0, fin.slot.executor, fin.slot.token, 5_000)
+        assert not refused.ok and refused.reason == f"retry not due before {clock.now + 10}"
+        clock.now += 10
+        assert store.start("j", T0, fin.slot.executor, fin.slot.token, 5_000).ok
+        assert store.ledger("j", 1)[0].state == SlotState.RETRYING
+        assert sub.next(timeout=0.05) is None  # nothing else was assigned
+    finally:
+        sub.close()
+
+
+def test_production_mode_publishes_on_commit(redis_server: EmbeddedRedis, redis_client: redis.Redis) -> None:
+    store = RedisStore(redis_client, "prod")
+    now = server_ms(redis_client)
+    sub = Subscriber(redis_server, store.assign_channel("n1"), store.assign_channel("n2"))
+    try:
+        [_, res] = store.vote([req("j", now, "n1"), req("j", now, "n2")])
+        assert res.status == VoteStatus.COMMITTED
+        assert sub.next() == (store.assign_channel(res.slot.executor), f"j\n{now}\n{res.slot.token}")
+    finally:
+        sub.close()
+
+
+def test_trigger_is_published_kept_bounded_and_audited(
+    redis_server: EmbeddedRedis, redis_client: redis.Redis
+) -> None:
+    clock = Clock()
+    store = RedisStore(redis_client, "ns", clock=clock, trigger_maxlen=3, retention_ms=60_000)
+    sub = Subscriber(redis_server, store.trigger_channel())
+    try:
+        fires = []
+        for _ in range(5):
+            clock.now += 1_000
+            fires.append(store.trigger("backup", "alice"))
+            assert sub.next() == (store.trigger_channel(), f"backup\n{clock.now}")
+        assert fires == [T0 + 1_000 * i for i in range(1, 6)]
+        assert store.triggers("backup", 0) == fires[-3:]  # the newest trigger_maxlen
+        assert store.triggers("backup", fires[-2]) == fires[-1:]
+        assert redis_client.zcard("qc:{ns:backup}:triggers") == 3
+        clock.now += 60_000  # past retention: no longer reported
+        assert store.triggers("backup", 0) == [fires[-1]]
+        [latest] = store.audit("backup", 1)
+        assert (latest.action, latest.by, latest.at_ms, latest.detail) == (
+            "trigger",
+            "alice",
+            fires[-1],
+            str(fires[-1]),
+        )
+    finally:
+        sub.close()
+
+
+def test_pause_skips_votes_and_resume_restores(redis_client: redis.Redis) -> None:
+    clock = Clock()
+    store = RedisStore(redis_client, "ns", clock=clock)
+    ctl = store.pause("j", "alice", "db migration")
+    assert ctl == store.control("j") and (ctl.paused, ctl.by, ctl.at_ms, ctl.reason) == (
+        True,
+        "alice",
+        T0,
+        "db migration",
+    )
+    assert store.pause("j", "alice", "db migration") == ctl  # a retried pause changes nothing
+    [res] = store.vote([req("j", T0, "n1")])
+    assert res.status == VoteStatus.SKIPPED and res.slot.reason == "paused by alice: db migration"
+    assert store.ledger("j", 1)[0].state == SlotState.SKIPPED
+    clock.now += 5
+    ctl = store.resume("j", "bob")
+    assert (ctl.paused, ctl.by, ctl.at_ms, ctl.reason) == (False, "bob", T0 + 5, "")
+    assert [r.status for r in store.vote([req("j", T0 + 5, n) for n in NODES[:2]])] == [
+        VoteStatus.RECORDED,
+        VoteStatus.COMMITTED,
+    ]
+    assert [(a.action, a.by) for a in store.audit("j", 10)] == [("resume", "bob"), ("pause", "alice")]

@@ -1,97 +1,124 @@
 -- _job.lua: the slot record helpers shared by every per-job script,
 -- prepended after _clock.lua (see scripts.py). It issues no command itself.
 --
--- KEYS (every per-job script; all share the hash tag {ns:job}):
---   KEYS[1]  qc:{ns:job}:meta    HASH  tk = token counter, q = quorum floor,
---                                      hw = high-water mark (latest decided fire_ms)
---   KEYS[2]  qc:{ns:job}:slots   ZSET  every known slot, member = score = fire_ms
---   KEYS[3]  qc:{ns:job}:open    ZSET  slots in proposed/committed/running
---   KEYS[4]  qc:{ns:job}:ledger  STREAM one entry per slot that became terminal
---   KEYS[5]  qc:{ns:job}:slot:   key PREFIX: slot key = KEYS[5] .. fire_ms. Slot
---                                keys found through the sorted sets are built
---                                from it; it carries the same hash tag, so in a
---                                Redis Cluster every key touched lives in the
---                                cluster slot the call was routed to.
+-- A per-job script handles one or more JOB GROUPS. Group g (1-based) is
+-- KEYS[g], the job's key prefix qc:{ns:job}: — every key of the job is that
+-- prefix plus a suffix, so all share the hash tag {ns:job} (in a Redis
+-- Cluster, the cluster slot the call is routed to; cluster mode sends one
+-- group per call). One declared key per job keeps the request small.
+--   meta    HASH  tk = token counter, q = quorum floor,
+--                 hw = high-water mark (latest decided fire_ms),
+--                 p/pb/pa/pr = paused "1", by, at ms, reason
+--   slots   ZSET  every known slot, member = score = fire_ms
+--   open    ZSET  slots in proposed/committed/running
+--   ledger  STREAM one entry per slot that became terminal (and one per
+--                 retried failure)
+--   slot:<fire_ms>  STRING the slot value (below); slot keys found through
+--                 the sorted sets are built from the prefix too.
+-- bind(g, job) makes group g current; the helpers below act on it.
+--
 -- ARGV (every per-job script):
 --   ARGV[1]  now ms or "" (see _clock.lua)
 --   ARGV[2]  retention ms: a slot is gone once retention has passed since its
 --            last write (field x = expiry, checked against now)
---   ARGV[3]  physical key TTL ms (PEXPIRE on every slot write; garbage
+--   ARGV[3]  physical key TTL ms (SET ... PX on every slot write; garbage
 --            collection only, the logical check above decides)
 --   ARGV[4]  ledger MAXLEN (exact)
---   ARGV[5]  job name (rendezvous hashing)
+--   ARGV[5]  assignment channel prefix "qc:{ns}:assign:" (PUBLISH target =
+--            prefix .. executor, payload job \n fire_ms \n token)
 --   ARGV[6..] per script
 --
--- Slot hash fields (absent = "" or 0): st state, v:<node> vote (spec hash),
--- sh agreed spec hash, ex executor, as assigned executors (length-prefixed
+-- Slot value: "<st> <x> <record JSON>" — state and logical expiry as a
+-- plain-text header (a vote for a decided slot reads them with one pattern
+-- match, no JSON decoding), then the record. Record: one JSON object
+-- (cjson, st and x included), every value a string (numbers as
+-- decimal text: exact, whatever their size); absent = "" or 0. Fields: st
+-- state, v {node: spec hash} votes (one per node, a repeat overwrites), sh
+-- agreed spec hash, ex executor, as assigned executors (length-prefixed
 -- list "3:abc5:node2", in order, repeats kept), na attempts, tk token, rs
--- reason, dl deadline ms of the committing vote, rn "1" once started, cm
+-- reason, dl deadline ms of the committing vote, rn number of starts, cm
 -- committed ms, sm started ms, lu lease until ms, fm finished ms, dt detail,
--- x logical expiry ms.
+-- nb not-before ms (retry backoff), x logical expiry ms.
+-- One string instead of a hash: GET + cjson.decode and cjson.encode + SET
+-- cost a fraction of HGETALL / HSET + PEXPIRE and of parsing field by field
+-- in Lua, and the stored JSON doubles as the reply.
 --
--- Replies: a slot is emitted as a flat array {code, field, value, ...} of
--- its hash (code "" where the caller needs none); {code} alone = absent.
+-- Replies: a slot is emitted as {code, slot value}; absent: {code, ""}.
 
-local K_META, K_SLOTS, K_OPEN, K_LEDGER, PREFIX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local K_META, K_SLOTS, K_OPEN, K_LEDGER, PREFIX, JOB
 local RETENTION = tonumber(ARGV[2])
 local KEY_TTL = ARGV[3]
 local MAXLEN = ARGV[4]
-local JOB = ARGV[5]
+local CHAN = ARGV[5]
+local byte, sub, match = string.byte, string.sub, string.match
 
 local DECIDED = {committed = true, running = true, succeeded = true, failed = true,
-                 lost = true, missed = true, skipped = true}
+                 lost = true, missed = true, skipped = true, retrying = true}
 
 local function num(s)
   return tonumber(s) or 0
 end
 
--- Job meta, read once per call on first use; changes are written before the
+-- Job meta, read once per group on first use; changes are written before the
 -- next slot write (so a token is never handed out twice even if a later
 -- command of this script fails: Redis does not roll scripts back).
-local M = nil
-local M_dirty = {}
+local M, M_dirty
+
+local function bind(g, job)
+  local base = KEYS[g]
+  K_META, K_SLOTS, K_OPEN, K_LEDGER, PREFIX = base .. 'meta', base .. 'slots', base .. 'open', base .. 'ledger',
+    base .. 'slot:'
+  JOB = job
+  M, M_dirty = nil, nil
+end
+
 local function meta()
   if M == nil then
-    local m = redis.call('HMGET', K_META, 'tk', 'q', 'hw')
-    M = {tk = num(m[1]), q = num(m[2]), hw = num(m[3])}
+    local m = redis.call('HMGET', K_META, 'tk', 'q', 'hw', 'p')
+    M = {tk = num(m[1]), q = num(m[2]), hw = num(m[3]), p = m[4] == '1'}
+    if M.p then
+      local w = redis.call('HMGET', K_META, 'pb', 'pr')
+      M.pb, M.pr = w[1] or '', w[2] or ''
+    end
   end
   return M
 end
+
 local function meta_set(field, value)
   M[field] = value
+  if M_dirty == nil then
+    M_dirty = {}
+  end
   M_dirty[field] = value
 end
+
 local function meta_flush()
-  local args = {}
-  for k, v in pairs(M_dirty) do
-    args[#args + 1] = k
-    args[#args + 1] = fmt(v)
-  end
-  if #args > 0 then
+  if M_dirty ~= nil then
+    local args, n = {}, 0
+    for k, v in pairs(M_dirty) do
+      args[n + 1] = k
+      args[n + 2] = fmt(v)
+      n = n + 2
+    end
     redis.call('HSET', K_META, unpack(args))
-    M_dirty = {}
+    M_dirty = nil
   end
 end
 
 -- Read a slot. Returns the record, or nil plus "gone" (no key) or "dead"
 -- (key present, retention passed). purge: delete a dead slot's traces, as
--- the model's lazy expiry does (read-only scripts pass false).
-local function load(fire, purge)
+-- the model's lazy expiry does (read-only scripts pass false). raw: the
+-- value when the caller already read it (see peek).
+local function load(fire, purge, raw)
   local key = PREFIX .. fire
-  local raw = redis.call('HGETALL', key)
-  if #raw == 0 then
+  if raw == nil then
+    raw = redis.call('GET', key)
+  end
+  if not raw then
     return nil, 'gone'
   end
-  local f, votes = {}, {}
-  for i = 1, #raw, 2 do
-    local k = raw[i]
-    if string.sub(k, 1, 2) == 'v:' then
-      votes[string.sub(k, 3)] = raw[i + 1]
-    else
-      f[k] = raw[i + 1]
-    end
-  end
-  if num(f.x) <= now then
+  local st, x = match(raw, '^(%a+) (%d+) ')
+  if tonumber(x) <= now then
     if purge then
       redis.call('DEL', key)
       redis.call('ZREM', K_OPEN, fire)
@@ -99,50 +126,57 @@ local function load(fire, purge)
     end
     return nil, 'dead'
   end
-  return {key = key, fire = fire, firen = tonumber(fire), f = f, votes = votes, dirty = {}}
+  local f = cjson.decode(sub(raw, #st + #x + 3))
+  if f.v == nil then
+    f.v = {}
+  end
+  return {key = key, fire = fire, firen = tonumber(fire), f = f, votes = f.v, json = raw}
+end
+
+-- The slot's raw value and, when it is live, its state — without decoding
+-- the JSON (most votes for a decided slot need nothing more).
+local function peek(fire)
+  local raw = redis.call('GET', PREFIX .. fire)
+  if not raw then
+    return false, nil
+  end
+  local st, x = match(raw, '^(%a+) (%d+) ')
+  if tonumber(x) <= now then
+    return raw, nil
+  end
+  return raw, st
 end
 
 local function new_slot(fire)
-  return {key = PREFIX .. fire, fire = fire, firen = tonumber(fire), f = {}, votes = {}, dirty = {}}
+  local f = {v = {}}
+  return {key = PREFIX .. fire, fire = fire, firen = tonumber(fire), f = f, votes = f.v, json = ''}
 end
 
 local function set(r, k, v)
   r.f[k] = v
-  r.dirty[k] = v
 end
 
 local function set_vote(r, node, spec)
   r.votes[node] = spec
-  r.dirty['v:' .. node] = spec
 end
 
--- Write the changed fields and touch the slot (retention restarts).
+-- Write the record and touch the slot (retention restarts): one SET with
+-- its physical TTL.
 local function save(r)
-  set(r, 'x', fmt(now + RETENTION))
+  local f = r.f
+  f.x = fmt(now + RETENTION)
   meta_flush()
-  local args = {}
-  for k, v in pairs(r.dirty) do
-    args[#args + 1] = k
-    args[#args + 1] = v
-  end
-  redis.call('HSET', r.key, unpack(args))
-  redis.call('PEXPIRE', r.key, KEY_TTL)
-  r.dirty = {}
+  r.json = f.st .. ' ' .. f.x .. ' ' .. cjson.encode(f)
+  redis.call('SET', r.key, r.json, 'PX', KEY_TTL)
 end
 
+-- The reply form of a slot: {code, slot value} ("" when absent): the
+-- stored value itself (read or just written), no re-encoding.
 local function emit(code, r)
-  local out = {code}
   if r then
-    for k, v in pairs(r.f) do
-      out[#out + 1] = k
-      out[#out + 1] = v
-    end
-    for n, h in pairs(r.votes) do
-      out[#out + 1] = 'v:' .. n
-      out[#out + 1] = h
-    end
+    return {code, r.json}
   end
-  return out
+  return {code, ''}
 end
 
 -- Call BEFORE adding a new slot to the index (its key does not exist yet and
@@ -150,10 +184,9 @@ end
 -- is gone or expired are removed, so the index never loses a live slot (an
 -- old fire time can be alive: a late missed vote, record_missed, a long run).
 local function trim()
-  local cut = '(' .. fmt(now - RETENTION)
-  local old = redis.call('ZRANGEBYSCORE', K_SLOTS, '-inf', cut, 'LIMIT', 0, 2)
+  local old = redis.call('ZRANGEBYSCORE', K_SLOTS, '-inf', '(' .. fmt(now - RETENTION), 'LIMIT', 0, 2)
   for _, f in ipairs(old) do
-    local r, why = load(f, true)
+    local _, why = load(f, true)
     if why == 'gone' then
       redis.call('ZREM', K_SLOTS, f)
       redis.call('ZREM', K_OPEN, f)
@@ -169,8 +202,8 @@ local function list_decode(s)
   end
   while i <= #s do
     local c = string.find(s, ':', i, true)
-    local len = tonumber(string.sub(s, i, c - 1))
-    out[#out + 1] = string.sub(s, c + 1, c + len)
+    local len = tonumber(sub(s, i, c - 1))
+    out[#out + 1] = sub(s, c + 1, c + len)
     i = c + len + 1
   end
   return out
@@ -181,7 +214,7 @@ end
 local function bytes_lt(a, b)
   local la, lb = #a, #b
   for i = 1, math.min(la, lb) do
-    local x, y = string.byte(a, i), string.byte(b, i)
+    local x, y = byte(a, i), byte(b, i)
     if x ~= y then
       return x < y
     end
@@ -193,7 +226,7 @@ end
 -- (locale-proof; the first chunk nearly always decides).
 local function hex_cmp(a, b)
   for i = 1, 33, 8 do
-    local x, y = tonumber(string.sub(a, i, i + 7), 16), tonumber(string.sub(b, i, i + 7), 16)
+    local x, y = tonumber(sub(a, i, i + 7), 16), tonumber(sub(b, i, i + 7), 16)
     if x ~= y then
       return x < y and -1 or 1
     end
@@ -205,8 +238,9 @@ end
 -- Must match quorum_cron.store.rendezvous.pick_executor.
 local function pick(fire, cands)
   local best, best_w = nil, nil
+  local stem = JOB .. '\n' .. fire .. '\n'
   for _, n in ipairs(cands) do
-    local w = redis.sha1hex(JOB .. '\n' .. fire .. '\n' .. n)
+    local w = redis.sha1hex(stem .. n)
     if best == nil then
       best, best_w = n, w
     else
@@ -219,32 +253,52 @@ local function pick(fire, cands)
   return best
 end
 
+-- Append the slot's ledger entry; empty / zero fields are left out (the
+-- reader defaults them).
+local function log_entry(r, state, reason)
+  local e = {'fire', r.fire, 'state', state, 'finished', NOW}
+  local function add(k, v)
+    if v and v ~= '' and v ~= '0' then
+      e[#e + 1] = k
+      e[#e + 1] = v
+    end
+  end
+  add('reason', reason)
+  local voters = {}
+  for n in pairs(r.votes) do
+    voters[#voters + 1] = n
+  end
+  if #voters > 0 then
+    add('voters', cjson.encode(voters))
+  end
+  add('executor', r.f.ex)
+  add('token', r.f.tk)
+  add('committed', r.f.cm)
+  add('started', r.f.sm)
+  add('detail', r.f.dt)
+  redis.call('XADD', K_LEDGER, 'MAXLEN', MAXLEN, '*', unpack(e))
+end
+
 -- Move a slot to a terminal state and append its ledger entry.
 local function end_slot(r, state, reason)
-  set(r, 'st', state)
-  set(r, 'rs', reason)
-  set(r, 'fm', NOW)
-  set(r, 'lu', '0')
+  local f = r.f
+  f.st = state
+  f.rs = reason
+  f.fm = NOW
+  f.lu = nil
   local m = meta()
   if r.firen > m.hw then
     meta_set('hw', r.firen)
   end
   save(r)
   redis.call('ZREM', K_OPEN, r.fire)
-  local voters = {}
-  for n in pairs(r.votes) do
-    voters[#voters + 1] = n
-  end
-  -- cjson encodes an empty table as {}; the reader accepts that as [].
-  redis.call('XADD', K_LEDGER, 'MAXLEN', MAXLEN, '*',
-    'fire', r.fire, 'state', state, 'reason', reason, 'voters', cjson.encode(voters),
-    'executor', r.f.ex or '', 'token', r.f.tk or '0', 'committed', r.f.cm or '0',
-    'started', r.f.sm or '0', 'finished', NOW, 'detail', r.f.dt or '')
+  log_entry(r, state, reason)
 end
 
 -- Give the slot to the next executor among the voters that agree with the
--- committed spec hash: one not assigned yet, else any. New token. False if
--- nobody agrees (cannot happen for a committed slot; kept as in the model).
+-- committed spec hash: one not assigned yet, else any. New token; the
+-- executor is notified on its channel. False if nobody agrees (cannot happen
+-- for a committed slot; kept as in the model).
 local function assign(r)
   local spec = r.f.sh
   local assigned = {}
@@ -265,16 +319,19 @@ local function assign(r)
     return false
   end
   local m = meta()
+  local tk = fmt(m.tk + 1)
   meta_set('tk', m.tk + 1)
-  set(r, 'st', 'committed')
-  set(r, 'ex', chosen)
-  set(r, 'as', (r.f.as or '') .. #chosen .. ':' .. chosen)
-  set(r, 'na', fmt(num(r.f.na) + 1))
-  set(r, 'tk', fmt(m.tk))
-  set(r, 'cm', NOW)
-  set(r, 'sm', '0')
-  set(r, 'lu', '0')
+  local f = r.f
+  f.st = 'committed'
+  f.ex = chosen
+  f.as = (f.as or '') .. #chosen .. ':' .. chosen
+  f.na = fmt(num(f.na) + 1)
+  f.tk = tk
+  f.cm = NOW
+  f.sm = nil
+  f.lu = nil
   save(r)
   -- A committed slot is always in :open already (added when proposed).
+  redis.call('PUBLISH', CHAN .. chosen, JOB .. '\n' .. r.fire .. '\n' .. tk)
   return true
 end

@@ -17,6 +17,10 @@ Slot life cycle (the full table with reasons is in ``docs/protocol.md``)::
                              succeeded / failed ◀─┘                  │
                  lease expired: at-most-once → lost, at-least-once → committed
 
+    running ──finish(failed, retries left)──▶ committed (new token, not before
+             now + backoff; ledger entry with the non-terminal state retrying)
+    paused job: a vote for an undecided slot ends it skipped ("paused by ...")
+
 Every operation is idempotent in effect: a vote repeated by the same node
 overwrites its earlier vote; a start, renew or finish repeated with the same
 token after it succeeded is refused without changing anything. That is what
@@ -36,9 +40,12 @@ from typing import Protocol, runtime_checkable
 __all__ = [
     "DECIDED_STATES",
     "TERMINAL_STATES",
+    "AuditAction",
+    "AuditEntry",
     "Delivery",
     "FinishResult",
     "HeartbeatResult",
+    "JobControl",
     "LedgerEntry",
     "Member",
     "Overlap",
@@ -65,6 +72,9 @@ class SlotState(enum.StrEnum):
     LOST = "lost"
     MISSED = "missed"
     SKIPPED = "skipped"
+    RETRYING = "retrying"
+    """Ledger-only: a failed run that will be retried. A slot is never *in*
+    this state; it goes straight back to ``committed`` (see ``Store.finish``)."""
 
 
 TERMINAL_STATES: frozenset[SlotState] = frozenset(
@@ -72,8 +82,12 @@ TERMINAL_STATES: frozenset[SlotState] = frozenset(
 )
 """States a slot never leaves; each one has a ledger entry."""
 
-DECIDED_STATES: frozenset[SlotState] = TERMINAL_STATES | {SlotState.COMMITTED, SlotState.RUNNING}
-"""States in which a vote no longer changes anything."""
+DECIDED_STATES: frozenset[SlotState] = TERMINAL_STATES | {
+    SlotState.COMMITTED,
+    SlotState.RUNNING,
+    SlotState.RETRYING,
+}
+"""States in which a vote no longer changes anything (``retrying`` is never seen on a slot)."""
 
 
 class Delivery(enum.StrEnum):
@@ -104,6 +118,8 @@ class VoteStatus(enum.StrEnum):
     """Store time is before ``fire_ms - max_skew_ms``: refused, not stored."""
     MISSED = "missed"
     """Store time is past ``fire_ms + deadline_ms`` without quorum: slot missed."""
+    SKIPPED = "skipped"
+    """The job is paused: this vote ended the undecided slot ``skipped`` (no quorum needed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +162,10 @@ class SlotView:
     lease_until_ms: int = 0
     finished_ms: int = 0
     detail: str = ""
+    not_before_ms: int = 0
+    """A retry may not start before this store time (0: no constraint)."""
+    runs: int = 0
+    """How many times the slot was started (retries and at-least-once re-runs raise it)."""
 
     @property
     def voters(self) -> tuple[str, ...]:
@@ -204,6 +224,43 @@ class LedgerEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class JobControl:
+    """A job's operator control: paused or not, by whom, when (store time) and why.
+
+    A job that was never paused reads ``JobControl(False, "", 0, "")``; after a
+    resume, ``by`` and ``at_ms`` name the resume and ``reason`` is empty.
+    """
+
+    paused: bool
+    by: str
+    at_ms: int
+    reason: str
+
+
+class AuditAction(enum.StrEnum):
+    """What an operator did to a job."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    TRIGGER = "trigger"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One operator action on a job, as the store recorded it.
+
+    ``detail``: the reason of a pause, the fire time (decimal ms) of a
+    trigger, empty for a resume.
+    """
+
+    job: str
+    action: AuditAction
+    by: str
+    at_ms: int
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
 class Member:
     """A node's last heartbeat as the store saw it."""
 
@@ -242,6 +299,9 @@ class Store(Protocol):
         1. a slot in a :data:`DECIDED_STATES` state is returned unchanged
            (``DECIDED``);
         2. ``now < fire_ms - max_skew_ms``: refused (``EARLY``), not stored;
+        2b. the job is paused (:meth:`pause`): the vote is stored and the
+           slot becomes ``skipped``, reason ``paused by <by>: <reason>``, with
+           a ledger entry (``SKIPPED``) — a paused job commits nothing;
         3. ``now > fire_ms + deadline_ms`` and no quorum yet: the slot becomes
            ``missed`` with a ledger entry (``MISSED``);
         4. the vote is stored (one per node; a repeat overwrites);
@@ -249,7 +309,8 @@ class Store(Protocol):
            (``Q`` = the highest quorum ever sent for this job), the slot
            commits: state ``committed``, executor = the rendezvous-hash
            winner among those voters, token = next value of the job's
-           counter, ``committed_ms = now`` (``COMMITTED``). With overlap
+           counter, ``committed_ms = now`` (``COMMITTED``); the executor is
+           notified (Redis: ``PUBLISH`` on its assignment channel). With overlap
            ``forbid`` and another slot of the job committed or running, it
            becomes ``skipped`` instead; with ``replace`` the other active
            slots are ended first (``skipped`` if not started, ``failed``
@@ -263,10 +324,14 @@ class Store(Protocol):
     def start(self, job: str, fire_ms: int, node: str, token: int, lease_ms: int) -> TransitionResult:
         """Fenced ``committed → running``: only for the slot's executor with its current token.
 
-        Sets ``started_ms = now`` and ``lease_until_ms = now + lease_ms``.
-        Refused (``ok=False``, reason says why, nothing changed) when the
-        state is not ``committed``, the node is not the executor, or the
-        token is not the slot's current token.
+        Sets ``started_ms = now``, ``lease_until_ms = now + lease_ms`` and
+        counts the run (``runs``). Refused (``ok=False``, reason says why,
+        nothing changed) when the state is not ``committed``, the token is
+        not the slot's current token, the node is not the executor, the slot
+        never ran and its starting deadline passed (``starting deadline
+        passed``), or a retry is not due yet (``retry not due before <ms>``).
+        A slot that already ran (retry, at-least-once re-run) ignores the
+        starting deadline.
         """
         ...
 
@@ -280,11 +345,31 @@ class Store(Protocol):
         ...
 
     def finish(
-        self, job: str, fire_ms: int, node: str, token: int, succeeded: bool, detail: str
+        self,
+        job: str,
+        fire_ms: int,
+        node: str,
+        token: int,
+        succeeded: bool,
+        detail: str,
+        retries: int = 0,
+        retry_backoff_ms: int = 0,
     ) -> TransitionResult:
         """``running → succeeded | failed`` (fenced like start) with a ledger entry.
 
         ``detail`` (exit code, output tail) is stored as given; callers bound it.
+
+        Retries: when the run failed, the slot has been started fewer than
+        ``1 + retries`` times (``SlotView.runs``) and the job is not paused,
+        the slot does not end. A ledger entry with the non-terminal state
+        ``retrying`` is written (reason ``attempt <runs> of <1 + retries>
+        failed; retry after <backoff> ms``) and the slot goes back to
+        ``committed`` with a new, higher token, the next executor (chosen as
+        in a sweep takeover), ``committed_ms = now`` and ``not_before_ms =
+        now + retry_backoff_ms``; the new executor is notified like any
+        assignment. A success, or the last allowed failure, ends the slot
+        normally. A paused job is not retried (reason ``job failed; no retry:
+        paused by <by>``).
         """
         ...
 
@@ -294,11 +379,13 @@ class Store(Protocol):
         Per job, atomically, with ``now`` the store's time:
 
         * ``proposed`` with ``now > fire_ms + deadline_ms`` → ``missed``;
-        * ``committed`` with ``now > committed_ms + start_timeout_ms`` →
+        * ``committed`` with ``now > max(committed_ms, not_before_ms) + start_timeout_ms`` →
           re-assigned to the next rendezvous winner among the voters that
           were not assigned yet (or all voters, when every one was), new
-          token, ``committed_ms = now`` — the slot never started, so this
-          is safe under at-most-once;
+          token, ``committed_ms = now``, executor notified — the slot never
+          started (in this attempt), so this is safe under at-most-once; a
+          slot that never started at all and is past its starting deadline
+          becomes ``missed`` instead;
         * ``running`` with ``now > lease_until_ms`` → ``lost`` under
           at-most-once; under at-least-once re-assigned like above.
 
@@ -349,4 +436,48 @@ class Store(Protocol):
 
     def time_ms(self) -> int:
         """The store's clock (Redis ``TIME``), for the node's skew cross-check."""
+        ...
+
+    def pause(self, job: str, by: str, reason: str) -> JobControl:
+        """Pause the job: until resumed, a vote for any undecided slot of it ends that slot ``skipped``.
+
+        Slots already committed or running are not touched (their runs go
+        on; failed runs are not retried). Recorded in the job's audit with
+        ``by`` and store time. Pausing again with the same ``by`` and
+        ``reason`` changes nothing (a retry after a lost reply); otherwise
+        the new pause replaces the old one. Returns the control afterwards.
+        """
+        ...
+
+    def resume(self, job: str, by: str) -> JobControl:
+        """End the job's pause (audited). Resuming a job that is not paused changes nothing."""
+        ...
+
+    def control(self, job: str) -> JobControl:
+        """The job's pause state. Read-only."""
+        ...
+
+    def trigger(self, job: str, by: str) -> int:
+        """An operator asks the cluster to run ``job`` now; returns the trigger's fire time.
+
+        The request carries only the job name and who asked — the nodes run
+        their own definition of the job, nothing comes from the store. The
+        fire time is store time (ms). It is kept in the job's trigger set
+        (trimmed: older than the retention, or beyond the newest
+        ``trigger_maxlen``), audited, and announced to every node (Redis:
+        ``PUBLISH`` on the trigger channel). Nodes then vote for the slot
+        ``(job, fire_ms)`` like any other. Not idempotent: each call is a
+        trigger (two calls in the same millisecond name the same slot).
+        """
+        ...
+
+    def triggers(self, job: str, since_ms: int) -> list[int]:
+        """Fire times of the job's kept triggers with ``fire_ms > since_ms``, ascending. Read-only.
+
+        Triggers older than the retention are not reported.
+        """
+        ...
+
+    def audit(self, job: str, limit: int) -> list[AuditEntry]:
+        """The job's latest ``limit`` operator actions, newest first (bounded per job)."""
         ...

@@ -18,8 +18,11 @@ from dataclasses import dataclass, field, replace
 
 from quorum_cron.store.base import (
     DECIDED_STATES,
+    AuditAction,
+    AuditEntry,
     Delivery,
     HeartbeatResult,
+    JobControl,
     LedgerEntry,
     Member,
     Overlap,
@@ -37,6 +40,9 @@ __all__ = ["MemoryStore"]
 
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 DEFAULT_LEDGER_MAXLEN = 10_000
+DEFAULT_AUDIT_MAXLEN = 1_000
+DEFAULT_TRIGGER_MAXLEN = 100
+NOT_PAUSED = JobControl(paused=False, by="", at_ms=0, reason="")
 
 
 @dataclass
@@ -56,9 +62,19 @@ class _Slot:
     started_ms: int = 0
     lease_until_ms: int = 0
     finished_ms: int = 0
-    ran: bool = False
+    runs: int = 0
     detail: str = ""
+    not_before_ms: int = 0
     expires_ms: int = 0
+
+    @property
+    def ran(self) -> bool:
+        """Started at least once (kept for ``sim/mutants.py``, which predates ``runs``)."""
+        return self.runs > 0
+
+    @ran.setter
+    def ran(self, value: bool) -> None:
+        self.runs = max(self.runs, 1) if value else 0
 
 
 @dataclass
@@ -71,6 +87,10 @@ class _Job:
     quorum: int = 0
     hwm: int = 0
     ledger: deque[LedgerEntry] = field(default_factory=deque)
+    control: JobControl = field(default_factory=lambda: NOT_PAUSED)
+    triggers: list[int] = field(default_factory=list)
+    """Sorted ascending, no duplicates."""
+    audit: deque[AuditEntry] = field(default_factory=deque)
 
 
 @dataclass
@@ -94,10 +114,14 @@ class MemoryStore:
         *,
         retention_ms: int = DEFAULT_RETENTION_MS,
         ledger_maxlen: int = DEFAULT_LEDGER_MAXLEN,
+        audit_maxlen: int = DEFAULT_AUDIT_MAXLEN,
+        trigger_maxlen: int = DEFAULT_TRIGGER_MAXLEN,
     ) -> None:
         self._clock = clock
         self._retention_ms = retention_ms
         self._ledger_maxlen = ledger_maxlen
+        self._audit_maxlen = audit_maxlen
+        self._trigger_maxlen = trigger_maxlen
         self._jobs: dict[str, _Job] = {}
         self._members: dict[str, _Member] = {}
 
@@ -109,7 +133,9 @@ class MemoryStore:
     def _job(self, name: str) -> _Job:
         job = self._jobs.get(name)
         if job is None:
-            job = self._jobs[name] = _Job(ledger=deque(maxlen=self._ledger_maxlen))
+            job = self._jobs[name] = _Job(
+                ledger=deque(maxlen=self._ledger_maxlen), audit=deque(maxlen=self._audit_maxlen)
+            )
         return job
 
     def _get(self, job: _Job, fire_ms: int, now: int) -> _Slot | None:
@@ -143,6 +169,8 @@ class MemoryStore:
             lease_until_ms=rec.lease_until_ms,
             finished_ms=rec.finished_ms,
             detail=rec.detail,
+            not_before_ms=rec.not_before_ms,
+            runs=rec.runs,
         )
 
     def _end(self, name: str, job: _Job, rec: _Slot, state: SlotState, reason: str, now: int) -> None:
@@ -154,6 +182,11 @@ class MemoryStore:
         self._touch(rec, now)
         job.open.discard(rec.fire_ms)
         job.hwm = max(job.hwm, rec.fire_ms)
+        self._log(name, job, rec, state, reason, now)
+
+    @staticmethod
+    def _log(name: str, job: _Job, rec: _Slot, state: SlotState, reason: str, now: int) -> None:
+        """Append the slot's ledger entry (terminal states, and ``retrying``)."""
         job.ledger.append(
             LedgerEntry(
                 job=name,
@@ -171,7 +204,11 @@ class MemoryStore:
         )
 
     def _assign(self, name: str, job: _Job, rec: _Slot, now: int) -> bool:
-        """Give the slot to the next executor among agreeing voters; False if none."""
+        """Give the slot to the next executor among agreeing voters; False if none.
+
+        Redis also publishes the assignment notice here (no pub/sub in the model:
+        the simulator delivers notices itself).
+        """
         agreeing = [n for n, h in rec.votes.items() if h == rec.spec_hash]
         fresh = [n for n in agreeing if n not in rec.assigned]
         chosen = pick_executor(name, rec.fire_ms, fresh or agreeing)
@@ -210,6 +247,11 @@ class MemoryStore:
             rec = _Slot(fire_ms=req.fire_ms)
             job.slots[req.fire_ms] = rec
             job.open.add(req.fire_ms)
+        if job.control.paused:
+            rec.votes[req.node] = req.spec_hash
+            reason = f"paused by {job.control.by}: {job.control.reason}"
+            self._end(req.job, job, rec, SlotState.SKIPPED, reason, now)
+            return result(VoteStatus.SKIPPED)
         if now > req.fire_ms + req.deadline_ms:
             self._end(req.job, job, rec, SlotState.MISSED, "deadline passed before quorum", now)
             return result(VoteStatus.MISSED)
@@ -262,12 +304,15 @@ class MemoryStore:
 
     def start(self, job: str, fire_ms: int, node: str, token: int, lease_ms: int) -> TransitionResult:
         _, rec, now, why = self._fenced(job, fire_ms, node, token, SlotState.COMMITTED)
-        if rec is not None and not why and not rec.ran and now > fire_ms + rec.deadline_ms:
-            why = "starting deadline passed"
+        if rec is not None and not why:
+            if not rec.runs and now > fire_ms + rec.deadline_ms:
+                why = "starting deadline passed"
+            elif now < rec.not_before_ms:
+                why = f"retry not due before {rec.not_before_ms}"
         if rec is None or why:
             return TransitionResult(False, self._view(job, fire_ms, rec), now, why)
         rec.state = SlotState.RUNNING
-        rec.ran = True
+        rec.runs += 1
         rec.started_ms = now
         rec.lease_until_ms = now + lease_ms
         self._touch(rec, now)
@@ -282,14 +327,34 @@ class MemoryStore:
         return TransitionResult(True, self._view(job, fire_ms, rec), now)
 
     def finish(
-        self, job: str, fire_ms: int, node: str, token: int, succeeded: bool, detail: str
+        self,
+        job: str,
+        fire_ms: int,
+        node: str,
+        token: int,
+        succeeded: bool,
+        detail: str,
+        retries: int = 0,
+        retry_backoff_ms: int = 0,
     ) -> TransitionResult:
         j, rec, now, why = self._fenced(job, fire_ms, node, token, SlotState.RUNNING)
         if rec is None or why:
             return TransitionResult(False, self._view(job, fire_ms, rec), now, why)
         rec.detail = detail
-        state = SlotState.SUCCEEDED if succeeded else SlotState.FAILED
-        self._end(job, j, rec, state, "exit 0" if succeeded else "job failed", now)
+        if succeeded:
+            self._end(job, j, rec, SlotState.SUCCEEDED, "exit 0", now)
+        elif rec.runs >= 1 + retries:
+            self._end(job, j, rec, SlotState.FAILED, "job failed", now)
+        elif j.control.paused:
+            reason = f"job failed; no retry: paused by {j.control.by}"
+            self._end(job, j, rec, SlotState.FAILED, reason, now)
+        else:
+            backoff = max(retry_backoff_ms, 0)
+            reason = f"attempt {rec.runs} of {1 + retries} failed; retry after {backoff} ms"
+            self._log(job, j, rec, SlotState.RETRYING, reason, now)
+            rec.reason = reason
+            rec.not_before_ms = now + backoff
+            self._assign(job, j, rec, now)
         return TransitionResult(True, self._view(job, fire_ms, rec), now)
 
     # -- deadlines -----------------------------------------------------------
@@ -314,9 +379,9 @@ class MemoryStore:
                 return True
             return False
         if rec.state == SlotState.COMMITTED:
-            if now <= rec.committed_ms + p.start_timeout_ms:
+            if now <= max(rec.committed_ms, rec.not_before_ms) + p.start_timeout_ms:
                 return False
-            if not rec.ran and now > rec.fire_ms + rec.deadline_ms:
+            if not rec.runs and now > rec.fire_ms + rec.deadline_ms:
                 reason = f"not started before deadline by {','.join(rec.assigned)}"
                 self._end(p.job, job, rec, SlotState.MISSED, reason, now)
                 return True
@@ -361,6 +426,43 @@ class MemoryStore:
         entries = self._job(job).ledger
         return list(reversed(entries))[: max(limit, 0)]
 
+    # -- operator control ----------------------------------------------------
+
+    def pause(self, job: str, by: str, reason: str) -> JobControl:
+        now = self._clock()
+        j = self._job(job)
+        cur = j.control
+        if not (cur.paused and cur.by == by and cur.reason == reason):
+            j.control = JobControl(True, by, now, reason)
+            j.audit.append(AuditEntry(job, AuditAction.PAUSE, by, now, reason))
+        return j.control
+
+    def resume(self, job: str, by: str) -> JobControl:
+        now = self._clock()
+        j = self._job(job)
+        if j.control.paused:
+            j.control = JobControl(False, by, now, "")
+            j.audit.append(AuditEntry(job, AuditAction.RESUME, by, now, ""))
+        return j.control
+
+    def control(self, job: str) -> JobControl:
+        return self._job(job).control
+
+    def trigger(self, job: str, by: str) -> int:
+        now = self._clock()
+        j = self._job(job)
+        kept = sorted({f for f in j.triggers if f >= now - self._retention_ms} | {now})
+        j.triggers = kept[-self._trigger_maxlen :]
+        j.audit.append(AuditEntry(job, AuditAction.TRIGGER, by, now, str(now)))
+        return now
+
+    def triggers(self, job: str, since_ms: int) -> list[int]:
+        low = max(since_ms + 1, self._clock() - self._retention_ms)
+        return [f for f in self._job(job).triggers if f >= low]
+
+    def audit(self, job: str, limit: int) -> list[AuditEntry]:
+        return list(reversed(self._job(job).audit))[: max(limit, 0)]
+
     # -- membership ----------------------------------------------------------
 
     def heartbeat(self, node: str, incarnation: str, ttl_ms: int, info: dict[str, str]) -> HeartbeatResult:
@@ -391,7 +493,13 @@ class MemoryStore:
 
     def snapshot(self) -> MemoryStore:
         """A deep copy, for the simulator's store failover that loses writes."""
-        copy = MemoryStore(self._clock, retention_ms=self._retention_ms, ledger_maxlen=self._ledger_maxlen)
+        copy = MemoryStore(
+            self._clock,
+            retention_ms=self._retention_ms,
+            ledger_maxlen=self._ledger_maxlen,
+            audit_maxlen=self._audit_maxlen,
+            trigger_maxlen=self._trigger_maxlen,
+        )
         for name, job in self._jobs.items():
             slots = {
                 f: replace(r, votes=dict(r.votes), assigned=list(r.assigned)) for f, r in job.slots.items()
@@ -403,6 +511,9 @@ class MemoryStore:
                 quorum=job.quorum,
                 hwm=job.hwm,
                 ledger=deque(job.ledger, maxlen=self._ledger_maxlen),
+                control=job.control,
+                triggers=list(job.triggers),
+                audit=deque(job.audit, maxlen=self._audit_maxlen),
             )
         copy._members = {n: replace(m, info=dict(m.info)) for n, m in self._members.items()}
         return copy

@@ -1,20 +1,23 @@
 -- missed.lua: account for a slot nobody voted for (Store.record_missed).
 --
--- KEYS[1..5], ARGV[1..5]: see _job.lua.
--- ARGV[6]  fire_ms
--- ARGV[7]  deadline_ms
--- ARGV[8]  reason
+-- KEYS[1] the job's key prefix (one job group), ARGV[1..5]: see _job.lua.
+-- ARGV[6]  job name
+-- ARGV[7]  fire_ms
+-- ARGV[8]  deadline_ms
+-- ARGV[9]  reason
 --
 -- Reply: {now, slot} with slot = emit("", record) as it stands afterwards.
 
-local fire = ARGV[6]
+bind(1, ARGV[6])
+local fire = ARGV[7]
 local r = load(fire, true)
-if (r == nil or r.f.st == 'proposed') and now > tonumber(fire) + tonumber(ARGV[7]) then
+if (r == nil or r.f.st == 'proposed') and now > tonumber(fire) + tonumber(ARGV[8]) then
   if r == nil then
     r = new_slot(fire)
     trim()
     redis.call('ZADD', K_SLOTS, fire, fire)
   end
-  end_slot(r, 'missed', ARGV[8])
+  end_slot(r, 'missed', ARGV[9])
 end
+meta_flush()
 return {NOW, emit('', r)}

@@ -26,8 +26,11 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quorum_cron.errors import ConfigError, StoreError, StoreUnavailable
 from quorum_cron.store.base import (
+    AuditAction,
+    AuditEntry,
     Delivery,
     HeartbeatResult,
+    JobControl,
     LedgerEntry,
     Member,
     Overlap,
@@ -39,8 +42,13 @@ from quorum_cron.store.base import (
     VoteResult,
     VoteStatus,
 )
-from quorum_cron.store.memory import DEFAULT_LEDGER_MAXLEN, DEFAULT_RETENTION_MS
-from quorum_cron.store.scripts import FENCE, MEMBERS, MISSED, READ, SWEEP, VOTE, Call, ScriptRunner
+from quorum_cron.store.memory import (
+    DEFAULT_AUDIT_MAXLEN,
+    DEFAULT_LEDGER_MAXLEN,
+    DEFAULT_RETENTION_MS,
+    DEFAULT_TRIGGER_MAXLEN,
+)
+from quorum_cron.store.scripts import CONTROL, FENCE, MEMBERS, MISSED, READ, SWEEP, VOTE, Call, ScriptRunner
 
 __all__ = ["RedisStore", "redact_url"]
 
@@ -52,7 +60,12 @@ _STATUS = {
     "D": VoteStatus.DECIDED,
     "E": VoteStatus.EARLY,
     "M": VoteStatus.MISSED,
+    "S": VoteStatus.SKIPPED,
 }
+DEFAULT_MAX_BATCH = 200
+"""Votes (or sweep parameter sets) per script call on a standalone server:
+large enough to amortise the call, small enough that one call blocks the
+server for about a millisecond at most."""
 _FORBIDDEN_NS_CHARS = "{}:"
 
 # With an injected clock, store time and real time are unrelated, so the
@@ -95,31 +108,29 @@ def _text(value: object) -> str:
     raise TypeError(f"expected a string in the reply, got {type(value).__name__}")
 
 
-def _fields(flat: Sequence[object], start: int) -> tuple[dict[str, str], list[tuple[str, str]]]:
-    """A slot hash from a flat ``field, value, ...`` reply: its fields and its votes."""
-    if (len(flat) - start) % 2:
-        raise ValueError("odd number of elements in a field/value reply")
-    fields: dict[str, str] = {}
-    votes: list[tuple[str, str]] = []
-    for i in range(start, len(flat), 2):
-        key, value = _text(flat[i]), _text(flat[i + 1])
-        if key.startswith("v:"):
-            votes.append((key[2:], value))
-        else:
-            fields[key] = value
-    return fields, votes
-
-
-def _slot_view(job: str, fire_ms: int, flat: Sequence[object], start: int = 1) -> SlotView:
-    """Decode an ``emit(code, record)`` reply (code at ``start - 1``) into a view."""
-    if len(flat) <= start:
+def _slot_view(job: str, fire_ms: int, emitted: Sequence[object]) -> SlotView:
+    """Decode an ``emit(code, slot)`` reply ``{code, "<st> <x> <record JSON>"}`` (``""``: absent)."""
+    if len(emitted) != 2:
+        raise ValueError(f"slot reply has {len(emitted)} elements, expected 2")
+    record = emitted[1]
+    if not record:
         return SlotView(job=job, fire_ms=fire_ms, state=SlotState.ABSENT)
-    f, votes = _fields(flat, start)
+    if not isinstance(record, (bytes, str)):
+        raise TypeError(f"expected a slot record in the reply, got {type(record).__name__}")
+    parts = record.split(b" ", 2) if isinstance(record, bytes) else record.split(" ", 2)
+    if len(parts) != 3:
+        raise ValueError(f"slot value {record!r} lacks its '<state> <expiry> ' header")
+    f = json.loads(parts[2])
+    if not isinstance(f, dict):
+        raise ValueError(f"slot record {record!r} is not an object")
+    votes = f.get("v") or {}
+    if not isinstance(votes, dict) or not all(isinstance(h, str) for h in votes.values()):
+        raise ValueError(f"slot votes {votes!r} are not an object of spec hashes")
     return SlotView(
         job=job,
         fire_ms=fire_ms,
         state=SlotState(f["st"]),
-        votes=tuple(sorted(votes)),
+        votes=tuple(sorted(votes.items())),
         spec_hash=f.get("sh", ""),
         executor=f.get("ex", ""),
         token=int(f.get("tk", 0)),
@@ -130,6 +141,8 @@ def _slot_view(job: str, fire_ms: int, flat: Sequence[object], start: int = 1) -
         lease_until_ms=int(f.get("lu", 0)),
         finished_ms=int(f.get("fm", 0)),
         detail=f.get("dt", ""),
+        not_before_ms=int(f.get("nb", 0)),
+        runs=int(f.get("rn", 0)),
     )
 
 
@@ -146,7 +159,14 @@ class RedisStore:
     script uses ``clock()`` as the store's time instead of the server's
     ``TIME``. Production leaves it ``None`` so no node's clock can ever
     decide a slot. ``retention_ms`` bounds how long a slot is remembered after
-    its last change; ``ledger_maxlen`` bounds each job's ledger stream.
+    its last change; ``ledger_maxlen`` bounds each job's ledger stream,
+    ``audit_maxlen`` its audit stream and ``trigger_maxlen`` its kept triggers.
+
+    ``cluster``: on a Redis Cluster every script call may touch one job only,
+    so ``vote`` and ``sweep`` send one call per job (pipelined). On a
+    standalone server (the default) they send one call per ``max_batch``
+    votes or parameter sets covering many jobs, which amortises the per-call
+    cost; a job's items are never split across calls.
 
     The client may or may not decode responses; replies are decoded here.
     """
@@ -159,25 +179,40 @@ class RedisStore:
         clock: Callable[[], int] | None = None,
         retention_ms: int = DEFAULT_RETENTION_MS,
         ledger_maxlen: int = DEFAULT_LEDGER_MAXLEN,
+        cluster: bool = False,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        audit_maxlen: int = DEFAULT_AUDIT_MAXLEN,
+        trigger_maxlen: int = DEFAULT_TRIGGER_MAXLEN,
     ) -> None:
         if not namespace or any(c in namespace for c in _FORBIDDEN_NS_CHARS):
             raise ConfigError(
                 f"invalid store namespace {namespace!r}: expected a non-empty name without '{{', '}}' or ':'"
             )
-        if retention_ms <= 0:
-            raise ConfigError(f"invalid retention_ms {retention_ms}: expected > 0")
-        if ledger_maxlen <= 0:
-            raise ConfigError(f"invalid ledger_maxlen {ledger_maxlen}: expected > 0")
+        for name, value in (
+            ("retention_ms", retention_ms),
+            ("ledger_maxlen", ledger_maxlen),
+            ("max_batch", max_batch),
+            ("audit_maxlen", audit_maxlen),
+            ("trigger_maxlen", trigger_maxlen),
+        ):
+            if value <= 0:
+                raise ConfigError(f"invalid {name} {value}: expected > 0")
         self._client = client
         self._ns = namespace
         self._clock = clock
         self._retention_ms = retention_ms
         self._ledger_maxlen = ledger_maxlen
+        self._audit_maxlen = audit_maxlen
+        self._trigger_maxlen = trigger_maxlen
+        self._cluster = cluster
+        self._max_batch = max_batch
         self._key_ttl_ms = retention_ms if clock is None else max(retention_ms, _KEY_TTL_FLOOR_WITH_CLOCK_MS)
         self._where = _where(client)
         self._scripts = ScriptRunner(client)
         self._keys: dict[str, tuple[str, str, str, str, str]] = {}
         self._members_key = f"qc:{{{namespace}}}:members"
+        self._assign_prefix = f"qc:{{{namespace}}}:assign:"
+        self._trigger_channel = f"qc:{{{namespace}}}:trigger"
 
     @classmethod
     def from_url(
@@ -188,6 +223,10 @@ class RedisStore:
         clock: Callable[[], int] | None = None,
         retention_ms: int = DEFAULT_RETENTION_MS,
         ledger_maxlen: int = DEFAULT_LEDGER_MAXLEN,
+        cluster: bool = False,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        audit_maxlen: int = DEFAULT_AUDIT_MAXLEN,
+        trigger_maxlen: int = DEFAULT_TRIGGER_MAXLEN,
         **client_kwargs: Any,
     ) -> RedisStore:
         """A store on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``).
@@ -198,7 +237,17 @@ class RedisStore:
             client = redis.Redis.from_url(url, **client_kwargs)
         except ValueError as exc:
             raise ConfigError(f"invalid redis url {redact_url(url)!r}: {exc}") from exc
-        return cls(client, namespace, clock=clock, retention_ms=retention_ms, ledger_maxlen=ledger_maxlen)
+        return cls(
+            client,
+            namespace,
+            clock=clock,
+            retention_ms=retention_ms,
+            ledger_maxlen=ledger_maxlen,
+            cluster=cluster,
+            max_batch=max_batch,
+            audit_maxlen=audit_maxlen,
+            trigger_maxlen=trigger_maxlen,
+        )
 
     def __repr__(self) -> str:
         mode = "injected clock" if self._clock is not None else "server clock"
@@ -212,6 +261,21 @@ class RedisStore:
     def close(self) -> None:
         """Close the client's connections."""
         self._client.close()
+
+    # -- notices -------------------------------------------------------------
+
+    def assign_channel(self, node: str) -> str:
+        """The pub/sub channel of ``node``'s assignment notices: ``qc:{<ns>}:assign:<node>``.
+
+        Every script that assigns a slot to ``node`` (a vote's commit, a
+        sweep's takeover, a retried failure) publishes ``<job>\\n<fire_ms>\\n<token>``
+        on it in the same atomic step. A notice is a hint: the fenced start decides.
+        """
+        return self._assign_prefix + node
+
+    def trigger_channel(self) -> str:
+        """The pub/sub channel of manual triggers: ``qc:{<ns>}:trigger``, payload ``<job>\\n<fire_ms>``."""
+        return self._trigger_channel
 
     # -- plumbing ------------------------------------------------------------
 
@@ -241,44 +305,93 @@ class RedisStore:
                 self._keys[job] = keys
         return keys
 
+    def _common_args(self, now: str) -> list[str | int]:
+        return [now, self._retention_ms, self._key_ttl_ms, self._ledger_maxlen, self._assign_prefix]
+
+    def _job_prefix(self, job: str) -> str:
+        """The job's key prefix ``qc:{<ns>:<job>}:`` — the one key a script call declares per job."""
+        return self._job_keys(job)[4][: -len("slot:")]
+
     def _job_call(self, script: Any, job: str, now: str, args: Sequence[str | int]) -> Call:
-        argv = [now, self._retention_ms, self._key_ttl_ms, self._ledger_maxlen, job, *args]
-        return Call(script, self._job_keys(job), argv)
+        """A call of a one-job script: ``ARGV[6]`` is the job, its own arguments follow."""
+        return Call(script, (self._job_prefix(job),), [*self._common_args(now), job, *args])
+
+    def _grouped_calls(
+        self,
+        script: Any,
+        now: str,
+        groups: dict[str, list[int]],
+        item_args: Callable[[int], Sequence[str | int]],
+    ) -> list[tuple[Call, list[int]]]:
+        """Pack job groups into calls of a grouped script (vote, sweep), with each call's item indices.
+
+        Cluster mode: one group per call. Standalone: groups are added to a
+        call until it holds ``max_batch`` items; a group is never split.
+        """
+        out: list[tuple[Call, list[int]]] = []
+        keys: list[str] = []
+        args: list[str | int] = []
+        order: list[int] = []
+        count = 0
+
+        def flush() -> None:
+            out.append((Call(script, keys, [*self._common_args(now), count, *args]), order))
+
+        for job, idx in groups.items():
+            if count and (self._cluster or len(order) + len(idx) > self._max_batch):
+                flush()
+                keys, args, order, count = [], [], [], 0
+            keys.append(self._job_prefix(job))
+            args.append(job)
+            args.append(len(idx))
+            for i in idx:
+                args.extend(item_args(i))
+            order.extend(idx)
+            count += 1
+        flush()
+        return out
+
+    @staticmethod
+    def _by_job(jobs: Iterator[str]) -> dict[str, list[int]]:
+        groups: dict[str, list[int]] = {}
+        for i, job in enumerate(jobs):
+            group = groups.get(job)
+            if group is None:
+                groups[job] = [i]
+            else:
+                group.append(i)
+        return groups
 
     # -- votes ---------------------------------------------------------------
 
     def vote(self, requests: Sequence[VoteRequest]) -> list[VoteResult]:
         if not requests:
             return []
-        now = self._now_arg()
-        by_job: dict[str, list[int]] = {}
-        for i, req in enumerate(requests):
-            by_job.setdefault(req.job, []).append(i)
-        calls = []
-        for job, idx in by_job.items():
-            args: list[str | int] = [len(idx)]
-            for i in idx:
-                r = requests[i]
-                args += [
-                    r.fire_ms,
-                    r.node,
-                    r.spec_hash,
-                    r.quorum,
-                    r.max_skew_ms,
-                    r.deadline_ms,
-                    _OVERLAP[r.overlap],
-                ]
-            calls.append(self._job_call(VOTE, job, now, args))
+
+        def item(i: int) -> tuple[int, str, str, int, int, int, str]:
+            r = requests[i]
+            return (
+                r.fire_ms,
+                r.node,
+                r.spec_hash,
+                r.quorum,
+                r.max_skew_ms,
+                r.deadline_ms,
+                _OVERLAP[r.overlap],
+            )
+
+        groups = self._by_job(r.job for r in requests)
+        calls = self._grouped_calls(VOTE, self._now_arg(), groups, item)
         results: list[VoteResult | None] = [None] * len(requests)
         with self._boundary("vote"):
-            replies = self._scripts.call_many(calls)
-            for idx, raw in zip(by_job.values(), replies, strict=True):
+            replies = self._scripts.call_many([c for c, _ in calls])
+            for (_, order), raw in zip(calls, replies, strict=True):
                 reply = _seq(raw)
-                if len(reply) != len(idx) + 1:
-                    raise ValueError(f"vote reply has {len(reply) - 1} slots for {len(idx)} votes")
+                if len(reply) != len(order) + 1:
+                    raise ValueError(f"vote reply has {len(reply) - 1} slots for {len(order)} votes")
                 now_ms = int(reply[0])
-                for i, item in zip(idx, reply[1:], strict=True):
-                    flat = _seq(item)
+                for i, emitted in zip(order, reply[1:], strict=True):
+                    flat = _seq(emitted)
                     req = requests[i]
                     results[i] = VoteResult(
                         status=_STATUS[_text(flat[0])],
@@ -312,6 +425,7 @@ class RedisStore:
             "T": f"stale token {token}, current is {slot.token}",
             "X": f"executor is {slot.executor!r}, not {node!r}",
             "D": "starting deadline passed",
+            "N": f"retry not due before {slot.not_before_ms}",
         }
         if why not in reasons:
             raise StoreError(f"unexpected refusal code {why!r} from redis at {self._where} to {name}")
@@ -324,34 +438,41 @@ class RedisStore:
         return self._fenced("r", job, fire_ms, node, token, lease_ms)
 
     def finish(
-        self, job: str, fire_ms: int, node: str, token: int, succeeded: bool, detail: str
+        self,
+        job: str,
+        fire_ms: int,
+        node: str,
+        token: int,
+        succeeded: bool,
+        detail: str,
+        retries: int = 0,
+        retry_backoff_ms: int = 0,
     ) -> TransitionResult:
-        return self._fenced("f", job, fire_ms, node, token, "1" if succeeded else "0", detail)
+        return self._fenced(
+            "f", job, fire_ms, node, token, "1" if succeeded else "0", detail, retries, retry_backoff_ms
+        )
 
     # -- deadlines -----------------------------------------------------------
 
     def sweep(self, params: Sequence[SweepParams]) -> list[SlotView]:
         if not params:
             return []
-        now = self._now_arg()
-        by_job: dict[str, list[int]] = {}
-        for i, p in enumerate(params):
-            by_job.setdefault(p.job, []).append(i)
-        calls = []
-        for job, idx in by_job.items():
-            args: list[str | int] = [len(idx)]
-            for i in idx:
-                p = params[i]
-                args += [p.deadline_ms, p.start_timeout_ms, _DELIVERY[p.delivery]]
-            calls.append(self._job_call(SWEEP, job, now, args))
+
+        def item(i: int) -> tuple[int, int, str]:
+            p = params[i]
+            return (p.deadline_ms, p.start_timeout_ms, _DELIVERY[p.delivery])
+
+        groups = self._by_job(p.job for p in params)
+        calls = self._grouped_calls(SWEEP, self._now_arg(), groups, item)
         per_param: list[list[SlotView]] = [[] for _ in params]
         with self._boundary("sweep"):
-            replies = self._scripts.call_many(calls)
-            for (job, idx), raw in zip(by_job.items(), replies, strict=True):
+            replies = self._scripts.call_many([c for c, _ in calls])
+            for (_, order), raw in zip(calls, replies, strict=True):
                 reply = _seq(raw)
-                if len(reply) != len(idx) + 1:
-                    raise ValueError(f"sweep reply has {len(reply) - 1} sets for {len(idx)} parameter sets")
-                for i, changed in zip(idx, reply[1:], strict=True):
+                if len(reply) != len(order) + 1:
+                    raise ValueError(f"sweep reply has {len(reply) - 1} sets for {len(order)} parameter sets")
+                for i, changed in zip(order, reply[1:], strict=True):
+                    job = params[i].job
                     per_param[i] = [_slot_view(job, int(_text(s[0])), s) for s in map(_seq, _seq(changed))]
         return [view for views in per_param for view in views]
 
@@ -396,8 +517,9 @@ class RedisStore:
 
     @staticmethod
     def _ledger_entry(job: str, raw: dict[Any, Any]) -> LedgerEntry:
+        """A ledger stream entry; the scripts leave empty and zero fields out."""
         f = {_text(k): _text(v) for k, v in raw.items()}
-        voters = json.loads(f["voters"])
+        voters = json.loads(f.get("voters", "[]"))
         if voters == {}:  # Lua's cjson encodes an empty table as an object
             voters = []
         if not isinstance(voters, list) or not all(isinstance(v, str) for v in voters):
@@ -406,15 +528,93 @@ class RedisStore:
             job=job,
             fire_ms=int(f["fire"]),
             state=SlotState(f["state"]),
-            reason=f["reason"],
+            reason=f.get("reason", ""),
             voters=tuple(sorted(voters)),
-            executor=f["executor"],
-            token=int(f["token"]),
-            committed_ms=int(f["committed"]),
-            started_ms=int(f["started"]),
+            executor=f.get("executor", ""),
+            token=int(f.get("token", 0)),
+            committed_ms=int(f.get("committed", 0)),
+            started_ms=int(f.get("started", 0)),
             finished_ms=int(f["finished"]),
-            detail=f["detail"],
+            detail=f.get("detail", ""),
         )
+
+    # -- operator control ----------------------------------------------------
+
+    def _control_call(self, op: str, job: str, by: str | int, reason: str = "") -> list[Any]:
+        base = f"qc:{{{self._ns}:{job}}}:"
+        keys = (f"{base}meta", f"{base}triggers", f"{base}audit")
+        args: list[str | int] = [
+            self._now_arg(),
+            op,
+            job,
+            by,
+            reason,
+            self._retention_ms,
+            self._key_ttl_ms,
+            self._trigger_maxlen,
+            self._audit_maxlen,
+            self._trigger_channel,
+        ]
+        return _seq(self._scripts.call(Call(CONTROL, keys, args)))
+
+    @staticmethod
+    def _job_control(paused: object, by: object, at: object, reason: object) -> JobControl:
+        return JobControl(
+            paused=_text(paused or "") == "1",
+            by=_text(by or ""),
+            at_ms=int(_text(at or "0")),
+            reason=_text(reason or ""),
+        )
+
+    def pause(self, job: str, by: str, reason: str) -> JobControl:
+        with self._boundary("pause"):
+            reply = self._control_call("p", job, by, reason)
+            if len(reply) != 5:
+                raise ValueError(f"pause reply has {len(reply)} elements, expected 5")
+            return self._job_control(*reply[1:])
+
+    def resume(self, job: str, by: str) -> JobControl:
+        with self._boundary("resume"):
+            reply = self._control_call("r", job, by)
+            if len(reply) != 5:
+                raise ValueError(f"resume reply has {len(reply)} elements, expected 5")
+            return self._job_control(*reply[1:])
+
+    def control(self, job: str) -> JobControl:
+        with self._boundary("control"):
+            paused, by, at, reason = self._client.hmget(self._job_keys(job)[0], ["p", "pb", "pa", "pr"])
+            return self._job_control(paused, by, at, reason)
+
+    def trigger(self, job: str, by: str) -> int:
+        with self._boundary("trigger"):
+            reply = self._control_call("t", job, by)
+            if len(reply) != 2:
+                raise ValueError(f"trigger reply has {len(reply)} elements, expected 2")
+            return int(_text(reply[1]))
+
+    def triggers(self, job: str, since_ms: int) -> list[int]:
+        with self._boundary("triggers"):
+            reply = self._control_call("l", job, since_ms)
+            return [int(_text(f)) for f in reply[1:]]
+
+    def audit(self, job: str, limit: int) -> list[AuditEntry]:
+        if limit <= 0:
+            return []
+        with self._boundary("audit"):
+            entries = self._client.xrevrange(f"qc:{{{self._ns}:{job}}}:audit", count=limit) or []
+            out = []
+            for _, raw in entries:
+                f = {_text(k): _text(v) for k, v in (raw or {}).items()}
+                out.append(
+                    AuditEntry(
+                        job=job,
+                        action=AuditAction(f["action"]),
+                        by=f.get("by", ""),
+                        at_ms=int(f["at"]),
+                        detail=f.get("detail", ""),
+                    )
+                )
+            return out
 
     # -- membership ----------------------------------------------------------
 

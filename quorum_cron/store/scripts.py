@@ -28,7 +28,19 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from quorum_cron.errors import StoreError
 
-__all__ = ["FENCE", "MEMBERS", "MISSED", "READ", "SCRIPTS", "SWEEP", "VOTE", "Call", "Script", "ScriptRunner"]
+__all__ = [
+    "CONTROL",
+    "FENCE",
+    "MEMBERS",
+    "MISSED",
+    "READ",
+    "SCRIPTS",
+    "SWEEP",
+    "VOTE",
+    "Call",
+    "Script",
+    "ScriptRunner",
+]
 
 Arg = str | int
 
@@ -61,7 +73,8 @@ FENCE = _assemble("fence", *_JOB, "fence.lua")
 MISSED = _assemble("missed", *_JOB, "missed.lua")
 READ = _assemble("read", *_JOB, "read.lua")
 MEMBERS = _assemble("members", "_clock.lua", "members.lua")
-SCRIPTS: tuple[Script, ...] = (VOTE, SWEEP, FENCE, MISSED, READ, MEMBERS)
+CONTROL = _assemble("control", "_clock.lua", "control.lua")
+SCRIPTS: tuple[Script, ...] = (VOTE, SWEEP, FENCE, MISSED, READ, MEMBERS, CONTROL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +129,8 @@ class ScriptRunner:
     def call_many(self, calls: Sequence[Call]) -> list[Any]:
         """Run several scripts in one non-transactional pipeline; replies in call order.
 
-        Callers only batch calls that are independent of each other (one per
-        job), so re-running the few that hit NOSCRIPT after the others is
+        Callers only batch calls that are independent of each other (disjoint
+        jobs), so re-running the few that hit NOSCRIPT after the others is
         equivalent to the original order.
         """
         if len(calls) == 1:

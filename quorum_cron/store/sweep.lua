@@ -1,14 +1,16 @@
 -- sweep.lua: enforce deadlines, start timeouts and leases on the open slots
--- of ONE job (Store.sweep; MemoryStore._sweep_one is the model).
+-- of one or more jobs (Store.sweep; MemoryStore._sweep_one is the model).
 --
--- KEYS[1..5], ARGV[1..5]: see _job.lua.
--- ARGV[6]        n, the number of parameter sets that follow (the caller's
---                SweepParams for this job, in call order)
--- ARGV[7 + 3i..] set i: deadline_ms, start_timeout_ms,
---                delivery ("m" at-most-once | "l" at-least-once)
+-- KEYS: one key prefix per job group, ARGV[1..5]: see _job.lua.
+-- ARGV[6]   g, the number of job groups that follow; per group, in order:
+--             job name, n (its number of parameter sets: the caller's
+--             SweepParams for this job, in call order), then n sets of
+--             deadline_ms, start_timeout_ms, delivery ("m" at-most-once |
+--             "l" at-least-once)
 --
--- Reply: {now, changed_1, ..., changed_n}; changed_i = array of the slots
--- set i changed, by fire time, each emit(fire_ms, record).
+-- Reply: {now, changed_1, ..., changed_N} over all parameter sets in
+-- argument order; changed_i = array of the slots set i changed, by fire
+-- time, each emit(fire_ms, record).
 
 local function sweep_one(r, deadline, start_timeout, delivery)
   local st = r.f.st
@@ -20,10 +22,10 @@ local function sweep_one(r, deadline, start_timeout, delivery)
     return false
   end
   if st == 'committed' then
-    if now <= num(r.f.cm) + start_timeout then
+    if now <= math.max(num(r.f.cm), num(r.f.nb)) + start_timeout then
       return false
     end
-    if r.f.rn ~= '1' and now > r.firen + num(r.f.dl) then
+    if num(r.f.rn) == 0 and now > r.firen + num(r.f.dl) then
       local names = list_decode(r.f.as)
       end_slot(r, 'missed', 'not started before deadline by ' .. table.concat(names, ','))
       return true
@@ -41,22 +43,27 @@ local function sweep_one(r, deadline, start_timeout, delivery)
 end
 
 local out = {NOW}
-local n = tonumber(ARGV[6])
-for i = 0, n - 1 do
-  local b = 7 + 3 * i
-  local deadline, start_timeout, delivery = tonumber(ARGV[b]), tonumber(ARGV[b + 1]), ARGV[b + 2]
-  local changed = {}
-  for _, f in ipairs(redis.call('ZRANGE', K_OPEN, 0, -1)) do
-    local r, why = load(f, true)
-    if r then
-      if sweep_one(r, deadline, start_timeout, delivery) then
-        changed[#changed + 1] = emit(r.fire, r)
+local i = 7
+for g = 1, tonumber(ARGV[6]) do
+  bind(g, ARGV[i])
+  local n = tonumber(ARGV[i + 1])
+  i = i + 2
+  for _ = 1, n do
+    local deadline, start_timeout, delivery = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
+    i = i + 3
+    local changed = {}
+    for _, f in ipairs(redis.call('ZRANGE', K_OPEN, 0, -1)) do
+      local r, why = load(f, true)
+      if r then
+        if sweep_one(r, deadline, start_timeout, delivery) then
+          changed[#changed + 1] = emit(r.fire, r)
+        end
+      elseif why == 'gone' then
+        redis.call('ZREM', K_OPEN, f)
       end
-    elseif why == 'gone' then
-      redis.call('ZREM', K_OPEN, f)
     end
+    out[#out + 1] = changed
   end
-  out[#out + 1] = changed
+  meta_flush()
 end
-meta_flush()
 return out

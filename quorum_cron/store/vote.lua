@@ -1,21 +1,25 @@
--- vote.lua: record votes for slots of ONE job, committing each slot that
--- reaches quorum (Store.vote; MemoryStore._vote_one is the model).
+-- vote.lua: record votes for slots of one or more jobs, committing each slot
+-- that reaches quorum (Store.vote; MemoryStore._vote_one is the model).
 --
--- KEYS[1..5], ARGV[1..5]: see _job.lua.
--- ARGV[6]        n, the number of votes that follow, handled in order
--- ARGV[7 + 7i..] vote i: fire_ms, node, spec_hash, quorum, max_skew_ms,
---                deadline_ms, overlap ("a" allow | "f" forbid | "r" replace)
+-- KEYS: one key prefix per job group, ARGV[1..5]: see _job.lua.
+-- ARGV[6]   g, the number of job groups that follow; per group, in order:
+--             job name, n (its number of votes), then n votes of 7 fields:
+--             fire_ms, node, spec_hash, quorum, max_skew_ms, deadline_ms,
+--             overlap ("a" allow | "f" forbid | "r" replace)
+--           Votes of one job are handled in order; groups are independent.
 --
--- Reply: {now, slot_1, ..., slot_n}, slot_i = emit(code, record) with code
+-- Reply: {now, slot_1, ..., slot_N} over all votes in argument order,
+--   slot_i = emit(code, record) with code
 --   R recorded | C committed (or skipped by overlap forbid) | D decided
---   E early (not stored) | M missed
+--   E early (not stored) | M missed | S skipped because the job is paused
 
 local function vote_one(fire, node, spec, quorum, skew, deadline, overlap)
   local firen = tonumber(fire)
-  local r = load(fire, true)
-  if r and DECIDED[r.f.st] then
-    return emit('D', r)
+  local raw, st = peek(fire)
+  if st and DECIDED[st] then
+    return {'D', raw}
   end
+  local r = load(fire, true, raw)
   if now < firen - skew then
     return emit('E', r)
   end
@@ -26,12 +30,17 @@ local function vote_one(fire, node, spec, quorum, skew, deadline, overlap)
     redis.call('ZADD', K_SLOTS, fire, fire)
     redis.call('ZADD', K_OPEN, fire, fire)
   end
+  local m = meta()
+  if m.p then
+    set_vote(r, node, spec)
+    end_slot(r, 'skipped', 'paused by ' .. m.pb .. ': ' .. m.pr)
+    return emit('S', r)
+  end
   if now > firen + deadline then
     end_slot(r, 'missed', 'deadline passed before quorum')
     return emit('M', r)
   end
   set_vote(r, node, spec)
-  local m = meta()
   if quorum > m.q then
     meta_set('q', quorum)
   end
@@ -76,11 +85,16 @@ local function vote_one(fire, node, spec, quorum, skew, deadline, overlap)
 end
 
 local out = {NOW}
-local n = tonumber(ARGV[6])
-for i = 0, n - 1 do
-  local b = 7 + 7 * i
-  out[#out + 1] = vote_one(ARGV[b], ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3]),
-    tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), ARGV[b + 6])
+local i = 7
+for g = 1, tonumber(ARGV[6]) do
+  bind(g, ARGV[i])
+  local n = tonumber(ARGV[i + 1])
+  i = i + 2
+  for _ = 1, n do
+    out[#out + 1] = vote_one(ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]),
+      tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6])
+    i = i + 7
+  end
+  meta_flush()
 end
-meta_flush()
 return out

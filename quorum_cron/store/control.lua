@@ -1,0 +1,77 @@
+-- control.lua: operator control of one job (Store.pause, resume, trigger,
+-- triggers; MemoryStore is the model). Prepended: _clock.lua only.
+--
+-- KEYS[1]  qc:{ns:job}:meta      HASH  p "1" while paused, pb by, pa at ms, pr reason
+-- KEYS[2]  qc:{ns:job}:triggers  ZSET  trigger fire times, member = score = fire_ms
+-- KEYS[3]  qc:{ns:job}:audit     STREAM action, by, at, detail (empty fields left out)
+-- ARGV[1]  now ms or "" (see _clock.lua)
+-- ARGV[2]  op: "p" pause | "r" resume | "t" trigger | "l" list triggers
+-- ARGV[3]  job name
+-- ARGV[4]  by (list: since_ms)
+-- ARGV[5]  pause reason
+-- ARGV[6]  retention ms (triggers older than now - retention are dropped / not listed)
+-- ARGV[7]  physical TTL ms of the trigger set (garbage collection only)
+-- ARGV[8]  trigger MAXLEN (newest kept)
+-- ARGV[9]  audit MAXLEN (exact)
+-- ARGV[10] trigger channel "qc:{ns}:trigger" (payload job \n fire_ms)
+--
+-- Replies: pause/resume {now, paused "1"|"", by, at, reason} (the control
+-- afterwards); trigger {now, fire_ms}; list {now, fire_ms...} ascending.
+
+local K_META, K_TRIG, K_AUDIT = KEYS[1], KEYS[2], KEYS[3]
+local op, job, by = ARGV[2], ARGV[3], ARGV[4]
+local RETENTION = tonumber(ARGV[6])
+
+local function audit(action, detail)
+  local e = {'action', action, 'at', NOW}
+  if by ~= '' then
+    e[#e + 1] = 'by'
+    e[#e + 1] = by
+  end
+  if detail ~= '' then
+    e[#e + 1] = 'detail'
+    e[#e + 1] = detail
+  end
+  redis.call('XADD', K_AUDIT, 'MAXLEN', ARGV[9], '*', unpack(e))
+end
+
+local function control()
+  local c = redis.call('HMGET', K_META, 'p', 'pb', 'pa', 'pr')
+  return {NOW, c[1] or '', c[2] or '', c[3] or '0', c[4] or ''}
+end
+
+if op == 'p' then
+  local c = redis.call('HMGET', K_META, 'p', 'pb', 'pr')
+  local reason = ARGV[5]
+  if not (c[1] == '1' and c[2] == by and (c[3] or '') == reason) then
+    redis.call('HSET', K_META, 'p', '1', 'pb', by, 'pa', NOW, 'pr', reason)
+    audit('pause', reason)
+  end
+  return control()
+end
+
+if op == 'r' then
+  if redis.call('HGET', K_META, 'p') == '1' then
+    redis.call('HSET', K_META, 'p', '', 'pb', by, 'pa', NOW, 'pr', '')
+    audit('resume', '')
+  end
+  return control()
+end
+
+if op == 't' then
+  redis.call('ZADD', K_TRIG, now, NOW)
+  redis.call('ZREMRANGEBYSCORE', K_TRIG, '-inf', '(' .. fmt(now - RETENTION))
+  redis.call('ZREMRANGEBYRANK', K_TRIG, 0, -(tonumber(ARGV[8]) + 1))
+  redis.call('PEXPIRE', K_TRIG, ARGV[7])
+  audit('trigger', NOW)
+  redis.call('PUBLISH', ARGV[10], job .. '\n' .. NOW)
+  return {NOW, NOW}
+end
+
+-- list
+local low = math.max(tonumber(by) + 1, now - RETENTION)
+local out = {NOW}
+for _, f in ipairs(redis.call('ZRANGEBYSCORE', K_TRIG, fmt(low), '+inf')) do
+  out[#out + 1] = f
+end
+return out
