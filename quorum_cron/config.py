@@ -30,6 +30,7 @@ from typing import Any, Final, Literal, TypeVar, cast, get_args
 
 from quorum_cron.durations import format_duration, parse_duration
 from quorum_cron.errors import ConfigError, ScheduleError
+from quorum_cron.redact import redact_url as _redact
 from quorum_cron.schedule import DST_POLICIES, DstPolicy, Schedule, check_timezone
 from quorum_cron.store.base import Delivery, Overlap
 
@@ -85,33 +86,8 @@ class InvalidConfig(ConfigError):
 
 
 def redact_url(url: str | None) -> str | None:
-    """``url`` with any password (userinfo or ``?password=``) replaced by ``***``.
-
-    Used for every URL that is shown: reprs, logs, error messages.
-    """
-    if url is None:
-        return None
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparseable url>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user, sep, _password = userinfo.partition(":")
-        if sep:  # "user:password@" or ":password@"
-            netloc = f"{user}:***@{hostport}"
-    query = parts.query
-    if query:
-        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
-        query = "&".join(
-            f"{k}={'***' if k.lower() in ('password', 'pass', 'token', 'secret') else v}" for k, v in pairs
-        )
-    if netloc == parts.netloc and query == parts.query:
-        return url
-    # Rebuilt by hand: urlunsplit would turn "unix:///path" into "unix:/path".
-    rebuilt = f"{parts.scheme}://{netloc}{parts.path}"
-    return rebuilt + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+    """``url`` with any password replaced by ``***`` (``None`` stays ``None``)."""
+    return None if url is None else _redact(url)
 
 
 def _redact_alert_url(url: str | None) -> str | None:

@@ -17,7 +17,6 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.exceptions import AuthenticationError, RedisError
@@ -25,6 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quorum_cron.errors import ConfigError, StoreError, StoreUnavailable
+from quorum_cron.redact import redact_url
 from quorum_cron.store.base import (
     AuditAction,
     AuditEntry,
@@ -72,21 +72,6 @@ _FORBIDDEN_NS_CHARS = "{}:"
 # physical key TTL (garbage collection only) must not fire before the logical
 # expiry that the scripts check against the injected time.
 _KEY_TTL_FLOOR_WITH_CLOCK_MS = 24 * 3600 * 1000
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for messages and repr)."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        user = parts.username or ""
-        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-    except ValueError:
-        return "<unparsable redis url>"
 
 
 def _where(client: redis.Redis) -> str:
