@@ -165,8 +165,9 @@ def next_(job_name: str, count: int, config_path: Path, after: str | None) -> No
 def _register() -> None:
     """Add the commands defined elsewhere; each module exports plain click commands."""
     from quorum_cron.clockcheck import check_clock
+    from quorum_cron.commands import COMMANDS
 
-    for command in (check_clock,):
+    for command in (*COMMANDS, check_clock):
         main.add_command(command)
 
 

@@ -1,0 +1,105 @@
+"""The agent's clock trust: the one place it meets the skew guard.
+
+The runtime asks two things — "check now" (on every heartbeat) and "may I
+vote?" (before every tick) — and this module answers both through
+:class:`~quorum_cron.skew.ClockGuard`: the store ``TIME`` probe on every
+check, NTP when the guard says a check is due and servers are configured.
+With no NTP servers configured there is nothing to ask, which the guard
+treats as "NTP unavailable" under the configured policy: ``store-time``
+lets the store probe decide alone, ``abstain`` keeps the node from voting
+(and says so).
+
+Safety never depends on this: the store refuses early votes by its own
+clock. Trust keeps a node with a bad clock from voting at the wrong time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+
+from quorum_cron.clock import Clock
+from quorum_cron.ntp import NtpServer, aquery_servers, probe_store_time
+from quorum_cron.skew import (
+    ClockGuard,
+    ClockReading,
+    NtpCheck,
+    NtpOutcome,
+    StoreTimeCheck,
+    TrustPolicy,
+    UnreachablePolicy,
+    Verdict,
+    assess_ntp,
+)
+
+__all__ = ["ClockTrust"]
+
+DEFAULT_CHECK_INTERVAL_MS = 60_000
+
+
+class ClockTrust:
+    """Checks the node's clock against the store (and NTP) and keeps the verdict."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        max_skew_ms: int,
+        ntp_servers: Sequence[str] = (),
+        ntp_unreachable: str = "abstain",
+        check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS,
+    ) -> None:
+        self.clock = clock
+        self.servers = tuple(NtpServer.parse(s) for s in ntp_servers)
+        self.guard = ClockGuard(
+            TrustPolicy(
+                max_skew_ms=max_skew_ms,
+                check_interval_ms=check_interval_ms,
+                ntp_unreachable=UnreachablePolicy(ntp_unreachable),
+                require_store_check=True,
+            )
+        )
+        self._ntp_task: asyncio.Task[None] | None = None
+
+    def reading(self) -> ClockReading:
+        return ClockReading.of(self.clock)
+
+    def verdict(self) -> Verdict:
+        """May this node vote now? (Cheap: no I/O.)"""
+        return self.guard.verdict(self.reading())
+
+    async def check(
+        self, read_store_ms: Callable[[], int], run: Callable[[Callable[[], object]], Awaitable[object]]
+    ) -> Verdict:
+        """Probe the store's clock (through ``run``, the store worker) and start an NTP check if due.
+
+        Raises whatever ``read_store_ms`` raises (``StoreUnavailable``), after
+        telling the guard.
+        """
+        self._maybe_check_ntp()
+        try:
+            probe = await run(lambda: probe_store_time(self.clock, read_store_ms))
+        except Exception as exc:
+            self.guard.observe_store_unreachable(str(exc), self.reading())
+            raise
+        assert isinstance(probe, StoreTimeCheck)
+        return self.guard.observe_store(probe, self.reading())
+
+    def _maybe_check_ntp(self) -> None:
+        if self._ntp_task is not None and not self._ntp_task.done():
+            return
+        if not self.guard.ntp_check_due(self.reading()):
+            return
+        if not self.servers:
+            self.guard.observe_ntp(NtpCheck(NtpOutcome.UNAVAILABLE, ()), self.reading())
+            return
+        self._ntp_task = asyncio.ensure_future(self._check_ntp())
+
+    async def _check_ntp(self) -> None:
+        reports = await aquery_servers(self.servers, clock=self.clock)
+        check = assess_ntp(reports, max_root_distance_ms=self.guard.policy.max_root_distance_ms)
+        self.guard.observe_ntp(check, self.reading())
+
+    def close(self) -> None:
+        if self._ntp_task is not None:
+            self._ntp_task.cancel()

@@ -1,0 +1,243 @@
+"""Whether this node may vote: store health, clock trust and membership, wired together.
+
+* **store health**: a failed call marks the store down; while down the node
+  does not vote (trust is withdrawn, so due slots are *abstained*, and
+  logged as such) and the health loop probes with jittered exponential
+  backoff. Any successful call — a probe, or one of the core's retried
+  starts, renewals or results — brings the node back at once, which matters
+  for a start racing its deadline right after Redis returns;
+* **clock trust** (:mod:`.clocktrust`), re-checked on every heartbeat; the
+  verdict (with the measured offset) goes into the heartbeat's info, which
+  is what ``quorum-cron status`` shows;
+* **membership** (:mod:`.membership`): heartbeats, duplicate-id refusal,
+  quorum health and its alerts, and peers announcing another definition of
+  a job.
+
+The core hears one thing from here: ``set_trust(trusted, reason)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import socket
+from collections.abc import Callable, Mapping
+from functools import partial
+
+from quorum_cron.agent.alerts import AlertHook, AlertKind
+from quorum_cron.agent.clocktrust import ClockTrust
+from quorum_cron.agent.logs import EVENT_LOGGER, event
+from quorum_cron.agent.membership import Membership, NodeIdTaken, QuorumHealth
+from quorum_cron.agent.metrics import Metrics
+from quorum_cron.agent.observe import Observer
+from quorum_cron.agent.settings import AgentJob, AgentSettings
+from quorum_cron.agent.storeio import StoreWorker
+from quorum_cron.clock import Clock
+from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.store.base import Member, Store
+
+__all__ = ["BACKOFF_MAX_MS", "BACKOFF_MIN_MS", "NodeHealth"]
+
+log = logging.getLogger(EVENT_LOGGER)
+
+BACKOFF_MIN_MS = 100
+BACKOFF_MAX_MS = 1_000
+
+
+class NodeHealth:
+    """Store up/down, clock trust and quorum health of one node; runs its heartbeat loop."""
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        jobs: Mapping[str, AgentJob],
+        store: Store,
+        worker: StoreWorker,
+        *,
+        clock: Clock,
+        metrics: Metrics,
+        alerts: AlertHook,
+        observer: Observer,
+        set_trust: Callable[[bool, str], None],
+        poke: Callable[[], None],
+    ) -> None:
+        self.settings = settings
+        self.node = settings.node_id
+        self.jobs = jobs
+        self.store = store
+        self.worker = worker
+        self.clock = clock
+        self.metrics = metrics
+        self.alerts = alerts
+        self.observer = observer
+        self._set_trust = set_trust
+        self._poke = poke
+        self.trust = ClockTrust(
+            clock,
+            max_skew_ms=settings.node.max_skew_ms,
+            ntp_servers=settings.ntp_servers,
+            ntp_unreachable=settings.ntp_unreachable,
+            check_interval_ms=settings.clock_check_interval_ms,
+        )
+        self.membership = Membership(store, self.node, settings.heartbeat_ttl_ms)
+        self.store_up = True
+        self._down_reason = ""
+        self.on_store_back: Callable[[], None] = lambda: None
+        """Called when the store answers again after an outage (the runtime catches up)."""
+        self._probe_now = asyncio.Event()
+        self._trusted: bool | None = None
+        self._clock_ok: bool | None = None
+        self._quorum_ok: bool | None = None
+        self.voting_stopped = False
+        self._quiet_until_mono = clock.monotonic_ms() + 2 * settings.heartbeat_ttl_ms
+        """No quorum_lost alert before this, unless a quorum was seen: peers may still be starting."""
+
+    # -- store up and down ---------------------------------------------------
+
+    def store_down(self, reason: str) -> None:
+        self._down_reason = reason
+        if not self.store_up:
+            return
+        self.store_up = False
+        self.metrics.store_up.set(0)
+        self.alerts.raise_(AlertKind.STORE_UNAVAILABLE, f"store unreachable: {reason}; not voting")
+        self.update_trust()
+        self._probe_now.set()
+        self._poke()
+
+    def store_ok(self) -> None:
+        self.metrics.store_up.set(1)
+        if self.store_up:
+            return
+        self.store_up = True
+        event(log, logging.INFO, "store", "store reachable again")
+        self.update_trust()
+        self.on_store_back()
+        self._poke()
+
+    # -- trust ---------------------------------------------------------------
+
+    def update_trust(self) -> None:
+        """Tell the core whether it may vote: the clock verdict, unless the store is down."""
+        verdict = self.trust.verdict()
+        if verdict.offset_ms is not None:
+            self.metrics.clock_offset.set(verdict.offset_ms / 1000)
+        if self._clock_ok is not verdict.trusted and self.store_up:
+            if not verdict.trusted:
+                self.alerts.raise_(
+                    AlertKind.CLOCK_ABSTAIN,
+                    f"{verdict}; this node abstains",
+                    offset_ms=f"{verdict.offset_ms:.0f}" if verdict.offset_ms is not None else "unknown",
+                )
+            elif self._clock_ok is False:
+                self.alerts.raise_(AlertKind.CLOCK_TRUSTED, str(verdict))
+            self._clock_ok = verdict.trusted
+        if not self.store_up:
+            trusted, reason = False, f"store unreachable ({self._down_reason})"
+        else:
+            trusted, reason = verdict.trusted, str(verdict)
+        self.metrics.clock_trusted.set(1 if trusted else 0)
+        if trusted != self._trusted:
+            self._trusted = trusted
+            fields: dict[str, object] = {"trusted": trusted}
+            if verdict.offset_ms is not None:
+                fields["offset_ms"] = round(verdict.offset_ms, 1)
+            event(
+                log,
+                logging.INFO if trusted else logging.WARNING,
+                "trust",
+                f"{'voting' if trusted else 'not voting'}: {reason}",
+                **fields,
+            )
+        self._set_trust(trusted, reason)
+
+    def info(self) -> dict[str, str]:
+        """The heartbeat's info: host, job definitions, voting, clock verdict (``status`` shows it)."""
+        verdict = self.trust.verdict()
+        return {
+            "host": socket.gethostname(),
+            "jobs": ",".join(
+                f"{j.name}={j.core.spec_hash}" for j in sorted(self.jobs.values(), key=lambda j: j.name)
+            ),
+            "voting": "no" if self.voting_stopped or not self._trusted else "yes",
+            **verdict.as_info(),
+            **self.settings.info,
+        }
+
+    # -- membership ----------------------------------------------------------
+
+    async def first_contact(self, stopping: Callable[[], bool]) -> bool:
+        """First heartbeat (raises :class:`NodeIdTaken`) and clock check; retried while the store is down.
+
+        Returns False when asked to stop before the store answered.
+        """
+        backoff = BACKOFF_MIN_MS
+        while True:
+            try:
+                await self.worker.background(partial(self.membership.beat, self.info()))
+                await self.trust.check(self.store.time_ms, self.worker.background)
+                self.store_ok()
+                break
+            except StoreUnavailable as exc:
+                # A node may start before Redis: keep trying, say so once.
+                self.store_down(str(exc))
+                if stopping():
+                    return False
+                await asyncio.sleep(backoff * (0.5 + random.random()) / 1000)
+                backoff = min(BACKOFF_MAX_MS, backoff * 2)
+        self.update_trust()
+        return True
+
+    async def loop(self, on_id_taken: Callable[[NodeIdTaken], None]) -> None:
+        """Heartbeat and clock check every ``heartbeat_ms``; while the store is down, probe with backoff."""
+        backoff = BACKOFF_MIN_MS
+        while True:
+            try:
+                await self.worker.background(partial(self.membership.beat, self.info()))
+                await self.trust.check(self.store.time_ms, self.worker.background)
+                members = await self.worker.background(self.membership.members)
+                self.store_ok()
+                backoff = BACKOFF_MIN_MS
+                self.observe_members(members)
+                self.update_trust()
+                wait_ms = self.settings.heartbeat_ms
+            except NodeIdTaken as exc:
+                on_id_taken(exc)
+                return
+            except StoreError as exc:
+                if isinstance(exc, StoreUnavailable):
+                    self.store_down(str(exc))
+                else:
+                    event(log, logging.ERROR, "membership", f"heartbeat failed: {exc}")
+                wait_ms = int(backoff * (0.5 + random.random()))
+                backoff = min(BACKOFF_MAX_MS, backoff * 2)
+            self._probe_now.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._probe_now.wait(), wait_ms / 1000)
+
+    async def leave(self) -> None:
+        with contextlib.suppress(StoreError, RuntimeError, TimeoutError):
+            await asyncio.wait_for(self.worker.background(self.membership.leave), 2.0)
+        self.trust.close()
+
+    def observe_members(self, live: list[Member]) -> None:
+        """Quorum health alerts (once per change) and peers running another definition of a job."""
+        health = QuorumHealth(len(live), self.settings.size, self.settings.node.quorum)
+        self.metrics.members_alive.set(health.alive)
+        if not health.ok and self._quorum_ok is None and self.clock.monotonic_ms() < self._quiet_until_mono:
+            return  # a cluster starting up: the others are still joining
+        if self._quorum_ok is not health.ok:
+            if not health.ok:
+                self.alerts.raise_(AlertKind.QUORUM_LOST, f"quorum lost: {health}", alive=health.alive)
+            elif self._quorum_ok is False:
+                self.alerts.raise_(
+                    AlertKind.QUORUM_RESTORED, f"quorum restored: {health}", alive=health.alive
+                )
+            self._quorum_ok = health.ok
+        for m in live:
+            for item in filter(None, m.info.get("jobs", "").split(",")):
+                name, _, spec = item.partition("=")
+                if name in self.jobs:
+                    self.observer.mismatch(name, spec, m.node, "run")

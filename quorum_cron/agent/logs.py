@@ -1,0 +1,114 @@
+"""Agent logging: one line per event on stderr, as text or JSON, never a password.
+
+Every record the agent emits carries an ``event`` name (``vote``, ``run``,
+``finish``, ``abstain``...) and flat fields, so that a person can read the
+text form and a program (the demo, the tests, a log shipper) can parse the
+JSON form without regular expressions. A filter scrubs anything that looks
+like a URL password from every message, whatever code produced it: the Redis
+URL is the one secret the agent holds, and a traceback may quote it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import time
+from collections.abc import Mapping
+from typing import IO, Any, Final
+
+__all__ = ["EVENT_LOGGER", "JsonFormatter", "TextFormatter", "configure_logging", "event", "scrub"]
+
+EVENT_LOGGER: Final = "quorum_cron.agent"
+
+_PASSWORD_IN_URL = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:@/\s]*):(?P<pw>[^@/\s]+)@")
+
+
+def scrub(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@`` replaced by ``***``."""
+    return _PASSWORD_IN_URL.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
+
+
+def event(logger: logging.Logger, level: int, name: str, msg: str, **fields: object) -> None:
+    """Log ``msg`` as event ``name`` with ``fields`` (kept apart for the JSON form)."""
+    if logger.isEnabledFor(level):
+        logger.log(level, msg, extra={"qc_event": name, "qc_fields": fields})
+
+
+def _fields(record: logging.LogRecord) -> Mapping[str, object]:
+    fields = getattr(record, "qc_fields", None)
+    return fields if isinstance(fields, Mapping) else {}
+
+
+class _ScrubFilter(logging.Filter):
+    """Removes URL passwords from the formatted message and any exception text."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = scrub(record.getMessage())
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = scrub(record.exc_text)
+        record.exc_info = None
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    """``2024-05-01T12:00:00.123Z INFO  [n1] run: started backup@... token=7``."""
+
+    def __init__(self, node: str) -> None:
+        super().__init__()
+        self._node = node
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        ms = int(record.msecs)
+        name = getattr(record, "qc_event", "") or record.name
+        extra = " ".join(f"{k}={v}" for k, v in _fields(record).items())
+        line = f"{ts}.{ms:03d}Z {record.levelname:<5} [{self._node}] {name}: {record.getMessage()}"
+        if extra:
+            line = f"{line} ({extra})"
+        if record.exc_text:
+            line = f"{line}\n{record.exc_text}"
+        return scrub(line)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``ts`` (epoch ms), ``level``, ``node``, ``event``, ``msg``, fields."""
+
+    def __init__(self, node: str) -> None:
+        super().__init__()
+        self._node = node
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "ts": int(record.created * 1000),
+            "level": record.levelname.lower(),
+            "node": self._node,
+            "event": getattr(record, "qc_event", "") or record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in _fields(record).items():
+            doc.setdefault(key, value if isinstance(value, (int, float, bool, type(None))) else str(value))
+        if record.exc_text:
+            doc["exc"] = record.exc_text
+        return scrub(json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
+
+
+def configure_logging(
+    node: str, *, json_lines: bool = False, level: str = "INFO", stream: IO[str] | None = None
+) -> None:
+    """Send quorum-cron's logs to ``stream`` (stderr) in the chosen form; idempotent."""
+    root = logging.getLogger("quorum_cron")
+    for handler in list(root.handlers):
+        if getattr(handler, "_quorum_cron", False):
+            root.removeHandler(handler)
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(JsonFormatter(node) if json_lines else TextFormatter(node))
+    handler.addFilter(_ScrubFilter())
+    handler._quorum_cron = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    root.propagate = False

@@ -1,0 +1,82 @@
+"""Membership: heartbeats with an incarnation id, and what they say about the quorum.
+
+Each agent process draws a random incarnation id when it starts and
+heartbeats ``(node id, incarnation)`` with a TTL. The store refuses a
+heartbeat for a node id that a *different* incarnation holds unexpired, so a
+second process started with the same id (a copy-pasted config, a restart
+while the old process is only paused) is refused at start with a clear
+error instead of voting twice under one name. A refusal later on means the
+id was taken over while this process was paused: it must stop voting.
+
+Members never change ``N``: quorum health compares the live members with
+the configured size, which is what an operator wants to read
+("2 of 5 alive, need 3").
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from quorum_cron.errors import QuorumCronError
+from quorum_cron.store.base import Member, Store
+
+__all__ = ["Membership", "NodeIdTaken", "QuorumHealth", "new_incarnation"]
+
+
+class NodeIdTaken(QuorumCronError):
+    """Another live process holds this node id."""
+
+
+def new_incarnation() -> str:
+    """A random id for this process (not derived from time: two restarts never collide)."""
+    return secrets.token_hex(8)
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumHealth:
+    """Live members against the configured cluster size."""
+
+    alive: int
+    size: int
+    quorum: int
+
+    @property
+    def ok(self) -> bool:
+        return self.alive >= self.quorum
+
+    def __str__(self) -> str:
+        return f"{self.alive} of {self.size} alive, need {self.quorum}"
+
+
+class Membership:
+    """One process's membership: blocking calls, run on the store worker's background thread."""
+
+    def __init__(self, store: Store, node: str, ttl_ms: int, incarnation: str | None = None) -> None:
+        if ttl_ms <= 0:
+            raise ValueError(f"invalid heartbeat TTL {ttl_ms} ms: expected > 0")
+        self.store = store
+        self.node = node
+        self.ttl_ms = ttl_ms
+        self.incarnation = incarnation or new_incarnation()
+
+    def beat(self, info: dict[str, str]) -> None:
+        """Heartbeat once. Raises :class:`NodeIdTaken` when another live process holds the id."""
+        result = self.store.heartbeat(self.node, self.incarnation, self.ttl_ms, info)
+        if not result.ok:
+            raise NodeIdTaken(
+                f"node id {self.node!r} is held by another live process (incarnation {result.holder}); "
+                f"expected one process per node id — stop it, or give this one a different --node-id"
+            )
+
+    def leave(self) -> None:
+        """Drop the membership if this process still holds it (clean shutdown)."""
+        self.store.leave(self.node, self.incarnation)
+
+    def members(self) -> list[Member]:
+        return self.store.members()
+
+    @staticmethod
+    def health(members: list[Member], size: int, quorum: int) -> QuorumHealth:
+        """Quorum health from a members list (expired members are not listed by the store)."""
+        return QuorumHealth(alive=len(members), size=size, quorum=quorum)

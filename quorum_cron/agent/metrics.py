@@ -1,0 +1,55 @@
+"""Prometheus metrics of one agent, on a private registry.
+
+Each node counts what *it* observed or did: the executor counts the
+outcomes of the runs it finished, the node whose sweep ended a slot counts
+that missed/lost slot. Summed over the cluster, every slot is counted once.
+A private registry (not the process-global default) lets several agents —
+the tests, an application embedding :class:`~quorum_cron.app.App` — live in
+one process without clashing.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+__all__ = ["Metrics"]
+
+_DELAY_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    """The agent's metrics; :meth:`serve` exposes them over HTTP."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.slots = Counter(
+            "quorum_cron_slots", "Slots this node saw end, by outcome.", ["job", "outcome"], registry=r
+        )
+        self.fire_delay = Histogram(
+            "quorum_cron_fire_delay_seconds",
+            "From a slot's nominal fire time to its job process start, on the executor.",
+            ["job"],
+            buckets=_DELAY_BUCKETS,
+            registry=r,
+        )
+        self.votes = Counter(
+            "quorum_cron_votes", "Votes cast, by the store's answer.", ["job", "status"], registry=r
+        )
+        self.abstentions = Counter(
+            "quorum_cron_abstentions", "Due slots this node did not vote for.", ["job", "cause"], registry=r
+        )
+        self.clock_offset = Gauge(
+            "quorum_cron_clock_offset_seconds", "Estimated reference minus local clock.", registry=r
+        )
+        self.clock_trusted = Gauge("quorum_cron_clock_trusted", "1 while this node may vote.", registry=r)
+        self.store_errors = Counter(
+            "quorum_cron_store_errors", "Store calls that failed, by operation.", ["op"], registry=r
+        )
+        self.store_up = Gauge("quorum_cron_store_up", "1 while the store answers.", registry=r)
+        self.members_alive = Gauge("quorum_cron_members_alive", "Live members seen by this node.", registry=r)
+        self.running = Gauge("quorum_cron_running_jobs", "Job processes running on this node.", registry=r)
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
+        """Serve ``/metrics`` on ``addr:port`` from a daemon thread."""
+        start_http_server(port, addr=addr, registry=self.registry)

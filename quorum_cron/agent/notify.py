@@ -1,0 +1,187 @@
+"""Pub/sub notices: assignments and operator triggers, heard without polling.
+
+Two kinds of notice reach a node, both on ONE pub/sub connection:
+
+* **assignments** — when a script commits (or re-assigns) a slot to a node,
+  it publishes ``job\\nfire_ms\\ntoken`` on that node's channel
+  (:func:`assign_channel`). This is the path that keeps the fire delay at a
+  few milliseconds;
+* **triggers** — ``quorum-cron trigger JOB`` makes the store publish
+  ``job\\nfire_ms`` on the cluster's trigger channel (:func:`trigger_channel`);
+  every node then votes for that slot like any other.
+
+The listener runs on a dedicated thread (a blocking pub/sub read must not
+share the store's worker) and hands each notice to the event loop at once.
+A notice is only a hint: the fenced start decides, and a trigger still needs
+a quorum. Notices lost while the subscription was down are covered by other
+paths: the core's slot read (the poll fallback) for assignments, and the
+runtime's trigger catch-up (``store.triggers``) for triggers, which runs
+again every time the subscription comes back (``on_subscribed``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import redis
+
+from quorum_cron.agent.logs import EVENT_LOGGER, event
+
+__all__ = [
+    "Notice",
+    "NoticeListener",
+    "Trigger",
+    "assign_channel",
+    "parse_notice",
+    "parse_trigger",
+    "trigger_channel",
+]
+
+log = logging.getLogger(EVENT_LOGGER)
+
+POLL_S = 0.25
+"""How often the listener thread checks whether it should stop."""
+
+MAX_BACKOFF_S = 2.0
+
+
+def assign_channel(namespace: str, node: str) -> str:
+    """The pub/sub channel that carries ``node``'s assignment notices (the store scripts' naming)."""
+    return f"qc:{{{namespace}}}:assign:{node}"
+
+
+def trigger_channel(namespace: str) -> str:
+    """The pub/sub channel that carries the cluster's manual triggers (the store scripts' naming)."""
+    return f"qc:{{{namespace}}}:trigger"
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """ "Slot ``(job, fire_ms)`` is yours with ``token``"."""
+
+    job: str
+    fire_ms: int
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """ "An operator asked for slot ``(job, fire_ms)``": vote for it."""
+
+    job: str
+    fire_ms: int
+
+
+def _text(data: bytes | str) -> str:
+    return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+
+
+def parse_notice(data: bytes | str) -> Notice | None:
+    """An assignment notice from its wire form, or None when malformed (ignored: only a hint)."""
+    parts = _text(data).split("\n")
+    if len(parts) != 3:
+        return None
+    job, fire, token = parts
+    try:
+        return Notice(job, int(fire), int(token))
+    except ValueError:
+        return None
+
+
+def parse_trigger(data: bytes | str) -> Trigger | None:
+    """A trigger from its wire form ``job\\nfire_ms``, or None when malformed."""
+    parts = _text(data).split("\n")
+    if len(parts) != 2:
+        return None
+    job, fire = parts
+    try:
+        return Trigger(job, int(fire))
+    except ValueError:
+        return None
+
+
+class NoticeListener:
+    """Subscribes to the node's assignment channel and the trigger channel on a daemon thread.
+
+    ``deliver`` gets every well-formed notice (called on the listener
+    thread: hand it to the loop). ``on_subscribed`` is called (on the
+    listener thread) each time the subscription is (re-)established, so the
+    caller can catch up with what was published while it was down.
+    Re-subscribes with jittered backoff.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        assignments: str,
+        triggers: str | None,
+        deliver: Callable[[Notice | Trigger], None],
+        on_subscribed: Callable[[], None] | None = None,
+    ) -> None:
+        self._client = client
+        self.assignments = assignments
+        self.triggers = triggers
+        self._deliver = deliver
+        self._on_subscribed = on_subscribed
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="qc-notices", daemon=True)
+        self.subscribed = threading.Event()
+        """Set while the subscription is live (tests wait on it)."""
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def _parse(self, channel: bytes | str, data: bytes | str) -> Notice | Trigger | None:
+        if self.triggers is not None and _text(channel) == self.triggers:
+            return parse_trigger(data)
+        return parse_notice(data)
+
+    def _run(self) -> None:
+        backoff = 0.05
+        channels = [self.assignments] + ([self.triggers] if self.triggers else [])
+        while not self._stop.is_set():
+            pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
+            try:
+                pubsub.subscribe(*channels)
+                confirmed = 0
+                while not self._stop.is_set():
+                    msg = pubsub.get_message(timeout=POLL_S)
+                    if msg is None:
+                        continue
+                    if msg.get("type") == "subscribe":
+                        # Live only once the server confirmed every channel: a
+                        # catch-up read before that could miss a trigger.
+                        confirmed += 1
+                        if confirmed == len(channels):
+                            self.subscribed.set()
+                            backoff = 0.05
+                            if self._on_subscribed is not None:
+                                self._on_subscribed()
+                    elif msg.get("type") == "message":
+                        item = self._parse(msg["channel"], msg["data"])
+                        if item is not None:
+                            self._deliver(item)
+            except (redis.RedisError, OSError, ValueError) as exc:
+                # ValueError: the client was closed under us at shutdown.
+                if self._stop.is_set():
+                    return
+                if self.subscribed.is_set():
+                    event(log, logging.WARNING, "notices", f"notice channels lost: {exc}")
+                self.subscribed.clear()
+                self._stop.wait(backoff * (0.5 + random.random()))
+                backoff = min(MAX_BACKOFF_S, backoff * 2)
+            finally:
+                self.subscribed.clear()
+                with contextlib.suppress(redis.RedisError, OSError, ValueError):
+                    pubsub.close()

@@ -1,0 +1,253 @@
+"""Telling people what the store answered: log events, metrics and alerts — no protocol decisions.
+
+The core decides what a reply means for the protocol; this module only
+reports it. Each node counts and alerts on what *it* observed, so summed
+over the cluster every slot is counted once: the executor counts its runs'
+outcomes, the node whose sweep (or vote, or start-up accounting) ended a
+slot counts that miss or loss.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from quorum_cron.agent.alerts import AlertHook, AlertKind
+from quorum_cron.agent.logs import EVENT_LOGGER, event
+from quorum_cron.agent.metrics import Metrics
+from quorum_cron.agent.settings import AgentJob
+from quorum_cron.core import (
+    Abstain,
+    Finish,
+    ReadHighWater,
+    ReadSlot,
+    RecordMissed,
+    Renew,
+    Start,
+    StoreAction,
+    Sweep,
+    Vote,
+)
+from quorum_cron.store.base import LedgerEntry, SlotState, SlotView, TransitionResult, VoteResult, VoteStatus
+
+__all__ = ["Observer"]
+
+log = logging.getLogger(EVENT_LOGGER)
+
+MAX_MISMATCHES = 1000
+"""Bound on remembered (job, foreign spec hash) pairs: each is alerted once."""
+
+
+class Observer:
+    """Logs, metrics and alerts for one node's store replies, abstentions and peers' definitions."""
+
+    def __init__(self, node: str, jobs: Mapping[str, AgentJob], metrics: Metrics, alerts: AlertHook) -> None:
+        self.node = node
+        self.jobs = jobs
+        self.metrics = metrics
+        self.alerts = alerts
+        self._mismatch_seen: set[tuple[str, str]] = set()
+
+    def reply(self, action: StoreAction, reply: object) -> None:
+        """Report what the store answered to ``action``."""
+        match action:
+            case Vote():
+                assert isinstance(reply, list)
+                for res in reply:
+                    assert isinstance(res, VoteResult)
+                    self._vote(res)
+            case Start():
+                assert isinstance(reply, TransitionResult)
+                if not reply.ok:
+                    self._start_refused(action, reply)
+            case Renew():
+                assert isinstance(reply, TransitionResult)
+                if not reply.ok:
+                    event(
+                        log,
+                        logging.WARNING,
+                        "renew_refused",
+                        f"lease of {action.job}@{action.fire_ms} token {action.token} refused: "
+                        f"{reply.reason}",
+                        job=action.job,
+                        slot=action.fire_ms,
+                        token=action.token,
+                        reason=reply.reason,
+                    )
+            case Finish():
+                assert isinstance(reply, TransitionResult)
+                self._finish(action, reply)
+            case Sweep():
+                assert isinstance(reply, list)
+                for view in reply:
+                    assert isinstance(view, SlotView)
+                    self._swept(view)
+            case RecordMissed():
+                assert isinstance(reply, SlotView)
+                if reply.state == SlotState.MISSED and reply.reason == action.reason:
+                    self.missed(reply, "accounted at start-up")
+            case ReadSlot() | ReadHighWater():
+                pass
+
+    def abstain(self, action: Abstain, cause: str) -> None:
+        """This node did not vote for a due slot (``cause``: ``clock`` or ``store``)."""
+        self.metrics.abstentions.labels(action.job, cause).inc()
+        event(
+            log,
+            logging.WARNING,
+            "abstain",
+            f"not voting for {action.job}@{action.fire_ms}: {action.reason}",
+            job=action.job,
+            slot=action.fire_ms,
+            reason=action.reason,
+            cause=cause,
+        )
+
+    def missed(self, view: SlotView | LedgerEntry, how: str) -> None:
+        """Count and alert a slot this node saw end ``missed``."""
+        self.metrics.slots.labels(view.job, "missed").inc()
+        self.alerts.raise_(
+            AlertKind.SLOT_MISSED,
+            f"{view.job}@{view.fire_ms} missed: {view.reason}",
+            job=view.job,
+            slot=view.fire_ms,
+            how=how,
+        )
+
+    def mismatch(self, job: str, theirs: str, nodes: str, how: str) -> None:
+        """Alert (once per job and foreign hash) that ``nodes`` run another definition of ``job``."""
+        mine = self.jobs[job].core.spec_hash
+        key = (job, theirs)
+        if theirs == mine or key in self._mismatch_seen or len(self._mismatch_seen) >= MAX_MISMATCHES:
+            return
+        self._mismatch_seen.add(key)
+        self.alerts.raise_(
+            AlertKind.SPEC_MISMATCH,
+            f"job {job!r}: node(s) {nodes} {how} definition {theirs[:12]}, this node {mine[:12]}; "
+            f"a slot needs a quorum on ONE definition",
+            job=job,
+            theirs=theirs,
+            ours=mine,
+            nodes=nodes,
+        )
+
+    # -- per reply -----------------------------------------------------------
+
+    def _vote(self, res: VoteResult) -> None:
+        view = res.slot
+        self.metrics.votes.labels(view.job, res.status.value).inc()
+        if view.job in self.jobs:
+            for other in sorted({h for _, h in view.votes}):
+                self.mismatch(view.job, other, ",".join(n for n, h in view.votes if h == other), "vote with")
+        if res.status in (VoteStatus.COMMITTED, VoteStatus.SKIPPED):
+            skipped = view.state == SlotState.SKIPPED
+            if skipped:
+                # Paused job, or overlap forbid: the vote that decided it counts it.
+                self.metrics.slots.labels(view.job, "skipped").inc()
+            event(
+                log,
+                logging.WARNING if skipped else logging.INFO,
+                "skipped" if skipped else "commit",
+                f"{view.job}@{view.fire_ms} {view.state}: "
+                + (view.reason if skipped else f"executor {view.executor or '-'} token {view.token}"),
+                job=view.job,
+                slot=view.fire_ms,
+                state=view.state.value,
+                executor=view.executor,
+                token=view.token,
+                votes=len(view.votes),
+                reason=view.reason,
+            )
+        elif res.status == VoteStatus.MISSED:
+            self.missed(view, "vote after deadline")
+
+    def _start_refused(self, action: Start, reply: TransitionResult) -> None:
+        view = reply.slot
+        if view.state == SlotState.COMMITTED and view.token == action.token and view.not_before_ms:
+            # The core starts it again when the store says the backoff is over.
+            event(
+                log,
+                logging.INFO,
+                "retry_wait",
+                f"{action.job}@{action.fire_ms} token {action.token}: {reply.reason}",
+                job=action.job,
+                slot=action.fire_ms,
+                token=action.token,
+            )
+            return
+        event(
+            log,
+            logging.WARNING,
+            "start_refused",
+            f"start of {action.job}@{action.fire_ms} token {action.token} refused: {reply.reason}",
+            job=action.job,
+            slot=action.fire_ms,
+            token=action.token,
+            reason=reply.reason,
+        )
+
+    def _finish(self, action: Finish, reply: TransitionResult) -> None:
+        view = reply.slot
+        if reply.ok and view.state == SlotState.COMMITTED:
+            event(
+                log,
+                logging.WARNING,
+                "retrying",
+                f"{action.job}@{action.fire_ms} token {action.token} failed; retry as token {view.token} "
+                f"on {view.executor}, not before {view.not_before_ms}",
+                job=action.job,
+                slot=action.fire_ms,
+                token=action.token,
+                next_token=view.token,
+                executor=view.executor,
+            )
+        elif reply.ok:
+            self.metrics.slots.labels(action.job, view.state.value).inc()
+            event(
+                log,
+                logging.INFO,
+                "finish",
+                f"{action.job}@{action.fire_ms} token {action.token} recorded {view.state}",
+                job=action.job,
+                slot=action.fire_ms,
+                token=action.token,
+                state=view.state.value,
+            )
+        else:
+            event(
+                log,
+                logging.WARNING,
+                "finish_refused",
+                f"result of {action.job}@{action.fire_ms} token {action.token} refused "
+                f"(this run is stale): {reply.reason}",
+                job=action.job,
+                slot=action.fire_ms,
+                token=action.token,
+                reason=reply.reason,
+            )
+
+    def _swept(self, view: SlotView) -> None:
+        if view.state == SlotState.MISSED:
+            self.missed(view, "sweep")
+        elif view.state == SlotState.LOST:
+            self.metrics.slots.labels(view.job, "lost").inc()
+            self.alerts.raise_(
+                AlertKind.SLOT_LOST,
+                f"{view.job}@{view.fire_ms} lost: {view.reason}",
+                job=view.job,
+                slot=view.fire_ms,
+                executor=view.executor,
+                token=view.token,
+            )
+        elif view.state == SlotState.COMMITTED:
+            event(
+                log,
+                logging.WARNING,
+                "takeover",
+                f"{view.job}@{view.fire_ms} reassigned to {view.executor} with token {view.token}",
+                job=view.job,
+                slot=view.fire_ms,
+                executor=view.executor,
+                token=view.token,
+                attempt=view.attempt,
+            )

@@ -1,0 +1,370 @@
+"""Running one slot's job: a subprocess (argv or ``sh -c``) or a Python callable.
+
+A command runs in its own session, so its whole process group can be killed
+on timeout or when the store takes the slot away (a shell's children
+included). Its stdout and stderr are drained continuously — a job that
+writes a lot must never block on a full pipe — but only a bounded tail of
+each is kept, for the ledger. The job learns which slot it runs through
+environment variables (:data:`ENV_JOB` ... :data:`ENV_NODE`), the fencing
+token included, so downstream systems can reject a stale writer.
+
+A Python callable (the :mod:`quorum_cron.app` API) gets a :class:`JobContext`
+with the same facts. A coroutine function runs on the agent's loop and is
+cancelled on timeout; a plain function runs in a worker thread, which Python
+cannot kill: on timeout the slot is reported failed and the thread is left
+to finish on its own (said so in the ledger detail).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import inspect
+import os
+import signal
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = [
+    "ENV_JOB",
+    "ENV_NODE",
+    "ENV_SLOT",
+    "ENV_SLOT_MS",
+    "ENV_TOKEN",
+    "CallableTarget",
+    "CommandTarget",
+    "JobContext",
+    "JobRun",
+    "RunOutcome",
+    "Tail",
+    "Target",
+    "iso_utc",
+]
+
+ENV_JOB: Final = "QUORUM_CRON_JOB"
+ENV_SLOT: Final = "QUORUM_CRON_SLOT"
+ENV_SLOT_MS: Final = "QUORUM_CRON_SLOT_MS"
+ENV_TOKEN: Final = "QUORUM_CRON_TOKEN"
+ENV_NODE: Final = "QUORUM_CRON_NODE"
+
+DEFAULT_TAIL_BYTES = 2048
+"""Output kept per stream for the ledger; the rest is read and dropped."""
+
+KILL_GRACE_S = 2.0
+"""Between SIGTERM and SIGKILL to the process group."""
+
+PIPE_DRAIN_S = 1.0
+"""After the job's main process exited, how long background children may hold its pipes open."""
+
+
+def iso_utc(ms: int) -> str:
+    """``ms`` since the epoch as ISO-8601 UTC with milliseconds, e.g. ``2024-05-01T12:00:00.000Z``."""
+    when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+class Tail:
+    """The last ``limit`` bytes written to a stream, and how many were dropped before them."""
+
+    def __init__(self, limit: int = DEFAULT_TAIL_BYTES) -> None:
+        self.limit = limit
+        self._buf = bytearray()
+        self.dropped = 0
+
+    def write(self, data: bytes) -> None:
+        self._buf += data
+        excess = len(self._buf) - self.limit
+        if excess > 0:
+            del self._buf[:excess]
+            self.dropped += excess
+
+    def text(self) -> str:
+        body = self._buf.decode("utf-8", errors="replace")
+        return f"[{self.dropped} bytes dropped]...{body}" if self.dropped else body
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """What a Python job is told about the slot it runs."""
+
+    job: str
+    slot: dt.datetime
+    """Nominal fire time (UTC)."""
+    slot_ms: int
+    token: int
+    """Fencing token: hand it to downstream systems so a stale run can be refused."""
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommandTarget:
+    """A command: ``argv`` run directly, or ``shell`` run with ``sh -c``."""
+
+    argv: tuple[str, ...] = ()
+    shell: str | None = None
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+
+    def __post_init__(self) -> None:
+        if (not self.argv) == (self.shell is None):
+            raise ValueError(f"a command target needs exactly one of argv or shell, got {self!r}")
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        return ("/bin/sh", "-c", self.shell) if self.shell is not None else self.argv
+
+
+@dataclass(frozen=True, slots=True)
+class CallableTarget:
+    """A Python function or coroutine function taking a :class:`JobContext`."""
+
+    func: Callable[[JobContext], object]
+
+
+Target = CommandTarget | CallableTarget
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How a run ended; ``detail`` is what goes into the ledger (bounded)."""
+
+    succeeded: bool
+    detail: str
+    exit_code: int | None = None
+    started_wall_ms: int = 0
+    duration_ms: int = 0
+    timed_out: bool = False
+    stopped: str = ""
+    """Non-empty when the agent stopped the run (why)."""
+
+
+class JobRun:
+    """One execution of a target for one slot; :meth:`run` once, :meth:`stop` any time."""
+
+    def __init__(
+        self,
+        target: Target,
+        *,
+        job: str,
+        fire_ms: int,
+        token: int,
+        node: str,
+        timeout_ms: int,
+        tail_bytes: int = DEFAULT_TAIL_BYTES,
+        on_started: Callable[[int], None] | None = None,
+    ) -> None:
+        self.target = target
+        self.job = job
+        self.fire_ms = fire_ms
+        self.token = token
+        self.node = node
+        self.timeout_ms = timeout_ms
+        self.tail_bytes = tail_bytes
+        self._on_started = on_started
+        self._stop_reason = ""
+        self._stopped = asyncio.Event()
+        self.pid: int | None = None
+
+    def env(self) -> dict[str, str]:
+        """The job's environment: the agent's, the job's own, then the slot's facts."""
+        env = dict(os.environ)
+        if isinstance(self.target, CommandTarget) and self.target.env:
+            env.update(self.target.env)
+        env.update(
+            {
+                ENV_JOB: self.job,
+                ENV_SLOT: iso_utc(self.fire_ms),
+                ENV_SLOT_MS: str(self.fire_ms),
+                ENV_TOKEN: str(self.token),
+                ENV_NODE: self.node,
+            }
+        )
+        return env
+
+    def stop(self, reason: str) -> None:
+        """Ask the run to end now (process group terminated, coroutine cancelled)."""
+        if not self._stop_reason:
+            self._stop_reason = reason or "stopped"
+        self._stopped.set()
+
+    async def run(self) -> RunOutcome:
+        if isinstance(self.target, CommandTarget):
+            return await self._run_command(self.target)
+        return await self._run_callable(self.target)
+
+    # -- commands ------------------------------------------------------------
+
+    async def _run_command(self, target: CommandTarget) -> RunOutcome:
+        started_wall = time.time_ns() // 1_000_000
+        t0 = time.monotonic()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *target.args,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=self.env(),
+                cwd=target.cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return RunOutcome(
+                False, f"could not start {target.args[0]!r}: {exc}", started_wall_ms=started_wall
+            )
+        self.pid = proc.pid
+        if self._on_started is not None:
+            self._on_started(started_wall)
+        out, err = Tail(self.tail_bytes), Tail(self.tail_bytes)
+        assert proc.stdout is not None and proc.stderr is not None
+        readers = [
+            asyncio.ensure_future(_drain(proc.stdout, out)),
+            asyncio.ensure_future(_drain(proc.stderr, err)),
+        ]
+        waiter = asyncio.ensure_future(proc.wait())
+        stopper = asyncio.ensure_future(self._stopped.wait())
+        timed_out = False
+        try:
+            done, _ = await asyncio.wait(
+                {waiter, stopper}, timeout=self.timeout_ms / 1000, return_when=asyncio.FIRST_COMPLETED
+            )
+            if waiter not in done:
+                timed_out = not self._stopped.is_set()
+                await _kill_group(proc)
+        except asyncio.CancelledError:
+            await _kill_group(proc)
+            raise
+        finally:
+            stopper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiter
+            _, pending = await asyncio.wait(readers, timeout=PIPE_DRAIN_S)
+            for r in pending:
+                r.cancel()
+        code = proc.returncode
+        duration = int((time.monotonic() - t0) * 1000)
+        if timed_out:
+            head = f"timed out after {self.timeout_ms} ms: process group killed"
+        elif self._stop_reason:
+            head = f"stopped by the agent ({self._stop_reason}): process group killed"
+        elif code is not None and code < 0:
+            head = f"killed by signal {_signal_name(-code)}"
+        else:
+            head = f"exit {code}"
+        detail = _detail(head, out, err)
+        return RunOutcome(
+            succeeded=code == 0 and not timed_out and not self._stop_reason,
+            detail=detail,
+            exit_code=code,
+            started_wall_ms=started_wall,
+            duration_ms=duration,
+            timed_out=timed_out,
+            stopped=self._stop_reason,
+        )
+
+    # -- callables -----------------------------------------------------------
+
+    async def _run_callable(self, target: CallableTarget) -> RunOutcome:
+        ctx = JobContext(
+            job=self.job,
+            slot=dt.datetime.fromtimestamp(self.fire_ms / 1000, tz=dt.UTC),
+            slot_ms=self.fire_ms,
+            token=self.token,
+            node=self.node,
+        )
+        started_wall = time.time_ns() // 1_000_000
+        t0 = time.monotonic()
+        if self._on_started is not None:
+            self._on_started(started_wall)
+        func = target.func
+        work: Awaitable[object]
+        if inspect.iscoroutinefunction(func):
+            work = asyncio.ensure_future(func(ctx))
+        else:
+            work = asyncio.ensure_future(asyncio.to_thread(func, ctx))
+        stopper = asyncio.ensure_future(self._stopped.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {work, stopper},
+                timeout=self.timeout_ms / 1000,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            stopper.cancel()
+        duration = int((time.monotonic() - t0) * 1000)
+        thread_note = "" if inspect.iscoroutinefunction(func) else " (a thread cannot be killed: it runs on)"
+        if work not in done:
+            assert isinstance(work, asyncio.Future)
+            work.cancel()
+            if self._stop_reason:
+                head = f"stopped by the agent ({self._stop_reason}){thread_note}"
+            else:
+                head = f"timed out after {self.timeout_ms} ms{thread_note}"
+            return RunOutcome(
+                False,
+                head,
+                started_wall_ms=started_wall,
+                duration_ms=duration,
+                timed_out=not self._stop_reason,
+                stopped=self._stop_reason,
+            )
+        assert isinstance(work, asyncio.Future)
+        exc = work.exception()
+        if exc is not None:
+            text = "".join(traceback.format_exception(exc))
+            tail = Tail(self.tail_bytes)
+            tail.write(text.encode())
+            return RunOutcome(
+                False,
+                f"raised {type(exc).__name__}: {exc}\n{tail.text()}",
+                started_wall_ms=started_wall,
+                duration_ms=duration,
+            )
+        return RunOutcome(True, "returned", started_wall_ms=started_wall, duration_ms=duration)
+
+
+async def _drain(stream: asyncio.StreamReader, tail: Tail) -> None:
+    while chunk := await stream.read(65536):
+        tail.write(chunk)
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the process group, then SIGKILL it if the leader has not exited in time."""
+    if proc.returncode is not None:
+        _signal_group(proc.pid, signal.SIGKILL)  # leftovers of an exited leader
+        return
+    _signal_group(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_S)
+    _signal_group(proc.pid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return str(num)
+
+
+def _detail(head: str, out: Tail, err: Tail) -> str:
+    parts = [head]
+    for name, tail in (("stdout", out), ("stderr", err)):
+        text = tail.text()
+        if text:
+            parts.append(f"--- {name} ---\n{text.rstrip()}")
+    return "\n".join(parts)
+
+
+def command_target(
+    argv: Sequence[str] | None, shell: str | None, env: Mapping[str, str] | None
+) -> CommandTarget:
+    """A :class:`CommandTarget` from a job spec's ``command`` / ``shell`` / ``env``."""
+    return CommandTarget(argv=tuple(argv or ()), shell=shell, env=dict(env) if env else None)

@@ -1,0 +1,248 @@
+"""Job-process bookkeeping: which slots run on this node, under which token, and what became of them.
+
+The core says *when* to run (``Run``) and *when to stop* (``Kill``); this
+module starts the process (:class:`~quorum_cron.agent.runner.JobRun`), logs
+its start with the delay from the nominal time, and reports its end through
+``report`` (the runtime hands it to the core, which records the result).
+
+It also owns the one path that runs a job *without* the store:
+``on_store_unavailable = "run-local"``. A local run carries token 0 and is
+reported later, one of two ways:
+
+* the store comes back inside the slot's deadline and the slot is assigned
+  to this node: the local run (finished, or still running — it is adopted,
+  never started twice) is reported as that slot's result, with a detail that
+  says it ran locally;
+* otherwise the runtime records the slot ``missed`` once its deadline has
+  passed, with a reason naming the local run (:meth:`Runs.local_outcome`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from functools import partial
+
+from quorum_cron.agent.logs import EVENT_LOGGER, event
+from quorum_cron.agent.metrics import Metrics
+from quorum_cron.agent.runner import JobRun, RunOutcome
+from quorum_cron.agent.settings import AgentJob
+from quorum_cron.clock import Clock
+from quorum_cron.core import Kill, Run
+from quorum_cron.store.base import SlotView
+
+__all__ = ["LOCAL_DETAIL", "Report", "Runs"]
+
+log = logging.getLogger(EVENT_LOGGER)
+
+MAX_LOCAL_RESULTS = 1_000
+"""Bound on finished local runs waiting to be reported."""
+MAX_START_VIEWS = 1_000
+
+LOCAL_DETAIL = "ran locally while the store was unreachable"
+
+Report = Callable[[str, int, int, bool, str], None]
+"""``report(job, fire_ms, token, succeeded, detail)``: a run ended."""
+
+
+class Runs:
+    """The job processes of one node, keyed by slot ``(job, fire_ms)``."""
+
+    def __init__(
+        self,
+        node: str,
+        jobs: Mapping[str, AgentJob],
+        *,
+        clock: Clock,
+        metrics: Metrics,
+        tail_bytes: int,
+        report: Report,
+        poke: Callable[[], None],
+    ) -> None:
+        self.node = node
+        self.jobs = jobs
+        self.clock = clock
+        self.metrics = metrics
+        self.tail_bytes = tail_bytes
+        self._report = report
+        self._poke = poke
+        self._runs: dict[tuple[str, int], tuple[JobRun, asyncio.Task[None], bool]] = {}
+        """slot → (run, its task, local?)"""
+        self._views: OrderedDict[tuple[str, int], SlotView] = OrderedDict()
+        self._local_results: OrderedDict[tuple[str, int], RunOutcome] = OrderedDict()
+        self._adopted: dict[tuple[str, int], int] = {}
+        """Local runs still going when the store assigned their slot to us: slot → token."""
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def running(self, job: str, fire_ms: int) -> bool:
+        return (job, fire_ms) in self._runs
+
+    def note_start(self, view: SlotView) -> None:
+        """The store accepted our start: keep the view for the ``run`` log line (votes, attempt)."""
+        self._views[(view.job, view.fire_ms)] = view
+        while len(self._views) > MAX_START_VIEWS:
+            self._views.popitem(last=False)
+
+    def local_outcome(self, job: str, fire_ms: int) -> RunOutcome | None:
+        """The finished local run of a slot not reported yet, or None."""
+        return self._local_results.get((job, fire_ms))
+
+    def forget_local(self, job: str, fire_ms: int) -> None:
+        """The local run of a slot was recorded (or can no longer be)."""
+        self._local_results.pop((job, fire_ms), None)
+
+    # -- starting and stopping -----------------------------------------------
+
+    def start(self, action: Run) -> None:
+        """The store let this node start the slot: run it (or report the local run of it)."""
+        key = (action.job, action.fire_ms)
+        outcome = self._local_results.pop(key, None)
+        if outcome is not None:
+            self._report(
+                action.job,
+                action.fire_ms,
+                action.token,
+                outcome.succeeded,
+                f"{LOCAL_DETAIL}: {outcome.detail}",
+            )
+            return
+        current = self._runs.get(key)
+        if current is not None and current[2]:
+            self._adopted[key] = action.token
+            event(
+                log,
+                logging.INFO,
+                "adopt",
+                f"{action.job}@{action.fire_ms} token {action.token}: already running locally; "
+                f"its result will be recorded",
+                job=action.job,
+                slot=action.fire_ms,
+                token=action.token,
+                local=True,
+            )
+            return
+        if current is not None:
+            current[0].stop(f"superseded by token {action.token}")
+        self._spawn(action, local=False)
+
+    def run_local(self, job_name: str, fire_ms: int, reason: str) -> None:
+        """``on_store_unavailable = run-local``: run a due slot here alone, once, and say so."""
+        job = self.jobs.get(job_name)
+        key = (job_name, fire_ms)
+        if (
+            job is None
+            or job.on_store_unavailable != "run-local"
+            or key in self._runs
+            or key in self._local_results
+            or self.clock.wall_ms() > fire_ms + job.core.deadline_ms
+        ):
+            return
+        event(
+            log,
+            logging.WARNING,
+            "run_local",
+            f"{job_name}@{fire_ms}: store unreachable ({reason}); running locally",
+            job=job_name,
+            slot=fire_ms,
+        )
+        self._spawn(Run(job_name, fire_ms, 0, job.core.timeout_ms), local=True)
+
+    def kill(self, action: Kill) -> None:
+        key = (action.job, action.fire_ms)
+        entry = self._runs.get(key)
+        event(
+            log,
+            logging.WARNING,
+            "kill",
+            f"stopping {action.job}@{action.fire_ms} token {action.token}: {action.reason}",
+            job=action.job,
+            slot=action.fire_ms,
+            token=action.token,
+            reason=action.reason,
+        )
+        if entry is None:
+            return
+        token = self._adopted.get(key) if entry[2] else entry[0].token
+        if token == action.token:
+            entry[0].stop(action.reason)
+
+    def stop_all(self, reason: str) -> None:
+        for run, _, _ in self._runs.values():
+            run.stop(reason)
+
+    # -- internals -----------------------------------------------------------
+
+    def _spawn(self, action: Run, *, local: bool) -> None:
+        key = (action.job, action.fire_ms)
+        view = self._views.pop(key, None)
+        run = JobRun(
+            self.jobs[action.job].target,
+            job=action.job,
+            fire_ms=action.fire_ms,
+            token=action.token,
+            node=self.node,
+            timeout_ms=action.timeout_ms,
+            tail_bytes=self.tail_bytes,
+            on_started=partial(self._on_started, action, view, local),
+        )
+        task = asyncio.ensure_future(self._execute(run, local))
+        self._runs[key] = (run, task, local)
+        self.metrics.running.set(len(self._runs))
+
+    def _on_started(self, action: Run, view: SlotView | None, local: bool, started_wall_ms: int) -> None:
+        delay = started_wall_ms - action.fire_ms
+        if not local:
+            self.metrics.fire_delay.labels(action.job).observe(max(0, delay) / 1000)
+        event(
+            log,
+            logging.INFO,
+            "run",
+            f"{action.job}@{action.fire_ms} started{' LOCALLY (store unreachable)' if local else ''} "
+            f"with token {action.token}, {delay} ms after its fire time",
+            job=action.job,
+            slot=action.fire_ms,
+            token=action.token,
+            delay_ms=delay,
+            votes=len(view.votes) if view is not None else 0,
+            voters=",".join(view.voters) if view is not None else "",
+            attempt=view.attempt if view is not None else 0,
+            local=local,
+        )
+
+    async def _execute(self, run: JobRun, local: bool) -> None:
+        key = (run.job, run.fire_ms)
+        try:
+            outcome = await run.run()
+        except Exception as exc:  # a bug in the runner must not kill the node
+            log.error("running %s@%s failed", run.job, run.fire_ms, exc_info=exc)
+            outcome = RunOutcome(False, f"agent error while running the job: {exc}")
+        current = self._runs.get(key)
+        if current is not None and current[0] is run:
+            del self._runs[key]
+        self.metrics.running.set(len(self._runs))
+        event(
+            log,
+            logging.INFO if outcome.succeeded else logging.WARNING,
+            "ended",
+            f"{run.job}@{run.fire_ms} token {run.token} ended: {outcome.detail.split(chr(10), 1)[0]}",
+            job=run.job,
+            slot=run.fire_ms,
+            token=run.token,
+            ok=outcome.succeeded,
+            duration_ms=outcome.duration_ms,
+            local=local,
+        )
+        if not local:
+            self._report(run.job, run.fire_ms, run.token, outcome.succeeded, outcome.detail)
+        elif key in self._adopted:
+            token = self._adopted.pop(key)
+            self._report(run.job, run.fire_ms, token, outcome.succeeded, f"{LOCAL_DETAIL}: {outcome.detail}")
+        else:
+            self._local_results[key] = outcome
+            while len(self._local_results) > MAX_LOCAL_RESULTS:
+                self._local_results.popitem(last=False)
+        self._poke()

@@ -1,0 +1,519 @@
+"""The agent: an asyncio shell around the sans-I/O :class:`~quorum_cron.core.NodeCore`.
+
+The core decides everything about the protocol; the agent only does what
+the core cannot: read the real clocks, wait, talk to the store, run
+processes. One loop, no fixed polling interval::
+
+    tick(now) → actions → carry them out → sleep next_wakeup(now) ms,
+                                            or until an event arrives
+
+Events are store replies (answered with ``on_reply`` / ``on_failure`` as
+soon as they arrive, on the loop thread), notices from the pub/sub listener
+(assignments → ``on_assigned``, operator triggers → ``on_trigger``), job
+processes ending (``on_run_finished``) and signals. Store calls run on one
+worker thread in emission order (:mod:`.storeio`), so the loop wakes on time
+even while a call is on the wire; at a slot's fire time the node wakes,
+votes in one batch and — when the reply or a notice names it executor —
+starts the process after one more round trip.
+
+This module owns the loop, start and stop, the dispatch of the core's
+actions, triggers and the accounting of abstained slots. The rest lives in
+modules that each own one thing:
+
+* :mod:`.health` — store up/down, clock trust, membership and quorum health;
+* :mod:`.runs` — the job processes (and ``run-local`` runs);
+* :mod:`.observe` — logs, metrics and alerts from store replies.
+
+**Triggers.** ``quorum-cron trigger JOB`` makes the store publish the slot
+on the trigger channel, which the listener hears on the same connection as
+assignments. Since a notice can be lost while the subscription or the store
+is down, the node also reads the job's recent triggers
+(``store.triggers(job, now - deadline)``) when its subscription comes up —
+at start and after every reconnect — and whenever the store answers again
+after an outage.
+
+**Abstained slots.** A slot this node abstained on is recorded ``missed``
+(store-side check: only once its deadline passed and only if nobody decided
+it) when the store is reachable again, so a Redis outage leaves ledger
+entries with a reason instead of silence — naming the local run, for a
+``run-local`` job that ran here meanwhile.
+
+**Graceful stop** (SIGTERM): vote no more, let running jobs finish within
+the grace period, record their results, leave the membership, exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import Coroutine, Sequence
+from functools import partial
+
+import redis
+
+from quorum_cron.agent.alerts import AlertHook
+from quorum_cron.agent.health import NodeHealth
+from quorum_cron.agent.logs import EVENT_LOGGER, event
+from quorum_cron.agent.membership import NodeIdTaken
+from quorum_cron.agent.metrics import Metrics
+from quorum_cron.agent.notify import Notice, NoticeListener, Trigger, assign_channel, trigger_channel
+from quorum_cron.agent.observe import Observer
+from quorum_cron.agent.runs import LOCAL_DETAIL, Runs
+from quorum_cron.agent.settings import AgentJob, AgentSettings
+from quorum_cron.agent.storeio import StoreWorker
+from quorum_cron.clock import Clock, SystemClock
+from quorum_cron.core import Abstain, Action, Finish, Kill, NodeCore, Now, Run, Start, StoreAction, Vote
+from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.store.base import SlotState, Store, TransitionResult
+from quorum_cron.store.redis import RedisStore
+
+__all__ = ["EXIT_ID_TAKEN", "EXIT_OK", "Agent", "AgentJob", "AgentSettings"]
+
+log = logging.getLogger(EVENT_LOGGER)
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_ID_TAKEN = 3
+
+MAX_ABSTAINED = 10_000
+"""Bound on abstained slots remembered for missed-slot accounting."""
+MAX_SEEN_TRIGGERS = 1_000
+"""Bound on triggers remembered as already handed to the core (catch-up reads repeat them)."""
+LISTENER_READY_S = 2.0
+"""How long the start waits for the notice subscription (it works without, only slower)."""
+FLUSH_TIMEOUT_MS = 10_000
+"""After the last job ended at shutdown, how long results may take to reach the store."""
+
+
+class Agent:
+    """One node. ``await agent.run()`` returns the process exit code."""
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        jobs: Sequence[AgentJob],
+        store: Store,
+        *,
+        clock: Clock | None = None,
+        notices: redis.Redis | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        """``notices``: the redis-py client for pub/sub notices (None: rely on polls and catch-up reads)."""
+        self.settings = settings
+        self.node = settings.node_id
+        self.jobs = {j.name: j for j in jobs}
+        self.store = store
+        self.clock = clock if clock is not None else SystemClock()
+        self.core = NodeCore(settings.node, [j.core for j in jobs])
+        self.metrics = metrics if metrics is not None else Metrics()
+        self.alerts = AlertHook(self.node, command=settings.alert_command, url=settings.alert_url)
+        self.observer = Observer(self.node, self.jobs, self.metrics, self.alerts)
+        self._worker = StoreWorker(store, self.node)
+        self.health = NodeHealth(
+            settings,
+            self.jobs,
+            store,
+            self._worker,
+            clock=self.clock,
+            metrics=self.metrics,
+            alerts=self.alerts,
+            observer=self.observer,
+            set_trust=self.core.set_trust,
+            poke=self._poke,
+        )
+        self.health.on_store_back = partial(self._catch_up_triggers, "store reachable again")
+        self.runs = Runs(
+            self.node,
+            self.jobs,
+            clock=self.clock,
+            metrics=self.metrics,
+            tail_bytes=settings.tail_bytes,
+            report=self._run_ended,
+            poke=self._poke,
+        )
+        self._notices_client = notices
+        self._wake: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listener: NoticeListener | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._bg: set[asyncio.Task[None]] = set()
+        self._finishing: set[tuple[str, int]] = set()
+        self._abstained: OrderedDict[tuple[str, int], tuple[int, str]] = OrderedDict()
+        self._seen_triggers: OrderedDict[tuple[str, int], None] = OrderedDict()
+        self._catching_up = False
+        self._catch_up_again = False
+        self._stopping = False
+        self._stop_deadline_mono = 0
+        self._grace_expired = False
+        self._exit_code = EXIT_OK
+        self.ready = asyncio.Event()
+        """Set once the node has joined and started its loop (tests, App)."""
+
+    def __repr__(self) -> str:
+        return f"Agent(node={self.node!r}, jobs={sorted(self.jobs)!r}, store={self.store!r})"
+
+    # -- public --------------------------------------------------------------
+
+    def now(self) -> Now:
+        return Now(wall_ms=self.clock.wall_ms(), mono_ms=self.clock.monotonic_ms())
+
+    def request_stop(self, why: str = "stop requested") -> None:
+        """Graceful stop: vote no more, let running jobs finish within the grace period."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self.health.voting_stopped = True
+        self._stop_deadline_mono = self.clock.monotonic_ms() + self.settings.grace_ms
+        self.core.stop_voting()
+        event(
+            log,
+            logging.INFO,
+            "stopping",
+            f"{why}: no more votes; waiting for {len(self.runs)} running job(s)",
+            grace_ms=self.settings.grace_ms,
+            running=len(self.runs),
+        )
+        self._poke()
+
+    def end_grace(self, why: str = "grace ended") -> None:
+        """Stop now: running jobs are stopped (and recorded as failed) without waiting out the grace."""
+        self.request_stop(why)
+        self._stop_deadline_mono = self.clock.monotonic_ms()
+        self._poke()
+
+    async def run(self) -> int:
+        """Join, run until stopped, leave. Raises :class:`NodeIdTaken` if the id is held."""
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        try:
+            await self._join()
+            await self._start_listener()
+            self._tasks.append(asyncio.ensure_future(self.health.loop(self._on_id_taken)))
+            self.ready.set()
+            await self._main_loop()
+        finally:
+            await self._leave()
+        return self._exit_code
+
+    # -- start and stop ------------------------------------------------------
+
+    async def _join(self) -> None:
+        """First heartbeat (refused if the id is held) and first clock check, before any vote."""
+        if not await self.health.first_contact(lambda: self._stopping):
+            return
+        if not self.settings.ntp_servers and self.settings.ntp_unreachable == "abstain":
+            event(
+                log,
+                logging.ERROR,
+                "trust",
+                "no NTP servers configured and ntp_unreachable is 'abstain': this node can never trust its "
+                "clock, so it will never vote; set cluster.ntp_servers, or ntp_unreachable = 'store-time'",
+            )
+        jobs = ", ".join(f"{j.name}={j.core.spec_hash[:12]}" for j in self.jobs.values())
+        event(
+            log,
+            logging.INFO,
+            "joined",
+            f"node {self.node} joined {self.settings.namespace!r} (N={self.settings.size}, "
+            f"Q={self.settings.node.quorum}); jobs: {jobs or 'none'}",
+            incarnation=self.health.membership.incarnation,
+            jobs=len(self.jobs),
+            pid=os.getpid(),
+        )
+
+    async def _start_listener(self) -> None:
+        """Subscribe to assignments and triggers before the first vote (else first slots fall to polling)."""
+        client = self._notices_client
+        if client is None:
+            # e.g. a MemoryStore: the core's polls find assignments, reads find triggers.
+            self._catch_up_triggers("start")
+            return
+        loop = self._loop
+        assert loop is not None
+        if isinstance(self.store, RedisStore):
+            # The scripts' own naming.
+            assignments, triggers = self.store.assign_channel(self.node), self.store.trigger_channel()
+        else:
+            ns = self.settings.namespace
+            assignments, triggers = assign_channel(ns, self.node), trigger_channel(ns)
+
+        def deliver(item: Notice | Trigger) -> None:
+            loop.call_soon_threadsafe(self._on_notice, item)
+
+        def subscribed() -> None:
+            loop.call_soon_threadsafe(self._catch_up_triggers, "subscribed")
+
+        self._listener = NoticeListener(client, assignments, triggers, deliver, subscribed)
+        self._listener.start()
+        if not await asyncio.to_thread(self._listener.subscribed.wait, LISTENER_READY_S):
+            event(log, logging.WARNING, "notices", "notice channels not subscribed yet: polling meanwhile")
+
+    async def _leave(self) -> None:
+        tasks = [*self._tasks, *self._bg]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._listener is not None:
+            self._listener.stop()
+            await asyncio.to_thread(self._listener.join, 2.0)
+        await self.health.leave()
+        await self.alerts.aclose()
+        self._worker.shutdown()
+        event(log, logging.INFO, "left", f"node {self.node} left", exit_code=self._exit_code)
+
+    def _on_id_taken(self, exc: NodeIdTaken) -> None:
+        event(log, logging.ERROR, "membership", f"{exc}; stopping")
+        self._exit_code = EXIT_ID_TAKEN
+        self.request_stop("node id taken over")
+
+    # -- the loop ------------------------------------------------------------
+
+    async def _main_loop(self) -> None:
+        assert self._wake is not None and self._loop is not None
+        wake = self._wake
+        while True:
+            wake.clear()
+            self.health.update_trust()
+            if self._stopping and self._stop_done():
+                return
+            self._account_abstained()
+            self._dispatch(self.core.tick(self.now()))
+            if wake.is_set():
+                continue
+            wait_ms = self.core.next_wakeup(self.now())
+            if self._stopping:
+                wait_ms = min(wait_ms, 100)
+            handle = self._loop.call_later(wait_ms / 1000, wake.set)
+            await wake.wait()
+            handle.cancel()
+
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def _stop_done(self) -> bool:
+        """True once every job ended and its result reached the store (or we gave up)."""
+        mono = self.clock.monotonic_ms()
+        if len(self.runs):
+            if mono >= self._stop_deadline_mono and not self._grace_expired:
+                self._grace_expired = True
+                self.runs.stop_all("shutdown grace period expired")
+                event(
+                    log, logging.WARNING, "stopping", f"grace period over: stopping {len(self.runs)} job(s)"
+                )
+            return False
+        if not self._finishing:
+            return True
+        if mono >= self._stop_deadline_mono + FLUSH_TIMEOUT_MS:
+            event(
+                log,
+                logging.ERROR,
+                "stopping",
+                f"{len(self._finishing)} result(s) not recorded: store unreachable at shutdown",
+                unrecorded=len(self._finishing),
+            )
+            return True
+        return False
+
+    # -- actions -------------------------------------------------------------
+
+    def _dispatch(self, actions: list[Action]) -> None:
+        for action in actions:
+            match action:
+                case Run():
+                    self.runs.start(action)
+                case Kill():
+                    self.runs.kill(action)
+                case Abstain():
+                    self._on_abstain(action)
+                case _:
+                    self._call_store(action)
+
+    def _call_store(self, action: StoreAction) -> None:
+        if isinstance(action, Finish):
+            self._finishing.add((action.job, action.fire_ms))
+        fut = self._worker.submit(action)
+        fut.add_done_callback(partial(self._on_store_done, action))
+
+    def _on_store_done(self, action: StoreAction, fut: asyncio.Future[object]) -> None:
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is None:
+            reply = fut.result()
+            self.health.store_ok()
+            if isinstance(action, Start) and isinstance(reply, TransitionResult) and reply.ok:
+                self.runs.note_start(reply.slot)
+            elif isinstance(action, Finish):
+                self._finishing.discard((action.job, action.fire_ms))
+            self.observer.reply(action, reply)
+            self._dispatch(self.core.on_reply(action, reply, self.now()))
+        else:
+            op = type(action).__name__.lower()
+            self.metrics.store_errors.labels(op).inc()
+            if isinstance(exc, StoreUnavailable):
+                self.health.store_down(str(exc))
+            elif isinstance(exc, StoreError):
+                event(log, logging.ERROR, "store", f"{op} failed: {exc}", op=op)
+            else:
+                log.error("store call %s raised unexpectedly", op, exc_info=exc)
+            if isinstance(action, Vote) and not self._stopping:
+                for req in action.requests:
+                    self.runs.run_local(req.job, req.fire_ms, str(exc))
+            self._dispatch(self.core.on_failure(action, self.now()))
+        self._poke()
+
+    def _run_ended(self, job: str, fire_ms: int, token: int, succeeded: bool, detail: str) -> None:
+        self._dispatch(self.core.on_run_finished(job, fire_ms, token, succeeded, detail, self.now()))
+
+    def _background(self, coro: Coroutine[object, object, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
+
+    # -- notices and triggers ------------------------------------------------
+
+    def _on_notice(self, item: Notice | Trigger) -> None:
+        if isinstance(item, Trigger):
+            self._on_trigger(item.job, item.fire_ms, "notice")
+            return
+        event(
+            log,
+            logging.DEBUG,
+            "notice",
+            f"assigned {item.job}@{item.fire_ms} token {item.token}",
+            job=item.job,
+            slot=item.fire_ms,
+            token=item.token,
+        )
+        self._dispatch(self.core.on_assigned(item.job, item.fire_ms, item.token, self.now()))
+        self._poke()
+
+    def _on_trigger(self, job: str, fire_ms: int, how: str) -> None:
+        key = (job, fire_ms)
+        if job not in self.jobs or key in self._seen_triggers:
+            return
+        self._seen_triggers[key] = None
+        while len(self._seen_triggers) > MAX_SEEN_TRIGGERS:
+            self._seen_triggers.popitem(last=False)
+        event(
+            log,
+            logging.INFO,
+            "trigger",
+            f"{job}@{fire_ms} triggered by an operator ({how}): voting for it",
+            job=job,
+            slot=fire_ms,
+            how=how,
+        )
+        self._dispatch(self.core.on_trigger(job, fire_ms, self.now()))
+        self._poke()
+
+    def _catch_up_triggers(self, why: str) -> None:
+        """Read each job's triggers still inside their deadline (one read at a time, coalesced)."""
+        if self._stopping or not self.jobs:
+            return
+        if self._catching_up:
+            self._catch_up_again = True
+            return
+        self._catching_up = True
+        self._background(self._read_triggers(why))
+
+    async def _read_triggers(self, why: str) -> None:
+        try:
+            while True:
+                self._catch_up_again = False
+                wall = self.clock.wall_ms()
+                found: list[tuple[str, int]] = []
+                for job in self.jobs.values():
+                    since = wall - job.core.deadline_ms
+                    fires = await self._worker.background(partial(self.store.triggers, job.name, since))
+                    found.extend((job.name, t) for t in fires)
+                for name, fire_ms in found:
+                    self._on_trigger(name, fire_ms, f"catch-up: {why}")
+                if not self._catch_up_again:
+                    return
+        except StoreError as exc:
+            # Retried when the store is back (``on_store_back``).
+            event(log, logging.WARNING, "trigger", f"cannot read triggers ({why}): {exc}")
+            if isinstance(exc, StoreUnavailable):
+                self.health.store_down(str(exc))
+        finally:
+            self._catching_up = False
+
+    # -- abstentions and missed-slot accounting ------------------------------
+
+    def _on_abstain(self, action: Abstain) -> None:
+        self.observer.abstain(action, "store" if not self.health.store_up else "clock")
+        job = self.jobs.get(action.job)
+        if job is None:
+            return
+        self._abstained[(action.job, action.fire_ms)] = (job.core.deadline_ms, action.reason)
+        while len(self._abstained) > MAX_ABSTAINED:
+            self._abstained.popitem(last=False)
+        if not self.health.store_up:
+            self.runs.run_local(action.job, action.fire_ms, action.reason)
+
+    def _account_abstained(self) -> None:
+        """Record abstained slots whose deadline passed as missed, with the reason (store-side checked)."""
+        if not self._abstained or not self.health.store_up:
+            return
+        wall = self.clock.wall_ms()
+        margin = self.settings.node.max_skew_ms + self.settings.node.retry_ms
+        ready = [
+            k
+            for k, (deadline, _) in self._abstained.items()
+            if wall > k[1] + deadline + margin and not self.runs.running(*k)
+        ]
+        for key in ready:
+            deadline, reason = self._abstained.pop(key)
+            self._background(self._record_missed(key[0], key[1], deadline, reason))
+
+    async def _record_missed(self, job: str, fire_ms: int, deadline_ms: int, abstain_reason: str) -> None:
+        local = self.runs.local_outcome(job, fire_ms)
+        if local is not None:
+            first_line = local.detail.split("\n", 1)[0]
+            why = f"no quorum before the deadline; {LOCAL_DETAIL} on {self.node} ({first_line})"
+        else:
+            why = f"no quorum before the deadline ({self.node} abstained: {abstain_reason})"
+        try:
+            view = await self._worker.background(
+                partial(self.store.record_missed, job, fire_ms, deadline_ms, why)
+            )
+        except StoreError as exc:
+            if not self._stopping:
+                self._abstained[(job, fire_ms)] = (deadline_ms, abstain_reason)
+            if isinstance(exc, StoreUnavailable):
+                self.health.store_down(str(exc))
+            return
+        if local is not None:
+            self.runs.forget_local(job, fire_ms)
+        if view.state != SlotState.MISSED or view.reason != why:
+            if local is not None:
+                event(
+                    log,
+                    logging.WARNING,
+                    "run_local",
+                    f"{job}@{fire_ms}: the local run here is not in the ledger (slot {view.state}: "
+                    f"{view.reason})",
+                    job=job,
+                    slot=fire_ms,
+                )
+            return
+        if local is not None:
+            self.metrics.slots.labels(job, "local").inc()
+            event(
+                log,
+                logging.INFO,
+                "local_recorded",
+                f"{job}@{fire_ms} recorded: {why}",
+                job=job,
+                slot=fire_ms,
+                ok=local.succeeded,
+            )
+        else:
+            self.observer.missed(view, "abstained")

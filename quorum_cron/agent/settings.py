@@ -1,0 +1,57 @@
+"""What an agent is built from: its jobs (:class:`AgentJob`) and its settings (:class:`AgentSettings`).
+
+Plain frozen values with no behaviour, so that every part of the agent (and
+:mod:`.setup`, which builds them from a config) can import them without
+importing the runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from quorum_cron.agent.clocktrust import DEFAULT_CHECK_INTERVAL_MS
+from quorum_cron.agent.runner import DEFAULT_TAIL_BYTES, Target
+from quorum_cron.core import CoreJob, NodeSettings
+
+__all__ = ["AgentJob", "AgentSettings"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentJob:
+    """A job as the agent runs it: the protocol part (retries included), what to run, the outage policy."""
+
+    core: CoreJob
+    target: Target
+    on_store_unavailable: str = "skip"
+    """``skip`` (default) or ``run-local``: run on this node alone while the store is unreachable."""
+
+    @property
+    def name(self) -> str:
+        return self.core.name
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """Everything the agent needs besides its jobs and store (no secrets here)."""
+
+    node: NodeSettings
+    namespace: str
+    size: int
+    heartbeat_ms: int = 2_000
+    grace_ms: int = 30_000
+    ntp_servers: tuple[str, ...] = ()
+    ntp_unreachable: str = "abstain"
+    clock_check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS
+    tail_bytes: int = DEFAULT_TAIL_BYTES
+    alert_command: tuple[str, ...] | str | None = None
+    alert_url: str | None = None
+    info: dict[str, str] = field(default_factory=dict)
+    """Extra membership info (shown by ``status``)."""
+
+    @property
+    def node_id(self) -> str:
+        return self.node.node_id
+
+    @property
+    def heartbeat_ttl_ms(self) -> int:
+        return 3 * self.heartbeat_ms

@@ -1,0 +1,88 @@
+"""From a loaded configuration to a running agent's pieces: settings, jobs, store.
+
+The configuration module validates; this module only translates its values
+into what :class:`~quorum_cron.agent.runtime.Agent` takes, so the command
+line and the demo build agents the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from quorum_cron.agent.connect import connect_store
+from quorum_cron.agent.runner import CommandTarget, Target
+from quorum_cron.agent.settings import AgentJob, AgentSettings
+from quorum_cron.config import ClusterConfig, JobSpec
+from quorum_cron.core import CoreJob, NodeSettings
+from quorum_cron.store.redis import RedisStore
+
+__all__ = ["agent_job", "agent_settings", "core_job", "open_store"]
+
+
+def open_store(url: str, cluster: ClusterConfig) -> RedisStore:
+    """The cluster's store on a fail-fast client (see :mod:`.connect`)."""
+    return connect_store(
+        url, cluster.namespace, retention_ms=cluster.retention_ms, ledger_maxlen=cluster.ledger_maxlen
+    )
+
+
+def core_job(spec: JobSpec) -> CoreJob:
+    return CoreJob(
+        name=spec.name,
+        schedule=spec.schedule,
+        spec_hash=spec.spec_hash,
+        deadline_ms=spec.starting_deadline_ms,
+        timeout_ms=spec.timeout_ms,
+        overlap=spec.overlap,
+        delivery=spec.delivery,
+        misfire=spec.misfire,
+        retries=spec.retries,
+        retry_backoff_ms=spec.retry_backoff_ms,
+    )
+
+
+def agent_job(spec: JobSpec, target: Target | None = None) -> AgentJob:
+    """The agent's view of a configured job (``target`` overrides the command: the Python API)."""
+    if target is None:
+        if spec.in_process:
+            raise ValueError(f"job {spec.name!r} is in-process: expected its Python callable as target")
+        env: Mapping[str, str] | None = dict(spec.env) if spec.env else None
+        if spec.shell is not None:
+            target = CommandTarget(shell=spec.shell, env=env)
+        else:
+            target = CommandTarget(argv=tuple(spec.command or ()), env=env)
+    return AgentJob(
+        core=core_job(spec),
+        target=target,
+        on_store_unavailable=spec.on_store_unavailable,
+    )
+
+
+def agent_settings(
+    cluster: ClusterConfig,
+    node_id: str,
+    *,
+    grace_ms: int = 30_000,
+    assign_poll_ms: int = 1_000,
+) -> AgentSettings:
+    """Protocol and runtime settings for ``node_id`` in ``cluster``."""
+    node = NodeSettings(
+        node_id=node_id,
+        quorum=cluster.quorum,
+        max_skew_ms=cluster.max_skew_ms,
+        lease_ms=cluster.lease_ms,
+        start_timeout_ms=cluster.start_timeout_ms,
+        assign_poll_ms=assign_poll_ms,
+    )
+    return AgentSettings(
+        node=node,
+        namespace=cluster.namespace,
+        size=cluster.size,
+        heartbeat_ms=cluster.heartbeat_ms,
+        grace_ms=grace_ms,
+        ntp_servers=tuple(cluster.ntp_servers),
+        ntp_unreachable=cluster.ntp_unreachable,
+        clock_check_interval_ms=cluster.clock_check_interval_ms,
+        alert_command=cluster.alert_command,
+        alert_url=cluster.alert_url,
+    )

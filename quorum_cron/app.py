@@ -1,0 +1,237 @@
+"""The Python API: declare jobs with a decorator, run the node inside your program.
+
+::
+
+    from quorum_cron.app import App, JobContext
+
+    app = App(namespace="shop", size=3, redis_url="redis://redis:6379/0")
+
+    @app.cron("*/5 * * * *", name="sync-prices", timeout="2m")
+    def sync_prices(ctx: JobContext) -> None:
+        prices.sync(fencing_token=ctx.token)
+
+    app.run()            # blocks; SIGTERM/SIGINT stop it gracefully
+    # or, inside an asyncio program:  await app.serve()
+
+Every server runs the same program; each runs a node. Job definitions come
+from code only — Redis holds votes and the ledger, never what to run. A job's
+definition hash (``JobSpec.spec_hash``) covers its name, schedule and
+options, so a rolling deploy that changes a job cannot fire it with a mix of
+old and new definitions: a quorum must agree on one.
+
+A plain function runs in a worker thread; a coroutine function runs on the
+loop. The context names the slot (nominal time), the fencing token (hand it
+to whatever the job writes to, so a stale run can be refused) and the node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from quorum_cron.agent.connect import connect_store, default_node_id
+from quorum_cron.agent.logs import configure_logging
+from quorum_cron.agent.metrics import Metrics
+from quorum_cron.agent.runner import CallableTarget, JobContext
+from quorum_cron.agent.runtime import Agent
+from quorum_cron.agent.setup import agent_job, agent_settings
+from quorum_cron.config import AUTO, ClusterConfig, Config, JobSpec, NtpUnreachable
+from quorum_cron.durations import parse_duration
+from quorum_cron.errors import ConfigError
+from quorum_cron.store.base import Store
+
+__all__ = ["App", "JobContext"]
+
+F = TypeVar("F", bound=Callable[..., object])
+
+_DURATIONS = ("max_skew", "lease", "start_timeout", "heartbeat", "retention", "clock_check_interval")
+
+
+class App:
+    """A node of a quorum-cron cluster, with jobs declared in code.
+
+    Cluster settings are given as keywords (durations as ``"15s"`` strings
+    or integer seconds) or taken from a loaded config
+    (``App(config=load_config(path))`` uses its ``cluster`` table only; jobs
+    still come from the decorators). Values are validated by
+    :class:`~quorum_cron.config.ClusterConfig` and
+    :class:`~quorum_cron.config.JobSpec`, the same rules as the config file.
+    """
+
+    def __init__(
+        self,
+        *,
+        namespace: str | None = None,
+        size: int | None = None,
+        redis_url: str | None = None,
+        node_id: str | None = None,
+        quorum: int | None = None,
+        grace: str | int = "30s",
+        ntp_servers: tuple[str, ...] = (),
+        ntp_unreachable: NtpUnreachable = "store-time",
+        config: Config | None = None,
+        store: Store | None = None,
+        **durations: str | int,
+    ) -> None:
+        """``durations``: ``max_skew``, ``lease``, ``start_timeout``, ``heartbeat``, ``retention``,
+        ``clock_check_interval``. ``store`` replaces the Redis connection (e.g. a MemoryStore in a test
+        of your jobs). Without NTP servers the Redis TIME check alone decides clock trust
+        (``ntp_unreachable="store-time"``); pass servers for the full check.
+        """
+        if config is not None:
+            self.cluster = config.cluster
+        else:
+            if namespace is None or size is None:
+                raise ConfigError("App needs namespace=... and size=... (or config=...)")
+            unknown = sorted(set(durations) - set(_DURATIONS))
+            if unknown:
+                raise ConfigError(
+                    f"App got unknown settings {unknown}: expected any of {', '.join(_DURATIONS)}"
+                )
+            timings: dict[str, Any] = {
+                f"{k}_ms": parse_duration(v, what=f"App {k}") for k, v in durations.items()
+            }
+            self.cluster = ClusterConfig(
+                namespace=namespace,
+                size=size,
+                quorum=quorum if quorum is not None else AUTO,
+                redis_url=redis_url,
+                ntp_servers=tuple(ntp_servers),
+                ntp_unreachable=ntp_unreachable,
+                **timings,
+            )
+        self.redis_url = redis_url or self.cluster.redis_url
+        if store is None and not self.redis_url:
+            raise ConfigError("App needs redis_url=... (or config=... with cluster.redis_url, or store=...)")
+        self.namespace = self.cluster.namespace
+        self.node_id = node_id or default_node_id()
+        self._grace_ms = parse_duration(grace, what="App grace")
+        self._store = store
+        self._specs: dict[str, JobSpec] = {}
+        self._funcs: dict[str, Callable[[JobContext], object]] = {}
+        self._agent: Agent | None = None
+        self._started = asyncio.Event()
+        self.metrics = Metrics()
+
+    def __repr__(self) -> str:
+        return f"App(namespace={self.namespace!r}, node={self.node_id!r}, jobs={sorted(self._specs)!r})"
+
+    # -- declaring jobs ------------------------------------------------------
+
+    def cron(
+        self,
+        schedule: str,
+        *,
+        name: str | None = None,
+        timezone: str = "UTC",
+        timeout: str | int = "1h",
+        starting_deadline: str | int | None = None,
+        overlap: str = "forbid",
+        delivery: str = "at-most-once",
+        misfire: str = "skip",
+        on_store_unavailable: str = "skip",
+        retries: int = 0,
+        retry_backoff: str | int = "10s",
+    ) -> Callable[[F], F]:
+        """Run the decorated function on ``schedule`` once per slot, cluster-wide.
+
+        ``schedule`` is a cron expression, an alias (``@hourly``) or
+        ``@every <duration>``; ``starting_deadline`` defaults like the config
+        file's (half the shortest interval, at most 60 s). A run that raises
+        is retried ``retries`` times, each under a new fencing token and not
+        before ``retry_backoff``.
+        """
+
+        def register(func: F) -> F:
+            job: str = name or str(getattr(func, "__name__", ""))
+            if job in self._specs:
+                raise ConfigError(f"job {job!r} is declared twice: expected unique job names")
+            spec = JobSpec.create(
+                job,
+                schedule,
+                timezone=timezone,
+                in_process=True,
+                timeout_ms=parse_duration(timeout, what=f"job {job!r}: timeout"),
+                starting_deadline_ms=AUTO
+                if starting_deadline is None
+                else parse_duration(starting_deadline, what=f"job {job!r}: starting_deadline"),
+                overlap=overlap,
+                delivery=delivery,
+                misfire=misfire,
+                on_store_unavailable=on_store_unavailable,
+                retries=retries,
+                retry_backoff_ms=parse_duration(retry_backoff, what=f"job {job!r}: retry_backoff"),
+            )
+            # The whole-config rules (deadline vs max skew, unique names).
+            Config(self.cluster, (*self._specs.values(), spec), source="App")
+            self._specs[job] = spec
+            self._funcs[job] = func
+            return func
+
+        return register
+
+    @property
+    def jobs(self) -> dict[str, JobSpec]:
+        """The declared jobs, by name."""
+        return dict(self._specs)
+
+    # -- running -------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Run this node until :meth:`stop` (or cancellation); returns after a graceful stop."""
+        store = self._store
+        owned = None
+        if store is None:
+            assert self.redis_url is not None
+            owned = connect_store(
+                self.redis_url,
+                self.namespace,
+                retention_ms=self.cluster.retention_ms,
+                ledger_maxlen=self.cluster.ledger_maxlen,
+            )
+            store = owned
+        settings = agent_settings(self.cluster, self.node_id, grace_ms=self._grace_ms)
+        jobs = [agent_job(spec, CallableTarget(self._funcs[name])) for name, spec in self._specs.items()]
+        agent = Agent(
+            settings, jobs, store, notices=owned.client if owned is not None else None, metrics=self.metrics
+        )
+        self._agent = agent
+        self._started.set()
+        try:
+            task = asyncio.ensure_future(agent.run())
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                agent.request_stop("cancelled")
+                await task
+                raise
+        finally:
+            self._agent = None
+            self._started.clear()
+            if owned is not None:
+                owned.close()
+
+    def stop(self) -> None:
+        """Ask a serving node to stop gracefully (safe from the loop thread)."""
+        if self._agent is not None:
+            self._agent.request_stop("App.stop()")
+
+    async def ready(self) -> None:
+        """Wait until the node has joined the cluster (for tests and start-up ordering)."""
+        await self._started.wait()
+        assert self._agent is not None
+        await self._agent.ready.wait()
+
+    def run(self, *, log_json: bool = False, log_level: str = "INFO") -> None:
+        """Run this node until SIGTERM/SIGINT (blocking); configures logging to stderr."""
+        configure_logging(self.node_id, json_lines=log_json, level=log_level)
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.stop)
+            await self.serve()
+
+        asyncio.run(main())

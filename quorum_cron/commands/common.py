@@ -1,0 +1,82 @@
+"""What the agent-side commands share: loading the config, opening the store, times for people."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import click
+
+from quorum_cron.agent.setup import open_store
+from quorum_cron.config import Config, InvalidConfig, load_config
+from quorum_cron.errors import QuorumCronError
+from quorum_cron.store.redis import RedisStore, redact_url
+
+__all__ = ["ago", "config_option", "fail", "fmt_ms", "load", "redis_option", "store_for"]
+
+config_option = click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    envvar="QUORUM_CRON_CONFIG",
+    help="Cluster config file (TOML). Env: QUORUM_CRON_CONFIG.",
+)
+redis_option = click.option(
+    "--redis",
+    "redis_url",
+    metavar="URL",
+    envvar="QUORUM_CRON_REDIS_URL",
+    help="Redis URL, overriding the config's (env QUORUM_CRON_REDIS_URL keeps a password off argv).",
+)
+
+
+def load(config_path: Path) -> Config:
+    """The config, or every problem on stderr (``error: ...``, one per line) and exit 1, like ``validate``."""
+    try:
+        return load_config(config_path)
+    except InvalidConfig as exc:
+        fail(*exc.errors)
+    except QuorumCronError as exc:
+        fail(str(exc))
+
+
+def fail(*messages: str) -> NoReturn:
+    for message in messages:
+        click.echo(f"error: {message}", err=True)
+    sys.exit(1)
+
+
+def store_for(config: Config, redis_url: str | None) -> tuple[RedisStore, str]:
+    """The store and its printable (password-free) URL."""
+    url = redis_url or config.cluster.redis_url
+    if not url:
+        fail(f"{config.source}: no Redis URL: set cluster.redis_url or pass --redis URL")
+    try:
+        return open_store(url, config.cluster), redact_url(url)
+    except QuorumCronError as exc:
+        fail(str(exc))
+
+
+def fmt_ms(ms: int) -> str:
+    """Epoch ms as ``2024-05-01 12:00:00.000Z`` (UTC: what every node agrees on)."""
+    if ms <= 0:
+        return "-"
+    when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    return when.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def ago(ms: int, now_ms: int) -> str:
+    """``3.2 s ago`` / ``in 4.0 s`` (seconds below 10 min, else minutes/hours)."""
+    delta = (now_ms - ms) / 1000
+    word = "ago" if delta >= 0 else "from now"
+    s = abs(delta)
+    if s < 600:
+        text = f"{s:.1f} s"
+    elif s < 7200:
+        text = f"{s / 60:.0f} min"
+    else:
+        text = f"{s / 3600:.1f} h"
+    return f"in {text}" if delta < 0 else f"{text} {word}"

@@ -1,0 +1,146 @@
+"""Operator actions: ``quorum-cron trigger JOB``, ``pause JOB``, ``resume JOB``.
+
+Each is one atomic store call, recorded in the job's audit with who (``--by``,
+default ``$USER@host``) and when (store time). None of them carries anything
+but the job's name and the operator's words: the nodes run their own
+definition of the job, so nothing can be injected through Redis.
+
+* ``trigger`` asks the cluster to run the job now: the store picks the slot
+  (its own time) and announces it; the nodes vote for it like any other
+  slot, so it still needs a quorum and runs at most once.
+* ``pause`` / ``resume``: cluster-wide. While paused, every slot of the job
+  that comes due ends ``skipped`` with the pause's reason; runs already
+  started go on (failed ones are not retried).
+
+A job the config does not define is refused (exit status 1) before the
+store is touched.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from quorum_cron.commands.common import config_option, fail, fmt_ms, load, redis_option, store_for
+from quorum_cron.config import Config
+from quorum_cron.errors import StoreError
+from quorum_cron.store.base import JobControl
+from quorum_cron.store.redis import RedisStore
+
+__all__ = ["default_by", "describe_control", "pause", "resume", "trigger"]
+
+MAX_REASON = 500
+"""A pause reason longer than this is refused (it is shown in every skipped slot's ledger entry)."""
+
+
+def default_by() -> str:
+    """``$USER@hostname``: who is acting, when ``--by`` is not given."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+by_option = click.option(
+    "--by", metavar="NAME", help="Who is acting, for the audit (default: $USER@hostname)."
+)
+
+
+def _known(config: Config, job: str) -> None:
+    names = [s.name for s in config.jobs]
+    if job not in names:
+        fail(f"unknown job {job!r}: expected one of {', '.join(names) or '(none configured)'}")
+
+
+def _by(by: str | None) -> str:
+    who = (by if by is not None else default_by()).strip()
+    if not who or "\n" in who:
+        fail(f"--by {by!r} is not a name: expected a non-empty single line")
+    return who
+
+
+@click.command("trigger")
+@click.argument("job")
+@config_option
+@redis_option
+@by_option
+def trigger(job: str, config_path: Path, redis_url: str | None, by: str | None) -> None:
+    """Ask the cluster to run JOB now (a slot voted like any other: it needs a quorum)."""
+    config = load(config_path)
+    _known(config, job)
+    who = _by(by)
+    store, shown = store_for(config, redis_url)
+    try:
+        fire_ms = store.trigger(job, who)
+        alive = len(store.members())
+    except StoreError as exc:
+        fail(f"cannot trigger {job!r} through the store at {shown}: {exc}")
+    finally:
+        store.close()
+    click.echo(f"triggered {job}: slot {fire_ms} ({fmt_ms(fire_ms)}) by {who}")
+    quorum = config.cluster.quorum
+    if alive < quorum:
+        click.echo(
+            f"warning: only {alive} of {config.cluster.size} nodes alive, need {quorum}: "
+            f"the slot will be missed unless enough nodes vote before its deadline",
+            err=True,
+        )
+
+
+@click.command("pause")
+@click.argument("job")
+@config_option
+@redis_option
+@click.option("--reason", default="", metavar="TEXT", help="Why (shown in status and in each skipped slot).")
+@by_option
+def pause(job: str, config_path: Path, redis_url: str | None, reason: str, by: str | None) -> None:
+    """Pause JOB cluster-wide: its slots end skipped until `resume`."""
+    config = load(config_path)
+    _known(config, job)
+    who = _by(by)
+    reason = reason.strip()
+    if len(reason) > MAX_REASON or "\n" in reason:
+        fail(f"--reason is {len(reason)} characters: expected one line of at most {MAX_REASON}")
+    control = _call(config, redis_url, job, lambda s: s.pause(job, who, reason), "pause")
+    click.echo(f"paused {job}: {describe_control(control)}")
+
+
+@click.command("resume")
+@click.argument("job")
+@config_option
+@redis_option
+@by_option
+def resume(job: str, config_path: Path, redis_url: str | None, by: str | None) -> None:
+    """Resume a paused JOB cluster-wide: its next slots run again."""
+    config = load(config_path)
+    _known(config, job)
+    who = _by(by)
+    control = _call(config, redis_url, job, lambda s: s.resume(job, who), "resume")
+    click.echo(f"resumed {job}: {describe_control(control)}")
+
+
+def _call(
+    config: Config, redis_url: str | None, job: str, op: Callable[[RedisStore], JobControl], what: str
+) -> JobControl:
+    store, shown = store_for(config, redis_url)
+    try:
+        return op(store)
+    except StoreError as exc:
+        fail(f"cannot {what} {job!r} through the store at {shown}: {exc}")
+    finally:
+        store.close()
+
+
+def describe_control(control: JobControl) -> str:
+    """``paused by alice@h at 2024-... : reason`` / ``active (resumed by ... at ...)`` / ``active``."""
+    if control.paused:
+        text = f"paused by {control.by} at {fmt_ms(control.at_ms)}"
+        return f"{text}: {control.reason}" if control.reason else text
+    if control.by:
+        return f"active (resumed by {control.by} at {fmt_ms(control.at_ms)})"
+    return "active"

@@ -1,0 +1,105 @@
+"""``quorum-cron history [JOB]``: the ledger — what happened to each slot, and why.
+
+Newest first. Without ``JOB``, the ledgers of every configured job are
+merged by fire time. ``--json`` prints one object per entry for scripts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from quorum_cron.commands.common import config_option, fail, fmt_ms, load, redis_option, store_for
+from quorum_cron.errors import StoreError
+from quorum_cron.store.base import LedgerEntry, SlotState
+
+__all__ = ["history"]
+
+_STYLE = {
+    SlotState.SUCCEEDED: "green",
+    SlotState.FAILED: "red",
+    SlotState.LOST: "red",
+    SlotState.MISSED: "yellow",
+    SlotState.SKIPPED: "yellow",
+    SlotState.RETRYING: "magenta",
+}
+
+
+@click.command("history")
+@click.argument("job", required=False)
+@config_option
+@redis_option
+@click.option(
+    "--limit", default=20, show_default=True, type=click.IntRange(1, 10_000), help="Entries to show."
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line instead of a table.")
+@click.option("--detail", is_flag=True, help="Show each run's detail (exit status, output tail).")
+def history(
+    job: str | None, config_path: Path, redis_url: str | None, limit: int, as_json: bool, detail: bool
+) -> None:
+    """The ledger of JOB (default: every configured job), newest first, with reasons."""
+    config = load(config_path)
+    names = [s.name for s in config.jobs]
+    if job is not None and job not in names:
+        raise click.UsageError(
+            f"unknown job {job!r}: expected one of {', '.join(names) or '(none configured)'}"
+        )
+    store, shown = store_for(config, redis_url)
+    try:
+        entries: list[LedgerEntry] = []
+        for name in [job] if job else names:
+            entries.extend(store.ledger(name, limit))
+    except StoreError as exc:
+        fail(f"cannot read the store at {shown}: {exc}")
+    finally:
+        store.close()
+    entries.sort(key=lambda e: (e.fire_ms, e.job), reverse=True)
+    entries = entries[:limit]
+    if as_json:
+        for e in entries:
+            click.echo(json.dumps(_doc(e), sort_keys=True))
+        return
+    table = Table(title=f"history ({len(entries)} entries, newest first)", title_justify="left")
+    cols = ["slot (UTC)", "job", "outcome", "reason", "executor", "token", "voters", "delay ms", "ran ms"]
+    if detail:
+        cols.append("detail")
+    for col in cols:
+        table.add_column(col)
+    for e in entries:
+        style = _STYLE.get(e.state, "")
+        row = [
+            fmt_ms(e.fire_ms),
+            e.job,
+            f"[{style}]{e.state}[/]" if style else str(e.state),
+            e.reason,
+            e.executor or "-",
+            str(e.token or "-"),
+            ",".join(e.voters) or "-",
+            str(e.started_ms - e.fire_ms) if e.started_ms else "-",
+            str(e.finished_ms - e.started_ms) if e.started_ms and e.finished_ms else "-",
+        ]
+        if detail:
+            row.append(e.detail)
+        table.add_row(*row)
+    Console().print(table)
+
+
+def _doc(e: LedgerEntry) -> dict[str, object]:
+    return {
+        "job": e.job,
+        "slot_ms": e.fire_ms,
+        "slot": fmt_ms(e.fire_ms),
+        "state": str(e.state),
+        "reason": e.reason,
+        "executor": e.executor,
+        "token": e.token,
+        "voters": list(e.voters),
+        "committed_ms": e.committed_ms,
+        "started_ms": e.started_ms,
+        "finished_ms": e.finished_ms,
+        "detail": e.detail,
+    }

@@ -1,0 +1,157 @@
+"""The job runner: environment, exit codes, bounded output, timeouts that kill the whole group."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from quorum_cron.agent.runner import (
+    CallableTarget,
+    CommandTarget,
+    JobContext,
+    JobRun,
+    Tail,
+    iso_utc,
+)
+
+SLOT_MS = 1_700_000_000_123
+
+
+def run(target: CommandTarget | CallableTarget, timeout_ms: int = 10_000, **kw: object) -> JobRun:
+    return JobRun(target, job="j", fire_ms=SLOT_MS, token=42, node="n1", timeout_ms=timeout_ms, **kw)  # type: ignore[arg-type]
+
+
+def test_iso_utc_keeps_milliseconds() -> None:
+    assert iso_utc(SLOT_MS) == "2023-11-14T22:13:20.123Z"
+    assert iso_utc(0) == "1970-01-01T00:00:00.000Z"
+
+
+def test_tail_keeps_only_the_last_bytes_and_counts_the_rest() -> None:
+    t = Tail(4)
+    t.write(b"abc")
+    t.write(b"defg")
+    assert t.text() == "[3 bytes dropped]...defg"
+    assert Tail(4).text() == ""
+
+
+def test_command_sees_the_slot_in_its_environment() -> None:
+    script = (
+        'echo "$QUORUM_CRON_JOB $QUORUM_CRON_SLOT $QUORUM_CRON_SLOT_MS $QUORUM_CRON_TOKEN'
+        ' $QUORUM_CRON_NODE $X"'
+    )
+    out = asyncio.run(run(CommandTarget(shell=script, env={"X": "extra"})).run())
+    assert out.succeeded and out.exit_code == 0
+    assert out.detail == f"exit 0\n--- stdout ---\nj 2023-11-14T22:13:20.123Z {SLOT_MS} 42 n1 extra"
+
+
+def test_argv_runs_without_a_shell_and_nonzero_exit_fails() -> None:
+    out = asyncio.run(run(CommandTarget(argv=(sys.executable, "-c", "import sys; sys.exit(3)"))).run())
+    assert not out.succeeded and out.exit_code == 3 and out.detail == "exit 3"
+
+
+def test_missing_program_is_a_failed_run_not_a_crash() -> None:
+    out = asyncio.run(run(CommandTarget(argv=("/nonexistent/prog",))).run())
+    assert not out.succeeded and "could not start '/nonexistent/prog'" in out.detail
+
+
+def test_output_is_bounded_but_fully_drained() -> None:
+    # 1 MB on stdout: more than a pipe buffer, so an undrained pipe would hang the job.
+    code = "import sys; sys.stdout.write('x' * 1_000_000 + 'END'); sys.stderr.write('oops')"
+    out = asyncio.run(run(CommandTarget(argv=(sys.executable, "-c", code)), tail_bytes=100).run())
+    assert out.succeeded
+    assert out.detail.startswith("exit 0\n--- stdout ---\n[999903 bytes dropped]...")
+    assert "xEND\n--- stderr ---\noops" in out.detail
+    assert len(out.detail) < 300
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    # The shell starts a background child that would outlive a plain kill of the shell.
+    pidfile = tmp_path / "child.pid"
+    script = f"sleep 60 & echo $! > {pidfile}; wait"
+    t0 = time.monotonic()
+    out = asyncio.run(run(CommandTarget(shell=script), timeout_ms=300).run())
+    assert time.monotonic() - t0 < 5
+    assert not out.succeeded and out.timed_out
+    assert out.detail.startswith("timed out after 300 ms: process group killed")
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(child):
+        time.sleep(0.02)
+    assert not _alive(child)
+
+
+def test_stop_ends_a_running_command_with_the_reason() -> None:
+    async def go() -> tuple[bool, str]:
+        r = run(CommandTarget(argv=("sleep", "30")))
+        task = asyncio.ensure_future(r.run())
+        await asyncio.sleep(0.2)
+        r.stop("renew refused")
+        out = await asyncio.wait_for(task, 5)
+        return out.succeeded, out.detail
+
+    ok, detail = asyncio.run(go())
+    assert not ok and detail == "stopped by the agent (renew refused): process group killed"
+
+
+def test_signal_death_is_reported_by_name() -> None:
+    out = asyncio.run(run(CommandTarget(shell="kill -KILL $$")).run())
+    assert not out.succeeded and out.detail == "killed by signal SIGKILL"
+
+
+def test_callable_gets_a_context_and_exceptions_fail_the_slot() -> None:
+    seen: list[JobContext] = []
+
+    def ok(ctx: JobContext) -> None:
+        seen.append(ctx)
+
+    def bad(ctx: JobContext) -> None:
+        raise RuntimeError("boom")
+
+    assert asyncio.run(run(CallableTarget(ok)).run()).succeeded
+    assert seen[0].token == 42 and seen[0].slot_ms == SLOT_MS and seen[0].node == "n1"
+    assert seen[0].slot.isoformat() == "2023-11-14T22:13:20.123000+00:00"
+    out = asyncio.run(run(CallableTarget(bad)).run())
+    assert not out.succeeded and out.detail.startswith("raised RuntimeError: boom")
+
+
+def test_coroutine_is_cancelled_on_timeout() -> None:
+    cancelled: list[bool] = []
+
+    async def slow(ctx: JobContext) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    async def go() -> tuple[bool, bool]:
+        out = await run(CallableTarget(slow), timeout_ms=100).run()
+        await asyncio.sleep(0)
+        return out.succeeded, out.timed_out
+
+    assert asyncio.run(go()) == (False, True)
+    assert cancelled == [True]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (already killed, not yet reaped by init) counts as dead.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_command_target_needs_exactly_one_form() -> None:
+    with pytest.raises(ValueError, match="exactly one of argv or shell"):
+        CommandTarget()
+    with pytest.raises(ValueError, match="exactly one of argv or shell"):
+        CommandTarget(argv=("a",), shell="b")
