@@ -274,6 +274,10 @@ class _JobState:
     """Every fire time ≤ cursor has been taken into ``pending`` (or accounted)."""
     boot_ms: int = 0
     """The cursor at the first tick: older slots are the catch-up's to account for."""
+    next_fire_ms: int = -1
+    """Cached ``schedule.next_after(cursor_ms)`` (schedules are costly to walk)."""
+    next_fire_for: int = -1
+    """The cursor ``next_fire_ms`` was computed for."""
     pending: dict[int, _Pending] = field(default_factory=dict)
     awaiting: dict[int, int] = field(default_factory=dict)
     """Voted, not assigned to us yet: fire_ms → monotonic time of the next poll."""
@@ -343,7 +347,7 @@ class NodeCore:
         requests: list[VoteRequest] = []
         for js in self._jobs.values():
             if not self._stopping:
-                self._collect_due(js, now)
+                self._collect_due(js, now, out)
                 requests.extend(self._votes_due(js, now, out))
             self._polls_due(js, now, out)
             self._deferred_due(js, now, out)
@@ -367,7 +371,7 @@ class NodeCore:
         waits = [max(0, self._next_sweep_mono - now.mono_ms)] if not self._sweeping else []
         for js in self._jobs.values():
             if not self._stopping:
-                waits.append(max(0, js.job.schedule.next_after(js.cursor_ms) - now.wall_ms))
+                waits.append(max(0, self._next_fire(js) - now.wall_ms))
                 waits.extend(
                     max(0, p.retry_at_mono - now.mono_ms) for p in js.pending.values() if not p.in_flight
                 )
@@ -455,6 +459,10 @@ class NodeCore:
                 assert isinstance(reply, int)
                 return self._catch_up(self._jobs[action.job], reply, now)
             case RecordMissed():
+                assert isinstance(reply, SlotView)
+                if reply.state in (SlotState.ABSENT, SlotState.PROPOSED):
+                    # Store time has not passed the deadline yet: ask again.
+                    self._retries.append((now.mono_ms + self.settings.retry_ms, action))
                 return []
         raise TypeError(f"not a store action: {action!r}")
 
@@ -509,19 +517,39 @@ class NodeCore:
             overlap=job.overlap,
         )
 
-    def _collect_due(self, js: _JobState, now: Now) -> None:
-        for t in js.job.schedule.fire_times(js.cursor_ms, now.wall_ms):
+    @staticmethod
+    def _next_fire(js: _JobState) -> int:
+        if js.next_fire_for != js.cursor_ms:
+            js.next_fire_ms = js.job.schedule.next_after(js.cursor_ms)
+            js.next_fire_for = js.cursor_ms
+        return js.next_fire_ms
+
+    def _collect_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
+        floor = now.wall_ms - js.job.deadline_ms
+        if js.cursor_ms < floor:
+            # This node slept through slots (a pause, a wall-clock jump): too
+            # late to vote for them, but not too late to account for them.
+            late = itertools.islice(js.job.schedule.fire_times(js.cursor_ms, floor), MAX_CATCHUP_SLOTS)
+            reason = f"{self.settings.node_id} was not running when the slot was due"
+            out.extend(RecordMissed(js.job.name, t, js.job.deadline_ms, reason) for t in late)
+            js.cursor_ms = floor
+        while (t := self._next_fire(js)) <= now.wall_ms:
             js.pending.setdefault(t, _Pending(fire_ms=t, deadline_ms=js.job.deadline_ms))
             js.cursor_ms = t
-        if js.cursor_ms < now.wall_ms - js.job.deadline_ms:
-            js.cursor_ms = now.wall_ms - js.job.deadline_ms
 
     def _votes_due(self, js: _JobState, now: Now, out: list[Action]) -> Iterator[VoteRequest]:
         for fire_ms in sorted(js.pending):
             p = js.pending[fire_ms]
             if now.wall_ms > fire_ms + p.deadline_ms + self.settings.max_skew_ms:
-                # Too late to matter; the sweep accounts for the slot.
+                # Too late to vote. If nobody voted either, only this record
+                # keeps the slot from ending unaccounted (the store checks the
+                # deadline by its own clock and ignores decided slots).
                 del js.pending[fire_ms]
+                if not p.in_flight:
+                    me = self.settings.node_id
+                    why = f"{me} abstained: {self._trust_reason}" if p.abstained else f"{me} could not vote"
+                    reason = f"no quorum before the deadline ({why})"
+                    out.append(RecordMissed(js.job.name, fire_ms, p.deadline_ms, reason))
                 continue
             if p.in_flight or p.retry_at_mono > now.mono_ms:
                 continue

@@ -326,3 +326,26 @@ def test_trigger_heard_after_its_deadline_is_ignored() -> None:
     core.on_trigger("a", T0 + 100, Now(T0 + 700, 700))
     votes = [a for a in core.tick(Now(T0 + 700, 700)) if isinstance(a, Vote)]
     assert all(r.fire_ms != T0 + 100 for v in votes for r in v.requests)
+
+
+def test_slots_nobody_voted_for_still_end_in_the_ledger() -> None:
+    d = Driver([job("a", 1000, deadline_ms=500)], n=3)
+    for node in d.nodes.values():
+        node.core.set_trust(False, "NTP unreachable")
+    d.run_until(T0 + 5_000)
+    assert d.executions == []
+    for t in [T0, *Every(1000).fire_times(T0, T0 + 3_000)]:
+        view = d.store.slot("a", t)
+        assert view.state == SlotState.MISSED, t
+        assert "abstained: NTP unreachable" in view.reason
+
+
+def test_a_node_that_slept_through_slots_accounts_for_them() -> None:
+    core = NodeCore(NodeSettings(node_id="n1", quorum=2), [job("a", 1000, deadline_ms=500)])
+    core.set_trust(True)
+    core.tick(Now(T0, 0))
+    acts = core.tick(Now(T0 + 4_200, 4_200))  # paused for four seconds
+    missed = [a.fire_ms for a in acts if isinstance(a, RecordMissed)]
+    assert missed == [T0 + 1000, T0 + 2000, T0 + 3000]
+    votes = [r.fire_ms for a in acts if isinstance(a, Vote) for r in a.requests]
+    assert votes == [T0 + 4000]
