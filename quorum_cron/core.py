@@ -11,10 +11,11 @@ The rules, in the order :meth:`NodeCore.tick` applies them:
 =====================  ===================================================
 when                   the core emits
 =====================  ===================================================
-slot ``t`` comes due   ``Vote`` (wall clock ≥ ``t``; batched over jobs),
+slot ``t`` comes due   ``Vote`` (wall clock ≥ ``t - vote_lead``; batched;
 (clock trusted)        or ``Abstain`` once per slot while the clock is not
                        trusted (the slot stays pending until its deadline)
-vote reply             ``Start`` when the reply names this node executor;
+vote reply             ``Start`` when the reply names this node executor
+                       (deferred until the wall clock reaches ``t``);
                        otherwise the slot is awaited (``ReadSlot`` poll as a
                        fallback for a lost assignment notice)
 start reply ok         ``Run`` (the runtime starts the job process)
@@ -126,6 +127,20 @@ class NodeSettings:
     retry_ms: int = 500
     sweep_ms: int = 1_000
     assign_poll_ms: int = 1_000
+    vote_lead_ms: int = 50
+    """Vote this long before a slot is due, so the commit is known when it is.
+
+    The store accepts votes from ``t - max_skew`` by its own clock, so this
+    must stay below ``max_skew_ms``; the job itself still starts only when
+    this node's clock says ``t`` has come (the start is deferred until then).
+    """
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.vote_lead_ms < max(1, self.max_skew_ms):
+            raise ValueError(
+                f"vote_lead_ms {self.vote_lead_ms} is outside the store's early window: "
+                f"expected 0 <= vote_lead_ms < max_skew_ms ({self.max_skew_ms})"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +327,7 @@ class NodeCore:
         self._finish_retry_mono: dict[tuple[str, int], int] = {}
         self._finishing: set[tuple[str, int]] = set()
         self._retries: list[tuple[int, ReadHighWater | RecordMissed]] = []
+        self._sweep = Sweep(tuple(self._sweep_params()))
         self._stopping = False
         self.dropped_finishes = 0
         """Results dropped because the buffer was full (reported by the runtime)."""
@@ -363,7 +379,7 @@ class NodeCore:
         out.extend(due)
         if not self._sweeping and now.mono_ms >= self._next_sweep_mono:
             self._sweeping = True
-            out.append(Sweep(tuple(self._sweep_params())))
+            out.append(self._sweep)
         return out
 
     def next_wakeup(self, now: Now) -> int:
@@ -371,7 +387,7 @@ class NodeCore:
         waits = [max(0, self._next_sweep_mono - now.mono_ms)] if not self._sweeping else []
         for js in self._jobs.values():
             if not self._stopping:
-                waits.append(max(0, self._next_fire(js) - now.wall_ms))
+                waits.append(max(0, self._next_fire(js) - self.settings.vote_lead_ms - now.wall_ms))
                 waits.extend(
                     max(0, p.retry_at_mono - now.mono_ms) for p in js.pending.values() if not p.in_flight
                 )
@@ -533,7 +549,8 @@ class NodeCore:
             reason = f"{self.settings.node_id} was not running when the slot was due"
             out.extend(RecordMissed(js.job.name, t, js.job.deadline_ms, reason) for t in late)
             js.cursor_ms = floor
-        while (t := self._next_fire(js)) <= now.wall_ms:
+        horizon = now.wall_ms + self.settings.vote_lead_ms
+        while (t := self._next_fire(js)) <= horizon:
             js.pending.setdefault(t, _Pending(fire_ms=t, deadline_ms=js.job.deadline_ms))
             js.cursor_ms = t
 
@@ -645,6 +662,10 @@ class NodeCore:
     def _maybe_start(self, js: _JobState, fire_ms: int, token: int, executor: str, now: Now) -> list[Action]:
         # While stopping, leave new work to the start timeout's takeover.
         if executor != self.settings.node_id or self._stopping:
+            return []
+        if now.wall_ms < fire_ms:
+            # Committed ahead of time (votes lead the fire time): start when due.
+            self._defer(js, fire_ms, token, fire_ms)
             return []
         if js.starting.get(fire_ms, -1) >= token:
             return []

@@ -112,15 +112,27 @@ def test_untrusted_clock_abstains_once_per_slot_and_never_votes() -> None:
         assert "n1" not in view.voters
 
 
-def test_core_votes_only_when_its_own_clock_says_the_slot_is_due() -> None:
-    core = NodeCore(NodeSettings(node_id="n1", quorum=2), [job("a")])
+def test_core_votes_a_lead_before_the_slot_and_starts_only_when_it_is_due() -> None:
+    core = NodeCore(NodeSettings(node_id="n1", quorum=1, vote_lead_ms=50), [job("a")])
     core.set_trust(True)
     first = core.tick(Now(T0 + 10, 0))
     assert [type(a) for a in first] == [ReadHighWater, Vote, Sweep]
     vote = next(a for a in first if isinstance(a, Vote))
     assert [r.fire_ms for r in vote.requests] == [T0]
-    assert core.next_wakeup(Now(T0 + 10, 0)) == 990
-    assert not any(isinstance(a, Vote) for a in core.tick(Now(T0 + 999, 989)))
+    assert core.next_wakeup(Now(T0 + 10, 0)) == 940
+    assert not any(isinstance(a, Vote) for a in core.tick(Now(T0 + 949, 939)))
+    (early,) = [a for a in core.tick(Now(T0 + 950, 940)) if isinstance(a, Vote)]
+    assert [r.fire_ms for r in early.requests] == [T0 + 1000]
+    # Committed to us 50 ms ahead of time: the start waits for the fire time.
+    assert core.on_assigned("a", T0 + 1000, 2, Now(T0 + 951, 941)) == []
+    assert core.next_wakeup(Now(T0 + 951, 941)) <= 49
+    assert not any(isinstance(a, Start) for a in core.tick(Now(T0 + 999, 989)))
+    assert Start("a", T0 + 1000, 2, core.settings.lease_ms) in core.tick(Now(T0 + 1000, 990))
+
+
+def test_vote_lead_must_stay_inside_the_store_window() -> None:
+    with pytest.raises(ValueError, match="vote_lead_ms 300 is outside"):
+        NodeSettings(node_id="n1", quorum=1, max_skew_ms=250, vote_lead_ms=300)
 
 
 def test_lost_vote_reply_is_retried_and_the_repeat_changes_nothing() -> None:

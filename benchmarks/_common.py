@@ -1,0 +1,313 @@
+"""Shared plumbing of the benchmarks: process cleanup, agent clusters, statistics, result files.
+
+Every process a benchmark starts is registered with :data:`REAPER`, which
+kills it (its whole process group: agents run their jobs in sessions of
+their own) on normal exit, on an exception, on Ctrl-C and on SIGTERM — by
+pid, never by name. Everything listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import math
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from quorum_cron.embedded import EmbeddedRedis  # noqa: E402
+from quorum_cron.store.base import LedgerEntry  # noqa: E402
+from quorum_cron.store.redis import RedisStore  # noqa: E402
+
+__all__ = [
+    "REAPER",
+    "ROOT",
+    "AgentCluster",
+    "EmbeddedRedis",
+    "Reaper",
+    "machine",
+    "now_ms",
+    "percentile",
+    "print_table",
+    "stats_ms",
+    "write_result",
+]
+
+AGENT = [sys.executable, "-m", "quorum_cron.agent"]
+
+
+# -- processes -------------------------------------------------------------------
+
+
+class Reaper:
+    """Kills every registered child process group at exit, on SIGINT and on SIGTERM."""
+
+    def __init__(self) -> None:
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._servers: list[EmbeddedRedis] = []
+        self._installed = False
+
+    def install(self) -> None:
+        if self._installed:
+            return
+        self._installed = True
+        atexit.register(self.reap)
+        signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.reap()
+        raise SystemExit(128 + signum)
+
+    def track(self, proc: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
+        self.install()
+        self._procs.append(proc)
+        return proc
+
+    def server(self, server: EmbeddedRedis) -> EmbeddedRedis:
+        self.install()
+        self._servers.append(server)
+        return server
+
+    @staticmethod
+    def kill(proc: subprocess.Popen[bytes], sig: signal.Signals = signal.SIGKILL) -> None:
+        """Signal the process group ``proc`` leads (started with ``start_new_session``), then reap."""
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+        if sig == signal.SIGKILL:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+        # Leftover jobs of a dead leader still in its group.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    def reap(self) -> None:
+        for proc in self._procs:
+            self.kill(proc)
+        self._procs.clear()
+        for server in self._servers:
+            with contextlib.suppress(Exception):
+                server.stop()
+        self._servers.clear()
+
+
+REAPER = Reaper()
+
+
+def start_process(
+    cmd: Sequence[str], *, log: Path | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` in a session of its own, registered with the reaper; stderr to ``log``."""
+    err = log.open("wb") if log is not None else subprocess.DEVNULL
+    try:
+        proc = subprocess.Popen(
+            list(cmd),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=dict(os.environ, **(env or {})),
+            start_new_session=True,
+        )
+    finally:
+        if log is not None and not isinstance(err, int):
+            err.close()
+    return REAPER.track(proc)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def sleep_until_ms(ms: float) -> None:
+    left = ms / 1000 - time.time()
+    if left > 0:
+        time.sleep(left)
+
+
+# -- a cluster of real agents ----------------------------------------------------
+
+
+@dataclass
+class AgentCluster:
+    """``size`` ``quorum-cron agent`` processes on one Redis, JSON logs in ``workdir``."""
+
+    workdir: Path
+    redis_url: str
+    size: int
+    namespace: str = "bench"
+    extra: str = ""
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _store: RedisStore | None = None
+
+    def config(self, jobs: str) -> Path:
+        path = self.workdir / f"{self.namespace}.toml"
+        path.write_text(
+            "[cluster]\n"
+            f'name = "{self.namespace}"\n'
+            f"size = {self.size}\n"
+            f'redis_url = "{self.redis_url}"\n'
+            'ntp_unreachable = "store-time"\n'
+            f"{self.extra}\n\n{jobs}"
+        )
+        return path
+
+    def log(self, node: str) -> Path:
+        return self.workdir / f"{self.namespace}-{node}.log"
+
+    def start(self, config: Path, nodes: Iterable[str]) -> None:
+        for node in nodes:
+            cmd = [*AGENT, "--config", str(config), "--node-id", node, "--log-json", "--grace", "5s"]
+            env = {"PYTHONUNBUFFERED": "1", "NO_PROXY": "127.0.0.1,localhost"}
+            self.procs[node] = start_process(cmd, log=self.log(node), env=env)
+
+    def events(self, node: str, kind: str | None = None) -> list[dict[str, Any]]:
+        out = []
+        try:
+            text = self.log(node).read_text(errors="replace")
+        except FileNotFoundError:
+            return []
+        for line in text.splitlines():
+            with contextlib.suppress(ValueError):
+                doc = json.loads(line)
+                if isinstance(doc, dict) and (kind is None or doc.get("event") == kind):
+                    out.append(doc)
+        return out
+
+    def wait_joined(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            dead = [n for n, p in self.procs.items() if p.poll() is not None]
+            if dead:
+                raise RuntimeError(f"agent(s) {dead} exited at start:\n{self.tail(dead[0])}")
+            if all(self.events(n, "joined") for n in self.procs):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"agents did not join within {timeout} s")
+            time.sleep(0.1)
+
+    def tail(self, node: str, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log(node).read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+    def kill(self, node: str) -> None:
+        """SIGKILL the node (its process group: a job it runs dies with it)."""
+        REAPER.kill(self.procs[node])
+
+    def stop(self, timeout: float = 15) -> None:
+        """SIGTERM every live node (graceful: results recorded), SIGKILL stragglers."""
+        live = [p for p in self.procs.values() if p.poll() is None]
+        for p in live:
+            with contextlib.suppress(ProcessLookupError):
+                p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for p in live:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                REAPER.kill(p)
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    @property
+    def store(self) -> RedisStore:
+        if self._store is None:
+            self._store = RedisStore.from_url(self.redis_url, self.namespace, socket_timeout=5.0)
+        return self._store
+
+    def ledger(self, job: str, count: int = 10_000) -> dict[int, LedgerEntry]:
+        """Each slot's latest ledger entry."""
+        return {e.fire_ms: e for e in reversed(self.store.ledger(job, count))}
+
+
+# -- statistics and output -------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100), nearest-rank on the sorted values; NaN when empty."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return float(ordered[min(rank, len(ordered)) - 1])
+
+
+def stats_ms(values: Sequence[float]) -> dict[str, float]:
+    """n, p50, p90, p99, max and mean of a sample in ms (rounded to 0.01)."""
+    if not values:
+        return {"n": 0, "p50": math.nan, "p90": math.nan, "p99": math.nan, "max": math.nan, "mean": math.nan}
+    return {
+        "n": len(values),
+        "p50": round(percentile(values, 50), 2),
+        "p90": round(percentile(values, 90), 2),
+        "p99": round(percentile(values, 99), 2),
+        "max": round(max(values), 2),
+        "mean": round(sum(values) / len(values), 2),
+    }
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "-"
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.2f}"
+    return str(value)
+
+
+def print_table(rows: Sequence[Mapping[str, object]], columns: Sequence[str], title: str = "") -> None:
+    """A plain fixed-width table of ``rows`` (dicts) restricted to ``columns``."""
+    cells = [[_cell(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    if title:
+        print(f"\n{title}")
+    header = "  ".join(
+        c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(columns, widths, strict=True))
+    )
+    print(header)
+    print("-" * len(header))
+    for row in cells:
+        print(
+            "  ".join(
+                v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+
+
+def machine() -> dict[str, object]:
+    """Facts about the machine the figures come from."""
+    load = os.getloadavg()
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "loadavg_1m_at_start": round(load[0], 2),
+    }
+
+
+def write_result(name: str, doc: dict[str, Any], label: str = "") -> Path:
+    """Write ``doc`` as ``benchmarks/results/<name>-<stamp>[-label].json``; returns the path."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    path = RESULTS / f"{name}-{stamp}{'-' + label if label else ''}.json"
+    doc = {"benchmark": name, "when": stamp, "label": label, "machine": machine(), **doc}
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    print(f"\nwrote {path.relative_to(ROOT)}")
+    return path

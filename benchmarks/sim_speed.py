@@ -1,0 +1,173 @@
+"""Benchmark: simulator speed — simulated time / wall time.
+
+Usage::
+
+    .venv/bin/python benchmarks/sim_speed.py [--nodes 5] [--jobs 100] [--minutes 10] [--seed 1]
+
+Runs the deterministic simulator (``sim.run``: the real ``NodeCore``, the
+memory store, virtual time) on a cluster of ``--nodes`` nodes with
+``--jobs`` jobs firing every minute for ``--minutes`` simulated minutes:
+
+* ``faults`` — with a fixed fault schedule touching every subsystem (a
+  minority partition, a crash and restart, lossy links, a process pause, a
+  clock jump, slow links for everyone, a store restart), scaled to the run;
+* ``no faults`` — the same world without faults (reference, same run);
+* ``bare loop`` — ``sim.loop.Loop`` popping as many no-op events as the
+  faulted run had: the ceiling of the event loop alone.
+
+For each: wall seconds, speed-up (simulated s / wall s), events and events
+per wall second, and the checker's verdict (violations by kind). Target
+(issue 6): at least 3000x with faults on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import print_table, write_result
+
+from sim.loop import Loop
+from sim.runner import run as sim_run
+from sim.scenario import Fault, JobDef, Scenario
+
+MIN = 60_000
+
+
+def faults_for(duration_ms: int) -> tuple[Fault, ...]:
+    """A fixed fault schedule at fractions of the run (so a shorter run keeps every kind)."""
+
+    def at(frac: float) -> int:
+        return int(duration_ms * frac) // 1000 * 1000
+
+    span = max(10_000, duration_ms // 10)
+    return (
+        Fault(kind="partition", at_ms=at(0.10), for_ms=2 * span, nodes=("n1", "n2")),
+        Fault(kind="crash", at_ms=at(0.20), for_ms=span, nodes=("n3",)),
+        Fault(kind="loss", at_ms=at(0.35), for_ms=span, nodes=("n4",), loss=0.2, reply_loss=0.1),
+        Fault(kind="pause", at_ms=at(0.50), for_ms=span // 2, nodes=("n5",)),
+        Fault(kind="clock_jump", at_ms=at(0.60), for_ms=span, nodes=("n1",), by_ms=2_000),
+        Fault(
+            kind="delay", at_ms=at(0.70), for_ms=span, nodes=("n1", "n2", "n3", "n4", "n5"), delay_ms=(1, 300)
+        ),
+        Fault(kind="store_restart", at_ms=at(0.85), for_ms=3_000),
+    )
+
+
+def scenario(nodes: int, jobs: int, minutes: float, faults: bool) -> Scenario:
+    duration = int(minutes * MIN)
+    job_defs = tuple(
+        JobDef(name=f"job{i:03d}", every_ms=MIN, deadline_ms=30_000, run_ms=(100, 5_000)) for i in range(jobs)
+    )
+    return Scenario(
+        name=f"speed-{'faults' if faults else 'clean'}",
+        nodes=nodes,
+        duration_ms=duration,
+        jobs=job_defs,
+        faults=faults_for(duration) if faults else (),
+    )
+
+
+def measure(sc: Scenario, seed: int, label: str) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    res = sim_run(sc, seed)
+    wall = time.perf_counter() - t0
+    rep = res.report
+    return {
+        "run": label,
+        "simulated_s": sc.duration_ms / 1000,
+        "wall_s": round(wall, 3),
+        "speedup": round(sc.duration_ms / 1000 / wall, 1),
+        "events": res.events,
+        "events_per_s": round(res.events / wall),
+        "faults": len(sc.faults),
+        "slots_due": rep.due,
+        "runs": rep.runs,
+        "duplicates": rep.duplicates,
+        "violations": dict(rep.by_kind()),
+    }
+
+
+def bare_loop(events: int, duration_ms: int) -> dict[str, Any]:
+    """``events`` no-op events spread over ``duration_ms`` of virtual time."""
+    loop = Loop(0)
+    step = max(1, duration_ms // max(1, events))
+
+    def noop() -> None:
+        return None
+
+    t0 = time.perf_counter()
+    for i in range(events):
+        loop.at(i * step, noop)
+    loop.run_until(duration_ms)
+    wall = time.perf_counter() - t0
+    return {
+        "run": "bare loop",
+        "simulated_s": duration_ms / 1000,
+        "wall_s": round(wall, 3),
+        "speedup": round(duration_ms / 1000 / wall, 1),
+        "events": loop.events,
+        "events_per_s": round(loop.events / wall),
+        "faults": 0,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", type=int, default=5)
+    ap.add_argument("--jobs", type=int, default=100)
+    ap.add_argument("--minutes", type=float, default=10.0, help="simulated minutes per run")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--label", default="")
+    args = ap.parse_args(argv)
+    rows = []
+    for faults in (True, False):
+        sc = scenario(args.nodes, args.jobs, args.minutes, faults)
+        print(
+            f"simulating {sc.name}: {args.nodes} nodes x {args.jobs} jobs, {args.minutes:g} min ...",
+            flush=True,
+        )
+        rows.append(measure(sc, args.seed, "faults" if faults else "no faults"))
+    rows.append(bare_loop(rows[0]["events"], int(args.minutes * MIN)))
+    print_table(
+        rows,
+        [
+            "run",
+            "simulated_s",
+            "wall_s",
+            "speedup",
+            "events",
+            "events_per_s",
+            "slots_due",
+            "runs",
+            "duplicates",
+        ],
+        f"simulator speed ({args.nodes} nodes x {args.jobs} jobs every minute, seed {args.seed})",
+    )
+    for r in rows[:2]:
+        print(f"  {r['run']}: checker violations {r['violations'] or 'none'}")
+    write_result(
+        "sim_speed",
+        {
+            "nodes": args.nodes,
+            "jobs": args.jobs,
+            "minutes": args.minutes,
+            "seed": args.seed,
+            "fault_schedule": [
+                f"{f.kind}@{f.at_ms // 1000}s+{f.for_ms // 1000}s"
+                for f in faults_for(int(args.minutes * MIN))
+            ],
+            "results": rows,
+        },
+        args.label,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
