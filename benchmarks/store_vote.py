@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python benchmarks/store_vote.py [--jobs 1000 10000] [--voters 5]
-        [--slots 20000] [--redis-server PATH] [--label NAME]
+        [--slots 20000] [--redis-server PATH] [--label NAME] [--parser auto|python|hiredis]
 
 It starts its own redis-server (:class:`quorum_cron.embedded.EmbeddedRedis`,
 ``redis-server`` from PATH first), then for each job count runs ``voters``
@@ -28,6 +28,11 @@ ratio to the ceiling, and Redis CPU per slot from ``INFO cpu``
 committed (the benchmark checks that every slot committed exactly once).
 Results are printed as a table and written as JSON under
 ``benchmarks/results/``.
+
+``--parser`` picks redis-py's reply parser for the voters: ``auto`` (hiredis
+when installed), ``python`` (the pure-Python RESP2 parser) or ``hiredis``
+(fails when it is not installed); ``run_all.py`` runs both to measure what
+the ``hiredis`` extra buys.
 
 Redis CPU per slot is the figure that transfers to production: there the
 voters are separate machines, while here they share the box with the
@@ -95,10 +100,22 @@ def _store_supports_cluster() -> bool:
     return "cluster" in inspect.signature(RedisStore.__init__).parameters
 
 
+def _client(port: int, parser: str) -> redis.Redis:
+    """A client for the server; ``parser``: ``auto``, ``python`` or ``hiredis``."""
+    if parser == "auto":
+        return redis.Redis(host="127.0.0.1", port=port)
+    from redis._parsers import _HiredisParser, _RESP2Parser
+
+    if parser == "hiredis" and not redis.utils.HIREDIS_AVAILABLE:
+        raise SystemExit("--parser hiredis: the hiredis package is not installed")
+    cls = _HiredisParser if parser == "hiredis" else _RESP2Parser
+    return redis.Redis(connection_pool=redis.ConnectionPool(host="127.0.0.1", port=port, parser_class=cls))
+
+
 def _voter(
-    mode: str, port: int, node: str, jobs: list[str], fires: list[int], barrier: Any, out: Any
+    mode: str, port: int, node: str, jobs: list[str], fires: list[int], barrier: Any, out: Any, parser: str
 ) -> None:
-    client = redis.Redis(host="127.0.0.1", port=port)
+    client = _client(port, parser)
     committed = 0
     cpu0 = time.process_time()
     if mode == "ceiling":
@@ -130,7 +147,7 @@ def _redis_cpu(client: redis.Redis) -> float:
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
-def run(mode: str, port: int, jobs: int, voters: int, rounds: int) -> Result:
+def run(mode: str, port: int, jobs: int, voters: int, rounds: int, parser: str = "auto") -> Result:
     admin = redis.Redis(host="127.0.0.1", port=port)
     admin.flushall()
     names = [f"job-{i:05d}" for i in range(jobs)]
@@ -141,7 +158,7 @@ def run(mode: str, port: int, jobs: int, voters: int, rounds: int) -> Result:
     barrier = ctx.Barrier(voters + 1)
     out = ctx.Queue()
     procs = [
-        ctx.Process(target=_voter, args=(mode, port, f"node-{v}", names, fires, barrier, out))
+        ctx.Process(target=_voter, args=(mode, port, f"node-{v}", names, fires, barrier, out, parser))
         for v in range(voters)
     ]
     for p in procs:
@@ -189,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--modes", nargs="+", default=["ceiling", "store", "store-cluster"])
     ap.add_argument("--label", default="", help="suffix of the JSON file name")
+    ap.add_argument(
+        "--parser", choices=["auto", "python", "hiredis"], default="auto", help="voters' reply parser"
+    )
     args = ap.parse_args(argv)
 
     modes = [m for m in args.modes if m != "store-cluster" or _store_supports_cluster()]
@@ -199,12 +219,18 @@ def main(argv: list[str] | None = None) -> int:
         mem_info = probe.info("memory")
         probe.close()
         version = f"{server_info['redis_version']} ({mem_info.get('mem_allocator', '?')})"
-        print(f"redis-server {server.binary} {version}; {os.cpu_count()} CPUs; {args.voters} voters")
+        parser = args.parser
+        if parser == "auto":
+            parser = "hiredis" if redis.utils.HIREDIS_AVAILABLE else "python"
+        print(
+            f"redis-server {server.binary} {version}; {os.cpu_count()} CPUs; "
+            f"{args.voters} voters; parser {parser}"
+        )
         for jobs in args.jobs:
             rounds = max(2, args.slots // jobs)
             ceiling = 0.0
             for mode in modes:
-                res = run(mode, server.port, jobs, args.voters, rounds)
+                res = run(mode, server.port, jobs, args.voters, rounds, args.parser)
                 if mode == "ceiling":
                     ceiling = res.slots_per_s
                 res.ratio_to_ceiling = round(res.slots_per_s / ceiling, 3) if ceiling else 0.0
@@ -242,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         "quorum": QUORUM,
+        "parser": parser,
+        "loadavg_1m": round(os.getloadavg()[0], 2),
         "results": [asdict(r) for r in results],
     }
     path.write_text(json.dumps(doc, indent=2) + "\n")

@@ -2,10 +2,12 @@
 -- prepended after _clock.lua (see scripts.py). It issues no command itself.
 --
 -- A per-job script handles one or more JOB GROUPS. Group g (1-based) is
--- KEYS[g], the job's key prefix qc:{ns:job}: — every key of the job is that
--- prefix plus a suffix, so all share the hash tag {ns:job} (in a Redis
--- Cluster, the cluster slot the call is routed to; cluster mode sends one
--- group per call). One declared key per job keeps the request small.
+-- KEYS[5g-4 .. 5g], the job's keys in this order: meta, slots, open, ledger,
+-- and the slot key prefix — all the job's prefix qc:{ns:job}: plus a
+-- suffix, so all share the hash tag {ns:job} (in a Redis Cluster, the
+-- cluster slot the call is routed to; cluster mode sends one group per
+-- call). Declaring the names costs less than building them in Lua (string
+-- concatenation in the script is several times dearer than an argument).
 --   meta    HASH  tk = token counter, q = quorum floor,
 --                 hw = high-water mark (latest decided fire_ms),
 --                 p/pb/pa/pr = paused "1", by, at ms, reason
@@ -13,8 +15,11 @@
 --   open    ZSET  slots in proposed/committed/running
 --   ledger  STREAM one entry per slot that became terminal (and one per
 --                 retried failure)
---   slot:<fire_ms>  STRING the slot value (below); slot keys found through
---                 the sorted sets are built from the prefix too.
+--   slot:<fire_ms>  a proposed slot: HASH node -> spec hash, plus field ""
+--                 = logical expiry ms (an empty node id is never stored
+--                 there: such a vote keeps the slot a string, below);
+--                 any other slot: STRING the slot value (below). Slot keys
+--                 found through the sorted sets are built from the prefix.
 -- bind(g, job) makes group g current; the helpers below act on it.
 --
 -- ARGV (every per-job script):
@@ -39,11 +44,16 @@
 -- reason, dl deadline ms of the committing vote, rn number of starts, cm
 -- committed ms, sm started ms, lu lease until ms, fm finished ms, dt detail,
 -- nb not-before ms (retry backoff), x logical expiry ms.
--- One string instead of a hash: GET + cjson.decode and cjson.encode + SET
+-- A decided slot is one string: GET + cjson.decode and cjson.encode + SET
 -- cost a fraction of HGETALL / HSET + PEXPIRE and of parsing field by field
--- in Lua, and the stored JSON doubles as the reply.
+-- in Lua, and the stored JSON doubles as the reply. A proposed slot only
+-- gains votes, so its hash takes one HSET (+ PEXPIRE) per vote with no JSON
+-- at all; the committing vote (or missed / skipped end) writes the string
+-- over it. A proposed slot stored as a string (older format, or an empty
+-- node id) stays a string until it is decided.
 --
--- Replies: a slot is emitted as {code, slot value}; absent: {code, ""}.
+-- Replies: a slot is emitted as {code, slot value}; absent: {code, ""}; a
+-- proposed slot held in its hash: {code, votes JSON} ("{...}", see value).
 
 local K_META, K_SLOTS, K_OPEN, K_LEDGER, PREFIX, JOB
 local RETENTION = tonumber(ARGV[2])
@@ -51,6 +61,16 @@ local KEY_TTL = ARGV[3]
 local MAXLEN = ARGV[4]
 local CHAN = ARGV[5]
 local byte, sub, match = string.byte, string.sub, string.match
+local EXPIRY = fmt(now + RETENTION) -- x of every slot written by this call
+
+-- expired(x): x (decimal ms text, no sign or leading zeros) <= now, compared
+-- as text: tonumber's strtod costs more than the rest of a decided vote.
+-- Digits sort in numeric order under any locale's strcoll.
+local NOW_LEN = #NOW
+local function expired(x)
+  local n = #x
+  return n < NOW_LEN or (n == NOW_LEN and x <= NOW)
+end
 
 local DECIDED = {committed = true, running = true, succeeded = true, failed = true,
                  lost = true, missed = true, skipped = true, retrying = true}
@@ -65,9 +85,8 @@ end
 local M, M_dirty
 
 local function bind(g, job)
-  local base = KEYS[g]
-  K_META, K_SLOTS, K_OPEN, K_LEDGER, PREFIX = base .. 'meta', base .. 'slots', base .. 'open', base .. 'ledger',
-    base .. 'slot:'
+  local k = 5 * g - 4
+  K_META, K_SLOTS, K_OPEN, K_LEDGER, PREFIX = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
   JOB = job
   M, M_dirty = nil, nil
 end
@@ -105,20 +124,65 @@ local function meta_flush()
   end
 end
 
+-- Stands for a slot key that holds a vote hash (see fetch).
+local HASH = {}
+local STRING_ENC = {embstr = true, raw = true, int = true}
+
+-- What a slot key holds: false (no key), HASH (a proposed slot's vote
+-- hash) or the slot value (a string). OBJECT ENCODING answers for any type,
+-- so neither read can fail with WRONGTYPE.
+local function fetch(key)
+  local enc = redis.call('OBJECT', 'ENCODING', key)
+  if not enc then
+    return false
+  end
+  if STRING_ENC[enc] then
+    return redis.call('GET', key)
+  end
+  return HASH
+end
+
+-- A proposed slot kept in its vote hash: the record, or nil plus "dead".
+local function load_votes(fire, key, purge)
+  local h = redis.call('HGETALL', key)
+  local votes, x = {}, nil
+  for i = 1, #h, 2 do
+    local k = h[i]
+    if k == '' then
+      x = h[i + 1]
+    else
+      votes[k] = h[i + 1]
+    end
+  end
+  if x == nil or expired(x) then
+    if purge then
+      redis.call('DEL', key)
+      redis.call('ZREM', K_OPEN, fire)
+      redis.call('ZREM', K_SLOTS, fire)
+    end
+    return nil, 'dead'
+  end
+  return {key = key, fire = fire, firen = tonumber(fire), f = {st = 'proposed', v = votes, x = x},
+          votes = votes, proposed = true}
+end
+
 -- Read a slot. Returns the record, or nil plus "gone" (no key) or "dead"
 -- (key present, retention passed). purge: delete a dead slot's traces, as
--- the model's lazy expiry does (read-only scripts pass false). raw: the
--- value when the caller already read it (see peek).
-local function load(fire, purge, raw)
-  local key = PREFIX .. fire
+-- the model's lazy expiry does (read-only scripts pass false). raw: what
+-- the key holds when the caller already fetched it (see peek).
+local function load(fire, purge, raw, key)
+  key = key or PREFIX .. fire
   if raw == nil then
-    raw = redis.call('GET', key)
+    raw = fetch(key)
   end
   if not raw then
     return nil, 'gone'
   end
+  if raw == HASH then
+    return load_votes(fire, key, purge)
+  end
   local st, x = match(raw, '^(%a+) (%d+) ')
-  if tonumber(x) <= now then
+  if expired(x) then
     if purge then
       redis.call('DEL', key)
       redis.call('ZREM', K_OPEN, fire)
@@ -133,23 +197,27 @@ local function load(fire, purge, raw)
   return {key = key, fire = fire, firen = tonumber(fire), f = f, votes = f.v, json = raw}
 end
 
--- The slot's raw value and, when it is live, its state — without decoding
--- the JSON (most votes for a decided slot need nothing more).
+-- What the slot key holds (see fetch), when it is a live string its
+-- state, and the key — without decoding the JSON (most votes for a decided slot need
+-- nothing more). A vote hash is always a proposed slot.
 local function peek(fire)
-  local raw = redis.call('GET', PREFIX .. fire)
-  if not raw then
-    return false, nil
+  local key = PREFIX .. fire
+  local raw = fetch(key)
+  if not raw or raw == HASH then
+    return raw, nil, key
   end
   local st, x = match(raw, '^(%a+) (%d+) ')
-  if tonumber(x) <= now then
-    return raw, nil
+  if expired(x) then
+    return raw, nil, key
   end
-  return raw, st
+  return raw, st, key
 end
 
+-- A new proposed slot (nothing written yet: write_vote or save does).
 local function new_slot(fire)
-  local f = {v = {}}
-  return {key = PREFIX .. fire, fire = fire, firen = tonumber(fire), f = f, votes = f.v, json = ''}
+  local votes = {}
+  return {key = PREFIX .. fire, fire = fire, firen = tonumber(fire),
+          f = {st = 'proposed', v = votes}, votes = votes, proposed = true}
 end
 
 local function set(r, k, v)
@@ -164,19 +232,39 @@ end
 -- its physical TTL.
 local function save(r)
   local f = r.f
-  f.x = fmt(now + RETENTION)
+  f.x = EXPIRY
   meta_flush()
   r.json = f.st .. ' ' .. f.x .. ' ' .. cjson.encode(f)
-  redis.call('SET', r.key, r.json, 'PX', KEY_TTL)
+  redis.call('SET', r.key, r.json, 'PX', KEY_TTL) -- replaces a vote hash
+  r.proposed = nil
+end
+
+-- Store one vote of a proposed slot held in its vote hash and touch it.
+local function write_vote(r, node, spec)
+  meta_flush()
+  r.f.x = EXPIRY
+  redis.call('HSET', r.key, node, spec, '', EXPIRY)
+  redis.call('PEXPIRE', r.key, KEY_TTL)
+end
+
+-- A slot's reply value: the slot value ("" when absent) or, for a proposed
+-- slot held in its hash, its votes as a JSON object {node: spec_hash}
+-- (one cjson call; a nested reply table costs several times more to convert).
+local function value(r)
+  if not r then
+    return ''
+  end
+  if r.proposed then
+    return cjson.encode(r.votes)
+  end
+  return r.json
 end
 
 -- The reply form of a slot: {code, slot value} ("" when absent): the
--- stored value itself (read or just written), no re-encoding.
+-- stored value itself (read or just written), no re-encoding; a proposed
+-- slot in its vote hash: {code, {node, spec_hash, ...}}.
 local function emit(code, r)
-  if r then
-    return {code, r.json}
-  end
-  return {code, ''}
+  return {code, value(r)}
 end
 
 -- Call BEFORE adding a new slot to the index (its key does not exist yet and

@@ -1,7 +1,7 @@
 -- fence.lua: the fenced transitions start / renew / finish of one slot
 -- (Store.start, Store.renew, Store.finish; MemoryStore is the model).
 --
--- KEYS[1] the job's key prefix (one job group), ARGV[1..5]: see _job.lua.
+-- KEYS[1..5] the job's keys (one job group), ARGV[1..5]: see _job.lua.
 -- ARGV[6]   job name
 -- ARGV[7]   op: "s" start (committed -> running) | "r" renew | "f" finish
 -- ARGV[8]   fire_ms

@@ -1,6 +1,6 @@
 -- missed.lua: account for a slot nobody voted for (Store.record_missed).
 --
--- KEYS[1] the job's key prefix (one job group), ARGV[1..5]: see _job.lua.
+-- KEYS[1..5] the job's keys (one job group), ARGV[1..5]: see _job.lua.
 -- ARGV[6]  job name
 -- ARGV[7]  fire_ms
 -- ARGV[8]  deadline_ms

@@ -1,7 +1,7 @@
 -- read.lua: read-only slot reads (Store.slot, Store.slots). Writes nothing:
 -- a dead slot is reported absent and left for a writer to purge.
 --
--- KEYS[1] the job's key prefix (one job group), ARGV[1..5]: see _job.lua.
+-- KEYS[1..5] the job's keys (one job group), ARGV[1..5]: see _job.lua.
 -- ARGV[6]  job name
 -- ARGV[7]  from_ms (inclusive)
 -- ARGV[8]  to_ms (inclusive); Store.slot passes from = to = fire_ms

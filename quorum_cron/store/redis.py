@@ -93,8 +93,25 @@ def _text(value: object) -> str:
     raise TypeError(f"expected a string in the reply, got {type(value).__name__}")
 
 
+def _proposed_view(job: str, fire_ms: int, votes_json: bytes | str) -> SlotView:
+    """A proposed slot from its votes, a JSON object ``{node: spec_hash}``."""
+    votes = _votes(json.loads(votes_json))
+    return SlotView(job=job, fire_ms=fire_ms, state=SlotState.PROPOSED, votes=tuple(sorted(votes.items())))
+
+
+def _votes(votes: object) -> dict[str, str]:
+    """Check decoded votes: an object of spec hashes (cjson encodes an empty table as ``{}``)."""
+    if not isinstance(votes, dict) or not all(isinstance(h, str) for h in votes.values()):
+        raise ValueError(f"slot votes {votes!r} are not an object of spec hashes")
+    return votes
+
+
 def _slot_view(job: str, fire_ms: int, emitted: Sequence[object]) -> SlotView:
-    """Decode an ``emit(code, slot)`` reply ``{code, "<st> <x> <record JSON>"}`` (``""``: absent)."""
+    """Decode an ``emit(code, slot)`` reply.
+
+    ``{code, "<st> <x> <record JSON>"}``; ``""``: absent; ``{code, "{node:
+    spec_hash, ...}"}`` (a JSON object): a proposed slot held in its vote hash.
+    """
     if len(emitted) != 2:
         raise ValueError(f"slot reply has {len(emitted)} elements, expected 2")
     record = emitted[1]
@@ -102,15 +119,15 @@ def _slot_view(job: str, fire_ms: int, emitted: Sequence[object]) -> SlotView:
         return SlotView(job=job, fire_ms=fire_ms, state=SlotState.ABSENT)
     if not isinstance(record, (bytes, str)):
         raise TypeError(f"expected a slot record in the reply, got {type(record).__name__}")
+    if record[:1] in (b"{", "{"):
+        return _proposed_view(job, fire_ms, record)
     parts = record.split(b" ", 2) if isinstance(record, bytes) else record.split(" ", 2)
     if len(parts) != 3:
         raise ValueError(f"slot value {record!r} lacks its '<state> <expiry> ' header")
     f = json.loads(parts[2])
     if not isinstance(f, dict):
         raise ValueError(f"slot record {record!r} is not an object")
-    votes = f.get("v") or {}
-    if not isinstance(votes, dict) or not all(isinstance(h, str) for h in votes.values()):
-        raise ValueError(f"slot votes {votes!r} are not an object of spec hashes")
+    votes = _votes(f.get("v") or {})
     return SlotView(
         job=job,
         fire_ms=fire_ms,
@@ -293,13 +310,9 @@ class RedisStore:
     def _common_args(self, now: str) -> list[str | int]:
         return [now, self._retention_ms, self._key_ttl_ms, self._ledger_maxlen, self._assign_prefix]
 
-    def _job_prefix(self, job: str) -> str:
-        """The job's key prefix ``qc:{<ns>:<job>}:`` — the one key a script call declares per job."""
-        return self._job_keys(job)[4][: -len("slot:")]
-
     def _job_call(self, script: Any, job: str, now: str, args: Sequence[str | int]) -> Call:
-        """A call of a one-job script: ``ARGV[6]`` is the job, its own arguments follow."""
-        return Call(script, (self._job_prefix(job),), [*self._common_args(now), job, *args])
+        """A one-job script call: the job's five keys; ``ARGV[6]`` is the job, its own arguments follow."""
+        return Call(script, self._job_keys(job), [*self._common_args(now), job, *args])
 
     def _grouped_calls(
         self,
@@ -307,11 +320,13 @@ class RedisStore:
         now: str,
         groups: dict[str, list[int]],
         item_args: Callable[[int], Sequence[str | int]],
+        head: Sequence[str | int] = (),
     ) -> list[tuple[Call, list[int]]]:
         """Pack job groups into calls of a grouped script (vote, sweep), with each call's item indices.
 
         Cluster mode: one group per call. Standalone: groups are added to a
         call until it holds ``max_batch`` items; a group is never split.
+        ``head``: arguments every call carries before the group count.
         """
         out: list[tuple[Call, list[int]]] = []
         keys: list[str] = []
@@ -320,13 +335,13 @@ class RedisStore:
         count = 0
 
         def flush() -> None:
-            out.append((Call(script, keys, [*self._common_args(now), count, *args]), order))
+            out.append((Call(script, keys, [*self._common_args(now), *head, count, *args]), order))
 
         for job, idx in groups.items():
             if count and (self._cluster or len(order) + len(idx) > self._max_batch):
                 flush()
                 keys, args, order, count = [], [], [], 0
-            keys.append(self._job_prefix(job))
+            keys.extend(self._job_keys(job))
             args.append(job)
             args.append(len(idx))
             for i in idx:
@@ -353,34 +368,39 @@ class RedisStore:
         if not requests:
             return []
 
-        def item(i: int) -> tuple[int, str, str, int, int, int, str]:
-            r = requests[i]
-            return (
-                r.fire_ms,
-                r.node,
-                r.spec_hash,
-                r.quorum,
-                r.max_skew_ms,
-                r.deadline_ms,
-                _OVERLAP[r.overlap],
-            )
+        # The fields a node's votes share go once per call as numbered
+        # parameter sets; each vote sends fire_ms, spec_hash and its set.
+        param_index: dict[tuple[str, int, int, int, str], int] = {}
+        vote_params: list[int] = []
+        for r in requests:
+            key = (r.node, r.quorum, r.max_skew_ms, r.deadline_ms, _OVERLAP[r.overlap])
+            k = param_index.get(key)
+            if k is None:
+                k = param_index[key] = len(param_index) + 1
+            vote_params.append(k)
+        head: list[str | int] = [len(param_index)]
+        for key in param_index:
+            head.extend(key)
+
+        def item(i: int) -> tuple[int, str, int]:
+            return (requests[i].fire_ms, requests[i].spec_hash, vote_params[i])
 
         groups = self._by_job(r.job for r in requests)
-        calls = self._grouped_calls(VOTE, self._now_arg(), groups, item)
+        calls = self._grouped_calls(VOTE, self._now_arg(), groups, item, head)
         results: list[VoteResult | None] = [None] * len(requests)
         with self._boundary("vote"):
             replies = self._scripts.call_many([c for c, _ in calls])
             for (_, order), raw in zip(calls, replies, strict=True):
                 reply = _seq(raw)
-                if len(reply) != len(order) + 1:
-                    raise ValueError(f"vote reply has {len(reply) - 1} slots for {len(order)} votes")
+                if len(reply) != 2 * len(order) + 1:
+                    raise ValueError(f"vote reply has {len(reply) - 1} elements for {len(order)} votes")
                 now_ms = int(reply[0])
-                for i, emitted in zip(order, reply[1:], strict=True):
-                    flat = _seq(emitted)
+                for k, i in enumerate(order):
+                    code, record = reply[2 * k + 1], reply[2 * k + 2]
                     req = requests[i]
                     results[i] = VoteResult(
-                        status=_STATUS[_text(flat[0])],
-                        slot=_slot_view(req.job, req.fire_ms, flat),
+                        status=_STATUS[_text(code)],
+                        slot=_slot_view(req.job, req.fire_ms, (code, record)),
                         now_ms=now_ms,
                     )
         return [r for r in results if r is not None]

@@ -1,7 +1,7 @@
 -- sweep.lua: enforce deadlines, start timeouts and leases on the open slots
 -- of one or more jobs (Store.sweep; MemoryStore._sweep_one is the model).
 --
--- KEYS: one key prefix per job group, ARGV[1..5]: see _job.lua.
+-- KEYS: five keys per job group (see _job.lua), ARGV[1..5]: see _job.lua.
 -- ARGV[6]   g, the number of job groups that follow; per group, in order:
 --             job name, n (its number of parameter sets: the caller's
 --             SweepParams for this job, in call order), then n sets of
