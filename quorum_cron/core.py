@@ -280,6 +280,7 @@ class _Running:
     renew_at_mono: int
     lease_until_mono: int
     renewing: bool = False
+    renew_sent_mono: int = 0
 
 
 @dataclass
@@ -298,6 +299,8 @@ class _JobState:
     """Voted, not assigned to us yet: fire_ms → monotonic time of the next poll."""
     starting: dict[int, int] = field(default_factory=dict)
     """Start sent: fire_ms → token."""
+    start_sent: dict[int, int] = field(default_factory=dict)
+    """Start sent: fire_ms → monotonic time it was sent (the lease began after it)."""
     deferred: dict[int, tuple[int, int]] = field(default_factory=dict)
     """A retry assigned to us before its backoff ended: fire_ms → (token, not-before wall ms)."""
     running: dict[int, _Running] = field(default_factory=dict)
@@ -388,9 +391,7 @@ class NodeCore:
         for js in self._jobs.values():
             if not self._stopping:
                 waits.append(max(0, self._next_fire(js) - self.settings.vote_lead_ms - now.wall_ms))
-                waits.extend(
-                    max(0, p.retry_at_mono - now.mono_ms) for p in js.pending.values() if not p.in_flight
-                )
+                waits.extend(self._pending_wait(p, now) for p in js.pending.values() if not p.in_flight)
             waits.extend(max(0, at - now.mono_ms) for at in js.awaiting.values() if at >= 0)
             waits.extend(max(0, at - now.wall_ms) for _, at in js.deferred.values())
             waits.extend(max(0, r.renew_at_mono - now.mono_ms) for r in js.running.values() if not r.renewing)
@@ -401,6 +402,14 @@ class NodeCore:
         )
         waits.extend(max(0, at - now.mono_ms) for at, _ in self._retries)
         return min(waits) if waits else self.settings.sweep_ms
+
+    def _pending_wait(self, p: _Pending, now: Now) -> int:
+        """How long a pending slot can wait: its retry while trusted, its drop time while not."""
+        if self._trusted:
+            return max(0, p.retry_at_mono - now.mono_ms)
+        # Abstaining: nothing to do until the slot is too late (then it is
+        # recorded missed) — or until the runtime reports trust again.
+        return max(0, p.fire_ms + p.deadline_ms + self.settings.max_skew_ms + 1 - now.wall_ms)
 
     def on_assigned(self, job: str, fire_ms: int, token: int, now: Now) -> list[Action]:
         """An assignment notice (pub/sub or simulated): start if it is new to us."""
@@ -590,6 +599,7 @@ class NodeCore:
             r = js.running[fire_ms]
             if not r.renewing and r.renew_at_mono <= now.mono_ms:
                 r.renewing = True
+                r.renew_sent_mono = now.mono_ms
                 out.append(Renew(js.job.name, fire_ms, r.token, self.settings.lease_ms))
 
     def _lease_check(self, js: _JobState, fire_ms: int, now: Now) -> list[Action]:
@@ -673,6 +683,7 @@ class NodeCore:
         if running is not None and running.token >= token:
             return []
         js.starting[fire_ms] = token
+        js.start_sent[fire_ms] = now.mono_ms
         js.awaiting.pop(fire_ms, None)
         return [Start(js.job.name, fire_ms, token, self.settings.lease_ms)]
 
@@ -689,6 +700,7 @@ class NodeCore:
 
     def _on_start(self, action: Start, reply: TransitionResult, now: Now) -> list[Action]:
         js = self._jobs[action.job]
+        sent = js.start_sent.pop(action.fire_ms, now.mono_ms)
         if js.starting.get(action.fire_ms) == action.token:
             del js.starting[action.fire_ms]
         if not reply.ok:
@@ -699,10 +711,15 @@ class NodeCore:
                 self._defer(js, action.fire_ms, action.token, at)
             return []
         lease = self.settings.lease_ms
+        if now.mono_ms - sent >= lease // 2:
+            # The reply was held (a pause, a slow link) for half the lease:
+            # the lease, which began after we sent the start, may be gone and
+            # the slot taken over. Running now could run it twice.
+            return []
         js.running[action.fire_ms] = _Running(
             token=action.token,
-            renew_at_mono=now.mono_ms + max(1, lease // 3),
-            lease_until_mono=now.mono_ms + lease,
+            renew_at_mono=sent + max(1, lease // 3),
+            lease_until_mono=sent + lease,
         )
         return [Run(action.job, action.fire_ms, action.token, js.job.timeout_ms)]
 
@@ -713,10 +730,11 @@ class NodeCore:
             return []
         r.renewing = False
         if reply.ok:
+            # The lease was extended after the renew was sent, not when we heard.
             lease = self.settings.lease_ms
-            r.renew_at_mono = now.mono_ms + max(1, lease // 3)
-            r.lease_until_mono = now.mono_ms + lease
-            return []
+            r.renew_at_mono = r.renew_sent_mono + max(1, lease // 3)
+            r.lease_until_mono = r.renew_sent_mono + lease
+            return self._lease_check(js, action.fire_ms, now)
         del js.running[action.fire_ms]
         return [Kill(action.job, action.fire_ms, action.token, f"renew refused: {reply.reason}")]
 

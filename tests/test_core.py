@@ -361,3 +361,21 @@ def test_a_node_that_slept_through_slots_accounts_for_them() -> None:
     assert missed == [T0 + 1000, T0 + 2000, T0 + 3000]
     votes = [r.fire_ms for a in acts if isinstance(a, Vote) for r in a.requests]
     assert votes == [T0 + 4000]
+
+
+def test_an_abstaining_node_sleeps_until_its_pending_slot_is_too_late() -> None:
+    j = job("a", 60_000, deadline_ms=500)
+    core = NodeCore(NodeSettings(node_id="n1", quorum=2, max_skew_ms=250), [j])
+    core.tick(Now(T0, 0))  # abstains: the clock was never checked
+    assert core.next_wakeup(Now(T0 + 1, 1)) == 500 + 250 + 1 - 1
+
+
+def test_a_start_reply_held_past_half_the_lease_does_not_run_the_job() -> None:
+    core = NodeCore(NodeSettings(node_id="n1", quorum=1, lease_ms=3000), [job("a", 60_000)])
+    core.set_trust(True)
+    (start,) = core.on_assigned("a", T0, 1, Now(T0, 0))
+    assert isinstance(start, Start)
+    from quorum_cron.store.base import SlotView
+
+    ok = TransitionResult(True, SlotView("a", T0, SlotState.RUNNING, token=1, executor="n1"), T0)
+    assert core.on_reply(start, ok, Now(T0 + 1500, 1500)) == []  # paused in between
