@@ -1,0 +1,272 @@
+"""``quorum-cron sim``: run, explore and replay the deterministic simulator.
+
+The simulator itself lives in the ``sim`` package (pure, virtual time);
+this module is only its command line: argument parsing, rich output, real
+time measured for the speed report, files written where asked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+__all__ = ["sim_group"]
+
+SHRINK_RUNS = 60
+"""Simulations the shrinker may spend per failing seed on the command line."""
+
+
+def _scenario_dir() -> Path:
+    import sim
+
+    return Path(sim.__file__).parent / "scenarios"
+
+
+def _console() -> Console:
+    return Console(highlight=False)
+
+
+def _load(spec: str) -> object:
+    """A scenario from a path, or by the name of a shipped one."""
+    import sim
+
+    path = Path(spec)
+    if not path.exists() and not spec.endswith(".toml"):
+        shipped = _scenario_dir() / f"{spec}.toml"
+        if shipped.exists():
+            path = shipped
+    if not path.exists():
+        names = ", ".join(sorted(p.stem for p in _scenario_dir().glob("*.toml")))
+        raise click.BadParameter(
+            f"no scenario file {spec!r} (shipped scenarios: {names})", param_hint="SCENARIO"
+        )
+    try:
+        return sim.load(path)
+    except Exception as exc:  # ConfigError and friends: one line, no traceback
+        raise click.BadParameter(str(exc), param_hint="SCENARIO") from None
+
+
+def _print_report(console: Console, report: object, events: int, seconds: float, sim_ms: int) -> None:
+    from sim.checker import KNOWN_CORE_BUGS, Report
+
+    assert isinstance(report, Report)
+    table = Table(title=f"{report.scenario} · seed {report.seed} · {report.strategy}")
+    for col in ("due", "runs", "duplicates", "re-runs", "misses", "liveness-checked", "violations"):
+        table.add_column(col, justify="right")
+    table.add_row(
+        str(report.due),
+        str(report.runs),
+        str(report.duplicates),
+        str(report.reruns),
+        str(report.misses),
+        str(report.liveness_checked),
+        str(len(report.violations)),
+    )
+    console.print(table)
+    for kind, n in sorted(report.by_kind().items()):
+        known = " (known core bug, see docs/simulator.md)" if kind in KNOWN_CORE_BUGS else ""
+        console.print(f"[red]✗[/red] {kind}: {n}{known}")
+    for v in report.violations[:10]:
+        console.print(f"    {v}")
+    if report.reached:
+        console.print("reached: " + ", ".join(f"{k} x{n}" for k, n in sorted(report.reached.items())))
+    if seconds > 0:
+        console.print(f"{events} events, {seconds:.2f} s real time, {sim_ms / 1000 / seconds:.0f}x real time")
+
+
+@click.group("sim")
+def sim_group() -> None:
+    """Deterministic simulator: the real node core under partitions, pauses, clock faults."""
+
+
+@sim_group.command("run")
+@click.argument("scenario")
+@click.option("--seed", type=int, default=None, help="Root seed (default: the file's, else 0).")
+@click.option(
+    "--strategy",
+    type=click.Choice(["quorum", "leader", "lock"]),
+    default=None,
+    help="quorum (the protocol) or a baseline (default: the file's, else quorum).",
+)
+@click.option(
+    "--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the trace."
+)
+@click.option(
+    "--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), help="Write a timeline PNG."
+)
+def run_cmd(
+    scenario: str, seed: int | None, strategy: str | None, trace_path: Path | None, plot_path: Path | None
+) -> None:
+    """Run SCENARIO (a file, or a shipped scenario's name) once and check it."""
+    import sim
+    from sim.scenario import Scenario
+
+    sc = _load(scenario)
+    assert isinstance(sc, Scenario)
+    seed = seed if seed is not None else (sc.seed or 0)
+    strategy = strategy or sc.strategy or "quorum"
+    started = time.perf_counter()
+    result = sim.run(sc, seed, strategy, mutant=sc.mutant)
+    seconds = time.perf_counter() - started
+    console = _console()
+    _print_report(console, result.report, result.events, seconds, sc.duration_ms)
+    if trace_path is not None:
+        result.trace.write(trace_path)
+        console.print(f"trace: {trace_path} (sha256 {result.trace.sha256()[:16]}…)")
+    if plot_path is not None:
+        from sim.plot import plot_timeline
+
+        plot_timeline(result.trace.records, plot_path)
+        console.print(f"plot: {plot_path}")
+    if result.report.unexpected():
+        raise SystemExit(1)
+
+
+@sim_group.command("explore")
+@click.option("--seeds", type=click.IntRange(min=1), default=100, show_default=True, help="How many seeds.")
+@click.option("--first-seed", type=int, default=0, show_default=True)
+@click.option("--nodes", type=click.IntRange(min=1, max=99), default=5, show_default=True)
+@click.option("--jobs", type=click.IntRange(min=1, max=1000), default=3, show_default=True)
+@click.option("--hours", type=click.FloatRange(min=0.001), default=1.0, show_default=True)
+@click.option(
+    "--strategy", type=click.Choice(["quorum", "leader", "lock"]), default="quorum", show_default=True
+)
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Processes.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("sim-failures"),
+    show_default=True,
+    help="Where failing seeds are written as scenario files.",
+)
+@click.option("--shrink/--no-shrink", default=True, show_default=True, help="Shrink failing runs first.")
+def explore_cmd(
+    seeds: int,
+    first_seed: int,
+    nodes: int,
+    jobs: int,
+    hours: float,
+    strategy: str,
+    workers: int,
+    out: Path,
+    shrink: bool,
+) -> None:
+    """Run random fault schedules over many seeds; list failing seeds with their replay command."""
+    import sim
+    from sim.explore import explore, explore_scenario
+    from sim.explore import shrink as shrink_run
+
+    console = _console()
+    started = time.perf_counter()
+    results = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(f"exploring ({strategy})", total=seeds)
+        for res in explore(
+            range(first_seed, first_seed + seeds),
+            nodes=nodes,
+            jobs=jobs,
+            hours=hours,
+            strategy=strategy,
+            workers=workers,
+        ):
+            results.append(res)
+            progress.update(
+                task,
+                advance=1,
+                description=f"exploring ({strategy}) failing={sum(not r.ok for r in results)}",
+            )
+    seconds = time.perf_counter() - started
+    violations: Counter[str] = Counter()
+    reached: Counter[str] = Counter()
+    for r in results:
+        violations.update(r.violations)
+        reached.update(r.reached)
+    table = Table(title=f"{seeds} seeds x {nodes} nodes x {jobs} jobs x {hours:g} h ({strategy})")
+    for col in ("seeds", "failing", "runs", "duplicates", "misses", "events", "real time", "x real time"):
+        table.add_column(col, justify="right")
+    sim_s = seeds * hours * 3600
+    table.add_row(
+        str(seeds),
+        str(sum(not r.ok for r in results)),
+        str(sum(r.runs for r in results)),
+        str(sum(r.duplicates for r in results)),
+        str(sum(r.misses for r in results)),
+        str(sum(r.events for r in results)),
+        f"{seconds:.1f} s",
+        f"{sim_s / seconds:.0f}",
+    )
+    console.print(table)
+    if violations:
+        vt = Table(title="violations by kind")
+        vt.add_column("kind")
+        vt.add_column("count", justify="right")
+        for kind, n in sorted(violations.items()):
+            vt.add_row(kind, str(n))
+        console.print(vt)
+    if reached:
+        console.print("reached: " + ", ".join(f"{k} x{n}" for k, n in sorted(reached.items())))
+    failing = [r for r in results if not r.ok]
+    if failing:
+        out.mkdir(parents=True, exist_ok=True)
+        console.print(f"[red]{len(failing)} failing seed(s)[/red]:")
+        for r in failing:
+            sc = explore_scenario(r.seed, nodes=nodes, jobs=jobs, hours=hours)
+            if shrink:
+                sc = shrink_run(sc, r.seed, strategy, max_runs=SHRINK_RUNS)
+            else:
+                from dataclasses import replace
+
+                sc = replace(sc, seed=r.seed, strategy=strategy)
+            path = out / f"{sc.name}.toml"
+            path.write_text(sim.dumps(sc), encoding="utf-8")
+            kinds = ", ".join(sorted(r.violations))
+            console.print(f"  seed {r.seed}: {kinds}\n    quorum-cron sim replay {path}")
+        raise SystemExit(1)
+
+
+@sim_group.command("replay")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), help="Write a timeline PNG."
+)
+def replay_cmd(file: Path, plot_path: Path | None) -> None:
+    """Replay a scenario file written by explore/shrink (seed inside), or re-check a trace (.jsonl)."""
+    import sim
+
+    console = _console()
+    if file.suffix == ".jsonl":
+        records = sim.read_trace(file)
+        report = sim.check(records)
+        _print_report(console, report, 0, 0.0, 0)
+        if plot_path is not None:
+            from sim.plot import plot_timeline
+
+            plot_timeline(records, plot_path)
+        if report.unexpected():
+            raise SystemExit(1)
+        return
+    sc = _load(str(file))
+    from sim.scenario import Scenario
+
+    assert isinstance(sc, Scenario)
+    if sc.seed is None:
+        raise click.BadParameter(
+            f"{file} has no 'seed': use 'quorum-cron sim run' for plain scenarios", param_hint="FILE"
+        )
+    started = time.perf_counter()
+    result = sim.run(sc, sc.seed, sc.strategy or "quorum", mutant=sc.mutant)
+    _print_report(console, result.report, result.events, time.perf_counter() - started, sc.duration_ms)
+    console.print(f"trace sha256 {result.trace.sha256()}")
+    if plot_path is not None:
+        from sim.plot import plot_timeline
+
+        plot_timeline(result.trace.records, plot_path)
+    if result.report.unexpected():
+        raise SystemExit(1)

@@ -1,0 +1,456 @@
+"""The checker: reads a trace and says what went wrong, and what dangerous states were reached.
+
+It proves, for the run it reads (not for all runs):
+
+* **no slot executed twice** — every ``run`` record is a side effect; for an
+  ``at-most-once`` job (and for every job under the baseline strategies) a
+  second ``run`` of the same slot fails the run. An ``at-least-once`` job
+  may run again only with a token higher than every earlier run's, i.e.
+  after the store fenced the earlier executor out by a takeover;
+* **no execution under a stale token** — a ``run`` whose token is lower than
+  one the store already committed for that slot;
+* **commits are majority decisions inside the window** — every commit has at
+  least ``Q`` voters agreeing on the committed spec hash (``Q`` computed from
+  the scenario's cluster size, not from what nodes were told), and every
+  vote the store counted arrived, by store time, no earlier than
+  ``fire - max_skew`` and no later than ``fire + deadline``;
+* **every due slot is accounted for** — each fire time of each job between
+  the start and the end of the run (less a tail long enough for a slot to
+  finish) has a terminal entry in the store's final ledger;
+* **liveness** — a due slot whose whole window (from ``max_skew + sweep``
+  plus the largest clock error the scenario can cause before the fire time,
+  to its deadline) saw at least ``Q`` healthy
+  nodes (up, unpaused, linked, trusted, clock within ``max_skew/2``, store
+  up) and no node change health, ran (or was skipped by the overlap policy).
+
+It cannot prove anything about runs it did not see, about slots whose
+window saw a health change (they are exempt from liveness), or about the
+job's own downstream writes beyond the token it was handed.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from quorum_cron.store.base import Delivery
+from sim.quorum import make_schedule
+from sim.scenario import JobDef, Scenario, loads
+from sim.trace import Record
+
+__all__ = [
+    "BUSY_LOOP",
+    "FAILOVER_LOSS",
+    "KNOWN_CORE_BUGS",
+    "LATE_RUN",
+    "UNVOTED",
+    "Report",
+    "Violation",
+    "check",
+]
+
+RAN_STATES = frozenset({"succeeded", "failed", "skipped"})
+
+BUSY_LOOP = "busy wakeup loop"
+UNVOTED = "slot nobody could vote for left unaccounted"
+LATE_RUN = "run started after its lease expired"
+FAILOVER_LOSS = "slot forgotten by a failover that lost writes"
+KNOWN_CORE_BUGS = frozenset({UNVOTED, FAILOVER_LOSS})
+"""Violation kinds of reported, not (fully) fixed core bugs and protocol limits (docs/simulator.md)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken property, at true time ``t``."""
+
+    kind: str
+    job: str
+    fire_ms: int
+    t: int
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.job}@{self.fire_ms} at t={self.t}: {self.detail}"
+
+
+@dataclass
+class Report:
+    """The checker's verdict on one trace."""
+
+    scenario: str
+    seed: int
+    strategy: str
+    violations: list[Violation] = field(default_factory=list)
+    due: int = 0
+    runs: int = 0
+    duplicates: int = 0
+    """Slots executed more often than their delivery allows."""
+    reruns: int = 0
+    """Legal re-runs of at-least-once slots after a takeover."""
+    misses: int = 0
+    """Due slots that never ran (whatever the reason; for comparing strategies)."""
+    liveness_checked: int = 0
+    reached: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def unexpected(self, known: frozenset[str] = KNOWN_CORE_BUGS) -> list[Violation]:
+        """Violations other than those of known, reported core bugs."""
+        return [v for v in self.violations if v.kind not in known]
+
+    def by_kind(self) -> Counter[str]:
+        return Counter(v.kind for v in self.violations)
+
+    def summary(self) -> str:
+        kinds = ", ".join(f"{k}: {n}" for k, n in sorted(self.by_kind().items())) or "no violations"
+        return (
+            f"{self.scenario} seed={self.seed} strategy={self.strategy}: {kinds}; "
+            f"due={self.due} runs={self.runs} duplicates={self.duplicates} misses={self.misses}"
+        )
+
+
+class _Health:
+    """Per-node health over time, from ``health`` records."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, list[int]] = {}
+        self.oks: dict[str, list[bool]] = {}
+
+    def add(self, node: str, t: int, ok: bool) -> None:
+        self.times.setdefault(node, []).append(t)
+        self.oks.setdefault(node, []).append(ok)
+
+    def longest_healthy(self, lo: int, hi: int) -> int:
+        """The longest stretch of [lo, hi] during which one node stayed healthy (ms)."""
+        best = 0
+        for node, times in self.times.items():
+            oks = self.oks[node]
+            i = max(0, bisect.bisect_right(times, lo) - 1)
+            while i < len(times) and times[i] <= hi:
+                if oks[i]:
+                    end = times[i + 1] if i + 1 < len(times) else hi
+                    best = max(best, min(end, hi) - max(times[i], lo))
+                i += 1
+        return best
+
+    def healthy_throughout(self, node: str, lo: int, hi: int) -> bool:
+        times = self.times.get(node, [])
+        i = bisect.bisect_right(times, lo) - 1
+        return i >= 0 and self.oks[node][i] and bisect.bisect_right(times, hi) - 1 == i
+
+    def stable_healthy(self, lo: int, hi: int) -> tuple[int, bool]:
+        """(nodes healthy throughout [lo, hi], whether no node changed in it)."""
+        healthy, stable = 0, True
+        for node, times in self.times.items():
+            i = bisect.bisect_right(times, lo) - 1
+            if bisect.bisect_right(times, hi) - 1 != i:
+                stable = False
+            if i >= 0 and self.oks[node][i]:
+                healthy += 1
+        return healthy, stable
+
+
+def check(records: Sequence[Record]) -> Report:
+    """Check one trace (the records of one run, in order)."""
+    header = records[0]
+    if header.get("ev") != "header":
+        raise ValueError("not a simulator trace: the first record is not a header")
+    sc = loads(header["scenario"], "<trace header>")
+    strategy = header["strategy"]
+    report = Report(scenario=sc.name, seed=header["seed"], strategy=strategy)
+    q = sc.nodes // 2 + 1
+    jobs = {j.name: j for j in sc.jobs}
+    quorum_mode = strategy == "quorum"
+    committed: dict[tuple[str, int], int] = {}
+    counted: dict[tuple[str, int], dict[str, str]] = {}
+    executors: dict[tuple[str, int], list[str]] = {}
+    lossy_failovers: list[int] = []
+    started: dict[tuple[str, str, int, int], int] = {}
+    slot_starts: dict[tuple[str, int], list[int]] = {}
+    lost: list[tuple[int, int]] = []
+    """Windows of store writes that failovers lost."""
+    """(node, job, fire, token) → store time the start was accepted."""
+    """Per slot, the spec hash of each node's vote the store counted (as the node sent it)."""
+    runs: dict[tuple[str, int], list[int]] = {}
+    ledger: dict[tuple[str, int], str] = {}
+    health = _Health()
+    out = report.violations
+    for r in records:
+        ev = r["ev"]
+        if ev == "run":
+            started_at = started.get((r["node"], r["job"], r["fire"], r["token"]))
+            late = started_at is not None and r["t"] - started_at > sc.settings.lease_ms
+            forgotten = any(
+                lo <= s <= hi for s in slot_starts.get((r["job"], r["fire"]), ()) for lo, hi in lost
+            )
+            _on_run(r, report, jobs, committed, runs, quorum_mode, late, forgotten)
+        elif ev == "start" and r["ok"]:
+            started[(r["node"], r["job"], r["fire"], r["token"])] = r["t"]
+            slot_starts.setdefault((r["job"], r["fire"]), []).append(r["t"])
+        elif ev == "fault" and r["kind"] == "store_failover" and r["phase"] == "begin":
+            lost.append((r["t"] - r["lost_ms"], r["t"]))
+        elif ev == "commit":
+            key = (r["job"], r["fire"])
+            executors.setdefault(key, []).append(r["executor"])
+            committed[key] = max(committed.get(key, 0), r["token"])
+            sent = counted.get(key, {})
+            agreeing = sorted(n for n, h in sent.items() if h == r["spec"])
+            if r["by"] == "vote" and len(agreeing) < q:
+                out.append(
+                    Violation(
+                        "commit without a majority",
+                        r["job"],
+                        r["fire"],
+                        r["t"],
+                        f"{len(agreeing)} of {sc.nodes} agreeing voters {agreeing}, need {q}",
+                    )
+                )
+        elif ev == "vote":
+            _on_vote(r, sc, out, counted)
+        elif ev == "health":
+            health.add(r["node"], r["t"], r["ok"])
+        elif ev == "ledger":
+            ledger[(r["job"], r["fire"])] = r["state"]
+        elif ev == "reached":
+            report.reached[r["what"]] += 1
+            if r["what"] == "failover lost writes":
+                lossy_failovers.append(r["t"])
+        elif ev == "spin":
+            out.append(
+                Violation(
+                    BUSY_LOOP,
+                    "",
+                    0,
+                    r["t"],
+                    f"{r['node']}: next_wakeup() is 0 right after a tick that did nothing",
+                )
+            )
+    split = {key for key, sent in counted.items() if len(set(sent.values())) > 1}
+    _check_due(sc, report, runs, ledger, health, quorum_mode, executors, lossy_failovers, split)
+    return report
+
+
+def _on_run(
+    r: Record,
+    report: Report,
+    jobs: Mapping[str, JobDef],
+    committed: dict[tuple[str, int], int],
+    runs: dict[tuple[str, int], list[int]],
+    quorum_mode: bool,
+    late: bool,
+    forgotten: bool,
+) -> None:
+    key = (r["job"], r["fire"])
+    token = r["token"]
+    report.runs += 1
+    current = committed.get(key, 0)
+    if late:
+        # The core ran a job whose start lease had run out before the run began
+        # (a start reply handled after a long pause): whatever else this run
+        # breaks follows from that, so it is reported once, as that.
+        report.violations.append(
+            Violation(
+                LATE_RUN,
+                r["job"],
+                r["fire"],
+                r["t"],
+                f"{r['node']} ran token {token} more than a lease after its start",
+            )
+        )
+        report.duplicates += bool(runs.get(key))
+        runs.setdefault(key, []).append(token)
+        return
+    if token < current:
+        report.violations.append(
+            Violation(
+                "execution under a stale token",
+                r["job"],
+                r["fire"],
+                r["t"],
+                f"{r['node']} ran token {token}, store had committed {current}",
+            )
+        )
+    earlier = runs.setdefault(key, [])
+    if earlier:
+        job = jobs.get(r["job"])
+        again = quorum_mode and job is not None and job.delivery == Delivery.AT_LEAST_ONCE
+        if again and token > max(earlier):
+            report.reruns += 1
+            report.reached["at-least-once slot re-run after a takeover"] += 1
+        elif forgotten:
+            # The earlier start was among the writes a failover lost: the new
+            # primary saw a slot that never started and handed it on.
+            report.duplicates += 1
+            report.violations.append(
+                Violation(
+                    FAILOVER_LOSS,
+                    r["job"],
+                    r["fire"],
+                    r["t"],
+                    f"{r['node']} ran token {token}: the store lost the start of tokens {earlier}",
+                )
+            )
+        else:
+            report.duplicates += 1
+            report.violations.append(
+                Violation(
+                    "slot executed twice",
+                    r["job"],
+                    r["fire"],
+                    r["t"],
+                    f"{r['node']} ran token {token} after tokens {earlier}",
+                )
+            )
+    earlier.append(token)
+
+
+def _on_vote(
+    r: Record, sc: Scenario, out: list[Violation], counted: dict[tuple[str, int], dict[str, str]]
+) -> None:
+    st = r["st"]
+    for job, fire, status, deadline, spec in r["slots"]:
+        if status not in ("recorded", "committed"):
+            continue
+        counted.setdefault((job, fire), {})[r["node"]] = spec
+        if st < fire - sc.settings.max_skew_ms:
+            out.append(
+                Violation(
+                    "vote counted before its window",
+                    job,
+                    fire,
+                    r["t"],
+                    f"{r['node']}'s vote counted at store time {st}, {fire - st} ms before the slot",
+                )
+            )
+        elif st > fire + deadline:
+            out.append(
+                Violation(
+                    "vote counted after its deadline",
+                    job,
+                    fire,
+                    r["t"],
+                    f"{r['node']}'s vote counted {st - fire - deadline} ms after the deadline",
+                )
+            )
+
+
+def _clock_horizon(sc: Scenario) -> int:
+    """An upper bound on how far any node's wall clock can be from true time in this scenario.
+
+    A node whose clock runs ahead handles a slot early — and may give up on
+    it by its own clock — before the slot's window opens; the liveness check
+    looks back this far for health changes, so such slots are exempt.
+    """
+    base = sc.clocks.skew_ms + sc.clocks.drift_ppm * sc.duration_ms // 1_000_000
+    per_node = dict.fromkeys(sc.node_ids, 0)
+    for f in sc.faults:
+        if f.kind in ("clock_jump", "ntp_lie", "clock_strobe"):
+            error = abs(f.by_ms)
+        elif f.kind == "clock_drift":
+            error = abs(f.ppm) * (f.for_ms or sc.duration_ms) // 1_000_000
+        else:
+            continue
+        for node in f.nodes or sc.node_ids:  # ``pick`` may choose any node
+            per_node[node] += error
+    horizon = base + max(per_node.values(), default=0)
+    return horizon
+
+
+def _tail_ms(sc: Scenario, deadline_ms: int, run_hi: int) -> int:
+    s = sc.settings
+    return deadline_ms + s.start_timeout_ms + s.lease_ms + run_hi + 3 * s.sweep_ms + 5_000
+
+
+def _check_due(
+    sc: Scenario,
+    report: Report,
+    runs: dict[tuple[str, int], list[int]],
+    ledger: dict[tuple[str, int], str],
+    health: _Health,
+    quorum_mode: bool,
+    executors: dict[tuple[str, int], list[str]],
+    lossy_failovers: list[int],
+    split: set[tuple[str, int]],
+) -> None:
+    q = sc.nodes // 2 + 1
+    end = sc.start_ms + sc.duration_ms
+    before = sc.settings.max_skew_ms + sc.settings.sweep_ms + _clock_horizon(sc)
+    # Long enough for one node to vote: a call timing out, the retry, and a second call.
+    enough = 2 * sc.network.timeout_ms + sc.settings.retry_ms + sc.settings.max_skew_ms
+    out = report.violations
+    for job in sc.jobs:
+        schedule = make_schedule(job)
+        last = end - _tail_ms(sc, job.deadline_ms, min(job.run_ms[1], job.timeout_ms))
+        for fire in schedule.fire_times(sc.start_ms, last):
+            key = (job.name, fire)
+            report.due += 1
+            ran = key in runs
+            if not ran:
+                report.misses += 1
+            if not quorum_mode:
+                continue
+            state = ledger.get(key)
+            window_end = fire + job.deadline_ms + sc.settings.lease_ms + sc.settings.start_timeout_ms
+            if state is None and any(fire - before <= t <= window_end for t in lossy_failovers):
+                out.append(
+                    Violation(
+                        FAILOVER_LOSS,
+                        job.name,
+                        fire,
+                        fire,
+                        "the store failed over to a replica without the slot's writes",
+                    )
+                )
+            elif state is None:
+                if health.longest_healthy(fire, fire + job.deadline_ms) >= enough:
+                    out.append(
+                        Violation(
+                            "due slot not accounted for",
+                            job.name,
+                            fire,
+                            fire,
+                            "no terminal ledger entry at the end of the run",
+                        )
+                    )
+                else:
+                    out.append(
+                        Violation(
+                            UNVOTED,
+                            job.name,
+                            fire,
+                            fire,
+                            "no node could vote in its window (store unreachable or every "
+                            "clock untrusted) and no terminal ledger entry at the end",
+                        )
+                    )
+            lo, hi = fire - before, fire + job.deadline_ms
+            healthy, stable = health.stable_healthy(lo, hi)
+            # A slot committed to an unhealthy executor waits for a takeover
+            # (start timeout), which the deadline may not leave room for.
+            sound = all(health.healthy_throughout(n, lo, hi) for n in executors.get(key, []))
+            # Voters with different definitions (a deploy in progress) must not fire.
+            if stable and sound and key not in split and healthy >= q:
+                report.liveness_checked += 1
+                if not ran and state not in RAN_STATES:
+                    out.append(
+                        Violation(
+                            "liveness",
+                            job.name,
+                            fire,
+                            fire,
+                            f"{healthy} nodes healthy throughout the window, slot ended "
+                            f"{state or 'unaccounted'}",
+                        )
+                    )
+
+
+def merge(reports: Iterable[Report]) -> Counter[str]:
+    """Violation counts by kind over many reports."""
+    total: Counter[str] = Counter()
+    for rep in reports:
+        total.update(rep.by_kind())
+    return total

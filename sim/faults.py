@@ -1,0 +1,275 @@
+"""Faults: turn a scenario's timed fault list into events on a world.
+
+Each fault of :data:`sim.scenario.FAULT_KINDS` begins at ``at`` and, where
+it has a length, ends ``for`` later; both ends are traced (``fault`` records
+with ``phase`` begin/end) so the checker and the plot can see them. Random
+choices (which nodes ``pick`` selects, flapping intervals, swizzle order)
+come from the world's ``faults`` stream, drawn when the fault is installed,
+so they do not depend on anything that happens during the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from sim.scenario import Fault
+from sim.world import PauseTrigger, SimNode, World
+
+__all__ = ["install_faults"]
+
+
+def install_faults(world: World) -> None:
+    """Schedule every fault of the world's scenario."""
+    for fid, fault in enumerate(world.scenario.faults):
+        _INSTALL[fault.kind](world, fid, fault, _targets(world, fault))
+
+
+def _targets(world: World, f: Fault) -> list[SimNode]:
+    if f.nodes:
+        return [world.nodes[n] for n in f.nodes]
+    ids = sorted(world.nodes)
+    if f.pick:
+        return [world.nodes[n] for n in sorted(world.fault_rng.sample(ids, f.pick))]
+    return [world.nodes[n] for n in ids]
+
+
+def _at(world: World, f: Fault, offset: int, fn: Callable[..., None], *args: Any) -> None:
+    world.loop.at(world.start_ms + f.at_ms + offset, fn, *args)
+
+
+def _mark(world: World, f: Fault, phase: str, nodes: list[SimNode], **details: Any) -> None:
+    world.trace.emit(
+        world.loop.now, "fault", kind=f.kind, phase=phase, nodes=[n.id for n in nodes], **details
+    )
+
+
+def _span(
+    world: World, f: Fault, nodes: list[SimNode], begin: Callable[[], None], end: Callable[[], None]
+) -> None:
+    """A fault active from ``at`` for ``for``: traced, health re-evaluated at both ends."""
+
+    def on_begin() -> None:
+        begin()
+        _mark(world, f, "begin", nodes)
+        world.update_all_health()
+
+    def on_end() -> None:
+        end()
+        _mark(world, f, "end", nodes)
+        world.update_all_health()
+
+    _at(world, f, 0, on_begin)
+    if f.for_ms:
+        _at(world, f, f.for_ms, on_end)
+
+
+def _cut(nodes: list[SimNode], by: int) -> None:
+    for n in nodes:
+        n.link.cuts += by
+
+
+def _partition(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    _span(world, f, nodes, lambda: _cut(nodes, 1), lambda: _cut(nodes, -1))
+
+
+def _flap(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    rng = world.fault_rng
+    for node in nodes:
+        t, down = 0, True
+        while t < f.for_ms:
+            length = min(rng.randint(f.period_ms // 2, f.period_ms * 3 // 2) + 1, f.for_ms - t)
+            if down:
+                piece = Fault(kind="flap", at_ms=f.at_ms + t, for_ms=length)
+                _span(world, piece, [node], partial(_cut, [node], 1), partial(_cut, [node], -1))
+            t, down = t + length, not down
+
+
+def _swizzle(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    rng = world.fault_rng
+    cut_order = list(nodes)
+    rng.shuffle(cut_order)
+    heal_order = list(nodes)
+    rng.shuffle(heal_order)
+    for i, node in enumerate(cut_order):
+        _at(world, f, i * f.period_ms, _swizzle_step, world, f, node, 1)
+    for i, node in enumerate(heal_order):
+        _at(world, f, f.for_ms + i * f.period_ms, _swizzle_step, world, f, node, -1)
+
+
+def _swizzle_step(world: World, f: Fault, node: SimNode, by: int) -> None:
+    _cut([node], by)
+    _mark(world, f, "begin" if by > 0 else "end", [node])
+    world.update_all_health()
+
+
+def _link_mod(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    mod = (f.loss, f.reply_loss, f.delay_ms)
+
+    def apply(m: tuple[float, float, tuple[int, int]] | None) -> None:
+        for n in nodes:
+            n.link.modify(fid, m)
+
+    _span(world, f, nodes, lambda: apply(mod), lambda: apply(None))
+
+
+def _pause(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    if f.when:
+
+        def arm() -> None:
+            world.pause_trigger = PauseTrigger(when=f.when, from_ms=world.loop.now, for_ms=f.for_ms)
+            _mark(world, f, "armed", [], when=f.when)
+
+        _at(world, f, 0, arm)
+        return
+    for node in nodes:
+        _at(world, f, 0, world.pause, node, f.for_ms, "pause fault")
+
+
+def _crash(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    for node in nodes:
+        _at(world, f, 0, world.crash, node, "crash fault")
+        if f.for_ms:
+            _at(world, f, f.for_ms, world.boot, node)
+
+
+def _outage(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    rng = world.fault_rng
+    _at(world, f, 0, _mark, world, f, "begin", nodes)
+    for node in nodes:
+        _at(world, f, rng.randint(0, 500), world.crash, node, "whole-cluster outage")
+        if f.for_ms:
+            _at(world, f, f.for_ms + rng.randint(0, 2_000), world.boot, node)
+    if f.for_ms:
+        _at(world, f, f.for_ms, _mark, world, f, "end", nodes)
+
+
+def _stepped(world: World, nodes: list[SimNode]) -> None:
+    for n in nodes:
+        world.clock_stepped(n)
+
+
+def _clock_jump(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    def jump(by: int) -> None:
+        for n in nodes:
+            n.clock.jump(by)
+        _stepped(world, nodes)
+
+    _span(world, f, nodes, lambda: jump(f.by_ms), lambda: jump(-f.by_ms))
+
+
+def _clock_drift(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    before: dict[str, int] = {}
+
+    def begin() -> None:
+        for n in nodes:
+            before[n.id] = n.clock.ppm
+            n.clock.set_drift(world.loop.now, f.ppm)
+        _stepped(world, nodes)
+
+    def end() -> None:
+        for n in nodes:
+            n.clock.set_drift(world.loop.now, before.get(n.id, 0))
+        _stepped(world, nodes)
+
+    _span(world, f, nodes, begin, end)
+
+
+def _clock_strobe(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    def strobe(amplitude: int) -> None:
+        for n in nodes:
+            n.clock.set_strobe(world.loop.now, amplitude, f.period_ms)
+        _stepped(world, nodes)
+
+    _span(world, f, nodes, lambda: strobe(abs(f.by_ms)), lambda: strobe(0))
+
+
+def _ntp_lie(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    """The node's NTP server is ``by`` off: ntpd steps the clock to it, the guard sees no error."""
+
+    def lie(by: int) -> None:
+        for n in nodes:
+            n.ntp_bias += by
+            n.clock.jump(by)
+            n.guard_last = None  # the step is ntpd's own: the guard expects it
+        _stepped(world, nodes)
+
+    _span(world, f, nodes, lambda: lie(f.by_ms), lambda: lie(-f.by_ms))
+
+
+def _store_restart(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    def down() -> None:
+        world.store.up = False
+
+    def up() -> None:
+        world.store.up = True
+        if f.lose_state:
+            world.store.state = world.strategy.make_stores(world)
+            world.reached("store restarted empty")
+
+    _span(world, f, [], down, up)
+
+
+def _store_failover(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    """The primary dies at ``at``; a replica that is ``by`` behind takes over ``for`` later."""
+    saved: dict[str, Any] = {}
+
+    def snapshot() -> None:
+        saved["state"] = world.store.state.snapshot()
+        saved["writes"] = world.store.writes
+
+    def down() -> None:
+        world.store.up = False
+        lost = world.store.writes - saved.get("writes", 0)
+        world.store.state = saved.get("state") or world.strategy.make_stores(world)
+        if lost:
+            world.reached("failover lost writes", writes=lost)
+
+    def up() -> None:
+        world.store.up = True
+
+    def begin() -> None:
+        down()
+        _mark(world, f, "begin", [], lost_ms=f.by_ms)
+        world.update_all_health()
+
+    def end() -> None:
+        up()
+        _mark(world, f, "end", [])
+        world.update_all_health()
+
+    if f.at_ms - f.by_ms >= 0:
+        _at(world, f, -f.by_ms, snapshot)
+    _at(world, f, 0, begin)
+    _at(world, f, f.for_ms, end)
+
+
+def _deploy(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    def restart(node: SimNode) -> None:
+        node.specs[f.job] = f.spec
+        world.boot(node)
+
+    for i, node in enumerate(nodes):
+        _at(world, f, i * f.period_ms, world.crash, node, "rolling deploy")
+        _at(world, f, i * f.period_ms + f.for_ms, restart, node)
+    _at(world, f, 0, lambda: _mark(world, f, "begin", nodes, job=f.job, spec=f.spec))
+
+
+_INSTALL: dict[str, Callable[[World, int, Fault, list[SimNode]], None]] = {
+    "partition": _partition,
+    "flap": _flap,
+    "swizzle": _swizzle,
+    "loss": _link_mod,
+    "delay": _link_mod,
+    "pause": _pause,
+    "crash": _crash,
+    "outage": _outage,
+    "clock_jump": _clock_jump,
+    "clock_drift": _clock_drift,
+    "clock_strobe": _clock_strobe,
+    "ntp_lie": _ntp_lie,
+    "store_restart": _store_restart,
+    "store_failover": _store_failover,
+    "deploy": _deploy,
+}

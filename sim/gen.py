@@ -1,0 +1,189 @@
+"""Random scenarios and fault schedules, written once for two sources of choices.
+
+The seeded explorer draws from a ``random.Random``; the hypothesis
+strategies (``sim.strategies``) draw from hypothesis, which can then shrink
+what it drew. Both go through a :class:`Chooser`, so they generate the same
+space of faults and jobs from the same code.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
+
+from quorum_cron.store.base import Delivery, Overlap
+from sim.scenario import Fault, JobDef, Scenario
+
+__all__ = ["Chooser", "RandomChooser", "random_fault", "random_jobs", "random_scenario"]
+
+T = TypeVar("T")
+
+EXPLORE_KINDS: tuple[str, ...] = (
+    "partition",
+    "flap",
+    "swizzle",
+    "loss",
+    "delay",
+    "pause",
+    "crash",
+    "outage",
+    "clock_jump",
+    "clock_drift",
+    "clock_strobe",
+    "ntp_lie",
+    "store_restart",
+    "store_failover",
+    "deploy",
+)
+"""Fault kinds the explorer draws from (all of them)."""
+
+
+class Chooser(Protocol):
+    def int(self, lo: int, hi: int) -> int:
+        """An integer in [lo, hi]."""
+        ...
+
+    def choice(self, options: Sequence[T]) -> T: ...
+
+
+class RandomChooser:
+    """Choices from a seeded ``random.Random``."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def int(self, lo: int, hi: int) -> int:
+        return self.rng.randint(lo, hi)
+
+    def choice(self, options: Sequence[T]) -> T:
+        return options[self.rng.randrange(len(options))]
+
+
+def _nodes(c: Chooser, node_ids: Sequence[str], most: int) -> tuple[str, ...]:
+    k = c.int(1, max(1, most))
+    chosen: list[str] = []
+    pool = list(node_ids)
+    for _ in range(k):
+        n = c.choice(pool)
+        pool.remove(n)
+        chosen.append(n)
+    return tuple(sorted(chosen))
+
+
+def random_fault(
+    c: Chooser,
+    node_ids: Sequence[str],
+    duration_ms: int,
+    jobs: Sequence[str],
+    kinds: Sequence[str] = EXPLORE_KINDS,
+) -> Fault:
+    """One fault of one of ``kinds``, starting somewhere in the first 90 % of the run."""
+    kind = c.choice(kinds)
+    n = len(node_ids)
+    at = c.int(0, duration_ms * 9 // 10 // 1000) * 1000
+    length = c.choice((2_000, 10_000, 30_000, 60_000, 180_000))
+    nodes = _nodes(c, node_ids, n - 1 if kind in ("crash", "pause", "deploy") else n)
+    if kind in ("partition", "loss", "delay", "crash", "clock_jump", "clock_drift", "ntp_lie"):
+        base = Fault(kind=kind, at_ms=at, for_ms=length, nodes=nodes)
+        if kind == "loss":
+            return Fault(
+                kind=kind,
+                at_ms=at,
+                for_ms=length,
+                nodes=nodes,
+                loss=c.choice((0.05, 0.2, 0.5)),
+                reply_loss=c.choice((0.0, 0.1, 0.5)),
+            )
+        if kind == "delay":
+            return Fault(
+                kind=kind, at_ms=at, for_ms=length, nodes=nodes, delay_ms=(1, c.choice((50, 300, 900)))
+            )
+        if kind == "clock_jump":
+            by = c.choice((-60_000, -30_000, -2_000, -300, 300, 2_000, 30_000))
+            return Fault(kind=kind, at_ms=at, for_ms=c.choice((0, length)), nodes=nodes, by_ms=by)
+        if kind == "clock_drift":
+            return Fault(
+                kind=kind, at_ms=at, for_ms=length, nodes=nodes, ppm=c.choice((-5_000, -500, 500, 5_000))
+            )
+        if kind == "ntp_lie":
+            return Fault(
+                kind=kind, at_ms=at, for_ms=length, nodes=nodes, by_ms=c.choice((-5_000, -400, 400, 5_000))
+            )
+        return base
+    if kind == "pause":
+        when = c.choice(("", "", "run", "commit", "start"))
+        return Fault(kind=kind, at_ms=at, for_ms=length, nodes=() if when else nodes, when=when)
+    if kind == "flap":
+        return Fault(kind=kind, at_ms=at, for_ms=length, nodes=nodes, period_ms=c.choice((500, 2_000, 5_000)))
+    if kind == "swizzle":
+        return Fault(
+            kind=kind, at_ms=at, for_ms=length, nodes=nodes, period_ms=c.choice((1_000, 5_000, 15_000))
+        )
+    if kind == "clock_strobe":
+        return Fault(
+            kind=kind,
+            at_ms=at,
+            for_ms=length,
+            nodes=nodes,
+            by_ms=c.choice((100, 400, 2_000)),
+            period_ms=c.choice((1_000, 7_000)),
+        )
+    if kind == "outage":
+        return Fault(kind=kind, at_ms=at, for_ms=length)
+    if kind == "store_restart":
+        return Fault(kind=kind, at_ms=at, for_ms=c.choice((500, 3_000, 30_000)))
+    if kind == "store_failover":
+        return Fault(
+            kind=kind, at_ms=at, for_ms=c.choice((0, 1_000, 5_000)), by_ms=c.choice((10, 200, 2_000))
+        )
+    return Fault(
+        kind="deploy",
+        at_ms=at,
+        for_ms=c.choice((1_000, 5_000)),
+        nodes=nodes,
+        period_ms=c.choice((5_000, 30_000)),
+        job=c.choice(jobs),
+        spec=f"v{c.int(2, 9)}",
+    )
+
+
+def random_jobs(c: Chooser, count: int) -> tuple[JobDef, ...]:
+    """``count`` jobs with periods from 2 s to 5 min and varied delivery, overlap and misfire."""
+    jobs = []
+    for i in range(count):
+        every = c.choice((2_000, 5_000, 10_000, 30_000, 60_000, 300_000))
+        deadline = max(1_000, every // c.choice((2, 4)))
+        run_hi = c.choice((200, 2_000, 20_000, 60_000))
+        jobs.append(
+            JobDef(
+                name=f"job{i}",
+                every_ms=every,
+                deadline_ms=min(deadline, 60_000),
+                run_ms=(min(100, run_hi), run_hi),
+                fail_rate=c.choice((0.0, 0.0, 0.1)),
+                delivery=c.choice((Delivery.AT_MOST_ONCE, Delivery.AT_LEAST_ONCE)),
+                overlap=c.choice((Overlap.FORBID, Overlap.ALLOW, Overlap.REPLACE)),
+                misfire=c.choice(("skip", "run-once")),
+            )
+        )
+    return tuple(jobs)
+
+
+def random_scenario(
+    c: Chooser,
+    *,
+    name: str,
+    nodes: int,
+    jobs: int,
+    duration_ms: int,
+    faults_per_hour: int = 12,
+    kinds: Sequence[str] = EXPLORE_KINDS,
+) -> Scenario:
+    """A cluster of ``nodes`` running ``jobs`` random jobs under random faults."""
+    job_defs = random_jobs(c, jobs)
+    node_ids = tuple(f"n{i}" for i in range(1, nodes + 1))
+    count = c.int(0, max(1, faults_per_hour * duration_ms // 3_600_000))
+    faults = [random_fault(c, node_ids, duration_ms, [j.name for j in job_defs], kinds) for _ in range(count)]
+    faults.sort(key=lambda f: f.at_ms)
+    return Scenario(name=name, nodes=nodes, duration_ms=duration_ms, jobs=job_defs, faults=tuple(faults))

@@ -1,0 +1,421 @@
+"""The ``quorum`` strategy: the real :class:`~quorum_cron.core.NodeCore` on the memory store.
+
+Each node process is a ``NodeCore`` fed virtual time from its host's clocks;
+its store actions travel over the simulated link and execute on the store
+host's :class:`~quorum_cron.store.memory.MemoryStore` (whose clock is the
+store host's clock). When a call commits a slot to another node, the store
+host publishes an assignment notice to it, as the Redis agent's pub/sub
+channel does. The ``store_factory`` hook lets ``sim.mutants`` swap in a
+deliberately broken store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from quorum_cron.core import (
+    Abstain,
+    Action,
+    CoreJob,
+    Finish,
+    Kill,
+    NodeCore,
+    NodeSettings,
+    Now,
+    ReadHighWater,
+    ReadSlot,
+    RecordMissed,
+    Renew,
+    Run,
+    Start,
+    Sweep,
+    Vote,
+)
+from quorum_cron.schedule import Schedule
+from quorum_cron.store.base import SlotState, SlotView, TransitionResult, VoteResult, VoteStatus
+from quorum_cron.store.memory import MemoryStore
+from sim.scenario import JobDef
+from sim.world import SimNode, World
+
+__all__ = ["QuorumProcess", "QuorumStrategy", "base_spec_hash", "make_schedule"]
+
+
+def make_schedule(job: JobDef) -> Schedule:
+    """The job's schedule, through quorum_cron.schedule like the agent's."""
+    if job.cron:
+        return Schedule.parse(job.cron, job.timezone, job=job.name)
+    return Schedule.parse(f"@every {job.every_ms}ms", job=job.name)
+
+
+class MemoSchedule:
+    """A schedule that remembers ``next_after`` answers as intervals (schedules are pure).
+
+    ``next_after(a) = t`` means no fire time lies in ``(a, t)``, so every
+    ``ms`` in ``[a, t)`` has the same answer. The core asks
+    ``next_after(cursor)`` for every job on every wake-up, with a cursor
+    that creeps forward; for cron expressions each fresh answer costs a
+    croniter walk.
+    """
+
+    __slots__ = ("_spans", "schedule")
+
+    MAX_SPANS = 16
+
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
+        self._spans: list[tuple[int, int]] = []
+
+    def next_after(self, ms: int) -> int:
+        for a, t in self._spans:
+            if a <= ms < t:
+                return t
+        t = self.schedule.next_after(ms)
+        self._spans.insert(0, (ms, t))
+        del self._spans[self.MAX_SPANS :]
+        return t
+
+    def fire_times(self, start_ms: int, end_ms: int) -> Iterator[int]:
+        """Fire times in ``(start_ms, end_ms]``, by repeated (remembered) ``next_after``."""
+        t = self.next_after(start_ms)
+        while t <= end_ms:
+            yield t
+            t = self.next_after(t)
+
+
+def base_spec_hash(job: JobDef) -> str:
+    """A stand-in for ``JobSpec.spec_hash``: the same definition gives the same hash."""
+    text = (
+        f"{job.name}|{job.every_ms}|{job.cron}|{job.timezone}|{job.timeout_ms}|{job.delivery}|{job.overlap}"
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+StoreFactory = Callable[[World], MemoryStore]
+
+
+class QuorumStrategy:
+    """Nodes running the protocol core against the memory model of the Redis scripts."""
+
+    name = "quorum"
+
+    def __init__(
+        self,
+        store_factory: StoreFactory | None = None,
+        quorum: int | None = None,
+        exact_wakeups: bool = False,
+    ) -> None:
+        self._store_factory = store_factory
+        self._quorum = quorum
+        self._schedules: dict[str, MemoSchedule] = {}
+        self.exact_wakeups = exact_wakeups
+        """Ask the core for its next wakeup after every input (slow; tests compare both modes)."""
+
+    def make_stores(self, world: World) -> MemoryStore:
+        if self._store_factory is not None:
+            return self._store_factory(world)
+        store_clock = world.store.clock
+        loop = world.loop
+        return MemoryStore(lambda: store_clock.wall(loop.now))
+
+    def core_jobs(self, world: World, node: SimNode) -> list[CoreJob]:
+        jobs = []
+        for job in world.scenario.jobs:
+            if job.name not in self._schedules:
+                self._schedules[job.name] = MemoSchedule(make_schedule(job))
+            spec = base_spec_hash(job)
+            if job.name in node.specs:
+                spec = hashlib.sha256(f"{spec}|{node.specs[job.name]}".encode()).hexdigest()[:12]
+            jobs.append(
+                CoreJob(
+                    name=job.name,
+                    schedule=self._schedules[job.name],
+                    spec_hash=spec,
+                    deadline_ms=job.deadline_ms,
+                    timeout_ms=job.timeout_ms,
+                    overlap=job.overlap,
+                    delivery=job.delivery,
+                    misfire=job.misfire,
+                )
+            )
+        return jobs
+
+    def make_process(self, world: World, node: SimNode) -> QuorumProcess:
+        s = world.scenario.settings
+        settings = NodeSettings(
+            node_id=node.id,
+            quorum=self._quorum or world.scenario.quorum,
+            max_skew_ms=s.max_skew_ms,
+            lease_ms=s.lease_ms,
+            start_timeout_ms=s.start_timeout_ms,
+            retry_ms=s.retry_ms,
+            sweep_ms=s.sweep_ms,
+            assign_poll_ms=s.assign_poll_ms,
+        )
+        jobs = self.core_jobs(world, node)
+        return QuorumProcess(
+            world, node, NodeCore(settings, jobs), _Bounds(settings, jobs, self.exact_wakeups)
+        )
+
+    @staticmethod
+    def mutates(payload: Any) -> bool:
+        return not isinstance(payload, (ReadSlot, ReadHighWater))
+
+    @staticmethod
+    def reply_commits(node: SimNode, reply: Any) -> bool:
+        return isinstance(reply, list) and any(
+            isinstance(r, VoteResult) and r.status == VoteStatus.COMMITTED for r in reply
+        )
+
+    # -- the store side --------------------------------------------------------
+
+    def execute(self, world: World, node: SimNode, action: Any) -> Any:
+        store: MemoryStore = world.store.state
+        t = world.loop.now
+        emit = world.trace.emit
+        kind = type(action)
+        world.store.caller = node
+        if kind is Vote:
+            results = store.vote(action.requests)
+            emit(
+                t,
+                "vote",
+                node=node.id,
+                st=world.store.clock.wall(t),
+                slots=[
+                    [r.job, r.fire_ms, vr.status.value, r.deadline_ms, r.spec_hash]
+                    for r, vr in zip(action.requests, results, strict=True)
+                ],
+            )
+            for vr in results:
+                if vr.status == VoteStatus.COMMITTED:
+                    self._decided(world, node, vr.slot, "vote")
+                elif vr.status == VoteStatus.EARLY:
+                    world.reached("vote refused as early by store time", node=node.id)
+            return results
+        if kind is Sweep:
+            views = store.sweep(action.params)
+            for view in views:
+                self._decided(world, node, view, "takeover")
+            return views
+        if kind is Start:
+            res = store.start(action.job, action.fire_ms, node.id, action.token, action.lease_ms)
+            self._transition(world, node, "start", action.job, action.fire_ms, action.token, res)
+            if not res.ok and res.slot.token > action.token:
+                world.reached("stale executor refused by the fenced start", node=node.id)
+            if res.ok:
+                world.on_started(node)
+            return res
+        if kind is Renew:
+            res = store.renew(action.job, action.fire_ms, node.id, action.token, action.lease_ms)
+            if not res.ok:
+                self._transition(world, node, "renew", action.job, action.fire_ms, action.token, res)
+            return res
+        if kind is Finish:
+            res = store.finish(
+                action.job, action.fire_ms, node.id, action.token, action.succeeded, action.detail
+            )
+            self._transition(world, node, "finish", action.job, action.fire_ms, action.token, res)
+            return res
+        if kind is ReadSlot:
+            return store.slot(action.job, action.fire_ms)
+        if kind is ReadHighWater:
+            return store.high_water(action.job)
+        if kind is RecordMissed:
+            before = store.slot(action.job, action.fire_ms).state
+            view = store.record_missed(action.job, action.fire_ms, action.deadline_ms, action.reason)
+            if view.state != before:
+                world.reached("slot accounted for by catch-up after an outage")
+                self._decided(world, node, view, "catch-up")
+            return view
+        raise TypeError(f"not a store action: {action!r}")
+
+    @staticmethod
+    def _transition(
+        world: World, node: SimNode, ev: str, job: str, fire_ms: int, token: int, res: TransitionResult
+    ) -> None:
+        world.trace.emit(
+            world.loop.now, ev, node=node.id, job=job, fire=fire_ms, token=token, ok=res.ok, why=res.reason
+        )
+
+    @staticmethod
+    def _decided(world: World, caller: SimNode, view: SlotView, by: str) -> None:
+        t = world.loop.now
+        if view.state != SlotState.COMMITTED:
+            world.trace.emit(
+                t, "decided", job=view.job, fire=view.fire_ms, state=view.state.value, why=view.reason, by=by
+            )
+            return
+        world.trace.emit(
+            t,
+            "commit",
+            job=view.job,
+            fire=view.fire_ms,
+            token=view.token,
+            executor=view.executor,
+            votes=[list(v) for v in view.votes],
+            spec=view.spec_hash,
+            st=world.store.clock.wall(t),
+            by=by,
+        )
+        executor = world.nodes.get(view.executor)
+        if executor is None:
+            return
+        if by == "takeover":
+            world.reached("slot taken over by another executor", job=view.job)
+        world.on_commit(executor)
+        if executor is not caller:
+            world.notify(executor, view)
+
+    def finish_trace(self, world: World) -> None:
+        """Append the store's ledger (the final word on every slot) to the trace."""
+        store: MemoryStore = world.store.state
+        for job in world.scenario.jobs:
+            for e in reversed(store.ledger(job.name, 1_000_000)):
+                world.trace.emit(
+                    world.end_ms,
+                    "ledger",
+                    job=e.job,
+                    fire=e.fire_ms,
+                    state=e.state.value,
+                    why=e.reason,
+                    executor=e.executor,
+                    token=e.token,
+                    voters=list(e.voters),
+                )
+
+
+INF = 1 << 62
+
+SPIN_FLOOR_MS = 50
+"""Wake-up delay used when the core asks for 0 ms right after a tick (a busy loop)."""
+
+
+class _Bounds:
+    """Lower bounds on how soon a new core timer can fall due after each kind of input.
+
+    ``NodeCore.next_wakeup`` is O(jobs); asking it after every reply would
+    dominate the run time. An input can only add timers at least this far
+    out (a retry after ``retry_ms``, a poll, a renewal after ``lease/3``…),
+    so when the node already has a wake scheduled no later than that, asking
+    is pointless and skipped. ``exact`` turns the shortcut off; a test runs
+    both ways and demands byte-identical traces, which is what keeps these
+    bounds honest if the core's timers change.
+    """
+
+    __slots__ = ("exact", "failure", "notice", "reply")
+
+    def __init__(self, s: NodeSettings, jobs: Sequence[CoreJob], exact: bool) -> None:
+        self.exact = exact
+        renew = max(1, s.lease_ms // 3)
+        # A reply that reveals a commit can defer the start to the fire time,
+        # which votes lead by ``vote_lead_ms``: those inputs always ask (0).
+        self.reply: dict[type, int] = {
+            Vote: 0,
+            Start: 0,
+            Renew: renew,
+            Sweep: 0,
+            ReadSlot: 0,
+            ReadHighWater: 0,
+            Finish: 0,
+            RecordMissed: 0,
+        }
+        self.notice = 0
+        self.failure = s.retry_ms
+
+
+class QuorumProcess:
+    """One node: a ``NodeCore`` whose actions the world carries out."""
+
+    __slots__ = ("bounds", "core", "node", "spinning", "world")
+
+    def __init__(self, world: World, node: SimNode, core: NodeCore, bounds: _Bounds) -> None:
+        self.world = world
+        self.node = node
+        self.core = core
+        self.bounds = bounds
+        self.spinning = False
+
+    def _now(self) -> Now:
+        t = self.world.loop.now
+        clock = self.node.clock
+        return Now(wall_ms=clock.wall(t), mono_ms=clock.mono(t))
+
+    def _apply(self, actions: Sequence[Action], now: Now, bound: int | None) -> None:
+        """Carry out the actions; then make sure the node wakes when the core next needs it.
+
+        ``bound``: no timer the input added falls due sooner than this (mono
+        ms), so a wake-up already scheduled that soon makes asking the core
+        unnecessary; ``None``: do not reschedule (the caller does).
+        """
+        world, node = self.world, self.node
+        for a in actions:
+            kind = type(a)
+            if kind is Run:
+                assert isinstance(a, Run)
+                world.start_run(node, a.job, a.fire_ms, a.token, a.timeout_ms)
+            elif kind is Kill:
+                assert isinstance(a, Kill)
+                world.kill_run(node, a.job, a.fire_ms, a.token, a.reason)
+            elif kind is Abstain:
+                assert isinstance(a, Abstain)
+                world.trace.emit(
+                    world.loop.now, "abstain", node=node.id, job=a.job, fire=a.fire_ms, why=a.reason
+                )
+            else:
+                world.send(node, a)
+        if bound is None or node.paused or not node.up:
+            return
+        soon_enough = node.wake_at is not None and (
+            bound >= INF or node.wake_at <= node.clock.true_after(bound, world.loop.now)
+        )
+        if soon_enough and not self.bounds.exact:
+            return
+        wait = self.core.next_wakeup(now)
+        world.wake_in(node, SPIN_FLOOR_MS if wait == 0 and self.spinning else wait)
+
+    def boot(self) -> None:
+        self.wake()
+
+    def wake(self) -> None:
+        now = self._now()
+        world, node = self.world, self.node
+        actions = self.core.tick(now)
+        self._apply(actions, now, None)
+        if node.paused or not node.up:
+            return
+        wait = self.core.next_wakeup(now)
+        if wait == 0:
+            # The tick just did everything due, yet the core asks to be woken
+            # at once: a real agent would spin. Trace it (the checker reports
+            # it) and wake a little later so simulated time moves on.
+            if not self.spinning:
+                self.spinning = True
+                world.trace.emit(world.loop.now, "spin", node=node.id)
+            wait = SPIN_FLOOR_MS
+        else:
+            self.spinning = False
+        world.wake_in(node, wait)
+
+    def reply(self, payload: Any, reply: Any) -> None:
+        now = self._now()
+        self._apply(self.core.on_reply(payload, reply, now), now, self.bounds.reply[type(payload)])
+
+    def failure(self, payload: Any) -> None:
+        now = self._now()
+        self._apply(self.core.on_failure(payload, now), now, self.bounds.failure)
+
+    def notice(self, payload: Any) -> None:
+        view: SlotView = payload
+        now = self._now()
+        self._apply(self.core.on_assigned(view.job, view.fire_ms, view.token, now), now, self.bounds.notice)
+
+    def run_finished(self, job: str, fire_ms: int, token: int, ok: bool, detail: str) -> None:
+        now = self._now()
+        self._apply(self.core.on_run_finished(job, fire_ms, token, ok, detail, now), now, INF)
+
+    def set_trust(self, trusted: bool, why: str) -> None:
+        self.core.set_trust(trusted, why)
+        if not self.node.paused:
+            self.world.wake_in(self.node, 0)

@@ -1,0 +1,91 @@
+"""The random explorer, the hypothesis strategies, and shrinking a failing run to a replayable file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sim
+from sim.checker import LATE_RUN
+from sim.explore import SeedResult, explore, explore_scenario, shrink
+from sim.strategies import fault_schedules, scenarios
+
+SCENARIO_DIR = Path(sim.__file__).parent / "scenarios"
+WORKERS = min(2, os.cpu_count() or 1)
+
+
+def test_explore_is_deterministic_per_seed() -> None:
+    assert explore_scenario(5) == explore_scenario(5) != explore_scenario(6)
+    a = list(explore(range(3), hours=0.05))
+    assert a == list(explore(range(3), hours=0.05))
+    assert all(r.ok for r in a), [r for r in a if not r.ok]
+
+
+@pytest.fixture(scope="module")
+def explored() -> list[SeedResult]:
+    return list(explore(range(200), nodes=5, jobs=3, hours=1.0, workers=WORKERS))
+
+
+@pytest.mark.slow
+def test_explore_200_seeds_5_nodes_1_hour(explored: list[SeedResult]) -> None:
+    assert len(explored) == 200
+    failing = {r.seed: r.violations for r in explored if not r.ok}
+    assert failing == {}
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True, reason="a failover that loses a start runs the slot twice (seed 172, docs/simulator.md)"
+)
+def test_explore_200_seeds_runs_nothing_late_or_twice(explored: list[SeedResult]) -> None:
+    assert sum(r.duplicates for r in explored) == 0
+    assert [r.seed for r in explored if LATE_RUN in r.violations] == []
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(nodes=3, jobs=2, duration_ms=300_000, max_faults=4), st.integers(0, 2**32 - 1))
+def test_generated_scenarios_pass(scenario: sim.Scenario, seed: int) -> None:
+    assert sim.loads(sim.dumps(scenario)) == scenario
+    assert sim.run(scenario, seed).report.unexpected() == []
+
+
+@settings(max_examples=20, deadline=None)
+@given(fault_schedules(("n1", "n2", "n3"), 600_000, max_faults=5))
+def test_fault_schedules_are_valid_and_in_time_order(faults: tuple[sim.Fault, ...]) -> None:
+    from sim.scenario import validate_fault
+
+    assert [f.at_ms for f in faults] == sorted(f.at_ms for f in faults)
+    for f in faults:
+        validate_fault(f, ("n1", "n2", "n3"), {"job0"}, "generated")
+        assert 0 <= f.at_ms < 600_000
+
+
+def test_shrink_a_planted_bug_to_a_file_that_replays_it(tmp_path: Path) -> None:
+    base = sim.load(SCENARIO_DIR / "executor-paused-at-commit.toml")
+    noisy = base.with_faults(base.faults + tuple(explore_scenario(3, hours=4 / 60).faults))
+    seed = next(
+        s
+        for s in range(10)
+        if any(
+            v.kind == "slot executed twice"
+            for v in sim.run(noisy, s, mutant="unfenced-start").report.unexpected()
+        )
+    )
+    small = shrink(noisy, seed, mutant="unfenced-start")
+    assert len(small.faults) < len(noisy.faults) and small.duration_ms <= noisy.duration_ms
+    path = tmp_path / "shrunk.toml"
+    path.write_text(sim.dumps(small), encoding="utf-8")
+    again = sim.load(path)
+    assert (again.seed, again.strategy, again.mutant) == (seed, "quorum", "unfenced-start")
+    replayed = sim.run(again, again.seed or 0, again.strategy, mutant=again.mutant)
+    assert "slot executed twice" in replayed.report.by_kind()
+    assert replayed.trace.sha256() == sim.run(again, seed, mutant="unfenced-start").trace.sha256()
+
+
+def test_shrink_refuses_a_passing_run() -> None:
+    with pytest.raises(ValueError, match="does not fail"):
+        shrink(sim.load(SCENARIO_DIR / "minority-partition.toml"), 0)
