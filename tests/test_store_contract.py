@@ -115,6 +115,8 @@ class StoreParity(RuleBasedStateMachine):
         self.commits: dict[tuple[str, int], int] = defaultdict(int)
         self.max_token: dict[str, int] = defaultdict(int)
         self.max_quorum: dict[str, int] = defaultdict(int)
+        self.max_deadline: dict[tuple[str, int], int] = defaultdict(int)
+        """Per slot, the largest deadline a stored vote carried (the slot's deadline is at most that)."""
 
     def clock(self) -> int:
         return self.now
@@ -248,6 +250,7 @@ class StoreParity(RuleBasedStateMachine):
                 self.known.append(key)
             if res.status in (VoteStatus.RECORDED, VoteStatus.COMMITTED):
                 self.max_quorum[req.job] = max(self.max_quorum[req.job], req.quorum)
+                self.max_deadline[key] = max(self.max_deadline[key], req.deadline_ms)
             if res.status != VoteStatus.COMMITTED:
                 continue
             self.commits[key] += 1
@@ -258,7 +261,8 @@ class StoreParity(RuleBasedStateMachine):
             assert len(agreeing) >= self.max_quorum[req.job], (
                 f"slot {key} committed with {agreeing} agreeing, quorum floor {self.max_quorum[req.job]}"
             )
-            assert req.fire_ms - req.max_skew_ms <= res.now_ms <= req.fire_ms + req.deadline_ms
+            # Inside the window; the deadline is the largest any vote for the slot carried.
+            assert req.fire_ms - req.max_skew_ms <= res.now_ms <= req.fire_ms + self.max_deadline[key]
             if slot.state == SlotState.COMMITTED:
                 assert slot.executor in agreeing
                 assert slot.committed_ms == res.now_ms
@@ -555,3 +559,71 @@ def test_redis_store_matches_model(redis_server: EmbeddedRedis) -> None:
     ):
         assert STATS[outcome] > 0, f"the contract suite never produced {outcome!r}: {dict(STATS)}"
     assert any(k.startswith("sweep -> ") for k in STATS), f"no sweep ever changed a slot: {dict(STATS)}"
+
+
+# -- a deadline widened by one vote holds for the slot ---------------------------------
+
+
+def _both_stores(redis_server: EmbeddedRedis, clock: Any) -> tuple[redis.Redis, list[Any]]:
+    client = redis_server.client(retry=None, socket_timeout=5.0)
+    client.flushall()
+    return client, [RedisStore(client, "widened", clock=clock), MemoryStore(clock)]
+
+
+def test_widened_deadline_keeps_a_proposed_slot_from_being_swept(redis_server: EmbeddedRedis) -> None:
+    """A node catching up after an outage votes with a widened deadline: the slot stays proposed
+    under the job's normal deadline (sweep, other votes, record_missed) and is missed once the
+    widened one passed. Both stores, same replies."""
+    fire, normal, widened = BASE_MS, 30_000, 300_000
+    now = [fire + 120_000]  # the normal deadline passed long ago
+    client, stores = _both_stores(redis_server, lambda: now[0])
+    try:
+        replies: list[list[Any]] = []
+        for store in stores:
+            got: list[Any] = []
+            now[0] = fire + 120_000
+            got.append(store.vote([VoteRequest("j", fire, "n1", "h1", 3, SKEW_MS, widened)]))
+            got.append(store.vote([VoteRequest("j", fire, "n2", "h1", 3, SKEW_MS, normal)]))
+            got.append(store.sweep([SweepParams("j", normal, 5_000)]))
+            got.append(store.record_missed("j", fire, normal, "no quorum before the deadline"))
+            now[0] = fire + widened
+            got.append(store.sweep([SweepParams("j", normal, 5_000)]))  # the widened deadline is inclusive
+            now[0] = fire + widened + 1
+            got.append(store.sweep([SweepParams("j", normal, 5_000)]))
+            replies.append(got)
+        assert replies[0] == replies[1], f"redis replied\n  {replies[0]}\nmodel replied\n  {replies[1]}"
+        first, second, swept, recorded, at_deadline, after = replies[1]
+        assert [r.status for r in first + second] == [VoteStatus.RECORDED, VoteStatus.RECORDED]
+        assert swept == [] and at_deadline == []
+        assert recorded.state == SlotState.PROPOSED
+        [missed] = after
+        assert (missed.state, missed.reason) == (SlotState.MISSED, "deadline passed before quorum")
+        assert missed.votes == (("n1", "h1"), ("n2", "h1"))
+    finally:
+        client.close()
+
+
+def test_widened_deadline_carries_to_the_commit_and_start(redis_server: EmbeddedRedis) -> None:
+    """The quorum completed by normal-deadline votes commits, and the start deadline is the widened one."""
+    fire, normal, widened = BASE_MS, 30_000, 300_000
+    now = [fire + 120_000]
+    client, stores = _both_stores(redis_server, lambda: now[0])
+    try:
+        replies: list[list[Any]] = []
+        for store in stores:
+            now[0] = fire + 120_000
+            got: list[Any] = [store.vote([VoteRequest("j", fire, "n1", "h1", 3, SKEW_MS, widened)])]
+            votes = [VoteRequest("j", fire, n, "h1", 3, SKEW_MS, normal) for n in ("n2", "n3")]
+            got.append(store.vote(votes))
+            slot = got[-1][-1].slot
+            now[0] = fire + 200_000
+            got.append(store.sweep([SweepParams("j", normal, 500_000)]))
+            got.append(store.start("j", fire, slot.executor, slot.token, 5_000))
+            replies.append(got)
+        assert replies[0] == replies[1], f"redis replied\n  {replies[0]}\nmodel replied\n  {replies[1]}"
+        _, votes_res, swept, started = replies[1]
+        assert [r.status for r in votes_res] == [VoteStatus.RECORDED, VoteStatus.COMMITTED]
+        assert swept == []
+        assert started.ok and started.slot.state == SlotState.RUNNING
+    finally:
+        client.close()

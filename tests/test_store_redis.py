@@ -104,10 +104,13 @@ def test_every_key_of_a_job_shares_its_hash_tag_and_slot_keys_expire(redis_clien
     store = RedisStore(redis_client, "prod", clock=clock, retention_ms=3_600_000)
     store.vote([req("backup", T0, n) for n in NODES])
     store.heartbeat("n1", "inc-1", 5_000, {"version": "1"})
+    store.record_missed("backup", T0 - 60_000, 30_000, "no node alive")
     keys = sorted(k.decode() for k in redis_client.keys("*"))
     assert keys == [
+        "qc:{prod:backup}:ledger",
         "qc:{prod:backup}:meta",
         "qc:{prod:backup}:open",
+        f"qc:{{prod:backup}}:slot:{T0 - 60_000}",
         f"qc:{{prod:backup}}:slot:{T0}",
         "qc:{prod:backup}:slots",
         "qc:{prod}:members",
@@ -119,32 +122,57 @@ def test_every_key_of_a_job_shares_its_hash_tag_and_slot_keys_expire(redis_clien
     assert redis_client.type(f"qc:{{prod:backup}}:slot:{T0}") == b"string"  # the record is one JSON value
     assert redis_client.pttl("qc:{prod:backup}:meta") == -1  # the token counter must never reset
     assert redis_client.hgetall("qc:{prod:backup}:meta") == {b"tk": b"1", b"q": b"2", b"hw": str(T0).encode()}
+    # open: proposed / committed / running slots; slots: terminal ones
+    assert redis_client.zrange("qc:{prod:backup}:open", 0, -1) == [str(T0).encode()]
+    assert redis_client.zrange("qc:{prod:backup}:slots", 0, -1) == [str(T0 - 60_000).encode()]
 
 
 def test_production_slot_ttl_is_the_retention(redis_client: redis.Redis) -> None:
+    """A decided slot expires a retention after its last write; a proposed one lives past its deadline too."""
     store = RedisStore(redis_client, "prod", retention_ms=60_000)
     now = server_ms(redis_client)
-    store.vote([req("j", now, "n1")])
-    assert 50_000 < redis_client.pttl(f"qc:{{prod:j}}:slot:{now}") <= 60_000
+    key = f"qc:{{prod:j}}:slot:{now}"
+    store.vote([req("j", now, "n1", deadline_ms=30_000, max_skew_ms=250)])
+    assert 80_000 < redis_client.pttl(key) <= 60_000 + 30_000 + 250  # retention + deadline + skew, set once
+    store.vote([req("j", now, "n3", deadline_ms=30_000, spec_hash="h2")])
+    assert 80_000 < redis_client.pttl(key) <= 60_000 + 30_000 + 250  # kept (SET ... KEEPTTL)
+    store.vote([req("j", now, "n2", deadline_ms=30_000)])  # commits
+    assert 50_000 < redis_client.pttl(key) <= 60_000
+
+
+def test_widened_deadline_extends_the_physical_ttl(redis_client: redis.Redis) -> None:
+    """A vote that raises a proposed slot's deadline re-arms its TTL to cover it."""
+    clock = Clock()
+    store = RedisStore(redis_client, "ns", clock=clock, retention_ms=10 * 24 * 3_600_000)
+    key = f"qc:{{ns:j}}:slot:{T0}"
+    store.vote([req("j", T0, "n1", deadline_ms=30_000, quorum=3)])
+    before = redis_client.pttl(key)
+    store.vote([req("j", T0, "n2", deadline_ms=5 * 24 * 3_600_000, quorum=3)])
+    assert redis_client.pttl(key) > before + 4 * 24 * 3_600_000
+    assert redis_client.get(key).startswith(
+        f"proposed {T0 + 10 * 24 * 3_600_000} {5 * 24 * 3_600_000} ".encode()
+    )
 
 
 def test_dead_slots_are_trimmed_from_the_index_live_old_ones_stay(redis_client: redis.Redis) -> None:
     clock = Clock()
     store = RedisStore(redis_client, "ns", clock=clock, retention_ms=60_000)
     old = [T0 - 60_000 * i for i in range(1, 4)]
-    for fire in old:  # three proposed slots
-        clock.now = fire
-        store.vote([req("j", fire, "n1")])
+    for fire in old:  # three terminal slots
+        clock.now = fire + 40_000
+        assert store.record_missed("j", fire, 30_000, "no node alive").state == SlotState.MISSED
     clock.now = T0 + 200_000  # all three are past retention
-    live_old = T0 - 500_000  # an old fire time decided now: alive for a retention from now
+    live_old = T0 - 100_000  # an old fire time decided now: alive for a retention from now
+    # each slot that ends trims up to two dead ones from the low end of the terminal index
     assert store.record_missed("j", live_old, 30_000, "no node alive").state == SlotState.MISSED
-    store.vote([req("j", T0 + 200_000, "n1")])  # each new slot trims up to two dead ones
-    clock.now = T0 + 210_000
-    store.vote([req("j", T0 + 210_000, "n1")])
     members = {int(m) for m in redis_client.zrange("qc:{ns:j}:slots", 0, -1)}
-    assert members == {live_old, T0 + 200_000, T0 + 210_000}
-    assert {int(m) for m in redis_client.zrange("qc:{ns:j}:open", 0, -1)} == {T0 + 200_000, T0 + 210_000}
-    assert [v.fire_ms for v in store.slots("j", 0, 2**52)] == [live_old, T0 + 200_000, T0 + 210_000]
+    assert members == {live_old, T0 - 60_000}
+    assert store.record_missed("j", T0 + 100_000, 30_000, "no node alive").state == SlotState.MISSED
+    members = {int(m) for m in redis_client.zrange("qc:{ns:j}:slots", 0, -1)}
+    assert members == {live_old, T0 + 100_000}  # the live old member stayed, the dead one behind it went
+    store.vote([req("j", T0 + 200_000, "n1")])  # a proposed slot joins the open index only
+    assert {int(m) for m in redis_client.zrange("qc:{ns:j}:open", 0, -1)} == {T0 + 200_000}
+    assert [v.fire_ms for v in store.slots("j", 0, 2**52)] == [live_old, T0 + 100_000, T0 + 200_000]
 
 
 def test_ledger_is_trimmed_to_maxlen(redis_client: redis.Redis) -> None:
@@ -412,3 +440,102 @@ def test_pause_skips_votes_and_resume_restores(redis_client: redis.Redis) -> Non
         VoteStatus.COMMITTED,
     ]
     assert [(a.action, a.by) for a in store.audit("j", 10)] == [("resume", "bob"), ("pause", "alice")]
+
+
+# -- older slot formats ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["vote-hash", "record-string"])
+def test_older_proposed_slot_formats_are_read_and_rewritten(redis_client: redis.Redis, layout: str) -> None:
+    """A proposed slot written by an earlier version is read, voted on and rewritten as a string."""
+    clock = Clock()
+    store = RedisStore(redis_client, "ns", clock=clock)
+    key = f"qc:{{ns:j}}:slot:{T0}"
+    expiry = T0 + 3_600_000
+    if layout == "vote-hash":
+        redis_client.hset(key, mapping={"n1": "h1", "": str(expiry)})
+    else:
+        redis_client.set(key, f"proposed {expiry} " + json.dumps({"st": "proposed", "v": {"n1": "h1"}}))
+    redis_client.pexpire(key, 3_600_000)
+    redis_client.zadd("qc:{ns:j}:open", {str(T0): T0})
+    view = store.slot("j", T0)
+    assert (view.state, view.votes) == (SlotState.PROPOSED, (("n1", "h1"),))
+    [res] = store.vote([req("j", T0, "n2", quorum=3)])
+    assert (res.status, res.slot.votes) == (VoteStatus.RECORDED, (("n1", "h1"), ("n2", "h1")))
+    assert redis_client.type(key) == b"string"
+    assert redis_client.pttl(key) > 24 * 3_600_000  # a fresh TTL, not the older key's
+    [res] = store.vote([req("j", T0, "n3", quorum=3)])
+    assert res.status == VoteStatus.COMMITTED and res.slot.executor in ("n1", "n2", "n3")
+
+
+# -- WAIT for replicas ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("replicas", "timeout"), [(-1, 100), (1, 0)])
+def test_wait_options_are_validated(redis_client: redis.Redis, replicas: int, timeout: int) -> None:
+    with pytest.raises(ConfigError, match="wait_"):
+        RedisStore(redis_client, "ns", wait_replicas=replicas, wait_timeout_ms=timeout)
+
+
+def _await_replica(primary: redis.Redis, replica: redis.Redis, timeout_s: float = 20.0) -> None:
+    """Poll until the replica's link is up and it acknowledges writes (never a blind sleep).
+
+    After a diskless sync the primary streams to a replica only once its
+    first ACK arrived (up to a second after the link is up), so the link
+    status alone is not enough: a probe ``WAIT 1`` must count it.
+    """
+    deadline = time.monotonic() + timeout_s
+    info: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        info = replica.info("replication")
+        if info.get("master_link_status") == "up":
+            primary.set("qc-test:wait-probe", "1")
+            if primary.wait(1, 50) >= 1:
+                primary.delete("qc-test:wait-probe")
+                return
+        else:
+            time.sleep(0.02)  # poll interval
+    raise AssertionError(f"replica not acknowledging within {timeout_s}s: {info}")
+
+
+def test_wait_replicas_turns_an_unreplicated_write_into_store_unavailable(
+    redis_server: EmbeddedRedis, redis_client: redis.Redis
+) -> None:
+    """With wait_replicas=1 a start is confirmed only once a replica has it; else the outcome is unknown."""
+    old_delay = redis_client.config_get("repl-diskless-sync-delay").get("repl-diskless-sync-delay", "5")
+    redis_client.config_set("repl-diskless-sync-delay", 0)  # no 5 s wait for more replicas to sync
+    replica = EmbeddedRedis(extra_args=("--replicaof", "127.0.0.1", str(redis_server.port)))
+    try:
+        replica.start()
+        replica_client = replica.client(retry=None, socket_timeout=5.0)
+        _await_replica(redis_client, replica_client)
+        clock = Clock()
+        store = RedisStore(redis_client, "ns", clock=clock, wait_replicas=1, wait_timeout_ms=100)
+        results = store.vote([req("j", T0, n) for n in NODES])  # each vote batch WAITs too
+        slot = results[-1].slot
+        assert slot.state == SlotState.COMMITTED
+        assert replica_client.exists(f"qc:{{ns:j}}:slot:{T0}") == 1  # acknowledged: the replica has it
+
+        first = store.start("j", T0, slot.executor, slot.token, 5_000)
+        assert first.ok and first.slot.state == SlotState.RUNNING
+
+        replica_client.close()
+        replica.stop()  # the only replica is gone: nothing can acknowledge the next write
+        plain = RedisStore(redis_client, "ns", clock=clock)  # no WAIT: sets up a committed slot
+        committed = plain.vote([req("j", T0 + 1, n) for n in NODES])[-1].slot
+        assert committed.state == SlotState.COMMITTED
+        with pytest.raises(StoreUnavailable) as info:
+            store.start("j", T0 + 1, committed.executor, committed.token, 5_000)
+        message = str(info.value)
+        assert "WAIT: 0 of 1 replicas acknowledged within 100 ms" in message
+        assert "start" in message and f"127.0.0.1:{redis_server.port}" in message
+        assert isinstance(info.value.__cause__, Exception)
+        # the primary applied it: the outcome was unknown to the caller, not refused
+        assert store.slot("j", T0 + 1).state == SlotState.RUNNING
+        with pytest.raises(StoreUnavailable, match="WAIT: 0 of 1"):
+            store.vote([req("j", T0 + 2, "n1")])
+        with pytest.raises(StoreUnavailable, match="WAIT: 0 of 1"):
+            store.record_missed("j", T0 - 100_000, 30_000, "no node alive")
+    finally:
+        replica.stop()
+        redis_client.config_set("repl-diskless-sync-delay", old_delay)

@@ -2,65 +2,73 @@
 -- prepended after _clock.lua (see scripts.py). It issues no command itself.
 --
 -- A per-job script handles one or more JOB GROUPS. Group g (1-based) is
--- KEYS[5g-4 .. 5g], the job's keys in this order: meta, slots, open, ledger,
--- and the slot key prefix — all the job's prefix qc:{ns:job}: plus a
--- suffix, so all share the hash tag {ns:job} (in a Redis Cluster, the
--- cluster slot the call is routed to; cluster mode sends one group per
--- call). Declaring the names costs less than building them in Lua (string
--- concatenation in the script is several times dearer than an argument).
+-- KEYS[g], the job's key prefix qc:{ns:job}: — every key of the job is the
+-- prefix plus a suffix, so all share the hash tag {ns:job} (in a Redis
+-- Cluster, the cluster slot the call is routed to; cluster mode sends one
+-- group per call). A script builds only the names it touches (a decided
+-- vote touches one key): one declared key per job costs less than five.
 --   meta    HASH  tk = token counter, q = quorum floor,
 --                 hw = high-water mark (latest decided fire_ms),
 --                 p/pb/pa/pr = paused "1", by, at ms, reason
---   slots   ZSET  every known slot, member = score = fire_ms
---   open    ZSET  slots in proposed/committed/running
+--   open    ZSET  slots in proposed/committed/running (what sweep scans),
+--                 member = score = fire_ms
+--   slots   ZSET  slots that reached a terminal state (trimmed, see trim);
+--                 open + slots index every known slot
 --   ledger  STREAM one entry per slot that became terminal (and one per
 --                 retried failure)
---   slot:<fire_ms>  a proposed slot: HASH node -> spec hash, plus field ""
---                 = logical expiry ms (an empty node id is never stored
---                 there: such a vote keeps the slot a string, below);
---                 any other slot: STRING the slot value (below). Slot keys
---                 found through the sorted sets are built from the prefix.
--- bind(g, job) makes group g current; the helpers below act on it.
+--   slot:<fire_ms>  STRING the slot value (below)
+-- bind(g) makes group g current; the helpers below act on it. The job name
+-- is the prefix between "qc:{ns:" and "}:" (job(), built when needed).
 --
 -- ARGV (every per-job script):
 --   ARGV[1]  now ms or "" (see _clock.lua)
 --   ARGV[2]  retention ms: a slot is gone once retention has passed since its
---            last write (field x = expiry, checked against now)
---   ARGV[3]  physical key TTL ms (SET ... PX on every slot write; garbage
+--            last write (x = expiry, checked against now)
+--   ARGV[3]  physical key TTL ms of a decided slot (SET ... PX; garbage
 --            collection only, the logical check above decides)
 --   ARGV[4]  ledger MAXLEN (exact)
 --   ARGV[5]  assignment channel prefix "qc:{ns}:assign:" (PUBLISH target =
 --            prefix .. executor, payload job \n fire_ms \n token)
---   ARGV[6..] per script
+--   ARGV[6]  where the job name starts in the key prefix (#"qc:{ns:" + 1)
+--   ARGV[7..] per script
 --
--- Slot value: "<st> <x> <record JSON>" — state and logical expiry as a
--- plain-text header (a vote for a decided slot reads them with one pattern
--- match, no JSON decoding), then the record. Record: one JSON object
--- (cjson, st and x included), every value a string (numbers as
--- decimal text: exact, whatever their size); absent = "" or 0. Fields: st
--- state, v {node: spec hash} votes (one per node, a repeat overwrites), sh
--- agreed spec hash, ex executor, as assigned executors (length-prefixed
--- list "3:abc5:node2", in order, repeats kept), na attempts, tk token, rs
--- reason, dl deadline ms of the committing vote, rn number of starts, cm
--- committed ms, sm started ms, lu lease until ms, fm finished ms, dt detail,
--- nb not-before ms (retry backoff), x logical expiry ms.
--- A decided slot is one string: GET + cjson.decode and cjson.encode + SET
--- cost a fraction of HGETALL / HSET + PEXPIRE and of parsing field by field
--- in Lua, and the stored JSON doubles as the reply. A proposed slot only
--- gains votes, so its hash takes one HSET (+ PEXPIRE) per vote with no JSON
--- at all; the committing vote (or missed / skipped end) writes the string
--- over it. A proposed slot stored as a string (older format, or an empty
--- node id) stays a string until it is decided.
+-- Slot value, one STRING per slot:
+--   proposed:  "proposed <x> <dl> <votes JSON>" — x logical expiry ms, dl
+--              the largest deadline_ms any vote carried, votes a cjson
+--              object {node: spec hash} (one per node, a repeat overwrites)
+--   any other: "<st> <x> <record JSON>" — state and logical expiry as a
+--              plain-text header (a vote for a decided slot reads them with
+--              one pattern match, no JSON decoding), then the record.
+-- Record: one JSON object (cjson, st and x included), every value a string
+-- (numbers as decimal text: exact, whatever their size); absent = "" or 0.
+-- Fields: st state, v {node: spec hash} votes, sh agreed spec hash, ex
+-- executor, as assigned executors (length-prefixed list "3:abc5:node2", in
+-- order, repeats kept), na attempts, tk token, rs reason, dl deadline ms
+-- (the proposed slot's dl or the committing vote's, whichever is larger),
+-- rn number of starts, cm committed ms, sm started ms, lu lease until ms, fm
+-- finished ms, dt detail, nb not-before ms (retry backoff), x logical expiry.
+-- The stored value doubles as the reply, byte for byte.
 --
--- Replies: a slot is emitted as {code, slot value}; absent: {code, ""}; a
--- proposed slot held in its hash: {code, votes JSON} ("{...}", see value).
+-- Physical TTL: a decided slot is written with SET ... PX (ARGV[3]) on every
+-- write. A proposed slot is written with PX once — ARGV[3] + dl + max_skew of
+-- the vote that creates it (or raises dl) — and later votes keep it
+-- (SET ... KEEPTTL): a vote is only recorded at fire - skew <= now <= fire +
+-- dl, so that TTL outlives every logical expiry a later vote can set.
+--
+-- Older formats, read and rewritten in this one (pre-release): a proposed
+-- slot as "proposed <x> <record JSON>", and as a HASH node -> spec hash plus
+-- field "" = x (GET answers WRONGTYPE, which sends the read to HGETALL).
+--
+-- Replies: a slot is emitted as {code, slot value}; absent: {code, ""}.
 
-local K_META, K_SLOTS, K_OPEN, K_LEDGER, PREFIX, JOB
+local P, JOB
 local RETENTION = tonumber(ARGV[2])
 local KEY_TTL = ARGV[3]
+local KEY_TTLN = tonumber(KEY_TTL)
 local MAXLEN = ARGV[4]
 local CHAN = ARGV[5]
-local byte, sub, match = string.byte, string.sub, string.match
+local JOB_AT = tonumber(ARGV[6])
+local byte, sub, match, find = string.byte, string.sub, string.match, string.find
 local EXPIRY = fmt(now + RETENTION) -- x of every slot written by this call
 
 -- expired(x): x (decimal ms text, no sign or leading zeros) <= now, compared
@@ -84,31 +92,42 @@ end
 -- command of this script fails: Redis does not roll scripts back).
 local M, M_dirty
 
-local function bind(g, job)
-  local k = 5 * g - 4
-  K_META, K_SLOTS, K_OPEN, K_LEDGER, PREFIX = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
-  JOB = job
+local function bind(g)
+  P = KEYS[g]
+  JOB = nil
   M, M_dirty = nil, nil
 end
 
+local function job()
+  if JOB == nil then
+    JOB = sub(P, JOB_AT, -3)
+  end
+  return JOB
+end
+
+-- M.q quorum floor (number), M.p paused, M.tk / M.hw token counter and
+-- high-water mark as stored (decimal text, false when unset; converted only
+-- by the commit / end that needs them), M.pb / M.pr paused by, reason.
 local function meta()
   if M == nil then
-    local m = redis.call('HMGET', K_META, 'tk', 'q', 'hw', 'p')
-    M = {tk = num(m[1]), q = num(m[2]), hw = num(m[3]), p = m[4] == '1'}
+    local m = redis.call('HMGET', P .. 'meta', 'q', 'p', 'tk', 'hw')
+    M = {q = tonumber(m[1]) or 0, p = m[2] == '1', tk = m[3], hw = m[4]}
     if M.p then
-      local w = redis.call('HMGET', K_META, 'pb', 'pr')
+      local w = redis.call('HMGET', P .. 'meta', 'pb', 'pr')
       M.pb, M.pr = w[1] or '', w[2] or ''
     end
   end
   return M
 end
 
-local function meta_set(field, value)
+-- Change a meta field: value is what the script compares with, text what
+-- is stored (decimal text).
+local function meta_set(field, value, text)
   M[field] = value
   if M_dirty == nil then
     M_dirty = {}
   end
-  M_dirty[field] = value
+  M_dirty[field] = text
 end
 
 local function meta_flush()
@@ -116,34 +135,52 @@ local function meta_flush()
     local args, n = {}, 0
     for k, v in pairs(M_dirty) do
       args[n + 1] = k
-      args[n + 2] = fmt(v)
+      args[n + 2] = v
       n = n + 2
     end
-    redis.call('HSET', K_META, unpack(args))
+    redis.call('HSET', P .. 'meta', unpack(args))
     M_dirty = nil
   end
 end
 
--- Stands for a slot key that holds a vote hash (see fetch).
-local HASH = {}
-local STRING_ENC = {embstr = true, raw = true, int = true}
-
--- What a slot key holds: false (no key), HASH (a proposed slot's vote
--- hash) or the slot value (a string). OBJECT ENCODING answers for any type,
--- so neither read can fail with WRONGTYPE.
-local function fetch(key)
-  local enc = redis.call('OBJECT', 'ENCODING', key)
-  if not enc then
-    return false
+-- Raise the high-water mark to the slot's fire time (a slot was decided).
+local function raise_hw(r)
+  local m = meta()
+  if r.firen > num(m.hw) then
+    meta_set('hw', r.fire, r.fire)
   end
-  if STRING_ENC[enc] then
-    return redis.call('GET', key)
-  end
-  return HASH
 end
 
--- A proposed slot kept in its vote hash: the record, or nil plus "dead".
-local function load_votes(fire, key, purge)
+-- Stands for a slot key that holds a vote hash (older format, see fetch).
+local HASH = {}
+
+-- What a slot key holds: false (no key), the slot value, or HASH (a
+-- proposed slot in the older vote-hash format: GET fails with WRONGTYPE).
+local function fetch(key)
+  local raw = redis.pcall('GET', key)
+  if type(raw) == 'table' then
+    if raw.err and find(raw.err, 'WRONGTYPE', 1, true) then
+      return HASH
+    end
+    error(raw.err)
+  end
+  return raw
+end
+
+local function purge(key, fire)
+  redis.call('DEL', key)
+  redis.call('ZREM', P .. 'open', fire)
+  redis.call('ZREM', P .. 'slots', fire)
+end
+
+local function proposed(key, fire, firen, x, dl, votes, raw)
+  return {key = key, fire = fire, firen = firen or tonumber(fire), f = {st = 'proposed', v = votes, x = x},
+          votes = votes, proposed = true, dl = dl, json = raw}
+end
+
+-- A proposed slot in the older vote-hash format: the record (rewritten in
+-- the string format with a fresh TTL by its next write), or nil plus "dead".
+local function load_votes(fire, key, purge_dead)
   local h = redis.call('HGETALL', key)
   local votes, x = {}, nil
   for i = 1, #h, 2 do
@@ -155,23 +192,23 @@ local function load_votes(fire, key, purge)
     end
   end
   if x == nil or expired(x) then
-    if purge then
-      redis.call('DEL', key)
-      redis.call('ZREM', K_OPEN, fire)
-      redis.call('ZREM', K_SLOTS, fire)
+    if purge_dead then
+      purge(key, fire)
     end
     return nil, 'dead'
   end
-  return {key = key, fire = fire, firen = tonumber(fire), f = {st = 'proposed', v = votes, x = x},
-          votes = votes, proposed = true}
+  local r = proposed(key, fire, nil, x, '0', votes, 'proposed ' .. x .. ' 0 ' .. cjson.encode(votes))
+  r.legacy = true
+  return r
 end
 
 -- Read a slot. Returns the record, or nil plus "gone" (no key) or "dead"
--- (key present, retention passed). purge: delete a dead slot's traces, as
--- the model's lazy expiry does (read-only scripts pass false). raw: what
--- the key holds when the caller already fetched it (see peek).
-local function load(fire, purge, raw, key)
-  key = key or PREFIX .. fire
+-- (key present, retention passed). purge_dead: delete a dead slot's traces,
+-- as the model's lazy expiry does (read-only scripts pass false). raw, key,
+-- firen: what the key holds, its name and tonumber(fire) when the caller
+-- already has them.
+local function load(fire, purge_dead, raw, key, firen)
+  key = key or P .. 'slot:' .. fire
   if raw == nil then
     raw = fetch(key)
   end
@@ -179,45 +216,46 @@ local function load(fire, purge, raw, key)
     return nil, 'gone'
   end
   if raw == HASH then
-    return load_votes(fire, key, purge)
+    return load_votes(fire, key, purge_dead)
   end
-  local st, x = match(raw, '^(%a+) (%d+) ')
+  local x, dl, votes = match(raw, '^proposed (%d+) (%-?%d+) (.*)')
+  local st, at
+  if x == nil then
+    st, x, at = match(raw, '^(%a+) (%d+) ()')
+  end
   if expired(x) then
-    if purge then
-      redis.call('DEL', key)
-      redis.call('ZREM', K_OPEN, fire)
-      redis.call('ZREM', K_SLOTS, fire)
+    if purge_dead then
+      purge(key, fire)
     end
     return nil, 'dead'
   end
-  local f = cjson.decode(sub(raw, #st + #x + 3))
+  if dl then
+    return proposed(key, fire, firen, x, dl, cjson.decode(votes), raw)
+  end
+  local f = cjson.decode(sub(raw, at))
   if f.v == nil then
     f.v = {}
   end
-  return {key = key, fire = fire, firen = tonumber(fire), f = f, votes = f.v, json = raw}
+  local r = {key = key, fire = fire, firen = firen or tonumber(fire), f = f, votes = f.v, json = raw}
+  if st == 'proposed' then -- older format: "proposed <x> <record JSON>"
+    r.proposed, r.dl, r.legacy = true, f.dl or '0', true
+  end
+  return r
 end
 
--- What the slot key holds (see fetch), when it is a live string its
--- state, and the key — without decoding the JSON (most votes for a decided slot need
--- nothing more). A vote hash is always a proposed slot.
-local function peek(fire)
-  local key = PREFIX .. fire
-  local raw = fetch(key)
-  if not raw or raw == HASH then
-    return raw, nil, key
-  end
-  local st, x = match(raw, '^(%a+) (%d+) ')
-  if expired(x) then
-    return raw, nil, key
-  end
-  return raw, st, key
-end
-
--- A new proposed slot (nothing written yet: write_vote or save does).
-local function new_slot(fire)
+-- A new proposed slot (nothing written yet: write_proposed or save does;
+-- not in the open index yet: index_open does).
+local function new_slot(key, fire, firen)
   local votes = {}
-  return {key = PREFIX .. fire, fire = fire, firen = tonumber(fire),
-          f = {st = 'proposed', v = votes}, votes = votes, proposed = true}
+  return {key = key, fire = fire, firen = firen, f = {st = 'proposed', v = votes}, votes = votes,
+          proposed = true, new = true, dl = '0'}
+end
+
+local function index_open(r)
+  if r.new then
+    redis.call('ZADD', P .. 'open', r.fire, r.fire)
+    r.new = nil
+  end
 end
 
 local function set(r, k, v)
@@ -228,56 +266,59 @@ local function set_vote(r, node, spec)
   r.votes[node] = spec
 end
 
--- Write the record and touch the slot (retention restarts): one SET with
--- its physical TTL.
+-- Write a decided record and touch the slot (retention restarts): one SET
+-- with its physical TTL.
 local function save(r)
   local f = r.f
   f.x = EXPIRY
   meta_flush()
   r.json = f.st .. ' ' .. f.x .. ' ' .. cjson.encode(f)
-  redis.call('SET', r.key, r.json, 'PX', KEY_TTL) -- replaces a vote hash
+  redis.call('SET', r.key, r.json, 'PX', KEY_TTL)
   r.proposed = nil
 end
 
--- Store one vote of a proposed slot held in its vote hash and touch it.
-local function write_vote(r, node, spec)
+-- Write a proposed slot and touch it: SET ... PX ttl when r.ttl is set (new
+-- slot, dl raised, older format), else SET ... KEEPTTL (see Physical TTL).
+local function write_proposed(r)
   meta_flush()
   r.f.x = EXPIRY
-  redis.call('HSET', r.key, node, spec, '', EXPIRY)
-  redis.call('PEXPIRE', r.key, KEY_TTL)
+  r.json = 'proposed ' .. EXPIRY .. ' ' .. r.dl .. ' ' .. cjson.encode(r.votes)
+  if r.ttl then
+    redis.call('SET', r.key, r.json, 'PX', r.ttl)
+    r.ttl = nil
+  else
+    redis.call('SET', r.key, r.json, 'KEEPTTL')
+  end
 end
 
--- A slot's reply value: the slot value ("" when absent) or, for a proposed
--- slot held in its hash, its votes as a JSON object {node: spec_hash}
--- (one cjson call; a nested reply table costs several times more to convert).
+-- A slot's reply value: the slot value ("" when absent), never re-encoded.
 local function value(r)
   if not r then
     return ''
   end
-  if r.proposed then
-    return cjson.encode(r.votes)
-  end
   return r.json
 end
 
--- The reply form of a slot: {code, slot value} ("" when absent): the
--- stored value itself (read or just written), no re-encoding; a proposed
--- slot in its vote hash: {code, {node, spec_hash, ...}}.
+-- The reply form of a slot: {code, slot value} ("" when absent).
 local function emit(code, r)
   return {code, value(r)}
 end
 
--- Call BEFORE adding a new slot to the index (its key does not exist yet and
--- would look gone). Drops dead slots from the low end of the slots index. Only slots whose hash
--- is gone or expired are removed, so the index never loses a live slot (an
--- old fire time can be alive: a late missed vote, record_missed, a long run).
+-- Drops dead slots from the low end of the terminal index. Only slots whose
+-- key is gone or expired are removed, so the index never loses a live slot
+-- (an old fire time can be alive: a late missed vote, record_missed, a long
+-- run). Called after a slot joins the index (end_slot): it is live then.
+local TRIM_BELOW
 local function trim()
-  local old = redis.call('ZRANGEBYSCORE', K_SLOTS, '-inf', '(' .. fmt(now - RETENTION), 'LIMIT', 0, 2)
+  if TRIM_BELOW == nil then
+    TRIM_BELOW = '(' .. fmt(now - RETENTION)
+  end
+  local old = redis.call('ZRANGEBYSCORE', P .. 'slots', '-inf', TRIM_BELOW, 'LIMIT', 0, 2)
   for _, f in ipairs(old) do
     local _, why = load(f, true)
     if why == 'gone' then
-      redis.call('ZREM', K_SLOTS, f)
-      redis.call('ZREM', K_OPEN, f)
+      redis.call('ZREM', P .. 'slots', f)
+      redis.call('ZREM', P .. 'open', f)
     end
   end
 end
@@ -289,7 +330,7 @@ local function list_decode(s)
     return out
   end
   while i <= #s do
-    local c = string.find(s, ':', i, true)
+    local c = find(s, ':', i, true)
     local len = tonumber(sub(s, i, c - 1))
     out[#out + 1] = sub(s, c + 1, c + len)
     i = c + len + 1
@@ -323,18 +364,21 @@ local function hex_cmp(a, b)
 end
 
 -- Rendezvous winner: highest sha1(job \n fire \n node), tie -> smaller id.
--- Must match quorum_cron.store.rendezvous.pick_executor.
+-- Must match quorum_cron.store.rendezvous.pick_executor. The first 12 hex
+-- digits (48 bits, exact in a double) nearly always decide.
 local function pick(fire, cands)
-  local best, best_w = nil, nil
-  local stem = JOB .. '\n' .. fire .. '\n'
-  for _, n in ipairs(cands) do
+  local best, best_w, best_k = nil, nil, nil
+  local stem = job() .. '\n' .. fire .. '\n'
+  for i = 1, #cands do
+    local n = cands[i]
     local w = redis.sha1hex(stem .. n)
-    if best == nil then
-      best, best_w = n, w
-    else
+    local k = tonumber(sub(w, 1, 12), 16)
+    if best == nil or k > best_k then
+      best, best_w, best_k = n, w, k
+    elseif k == best_k then
       local c = hex_cmp(w, best_w)
       if c > 0 or (c == 0 and bytes_lt(n, best)) then
-        best, best_w = n, w
+        best, best_w, best_k = n, w, k
       end
     end
   end
@@ -364,22 +408,26 @@ local function log_entry(r, state, reason)
   add('committed', r.f.cm)
   add('started', r.f.sm)
   add('detail', r.f.dt)
-  redis.call('XADD', K_LEDGER, 'MAXLEN', MAXLEN, '*', unpack(e))
+  redis.call('XADD', P .. 'ledger', 'MAXLEN', MAXLEN, '*', unpack(e))
 end
 
--- Move a slot to a terminal state and append its ledger entry.
+-- Move a slot to a terminal state: write it, move it from the open index to
+-- the terminal one (trimming that), append its ledger entry.
 local function end_slot(r, state, reason)
   local f = r.f
   f.st = state
   f.rs = reason
   f.fm = NOW
   f.lu = nil
-  local m = meta()
-  if r.firen > m.hw then
-    meta_set('hw', r.firen)
-  end
+  raise_hw(r)
   save(r)
-  redis.call('ZREM', K_OPEN, r.fire)
+  if r.new then
+    r.new = nil -- never joined the open index
+  else
+    redis.call('ZREM', P .. 'open', r.fire)
+  end
+  redis.call('ZADD', P .. 'slots', r.fire, r.fire)
+  trim()
   log_entry(r, state, reason)
 end
 
@@ -389,16 +437,21 @@ end
 -- for a committed slot; kept as in the model).
 local function assign(r)
   local spec = r.f.sh
-  local assigned = {}
-  for _, n in ipairs(list_decode(r.f.as)) do
-    assigned[n] = true
-  end
-  local agreeing, fresh = {}, {}
+  local agreeing, fresh, a = {}, {}, 0
   for n, h in pairs(r.votes) do
     if h == spec then
-      agreeing[#agreeing + 1] = n
-      if not assigned[n] then
-        fresh[#fresh + 1] = n
+      a = a + 1
+      agreeing[a] = n
+    end
+  end
+  if r.f.as then -- assigned before (takeover, retry): prefer voters not assigned yet
+    local assigned = {}
+    for _, n in ipairs(list_decode(r.f.as)) do
+      assigned[n] = true
+    end
+    for i = 1, a do
+      if not assigned[agreeing[i]] then
+        fresh[#fresh + 1] = agreeing[i]
       end
     end
   end
@@ -407,19 +460,19 @@ local function assign(r)
     return false
   end
   local m = meta()
-  local tk = fmt(m.tk + 1)
-  meta_set('tk', m.tk + 1)
+  local tk = fmt(num(m.tk) + 1)
+  meta_set('tk', tk, tk)
   local f = r.f
   f.st = 'committed'
   f.ex = chosen
   f.as = (f.as or '') .. #chosen .. ':' .. chosen
-  f.na = fmt(num(f.na) + 1)
+  f.na = f.na and fmt(num(f.na) + 1) or '1'
   f.tk = tk
   f.cm = NOW
   f.sm = nil
   f.lu = nil
   save(r)
-  -- A committed slot is always in :open already (added when proposed).
-  redis.call('PUBLISH', CHAN .. chosen, JOB .. '\n' .. r.fire .. '\n' .. tk)
+  -- A committed slot is always in the open index already (vote: index_open).
+  redis.call('PUBLISH', CHAN .. chosen, job() .. '\n' .. r.fire .. '\n' .. tk)
   return true
 end

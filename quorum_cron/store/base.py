@@ -302,14 +302,19 @@ class Store(Protocol):
         2b. the job is paused (:meth:`pause`): the vote is stored and the
            slot becomes ``skipped``, reason ``paused by <by>: <reason>``, with
            a ledger entry (``SKIPPED``) — a paused job commits nothing;
-        3. ``now > fire_ms + deadline_ms`` and no quorum yet: the slot becomes
-           ``missed`` with a ledger entry (``MISSED``);
-        4. the vote is stored (one per node; a repeat overwrites);
+        3. ``now > fire_ms + D`` and no quorum yet: the slot becomes
+           ``missed`` with a ledger entry (``MISSED``); ``D``, the slot's
+           deadline, is the largest ``deadline_ms`` of this request and of the
+           votes stored for the slot before (a node catching up after an
+           outage widens its own, and the slot keeps it for everybody);
+        4. the vote is stored (one per node; a repeat overwrites), and ``D``
+           with it;
         5. when ``Q`` distinct nodes voted with this request's spec hash
            (``Q`` = the highest quorum ever sent for this job), the slot
            commits: state ``committed``, executor = the rendezvous-hash
            winner among those voters, token = next value of the job's
-           counter, ``committed_ms = now`` (``COMMITTED``); the executor is
+           counter, ``committed_ms = now``, starting deadline ``D``
+           (``COMMITTED``); the executor is
            notified (Redis: ``PUBLISH`` on its assignment channel). With overlap
            ``forbid`` and another slot of the job committed or running, it
            becomes ``skipped`` instead; with ``replace`` the other active
@@ -378,7 +383,9 @@ class Store(Protocol):
 
         Per job, atomically, with ``now`` the store's time:
 
-        * ``proposed`` with ``now > fire_ms + deadline_ms`` → ``missed``;
+        * ``proposed`` with ``now > fire_ms + max(deadline_ms, D)`` →
+          ``missed``, ``D`` the largest deadline its votes carried (see
+          :meth:`vote`);
         * ``committed`` with ``now > max(committed_ms, not_before_ms) + start_timeout_ms`` →
           re-assigned to the next rendezvous winner among the voters that
           were not assigned yet (or all voters, when every one was), new
@@ -397,8 +404,10 @@ class Store(Protocol):
         """Account for a slot nobody voted for (whole-cluster outage).
 
         Marks an ``absent`` or ``proposed`` slot ``missed`` with ``reason`` —
-        only if ``now > fire_ms + deadline_ms`` by store time, so a live slot
-        is never ended early. Returns the slot as it stands afterwards.
+        only if ``now > fire_ms + deadline_ms`` by store time (for a proposed
+        slot ``max(deadline_ms, D)``, ``D`` the largest deadline its votes
+        carried), so a live slot is never ended early. Returns the slot as it
+        stands afterwards.
         """
         ...
 

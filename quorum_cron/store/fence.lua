@@ -1,8 +1,7 @@
 -- fence.lua: the fenced transitions start / renew / finish of one slot
 -- (Store.start, Store.renew, Store.finish; MemoryStore is the model).
 --
--- KEYS[1..5] the job's keys (one job group), ARGV[1..5]: see _job.lua.
--- ARGV[6]   job name
+-- KEYS[1] the job's key prefix (one job group), ARGV[1..6]: see _job.lua.
 -- ARGV[7]   op: "s" start (committed -> running) | "r" renew | "f" finish
 -- ARGV[8]   fire_ms
 -- ARGV[9]   node
@@ -19,7 +18,7 @@
 -- A retried failure writes a "retrying" ledger entry and re-assigns the slot
 -- (new token, not-before = now + backoff, notice published).
 
-bind(1, ARGV[6])
+bind(1)
 local op, fire, node, token = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 local r = load(fire, true)
 local want = (op == 's') and 'committed' or 'running'

@@ -58,6 +58,7 @@ class _Slot:
     token: int = 0
     reason: str = ""
     deadline_ms: int = 0
+    """The largest ``deadline_ms`` any vote carried (the start deadline once committed)."""
     committed_ms: int = 0
     started_ms: int = 0
     lease_until_ms: int = 0
@@ -244,7 +245,7 @@ class MemoryStore:
         if now < req.fire_ms - req.max_skew_ms:
             return result(VoteStatus.EARLY)
         if rec is None:
-            rec = _Slot(fire_ms=req.fire_ms)
+            rec = _Slot(fire_ms=req.fire_ms, deadline_ms=req.deadline_ms)
             job.slots[req.fire_ms] = rec
             job.open.add(req.fire_ms)
         if job.control.paused:
@@ -252,7 +253,10 @@ class MemoryStore:
             reason = f"paused by {job.control.by}: {job.control.reason}"
             self._end(req.job, job, rec, SlotState.SKIPPED, reason, now)
             return result(VoteStatus.SKIPPED)
-        if now > req.fire_ms + req.deadline_ms:
+        # A proposed slot keeps the largest deadline any of its votes carried
+        # (a node catching up after an outage widens its own).
+        rec.deadline_ms = max(rec.deadline_ms, req.deadline_ms)
+        if now > req.fire_ms + rec.deadline_ms:
             self._end(req.job, job, rec, SlotState.MISSED, "deadline passed before quorum", now)
             return result(VoteStatus.MISSED)
         rec.votes[req.node] = req.spec_hash
@@ -262,8 +266,7 @@ class MemoryStore:
         if agreeing < job.quorum:
             return result(VoteStatus.RECORDED)
         # Quorum reached: decide the slot in this same step.
-        rec.spec_hash = req.spec_hash
-        rec.deadline_ms = req.deadline_ms
+        rec.spec_hash = req.spec_hash  # deadline_ms: the largest any vote carried (above)
         job.hwm = max(job.hwm, req.fire_ms)
         active = [
             f
@@ -363,7 +366,9 @@ class MemoryStore:
         now = self._clock()
         changed: list[SlotView] = []
         for p in params:
-            job = self._job(p.job)
+            job = self._jobs.get(p.job)
+            if job is None or not job.open:
+                continue  # (the common case: nothing to sweep, nothing to create)
             for fire_ms in sorted(job.open):
                 rec = self._get(job, fire_ms, now)
                 if rec is None:
@@ -374,7 +379,7 @@ class MemoryStore:
 
     def _sweep_one(self, p: SweepParams, job: _Job, rec: _Slot, now: int) -> bool:
         if rec.state == SlotState.PROPOSED:
-            if now > rec.fire_ms + p.deadline_ms:
+            if now > rec.fire_ms + max(rec.deadline_ms, p.deadline_ms):
                 self._end(p.job, job, rec, SlotState.MISSED, "deadline passed before quorum", now)
                 return True
             return False
@@ -397,6 +402,8 @@ class MemoryStore:
         now = self._clock()
         j = self._job(job)
         rec = self._get(j, fire_ms, now)
+        if rec is not None and rec.state == SlotState.PROPOSED:
+            deadline_ms = max(deadline_ms, rec.deadline_ms)
         if (rec is None or rec.state == SlotState.PROPOSED) and now > fire_ms + deadline_ms:
             if rec is None:
                 rec = j.slots[fire_ms] = _Slot(fire_ms=fire_ms)

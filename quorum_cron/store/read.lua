@@ -1,17 +1,30 @@
 -- read.lua: read-only slot reads (Store.slot, Store.slots). Writes nothing:
 -- a dead slot is reported absent and left for a writer to purge.
 --
--- KEYS[1..5] the job's keys (one job group), ARGV[1..5]: see _job.lua.
--- ARGV[6]  job name
+-- KEYS[1] the job's key prefix (one job group), ARGV[1..6]: see _job.lua.
 -- ARGV[7]  from_ms (inclusive)
 -- ARGV[8]  to_ms (inclusive); Store.slot passes from = to = fire_ms
 --
 -- Reply: {now, slot...}: the live slots with from <= fire_ms <= to, by fire
--- time, each emit(fire_ms, record).
+-- time, each emit(fire_ms, record). Known slots are the members of the open
+-- and the terminal index (a stale terminal member may name a slot that is
+-- open again: each fire time is read once).
 
-bind(1, ARGV[6])
+bind(1)
 local out = {NOW}
-for _, f in ipairs(redis.call('ZRANGEBYSCORE', K_SLOTS, ARGV[7], ARGV[8])) do
+local fires, seen = {}, {}
+for _, index in ipairs({'open', 'slots'}) do
+  for _, f in ipairs(redis.call('ZRANGEBYSCORE', P .. index, ARGV[7], ARGV[8])) do
+    if not seen[f] then
+      seen[f] = true
+      fires[#fires + 1] = f
+    end
+  end
+end
+table.sort(fires, function(a, b)
+  return tonumber(a) < tonumber(b)
+end)
+for _, f in ipairs(fires) do
   local r = load(f, false)
   if r then
     out[#out + 1] = emit(f, r)

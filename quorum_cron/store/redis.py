@@ -48,7 +48,19 @@ from quorum_cron.store.memory import (
     DEFAULT_RETENTION_MS,
     DEFAULT_TRIGGER_MAXLEN,
 )
-from quorum_cron.store.scripts import CONTROL, FENCE, MEMBERS, MISSED, READ, SWEEP, VOTE, Call, ScriptRunner
+from quorum_cron.store.scripts import (
+    CONTROL,
+    FENCE,
+    MEMBERS,
+    MISSED,
+    READ,
+    SWEEP,
+    VOTE,
+    Call,
+    ScriptRunner,
+    Wait,
+    WaitShortfall,
+)
 
 __all__ = ["RedisStore", "redact_url"]
 
@@ -66,6 +78,8 @@ DEFAULT_MAX_BATCH = 200
 """Votes (or sweep parameter sets) per script call on a standalone server:
 large enough to amortise the call, small enough that one call blocks the
 server for about a millisecond at most."""
+DEFAULT_WAIT_TIMEOUT_MS = 100
+"""How long ``WAIT`` waits for replica acknowledgements when ``wait_replicas`` > 0."""
 _FORBIDDEN_NS_CHARS = "{}:"
 
 # With an injected clock, store time and real time are unrelated, so the
@@ -93,12 +107,6 @@ def _text(value: object) -> str:
     raise TypeError(f"expected a string in the reply, got {type(value).__name__}")
 
 
-def _proposed_view(job: str, fire_ms: int, votes_json: bytes | str) -> SlotView:
-    """A proposed slot from its votes, a JSON object ``{node: spec_hash}``."""
-    votes = _votes(json.loads(votes_json))
-    return SlotView(job=job, fire_ms=fire_ms, state=SlotState.PROPOSED, votes=tuple(sorted(votes.items())))
-
-
 def _votes(votes: object) -> dict[str, str]:
     """Check decoded votes: an object of spec hashes (cjson encodes an empty table as ``{}``)."""
     if not isinstance(votes, dict) or not all(isinstance(h, str) for h in votes.values()):
@@ -107,24 +115,32 @@ def _votes(votes: object) -> dict[str, str]:
 
 
 def _slot_view(job: str, fire_ms: int, emitted: Sequence[object]) -> SlotView:
-    """Decode an ``emit(code, slot)`` reply.
-
-    ``{code, "<st> <x> <record JSON>"}``; ``""``: absent; ``{code, "{node:
-    spec_hash, ...}"}`` (a JSON object): a proposed slot held in its vote hash.
-    """
+    """Decode an ``emit(code, slot)`` reply: ``{code, slot value}``."""
     if len(emitted) != 2:
         raise ValueError(f"slot reply has {len(emitted)} elements, expected 2")
-    record = emitted[1]
+    return _slot_value(job, fire_ms, emitted[1])
+
+
+def _slot_value(job: str, fire_ms: int, record: object) -> SlotView:
+    """Decode a slot value as stored: ``""`` absent, ``"proposed <x> <dl> <votes JSON>"``
+    (votes ``{node: spec_hash}``), or ``"<st> <x> <record JSON>"`` (any state; older
+    proposed slots too)."""
     if not record:
         return SlotView(job=job, fire_ms=fire_ms, state=SlotState.ABSENT)
     if not isinstance(record, (bytes, str)):
         raise TypeError(f"expected a slot record in the reply, got {type(record).__name__}")
-    if record[:1] in (b"{", "{"):
-        return _proposed_view(job, fire_ms, record)
-    parts = record.split(b" ", 2) if isinstance(record, bytes) else record.split(" ", 2)
-    if len(parts) != 3:
-        raise ValueError(f"slot value {record!r} lacks its '<state> <expiry> ' header")
-    f = json.loads(parts[2])
+    text = record.decode() if isinstance(record, bytes) else record
+    parts = text.split(" ", 3)
+    if len(parts) < 3:
+        raise ValueError(f"slot value {text!r} lacks its '<state> <expiry> ' header")
+    if parts[0] == "proposed" and parts[2].lstrip("-").isdigit():
+        if len(parts) != 4:
+            raise ValueError(f"proposed slot value {text!r} lacks its votes")
+        votes = _votes(json.loads(parts[3]))
+        return SlotView(
+            job=job, fire_ms=fire_ms, state=SlotState.PROPOSED, votes=tuple(sorted(votes.items()))
+        )
+    f = json.loads(text.split(" ", 2)[2])
     if not isinstance(f, dict):
         raise ValueError(f"slot record {record!r} is not an object")
     votes = _votes(f.get("v") or {})
@@ -170,6 +186,14 @@ class RedisStore:
     votes or parameter sets covering many jobs, which amortises the per-call
     cost; a job's items are never split across calls.
 
+    ``wait_replicas``: when > 0, every state change a node acts on (``vote``,
+    ``start``, ``renew``, ``finish``, ``record_missed``) is followed in the
+    same pipeline — one round trip, same connection — by ``WAIT
+    wait_replicas wait_timeout_ms``. Fewer acknowledgements raise
+    :class:`~quorum_cron.errors.StoreUnavailable` (outcome unknown: the write
+    happened on the primary but may be lost by a failover; the caller retries,
+    every call is idempotent). Default 0: no ``WAIT``.
+
     The client may or may not decode responses; replies are decoded here.
     """
 
@@ -185,6 +209,8 @@ class RedisStore:
         max_batch: int = DEFAULT_MAX_BATCH,
         audit_maxlen: int = DEFAULT_AUDIT_MAXLEN,
         trigger_maxlen: int = DEFAULT_TRIGGER_MAXLEN,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
     ) -> None:
         if not namespace or any(c in namespace for c in _FORBIDDEN_NS_CHARS):
             raise ConfigError(
@@ -199,6 +225,12 @@ class RedisStore:
         ):
             if value <= 0:
                 raise ConfigError(f"invalid {name} {value}: expected > 0")
+        if wait_replicas < 0:
+            raise ConfigError(f"invalid wait_replicas {wait_replicas}: expected >= 0")
+        if wait_replicas and wait_timeout_ms <= 0:
+            # WAIT n 0 would block forever.
+            raise ConfigError(f"invalid wait_timeout_ms {wait_timeout_ms}: expected > 0")
+        self._wait = Wait(wait_replicas, wait_timeout_ms) if wait_replicas else None
         self._client = client
         self._ns = namespace
         self._clock = clock
@@ -211,10 +243,18 @@ class RedisStore:
         self._key_ttl_ms = retention_ms if clock is None else max(retention_ms, _KEY_TTL_FLOOR_WITH_CLOCK_MS)
         self._where = _where(client)
         self._scripts = ScriptRunner(client)
-        self._keys: dict[str, tuple[str, str, str, str, str]] = {}
+        self._prefixes: dict[str, str] = {}
         self._members_key = f"qc:{{{namespace}}}:members"
         self._assign_prefix = f"qc:{{{namespace}}}:assign:"
         self._trigger_channel = f"qc:{{{namespace}}}:trigger"
+        # ARGV[2..6] of every per-job script (see _job.lua); ARGV[1] is now.
+        self._common_tail: tuple[str | int, ...] = (
+            retention_ms,
+            self._key_ttl_ms,
+            ledger_maxlen,
+            self._assign_prefix,
+            len(f"qc:{{{namespace}:") + 1,
+        )
 
     @classmethod
     def from_url(
@@ -229,6 +269,8 @@ class RedisStore:
         max_batch: int = DEFAULT_MAX_BATCH,
         audit_maxlen: int = DEFAULT_AUDIT_MAXLEN,
         trigger_maxlen: int = DEFAULT_TRIGGER_MAXLEN,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
         **client_kwargs: Any,
     ) -> RedisStore:
         """A store on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``).
@@ -249,6 +291,8 @@ class RedisStore:
             max_batch=max_batch,
             audit_maxlen=audit_maxlen,
             trigger_maxlen=trigger_maxlen,
+            wait_replicas=wait_replicas,
+            wait_timeout_ms=wait_timeout_ms,
         )
 
     def __repr__(self) -> str:
@@ -290,6 +334,10 @@ class RedisStore:
             raise StoreError(f"redis at {self._where} refused {op}: {exc}") from exc
         except (RedisConnectionError, RedisTimeoutError) as exc:
             raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {exc}") from exc
+        except WaitShortfall as exc:
+            raise StoreUnavailable(
+                f"redis at {self._where}: outcome of {op} unknown, not replicated as required: {exc}"
+            ) from exc
         except RedisError as exc:
             raise StoreError(f"redis at {self._where} failed {op}: {exc}") from exc
         except (TypeError, ValueError, KeyError, IndexError) as exc:
@@ -298,21 +346,18 @@ class RedisStore:
     def _now_arg(self) -> str:
         return "" if self._clock is None else str(self._clock())
 
-    def _job_keys(self, job: str) -> tuple[str, str, str, str, str]:
-        keys = self._keys.get(job)
-        if keys is None:
-            base = f"qc:{{{self._ns}:{job}}}:"
-            keys = (f"{base}meta", f"{base}slots", f"{base}open", f"{base}ledger", f"{base}slot:")
-            if len(self._keys) < 10_000:
-                self._keys[job] = keys
-        return keys
-
-    def _common_args(self, now: str) -> list[str | int]:
-        return [now, self._retention_ms, self._key_ttl_ms, self._ledger_maxlen, self._assign_prefix]
+    def _job_prefix(self, job: str) -> str:
+        """The job's key prefix ``qc:{<ns>:<job>}:``: every key of the job is it plus a suffix."""
+        prefix = self._prefixes.get(job)
+        if prefix is None:
+            prefix = f"qc:{{{self._ns}:{job}}}:"
+            if len(self._prefixes) < 10_000:
+                self._prefixes[job] = prefix
+        return prefix
 
     def _job_call(self, script: Any, job: str, now: str, args: Sequence[str | int]) -> Call:
-        """A one-job script call: the job's five keys; ``ARGV[6]`` is the job, its own arguments follow."""
-        return Call(script, self._job_keys(job), [*self._common_args(now), job, *args])
+        """A one-job script call: KEYS[1] the job's key prefix, its own arguments from ``ARGV[7]``."""
+        return Call(script, (self._job_prefix(job),), [now, *self._common_tail, *args])
 
     def _grouped_calls(
         self,
@@ -330,25 +375,20 @@ class RedisStore:
         """
         out: list[tuple[Call, list[int]]] = []
         keys: list[str] = []
-        args: list[str | int] = []
+        start: list[str | int] = [now, *self._common_tail, *head]
+        args: list[str | int] = list(start)
         order: list[int] = []
-        count = 0
-
-        def flush() -> None:
-            out.append((Call(script, keys, [*self._common_args(now), *head, count, *args]), order))
 
         for job, idx in groups.items():
-            if count and (self._cluster or len(order) + len(idx) > self._max_batch):
-                flush()
-                keys, args, order, count = [], [], [], 0
-            keys.extend(self._job_keys(job))
-            args.append(job)
+            if keys and (self._cluster or len(order) + len(idx) > self._max_batch):
+                out.append((Call(script, keys, args), order))
+                keys, args, order = [], list(start), []
+            keys.append(self._job_prefix(job))
             args.append(len(idx))
             for i in idx:
                 args.extend(item_args(i))
             order.extend(idx)
-            count += 1
-        flush()
+        out.append((Call(script, keys, args), order))
         return out
 
     @staticmethod
@@ -368,8 +408,38 @@ class RedisStore:
         if not requests:
             return []
 
-        # The fields a node's votes share go once per call as numbered
-        # parameter sets; each vote sends fire_ms, spec_hash and its set.
+        calls = self._vote_calls(requests)
+        results: list[VoteResult | None] = [None] * len(requests)
+        with self._boundary("vote"):
+            replies = self._scripts.call_many([c for c, _ in calls], self._wait)
+            for (_, order), raw in zip(calls, replies, strict=True):
+                reply = _seq(raw)
+                codes = _text(reply[1]) if len(reply) > 1 else ""
+                if len(reply) != len(order) + 2 or len(codes) != len(order):
+                    raise ValueError(
+                        f"vote reply has {len(reply) - 2} values, {len(codes)} codes for {len(order)} votes"
+                    )
+                now_ms = int(reply[0])
+                for i, code, record in zip(order, codes, reply[2:], strict=True):
+                    req = requests[i]
+                    results[i] = VoteResult(
+                        status=_STATUS[code],
+                        slot=_slot_value(req.job, req.fire_ms, record),
+                        now_ms=now_ms,
+                    )
+        return [r for r in results if r is not None]
+
+    def _vote_calls(self, requests: Sequence[VoteRequest]) -> list[tuple[Call, list[int]]]:
+        """The vote script calls for ``requests`` and each call's request indices, in vote order.
+
+        The fields a node's votes share (node, quorum, skew, deadline,
+        overlap) go once per call as numbered parameter sets. Votes travel in
+        segments that share a parameter set and a fire time (at a schedule
+        boundary most of a batch does): per segment set, fire_ms, count; per
+        vote one key (its job's prefix) and its spec hash. A job's votes stay
+        together and in order; jobs are independent, so their groups are
+        ordered to make segments long.
+        """
         param_index: dict[tuple[str, int, int, int, str], int] = {}
         vote_params: list[int] = []
         for r in requests:
@@ -378,32 +448,37 @@ class RedisStore:
             if k is None:
                 k = param_index[key] = len(param_index) + 1
             vote_params.append(k)
-        head: list[str | int] = [len(param_index)]
+        start: list[str | int] = [self._now_arg(), *self._common_tail, len(param_index)]
         for key in param_index:
-            head.extend(key)
+            start.extend(key)
+        groups = list(self._by_job(r.job for r in requests).values())
+        if len(param_index) > 1 or len({r.fire_ms for r in requests}) > 1:
+            groups.sort(key=lambda idx: (vote_params[idx[0]], requests[idx[0]].fire_ms))
 
-        def item(i: int) -> tuple[int, str, int]:
-            return (requests[i].fire_ms, requests[i].spec_hash, vote_params[i])
-
-        groups = self._by_job(r.job for r in requests)
-        calls = self._grouped_calls(VOTE, self._now_arg(), groups, item, head)
-        results: list[VoteResult | None] = [None] * len(requests)
-        with self._boundary("vote"):
-            replies = self._scripts.call_many([c for c, _ in calls])
-            for (_, order), raw in zip(calls, replies, strict=True):
-                reply = _seq(raw)
-                if len(reply) != 2 * len(order) + 1:
-                    raise ValueError(f"vote reply has {len(reply) - 1} elements for {len(order)} votes")
-                now_ms = int(reply[0])
-                for k, i in enumerate(order):
-                    code, record = reply[2 * k + 1], reply[2 * k + 2]
-                    req = requests[i]
-                    results[i] = VoteResult(
-                        status=_STATUS[_text(code)],
-                        slot=_slot_view(req.job, req.fire_ms, (code, record)),
-                        now_ms=now_ms,
-                    )
-        return [r for r in results if r is not None]
+        out: list[tuple[Call, list[int]]] = []
+        keys: list[str] = []
+        args: list[str | int] = list(start)
+        order: list[int] = []
+        segment: tuple[int, int] | None = None
+        count_at = 0
+        for idx in groups:
+            if order and (self._cluster or len(order) + len(idx) > self._max_batch):
+                out.append((Call(VOTE, keys, args), order))
+                keys, args, order, segment = [], list(start), [], None
+            prefix = self._job_prefix(requests[idx[0]].job)
+            for i in idx:
+                r = requests[i]
+                seg = (vote_params[i], r.fire_ms)
+                if seg != segment:
+                    segment = seg
+                    args.extend((seg[0], seg[1], 0))
+                    count_at = len(args) - 1
+                args[count_at] = int(args[count_at]) + 1
+                args.append(r.spec_hash)
+                keys.append(prefix)
+                order.append(i)
+        out.append((Call(VOTE, keys, args), order))
+        return out
 
     # -- fenced transitions --------------------------------------------------
 
@@ -414,7 +489,8 @@ class RedisStore:
         with self._boundary(name):
             reply = _seq(
                 self._scripts.call(
-                    self._job_call(FENCE, job, self._now_arg(), [op, fire_ms, node, token, *extra])
+                    self._job_call(FENCE, job, self._now_arg(), [op, fire_ms, node, token, *extra]),
+                    self._wait,
                 )
             )
             if len(reply) != 3:
@@ -485,7 +561,8 @@ class RedisStore:
         with self._boundary("record_missed"):
             reply = _seq(
                 self._scripts.call(
-                    self._job_call(MISSED, job, self._now_arg(), [fire_ms, deadline_ms, reason])
+                    self._job_call(MISSED, job, self._now_arg(), [fire_ms, deadline_ms, reason]),
+                    self._wait,
                 )
             )
             if len(reply) != 2:
@@ -496,7 +573,7 @@ class RedisStore:
 
     def high_water(self, job: str) -> int:
         with self._boundary("high_water"):
-            value = self._client.hget(self._job_keys(job)[0], "hw")
+            value = self._client.hget(self._job_prefix(job) + "meta", "hw")
             return 0 if value is None else int(_text(value))
 
     def slot(self, job: str, fire_ms: int) -> SlotView:
@@ -517,7 +594,7 @@ class RedisStore:
         if limit <= 0:
             return []
         with self._boundary("ledger"):
-            entries = self._client.xrevrange(self._job_keys(job)[3], count=limit) or []
+            entries = self._client.xrevrange(self._job_prefix(job) + "ledger", count=limit) or []
             return [self._ledger_entry(job, fields or {}) for _, fields in entries]
 
     @staticmethod
@@ -587,7 +664,8 @@ class RedisStore:
 
     def control(self, job: str) -> JobControl:
         with self._boundary("control"):
-            paused, by, at, reason = self._client.hmget(self._job_keys(job)[0], ["p", "pb", "pa", "pr"])
+            fields = ["p", "pb", "pa", "pr"]
+            paused, by, at, reason = self._client.hmget(self._job_prefix(job) + "meta", fields)
             return self._job_control(paused, by, at, reason)
 
     def trigger(self, job: str, by: str) -> int:

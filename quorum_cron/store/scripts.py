@@ -13,6 +13,10 @@ to a replica that never saw the load) reloads and retries exactly once. A
 ``NOSCRIPT`` reply means the script did not run, so the retry cannot apply a
 call twice. Error translation into the library's family is the caller's job
 (:mod:`quorum_cron.store.redis`), which wraps these calls.
+
+Optionally a call is followed, in the same pipeline (one round trip, same
+connection), by ``WAIT replicas timeout_ms``; fewer acknowledgements than
+asked raise :class:`WaitShortfall` after the replies were read.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ __all__ = [
     "Call",
     "Script",
     "ScriptRunner",
+    "Wait",
+    "WaitShortfall",
 ]
 
 Arg = str | int
@@ -75,6 +81,30 @@ READ = _assemble("read", *_JOB, "read.lua")
 MEMBERS = _assemble("members", "_clock.lua", "members.lua")
 CONTROL = _assemble("control", "_clock.lua", "control.lua")
 SCRIPTS: tuple[Script, ...] = (VOTE, SWEEP, FENCE, MISSED, READ, MEMBERS, CONTROL)
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """``WAIT replicas timeout_ms`` after the calls: how many replicas must acknowledge, how fast."""
+
+    replicas: int
+    timeout_ms: int
+
+
+class WaitShortfall(Exception):
+    """The script calls ran, but fewer replicas than asked acknowledged them in time.
+
+    Not part of the library's error family: :mod:`quorum_cron.store.redis`
+    turns it into ``StoreUnavailable`` (the outcome is unknown to a caller
+    that fails over to a replica).
+    """
+
+    def __init__(self, acknowledged: int, wait: Wait) -> None:
+        super().__init__(
+            f"WAIT: {acknowledged} of {wait.replicas} replicas acknowledged within {wait.timeout_ms} ms"
+        )
+        self.acknowledged = acknowledged
+        self.wait = wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +144,10 @@ class ScriptRunner:
         """Forget which scripts were loaded (the next call loads them again)."""
         self._loaded.clear()
 
-    def call(self, call: Call) -> Any:
-        """Run one script and return its raw reply."""
+    def call(self, call: Call, wait: Wait | None = None) -> Any:
+        """Run one script and return its raw reply (``wait``: then ``WAIT``, see :meth:`call_many`)."""
+        if wait is not None:
+            return self.call_many([call], wait)[0]
         self._ensure([call.script])
         try:
             return self._client.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
@@ -126,22 +158,28 @@ class ScriptRunner:
             except NoScriptError as exc:
                 raise StoreError(f"script {call.script.name!r} missing right after SCRIPT LOAD") from exc
 
-    def call_many(self, calls: Sequence[Call]) -> list[Any]:
+    def call_many(self, calls: Sequence[Call], wait: Wait | None = None) -> list[Any]:
         """Run several scripts in one non-transactional pipeline; replies in call order.
 
         Callers only batch calls that are independent of each other (disjoint
         jobs), so re-running the few that hit NOSCRIPT after the others is
         equivalent to the original order.
+
+        ``wait``: the pipeline ends with ``WAIT replicas timeout_ms`` (it
+        covers every write the connection made before it); when fewer
+        replicas acknowledged, :class:`WaitShortfall` is raised once the
+        replies were checked (a script error is raised first).
         """
-        if len(calls) == 1:
+        if len(calls) == 1 and wait is None:
             return [self.call(calls[0])]
         self._ensure([c.script for c in calls])
-        replies = self._pipeline(calls)
+        replies, acked = self._pipeline(calls, wait)
         missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
         if missing:
             for script in {calls[i].script.sha: calls[i].script for i in missing}.values():
                 self._load(script)
-            again = self._pipeline([calls[i] for i in missing])
+            again, acked_again = self._pipeline([calls[i] for i in missing], wait)
+            acked = min(acked, acked_again)
             for i, reply in zip(missing, again, strict=True):
                 if isinstance(reply, NoScriptError):
                     raise StoreError(f"script {calls[i].script.name!r} missing right after SCRIPT LOAD")
@@ -151,10 +189,21 @@ class ScriptRunner:
                 raise reply
             if isinstance(reply, Exception):  # pragma: no cover - redis-py only returns ResponseErrors
                 raise StoreError(f"script {call.script.name!r} failed: {reply}") from reply
+        if wait is not None and acked < wait.replicas:
+            raise WaitShortfall(acked, wait)
         return replies
 
-    def _pipeline(self, calls: Sequence[Call]) -> list[Any]:
+    def _pipeline(self, calls: Sequence[Call], wait: Wait | None = None) -> tuple[list[Any], int]:
+        """The calls' replies (errors as values) and, with ``wait``, the replicas WAIT counted."""
         pipe = self._client.pipeline(transaction=False)
         for c in calls:
             pipe.evalsha(c.script.sha, len(c.keys), *c.keys, *c.args)
-        return list(pipe.execute(raise_on_error=False))
+        if wait is not None:
+            pipe.wait(wait.replicas, wait.timeout_ms)
+        replies = list(pipe.execute(raise_on_error=False))
+        if wait is None:
+            return replies, 0
+        acked = replies.pop()
+        if isinstance(acked, Exception):
+            raise acked
+        return replies, int(acked)

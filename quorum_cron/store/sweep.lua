@@ -1,12 +1,15 @@
 -- sweep.lua: enforce deadlines, start timeouts and leases on the open slots
 -- of one or more jobs (Store.sweep; MemoryStore._sweep_one is the model).
 --
--- KEYS: five keys per job group (see _job.lua), ARGV[1..5]: see _job.lua.
--- ARGV[6]   g, the number of job groups that follow; per group, in order:
---             job name, n (its number of parameter sets: the caller's
---             SweepParams for this job, in call order), then n sets of
---             deadline_ms, start_timeout_ms, delivery ("m" at-most-once |
---             "l" at-least-once)
+-- KEYS: one key prefix per job group (see _job.lua), ARGV[1..6]: see _job.lua.
+-- ARGV[7..] per group g = 1, 2, ... (as many as KEYS), in order: n (its
+--             number of parameter sets: the caller's SweepParams for this
+--             job, in call order), then n sets of deadline_ms,
+--             start_timeout_ms, delivery ("m" at-most-once | "l"
+--             at-least-once)
+--
+-- A proposed slot is missed once now > fire + max(its dl, deadline_ms): dl
+-- is the largest deadline any of its votes carried (see vote.lua).
 --
 -- Reply: {now, changed_1, ..., changed_N} over all parameter sets in
 -- argument order; changed_i = array of the slots set i changed, by fire
@@ -15,7 +18,7 @@
 local function sweep_one(r, deadline, start_timeout, delivery)
   local st = r.f.st
   if st == 'proposed' then
-    if now > r.firen + deadline then
+    if now > r.firen + math.max(num(r.dl), deadline) then
       end_slot(r, 'missed', 'deadline passed before quorum')
       return true
     end
@@ -44,22 +47,22 @@ end
 
 local out = {NOW}
 local i = 7
-for g = 1, tonumber(ARGV[6]) do
-  bind(g, ARGV[i])
-  local n = tonumber(ARGV[i + 1])
-  i = i + 2
+for g = 1, #KEYS do
+  bind(g)
+  local n = tonumber(ARGV[i])
+  i = i + 1
   for _ = 1, n do
     local deadline, start_timeout, delivery = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
     i = i + 3
     local changed = {}
-    for _, f in ipairs(redis.call('ZRANGE', K_OPEN, 0, -1)) do
+    for _, f in ipairs(redis.call('ZRANGE', P .. 'open', 0, -1)) do
       local r, why = load(f, true)
       if r then
         if sweep_one(r, deadline, start_timeout, delivery) then
           changed[#changed + 1] = emit(r.fire, r)
         end
       elseif why == 'gone' then
-        redis.call('ZREM', K_OPEN, f)
+        redis.call('ZREM', P .. 'open', f)
       end
     end
     out[#out + 1] = changed

@@ -1,51 +1,71 @@
 -- vote.lua: record votes for slots of one or more jobs, committing each slot
 -- that reaches quorum (Store.vote; MemoryStore._vote_one is the model).
 --
--- KEYS: five keys per job group (see _job.lua), ARGV[1..5]: see _job.lua.
--- ARGV[6]   p, the number of parameter sets that follow, each 5 fields:
+-- KEYS[i]   vote i's job key prefix (see _job.lua; a job's votes are
+--             consecutive, consecutive equal keys share the job's meta read)
+-- ARGV[1..6] see _job.lua.
+-- ARGV[7]   p, the number of parameter sets that follow, each 5 fields:
 --             node, quorum, max_skew_ms, deadline_ms, overlap ("a" allow |
 --             "f" forbid | "r" replace) — the fields a node's votes share,
 --             sent once per call
--- then      g, the number of job groups that follow; per group, in order:
---             job name, n (its number of votes), then n votes of 3 fields:
---             fire_ms, spec_hash, parameter set (1-based index)
---           Votes of one job are handled in order; groups are independent.
+-- then      segments up to the end of ARGV, each: parameter set (1-based
+--             index), fire_ms, n, then the spec_hash of each of its n votes.
+--             Votes are handled in order (vote i is the i-th spec hash over
+--             all segments); votes of different jobs are independent.
 --
--- Reply: {now, code_1, value_1, ..., code_N, value_N} over all votes in
---   argument order (flat: a table per vote costs more to convert), value_i
---   a slot's reply value (see value in _job.lua), code_i
+-- Reply: {now, codes, value_1, ..., value_N} over all votes in argument
+--   order (flat: a table per vote costs more to convert); codes is one
+--   string, its i-th character vote i's code:
 --   R recorded | C committed (or skipped by overlap forbid) | D decided
 --   E early (not stored) | M missed | S skipped because the job is paused
+--   and value_i the slot's value as stored afterwards ("" when absent).
+--
+-- A slot's deadline is the largest deadline_ms any of its votes carried
+-- (dl, kept on the proposed slot): a vote's missed check uses it, so a node
+-- that widened its deadline (catch-up after an outage) keeps the slot open
+-- for the others too.
 
-local function vote_one(fire, node, spec, quorum, skew, deadline, overlap)
-  local raw, st, key = peek(fire)
-  if st and DECIDED[st] then
-    return 'D', raw
+local function vote_one(fire, firen, spec, q)
+  local key = P .. 'slot:' .. fire
+  local raw = fetch(key)
+  if raw and raw ~= HASH and byte(raw, 1) ~= 112 then -- not 'p'roposed: decided
+    if not expired(match(raw, '^%a+ (%d+) ')) then
+      return 'D', raw
+    end
   end
-  local firen = tonumber(fire)
-  local r = load(fire, true, raw, key)
-  if now < firen - skew then
+  local r = load(fire, true, raw, key, firen)
+  if now < firen - q[3] then
     return 'E', value(r)
   end
   if not r then
-    r = new_slot(fire)
-    trim()
-    redis.call('ZADD', K_SLOTS, fire, fire)
-    redis.call('ZADD', K_OPEN, fire, fire)
+    r = new_slot(key, fire, firen)
   end
+  local node = q[1]
   local m = meta()
   if m.p then
     set_vote(r, node, spec)
     end_slot(r, 'skipped', 'paused by ' .. m.pb .. ': ' .. m.pr)
-    return 'S', value(r)
+    return 'S', r.json
+  end
+  -- The slot's deadline: the largest any vote carried, this one included.
+  local deadline = q[4]
+  if r.new or r.legacy then -- (an older format carries no deadline)
+    r.dl, r.ttl, r.legacy = q[6], q[7], nil
+  elseif r.dl ~= q[6] then
+    local stored = tonumber(r.dl)
+    if deadline > stored then
+      r.dl, r.ttl = q[6], q[7]
+    else
+      deadline = stored
+    end
   end
   if now > firen + deadline then
     end_slot(r, 'missed', 'deadline passed before quorum')
-    return 'M', value(r)
+    return 'M', r.json
   end
   set_vote(r, node, spec)
-  if quorum > m.q then
-    meta_set('q', quorum)
+  if q[2] > m.q then
+    meta_set('q', q[2], q[8])
   end
   local agreeing = 0
   for _, h in pairs(r.votes) do
@@ -54,24 +74,18 @@ local function vote_one(fire, node, spec, quorum, skew, deadline, overlap)
     end
   end
   if agreeing < m.q then
-    if r.proposed and node ~= '' then
-      write_vote(r, node, spec)
-    else
-      -- A slot kept as a string (stored before the vote hash existed) stays
-      -- one; so does one with an empty node id (the hash's expiry field).
-      save(r)
-    end
-    return 'R', value(r)
+    index_open(r)
+    write_proposed(r)
+    return 'R', r.json
   end
   -- Quorum reached: decide the slot in this same call.
   set(r, 'sh', spec)
-  set(r, 'dl', fmt(deadline))
-  if firen > m.hw then
-    meta_set('hw', firen)
-  end
+  set(r, 'dl', r.dl)
+  raise_hw(r)
+  local overlap = q[5]
   if overlap ~= 'a' then
     local active = {}
-    for _, f in ipairs(redis.call('ZRANGE', K_OPEN, 0, -1)) do
+    for _, f in ipairs(redis.call('ZRANGE', P .. 'open', 0, -1)) do
       if f ~= fire then
         local o = load(f, true)
         if o and (o.f.st == 'committed' or o.f.st == 'running') then
@@ -81,7 +95,7 @@ local function vote_one(fire, node, spec, quorum, skew, deadline, overlap)
     end
     if #active > 0 and overlap == 'f' then
       end_slot(r, 'skipped', 'overlap forbidden: slot ' .. active[1].fire .. ' active')
-      return 'C', value(r)
+      return 'C', r.json
     end
     if #active > 0 and overlap == 'r' then
       for _, o in ipairs(active) do
@@ -89,30 +103,39 @@ local function vote_one(fire, node, spec, quorum, skew, deadline, overlap)
       end
     end
   end
+  index_open(r)
   assign(r)
-  return 'C', value(r)
+  return 'C', r.json
 end
 
-local P = {}
-local i = 7
-for k = 1, tonumber(ARGV[6]) do
-  P[fmt(k)] = {ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), ARGV[i + 4]}
+-- Parameter sets: node, quorum, skew, deadline, overlap, deadline text,
+-- physical TTL of a proposed slot this set's vote creates (see _job.lua),
+-- quorum text.
+local PS = {}
+local i = 8
+for k = 1, tonumber(ARGV[7]) do
+  local skew, deadline = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  PS[fmt(k)] = {ARGV[i], tonumber(ARGV[i + 1]), skew, deadline, ARGV[i + 4], ARGV[i + 3],
+                fmt(KEY_TTLN + math.max(deadline, 0) + math.max(skew, 0)), ARGV[i + 1]}
   i = i + 5
 end
-local out = {NOW}
-local o = 1
-local groups = tonumber(ARGV[i])
-i = i + 1
-for g = 1, groups do
-  bind(g, ARGV[i])
-  local n = tonumber(ARGV[i + 1])
-  i = i + 2
+local out, codes = {NOW, ''}, {}
+local v = 0
+local nargs = #ARGV
+while i <= nargs do
+  local q, fire, n = PS[ARGV[i]], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local firen = tonumber(fire)
+  i = i + 3
   for _ = 1, n do
-    local q = P[ARGV[i + 2]]
-    out[o + 1], out[o + 2] = vote_one(ARGV[i], q[1], ARGV[i + 1], q[2], q[3], q[4], q[5])
-    o = o + 2
-    i = i + 3
+    v = v + 1
+    if KEYS[v] ~= P then
+      meta_flush()
+      bind(v)
+    end
+    codes[v], out[v + 2] = vote_one(fire, firen, ARGV[i], q)
+    i = i + 1
   end
-  meta_flush()
 end
+meta_flush()
+out[2] = table.concat(codes)
 return out
