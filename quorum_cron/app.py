@@ -31,12 +31,12 @@ import signal
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from quorum_cron.agent.connect import connect_store, default_node_id
+from quorum_cron.agent.connect import default_node_id
 from quorum_cron.agent.logs import configure_logging
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.runner import CallableTarget, JobContext
 from quorum_cron.agent.runtime import Agent
-from quorum_cron.agent.setup import agent_job, agent_settings
+from quorum_cron.agent.setup import agent_job, agent_settings, open_store
 from quorum_cron.config import AUTO, ClusterConfig, Config, JobSpec, NtpUnreachable
 from quorum_cron.durations import parse_duration
 from quorum_cron.errors import ConfigError
@@ -46,7 +46,15 @@ __all__ = ["App", "JobContext"]
 
 F = TypeVar("F", bound=Callable[..., object])
 
-_DURATIONS = ("max_skew", "lease", "start_timeout", "heartbeat", "retention", "clock_check_interval")
+_DURATIONS = (
+    "max_skew",
+    "lease",
+    "start_timeout",
+    "heartbeat",
+    "retention",
+    "clock_check_interval",
+    "wait_timeout",
+)
 
 
 class App:
@@ -71,14 +79,17 @@ class App:
         grace: str | int = "30s",
         ntp_servers: tuple[str, ...] = (),
         ntp_unreachable: NtpUnreachable = "store-time",
+        wait_replicas: int = 0,
         config: Config | None = None,
         store: Store | None = None,
         **durations: str | int,
     ) -> None:
         """``durations``: ``max_skew``, ``lease``, ``start_timeout``, ``heartbeat``, ``retention``,
-        ``clock_check_interval``. ``store`` replaces the Redis connection (e.g. a MemoryStore in a test
-        of your jobs). Without NTP servers the Redis TIME check alone decides clock trust
-        (``ntp_unreachable="store-time"``); pass servers for the full check.
+        ``clock_check_interval``, ``wait_timeout``. ``wait_replicas``: see docs/configuration.md
+        (set it when Redis has a replica it may fail over to). ``store`` replaces the Redis
+        connection (e.g. a MemoryStore in a test of your jobs). Without NTP servers the Redis
+        TIME check alone decides clock trust (``ntp_unreachable="store-time"``); pass servers
+        for the full check.
         """
         if config is not None:
             self.cluster = config.cluster
@@ -100,6 +111,7 @@ class App:
                 redis_url=redis_url,
                 ntp_servers=tuple(ntp_servers),
                 ntp_unreachable=ntp_unreachable,
+                wait_replicas=wait_replicas,
                 **timings,
             )
         self.redis_url = redis_url or self.cluster.redis_url
@@ -185,12 +197,7 @@ class App:
         owned = None
         if store is None:
             assert self.redis_url is not None
-            owned = connect_store(
-                self.redis_url,
-                self.namespace,
-                retention_ms=self.cluster.retention_ms,
-                ledger_maxlen=self.cluster.ledger_maxlen,
-            )
+            owned = open_store(self.redis_url, self.cluster)
             store = owned
         settings = agent_settings(self.cluster, self.node_id, grace_ms=self._grace_ms)
         jobs = [agent_job(spec, CallableTarget(self._funcs[name])) for name, spec in self._specs.items()]

@@ -184,6 +184,9 @@ class ClusterConfig:
     heartbeat_ms: int = 2 * _SECOND
     retention_ms: int = 7 * _DAY
     ledger_maxlen: int = 10_000
+    wait_replicas: int = 0
+    """Replicas that must hold a write before a node acts on it (Redis ``WAIT``; 0 = off)."""
+    wait_timeout_ms: int = 100
     clock_check_interval_ms: int = 60 * _SECOND
     ntp_servers: tuple[str, ...] = ()
     ntp_unreachable: NtpUnreachable = "store-time"
@@ -220,6 +223,7 @@ class ClusterConfig:
                 f"'{format_duration(self.lease_ms)}' (a lease must survive one lost heartbeat)",
             )
         _fail(where, "ledger_maxlen", _range_problem(self.ledger_maxlen, 100, 10_000_000))
+        _fail(where, "wait_replicas", _range_problem(self.wait_replicas, 0, _MAX_WAIT_REPLICAS))
         if self.ntp_unreachable not in get_args(NtpUnreachable):
             _fail(where, "ntp_unreachable", f"{self.ntp_unreachable!r} is not 'abstain' or 'store-time'")
         if self.ntp_unreachable == "abstain" and not self.ntp_servers:
@@ -256,7 +260,9 @@ _CLUSTER_DURATION_BOUNDS: tuple[tuple[str, int, int], ...] = (
     ("heartbeat_ms", 100, _HOUR),
     ("retention_ms", _HOUR, 366 * _DAY),
     ("clock_check_interval_ms", 1 * _SECOND, _DAY),
+    ("wait_timeout_ms", 1, 10 * _SECOND),
 )
+_MAX_WAIT_REPLICAS = 16
 
 
 def default_starting_deadline_ms(schedule: Schedule) -> int:
@@ -451,6 +457,8 @@ _CLUSTER_KEYS = (
     "heartbeat",
     "retention",
     "ledger_maxlen",
+    "wait_replicas",
+    "wait_timeout",
     "clock_check_interval",
     "ntp_servers",
     "ntp_unreachable",
@@ -624,6 +632,7 @@ def _parse_cluster(raw: object, source: str, errors: list[str]) -> ClusterConfig
                 f"(a lease must survive one lost heartbeat)",
             )
     ledger_maxlen = t.integer("ledger_maxlen", 100, 10_000_000, default=10_000)
+    wait_replicas = t.integer("wait_replicas", 0, _MAX_WAIT_REPLICAS, default=0)
     ntp_servers = t.str_list("ntp_servers", "NTP server host names", max_items=16) or ()
     ntp_unreachable = t.choice(
         "ntp_unreachable", get_args(NtpUnreachable), "abstain" if ntp_servers else "store-time"
@@ -638,6 +647,7 @@ def _parse_cluster(raw: object, source: str, errors: list[str]) -> ClusterConfig
             quorum=cast(int, quorum),
             redis_url=redis_url,
             ledger_maxlen=cast(int, ledger_maxlen),
+            wait_replicas=cast(int, wait_replicas),
             ntp_servers=ntp_servers,
             ntp_unreachable=cast(NtpUnreachable, ntp_unreachable),
             alert_command=alert_command,

@@ -421,3 +421,32 @@ def test_abstain_without_ntp_servers_is_refused(tmp_path: Path) -> None:
     text = MINIMAL.replace("[cluster]\n", '[cluster]\nntp_unreachable = "abstain"\n', 1)
     with pytest.raises(ConfigError, match="'abstain' with no ntp_servers would never vote"):
         load_config(write(tmp_path, text))
+
+
+def test_wait_replicas_reaches_the_store(tmp_path: Path) -> None:
+    from quorum_cron.agent.setup import open_store
+
+    text = MINIMAL.replace("size = 3", 'size = 3\nwait_replicas = 1\nwait_timeout = "250ms"')
+    cluster = load_config(write(tmp_path, text)).cluster
+    assert (cluster.wait_replicas, cluster.wait_timeout_ms) == (1, 250)
+    assert load_config(write(tmp_path, MINIMAL)).cluster.wait_replicas == 0
+    store = open_store("redis://127.0.0.1:1/0", cluster)  # connects lazily: nothing listens there
+    try:
+        wait = store._wait
+        assert wait is not None and (wait.replicas, wait.timeout_ms) == (1, 250)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        ("wait_replicas = -1", "field 'wait_replicas': '-1' is out of range (expected 0 to 16)"),
+        ('wait_replicas = "one"', "field 'wait_replicas'"),
+        ('wait_timeout = "0ms"', "field 'wait_timeout'"),
+        ('wait_timeout = "1m"', "field 'wait_timeout'"),
+    ],
+)
+def test_bad_wait_settings_are_refused(tmp_path: Path, line: str, fragment: str) -> None:
+    message = only_error(tmp_path, MINIMAL.replace("size = 3", f"size = 3\n{line}"))
+    assert fragment in message, message

@@ -34,6 +34,8 @@ def connect_store(
     *,
     retention_ms: int = DEFAULT_RETENTION_MS,
     ledger_maxlen: int = DEFAULT_LEDGER_MAXLEN,
+    wait_replicas: int = 0,
+    wait_timeout_ms: int = 100,
 ) -> RedisStore:
     """A :class:`RedisStore` on a fail-fast client for ``url``."""
     return RedisStore.from_url(
@@ -41,6 +43,8 @@ def connect_store(
         namespace,
         retention_ms=retention_ms,
         ledger_maxlen=ledger_maxlen,
+        wait_replicas=wait_replicas,
+        wait_timeout_ms=wait_timeout_ms,
         socket_timeout=SOCKET_TIMEOUT_S,
         socket_connect_timeout=SOCKET_CONNECT_TIMEOUT_S,
         retry=Retry(NoBackoff(), 1),

@@ -22,7 +22,12 @@ __all__ = ["agent_job", "agent_settings", "core_job", "open_store"]
 def open_store(url: str, cluster: ClusterConfig) -> RedisStore:
     """The cluster's store on a fail-fast client (see :mod:`.connect`)."""
     return connect_store(
-        url, cluster.namespace, retention_ms=cluster.retention_ms, ledger_maxlen=cluster.ledger_maxlen
+        url,
+        cluster.namespace,
+        retention_ms=cluster.retention_ms,
+        ledger_maxlen=cluster.ledger_maxlen,
+        wait_replicas=cluster.wait_replicas,
+        wait_timeout_ms=cluster.wait_timeout_ms,
     )
 
 
