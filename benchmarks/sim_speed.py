@@ -15,8 +15,9 @@ memory store, virtual time) on a cluster of ``--nodes`` nodes with
 * ``bare loop`` — ``sim.loop.Loop`` popping as many no-op events as the
   faulted run had: the ceiling of the event loop alone.
 
-For each: wall seconds, speed-up (simulated s / wall s), events and events
-per wall second, and the checker's verdict (violations by kind). Target
+For each: wall seconds (and CPU seconds of this process: steadier on a
+shared machine), speed-up (simulated s / wall s), events and events per
+wall second, and the checker's verdict (violations by kind). Target
 (issue 6): at least 3000x with faults on.
 """
 
@@ -74,14 +75,15 @@ def scenario(nodes: int, jobs: int, minutes: float, faults: bool) -> Scenario:
 
 
 def measure(sc: Scenario, seed: int, label: str) -> dict[str, Any]:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     res = sim_run(sc, seed)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     rep = res.report
     return {
         "run": label,
         "simulated_s": sc.duration_ms / 1000,
         "wall_s": round(wall, 3),
+        "cpu_s": round(cpu, 3),
         "speedup": round(sc.duration_ms / 1000 / wall, 1),
         "events": res.events,
         "events_per_s": round(res.events / wall),
@@ -140,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             "run",
             "simulated_s",
             "wall_s",
+            "cpu_s",
             "speedup",
             "events",
             "events_per_s",

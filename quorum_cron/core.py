@@ -13,12 +13,16 @@ when                   the core emits
 =====================  ===================================================
 slot ``t`` comes due   ``Vote`` (wall clock ≥ ``t - vote_lead``; batched;
 (clock trusted)        or ``Abstain`` once per slot while the clock is not
-                       trusted (the slot stays pending until its deadline)
+                       trusted (the slot stays pending until its deadline,
+                       then is recorded missed — once the outcome of a vote
+                       still in flight is known)
 vote reply             ``Start`` when the reply names this node executor
                        (deferred until the wall clock reaches ``t``);
                        otherwise the slot is awaited (``ReadSlot`` poll as a
                        fallback for a lost assignment notice)
-start reply ok         ``Run`` (the runtime starts the job process)
+start reply ok         ``Run`` (the runtime starts the job process); also
+                       when a read shows the slot running under a start
+                       whose reply was lost (within half a lease of it)
 running, every lease/3 ``Renew``; a refused renew → ``Kill``
 job process ended      ``Finish`` (retried until the store answers); a
                        failed run with retries left comes back committed,
@@ -43,6 +47,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from heapq import heapify, heappop, heappush
 from typing import Protocol
 
 from quorum_cron.store.base import (
@@ -80,10 +85,21 @@ __all__ = [
 ]
 
 MAX_CATCHUP_SLOTS = 1000
+MAX_RETRY_DOUBLINGS = 4
+"""A failed missed-record or high-water read is retried after ``retry_ms`` doubling up to 16x."""
 """At most this many unvoted past slots per job are accounted for at start-up."""
 
 MAX_PENDING_FINISHES = 10_000
 """Bound on finished-job results buffered while the store is unreachable."""
+
+_NEVER = 1 << 62
+"""A wake time that never comes (no timer of that kind)."""
+
+_UNSET = -(1 << 62)
+"""A cached wake time that matches no timer: the next refresh pushes afresh."""
+
+# Indexes into ``_JobState.wakes`` and ``NodeCore._heaps``.
+_WAKE_WALL, _WAKE_MONO, _VISIT_WALL, _VISIT_MONO = range(4)
 
 
 class ScheduleLike(Protocol):
@@ -272,6 +288,8 @@ class _Pending:
     retry_at_mono: int = 0
     in_flight: bool = False
     abstained: bool = False
+    request: VoteRequest | None = None
+    """The vote request, once built (a retry sends the same one)."""
 
 
 @dataclass
@@ -301,9 +319,15 @@ class _JobState:
     """Start sent: fire_ms → token."""
     start_sent: dict[int, int] = field(default_factory=dict)
     """Start sent: fire_ms → monotonic time it was sent (the lease began after it)."""
+    start_first: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """fire_ms → (token, monotonic time a start for that token was first sent), until its outcome is known."""
     deferred: dict[int, tuple[int, int]] = field(default_factory=dict)
     """A retry assigned to us before its backoff ended: fire_ms → (token, not-before wall ms)."""
     running: dict[int, _Running] = field(default_factory=dict)
+    index: int = 0
+    """Position in the job list: ticks handle jobs in this order."""
+    wakes: list[int] = field(default_factory=lambda: [_UNSET] * 4)
+    """Cached earliest timers, by kind (see :meth:`NodeCore._refresh`)."""
 
 
 class NodeCore:
@@ -313,6 +337,16 @@ class NodeCore:
     action must eventually be answered with :meth:`on_reply` or
     :meth:`on_failure` (a lost reply is a failure: the core retries, and
     every store call is idempotent).
+
+    Both :meth:`tick` and :meth:`next_wakeup` cost O(log jobs) per job that
+    changed or fell due, not O(jobs): each job caches its earliest timers,
+    kept in heaps (stale entries are dropped when they surface), and every
+    input that touches a job marks it dirty so its timers are recomputed.
+    Timers are kept as absolute readings of the clock they wait on — wall
+    (fire times, deferred starts, the drop time of a slot) or monotonic
+    (retries, polls, renewals) — so a wall-clock step needs no invalidation;
+    a change of trust (which decides what a pending slot waits for) and
+    :meth:`stop_voting` mark every job dirty.
     """
 
     def __init__(self, settings: NodeSettings, jobs: Sequence[CoreJob]) -> None:
@@ -320,7 +354,15 @@ class NodeCore:
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate job names in {names!r}: expected each job once")
         self.settings = settings
-        self._jobs: dict[str, _JobState] = {j.name: _JobState(job=j) for j in jobs}
+        self._jobs: dict[str, _JobState] = {j.name: _JobState(job=j, index=i) for i, j in enumerate(jobs)}
+        self._by_index: list[_JobState] = list(self._jobs.values())
+        self._dirty: set[int] = set(range(len(jobs)))
+        """Jobs whose state changed since their timers were last computed."""
+        self._heaps: tuple[list[tuple[int, int]], ...] = ([], [], [], [])
+        """(time, job index) by kind; an entry is stale unless it equals the job's cached wake."""
+        self._finish_heap: list[tuple[int, tuple[str, int]]] = []
+        """(retry time, key) of failed finishes; stale unless the key still waits for that time."""
+        self._retry_seq = 0
         self._trusted = False
         self._trust_reason = "clock not checked yet"
         self._started = False
@@ -329,7 +371,10 @@ class NodeCore:
         self._finishes: dict[tuple[str, int], Finish] = {}
         self._finish_retry_mono: dict[tuple[str, int], int] = {}
         self._finishing: set[tuple[str, int]] = set()
-        self._retries: list[tuple[int, ReadHighWater | RecordMissed]] = []
+        self._retries: list[tuple[int, int, ReadHighWater | RecordMissed]] = []
+        self._retry_failures: dict[ReadHighWater | RecordMissed, int] = {}
+        """Consecutive failures of a retried record or read (its backoff doubles, up to a cap)."""
+        """A heap of (retry time, sequence number, action)."""
         self._sweep = Sweep(tuple(self._sweep_params()))
         self._stopping = False
         self.dropped_finishes = 0
@@ -339,6 +384,8 @@ class NodeCore:
 
     def set_trust(self, trusted: bool, reason: str = "") -> None:
         """Tell the core whether this node's clock may be used to vote."""
+        if trusted != self._trusted:
+            self._dirty.update(range(len(self._by_index)))
         self._trusted = trusted
         self._trust_reason = reason or ("clock trusted" if trusted else "clock not trusted")
 
@@ -352,6 +399,7 @@ class NodeCore:
         for js in self._jobs.values():
             js.pending.clear()
             js.awaiting.clear()
+        self._dirty.update(range(len(self._by_index)))
 
     def tick(self, now: Now) -> list[Action]:
         """Advance to ``now``: vote for what came due, renew, retry, sweep."""
@@ -363,53 +411,175 @@ class NodeCore:
                 # ones are accounted for once the high-water mark is known.
                 js.cursor_ms = js.boot_ms = now.wall_ms - js.job.deadline_ms
                 out.append(ReadHighWater(js.job.name))
-        requests: list[VoteRequest] = []
-        for js in self._jobs.values():
-            if not self._stopping:
-                self._collect_due(js, now, out)
-                requests.extend(self._votes_due(js, now, out))
-            self._polls_due(js, now, out)
-            self._deferred_due(js, now, out)
-            self._renewals_due(js, now, out)
-        if requests:
-            out.append(Vote(tuple(requests)))
-        for key in sorted(self._finishes):
-            if key not in self._finishing and self._finish_retry_mono.get(key, 0) <= now.mono_ms:
-                self._finishing.add(key)
-                out.append(self._finishes[key])
-        due = [a for at, a in self._retries if at <= now.mono_ms]
-        self._retries = [(at, a) for at, a in self._retries if at > now.mono_ms]
-        out.extend(due)
-        if not self._sweeping and now.mono_ms >= self._next_sweep_mono:
+            self._dirty.update(range(len(self._by_index)))
+        # Only jobs that changed or have a timer due can have anything to do.
+        visit = self._dirty
+        self._dirty = set()
+        by_index = self._by_index
+        wall, mono = now.wall_ms, now.mono_ms
+        for kind, heap in enumerate(self._heaps):
+            limit = wall if kind in (_WAKE_WALL, _VISIT_WALL) else mono
+            while heap and heap[0][0] <= limit:
+                at, i = heappop(heap)
+                wakes = by_index[i].wakes
+                if wakes[kind] == at:
+                    wakes[kind] = _UNSET  # popped: the refresh below pushes anew
+                    visit.add(i)
+        if visit:
+            requests: list[VoteRequest] = []
+            voting = not self._stopping
+            for i in sorted(visit):
+                js = by_index[i]
+                if voting:
+                    self._collect_due(js, now, out)
+                    if js.pending:
+                        requests.extend(self._votes_due(js, now, out))
+                if js.awaiting:
+                    self._polls_due(js, now, out)
+                if js.deferred:
+                    self._deferred_due(js, now, out)
+                if js.running:
+                    self._renewals_due(js, now, out)
+            if requests:
+                out.append(Vote(tuple(requests)))
+            if self._dirty:
+                visit |= self._dirty
+                self._dirty = set()
+            for i in visit:
+                self._refresh(by_index[i])
+        if self._finish_heap and self._finish_heap[0][0] <= mono:
+            self._finishes_due(now, out)
+        retries = self._retries
+        if retries and retries[0][0] <= mono:
+            due: list[tuple[int, ReadHighWater | RecordMissed]] = []
+            while retries and retries[0][0] <= now.mono_ms:
+                _, seq, action = heappop(retries)
+                due.append((seq, action))
+            due.sort(key=lambda e: e[0])  # in the order they failed
+            out.extend(a for _, a in due)
+        if not self._sweeping and mono >= self._next_sweep_mono:
             self._sweeping = True
             out.append(self._sweep)
         return out
 
+    def _finishes_due(self, now: Now, out: list[Action]) -> None:
+        heap = self._finish_heap
+        keys: set[tuple[str, int]] = set()
+        while heap and heap[0][0] <= now.mono_ms:
+            at, key = heappop(heap)
+            if self._finish_waits(key, at):
+                keys.add(key)
+        for key in sorted(keys):
+            self._finishing.add(key)
+            out.append(self._finishes[key])
+
+    def _finish_waits(self, key: tuple[str, int], at: int) -> bool:
+        """Whether the finish of ``key`` waits to be sent again at ``at`` (else the entry is stale)."""
+        return (
+            key in self._finishes and key not in self._finishing and self._finish_retry_mono.get(key, 0) == at
+        )
+
     def next_wakeup(self, now: Now) -> int:
         """Milliseconds until :meth:`tick` has something to do (0 = now)."""
-        waits = [max(0, self._next_sweep_mono - now.mono_ms)] if not self._sweeping else []
-        for js in self._jobs.values():
-            if not self._stopping:
-                waits.append(max(0, self._next_fire(js) - self.settings.vote_lead_ms - now.wall_ms))
-                waits.extend(self._pending_wait(p, now) for p in js.pending.values() if not p.in_flight)
-            waits.extend(max(0, at - now.mono_ms) for at in js.awaiting.values() if at >= 0)
-            waits.extend(max(0, at - now.wall_ms) for _, at in js.deferred.values())
-            waits.extend(max(0, r.renew_at_mono - now.mono_ms) for r in js.running.values() if not r.renewing)
-        waits.extend(
-            max(0, self._finish_retry_mono.get(k, 0) - now.mono_ms)
-            for k in self._finishes
-            if k not in self._finishing
-        )
-        waits.extend(max(0, at - now.mono_ms) for at, _ in self._retries)
-        return min(waits) if waits else self.settings.sweep_ms
+        dirty = self._dirty
+        if dirty:
+            by_index = self._by_index
+            for i in dirty:
+                self._refresh(by_index[i])
+            dirty.clear()
+        wait = _NEVER
+        if not self._sweeping:
+            wait = self._next_sweep_mono - now.mono_ms
+        by_index = self._by_index
+        for kind, reading in ((_WAKE_WALL, now.wall_ms), (_WAKE_MONO, now.mono_ms)):
+            heap = self._heaps[kind]
+            while heap and by_index[heap[0][1]].wakes[kind] != heap[0][0]:
+                heappop(heap)
+            if heap and heap[0][0] - reading < wait:
+                wait = heap[0][0] - reading
+        heap_f = self._finish_heap
+        while heap_f and not self._finish_waits(heap_f[0][1], heap_f[0][0]):
+            heappop(heap_f)
+        if heap_f and heap_f[0][0] - now.mono_ms < wait:
+            wait = heap_f[0][0] - now.mono_ms
+        if self._retries and self._retries[0][0] - now.mono_ms < wait:
+            wait = self._retries[0][0] - now.mono_ms
+        if wait == _NEVER:
+            return self.settings.sweep_ms
+        return max(0, wait)
 
-    def _pending_wait(self, p: _Pending, now: Now) -> int:
-        """How long a pending slot can wait: its retry while trusted, its drop time while not."""
-        if self._trusted:
-            return max(0, p.retry_at_mono - now.mono_ms)
-        # Abstaining: nothing to do until the slot is too late (then it is
-        # recorded missed) — or until the runtime reports trust again.
-        return max(0, p.fire_ms + p.deadline_ms + self.settings.max_skew_ms + 1 - now.wall_ms)
+    def _refresh(self, js: _JobState) -> None:
+        """Recompute the job's earliest timers; push the ones that changed.
+
+        ``WAKE`` timers are what :meth:`next_wakeup` waits for. ``VISIT``
+        timers are the other instants at which :meth:`tick` would act on the
+        job without having been woken for it (a slot whose vote failed passing
+        its deadline before its retry, say): a full scan of every job would
+        act on them at whatever tick came next, so the tick visits the job
+        then too.
+        """
+        wake_wall = wake_mono = visit_wall = visit_mono = _NEVER
+        if not self._stopping:
+            wake_wall = (
+                js.next_fire_ms if js.next_fire_for == js.cursor_ms else self._next_fire(js)
+            ) - self.settings.vote_lead_ms
+            if js.pending:
+                trusted = self._trusted
+                skew = self.settings.max_skew_ms + 1
+                for p in js.pending.values():
+                    if p.in_flight:
+                        continue  # its reply or failure marks the job dirty
+                    drop = p.fire_ms + p.deadline_ms + skew
+                    if trusted:
+                        if p.retry_at_mono < wake_mono:
+                            wake_mono = p.retry_at_mono
+                        if drop < visit_wall:
+                            visit_wall = drop
+                    else:
+                        # Abstaining: woken for the drop time; the abstain
+                        # itself is due once the retry time has passed.
+                        if drop < wake_wall:
+                            wake_wall = drop
+                        if not p.abstained and p.retry_at_mono < visit_mono:
+                            visit_mono = p.retry_at_mono
+        if js.awaiting:
+            for at in js.awaiting.values():
+                if 0 <= at < wake_mono:
+                    wake_mono = at
+        if js.deferred:
+            for _, at in js.deferred.values():
+                if at < wake_wall:
+                    wake_wall = at
+        if js.running:
+            for r in js.running.values():
+                if not r.renewing and r.renew_at_mono < wake_mono:
+                    wake_mono = r.renew_at_mono
+        wakes = js.wakes
+        if (
+            wake_wall == wakes[_WAKE_WALL]
+            and wake_mono == wakes[_WAKE_MONO]
+            and visit_wall == wakes[_VISIT_WALL]
+            and visit_mono == wakes[_VISIT_MONO]
+        ):
+            return
+        heaps = self._heaps
+        i = js.index
+        for kind, at in enumerate((wake_wall, wake_mono, visit_wall, visit_mono)):
+            if at != wakes[kind]:
+                wakes[kind] = at
+                if at != _NEVER:
+                    heap = heaps[kind]
+                    heappush(heap, (at, i))
+                    if len(heap) > 64 + 4 * len(self._by_index):
+                        self._compact(kind)
+
+    def _compact(self, kind: int) -> None:
+        """Rebuild a heap of timers from the cached ones, dropping the stale entries."""
+        heap = self._heaps[kind]
+        heap[:] = [
+            (js.wakes[kind], js.index) for js in self._by_index if js.wakes[kind] not in (_NEVER, _UNSET)
+        ]
+        heapify(heap)
 
     def on_assigned(self, job: str, fire_ms: int, token: int, now: Now) -> list[Action]:
         """An assignment notice (pub/sub or simulated): start if it is new to us."""
@@ -428,6 +598,7 @@ class NodeCore:
         if js is None or self._stopping or now.wall_ms > fire_ms + js.job.deadline_ms:
             return []
         js.pending.setdefault(fire_ms, _Pending(fire_ms=fire_ms, deadline_ms=js.job.deadline_ms))
+        self._dirty.add(js.index)
         return []
 
     def on_run_finished(
@@ -437,6 +608,7 @@ class NodeCore:
         js = self._jobs.get(job)
         if js is not None:
             js.running.pop(fire_ms, None)
+            self._dirty.add(js.index)
         key = (job, fire_ms)
         if key not in self._finishes and len(self._finishes) >= MAX_PENDING_FINISHES:
             self.dropped_finishes += 1
@@ -477,17 +649,18 @@ class NodeCore:
                 return out
             case ReadSlot():
                 assert isinstance(reply, SlotView)
-                js = self._jobs[action.job]
-                js.awaiting.pop(action.fire_ms, None)
+                self._stop_polling(self._jobs[action.job], action.fire_ms)
                 return self._on_view(reply, now, poll_again=True)
             case ReadHighWater():
                 assert isinstance(reply, int)
+                self._retry_failures.pop(action, None)
                 return self._catch_up(self._jobs[action.job], reply, now)
             case RecordMissed():
                 assert isinstance(reply, SlotView)
+                self._retry_failures.pop(action, None)
                 if reply.state in (SlotState.ABSENT, SlotState.PROPOSED):
                     # Store time has not passed the deadline yet: ask again.
-                    self._retries.append((now.mono_ms + self.settings.retry_ms, action))
+                    self._retry(now.mono_ms + self.settings.retry_ms, action)
                 return []
         raise TypeError(f"not a store action: {action!r}")
 
@@ -497,26 +670,32 @@ class NodeCore:
         match action:
             case Vote():
                 for req in action.requests:
-                    p = self._jobs[req.job].pending.get(req.fire_ms)
+                    js = self._jobs[req.job]
+                    p = js.pending.get(req.fire_ms)
                     if p is not None:
                         p.in_flight = False
                         p.retry_at_mono = retry_at
+                        self._dirty.add(js.index)
             case Start():
                 # Not known whether it landed: a read tells, and a repeated
                 # start is refused harmlessly if it had.
                 js = self._jobs[action.job]
                 js.starting.pop(action.fire_ms, None)
                 js.awaiting[action.fire_ms] = retry_at
+                self._dirty.add(js.index)
             case Renew():
-                r = self._jobs[action.job].running.get(action.fire_ms)
+                js = self._jobs[action.job]
+                r = js.running.get(action.fire_ms)
                 if r is not None:
                     r.renewing = False
                     r.renew_at_mono = retry_at
-                    return self._lease_check(self._jobs[action.job], action.fire_ms, now)
+                    self._dirty.add(js.index)
+                    return self._lease_check(js, action.fire_ms, now)
             case Finish():
                 key = (action.job, action.fire_ms)
                 self._finishing.discard(key)
                 self._finish_retry_mono[key] = retry_at
+                heappush(self._finish_heap, (retry_at, key))
             case Sweep():
                 self._sweeping = False
                 self._next_sweep_mono = retry_at
@@ -524,9 +703,20 @@ class NodeCore:
                 js = self._jobs[action.job]
                 if action.fire_ms in js.awaiting:
                     js.awaiting[action.fire_ms] = retry_at
+                    self._dirty.add(js.index)
             case ReadHighWater() | RecordMissed():
-                self._retries.append((retry_at, action))
+                # Backing off: while the store is away a node may hold one
+                # record per slot it could not vote for, and each failed call
+                # can cost a connect timeout in the agent.
+                failures = self._retry_failures.get(action, 0)
+                self._retry_failures[action] = failures + 1
+                backoff = self.settings.retry_ms << min(failures, MAX_RETRY_DOUBLINGS)
+                self._retry(now.mono_ms + backoff, action)
         return []
+
+    def _retry(self, at: int, action: ReadHighWater | RecordMissed) -> None:
+        self._retry_seq += 1
+        heappush(self._retries, (at, self._retry_seq, action))
 
     # -- internals -----------------------------------------------------------
 
@@ -551,7 +741,9 @@ class NodeCore:
 
     def _collect_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
         floor = now.wall_ms - js.job.deadline_ms
-        if js.cursor_ms < floor:
+        # (A cursor behind the floor with no fire time in between is left
+        # where it is: moving it would change nothing but the cached fire time.)
+        if js.cursor_ms < floor and self._next_fire(js) <= floor:
             # This node slept through slots (a pause, a wall-clock jump): too
             # late to vote for them, but not too late to account for them.
             late = itertools.islice(js.job.schedule.fire_times(js.cursor_ms, floor), MAX_CATCHUP_SLOTS)
@@ -567,15 +759,18 @@ class NodeCore:
         for fire_ms in sorted(js.pending):
             p = js.pending[fire_ms]
             if now.wall_ms > fire_ms + p.deadline_ms + self.settings.max_skew_ms:
+                if p.in_flight:
+                    # Too late to vote, but our vote may still land: its reply
+                    # (or failure, then recorded missed below) settles it.
+                    continue
                 # Too late to vote. If nobody voted either, only this record
                 # keeps the slot from ending unaccounted (the store checks the
                 # deadline by its own clock and ignores decided slots).
                 del js.pending[fire_ms]
-                if not p.in_flight:
-                    me = self.settings.node_id
-                    why = f"{me} abstained: {self._trust_reason}" if p.abstained else f"{me} could not vote"
-                    reason = f"no quorum before the deadline ({why})"
-                    out.append(RecordMissed(js.job.name, fire_ms, p.deadline_ms, reason))
+                me = self.settings.node_id
+                why = f"{me} abstained: {self._trust_reason}" if p.abstained else f"{me} could not vote"
+                reason = f"no quorum before the deadline ({why})"
+                out.append(RecordMissed(js.job.name, fire_ms, p.deadline_ms, reason))
                 continue
             if p.in_flight or p.retry_at_mono > now.mono_ms:
                 continue
@@ -585,7 +780,9 @@ class NodeCore:
                     out.append(Abstain(js.job.name, fire_ms, self._trust_reason))
                 continue
             p.in_flight = True
-            yield self._vote_request(js.job, fire_ms, p.deadline_ms)
+            if p.request is None:
+                p.request = self._vote_request(js.job, fire_ms, p.deadline_ms)
+            yield p.request
 
     def _polls_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
         for fire_ms in sorted(js.awaiting):
@@ -608,6 +805,7 @@ class NodeCore:
         if r is None or now.mono_ms < r.lease_until_mono or js.job.delivery != Delivery.AT_LEAST_ONCE:
             return []
         del js.running[fire_ms]
+        self._dirty.add(js.index)
         return [Kill(js.job.name, fire_ms, r.token, "lease expired while the store was unreachable")]
 
     def _sweep_params(self) -> Iterator[SweepParams]:
@@ -624,6 +822,7 @@ class NodeCore:
         for req, res in zip(action.requests, results, strict=True):
             assert isinstance(res, VoteResult)
             js = self._jobs[req.job]
+            self._dirty.add(js.index)
             p = js.pending.get(req.fire_ms)
             if res.status == VoteStatus.EARLY:
                 # Our clock runs ahead of the store's: try again shortly.
@@ -642,31 +841,74 @@ class NodeCore:
             return []
         me = self.settings.node_id
         if view.state == SlotState.COMMITTED:
-            js.awaiting.pop(view.fire_ms, None)
+            self._stop_polling(js, view.fire_ms)
             if view.executor == me and view.not_before_ms > now.wall_ms:
                 self._defer(js, view.fire_ms, view.token, view.not_before_ms)
                 return []
             return self._maybe_start(js, view.fire_ms, view.token, view.executor, now)
         if view.state == SlotState.RUNNING and view.executor != me:
-            js.awaiting.pop(view.fire_ms, None)
+            self._stop_polling(js, view.fire_ms)
+            js.start_first.pop(view.fire_ms, None)
             self._drop_stale_run(js, view)
             return []
+        if view.state == SlotState.RUNNING:
+            self._stop_polling(js, view.fire_ms)
+            return self._adopt_start(js, view, now)
         if view.state == SlotState.PROPOSED and poll_again and not self._stopping:
             if now.wall_ms <= view.fire_ms + js.job.deadline_ms + self.settings.start_timeout_ms:
                 # A fallback for a lost assignment notice: poll well inside the deadline.
                 poll = max(10, min(self.settings.assign_poll_ms, js.job.deadline_ms // 2))
                 js.awaiting[view.fire_ms] = now.mono_ms + poll
+                self._dirty.add(js.index)
             return []
-        js.awaiting.pop(view.fire_ms, None)
+        self._stop_polling(js, view.fire_ms)
         if view.state in TERMINAL_STATES:
+            js.start_first.pop(view.fire_ms, None)
             return self._drop_stale_run(js, view)
         return []
+
+    def _adopt_start(self, js: _JobState, view: SlotView, now: Now) -> list[Action]:
+        """The store runs the slot under our start though we never heard it accepted: run the job.
+
+        (The reply to the start was lost, or an earlier send of it landed
+        after a later one.) As for a held start reply: only while less than
+        half a lease has passed since the start was first sent, as the lease
+        began after that and another node may take the slot over once it ends.
+        """
+        fire_ms = view.fire_ms
+        first = js.start_first.get(fire_ms)
+        if (
+            first is None
+            or first[0] != view.token
+            or fire_ms in js.running
+            or js.starting.get(fire_ms) == view.token  # a start in flight: its reply tells
+        ):
+            return []
+        del js.start_first[fire_ms]
+        sent = first[1]
+        lease = self.settings.lease_ms
+        if now.mono_ms - sent >= lease // 2:
+            return []
+        js.start_sent.pop(fire_ms, None)
+        js.running[fire_ms] = _Running(
+            token=view.token,
+            renew_at_mono=sent + max(1, lease // 3),
+            lease_until_mono=sent + lease,
+        )
+        self._dirty.add(js.index)
+        return [Run(js.job.name, fire_ms, view.token, js.job.timeout_ms)]
+
+    def _stop_polling(self, js: _JobState, fire_ms: int) -> None:
+        at = js.awaiting.pop(fire_ms, None)
+        if at is not None and at >= 0:  # (-1, a read in flight, is no timer)
+            self._dirty.add(js.index)
 
     def _drop_stale_run(self, js: _JobState, view: SlotView) -> list[Action]:
         r = js.running.get(view.fire_ms)
         if r is None or (r.token == view.token and view.executor == self.settings.node_id):
             return []
         del js.running[view.fire_ms]
+        self._dirty.add(js.index)
         return [Kill(js.job.name, view.fire_ms, r.token, f"slot is {view.state}: {view.reason}")]
 
     def _maybe_start(self, js: _JobState, fire_ms: int, token: int, executor: str, now: Now) -> list[Action]:
@@ -684,12 +926,16 @@ class NodeCore:
             return []
         js.starting[fire_ms] = token
         js.start_sent[fire_ms] = now.mono_ms
+        if js.start_first.get(fire_ms, (-1, 0))[0] != token:
+            js.start_first[fire_ms] = (token, now.mono_ms)
         js.awaiting.pop(fire_ms, None)
+        self._dirty.add(js.index)
         return [Start(js.job.name, fire_ms, token, self.settings.lease_ms)]
 
     def _defer(self, js: _JobState, fire_ms: int, token: int, not_before_ms: int) -> None:
         if js.deferred.get(fire_ms, (-1, 0))[0] <= token:
             js.deferred[fire_ms] = (token, not_before_ms)
+            self._dirty.add(js.index)
 
     def _deferred_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
         for fire_ms in sorted(js.deferred):
@@ -700,6 +946,7 @@ class NodeCore:
 
     def _on_start(self, action: Start, reply: TransitionResult, now: Now) -> list[Action]:
         js = self._jobs[action.job]
+        self._dirty.add(js.index)
         sent = js.start_sent.pop(action.fire_ms, now.mono_ms)
         if js.starting.get(action.fire_ms) == action.token:
             del js.starting[action.fire_ms]
@@ -709,7 +956,13 @@ class NodeCore:
                 # A retry our clock thought due, the store's not yet: try again then.
                 at = max(view.not_before_ms, now.wall_ms) + max(1, self.settings.max_skew_ms // 2)
                 self._defer(js, action.fire_ms, action.token, at)
+            elif view.state == SlotState.RUNNING and view.executor == self.settings.node_id:
+                return self._adopt_start(js, view, now)  # an earlier send of this start landed
+            elif js.start_first.get(action.fire_ms, (-1, 0))[0] == action.token:
+                del js.start_first[action.fire_ms]
             return []
+        if js.start_first.get(action.fire_ms, (-1, 0))[0] == action.token:
+            del js.start_first[action.fire_ms]
         lease = self.settings.lease_ms
         if now.mono_ms - sent >= lease // 2:
             # The reply was held (a pause, a slow link) for half the lease:
@@ -728,6 +981,7 @@ class NodeCore:
         r = js.running.get(action.fire_ms)
         if r is None or r.token != action.token:
             return []
+        self._dirty.add(js.index)
         r.renewing = False
         if reply.ok:
             # The lease was extended after the renew was sent, not when we heard.
@@ -757,6 +1011,7 @@ class NodeCore:
             latest = missed[-1]
             widened = now.wall_ms - latest + job.deadline_ms
             js.pending[latest] = _Pending(fire_ms=latest, deadline_ms=widened)
+            self._dirty.add(js.index)
         return out
 
 

@@ -61,19 +61,29 @@ class HostClock:
         """
         if target <= self.mono(now):
             return now
+        return self._true_at(target, now)
+
+    def _true_at(self, target: int, now: int) -> int:
+        """:meth:`true_at_mono` for a ``target`` known to be ahead of the reading at ``now``."""
         want = target - self.mono_at_since
-        if not self.ppm:
-            return max(now, self.since + want)
-        dt = -((-want * PPM) // (PPM + self.ppm))
-        while dt > 0 and (dt - 1) + (self.ppm * (dt - 1)) // PPM >= want:
+        ppm = self.ppm
+        if not ppm:
+            t = self.since + want
+            return t if t > now else now
+        dt = -((-want * PPM) // (PPM + ppm))
+        while dt > 0 and (dt - 1) + (ppm * (dt - 1)) // PPM >= want:
             dt -= 1
-        while dt + (self.ppm * dt) // PPM < want:
+        while dt + (ppm * dt) // PPM < want:
             dt += 1
-        return max(now, self.since + dt)
+        t = self.since + dt
+        return t if t > now else now
 
     def true_after(self, mono_ms: int, now: int) -> int:
         """The true time at which ``mono_ms`` of this host's monotonic time have passed since ``now``."""
-        return self.true_at_mono(self.mono(now) + mono_ms, now)
+        if mono_ms <= 0:
+            return now
+        dt = now - self.since
+        return self._true_at(self.mono_at_since + dt + (self.ppm * dt) // PPM + mono_ms, now)
 
     def set_drift(self, t: int, ppm: int) -> None:
         """From true time ``t`` on, run ``ppm`` parts per million fast (negative: slow)."""

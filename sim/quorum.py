@@ -295,13 +295,13 @@ SPIN_FLOOR_MS = 50
 class _Bounds:
     """Lower bounds on how soon a new core timer can fall due after each kind of input.
 
-    ``NodeCore.next_wakeup`` is O(jobs); asking it after every reply would
-    dominate the run time. An input can only add timers at least this far
-    out (a retry after ``retry_ms``, a poll, a renewal after ``lease/3``…),
-    so when the node already has a wake scheduled no later than that, asking
-    is pointless and skipped. ``exact`` turns the shortcut off; a test runs
-    both ways and demands byte-identical traces, which is what keeps these
-    bounds honest if the core's timers change.
+    An input can only add timers at least this far out (a retry after
+    ``retry_ms``, a poll, a renewal after ``lease/3``…), so when the node
+    already has a wake scheduled no later than that, asking
+    ``NodeCore.next_wakeup`` is pointless and skipped (it is cheap, but its
+    answer then costs a clock conversion too). ``exact`` turns the shortcut
+    off; a test runs both ways and demands byte-identical traces, which is
+    what keeps these bounds honest if the core's timers change.
     """
 
     __slots__ = ("exact", "failure", "notice", "reply")
@@ -322,13 +322,24 @@ class _Bounds:
             RecordMissed: 0,
         }
         self.notice = 0
-        self.failure = s.retry_ms
+        # A failed vote can leave a slot past its deadline, due to be recorded
+        # missed at once (at its drop time, passed, while the clock is untrusted).
+        self.failure: dict[type, int] = {
+            Vote: 0,
+            Start: s.retry_ms,
+            Renew: s.retry_ms,
+            Sweep: s.retry_ms,
+            ReadSlot: s.retry_ms,
+            ReadHighWater: s.retry_ms,
+            Finish: s.retry_ms,
+            RecordMissed: s.retry_ms,
+        }
 
 
 class QuorumProcess:
     """One node: a ``NodeCore`` whose actions the world carries out."""
 
-    __slots__ = ("bounds", "core", "node", "spinning", "world")
+    __slots__ = ("_wake_clock", "_wake_gen", "_wake_target", "bounds", "core", "node", "spinning", "world")
 
     def __init__(self, world: World, node: SimNode, core: NodeCore, bounds: _Bounds) -> None:
         self.world = world
@@ -336,11 +347,47 @@ class QuorumProcess:
         self.core = core
         self.bounds = bounds
         self.spinning = False
+        self._wake_gen = -1
+        """``node.wake_gen`` of the wake this process last scheduled ..."""
+        self._wake_target = 0
+        """... and the monotonic reading it is for ..."""
+        self._wake_clock: tuple[int, int] = (0, 0)
+        """... and the clock's (since, ppm) then: its monotonic → true time mapping."""
+
+    def _scheduled_wake(self) -> int | None:
+        """The monotonic reading the node's pending wake is for, if this process scheduled it."""
+        node = self.node
+        if (
+            node.wake_gen == self._wake_gen
+            and node.wake_at is not None
+            and (node.clock.since, node.clock.ppm) == self._wake_clock
+        ):
+            return self._wake_target
+        return None
+
+    def _wake_in(self, wait: int, now: Now) -> None:
+        """``world.wake_in`` unless the pending wake is sure to come no later.
+
+        The true time of a monotonic reading only grows with the reading, so
+        a wake for a later reading than the pending one would not be
+        scheduled anyway; skipping saves converting it to true time.
+        """
+        target = now.mono_ms + wait
+        scheduled = self._scheduled_wake()
+        if scheduled is not None and target >= scheduled:
+            return
+        node = self.node
+        gen = node.wake_gen
+        self.world.wake_in(node, wait)
+        if node.wake_gen != gen:
+            self._wake_gen = node.wake_gen
+            self._wake_target = target
+            self._wake_clock = (node.clock.since, node.clock.ppm)
 
     def _now(self) -> Now:
         t = self.world.loop.now
         clock = self.node.clock
-        return Now(wall_ms=clock.wall(t), mono_ms=clock.mono(t))
+        return Now(clock.wall(t), clock.mono(t))
 
     def _apply(self, actions: Sequence[Action], now: Now, bound: int | None) -> None:
         """Carry out the actions; then make sure the node wakes when the core next needs it.
@@ -367,13 +414,17 @@ class QuorumProcess:
                 world.send(node, a)
         if bound is None or node.paused or not node.up:
             return
-        soon_enough = node.wake_at is not None and (
-            bound >= INF or node.wake_at <= node.clock.true_after(bound, world.loop.now)
-        )
-        if soon_enough and not self.bounds.exact:
-            return
+        if not self.bounds.exact and node.wake_at is not None:
+            if bound >= INF:
+                return
+            scheduled = self._scheduled_wake()
+            if scheduled is not None:
+                if scheduled <= now.mono_ms + bound:
+                    return
+            elif node.wake_at <= node.clock.true_after(bound, world.loop.now):
+                return
         wait = self.core.next_wakeup(now)
-        world.wake_in(node, SPIN_FLOOR_MS if wait == 0 and self.spinning else wait)
+        self._wake_in(SPIN_FLOOR_MS if wait == 0 and self.spinning else wait, now)
 
     def boot(self) -> None:
         self.wake()
@@ -396,7 +447,7 @@ class QuorumProcess:
             wait = SPIN_FLOOR_MS
         else:
             self.spinning = False
-        world.wake_in(node, wait)
+        self._wake_in(wait, now)
 
     def reply(self, payload: Any, reply: Any) -> None:
         now = self._now()
@@ -404,7 +455,7 @@ class QuorumProcess:
 
     def failure(self, payload: Any) -> None:
         now = self._now()
-        self._apply(self.core.on_failure(payload, now), now, self.bounds.failure)
+        self._apply(self.core.on_failure(payload, now), now, self.bounds.failure[type(payload)])
 
     def notice(self, payload: Any) -> None:
         view: SlotView = payload

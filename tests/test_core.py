@@ -20,6 +20,7 @@ from quorum_cron.core import (
     Now,
     ReadHighWater,
     RecordMissed,
+    Renew,
     Run,
     Start,
     Sweep,
@@ -379,3 +380,50 @@ def test_a_start_reply_held_past_half_the_lease_does_not_run_the_job() -> None:
 
     ok = TransitionResult(True, SlotView("a", T0, SlotState.RUNNING, token=1, executor="n1"), T0)
     assert core.on_reply(start, ok, Now(T0 + 1500, 1500)) == []  # paused in between
+
+
+def test_an_executor_whose_start_reply_is_lost_runs_the_slot_it_reads_running_under_its_token() -> None:
+    from quorum_cron.core import ReadSlot
+    from quorum_cron.store.base import SlotView
+
+    # Lease 3000 ms: the start was sent at mono 0, so the read must come back before 1500.
+    for replied_at, runs in ((1_000, True), (1_500, False)):
+        core = NodeCore(NodeSettings(node_id="n1", quorum=1, lease_ms=3000, retry_ms=500), [job("a", 60_000)])
+        core.set_trust(True)
+        (start,) = core.on_assigned("a", T0, 1, Now(T0, 0))
+        assert isinstance(start, Start)
+        assert core.on_failure(start, Now(T0 + 400, 400)) == []  # the start landed; its reply was lost
+        (read,) = [a for a in core.tick(Now(T0 + 900, 900)) if isinstance(a, ReadSlot)]
+        view = SlotView("a", T0, SlotState.RUNNING, token=1, executor="n1")
+        got = core.on_reply(read, view, Now(T0 + replied_at, replied_at))
+        assert got == ([Run("a", T0, 1, 60_000)] if runs else [])
+        renews = [a for a in core.tick(Now(T0 + 1_100, 1_100)) if isinstance(a, Renew)]
+        assert len(renews) == runs  # renewed from the start's send (lease / 3 = 1000), not from the read
+
+
+def test_a_missed_record_the_store_keeps_failing_backs_off_to_sixteen_retries() -> None:
+    settings = NodeSettings(node_id="n1", quorum=2, retry_ms=500)
+    core = NodeCore(settings, [job("a", 1000, deadline_ms=500)])
+    core.set_trust(True)
+    core.tick(Now(T0, 0))
+    acts = core.tick(Now(T0 + 2_200, 2_200))  # slept through T0 + 1000
+    record = next(a for a in acts if isinstance(a, RecordMissed))
+    sent_at = 2_200
+    for gap in (500, 1000, 2000, 4000, 8000, 8000, 8000):
+        core.on_failure(record, Now(T0 + sent_at, sent_at))
+        # The record comes back once its backoff has passed, not before.
+        early = sent_at + gap - 1
+        assert record not in core.tick(Now(T0 + early, early)), gap
+        assert core.next_wakeup(Now(T0 + early, early)) <= 1
+        sent_at += gap
+        assert record in core.tick(Now(T0 + sent_at, sent_at)), gap
+    # A reply resets it: the next failure is retried after retry_ms again.
+    core.on_reply(record, core_view_missed(record), Now(T0 + sent_at, sent_at))
+    core.on_failure(record, Now(T0 + sent_at, sent_at))
+    assert record not in core.tick(Now(T0 + sent_at + 499, sent_at + 499))
+    assert record in core.tick(Now(T0 + sent_at + 500, sent_at + 500))
+
+
+def core_view_missed(record: RecordMissed) -> object:
+    store = MemoryStore(lambda: record.fire_ms + 10_000)
+    return store.record_missed(record.job, record.fire_ms, record.deadline_ms, record.reason)
