@@ -53,7 +53,7 @@ def _load(spec: str) -> object:
 
 
 def _print_report(console: Console, report: object, events: int, seconds: float, sim_ms: int) -> None:
-    from sim.checker import KNOWN_CORE_BUGS, Report
+    from sim.checker import KNOWN_LIMITS, Report
 
     assert isinstance(report, Report)
     table = Table(title=f"{report.scenario} · seed {report.seed} · {report.strategy}")
@@ -70,7 +70,7 @@ def _print_report(console: Console, report: object, events: int, seconds: float,
     )
     console.print(table)
     for kind, n in sorted(report.by_kind().items()):
-        known = " (known core bug, see docs/simulator.md)" if kind in KNOWN_CORE_BUGS else ""
+        known = " (a limit without wait_replicas: docs/simulator.md)" if kind in KNOWN_LIMITS else ""
         console.print(f"[red]✗[/red] {kind}: {n}{known}")
     for v in report.violations[:10]:
         console.print(f"    {v}")
@@ -146,6 +146,13 @@ def run_cmd(
     help="Where failing seeds are written as scenario files.",
 )
 @click.option("--shrink/--no-shrink", default=True, show_default=True, help="Shrink failing runs first.")
+@click.option(
+    "--wait-replicas",
+    type=click.IntRange(min=0, max=16),
+    default=1,
+    show_default=True,
+    help="The store's wait_replicas (0: no WAIT, a failover may lose acknowledged writes).",
+)
 def explore_cmd(
     seeds: int,
     first_seed: int,
@@ -156,6 +163,7 @@ def explore_cmd(
     workers: int,
     out: Path,
     shrink: bool,
+    wait_replicas: int,
 ) -> None:
     """Run random fault schedules over many seeds; list failing seeds with their replay command."""
     import sim
@@ -175,6 +183,7 @@ def explore_cmd(
             hours=hours,
             strategy=strategy,
             workers=workers,
+            wait_replicas=wait_replicas,
         ):
             results.append(res)
             progress.update(
@@ -188,7 +197,10 @@ def explore_cmd(
     for r in results:
         violations.update(r.violations)
         reached.update(r.reached)
-    table = Table(title=f"{seeds} seeds x {nodes} nodes x {jobs} jobs x {hours:g} h ({strategy})")
+    table = Table(
+        title=f"{seeds} seeds x {nodes} nodes x {jobs} jobs x {hours:g} h "
+        f"({strategy}, wait_replicas={wait_replicas})"
+    )
     for col in ("seeds", "failing", "runs", "duplicates", "misses", "events", "real time", "x real time"):
         table.add_column(col, justify="right")
     sim_s = seeds * hours * 3600
@@ -217,7 +229,7 @@ def explore_cmd(
         out.mkdir(parents=True, exist_ok=True)
         console.print(f"[red]{len(failing)} failing seed(s)[/red]:")
         for r in failing:
-            sc = explore_scenario(r.seed, nodes=nodes, jobs=jobs, hours=hours)
+            sc = explore_scenario(r.seed, nodes=nodes, jobs=jobs, hours=hours, wait_replicas=wait_replicas)
             if shrink:
                 sc = shrink_run(sc, r.seed, strategy, max_runs=SHRINK_RUNS)
             else:

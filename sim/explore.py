@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 
-from sim.checker import KNOWN_CORE_BUGS, Report
+from sim.checker import KNOWN_LIMITS, Report
 from sim.gen import RandomChooser, random_scenario
 from sim.rng import derive_seed
 from sim.runner import run
@@ -40,17 +40,27 @@ class SeedResult:
     reached: dict[str, int]
 
 
-def explore_scenario(seed: int, *, nodes: int = 5, jobs: int = 3, hours: float = 1.0) -> Scenario:
-    """The random scenario the explorer runs for ``seed``."""
+def explore_scenario(
+    seed: int, *, nodes: int = 5, jobs: int = 3, hours: float = 1.0, wait_replicas: int = 1
+) -> Scenario:
+    """The random scenario the explorer runs for ``seed``.
+
+    ``wait_replicas`` is the store setting of the explored deployment: 1 (the
+    default) is what docs/store.md asks of a replicated Redis that can fail
+    over; 0 explores a deployment without ``WAIT``, where a failover that
+    loses acknowledged writes can run a slot twice (a reported limit).
+    """
     chooser = RandomChooser(random.Random(derive_seed(seed, "explore")))
-    return random_scenario(
+    sc = random_scenario(
         chooser, name=f"explore-{seed}", nodes=nodes, jobs=jobs, duration_ms=int(hours * 3_600_000)
     )
+    return replace(sc, settings=replace(sc.settings, wait_replicas=wait_replicas))
 
 
-def _one(args: tuple[int, int, int, float, str, frozenset[str]]) -> SeedResult:
-    seed, nodes, jobs, hours, strategy, known = args
-    result = run(explore_scenario(seed, nodes=nodes, jobs=jobs, hours=hours), seed, strategy)
+def _one(args: tuple[int, int, int, float, str, frozenset[str], int]) -> SeedResult:
+    seed, nodes, jobs, hours, strategy, known, wait_replicas = args
+    scenario = explore_scenario(seed, nodes=nodes, jobs=jobs, hours=hours, wait_replicas=wait_replicas)
+    result = run(scenario, seed, strategy)
     rep = result.report
     return SeedResult(
         seed=seed,
@@ -73,14 +83,16 @@ def explore(
     hours: float = 1.0,
     strategy: str = "quorum",
     workers: int = 1,
-    known: frozenset[str] = KNOWN_CORE_BUGS,
+    known: frozenset[str] = KNOWN_LIMITS,
+    wait_replicas: int = 1,
 ) -> Iterator[SeedResult]:
     """Run each seed's random scenario; yield results in seed order.
 
     ``known``: violation kinds of reported, unfixed core bugs that do not
     fail a seed (they are still counted in ``violations``).
+    ``wait_replicas``: see :func:`explore_scenario`.
     """
-    tasks = [(s, nodes, jobs, hours, strategy, known) for s in seeds]
+    tasks = [(s, nodes, jobs, hours, strategy, known, wait_replicas) for s in seeds]
     if workers <= 1:
         yield from map(_one, tasks)
         return
@@ -117,7 +129,7 @@ def shrink(
     strategy: str = "quorum",
     *,
     mutant: str = "",
-    known: frozenset[str] = KNOWN_CORE_BUGS,
+    known: frozenset[str] = KNOWN_LIMITS,
     max_runs: int = 300,
 ) -> Scenario:
     """A smaller scenario that still fails the same way with the same seed (seed, strategy embedded).

@@ -218,9 +218,11 @@ def _store_failover(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> N
     def snapshot() -> None:
         saved["state"] = world.store.state.snapshot()
         saved["writes"] = world.store.writes
+        world.store.lagging = True
 
     def down() -> None:
         world.store.up = False
+        world.store.lagging = False
         lost = world.store.writes - saved.get("writes", 0)
         world.store.state = saved.get("state") or world.strategy.make_stores(world)
         if lost:
@@ -239,8 +241,8 @@ def _store_failover(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> N
         _mark(world, f, "end", [])
         world.update_all_health()
 
-    if f.at_ms - f.by_ms >= 0:
-        _at(world, f, -f.by_ms, snapshot)
+    # A replica behind by more than the run so far has nothing: it lags from the start.
+    _at(world, f, -min(f.by_ms, f.at_ms), snapshot)
     _at(world, f, 0, begin)
     _at(world, f, f.for_ms, end)
 

@@ -147,6 +147,9 @@ class SettingsDef:
     retry_ms: int = 500
     sweep_ms: int = 1_000
     assign_poll_ms: int = 1_000
+    wait_replicas: int = 0
+    """The store's ``wait_replicas``: a write is acknowledged only once a replica
+    has it (Redis ``WAIT``), so a failover loses no acknowledged write."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,6 +415,7 @@ def loads(text: str, source: str = "<scenario>") -> Scenario:
         retry_ms=st.duration("retry", 500),
         sweep_ms=st.duration("sweep", 1_000),
         assign_poll_ms=st.duration("assign_poll", 1_000),
+        wait_replicas=st.int_("wait_replicas", 0, lo=0),
     )
     st.done()
     r.done()

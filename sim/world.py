@@ -138,6 +138,8 @@ class StoreHost:
     up: bool = True
     writes: int = 0
     """Mutating calls executed so far (to tell whether a failover lost any)."""
+    lagging: bool = False
+    """The replica a coming failover promotes has stopped taking this primary's writes."""
     caller: SimNode | None = None
     """The node whose call is executing (only planted mutants look at it)."""
 
@@ -338,9 +340,17 @@ class World:
         if node.link.cuts or not store.up:
             self.loop.at(deadline, self._failed, call)
             return
-        if self.strategy.mutates(payload):
+        mutates = self.strategy.mutates(payload)
+        if mutates:
             store.writes += 1
         reply = self.strategy.execute(self, node, payload)
+        if mutates and store.lagging and self.settings.wait_replicas:
+            # WAIT: no replica acknowledges the write before the failover that
+            # loses it, so the caller never hears it succeed (WAIT times out,
+            # or the connection dies with the primary): a failed call.
+            self.reached("write held unacknowledged by WAIT", node=node.id, call=type(payload).__name__)
+            self.loop.at(deadline, self._failed, call)
+            return
         link = node.link
         now = self.loop.now
         lo, hi = link.delay_ms

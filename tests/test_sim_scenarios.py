@@ -1,9 +1,8 @@
 """Every shipped scenario under the quorum protocol, and the baselines on the same seeds.
 
 The long runs (100 seeds per scenario) are marked ``slow``; CI runs them too.
-Known core bugs and protocol limits (``sim.checker.KNOWN_CORE_BUGS``, see
-docs/simulator.md) are not counted here, so these tests keep guarding every
-other property while those wait for their fix.
+Nothing is excused: the one known limit (``sim.checker.KNOWN_LIMITS``, a
+failover without ``wait_replicas``) has its own scenario under ``limits/``.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import sim
+from sim.checker import FAILOVER_LOSS
 from sim.explore import check_seeds
 
 SCENARIO_DIR = Path(sim.__file__).parent / "scenarios"
@@ -22,7 +22,7 @@ WORKERS = min(2, os.cpu_count() or 1)
 
 
 def _unexpected(reports: list[sim.Report]) -> list[str]:
-    return [f"seed {r.seed}: {v}" for r in reports for v in r.unexpected()]
+    return [f"seed {r.seed}: {v}" for r in reports for v in r.violations]
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
@@ -69,9 +69,6 @@ def test_dst_fall_back_fires_the_repeated_hour_once() -> None:
     assert result.report.unexpected() == []
 
 
-@pytest.mark.xfail(
-    strict=True, reason="since core 366e5b3 the run-once slot after a whole-cluster outage ends missed"
-)
 def test_whole_cluster_outage_is_accounted_for_and_runs_the_latest_once() -> None:
     result = sim.run(sim.load(SCENARIO_DIR / "whole-cluster-outage.toml"), 0)
     assert result.report.reached["slot accounted for by catch-up after an outage"] > 0
@@ -80,3 +77,12 @@ def test_whole_cluster_outage_is_accounted_for_and_runs_the_latest_once() -> Non
     hourly = sorted((f, s) for (j, f), s in states.items() if j == "hourly-ish" and f < outage_end)
     assert [s for _, s in hourly][-1] == "succeeded"  # run-once: the latest missed slot ran
     assert result.report.unexpected() == []
+
+
+def test_a_failover_without_wait_forgets_slots_and_with_wait_does_not() -> None:
+    no_wait = check_seeds(sim.load(SCENARIO_DIR / "limits" / "store-failover-no-wait.toml"), range(4))
+    assert all(FAILOVER_LOSS in r.by_kind() for r in no_wait)
+    assert all(r.reached["failover lost writes"] > 0 for r in no_wait)
+    waited = check_seeds(sim.load(SCENARIO_DIR / "store-failover.toml"), range(4))
+    assert _unexpected(waited) == []
+    assert all(r.reached["write held unacknowledged by WAIT"] > 0 for r in waited)
