@@ -198,6 +198,27 @@ def run_leader(
     return {"steady": steady, "failover": failover, **_failover(stamps, victim, killed_at)}
 
 
+def _rows(scheduler: str, result: dict[str, Any], killed_key: str, kill_ms: object) -> list[dict[str, Any]]:
+    """The table rows of one scheduler: steady, then after the kill."""
+    rows = []
+    for phase, key in (("steady", "steady"), ("after kill", killed_key)):
+        r = result[key]
+        rows.append(
+            {
+                "scheduler": scheduler,
+                "phase": phase,
+                "slots": r["due"],
+                "missed": r["missed"],
+                "dup": r["duplicated"],
+                "p50 ms": r["job"]["p50"],
+                "p99 ms": r["job"]["p99"],
+                "max ms": r["job"]["max"],
+                "kill→next start ms": kill_ms if key == killed_key else "",
+            }
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--scheduler"]:
@@ -232,40 +253,11 @@ def main(argv: list[str] | None = None) -> int:
                 doc["quorum"] = q
         finally:
             REAPER.reap()
-    rows = []
     lead = doc["leader"]
-    for phase, key in (("steady", "steady"), ("after kill", "failover")):
-        r = lead[key]
-        rows.append(
-            {
-                "scheduler": "leader lease",
-                "phase": phase,
-                "slots": r["due"],
-                "missed": r["missed"],
-                "dup": r["duplicated"],
-                "p50 ms": r["job"]["p50"],
-                "p99 ms": r["job"]["p99"],
-                "max ms": r["job"]["max"],
-                "kill→next start ms": lead["kill_to_first_start_ms"] if key == "failover" else "",
-            }
-        )
+    rows = _rows("leader lease", lead, "failover", lead["kill_to_first_start_ms"])
     if "quorum" in doc:
         q = doc["quorum"]
-        for phase, key in (("steady", "steady"), ("after kill", "one_killed")):
-            r = q[key]
-            rows.append(
-                {
-                    "scheduler": "quorum-cron",
-                    "phase": phase,
-                    "slots": r["due"],
-                    "missed": r["missed"],
-                    "dup": r["duplicated"],
-                    "p50 ms": r["job"]["p50"],
-                    "p99 ms": r["job"]["p99"],
-                    "max ms": r["job"]["max"],
-                    "kill→next start ms": q["kill_to_next_start_ms"] if key == "one_killed" else "",
-                }
-            )
+        rows += _rows("quorum-cron", q, "one_killed", q["kill_to_next_start_ms"])
     cols = [
         "scheduler",
         "phase",

@@ -180,27 +180,30 @@ def summarize(docs: dict[str, dict[str, Any] | None]) -> list[Row]:
     fl = docs.get("fire_latency")
     if fl:
         st, ref = fl["steady"], fl["reference_steady"]
+        # The issue reads the target on the ledger's start stamp (the fenced
+        # start, right before the spawn); the job's own stamp cross-checks it
+        # and adds fork/exec and bash start-up, which the local timer pays too.
         add(
             "fire latency",
-            f"p50 fire → job started, steady ({st['due']} slots)",
-            _fmt(st["job"]["p50"], " ms"),
-            f"local timer {_fmt(ref['job']['p50'], ' ms')}",
-            "<= 3 ms",
-            st["job"]["p50"] <= 3,
-        )
-        add(
-            "fire latency",
-            "p99 fire → job started, steady",
-            _fmt(st["job"]["p99"], " ms"),
-            f"local timer {_fmt(ref['job']['p99'], ' ms')}",
-            "<= 10 ms",
-            st["job"]["p99"] <= 10,
-        )
-        add(
-            "fire latency",
-            "p50 / p99 fire → ledger start stamp (before spawn), steady",
-            f"{_fmt(st['ledger']['p50'])} / {_fmt(st['ledger']['p99'], ' ms')}",
+            f"p50 fire → ledger start stamp, steady ({st['due']} slots)",
+            _fmt(st["ledger"]["p50"], " ms"),
             "-",
+            "<= 3 ms",
+            st["ledger"]["p50"] <= 3,
+        )
+        add(
+            "fire latency",
+            "p99 fire → ledger start stamp, steady",
+            _fmt(st["ledger"]["p99"], " ms"),
+            "-",
+            "<= 10 ms",
+            st["ledger"]["p99"] <= 10,
+        )
+        add(
+            "fire latency",
+            "p50 / p99 fire → job's own start stamp (after fork/exec + bash start), steady",
+            f"{_fmt(st['job']['p50'])} / {_fmt(st['job']['p99'], ' ms')}",
+            f"local timer {_fmt(ref['job']['p50'])} / {_fmt(ref['job']['p99'], ' ms')}",
             "-",
             None,
         )

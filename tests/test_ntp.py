@@ -18,10 +18,19 @@ from quorum_cron.ntp import (
     query_server,
     query_servers,
 )
-from quorum_cron.skew import NtpOutcome, assess_ntp, error_bound_ms, rejection_reason
+from quorum_cron.skew import NtpOutcome, NtpSample, assess_ntp, error_bound_ms, rejection_reason
 from tests.ntp_responder import Behaviour, NtpResponder
 
 TOLERANCE_MS = 5.0  # loopback, same machine: the served offset is the true offset
+
+
+def offset_within_bound(sample: NtpSample, expected_ms: float) -> bool:
+    """NTP's own error bound: the true offset lies within ``offset ± delay / 2``.
+
+    (On a loaded machine the responder thread can answer late on one leg;
+    the round-trip delay grows with it, and so does the bound.)
+    """
+    return abs(sample.offset_ms - expected_ms) <= TOLERANCE_MS + sample.delay_ms / 2
 
 
 @pytest.fixture
@@ -39,7 +48,7 @@ def server(responder: NtpResponder) -> NtpServer:
 def test_offset_matches_what_the_server_serves(ntp: NtpResponder, offset_s: float, version: int) -> None:
     ntp.configure(offset_s=offset_s)
     s = query_once(server(ntp), version=version)
-    assert s.offset_ms == pytest.approx(offset_s * 1000, abs=TOLERANCE_MS)
+    assert offset_within_bound(s, offset_s * 1000), s
     assert 0 <= s.delay_ms < 50
     assert (s.stratum, s.leap) == (2, 0)
     assert s.root_delay_ms == pytest.approx(1.0, abs=0.1)
@@ -63,7 +72,7 @@ def test_the_injected_clock_is_the_one_measured(ntp: NtpResponder) -> None:
             return super().wall_ms() + 10_000
 
     s = query_once(server(ntp), clock=Ahead())
-    assert s.offset_ms == pytest.approx(-10_000, abs=TOLERANCE_MS)
+    assert offset_within_bound(s, -10_000), s
 
 
 @pytest.mark.parametrize(
@@ -144,10 +153,10 @@ def test_query_servers_keeps_order_and_reports_every_server() -> None:
         reports = query_servers(servers, samples=2, timeout_s=0.5, sample_interval_s=0)
         assert [r.server for r in reports] == [str(s) for s in servers]
         assert [len(r.samples) for r in reports] == [2, 0, 2]
-        assert reports[0].samples[0].offset_ms == pytest.approx(300, abs=TOLERANCE_MS)
+        assert offset_within_bound(reports[0].samples[0], 300), reports[0]
         assert reports[1].failures
         async_reports = asyncio.run(aquery_servers(servers[:1], samples=1, sample_interval_s=0))
-        assert async_reports[0].samples[0].offset_ms == pytest.approx(300, abs=TOLERANCE_MS)
+        assert offset_within_bound(async_reports[0].samples[0], 300), async_reports[0]
 
 
 def test_query_servers_of_nothing() -> None:
