@@ -27,24 +27,28 @@ to whatever the job writes to, so a stale run can be refused) and the node.
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from quorum_cron.agent.connect import default_node_id
-from quorum_cron.agent.logs import configure_logging
+from quorum_cron.agent.logs import configure_logging, event
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.runner import CallableTarget, JobContext
 from quorum_cron.agent.runtime import Agent
-from quorum_cron.agent.setup import agent_job, agent_settings, open_store
+from quorum_cron.agent.setup import agent_job, agent_settings, open_store, replica_shortfall
 from quorum_cron.config import AUTO, ClusterConfig, Config, JobSpec, NtpUnreachable
 from quorum_cron.durations import parse_duration
 from quorum_cron.errors import ConfigError
+from quorum_cron.redact import redact_url
 from quorum_cron.store.base import Store
 
 __all__ = ["App", "JobContext"]
 
 F = TypeVar("F", bound=Callable[..., object])
+
+log = logging.getLogger("quorum_cron.app")
 
 _DURATIONS = (
     "max_skew",
@@ -199,6 +203,9 @@ class App:
             assert self.redis_url is not None
             owned = open_store(self.redis_url, self.cluster)
             store = owned
+            shortfall = replica_shortfall(owned, self.cluster.wait_replicas, redact_url(self.redis_url))
+            if shortfall is not None:
+                event(log, logging.WARNING, "store", shortfall)
         settings = agent_settings(self.cluster, self.node_id, grace_ms=self._grace_ms)
         jobs = [agent_job(spec, CallableTarget(self._funcs[name])) for name, spec in self._specs.items()]
         agent = Agent(

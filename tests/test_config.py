@@ -18,6 +18,7 @@ from quorum_cron.config import (
     parse_config,
     redact_url,
 )
+from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.errors import ConfigError
 from quorum_cron.store.base import Delivery, Overlap
 
@@ -450,3 +451,18 @@ def test_wait_replicas_reaches_the_store(tmp_path: Path) -> None:
 def test_bad_wait_settings_are_refused(tmp_path: Path, line: str, fragment: str) -> None:
     message = only_error(tmp_path, MINIMAL.replace("size = 3", f"size = 3\n{line}"))
     assert fragment in message, message
+
+
+def test_wait_replicas_on_a_standalone_redis_is_named_at_start(redis_server: EmbeddedRedis) -> None:
+    from quorum_cron.agent.setup import open_store, replica_shortfall
+
+    cluster = ClusterConfig(namespace="wait", size=3, wait_replicas=1)
+    store = open_store(redis_server.url, cluster)
+    try:
+        warning = replica_shortfall(store, 1, "redis://test")
+        assert warning is not None
+        assert warning.startswith("wait_replicas = 1 but redis://test has 0 connected replica(s)")
+        assert "\n" not in warning
+        assert replica_shortfall(store, 0, "redis://test") is None
+    finally:
+        store.close()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import redis
+
 from quorum_cron.agent.connect import connect_store
 from quorum_cron.agent.runner import CommandTarget, Target
 from quorum_cron.agent.settings import AgentJob, AgentSettings
@@ -16,7 +18,7 @@ from quorum_cron.config import ClusterConfig, JobSpec
 from quorum_cron.core import CoreJob, NodeSettings
 from quorum_cron.store.redis import RedisStore
 
-__all__ = ["agent_job", "agent_settings", "core_job", "open_store"]
+__all__ = ["agent_job", "agent_settings", "core_job", "open_store", "replica_shortfall"]
 
 
 def open_store(url: str, cluster: ClusterConfig) -> RedisStore:
@@ -28,6 +30,31 @@ def open_store(url: str, cluster: ClusterConfig) -> RedisStore:
         ledger_maxlen=cluster.ledger_maxlen,
         wait_replicas=cluster.wait_replicas,
         wait_timeout_ms=cluster.wait_timeout_ms,
+    )
+
+
+def replica_shortfall(store: RedisStore, wait_replicas: int, shown_url: str) -> str | None:
+    """A one-line warning when the store has fewer replicas than ``wait_replicas`` right now.
+
+    Every acted-on write would then count as lost (WAIT never gets its
+    acknowledgements): the node runs, but nothing commits until a replica
+    is back — most likely ``wait_replicas`` set for a standalone Redis.
+    None when enough replicas are connected, or when the store cannot be
+    asked (the agent reports an unreachable store itself).
+    """
+    if wait_replicas <= 0:
+        return None
+    try:
+        info = store.client.info("replication")
+    except redis.RedisError:
+        return None
+    have = int(info.get("connected_slaves", 0))
+    if have >= wait_replicas:
+        return None
+    return (
+        f"wait_replicas = {wait_replicas} but {shown_url} has {have} connected replica(s): "
+        f"every vote and start counts as lost until {wait_replicas} are connected "
+        f"(expected a replicated Redis; set wait_replicas = 0 for a standalone one)"
     )
 
 

@@ -21,7 +21,7 @@ from quorum_cron.agent.logs import configure_logging
 from quorum_cron.agent.membership import NodeIdTaken
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.runtime import EXIT_ID_TAKEN, Agent
-from quorum_cron.agent.setup import agent_job, agent_settings
+from quorum_cron.agent.setup import agent_job, agent_settings, replica_shortfall
 from quorum_cron.commands.common import config_option, load, redis_option, store_for
 from quorum_cron.durations import parse_duration
 from quorum_cron.errors import ConfigError
@@ -64,6 +64,9 @@ def agent(
         raise click.BadParameter(str(exc), param_hint="--grace") from None
     store, shown_url = store_for(config, redis_url)
     configure_logging(node, json_lines=log_json, level=log_level)
+    shortfall = replica_shortfall(store, config.cluster.wait_replicas, shown_url)
+    if shortfall is not None:
+        click.echo(f"warning: {shortfall}", err=True)
     settings = agent_settings(config.cluster, node, grace_ms=grace_ms)
     jobs = [agent_job(spec) for spec in config.jobs if not spec.in_process]
     metrics = Metrics()
