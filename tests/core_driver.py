@@ -9,7 +9,7 @@ exists so the core's rules can be tested without it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from quorum_cron.core import (
@@ -158,3 +158,19 @@ class Driver:
             step = min(step, end_ms - self.now_ms)
             self.now_ms += step
             self.mono_ms += step
+
+
+@dataclass(frozen=True)
+class Every:
+    """A fixed-period schedule anchored to the epoch (independent of schedule.py)."""
+
+    period_ms: int
+
+    def next_after(self, ms: int) -> int:
+        return (ms // self.period_ms + 1) * self.period_ms
+
+    def fire_times(self, start_ms: int, end_ms: int) -> Iterator[int]:
+        t = self.next_after(start_ms)
+        while t <= end_ms:
+            yield t
+            t += self.period_ms

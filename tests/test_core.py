@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 from hypothesis import given, settings
@@ -28,25 +26,9 @@ from quorum_cron.core import (
 )
 from quorum_cron.store.base import Delivery, SlotState, SweepParams, TransitionResult, VoteStatus
 from quorum_cron.store.memory import MemoryStore
-from tests.core_driver import Driver
+from tests.core_driver import Driver, Every
 
 T0 = 1_699_999_980_000  # a whole multiple of every period used below (60 s included)
-
-
-@dataclass(frozen=True)
-class Every:
-    """A fixed-period schedule anchored to the epoch (independent of schedule.py)."""
-
-    period_ms: int
-
-    def next_after(self, ms: int) -> int:
-        return (ms // self.period_ms + 1) * self.period_ms
-
-    def fire_times(self, start_ms: int, end_ms: int) -> Iterator[int]:
-        t = self.next_after(start_ms)
-        while t <= end_ms:
-            yield t
-            t += self.period_ms
 
 
 def job(name: str = "tick", period_ms: int = 1000, **kw: object) -> CoreJob:

@@ -11,8 +11,6 @@ pre-incremental formula computed from scratch from the core's state.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ import sim
 import sim.quorum
 from quorum_cron.core import Action, CoreJob, NodeCore, NodeSettings, Now, RecordMissed, Vote
 from sim.explore import explore_scenario
+from tests.core_driver import Every
 
 SCENARIOS = Path(sim.__file__).parent / "scenarios"
 T0 = 1_699_999_980_000
@@ -112,20 +111,6 @@ def test_incremental_tick_and_wakeup_match_a_full_scan_on_explored_scenarios(see
 
 
 # -- the timers a full scan would act on without being woken for them ---------
-
-
-@dataclass(frozen=True)
-class Every:
-    period_ms: int
-
-    def next_after(self, ms: int) -> int:
-        return (ms // self.period_ms + 1) * self.period_ms
-
-    def fire_times(self, start_ms: int, end_ms: int) -> Iterator[int]:
-        t = self.next_after(start_ms)
-        while t <= end_ms:
-            yield t
-            t += self.period_ms
 
 
 def _job(name: str, period_ms: int = 60_000, deadline_ms: int = 500) -> CoreJob:
