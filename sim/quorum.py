@@ -163,6 +163,16 @@ class QuorumStrategy:
         return not isinstance(payload, (ReadSlot, ReadHighWater))
 
     @staticmethod
+    def waits(payload: Any) -> bool:
+        """The calls ``RedisStore`` follows with ``WAIT`` when ``wait_replicas`` is set.
+
+        Not a sweep: what a node does on a sweep's reply (a start, a renew)
+        waits itself, and replication is ordered, so the sweep's writes are
+        replicated by the time that call is acknowledged.
+        """
+        return isinstance(payload, (Vote, Start, Renew, Finish, RecordMissed))
+
+    @staticmethod
     def reply_commits(node: SimNode, reply: Any) -> bool:
         return isinstance(reply, list) and any(
             isinstance(r, VoteResult) and r.status == VoteStatus.COMMITTED for r in reply

@@ -344,7 +344,8 @@ class World:
         if mutates:
             store.writes += 1
         reply = self.strategy.execute(self, node, payload)
-        if mutates and store.lagging and self.settings.wait_replicas:
+        waits = getattr(self.strategy, "waits", None)
+        if mutates and store.lagging and self.settings.wait_replicas and waits is not None and waits(payload):
             # WAIT: no replica acknowledges the write before the failover that
             # loses it, so the caller never hears it succeed (WAIT times out,
             # or the connection dies with the primary): a failed call.
