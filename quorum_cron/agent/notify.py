@@ -10,6 +10,15 @@ Two kinds of notice reach a node, both on ONE pub/sub connection:
   ``job\\nfire_ms`` on the cluster's trigger channel (:func:`trigger_channel`);
   every node then votes for that slot like any other.
 
+On a Redis Cluster both kinds are sharded pub/sub, one channel of each per
+job (``qc:{ns:job}:assign:<node>``, ``qc:{ns:job}:trigger``, in the job's
+hash slot): the scripts ``SPUBLISH``, the listener subscribes with ``SSUBSCRIBE`` (one
+connection per master that owns some of the node's jobs, waited on together
+with ``select``), and no notice crosses the cluster bus to every node. A
+slot that moves (failover, migration) drops its subscriptions
+(``sunsubscribe`` from the server, or a closed connection): the listener
+subscribes again from a refreshed slot map and catches up as after any loss.
+
 The listener runs on a dedicated thread (a blocking pub/sub read must not
 share the store's worker) and hands each notice to the event loop at once.
 A notice is only a hint: the fenced start decides, and a trigger still needs
@@ -24,11 +33,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import select
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 
@@ -117,15 +129,17 @@ class NoticeListener:
 
     def __init__(
         self,
-        client: redis.Redis,
-        assignments: str,
-        triggers: str | None,
+        client: redis.Redis | RedisCluster,
+        assignments: str | Sequence[str],
+        triggers: str | Sequence[str] | None,
         deliver: Callable[[Notice | Trigger], None],
         on_subscribed: Callable[[], None] | None = None,
     ) -> None:
         self._client = client
-        self.assignments = assignments
-        self.triggers = triggers
+        self._sharded = isinstance(client, RedisCluster)
+        self.assignments = [assignments] if isinstance(assignments, str) else list(assignments)
+        self.triggers = [triggers] if isinstance(triggers, str) else list(triggers or ())
+        self._trigger_set = set(self.triggers)
         self._deliver = deliver
         self._on_subscribed = on_subscribed
         self._stop = threading.Event()
@@ -143,35 +157,53 @@ class NoticeListener:
         self._thread.join(timeout)
 
     def _parse(self, channel: bytes | str, data: bytes | str) -> Notice | Trigger | None:
-        if self.triggers is not None and _text(channel) == self.triggers:
+        if _text(channel) in self._trigger_set:
             return parse_trigger(data)
         return parse_notice(data)
 
+    def _messages(self, pubsub: Any) -> Any:
+        """The next messages: one at most (classic), or every one buffered on any node (sharded)."""
+        if not self._sharded:
+            msg = pubsub.get_message(timeout=POLL_S)
+            return [] if msg is None else [msg]
+        out = []
+        while (msg := pubsub.get_sharded_message(timeout=0.0)) is not None:
+            out.append(msg)
+        if out:
+            return out
+        socks = [
+            ps.connection._sock
+            for ps in list(pubsub.node_pubsub_mapping.values())
+            if ps.connection is not None and ps.connection._sock is not None
+        ]
+        if not socks:
+            raise redis.ConnectionError("no sharded subscription connection is open")
+        ready, _, _ = select.select(socks, [], [], POLL_S)
+        if ready:
+            while (msg := pubsub.get_sharded_message(timeout=0.0)) is not None:
+                out.append(msg)
+        return out
+
     def _run(self) -> None:
         backoff = 0.05
-        channels = [self.assignments] + ([self.triggers] if self.triggers else [])
+        channels = self.assignments + self.triggers
+        sub, msg_type, unsub = ("ssubscribe", "smessage", "sunsubscribe") if self._sharded else (
+            "subscribe", "message", "unsubscribe")  # fmt: skip
         while not self._stop.is_set():
             pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
             try:
-                pubsub.subscribe(*channels)
+                if self._sharded:
+                    pubsub.ssubscribe(*channels)
+                else:
+                    pubsub.subscribe(*channels)
                 confirmed = 0
                 while not self._stop.is_set():
-                    msg = pubsub.get_message(timeout=POLL_S)
-                    if msg is None:
-                        continue
-                    if msg.get("type") == "subscribe":
-                        # Live only once the server confirmed every channel: a
-                        # catch-up read before that could miss a trigger.
-                        confirmed += 1
-                        if confirmed == len(channels):
-                            self.subscribed.set()
-                            backoff = 0.05
-                            if self._on_subscribed is not None:
-                                self._on_subscribed()
-                    elif msg.get("type") == "message":
-                        item = self._parse(msg["channel"], msg["data"])
-                        if item is not None:
-                            self._deliver(item)
+                    for msg in self._messages(pubsub):
+                        self._handle(msg, sub, msg_type, unsub, len(channels), confirmed)
+                        if msg.get("type") == sub:
+                            confirmed += 1
+                            if confirmed == len(channels):
+                                backoff = 0.05
             except (redis.RedisError, OSError, ValueError) as exc:
                 # ValueError: the client was closed under us at shutdown.
                 if self._stop.is_set():
@@ -179,9 +211,32 @@ class NoticeListener:
                 if self.subscribed.is_set():
                     event(log, logging.WARNING, "notices", f"notice channels lost: {exc}")
                 self.subscribed.clear()
+                if isinstance(self._client, RedisCluster):
+                    # A moved slot or a dead master: learn the current owners.
+                    with contextlib.suppress(redis.RedisError, OSError):
+                        self._client.nodes_manager.initialize()
                 self._stop.wait(backoff * (0.5 + random.random()))
                 backoff = min(MAX_BACKOFF_S, backoff * 2)
             finally:
                 self.subscribed.clear()
                 with contextlib.suppress(redis.RedisError, OSError, ValueError):
                     pubsub.close()
+
+    def _handle(
+        self, msg: dict[str, Any], sub: str, msg_type: str, unsub: str, total: int, seen: int
+    ) -> None:
+        kind = msg.get("type")
+        if kind == sub:
+            # Live only once the server confirmed every channel: a
+            # catch-up read before that could miss a trigger.
+            if seen + 1 == total:
+                self.subscribed.set()
+                if self._on_subscribed is not None:
+                    self._on_subscribed()
+        elif kind == msg_type:
+            item = self._parse(msg["channel"], msg["data"])
+            if item is not None:
+                self._deliver(item)
+        elif kind == unsub:
+            # The server dropped a channel (its slot moved): subscribe again.
+            raise redis.ConnectionError(f"channel {_text(msg['channel'])!r} unsubscribed by the server")

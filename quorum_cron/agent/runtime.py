@@ -53,6 +53,7 @@ from collections.abc import Coroutine, Sequence
 from functools import partial
 
 import redis
+from redis.cluster import RedisCluster
 
 from quorum_cron.agent.alerts import AlertHook
 from quorum_cron.agent.health import NodeHealth
@@ -98,7 +99,7 @@ class Agent:
         store: Store,
         *,
         clock: Clock | None = None,
-        notices: redis.Redis | None = None,
+        notices: redis.Redis | RedisCluster | None = None,
         metrics: Metrics | None = None,
     ) -> None:
         """``notices``: the redis-py client for pub/sub notices (None: rely on polls and catch-up reads)."""
@@ -235,10 +236,10 @@ class Agent:
         assert loop is not None
         if isinstance(self.store, RedisStore):
             # The scripts' own naming.
-            assignments, triggers = self.store.assign_channel(self.node), self.store.trigger_channel()
+            assignments, triggers = self.store.notice_channels(self.node, sorted(self.jobs))
         else:
             ns = self.settings.namespace
-            assignments, triggers = assign_channel(ns, self.node), trigger_channel(ns)
+            assignments, triggers = [assign_channel(ns, self.node)], [trigger_channel(ns)]
 
         def deliver(item: Notice | Trigger) -> None:
             loop.call_soon_threadsafe(self._on_notice, item)

@@ -2,11 +2,15 @@
 -- prepended after _clock.lua (see scripts.py). It issues no command itself.
 --
 -- A per-job script handles one or more JOB GROUPS. Group g (1-based) is
--- KEYS[g], the job's key prefix qc:{ns:job}: — every key of the job is the
--- prefix plus a suffix, so all share the hash tag {ns:job} (in a Redis
--- Cluster, the cluster slot the call is routed to; cluster mode sends one
--- group per call). A script builds only the names it touches (a decided
--- vote touches one key): one declared key per job costs less than five.
+-- KEYS[g], the job's meta key qc:{ns:job}:meta; the job's key prefix P is
+-- that minus "meta" — every key of the job is the prefix plus a suffix, so
+-- all share the hash tag {ns:job} (in a Redis Cluster, the cluster slot the
+-- call is routed to; a cluster call holds only jobs of one node). A script
+-- builds only the names it touches (a decided vote touches one key): one
+-- declared key per job costs less than five. The declared key is meta, a key
+-- that exists whenever any state of the job does: while the job's cluster
+-- slot is being migrated the source node serves the call until meta has
+-- left, and only then redirects it (ASK) to the node that has the state.
 --   meta    HASH  tk = token counter, q = quorum floor,
 --                 hw = high-water mark (latest decided fire_ms),
 --                 p/pb/pa/pr = paused "1", by, at ms, reason
@@ -28,7 +32,9 @@
 --            collection only, the logical check above decides)
 --   ARGV[4]  ledger MAXLEN (exact)
 --   ARGV[5]  assignment channel prefix "qc:{ns}:assign:" (PUBLISH target =
---            prefix .. executor, payload job \n fire_ms \n token)
+--            prefix .. executor, payload job \n fire_ms \n token), or ""
+--            on a cluster: SPUBLISH (sharded pub/sub) on the job's own
+--            channel P .. "assign:" .. executor, in the job's hash slot
 --   ARGV[6]  where the job name starts in the key prefix (#"qc:{ns:" + 1)
 --   ARGV[7..] per script
 --
@@ -61,7 +67,7 @@
 --
 -- Replies: a slot is emitted as {code, slot value}; absent: {code, ""}.
 
-local P, JOB
+local P, K, JOB
 local RETENTION = tonumber(ARGV[2])
 local KEY_TTL = ARGV[3]
 local KEY_TTLN = tonumber(KEY_TTL)
@@ -93,7 +99,8 @@ end
 local M, M_dirty
 
 local function bind(g)
-  P = KEYS[g]
+  K = KEYS[g]
+  P = sub(K, 1, -5)
   JOB = nil
   M, M_dirty = nil, nil
 end
@@ -473,6 +480,10 @@ local function assign(r)
   f.lu = nil
   save(r)
   -- A committed slot is always in the open index already (vote: index_open).
-  redis.call('PUBLISH', CHAN .. chosen, job() .. '\n' .. r.fire .. '\n' .. tk)
+  if CHAN == '' then
+    redis.call('SPUBLISH', P .. 'assign:' .. chosen, job() .. '\n' .. r.fire .. '\n' .. tk)
+  else
+    redis.call('PUBLISH', CHAN .. chosen, job() .. '\n' .. r.fire .. '\n' .. tk)
+  end
   return true
 end

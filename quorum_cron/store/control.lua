@@ -13,7 +13,8 @@
 -- ARGV[7]  physical TTL ms of the trigger set (garbage collection only)
 -- ARGV[8]  trigger MAXLEN (newest kept)
 -- ARGV[9]  audit MAXLEN (exact)
--- ARGV[10] trigger channel "qc:{ns}:trigger" (payload job \n fire_ms)
+-- ARGV[10] trigger channel "qc:{ns}:trigger" (PUBLISH, payload job \n fire_ms),
+--          or "" on a cluster: SPUBLISH on the job's channel qc:{ns:job}:trigger
 --
 -- Replies: pause/resume {now, paused "1"|"", by, at, reason} (the control
 -- afterwards); trigger {now, fire_ms}; list {now, fire_ms...} ascending.
@@ -64,7 +65,11 @@ if op == 't' then
   redis.call('ZREMRANGEBYRANK', K_TRIG, 0, -(tonumber(ARGV[8]) + 1))
   redis.call('PEXPIRE', K_TRIG, ARGV[7])
   audit('trigger', NOW)
-  redis.call('PUBLISH', ARGV[10], job .. '\n' .. NOW)
+  if ARGV[10] == '' then -- cluster: sharded, on the job's own channel (its hash slot)
+    redis.call('SPUBLISH', string.sub(K_META, 1, -5) .. 'trigger', job .. '\n' .. NOW)
+  else
+    redis.call('PUBLISH', ARGV[10], job .. '\n' .. NOW)
+  end
   return {NOW, NOW}
 end
 

@@ -1,7 +1,7 @@
 -- fence.lua: the fenced transitions start / renew / finish of one slot
 -- (Store.start, Store.renew, Store.finish; MemoryStore is the model).
 --
--- KEYS[1] the job's key prefix (one job group), ARGV[1..6]: see _job.lua.
+-- KEYS[1] the job's meta key (one job group), ARGV[1..6]: see _job.lua.
 -- ARGV[7]   op: "s" start (committed -> running) | "r" renew | "f" finish
 -- ARGV[8]   fire_ms
 -- ARGV[9]   node

@@ -1,6 +1,6 @@
 -- missed.lua: account for a slot nobody voted for (Store.record_missed).
 --
--- KEYS[1] the job's key prefix (one job group), ARGV[1..6]: see _job.lua.
+-- KEYS[1] the job's meta key (one job group), ARGV[1..6]: see _job.lua.
 -- ARGV[7]  fire_ms
 -- ARGV[8]  deadline_ms
 -- ARGV[9]  reason

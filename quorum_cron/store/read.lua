@@ -1,7 +1,7 @@
 -- read.lua: read-only slot reads (Store.slot, Store.slots). Writes nothing:
 -- a dead slot is reported absent and left for a writer to purge.
 --
--- KEYS[1] the job's key prefix (one job group), ARGV[1..6]: see _job.lua.
+-- KEYS[1] the job's meta key (one job group), ARGV[1..6]: see _job.lua.
 -- ARGV[7]  from_ms (inclusive)
 -- ARGV[8]  to_ms (inclusive); Store.slot passes from = to = fire_ms
 --

@@ -19,7 +19,16 @@ from contextlib import contextmanager
 from typing import Any
 
 import redis
-from redis.exceptions import AuthenticationError, RedisError
+from redis.cluster import RedisCluster
+from redis.exceptions import (
+    AskError,
+    AuthenticationError,
+    ClusterDownError,
+    ClusterError,
+    ReadOnlyError,
+    RedisError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -42,6 +51,7 @@ from quorum_cron.store.base import (
     VoteResult,
     VoteStatus,
 )
+from quorum_cron.store.cluster import REDIRECTED, ClusterScriptRunner
 from quorum_cron.store.memory import (
     DEFAULT_AUDIT_MAXLEN,
     DEFAULT_LEDGER_MAXLEN,
@@ -61,6 +71,7 @@ from quorum_cron.store.scripts import (
     Wait,
     WaitShortfall,
 )
+from quorum_cron.store.urls import RedisTarget, open_client, parse_redis_url
 
 __all__ = ["RedisStore", "redact_url"]
 
@@ -88,9 +99,20 @@ _FORBIDDEN_NS_CHARS = "{}:"
 _KEY_TTL_FLOOR_WITH_CLOCK_MS = 24 * 3600 * 1000
 
 
-def _where(client: redis.Redis) -> str:
+def _where(client: redis.Redis | RedisCluster) -> str:
     """The server address of ``client`` as a password-free URL."""
-    kw = client.connection_pool.connection_kwargs
+    if isinstance(client, RedisCluster):
+        seeds = ",".join(f"{n.host}:{n.port}" for n in client.nodes_manager.startup_nodes.values())
+        return f"redis+cluster://{seeds}"
+    pool: Any = client.connection_pool
+    kw = pool.connection_kwargs
+    service = getattr(pool, "service_name", None)
+    if service is not None:  # a Sentinel-managed pool
+        sentinels = ",".join(
+            "{host}:{port}".format(**s.connection_pool.connection_kwargs)
+            for s in pool.sentinel_manager.sentinels
+        )
+        return f"redis+sentinel://{sentinels}/{service}/{kw.get('db', 0)}"
     db = kw.get("db", 0)
     if kw.get("path"):
         return f"unix://{kw['path']}?db={db}"
@@ -180,11 +202,17 @@ class RedisStore:
     its last change; ``ledger_maxlen`` bounds each job's ledger stream,
     ``audit_maxlen`` its audit stream and ``trigger_maxlen`` its kept triggers.
 
-    ``cluster``: on a Redis Cluster every script call may touch one job only,
-    so ``vote`` and ``sweep`` send one call per job (pipelined). On a
-    standalone server (the default) they send one call per ``max_batch``
-    votes or parameter sets covering many jobs, which amortises the per-call
-    cost; a job's items are never split across calls.
+    ``cluster``: set by itself when ``client`` is a
+    :class:`~redis.cluster.RedisCluster`. Every key and channel a script
+    touches is then in the job's hash slot (notices go by sharded pub/sub,
+    ``SPUBLISH``); ``vote`` and ``sweep`` group the jobs by the master that
+    owns their slot and send, per master, calls of up to ``max_batch`` items
+    in one pipeline on that master's connection
+    (:mod:`quorum_cron.store.cluster`). ``cluster=True`` with a plain client
+    sends one call per job (what a cluster without cross-slot scripts would
+    need). On a standalone server (the default) calls of up to ``max_batch``
+    items cover many jobs, which amortises the per-call cost; a job's items
+    are never split across calls.
 
     ``wait_replicas``: when > 0, every state change a node acts on (``vote``,
     ``start``, ``renew``, ``finish``, ``record_missed``) is followed in the
@@ -199,7 +227,7 @@ class RedisStore:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: redis.Redis | RedisCluster,
         namespace: str,
         *,
         clock: Callable[[], int] | None = None,
@@ -238,11 +266,15 @@ class RedisStore:
         self._ledger_maxlen = ledger_maxlen
         self._audit_maxlen = audit_maxlen
         self._trigger_maxlen = trigger_maxlen
-        self._cluster = cluster
+        self._sharded = isinstance(client, RedisCluster)
+        self._cluster = cluster or self._sharded
         self._max_batch = max_batch
         self._key_ttl_ms = retention_ms if clock is None else max(retention_ms, _KEY_TTL_FLOOR_WITH_CLOCK_MS)
         self._where = _where(client)
-        self._scripts = ScriptRunner(client)
+        self._cluster_runner = ClusterScriptRunner(client) if isinstance(client, RedisCluster) else None
+        self._scripts: ScriptRunner | ClusterScriptRunner = (
+            self._cluster_runner if self._cluster_runner is not None else ScriptRunner(client)  # type: ignore[arg-type]
+        )
         self._prefixes: dict[str, str] = {}
         self._members_key = f"qc:{{{namespace}}}:members"
         self._assign_prefix = f"qc:{{{namespace}}}:assign:"
@@ -252,7 +284,7 @@ class RedisStore:
             retention_ms,
             self._key_ttl_ms,
             ledger_maxlen,
-            self._assign_prefix,
+            "" if self._cluster else self._assign_prefix,
             len(f"qc:{{{namespace}:") + 1,
         )
 
@@ -273,14 +305,15 @@ class RedisStore:
         wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
         **client_kwargs: Any,
     ) -> RedisStore:
-        """A store on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``).
+        """A store on a new client for ``url``: any form of :mod:`quorum_cron.store.urls`
+        (standalone, ``redis+sentinel://``, ``redis+cluster://``).
 
-        ``client_kwargs`` go to :meth:`redis.Redis.from_url` (timeouts, retry).
+        ``client_kwargs`` go to every connection (timeouts, retry). A cluster
+        URL connects at once (to learn the slot map): an unreachable cluster
+        raises :class:`~quorum_cron.errors.StoreUnavailable`.
         """
-        try:
-            client = redis.Redis.from_url(url, **client_kwargs)
-        except ValueError as exc:
-            raise ConfigError(f"invalid redis url {redact_url(url)!r}: {exc}") from exc
+        target = parse_redis_url(url)
+        client = cls._open(target, client_kwargs)
         return cls(
             client,
             namespace,
@@ -295,14 +328,26 @@ class RedisStore:
             wait_timeout_ms=wait_timeout_ms,
         )
 
+    @staticmethod
+    def _open(target: RedisTarget, client_kwargs: dict[str, Any]) -> redis.Redis | RedisCluster:
+        try:
+            return open_client(target, **client_kwargs)
+        except RedisError as exc:
+            raise StoreUnavailable(f"redis at {target.shown} unavailable: {exc}") from exc
+
     def __repr__(self) -> str:
         mode = "injected clock" if self._clock is not None else "server clock"
         return f"RedisStore({self._where}, namespace={self._ns!r}, {mode})"
 
     @property
-    def client(self) -> redis.Redis:
+    def client(self) -> redis.Redis | RedisCluster:
         """The underlying redis-py client (for tests and diagnostics)."""
         return self._client
+
+    @property
+    def sharded(self) -> bool:
+        """True on a Redis Cluster: notices are sharded, one channel per job (see :meth:`notice_channels`)."""
+        return self._sharded
 
     def close(self) -> None:
         """Close the client's connections."""
@@ -323,6 +368,21 @@ class RedisStore:
         """The pub/sub channel of manual triggers: ``qc:{<ns>}:trigger``, payload ``<job>\\n<fire_ms>``."""
         return self._trigger_channel
 
+    def notice_channels(self, node: str, jobs: Sequence[str]) -> tuple[list[str], list[str]]:
+        """The channels ``node`` listens on for ``jobs``: (assignment channels, trigger channels).
+
+        Standalone: the node's one assignment channel and the namespace's
+        trigger channel (classic pub/sub). Cluster (:attr:`sharded`): one
+        of each per job, ``qc:{<ns>:<job>}:assign:<node>`` and
+        ``qc:{<ns>:<job>}:trigger``, in the job's hash slot — the scripts
+        ``SPUBLISH`` there, the node subscribes with ``SSUBSCRIBE``, and no notice is
+        broadcast over the cluster bus.
+        """
+        if not self._cluster:
+            return [self.assign_channel(node)], [self._trigger_channel]
+        prefixes = [self._job_prefix(j) for j in jobs]
+        return [p + "assign:" + node for p in prefixes], [p + "trigger" for p in prefixes]
+
     # -- plumbing ------------------------------------------------------------
 
     @contextmanager
@@ -332,7 +392,12 @@ class RedisStore:
             yield
         except AuthenticationError as exc:
             raise StoreError(f"redis at {self._where} refused {op}: {exc}") from exc
-        except (RedisConnectionError, RedisTimeoutError) as exc:
+        except (RedisConnectionError, RedisTimeoutError, ReadOnlyError) as exc:
+            # READONLY: the server we wrote to was demoted (Sentinel failover):
+            # a lost reply, like a dropped connection; the caller retries.
+            raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {exc}") from exc
+        except (ClusterDownError, TryAgainError, AskError, ClusterError) as exc:
+            # A cluster between owners (failover, migration) after bounded re-sends.
             raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {exc}") from exc
         except WaitShortfall as exc:
             raise StoreUnavailable(
@@ -356,34 +421,54 @@ class RedisStore:
         return prefix
 
     def _job_call(self, script: Any, job: str, now: str, args: Sequence[str | int]) -> Call:
-        """A one-job script call: KEYS[1] the job's key prefix, its own arguments from ``ARGV[7]``."""
-        return Call(script, (self._job_prefix(job),), [now, *self._common_tail, *args])
+        """A one-job script call: KEYS[1] the job's meta key, its own arguments from ``ARGV[7]``."""
+        return Call(script, (self._job_prefix(job) + "meta",), [now, *self._common_tail, *args])
+
+    def _node_order(
+        self, groups: list[list[int]], job_of: Callable[[int], str]
+    ) -> list[tuple[str, list[int]]]:
+        """Job groups (lists of item indices) tagged with the cluster node that owns the job,
+        stable-sorted by it so that a call never spans nodes; standalone: all tagged ""."""
+        runner = self._cluster_runner
+        if runner is None:
+            return [("", g) for g in groups]
+        tagged = [(runner.owner(self._job_prefix(job_of(g[0])) + "meta").name, g) for g in groups]
+        tagged.sort(key=lambda t: t[0])
+        return tagged
+
+    def _single(self, singles: bool) -> bool:
+        """One job per call: asked for (a redirected batch), or ``cluster=True`` on a plain client."""
+        return singles or (self._cluster and not self._sharded)
 
     def _grouped_calls(
         self,
         script: Any,
         now: str,
-        groups: dict[str, list[int]],
+        jobs: Sequence[str],
         item_args: Callable[[int], Sequence[str | int]],
-        head: Sequence[str | int] = (),
+        *,
+        singles: bool = False,
     ) -> list[tuple[Call, list[int]]]:
-        """Pack job groups into calls of a grouped script (vote, sweep), with each call's item indices.
+        """Pack the items (``jobs[i]`` is item i's job) into calls of a grouped script (sweep),
+        with each call's item indices.
 
-        Cluster mode: one group per call. Standalone: groups are added to a
-        call until it holds ``max_batch`` items; a group is never split.
-        ``head``: arguments every call carries before the group count.
+        A job's items form one group, never split. Groups are added to a call
+        until it holds ``max_batch`` items; on a cluster a call holds only
+        jobs of one node; with ``singles`` one group per call.
         """
+        single = self._single(singles)
         out: list[tuple[Call, list[int]]] = []
         keys: list[str] = []
-        start: list[str | int] = [now, *self._common_tail, *head]
+        start: list[str | int] = [now, *self._common_tail]
         args: list[str | int] = list(start)
         order: list[int] = []
-
-        for job, idx in groups.items():
-            if keys and (self._cluster or len(order) + len(idx) > self._max_batch):
+        at = ""
+        for node, idx in self._node_order(list(self._by_job(iter(jobs)).values()), lambda i: jobs[i]):
+            if keys and (single or node != at or len(order) + len(idx) > self._max_batch):
                 out.append((Call(script, keys, args), order))
                 keys, args, order = [], list(start), []
-            keys.append(self._job_prefix(job))
+            at = node
+            keys.append(self._job_prefix(jobs[idx[0]]) + "meta")
             args.append(len(idx))
             for i in idx:
                 args.extend(item_args(i))
@@ -402,17 +487,45 @@ class RedisStore:
                 group.append(i)
         return groups
 
+    def _run_grouped(
+        self,
+        build: Callable[[Sequence[int], bool], list[tuple[Call, list[int]]]],
+        # build(items, singles): calls for the given items, each with indices INTO ``items``
+        n: int,
+        wait: Wait | None,
+    ) -> list[tuple[list[int], Any]]:
+        """Run the calls ``build(items, singles)`` makes for items 0..n-1: (item indices, raw reply) per call.
+
+        A cluster call that covers several jobs and was redirected (a slot
+        moving between nodes) is re-sent one job per call, which the runner
+        follows through MOVED / ASK.
+        """
+        calls = build(range(n), False)
+        replies = self._scripts.call_many([c for c, _ in calls], wait)
+        out = [(order, raw) for (_, order), raw in zip(calls, replies, strict=True) if raw is not REDIRECTED]
+        again = sorted(i for (_, order), raw in zip(calls, replies, strict=True) if raw is REDIRECTED
+                       for i in order)  # fmt: skip
+        if again:
+            calls = build(again, True)
+            replies = self._scripts.call_many([c for c, _ in calls], wait)
+            for (_, order), raw in zip(calls, replies, strict=True):
+                if raw is REDIRECTED:  # pragma: no cover - a one-job call is never REDIRECTED
+                    raise StoreError(f"redis at {self._where}: a one-job call was redirected")
+                out.append(([again[i] for i in order], raw))
+        return out
+
     # -- votes ---------------------------------------------------------------
 
     def vote(self, requests: Sequence[VoteRequest]) -> list[VoteResult]:
         if not requests:
             return []
 
-        calls = self._vote_calls(requests)
+        def build(items: Sequence[int], singles: bool) -> list[tuple[Call, list[int]]]:
+            return self._vote_calls([requests[i] for i in items], singles=singles)
+
         results: list[VoteResult | None] = [None] * len(requests)
         with self._boundary("vote"):
-            replies = self._scripts.call_many([c for c, _ in calls], self._wait)
-            for (_, order), raw in zip(calls, replies, strict=True):
+            for order, raw in self._run_grouped(build, len(requests), self._wait):
                 reply = _seq(raw)
                 codes = _text(reply[1]) if len(reply) > 1 else ""
                 if len(reply) != len(order) + 2 or len(codes) != len(order):
@@ -429,16 +542,18 @@ class RedisStore:
                     )
         return [r for r in results if r is not None]
 
-    def _vote_calls(self, requests: Sequence[VoteRequest]) -> list[tuple[Call, list[int]]]:
+    def _vote_calls(
+        self, requests: Sequence[VoteRequest], *, singles: bool = False
+    ) -> list[tuple[Call, list[int]]]:
         """The vote script calls for ``requests`` and each call's request indices, in vote order.
 
         The fields a node's votes share (node, quorum, skew, deadline,
         overlap) go once per call as numbered parameter sets. Votes travel in
         segments that share a parameter set and a fire time (at a schedule
         boundary most of a batch does): per segment set, fire_ms, count; per
-        vote one key (its job's prefix) and its spec hash. A job's votes stay
-        together and in order; jobs are independent, so their groups are
-        ordered to make segments long.
+        vote one key (its job's meta key) and its spec hash. A job's votes
+        stay together and in order; jobs are independent, so their groups
+        are ordered to make segments long (on a cluster: by node first).
         """
         param_index: dict[tuple[str, int, int, int, str], int] = {}
         vote_params: list[int] = []
@@ -454,6 +569,7 @@ class RedisStore:
         groups = list(self._by_job(r.job for r in requests).values())
         if len(param_index) > 1 or len({r.fire_ms for r in requests}) > 1:
             groups.sort(key=lambda idx: (vote_params[idx[0]], requests[idx[0]].fire_ms))
+        single = self._single(singles)
 
         out: list[tuple[Call, list[int]]] = []
         keys: list[str] = []
@@ -461,11 +577,13 @@ class RedisStore:
         order: list[int] = []
         segment: tuple[int, int] | None = None
         count_at = 0
-        for idx in groups:
-            if order and (self._cluster or len(order) + len(idx) > self._max_batch):
+        at = ""
+        for node, idx in self._node_order(groups, lambda i: requests[i].job):
+            if order and (single or node != at or len(order) + len(idx) > self._max_batch):
                 out.append((Call(VOTE, keys, args), order))
                 keys, args, order, segment = [], list(start), [], None
-            prefix = self._job_prefix(requests[idx[0]].job)
+            at = node
+            meta_key = self._job_prefix(requests[idx[0]].job) + "meta"
             for i in idx:
                 r = requests[i]
                 seg = (vote_params[i], r.fire_ms)
@@ -475,7 +593,7 @@ class RedisStore:
                     count_at = len(args) - 1
                 args[count_at] = int(args[count_at]) + 1
                 args.append(r.spec_hash)
-                keys.append(prefix)
+                keys.append(meta_key)
                 order.append(i)
         out.append((Call(VOTE, keys, args), order))
         return out
@@ -543,12 +661,16 @@ class RedisStore:
             p = params[i]
             return (p.deadline_ms, p.start_timeout_ms, _DELIVERY[p.delivery])
 
-        groups = self._by_job(p.job for p in params)
-        calls = self._grouped_calls(SWEEP, self._now_arg(), groups, item)
+        now = self._now_arg()
+
+        def build(items: Sequence[int], singles: bool) -> list[tuple[Call, list[int]]]:
+            return self._grouped_calls(
+                SWEEP, now, [params[i].job for i in items], lambda k: item(items[k]), singles=singles
+            )
+
         per_param: list[list[SlotView]] = [[] for _ in params]
         with self._boundary("sweep"):
-            replies = self._scripts.call_many([c for c, _ in calls])
-            for (_, order), raw in zip(calls, replies, strict=True):
+            for order, raw in self._run_grouped(build, len(params), None):
                 reply = _seq(raw)
                 if len(reply) != len(order) + 1:
                     raise ValueError(f"sweep reply has {len(reply) - 1} sets for {len(order)} parameter sets")
@@ -635,7 +757,7 @@ class RedisStore:
             self._key_ttl_ms,
             self._trigger_maxlen,
             self._audit_maxlen,
-            self._trigger_channel,
+            "" if self._cluster else self._trigger_channel,
         ]
         return _seq(self._scripts.call(Call(CONTROL, keys, args)))
 
@@ -740,9 +862,30 @@ class RedisStore:
             return sorted(out, key=lambda m: m.node)
 
     def time_ms(self) -> int:
-        """Store time: the server's ``TIME``, or the injected clock when one was given."""
+        """Store time: the server's ``TIME``, or the injected clock when one was given.
+
+        On a cluster: the ``TIME`` of the master that holds the members hash
+        (``qc:{<ns>}:members``), the node every heartbeat's ``now`` comes
+        from too; a vote window is still judged by the script on the job's
+        own master (docs/protocol.md, "Time on a cluster").
+        """
         if self._clock is not None:
             return self._clock()
         with self._boundary("time"):
-            sec, usec = self._client.time()
+            if isinstance(self._client, RedisCluster) and self._cluster_runner is not None:
+                node = self._cluster_runner.owner(self._members_key)
+                sec, usec = self._client.get_redis_connection(node).time()
+            else:
+                sec, usec = self._client.time()
             return int(sec) * 1000 + int(usec) // 1000
+
+    def replicas_connected(self) -> int:
+        """Replicas connected to the master (on a cluster: the fewest over all masters)."""
+        with self._boundary("info"):
+            if isinstance(self._client, RedisCluster):
+                counts = []
+                for node in self._client.get_primaries():  # type: ignore[no-untyped-call]
+                    info = self._client.get_redis_connection(node).info("replication")
+                    counts.append(int(info.get("connected_slaves", 0)))
+                return min(counts, default=0)
+            return int(self._client.info("replication").get("connected_slaves", 0))

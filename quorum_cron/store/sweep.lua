@@ -1,7 +1,7 @@
 -- sweep.lua: enforce deadlines, start timeouts and leases on the open slots
 -- of one or more jobs (Store.sweep; MemoryStore._sweep_one is the model).
 --
--- KEYS: one key prefix per job group (see _job.lua), ARGV[1..6]: see _job.lua.
+-- KEYS: one meta key per job group (see _job.lua), ARGV[1..6]: see _job.lua.
 -- ARGV[7..] per group g = 1, 2, ... (as many as KEYS), in order: n (its
 --             number of parameter sets: the caller's SweepParams for this
 --             job, in call order), then n sets of deadline_ms,

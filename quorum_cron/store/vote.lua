@@ -1,7 +1,7 @@
 -- vote.lua: record votes for slots of one or more jobs, committing each slot
 -- that reaches quorum (Store.vote; MemoryStore._vote_one is the model).
 --
--- KEYS[i]   vote i's job key prefix (see _job.lua; a job's votes are
+-- KEYS[i]   vote i's job meta key (see _job.lua; a job's votes are
 --             consecutive, consecutive equal keys share the job's meta read)
 -- ARGV[1..6] see _job.lua.
 -- ARGV[7]   p, the number of parameter sets that follow, each 5 fields:
@@ -128,7 +128,7 @@ while i <= nargs do
   i = i + 3
   for _ = 1, n do
     v = v + 1
-    if KEYS[v] ~= P then
+    if KEYS[v] ~= K then
       meta_flush()
       bind(v)
     end

@@ -1,0 +1,217 @@
+"""Redis URLs: the three deployment forms, parsed once, and the client each one needs.
+
+Forms (``docs/operations.md`` documents them for users):
+
+* **standalone** — ``redis://[[user]:password@]host[:port][/db]``,
+  ``rediss://...`` (TLS), ``unix://[[user]:password@]/path.sock[?db=N]``:
+  redis-py's own URL forms, handed to :meth:`redis.Redis.from_url`;
+* **Sentinel** — ``redis+sentinel://[[user]:password@]host1[:port],host2[:port],.../master-name[/db]``
+  with optional ``?sentinel_username=U&sentinel_password=P``: the
+  userinfo authenticates to the master and replicas, the query parameters
+  to the sentinels (they often differ). Port default 26379;
+* **Cluster** — ``redis+cluster://[[user]:password@]host1[:port],host2[:port],...``
+  (``rediss+cluster://`` for TLS): seed nodes, any reachable one is enough;
+  the DB is always 0 (``/0`` is accepted). Port default 6379.
+
+:func:`parse_redis_url` returns a :class:`RedisTarget` or raises
+:class:`~quorum_cron.errors.ConfigError` with one line naming the bad part
+(the URL is always shown redacted). :func:`open_client` builds the
+redis-py client: :class:`redis.Redis` (standalone), a Sentinel-managed
+:class:`redis.Redis` whose connections find the current master through the
+sentinels on every (re)connect, or :class:`redis.cluster.RedisCluster`.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import redis
+from redis.cluster import ClusterNode, RedisCluster
+from redis.sentinel import Sentinel
+
+from quorum_cron.errors import ConfigError
+from quorum_cron.redact import redact_url
+
+__all__ = ["Mode", "RedisTarget", "open_client", "parse_redis_url", "redis_url_problem"]
+
+Mode = Literal["standalone", "sentinel", "cluster"]
+
+STANDALONE_SCHEMES = ("redis", "rediss", "unix")
+SENTINEL_SCHEMES = ("redis+sentinel",)
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+_SENTINEL_PARAMS = ("sentinel_username", "sentinel_password")
+EXPECTED = (
+    "expected redis://, rediss://, unix://, redis+sentinel://HOST[:PORT],.../MASTER[/DB] "
+    "or redis+cluster://HOST[:PORT],..."
+)
+
+
+@dataclass(frozen=True)
+class RedisTarget:
+    """A parsed Redis URL. ``hosts`` are (host, port) pairs: sentinels or cluster seeds."""
+
+    mode: Mode
+    url: str = field(repr=False)
+    shown: str
+    hosts: tuple[tuple[str, int], ...] = ()
+    master: str = ""
+    db: int = 0
+    username: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+    sentinel_username: str | None = field(default=None, repr=False)
+    sentinel_password: str | None = field(default=None, repr=False)
+    tls: bool = False
+
+
+def _bad(shown: str, what: str) -> ConfigError:
+    return ConfigError(f"invalid redis url {shown!r}: {what}")
+
+
+def _hosts(shown: str, netloc: str, default_port: int) -> tuple[tuple[str, int], ...]:
+    out = []
+    for part in netloc.split(","):
+        part = part.strip()
+        if not part:
+            raise _bad(shown, "empty host in the host list (expected HOST[:PORT],HOST[:PORT],...)")
+        if part.startswith("["):  # [ipv6]:port
+            host, _, rest = part[1:].partition("]")
+            port_text = rest[1:] if rest.startswith(":") else ""
+            if rest and not rest.startswith(":"):
+                raise _bad(shown, f"host {part!r} is not [IPV6]:PORT")
+        else:
+            host, _, port_text = part.partition(":")
+        if not host:
+            raise _bad(shown, f"host {part!r} has no host name")
+        port = default_port
+        if port_text:
+            if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+                raise _bad(shown, f"port {port_text!r} of {host!r} is not a port number (expected 1-65535)")
+            port = int(port_text)
+        out.append((host, port))
+    return tuple(out)
+
+
+def _userinfo(netloc: str) -> tuple[str | None, str | None, str]:
+    if "@" not in netloc:
+        return None, None, netloc
+    userinfo, _, rest = netloc.rpartition("@")
+    user, sep, password = userinfo.partition(":")
+    return (urllib.parse.unquote(user) or None), (urllib.parse.unquote(password) if sep else None), rest
+
+
+def parse_redis_url(url: str) -> RedisTarget:
+    """Parse ``url`` (any of the three forms); :class:`ConfigError` names the bad part."""
+    shown = redact_url(url)
+    if not isinstance(url, str) or "://" not in url:
+        raise _bad(shown, f"no scheme ({EXPECTED})")
+    scheme, _, rest = url.partition("://")
+    scheme = scheme.lower()
+    if scheme in STANDALONE_SCHEMES:
+        return _standalone(url, shown, scheme)
+    if scheme not in SENTINEL_SCHEMES + CLUSTER_SCHEMES:
+        raise _bad(shown, f"scheme {scheme!r} is not supported ({EXPECTED})")
+    rest = rest.partition("#")[0]
+    rest, _, query = rest.partition("?")
+    netloc, slash, path = rest.partition("/")
+    username, password, hostlist = _userinfo(netloc)
+    if not hostlist:
+        raise _bad(shown, "no hosts (expected HOST[:PORT],HOST[:PORT],... after '://')")
+    try:
+        params = urllib.parse.parse_qs(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise _bad(shown, f"query {redact_url('x://?' + query)[5:]!r} is not NAME=VALUE&...") from None
+    if scheme in CLUSTER_SCHEMES:
+        if params:
+            raise _bad(shown, f"parameter {sorted(params)[0]!r} is not supported with a cluster URL")
+        if path.strip("/") not in ("", "0"):
+            raise _bad(shown, f"database {path.strip('/')!r}: a Redis Cluster has only database 0")
+        return RedisTarget(
+            mode="cluster",
+            url=url,
+            shown=shown,
+            hosts=_hosts(shown, hostlist, 6379),
+            username=username,
+            password=password,
+            tls=scheme == "rediss+cluster",
+        )
+    unknown = [k for k in params if k not in _SENTINEL_PARAMS]
+    if unknown:
+        expected = ", ".join(_SENTINEL_PARAMS)
+        raise _bad(shown, f"parameter {unknown[0]!r} is not supported (expected {expected})")
+    segments = path.split("/") if slash else []
+    if not segments or not segments[0]:
+        raise _bad(shown, "no master name (expected redis+sentinel://HOST[:PORT],.../MASTER[/DB])")
+    if len(segments) > 2 or (len(segments) == 2 and not segments[1].isdigit()):
+        raise _bad(shown, f"path {'/' + path!r} is not /MASTER or /MASTER/DB (DB a number)")
+    return RedisTarget(
+        mode="sentinel",
+        url=url,
+        shown=shown,
+        hosts=_hosts(shown, hostlist, 26379),
+        master=urllib.parse.unquote(segments[0]),
+        db=int(segments[1]) if len(segments) == 2 else 0,
+        username=username,
+        password=password,
+        sentinel_username=params.get("sentinel_username", [None])[-1],
+        sentinel_password=params.get("sentinel_password", [None])[-1],
+    )
+
+
+def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        _ = parts.port
+    except ValueError as exc:
+        raise _bad(shown, f"not a valid URL ({exc})") from None
+    if scheme == "unix" and not parts.path:
+        raise _bad(shown, "no socket path (expected e.g. 'unix:///run/redis.sock')")
+    if scheme != "unix" and not parts.hostname:
+        raise _bad(shown, "no host (expected e.g. 'redis://redis.internal:6379/0')")
+    if "," in parts.netloc:
+        raise _bad(shown, "several hosts: use redis+sentinel:// or redis+cluster:// for more than one server")
+    return RedisTarget(mode="standalone", url=url, shown=shown, tls=scheme == "rediss")
+
+
+def redis_url_problem(url: str) -> str | None:
+    """What is wrong with ``url`` (one line, redacted), or None when it parses."""
+    try:
+        parse_redis_url(url)
+    except ConfigError as exc:
+        return str(exc).removeprefix("invalid redis url ")
+    return None
+
+
+def open_client(target: RedisTarget, **client_kwargs: Any) -> redis.Redis | RedisCluster:
+    """The redis-py client for ``target``; ``client_kwargs`` (timeouts, retry) go to every connection."""
+    try:
+        if target.mode == "standalone":
+            return redis.Redis.from_url(target.url, **client_kwargs)
+        if target.mode == "sentinel":
+            sentinel_kwargs = {
+                k: v for k, v in client_kwargs.items() if k in ("socket_timeout", "socket_connect_timeout")
+            }
+            if target.sentinel_username is not None:
+                sentinel_kwargs["username"] = target.sentinel_username
+            if target.sentinel_password is not None:
+                sentinel_kwargs["password"] = target.sentinel_password
+            sentinel = Sentinel(  # type: ignore[no-untyped-call]
+                list(target.hosts), sentinel_kwargs=sentinel_kwargs, **client_kwargs
+            )
+            master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+                target.master, db=target.db, username=target.username, password=target.password,
+                **client_kwargs,
+            )  # fmt: skip
+            return master
+        kwargs = dict(client_kwargs)
+        kwargs.pop("retry", None)  # the cluster client has its own retry / refresh policy
+        return RedisCluster(
+            startup_nodes=[ClusterNode(h, p) for h, p in target.hosts],  # type: ignore[no-untyped-call]
+            username=target.username,
+            password=target.password,
+            ssl=target.tls,
+            **kwargs,
+        )
+    except (ValueError, TypeError) as exc:
+        raise _bad(target.shown, str(exc)) from None
