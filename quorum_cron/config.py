@@ -33,6 +33,7 @@ from quorum_cron.errors import ConfigError, ScheduleError
 from quorum_cron.redact import redact_url as _redact
 from quorum_cron.schedule import DST_POLICIES, DstPolicy, Schedule, check_timezone
 from quorum_cron.store.base import Delivery, Overlap
+from quorum_cron.store.urls import redis_url_problem
 
 __all__ = [
     "AUTO",
@@ -133,19 +134,7 @@ def _range_problem(value: int, lo: int, hi: int, fmt: Callable[[int], str] = str
 
 
 def _redis_url_problem(url: str) -> str | None:
-    shown = redact_url(url)
-    try:
-        parts = urllib.parse.urlsplit(url)
-        _ = parts.port
-    except ValueError as exc:
-        return f"{shown!r} is not a valid URL ({exc})"
-    if parts.scheme not in ("redis", "rediss", "unix"):
-        return f"{shown!r} has scheme {parts.scheme!r} (expected redis://, rediss:// or unix://)"
-    if parts.scheme == "unix" and not parts.path:
-        return f"{shown!r} has no socket path (expected e.g. 'unix:///run/redis.sock')"
-    if parts.scheme != "unix" and not parts.hostname:
-        return f"{shown!r} has no host (expected e.g. 'redis://redis.internal:6379/0')"
-    return None
+    return redis_url_problem(url)
 
 
 def _alert_url_problem(url: str) -> str | None:
@@ -612,7 +601,9 @@ def _parse_cluster(raw: object, source: str, errors: list[str]) -> ClusterConfig
             "quorum",
             f"{quorum!r} is not a majority of size {size} (expected {size // 2 + 1} to {size})",
         )
-    redis_url = t.get("redis_url", str, "a redis://, rediss:// or unix:// URL", None)
+    redis_url = t.get(
+        "redis_url", str, "a redis://, rediss://, unix://, redis+sentinel:// or redis+cluster:// URL", None
+    )
     if redis_url is not None and (problem := _redis_url_problem(redis_url)):
         t.error("redis_url", problem)
     alert_url = t.get("alert_url", str, "an http(s) URL", None)

@@ -117,9 +117,13 @@ class ServerProc:
             raise EmbeddedRedisError(f"{self.name} on port {self.port} exited: {self.tail()}")
         c = self.client()
         try:
-            return bool(c.ping())
+            # Our process, not another one that won the port between choosing and binding.
+            pid = int(c.info("server")["process_id"])
         finally:
             c.close()
+        if self.proc is not None and pid != self.proc.pid:
+            raise EmbeddedRedisError(f"port {self.port} of {self.name} is taken by another process")
+        return True
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Send ``sig`` (default SIGKILL: a crash) and reap the process."""
@@ -161,11 +165,18 @@ class _Topology:
         proc.start()
         return proc
 
-    def stop(self) -> None:
-        """Stop every process started (idempotent) and remove the working directory."""
+    def _stop_servers(self) -> None:
         for s in self.servers:
             with contextlib.suppress(OSError, subprocess.SubprocessError):
                 s.stop()
+        self.servers = []
+        for d in self.dir.iterdir():
+            with contextlib.suppress(OSError):
+                shutil.rmtree(d) if d.is_dir() else d.unlink()
+
+    def stop(self) -> None:
+        """Stop every process started (idempotent) and remove the working directory."""
+        self._stop_servers()
         with contextlib.suppress(OSError):
             self._dir.cleanup()
 
@@ -212,12 +223,20 @@ class EmbeddedCluster(_Topology):
         return self.start()
 
     def start(self) -> EmbeddedCluster:
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        """Start and join the nodes; a start that lost a port race is retried on new ports (3 times)."""
+        for attempt in range(3):
+            try:
+                self._start()
+                return self
+            except EmbeddedRedisError as exc:
+                self._stop_servers()
+                if attempt == 2 or "taken by another process" not in str(exc) and "not empty" not in str(exc):
+                    self.stop()
+                    raise
+            except BaseException:
+                self.stop()
+                raise
+        return self  # pragma: no cover - the loop returns or raises
 
     def _start(self) -> None:
         n = self.masters_n * (1 + self.replicas_n)

@@ -16,6 +16,8 @@ import redis
 
 from quorum_cron.embedded import EmbeddedRedis, RedisServerNotFound
 
+pytest_plugins = ["tests.topologies"]  # redis_cluster: a real Redis Cluster (and Sentinel helpers)
+
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[EmbeddedRedis]:

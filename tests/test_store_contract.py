@@ -26,11 +26,14 @@ from collections import Counter, defaultdict
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 import redis
 from hypothesis import HealthCheck, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from redis.cluster import RedisCluster
 
 from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.embedded_topology import EmbeddedCluster
 from quorum_cron.store.base import (
     Delivery,
     Overlap,
@@ -41,6 +44,7 @@ from quorum_cron.store.base import (
 )
 from quorum_cron.store.memory import MemoryStore
 from quorum_cron.store.redis import RedisStore
+from tests.topologies import cluster_client
 
 NODES = ("n1", "n2", "n3", "n4", "n5")
 JOBS = ("alpha", "beta", "gamma")
@@ -95,12 +99,19 @@ class StoreParity(RuleBasedStateMachine):
     """Drive both stores through the same operations and compare every reply."""
 
     server: EmbeddedRedis | None = None
+    cluster: EmbeddedCluster | None = None
+    """Set by the test: a standalone server, or a Redis Cluster (the same rules, per-node pipelines)."""
+    namespace = "contract"
 
     def __init__(self) -> None:
         super().__init__()
-        assert self.server is not None, "StoreParity.server must be set by the test"
         self.now = BASE_MS + 1_000
-        self.client: redis.Redis = self.server.client(retry=None, socket_timeout=5.0)
+        self.client: redis.Redis | RedisCluster
+        if self.cluster is not None:
+            self.client = cluster_client(self.cluster)
+        else:
+            assert self.server is not None, "StoreParity.server or .cluster must be set by the test"
+            self.client = self.server.client(retry=None, socket_timeout=5.0)
         self.client.flushall()
         bounds = {
             "ledger_maxlen": LEDGER_MAXLEN,
@@ -108,7 +119,7 @@ class StoreParity(RuleBasedStateMachine):
             "trigger_maxlen": TRIGGER_MAXLEN,
         }
         self.redis = RedisStore(
-            self.client, "contract", clock=self.clock, retention_ms=RETENTION_MS, max_batch=5, **bounds
+            self.client, self.namespace, clock=self.clock, retention_ms=RETENTION_MS, max_batch=5, **bounds
         )
         self.model = MemoryStore(self.clock, retention_ms=RETENTION_MS, **bounds)
         self.known: list[tuple[str, int]] = []
@@ -540,6 +551,31 @@ def test_redis_store_matches_model(redis_server: EmbeddedRedis) -> None:
         run_state_machine_as_test(StoreParity, settings=SETTINGS)
     finally:
         StoreParity.server = None
+    _check_coverage()
+
+
+@pytest.mark.slow
+def test_redis_store_on_a_cluster_matches_model(redis_cluster: EmbeddedCluster) -> None:
+    """The same machine on a real 3-master cluster: per-node pipelines, cross-slot batches, sharded notices.
+
+    Two jobs share a master and the third lives on another (checked), so a
+    batched vote or sweep is one pipeline per node and one call covers two
+    hash slots (the scripts' allow-cross-slot-keys variant); the model is
+    unchanged.
+    """
+    namespace = "kc"
+    owners = [redis_cluster.master_of(f"qc:{{{namespace}:{j}}}:meta").port for j in JOBS]
+    assert len(set(owners)) == 2, f"jobs {JOBS} should live on exactly two masters: {owners}"
+    STATS.clear()
+    StoreParity.cluster, StoreParity.namespace = redis_cluster, namespace
+    try:
+        run_state_machine_as_test(StoreParity, settings=settings(SETTINGS, max_examples=60))
+    finally:
+        StoreParity.cluster, StoreParity.namespace = None, "contract"
+    _check_coverage()
+
+
+def _check_coverage() -> None:
     # The generators must keep reaching the interesting paths (coverage, not luck).
     for outcome in (
         "vote committed -> committed",

@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import redis
-from redis.cluster import ClusterNode, RedisCluster
-from redis.sentinel import Sentinel
+from typing import TYPE_CHECKING, Any, Literal
 
 from quorum_cron.errors import ConfigError
 from quorum_cron.redact import redact_url
+
+if TYPE_CHECKING:  # the parser is imported by the configuration, which needs no client
+    import redis
+    from redis.cluster import RedisCluster
 
 __all__ = ["Mode", "RedisTarget", "open_client", "parse_redis_url", "redis_url_problem"]
 
@@ -65,8 +65,12 @@ class RedisTarget:
     tls: bool = False
 
 
+_PREFIX = "invalid redis url: "
+
+
 def _bad(shown: str, what: str) -> ConfigError:
-    return ConfigError(f"invalid redis url {shown!r}: {what}")
+    """``what`` continues the sentence that starts with the (redacted) URL: "has no host (...)"."""
+    return ConfigError(f"{_PREFIX}{shown!r} {what}")
 
 
 def _hosts(shown: str, netloc: str, default_port: int) -> tuple[tuple[str, int], ...]:
@@ -74,20 +78,20 @@ def _hosts(shown: str, netloc: str, default_port: int) -> tuple[tuple[str, int],
     for part in netloc.split(","):
         part = part.strip()
         if not part:
-            raise _bad(shown, "empty host in the host list (expected HOST[:PORT],HOST[:PORT],...)")
+            raise _bad(shown, "has an empty host in its host list (expected HOST[:PORT],HOST[:PORT],...)")
         if part.startswith("["):  # [ipv6]:port
             host, _, rest = part[1:].partition("]")
             port_text = rest[1:] if rest.startswith(":") else ""
             if rest and not rest.startswith(":"):
-                raise _bad(shown, f"host {part!r} is not [IPV6]:PORT")
+                raise _bad(shown, f"has host {part!r}, not [IPV6]:PORT")
         else:
             host, _, port_text = part.partition(":")
         if not host:
-            raise _bad(shown, f"host {part!r} has no host name")
+            raise _bad(shown, f"has host {part!r} without a name")
         port = default_port
         if port_text:
             if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-                raise _bad(shown, f"port {port_text!r} of {host!r} is not a port number (expected 1-65535)")
+                raise _bad(shown, f"has port {port_text!r} for {host!r} (expected a number 1-65535)")
             port = int(port_text)
         out.append((host, port))
     return tuple(out)
@@ -105,28 +109,28 @@ def parse_redis_url(url: str) -> RedisTarget:
     """Parse ``url`` (any of the three forms); :class:`ConfigError` names the bad part."""
     shown = redact_url(url)
     if not isinstance(url, str) or "://" not in url:
-        raise _bad(shown, f"no scheme ({EXPECTED})")
+        raise _bad(shown, f"has no scheme ({EXPECTED})")
     scheme, _, rest = url.partition("://")
     scheme = scheme.lower()
     if scheme in STANDALONE_SCHEMES:
         return _standalone(url, shown, scheme)
     if scheme not in SENTINEL_SCHEMES + CLUSTER_SCHEMES:
-        raise _bad(shown, f"scheme {scheme!r} is not supported ({EXPECTED})")
+        raise _bad(shown, f"has scheme {scheme!r} ({EXPECTED})")
     rest = rest.partition("#")[0]
     rest, _, query = rest.partition("?")
     netloc, slash, path = rest.partition("/")
     username, password, hostlist = _userinfo(netloc)
     if not hostlist:
-        raise _bad(shown, "no hosts (expected HOST[:PORT],HOST[:PORT],... after '://')")
+        raise _bad(shown, "has no hosts (expected HOST[:PORT],HOST[:PORT],... after '://')")
     try:
         params = urllib.parse.parse_qs(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
-        raise _bad(shown, f"query {redact_url('x://?' + query)[5:]!r} is not NAME=VALUE&...") from None
+        raise _bad(shown, "has a query that is not NAME=VALUE&...") from None
     if scheme in CLUSTER_SCHEMES:
         if params:
-            raise _bad(shown, f"parameter {sorted(params)[0]!r} is not supported with a cluster URL")
+            raise _bad(shown, f"has parameter {sorted(params)[0]!r} (a cluster URL takes no parameters)")
         if path.strip("/") not in ("", "0"):
-            raise _bad(shown, f"database {path.strip('/')!r}: a Redis Cluster has only database 0")
+            raise _bad(shown, f"names database {path.strip('/')!r} (a Redis Cluster has only database 0)")
         return RedisTarget(
             mode="cluster",
             url=url,
@@ -139,12 +143,12 @@ def parse_redis_url(url: str) -> RedisTarget:
     unknown = [k for k in params if k not in _SENTINEL_PARAMS]
     if unknown:
         expected = ", ".join(_SENTINEL_PARAMS)
-        raise _bad(shown, f"parameter {unknown[0]!r} is not supported (expected {expected})")
+        raise _bad(shown, f"has parameter {unknown[0]!r} (expected {expected})")
     segments = path.split("/") if slash else []
     if not segments or not segments[0]:
-        raise _bad(shown, "no master name (expected redis+sentinel://HOST[:PORT],.../MASTER[/DB])")
+        raise _bad(shown, "has no master name (expected redis+sentinel://HOST[:PORT],.../MASTER[/DB])")
     if len(segments) > 2 or (len(segments) == 2 and not segments[1].isdigit()):
-        raise _bad(shown, f"path {'/' + path!r} is not /MASTER or /MASTER/DB (DB a number)")
+        raise _bad(shown, f"has path {'/' + path!r} (expected /MASTER or /MASTER/DB, DB a number)")
     return RedisTarget(
         mode="sentinel",
         url=url,
@@ -160,17 +164,17 @@ def parse_redis_url(url: str) -> RedisTarget:
 
 
 def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
+    if "," in url.partition("://")[2].partition("/")[0]:
+        raise _bad(shown, "names several hosts (expected redis+sentinel:// or redis+cluster:// for several)")
     try:
         parts = urllib.parse.urlsplit(url)
         _ = parts.port
     except ValueError as exc:
-        raise _bad(shown, f"not a valid URL ({exc})") from None
+        raise _bad(shown, f"is not a valid URL ({exc})") from None
     if scheme == "unix" and not parts.path:
-        raise _bad(shown, "no socket path (expected e.g. 'unix:///run/redis.sock')")
+        raise _bad(shown, "has no socket path (expected e.g. 'unix:///run/redis.sock')")
     if scheme != "unix" and not parts.hostname:
-        raise _bad(shown, "no host (expected e.g. 'redis://redis.internal:6379/0')")
-    if "," in parts.netloc:
-        raise _bad(shown, "several hosts: use redis+sentinel:// or redis+cluster:// for more than one server")
+        raise _bad(shown, "has no host (expected e.g. 'redis://redis.internal:6379/0')")
     return RedisTarget(mode="standalone", url=url, shown=shown, tls=scheme == "rediss")
 
 
@@ -179,12 +183,16 @@ def redis_url_problem(url: str) -> str | None:
     try:
         parse_redis_url(url)
     except ConfigError as exc:
-        return str(exc).removeprefix("invalid redis url ")
+        return str(exc).removeprefix(_PREFIX)
     return None
 
 
 def open_client(target: RedisTarget, **client_kwargs: Any) -> redis.Redis | RedisCluster:
     """The redis-py client for ``target``; ``client_kwargs`` (timeouts, retry) go to every connection."""
+    import redis
+    from redis.cluster import ClusterNode, RedisCluster
+    from redis.sentinel import Sentinel
+
     try:
         if target.mode == "standalone":
             return redis.Redis.from_url(target.url, **client_kwargs)
@@ -214,4 +222,4 @@ def open_client(target: RedisTarget, **client_kwargs: Any) -> redis.Redis | Redi
             **kwargs,
         )
     except (ValueError, TypeError) as exc:
-        raise _bad(target.shown, str(exc)) from None
+        raise _bad(target.shown, f"was refused by the client: {exc}") from None
