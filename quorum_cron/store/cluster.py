@@ -24,8 +24,10 @@ is safe (docs/operations.md, "Cluster"). After the bounded rounds the last
 error is raised and the caller reports the store unavailable.
 
 A call may name several jobs (keys of several hash slots) only when every
-slot lives on one node: such calls use the scripts' cluster variant, whose
-shebang sets ``allow-cross-slot-keys``. A multi-slot call that is redirected
+slot lives on one node: calls use the scripts' cluster variant, whose
+shebang sets ``allow-cross-slot-keys`` and which declares only the call's
+first key (Redis still demands that declared keys share a slot; the others
+travel in ARGV, see ``_PRELUDE``). A multi-slot call that is redirected
 comes back as :data:`REDIRECTED` so the store can re-send its items one job
 per call.
 """
@@ -59,6 +61,18 @@ MAX_ROUNDS = 8
 FIRST_BACKOFF_S = 0.01
 
 _SHEBANG = "#!lua flags=allow-cross-slot-keys\n"
+# Redis checks that the DECLARED keys of a call share a slot, even with
+# allow-cross-slot-keys; the flag only lets the script touch keys of other
+# slots (of the same node). So a cluster call declares its first key only and
+# passes all of them in ARGV: n, key_1..key_n, then the script's own ARGV.
+# This prelude rebuilds KEYS and ARGV as locals that shadow the globals.
+_PRELUDE = """local KEYS, ARGV = (function(a)
+  local n, keys, args = tonumber(a[1]), {}, {}
+  for i = 1, n do keys[i] = a[1 + i] end
+  for i = n + 2, #a do args[#args + 1] = a[i] end
+  return keys, args
+end)(ARGV)
+"""
 _variants: dict[str, Script] = {}
 
 
@@ -68,7 +82,7 @@ def cluster_variant(script: Script) -> Script:
     if v is None:
         import hashlib
 
-        source = _SHEBANG + script.source
+        source = _SHEBANG + _PRELUDE + script.source
         v = Script(script.name, source, hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest())
         _variants[script.sha] = v
     return v
@@ -229,7 +243,8 @@ class ClusterScriptRunner:
         for call, asking in items:
             if asking:
                 pipe.execute_command("ASKING")  # type: ignore[no-untyped-call]
-            pipe.evalsha(self._script(call).sha, len(call.keys), *call.keys, *call.args)
+            # One declared key (routing, ASK), every key in ARGV (see _PRELUDE).
+            pipe.evalsha(self._script(call).sha, 1, call.keys[0], len(call.keys), *call.keys, *call.args)
         if wait is not None:
             pipe.wait(wait.replicas, wait.timeout_ms)
         raw = list(pipe.execute(raise_on_error=False))
