@@ -73,7 +73,13 @@ def _free_ports(n: int, *, bus: bool) -> list[int]:
     raise EmbeddedRedisError(f"could not find {n} free loopback ports")
 
 
-def _await(what: str, check: Callable[[], bool], timeout: float, interval: float = 0.05) -> None:
+def _await(
+    what: str,
+    check: Callable[[], bool],
+    timeout: float,
+    interval: float = 0.05,
+    describe: Callable[[], str] | None = None,
+) -> None:
     """Poll ``check`` until true or ``timeout`` seconds passed (then raise naming ``what``)."""
     deadline = time.monotonic() + timeout
     last: Exception | None = None
@@ -84,7 +90,13 @@ def _await(what: str, check: Callable[[], bool], timeout: float, interval: float
         except (redis.RedisError, OSError) as exc:
             last = exc
         time.sleep(interval)  # poll interval, not a readiness guess
-    raise EmbeddedRedisError(f"timed out after {timeout:.0f} s waiting for {what} (last error: {last})")
+    state = ""
+    if describe is not None:
+        try:
+            state = f"; state: {describe()}"
+        except (redis.RedisError, OSError, EmbeddedRedisError) as exc:
+            state = f"; state unknown: {exc}"
+    raise EmbeddedRedisError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last}){state}")
 
 
 @dataclass
@@ -220,7 +232,7 @@ class EmbeddedCluster(_Topology):
         return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports)
 
     def __enter__(self) -> EmbeddedCluster:
-        return self.start()
+        return self if self.servers else self.start()
 
     def start(self) -> EmbeddedCluster:
         """Start and join the nodes; a start that lost a port race is retried on new ports (3 times)."""
@@ -230,7 +242,8 @@ class EmbeddedCluster(_Topology):
                 return self
             except EmbeddedRedisError as exc:
                 self._stop_servers()
-                if attempt == 2 or "taken by another process" not in str(exc) and "not empty" not in str(exc):
+                lost_race = "taken by another process" in str(exc) or "not empty" in str(exc)
+                if attempt == 2 or not lost_race:
                     self.stop()
                     raise
             except BaseException:
@@ -400,7 +413,7 @@ class EmbeddedSentinel(_Topology):
         sentinels: int = 3,
         *,
         name: str = "qc",
-        down_after_ms: int = 1000,
+        down_after_ms: int = 2000,
         binary: str | None = None,
         startup_timeout: float = 30.0,
     ) -> None:
@@ -422,7 +435,7 @@ class EmbeddedSentinel(_Topology):
         return f"redis+sentinel://{hosts}/{self.name}/0"
 
     def __enter__(self) -> EmbeddedSentinel:
-        return self.start()
+        return self if self.servers else self.start()
 
     def start(self) -> EmbeddedSentinel:
         try:
@@ -499,7 +512,10 @@ class EmbeddedSentinel(_Topology):
                     return False
                 if int(v["num-other-sentinels"]) < self.sentinels_n - 1:
                     return False
-            m = self.master()
+            try:
+                m = self.master()
+            except EmbeddedRedisError:  # the sentinels do not agree yet
+                return False
             if not m.running:
                 return False
             c = m.client()
@@ -509,14 +525,35 @@ class EmbeddedSentinel(_Topology):
                 c.close()
             return rep.get("role") == "master" and int(rep.get("connected_slaves", 0)) >= live_replicas
 
-        _await("the sentinel set to be healthy", healthy, timeout or self.startup_timeout, 0.1)
+        _await("the sentinel set to be healthy", healthy, timeout or self.startup_timeout, 0.1, self.describe)
+
+    def describe(self) -> str:
+        """What each sentinel and data server says (for failure messages)."""
+        parts = []
+        for s in self.sentinels:
+            if s.running:
+                v = self.sentinel_view(s)
+                parts.append(f"{s.name}: master {v['port']} flags {v['flags']} "
+                             f"others {v['num-other-sentinels']} replicas {v['num-slaves']}")  # fmt: skip
+        for d in self.data:
+            if d.running:
+                c = d.client()
+                try:
+                    rep = c.info("replication")
+                finally:
+                    c.close()
+                parts.append(f"{d.name}:{d.port} {rep.get('role')} replicas {rep.get('connected_slaves')}")
+        return "; ".join(parts)
 
     def await_failover(self, old: ServerProc, timeout: float = 30.0) -> ServerProc:
         """Wait until every sentinel names a running master other than ``old``; return it."""
         found: list[ServerProc] = []
 
         def moved() -> bool:
-            m = self.master()
+            try:
+                m = self.master()
+            except EmbeddedRedisError:  # the sentinels do not agree yet
+                return False
             if m is old or not m.running:
                 return False
             c = m.client()

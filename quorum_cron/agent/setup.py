@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import redis
-
 from quorum_cron.agent.connect import connect_store
 from quorum_cron.agent.runner import CommandTarget, Target
 from quorum_cron.agent.settings import AgentJob, AgentSettings
 from quorum_cron.config import ClusterConfig, JobSpec
 from quorum_cron.core import CoreJob, NodeSettings
+from quorum_cron.errors import QuorumCronError
 from quorum_cron.store.redis import RedisStore
 
 __all__ = ["agent_job", "agent_settings", "core_job", "open_store", "replica_shortfall"]
@@ -45,10 +44,9 @@ def replica_shortfall(store: RedisStore, wait_replicas: int, shown_url: str) -> 
     if wait_replicas <= 0:
         return None
     try:
-        info = store.client.info("replication")
-    except redis.RedisError:
+        have = store.replicas_connected()  # on a cluster: the fewest of any master
+    except QuorumCronError:
         return None
-    have = int(info.get("connected_slaves", 0))
     if have >= wait_replicas:
         return None
     return (
