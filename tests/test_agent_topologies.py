@@ -34,6 +34,7 @@ pytestmark = pytest.mark.slow
 # records it afterwards (a shorter lease would make it "lost", correctly).
 OPTS = 'lease = "10s"\nstart_timeout = "1s"\nwait_replicas = 1\nwait_timeout = "500ms"'
 NODES = [f"n{i}" for i in range(1, 6)]
+JOB_OPTS = {"starting_deadline": '"2s"', "overlap": '"allow"'}
 
 
 @pytest.fixture
@@ -90,7 +91,7 @@ def test_cluster_failover_and_slot_migration_lose_nothing_and_run_nothing_twice(
         jobs = sorted(j for names in spread.values() for j in names)
         c = Cluster(tmp_path, cluster.url, 5, namespace=ns, cluster_opts=OPTS)
         agents.append(c)
-        cfg = c.config("".join(job_toml(j, "@every 1s", c.out, starting_deadline='"2s"', overlap='"allow"') for j in jobs))
+        cfg = c.config("".join(job_toml(j, "@every 1s", c.out, **JOB_OPTS) for j in jobs))
         for n in NODES:
             c.start(n, cfg)
         c.wait_joined(NODES)
@@ -102,7 +103,8 @@ def test_cluster_failover_and_slot_migration_lose_nothing_and_run_nothing_twice(
         ports = sorted(spread)
         moved_job = spread[ports[0]][0]
         target = cluster.server(ports[1])
-        hold_until = now_ms() + 2000
+        migrating_at = now_ms()
+        hold_until = migrating_at + 2000
 
         def hold() -> None:
             c.wait("votes to meet the MIGRATING slot", lambda: now_ms() >= hold_until or None, 10)
@@ -128,6 +130,7 @@ def test_cluster_failover_and_slot_migration_lose_nothing_and_run_nothing_twice(
             lambda: cluster.roles().get(replica.port) == "master" or None,
             30,
         )
+        promoted_at = now_ms()
         victim.start()
         cluster.await_healthy(30)
         healed_at = now_ms()
@@ -144,13 +147,19 @@ def test_cluster_failover_and_slot_migration_lose_nothing_and_run_nothing_twice(
         codes = c.stop()
         assert all(code == 0 for code in codes.values()), (codes, c.describe())
         states = check_accounted(c, jobs, first, last)
-        # Only the killed shard's jobs may miss slots, and only around the kill.
+        # Slots are missed only while a master is failing over (any job: a
+        # node's vote batch spans masters, and the members hash lives on one of
+        # them); on the killed shard until its replica is back (WAIT 1 needs
+        # one); during the migration, only by the job whose slot moved.
+        when = dict(first=first, moved=moved_at, killed=killed_at, promoted=promoted_at, healed=healed_at)
         for job in jobs:
             for t, e in c.ledger(job).items():
                 if first < t <= last and e.state == SlotState.MISSED:
-                    assert job in spread[ports[2]] or job == moved_job, (job, e)
-                    assert killed_at - 3000 <= t <= healed_at + 3000 or job == moved_job, (job, e)
-        assert states["succeeded"] >= 0.7 * sum(states.values()), states
+                    end = healed_at if job in spread[ports[2]] else promoted_at
+                    in_failover = killed_at - 2000 <= t <= end + 3000
+                    in_migration = job == moved_job and migrating_at - 1000 <= t <= moved_at + 3000
+                    assert in_failover or in_migration, (job, e, spread, when, c.describe())
+        assert states["succeeded"] >= 6 * 8, states  # (every slot outside those windows: above)
         assert killed_at > first
 
 
@@ -159,7 +168,7 @@ def test_sentinel_failover_agents_carry_on_without_duplicates(tmp_path: Path, ag
         c = Cluster(tmp_path, sentinels.url, 5, namespace="se", cluster_opts=OPTS)
         agents.append(c)
         jobs = ["tick", "tock"]
-        cfg = c.config("".join(job_toml(j, "@every 1s", c.out, starting_deadline='"2s"', overlap='"allow"') for j in jobs))
+        cfg = c.config("".join(job_toml(j, "@every 1s", c.out, **JOB_OPTS) for j in jobs))
         for n in NODES:
             c.start(n, cfg)
         c.wait_joined(NODES)
@@ -187,4 +196,4 @@ def test_sentinel_failover_agents_carry_on_without_duplicates(tmp_path: Path, ag
             for t, e in c.ledger(job).items():
                 if first < t <= last and e.state == SlotState.MISSED:
                     assert killed_at - 3000 <= t <= promoted_at + 3000, (job, e)
-        assert states["succeeded"] >= 0.6 * sum(states.values()), states
+        assert states["succeeded"] >= 2 * 6, states

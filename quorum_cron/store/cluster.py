@@ -56,8 +56,11 @@ from quorum_cron.store.scripts import Call, Script, Wait, WaitShortfall
 
 __all__ = ["REDIRECTED", "ClusterScriptRunner", "cluster_variant"]
 
-MAX_ROUNDS = 8
-"""Re-sends after redirects and transient replies before giving up (~1.3 s of backoff)."""
+MAX_ROUNDS = 5
+"""Rounds of re-sends after redirects and transient replies before giving up. Backoff (only
+after a transient reply) doubles from FIRST_BACKOFF_S: at most ~150 ms in all, because the
+node's store calls queue behind this one — a job whose slot is mid-migration must not make
+the other jobs late; it is retried by the core like any unavailable call."""
 FIRST_BACKOFF_S = 0.01
 
 _SHEBANG = "#!lua flags=allow-cross-slot-keys\n"
