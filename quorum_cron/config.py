@@ -30,9 +30,9 @@ from typing import Any, Final, Literal, TypeVar, cast, get_args
 
 from quorum_cron.durations import format_duration, parse_duration
 from quorum_cron.errors import ConfigError, ScheduleError
+from quorum_cron.model import Delivery, Overlap
 from quorum_cron.redact import redact_url as _redact
 from quorum_cron.schedule import DST_POLICIES, DstPolicy, Schedule, check_timezone
-from quorum_cron.store.base import Delivery, Overlap
 
 __all__ = [
     "AUTO",

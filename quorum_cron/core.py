@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from heapq import heapify, heappop, heappush
 from typing import Protocol
 
-from quorum_cron.store.base import (
+from quorum_cron.model import (
     TERMINAL_STATES,
     Delivery,
     LedgerEntry,

@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from quorum_cron.store.base import Delivery
+from quorum_cron.model import Delivery
 from sim.quorum import make_schedule
 from sim.scenario import JobDef, Scenario, loads
 from sim.trace import Record

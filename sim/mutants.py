@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from quorum_cron.store.base import (
+from quorum_cron.model import (
     DECIDED_STATES,
     SlotState,
     TransitionResult,

@@ -33,8 +33,8 @@ from quorum_cron.core import (
     Sweep,
     Vote,
 )
+from quorum_cron.model import SlotState, SlotView, TransitionResult, VoteResult, VoteStatus
 from quorum_cron.schedule import Schedule
-from quorum_cron.store.base import SlotState, SlotView, TransitionResult, VoteResult, VoteStatus
 from quorum_cron.store.memory import MemoryStore
 from sim.scenario import JobDef
 from sim.world import SimNode, World

@@ -37,7 +37,7 @@ from typing import Any
 
 from quorum_cron.durations import format_duration, parse_duration
 from quorum_cron.errors import ConfigError
-from quorum_cron.store.base import Delivery, Overlap
+from quorum_cron.model import Delivery, Overlap
 
 __all__ = [
     "DEFAULT_START_MS",

@@ -23,7 +23,7 @@ from quorum_cron.core import (
     Run,
     StoreAction,
 )
-from quorum_cron.store.base import SlotState, SlotView
+from quorum_cron.model import SlotState, SlotView
 from quorum_cron.store.memory import MemoryStore
 
 

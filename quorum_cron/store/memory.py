@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from quorum_cron.store.base import (
+from quorum_cron.model import (
     DECIDED_STATES,
     AuditAction,
     AuditEntry,
