@@ -33,6 +33,7 @@ from quorum_cron.errors import ConfigError, ScheduleError
 from quorum_cron.model import Delivery, Overlap
 from quorum_cron.redact import redact_url as _redact
 from quorum_cron.schedule import DST_POLICIES, DstPolicy, Schedule, check_timezone
+from quorum_cron.skew import default_unreachable_policy
 
 __all__ = [
     "AUTO",
@@ -190,7 +191,7 @@ class ClusterConfig:
     clock_check_interval_ms: int = 60 * _SECOND
     ntp_servers: tuple[str, ...] = ()
     ntp_unreachable: NtpUnreachable = "store-time"
-    """A config file's default is ``abstain`` when it lists NTP servers, else ``store-time``."""
+    """A config file's default is :func:`~quorum_cron.skew.default_unreachable_policy` of its servers."""
     alert_command: tuple[str, ...] | None = None
     alert_url: str | None = field(default=None, repr=False)
 
@@ -635,7 +636,7 @@ def _parse_cluster(raw: object, source: str, errors: list[str]) -> ClusterConfig
     wait_replicas = t.integer("wait_replicas", 0, _MAX_WAIT_REPLICAS, default=0)
     ntp_servers = t.str_list("ntp_servers", "NTP server host names", max_items=16) or ()
     ntp_unreachable = t.choice(
-        "ntp_unreachable", get_args(NtpUnreachable), "abstain" if ntp_servers else "store-time"
+        "ntp_unreachable", get_args(NtpUnreachable), default_unreachable_policy(ntp_servers).value
     )
     alert_command = t.str_list("alert_command", "an argv list", max_items=_MAX_ARGV)
     if not t.ok or namespace is None or size is None:
