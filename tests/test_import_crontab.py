@@ -66,13 +66,14 @@ def run_cli(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
     ("line", "command", "stdin"),
     [
         ("echo hi", "echo hi", None),
-        ("mail -s x bob%Hello%World", "mail -s x bob", "Hello\nWorld"),
+        ("mail -s x bob%Hello%World", "mail -s x bob", "Hello\nWorld\n"),  # cron ends it with a newline
         ("date +\\%Y\\%m", "date +%Y%m", None),  # \% in the command is a plain %
         ("cat%100\\% done%", "cat", "100% done\n"),  # \% in the input too; a last % is a newline
-        ("cat%a\\b%c", "cat", "a\\b\nc"),  # other backslashes are kept
-        ("cat%end\\", "cat", "end\\"),  # a trailing backslash is kept
-        ("echo \\\\%x", "echo \\\\", "x"),  # \\ then a bare %: the % ends the command
-        ("cat%", "cat", ""),  # an empty input is still a pipe closed at once
+        ("cat%a\\b%c", "cat", "a\\b\nc\n"),  # other backslashes are kept
+        ("cat%end\\", "cat", "end\\\n"),  # a trailing backslash is kept, the newline still added
+        ("cat%\\", "cat", "\\"),  # ... but only after something else was written
+        ("echo \\\\%x", "echo \\\\", "x\n"),  # \\ then a bare %: the % ends the command
+        ("cat%", "cat", ""),  # an empty input: nothing written, the pipe closed at once
         ("cat%%", "cat", "\n"),
     ],
 )
@@ -93,7 +94,7 @@ def test_environment_lines_apply_to_the_entries_below_them() -> None:
         " B = spaced value  \n"
         "C='single quoted'\n"
         'D="double # quoted"\n'
-        "E=\n"
+        'E=""\n'
         "A=2\n"
         "1 * * * * second\n"
     )
@@ -141,6 +142,32 @@ def test_bad_lines_are_listed_with_their_number(line: str, reason: str) -> None:
     assert bad.lineno == 2 and reason in bad.reason, bad
 
 
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("MAILTO=", 'neither a setting nor a job (write MAILTO="")'),
+        ('A="x" y', "expected 5 time fields"),  # text after a closing quote: not a setting
+        ("0 12 * * * * /bin/six-fields", "a sixth time field?"),
+        ("0 12 * * * /bin/dos\r", "carriage return"),
+    ],
+)
+def test_lines_cronie_refuses(line: str, reason: str) -> None:
+    (bad,) = parse_crontab(f"{line}\n").bad
+    assert reason in bad.reason, bad
+
+
+def test_the_last_line_needs_a_newline_and_dash_is_no_syslog() -> None:
+    tab = parse_crontab("-0 1 * * * quiet\n# last comment without newline is fine\n0 2 * * * lost")
+    (entry,) = tab.entries
+    assert entry.quiet and entry.schedule == "0 1 * * *" and entry.command == "quiet"
+    (bad,) = tab.bad
+    assert bad.lineno == 3 and "no newline at the end of the file" in bad.reason
+    assert parse_crontab("0 1 * * * a\n# trailing comment").bad == ()
+    result = imported("-@daily quiet\nA-B=1\n0 1 * * * b\n")
+    assert "'-': cronie wrote no syslog line" in result.toml
+    assert "env: A-B not passed" in result.toml and result.jobs == 2
+
+
 def test_system_crontab_needs_a_user_column() -> None:
     (bad,) = parse_crontab("0 * * * * /bin/true\n", system=True).bad
     assert "user column '/bin/true' is not a user name" in bad.reason
@@ -153,7 +180,7 @@ def test_job_keeps_shell_environment_stdin_and_home() -> None:
     job = only_job('MAILTO=""\nFOO = bar\n30 2 * * 1-5 /usr/bin/report --all%to: ops%done\n')
     assert job.schedule_expr == "30 2 * * 1-5" and job.timezone == "UTC"
     assert job.shell == "/usr/bin/report --all" and job.command is None
-    assert job.stdin == "to: ops\ndone"
+    assert job.stdin == "to: ops\ndone\n"
     assert job.inherit_env is False and job.cwd == "/home/alice"
     assert dict(job.env) == {
         "MAILTO": "",
@@ -233,7 +260,7 @@ def test_a_line_quorum_cron_cannot_run_is_refused_with_its_error() -> None:
 
 
 def test_mailto_is_stated_and_offered_as_the_alert_hook() -> None:
-    result = imported("MAILTO=ops@example.com\n0 * * * * a\nMAILTO=\n0 * * * * b\n")
+    result = imported('MAILTO=ops@example.com\n0 * * * * a\nMAILTO=""\n0 * * * * b\n')
     assert result.toml.count("# MAILTO: cron mailed any output to ops@example.com") == 1
     assert '# alert_command = ["/usr/bin/mail", "-s", "quorum-cron alert", "ops@example.com"]' in result.toml
     assert any("1 job(s) had their output mailed to ops@example.com" in n for n in result.notes)

@@ -67,6 +67,7 @@ _FIELD_RE = re.compile(r"[A-Za-z0-9*,/-]+", re.ASCII)
 _WORD_RE = re.compile(r"[A-Za-z]+", re.ASCII)
 _USER_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*\$?", re.ASCII)
 _MAX_LINE = 10_000
+_EMPTY_SETTING_RE = re.compile(r"[ \t]*[^\s=]+[ \t]*=[ \t\r]*")
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,8 @@ class CronEntry:
     stdin: str | None
     user: str | None
     env: tuple[tuple[str, str], ...] = field(default=())
+    quiet: bool = False
+    """Written with a leading ``-``: cronie logs no syslog line when it runs."""
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -115,11 +118,13 @@ class Crontab:
 def split_percent(command: str) -> tuple[str, str | None]:
     """Cron's ``%`` rule: the command line, and the standard input (``None`` without a ``%``).
 
-    A transcription of Vixie cron's ``child_process`` (kept by cronie): in
-    the command part ``\\%`` becomes ``%`` and other backslashes stay; the
-    first bare ``%`` ends it.  In the input part a bare ``%`` is a newline,
-    ``\\%`` a ``%``, any other backslash is kept, and no newline is added at
-    the end.
+    A transcription of cronie's ``child_process`` (Vixie cron's): in the
+    command part ``\\%`` becomes ``%`` and other backslashes stay; the first
+    bare ``%`` ends it.  In the input part a bare ``%`` is a newline, ``\\%``
+    a ``%``, any other backslash is kept, and when the last character
+    written is not a newline cron adds one (a backslash at the very end is
+    written after that check, as in cron).  An empty input part writes
+    nothing: the job reads end-of-file at once.
     """
     out: list[str] = []
     escaped = False
@@ -143,7 +148,7 @@ def split_percent(command: str) -> tuple[str, str | None]:
     if rest is None:
         return "".join(out), None
     data: list[str] = []
-    escaped = False
+    escaped = need_newline = False
     for ch in rest:
         if escaped:
             if ch != "%":
@@ -153,33 +158,75 @@ def split_percent(command: str) -> tuple[str, str | None]:
         escaped = ch == "\\"
         if not escaped:
             data.append(ch)
+            need_newline = ch != "\n"
     if escaped:
         data.append("\\")
+    if need_newline:
+        data.append("\n")
     return "".join(out), "".join(data)
 
 
 def _env_setting(line: str) -> tuple[str, str] | None:
-    """``(name, value)`` if cron would read ``line`` as an environment setting (Vixie ``load_env``)."""
+    """``(name, value)`` if cron reads ``line`` as an environment setting, else ``None``.
+
+    A transcription of cronie's ``load_env`` state machine: a name (quoted,
+    or up to a blank or ``=``), blanks, ``=``, blanks, then a value that is
+    either quoted (nothing but blanks may follow the closing quote) or runs
+    to the end of the line without its trailing blanks.  ``NAME=`` with
+    nothing after it is *not* a setting for cronie (write ``NAME=""``).
+    """
+    name_i, name, eq1, eq2, value_i, value, fini, error = range(8)
+    state, quote = name_i, ""
+    name_chars: list[str] = []
+    value_chars: list[str] = []
+    buf = name_chars
     text = line.lstrip(" \t")
-    if text[:1] in ("'", '"'):
-        end = text.find(text[0], 1)
-        if end < 1:
-            return None
-        name, rest = text[1:end], text[end + 1 :]
-    else:
-        m = re.match(r"[^\s=]+", text)
-        if m is None:
-            return None
-        name, rest = m.group(0), text[m.end() :]
-    rest = rest.lstrip(" \t")
-    if not rest.startswith("="):
+    i = 0
+    while state != error and i < len(text):
+        c = text[i]
+        if state in (name_i, value_i):
+            if c in ("'", '"'):
+                quote = c
+                i += 1
+            state += 1
+            continue
+        if state in (name, value):
+            if quote:
+                if c == quote:
+                    state += 1
+                    i += 1
+                    continue
+                if state == name and c == "=":
+                    state = error
+                    continue
+            elif state == name:
+                if c.isspace():
+                    i += 1
+                    state += 1
+                    continue
+                if c == "=":
+                    state += 1
+                    continue
+            buf.append(c)
+            i += 1
+        elif state == eq1:
+            if c == "=":
+                state, buf, quote = eq2, value_chars, ""
+            elif not c.isspace():
+                state = error
+            i += 1
+        else:  # eq2, fini
+            if c.isspace():
+                i += 1
+            else:
+                state += 1
+    if state != fini and not (state == value and not quote):
         return None
-    value = rest[1:].lstrip(" \t").rstrip(" \t\r\n")
-    if len(value) >= 2 and value[0] in ("'", '"') and value[-1] == value[0]:
-        value = value[1:-1]
-    if not name:
-        return None
-    return name, value
+    result = "".join(value_chars)
+    if state == value:
+        result = result.rstrip()
+    key = "".join(name_chars)
+    return (key, result) if key else None
 
 
 def _check_field(text: str, what: str) -> str | None:
@@ -196,6 +243,9 @@ _FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
 
 def _entry(lineno: int, line: str, system: bool, env: list[tuple[str, str]]) -> CronEntry | BadLine:
     text = line.lstrip(" \t")
+    quiet = text.startswith("-")
+    if quiet:  # cronie: no syslog line for this job; nothing to carry over (the agent logs every run)
+        text = text[1:]
     if text.startswith("@"):
         alias, *tail = re.split(r"[ \t]+", text, maxsplit=1)
         rest = tail[0] if tail else ""
@@ -211,6 +261,8 @@ def _entry(lineno: int, line: str, system: bool, env: list[tuple[str, str]]) -> 
                 return BadLine(lineno, line, problem)
         schedule, rest = " ".join(parts[:5]), parts[5]
     rest = rest.lstrip(" \t")
+    if rest.startswith("*"):
+        return BadLine(lineno, line, "a sixth time field? cron refuses a command that starts with '*'")
     user: str | None = None
     if system:
         user, *tail = re.split(r"[ \t]+", rest, maxsplit=1)
@@ -221,10 +273,14 @@ def _entry(lineno: int, line: str, system: bool, env: list[tuple[str, str]]) -> 
             )
     if not rest.strip():
         return BadLine(lineno, line, "no command")
+    if rest.endswith("\r"):
+        return BadLine(
+            lineno, line, "ends with a carriage return (DOS line end): cron would pass it to the shell"
+        )
     command, stdin = split_percent(rest)
     if not command.strip():
         return BadLine(lineno, line, "no command before the first '%'")
-    return CronEntry(lineno, line, schedule, command, stdin, user, tuple(env))
+    return CronEntry(lineno, line, schedule, command, stdin, user, tuple(env), quiet)
 
 
 def parse_crontab(text: str, *, system: bool = False) -> Crontab:
@@ -232,10 +288,21 @@ def parse_crontab(text: str, *, system: bool = False) -> Crontab:
     entries: list[CronEntry] = []
     bad: list[BadLine] = []
     env: list[tuple[str, str]] = []
-    for lineno, raw in enumerate(text.split("\n"), start=1):
-        line = raw.removesuffix("\r")
-        stripped = line.strip(" \t")
+    lines = text.split("\n")
+    for lineno, line in enumerate(lines, start=1):
+        stripped = line.strip(" \t\r")
         if not stripped or stripped.startswith("#"):
+            continue
+        if lineno == len(lines):
+            bad.append(
+                BadLine(lineno, line, "no newline at the end of the file: cron ignores this last line")
+            )
+            continue
+        if _EMPTY_SETTING_RE.fullmatch(line):
+            name = line.split("=", 1)[0].strip()
+            bad.append(
+                BadLine(lineno, line, f'cron reads this as neither a setting nor a job (write {name}="")')
+            )
             continue
         if len(line) > _MAX_LINE or "\x00" in line:
             bad.append(BadLine(lineno, line[:100], f"longer than {_MAX_LINE} characters or holds NUL"))

@@ -94,6 +94,7 @@ def _comment(text: str) -> str:
     return f"# {safe}".rstrip()
 
 
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 _SLUG_RE = re.compile(r"[^A-Za-z0-9_.-]+", re.ASCII)
 
 
@@ -368,6 +369,9 @@ def _translate_entry(
     schedule, delay_note = _random_delay(entry, entry.schedule)
     home = env_in.get("HOME") or home_of(user)
     env = cron_env(entry, user, home)
+    dropped = sorted(k for k in env if not _ENV_NAME_RE.fullmatch(k))
+    for key in dropped:
+        del env[key]
     shell_path = env["SHELL"]
     options: dict[str, Any] = {
         "env": env,
@@ -385,6 +389,12 @@ def _translate_entry(
         spec = JobSpec.create(name, schedule, timezone=tz, **options)
     except QuorumCronError as exc:
         return BadLine(entry.lineno, entry.text, f"quorum-cron cannot run it: {exc}")
+    if dropped:
+        comments.append(
+            f"env: {', '.join(dropped)} not passed (quorum-cron takes names of letters, digits and _)"
+        )
+    if entry.quiet:
+        comments.append("'-': cronie wrote no syslog line for this job; the agent logs every run")
     if zone_key == "TZ":
         comments.append("timezone: from TZ (cronie schedules by CRON_TZ only; check your cron's rule)")
     if delay_note:
