@@ -349,6 +349,7 @@ def test_command_reads_stdin_and_refuses_bad_lines_unless_skipped() -> None:
     [
         (["/nonexistent/crontab"], "error: /nonexistent/crontab: no such file"),
         (["-", "--timezone", "Mars/Olympus"], "error: --timezone 'Mars/Olympus' is not an IANA zone name"),
+        (["-", "--cluster-name", "a b"], "error: --cluster-name 'a b': 'a b' is not a valid namespace"),
     ],
 )
 def test_command_bad_input_is_one_line(args: list[str], message: str) -> None:

@@ -98,7 +98,7 @@ def test_imported_jobs_get_crons_stdin_environment_and_directory(
         "LOGNAME": user,
         "USER": user,
     }
-    # cron: a bare % is a newline, \\% a %, other backslashes stay, and a newline ends the input.
+    # cron: a bare % is a newline, \% a %, other backslashes stay, and a newline ends the input.
     assert (out / "in.a").read_bytes() == b"first line\n100% sure\n\nends with a backslash\\\n"
     assert (out / "in.b").read_bytes() == b""
     # cron starts the job in HOME.

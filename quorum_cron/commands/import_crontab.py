@@ -24,7 +24,7 @@ from pathlib import Path
 import click
 
 from quorum_cron.commands.common import fail
-from quorum_cron.config import InvalidConfig, parse_config
+from quorum_cron.config import ClusterConfig, InvalidConfig, parse_config
 from quorum_cron.crontab import parse_crontab, translate
 from quorum_cron.errors import QuorumCronError
 from quorum_cron.schedule import check_timezone
@@ -105,7 +105,10 @@ def import_crontab(
     input (%) and working directory; what quorum-cron does differently is
     written as comments above the job and summarised on stderr.
     """
-    source, text = _read(file)
+    try:
+        ClusterConfig(namespace=cluster_name, size=1)
+    except QuorumCronError as exc:
+        fail(f"--cluster-name {cluster_name!r}: {str(exc).split(': ', 2)[-1]}")
     zone = tz or host_timezone()
     if zone is None:
         zone = "UTC"
@@ -115,7 +118,9 @@ def import_crontab(
     try:
         check_timezone(zone, job="")
     except QuorumCronError:
-        fail(f"--timezone {zone!r} is not an IANA zone name (expected e.g. 'Europe/Berlin' or 'UTC')")
+        what = "--timezone" if tz else "this host's zone"
+        fail(f"{what} {zone!r} is not an IANA zone name (expected e.g. 'Europe/Berlin' or 'UTC')")
+    source, text = _read(file)
     owner = user or getpass.getuser()
     result = translate(
         parse_crontab(text, system=system),
