@@ -261,11 +261,11 @@ def test_a_line_quorum_cron_cannot_run_is_refused_with_its_error() -> None:
 
 def test_mailto_is_stated_and_offered_as_the_alert_hook() -> None:
     result = imported('MAILTO=ops@example.com\n0 * * * * a\nMAILTO=""\n0 * * * * b\n')
-    assert result.toml.count("# MAILTO: cron mailed any output to ops@example.com") == 1
+    assert result.toml.count("# MAILTO: cron mailed its output to ops@example.com") == 1
     assert '# alert_command = ["/usr/bin/mail", "-s", "quorum-cron alert", "ops@example.com"]' in result.toml
     assert any("1 job(s) had their output mailed to ops@example.com" in n for n in result.notes)
     # Without MAILTO cron mails the owner.
-    assert "cron mailed any output to alice" in imported("0 * * * * a\n").toml
+    assert "cron mailed its output to alice" in imported("0 * * * * a\n").toml
 
 
 def test_random_delay_maps_to_h_within_the_delay() -> None:

@@ -407,16 +407,13 @@ def _translate_entry(
     target = _mail_target(entry, owner)
     if target:
         comments.append(
-            f"MAILTO: cron mailed any output to {target}; quorum-cron sends no mail: the last 2 KiB of "
-            f"output are in `quorum-cron history {name}`"
+            f"MAILTO: cron mailed its output to {target}; quorum-cron mails nothing, the output's "
+            f"last 2 KiB are in `quorum-cron history {name}`"
         )
     if entry.user is not None:
         comments.append(f"user: cron ran this as {entry.user!r}; the agent runs it as its own user")
     if home is None:
         comments.append(f"HOME: no home directory known for {user!r} here; set env.HOME and cwd")
-    comments.append(
-        "overlap/timeout: as cron, a run may start while the last one runs, and is not killed early"
-    )
     return _Job(entry, spec, comments, offer_every)
 
 
@@ -424,6 +421,13 @@ def _render(jobs: Iterable[_Job], *, source: str, cluster_name: str, mail: list[
     lines = [
         _comment(f"Imported from {source} by `quorum-cron import-crontab`."),
         "# Every node runs this same file. Check it with `quorum-cron validate FILE`.",
+        "#",
+        "# Kept from cron in every job: the schedule and its zone, the shell (SHELL -c),",
+        "# exactly cron's environment (inherit_env = false: nothing from the agent but the",
+        "# QUORUM_CRON_* facts of the run), the % standard input, HOME as working directory,",
+        '# overlap = "allow" (cron starts a run while the last one still runs) and the',
+        '# longest timeout (cron never kills a job). Consider overlap = "forbid" and a',
+        "# real timeout. What differs is said above each job (see docs/migrating.md).",
         "",
         "[cluster]",
         f"name = {toml_str(cluster_name)}",
@@ -458,5 +462,6 @@ def _render(jobs: Iterable[_Job], *, source: str, cluster_name: str, mail: list[
         lines.append("inherit_env = false")
         lines.append('overlap = "allow"')
         lines.append(f'timeout = "{LONGEST_TIMEOUT}"')
-        lines.append("env = { " + ", ".join(f"{k} = {toml_str(v)}" for k, v in spec.env.items()) + " }")
+        lines.append("[jobs.env]")
+        lines.extend(f"{k} = {toml_str(v)}" for k, v in spec.env.items())
     return "\n".join(lines) + "\n"
