@@ -229,6 +229,11 @@ def test_cron_tz_sets_the_zone_of_the_lines_below() -> None:
     assert sorted(j.timezone for j in jobs.values()) == ["Asia/Tokyo", "UTC"]
     (bad,) = result.bad
     assert bad.lineno == 5 and "CRON_TZ='Mars/Olympus' is not an IANA zone name" in bad.reason
+    # TZ is taken when CRON_TZ is absent, and the comment says cronie would not.
+    result = imported("TZ=Asia/Tokyo\n0 9 * * * a\n")
+    (job,) = jobs_of(result.toml).values()
+    assert job.timezone == "Asia/Tokyo"
+    assert "timezone: from TZ (cronie schedules by CRON_TZ only" in result.toml
 
 
 def test_names_are_stable_unique_and_editable() -> None:
@@ -279,16 +284,19 @@ def test_random_delay_maps_to_h_within_the_delay() -> None:
     assert result.toml.count("RANDOM_DELAY=30: not mapped") == 2
 
 
+TWICE = "on 2026-10-25 cron runs it at 02:30+0200, 02:30+0100, quorum-cron runs it at 02:30+0200."
+
+
 def test_dst_with_cron_tz_is_stated_and_every_is_offered_when_it_reproduces_cron() -> None:
     # 02:30 Berlin: skipped on 2026-03-29 (cron never runs it; quorum-cron at 03:00),
     # repeated on 2026-10-25 (cron runs it twice; quorum-cron once).
     result = imported("CRON_TZ=Europe/Berlin\n30 2 * * * a\n")
-    assert "on 2026-03-29 quorum-cron runs it at 03:00+0200, cron does not" in result.toml
-    assert "on 2026-10-25 cron runs it at 02:30+0100, quorum-cron does not" in result.toml
+    assert "on 2026-03-29 cron does not run it, quorum-cron runs it at 03:00+0200;" in result.toml
+    assert TWICE in result.toml
     assert "No dst setting reproduces this" in result.toml and '# dst = "every"' not in result.toml
     # Every hour at :30: nothing is skipped, the repeated 02:30 runs twice under cron: dst = "every".
     result = imported("CRON_TZ=Europe/Berlin\n30 * * * * a\n")
-    assert "on 2026-10-25 cron runs it at 02:30+0100, quorum-cron does not" in result.toml
+    assert TWICE in result.toml
     assert '# dst = "every"' in result.toml
     text = result.toml.replace('# dst = "every"', 'dst = "every"')
     (job,) = jobs_of(text).values()
@@ -303,7 +311,15 @@ def test_dst_on_a_host_in_the_zone_follows_crons_own_dst_handling() -> None:
     assert "DST" not in imported("30 2 * * * a\n", host_tz="Europe/Berlin").toml
     # A job whose hour is '*' runs by the wall clock, so cron runs the repeated 02:30 twice.
     result = imported("30 * * * * a\n", host_tz="Europe/Berlin")
-    assert "cron on a host in this zone" in result.toml and '# dst = "every"' in result.toml
+    assert "cron on a host in this zone" in result.toml and TWICE in result.toml
+    assert '# dst = "every"' in result.toml
+    # Two fixed times in the skipped hour: cron runs both right after the jump, quorum-cron one.
+    result = imported("0,30 2 * * * a\n", host_tz="Europe/Berlin")
+    assert (
+        "on 2026-03-29 cron runs it at 03:00+0200, 03:00+0200, quorum-cron runs it at 03:00+0200."
+        in result.toml
+    )
+    assert "No dst setting reproduces this" in result.toml
 
 
 def test_cron_runs_models_per_minute_zone_and_host_dst() -> None:

@@ -30,7 +30,6 @@ import functools
 import hashlib
 import re
 import zoneinfo
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -214,7 +213,8 @@ def cron_runs(expr: str, tz: str, lo: int, hi: int, *, per_minute_zone: bool) ->
     prev_wall: int | None = None
     for m, w in wall_of.items():
         if prev_wall is not None and w - prev_wall > 60 and not wild:
-            runs.extend(m for _ in range(len([x for x in matching if prev_wall < x < w])))
+            # Spring forward: each skipped wall minute that matches runs now, after the jump.
+            runs.extend([m] * sum(1 for x in matching if prev_wall < x < w))
         repeated = highest_wall is not None and w <= highest_wall
         if w in matching and (wild or not repeated):
             runs.append(m)
@@ -231,26 +231,24 @@ def dst_note(spec: JobSpec, now_s: int, *, per_minute_zone: bool) -> str | None:
     every = Schedule.parse(spec.schedule_expr, spec.timezone, job=spec.name, dst="every")
     differs: list[str] = []
     every_matches = True
-    for at, _before, _after in _transitions(spec.timezone, now_s, now_s + _DST_LOOKAHEAD_S):
+    for at, before, after in _transitions(spec.timezone, now_s, now_s + _DST_LOOKAHEAD_S):
         lo, hi = at - _DST_WINDOW_S, at + _DST_WINDOW_S
         cron = cron_runs(spec.schedule.resolved_expr, spec.timezone, lo, hi, per_minute_zone=per_minute_zone)
         ours = [t // 1000 for t in spec.schedule.fire_times(lo * 1000, hi * 1000)]
         if cron == ours:
             continue
         every_matches = every_matches and cron == [t // 1000 for t in every.fire_times(lo * 1000, hi * 1000)]
+        # The instants the change touches: a repeated hour, or the jump a skipped hour lands on.
+        shift = abs(after - before)
 
-        def show(ts: list[int]) -> str:
-            return ", ".join(dt.datetime.fromtimestamp(t, zone).strftime("%H:%M%z") for t in ts) or "none"
+        def near(who: str, ts: list[int], at: int = at, shift: int = shift) -> str:
+            shown = [
+                dt.datetime.fromtimestamp(t, zone).strftime("%H:%M%z") for t in ts if -shift <= t - at < shift
+            ]
+            return f"{who} runs it at {', '.join(shown)}" if shown else f"{who} does not run it"
 
-        only_cron = sorted((Counter(cron) - Counter(ours)).elements())
-        only_ours = sorted((Counter(ours) - Counter(cron)).elements())
         day = dt.datetime.fromtimestamp(at, zone).date().isoformat()
-        parts = []
-        if only_cron:
-            parts.append(f"cron runs it at {show(only_cron)}, quorum-cron does not")
-        if only_ours:
-            parts.append(f"quorum-cron runs it at {show(only_ours)}, cron does not")
-        differs.append(f"on {day} " + " and ".join(parts))
+        differs.append(f"on {day} {near('cron', cron)}, {near('quorum-cron', ours)}")
     if not differs:
         return None
     how = "cronie with CRON_TZ" if per_minute_zone else "cron on a host in this zone"
