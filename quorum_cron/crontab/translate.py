@@ -146,8 +146,8 @@ def _random_delay(entry: CronEntry, schedule: str) -> tuple[str, str | None]:
         lo, hi = int(minute), int(minute) + delay
         fields[0] = f"H({lo}-{hi})"
         return " ".join(fields), (
-            f"RANDOM_DELAY={delay}: cron started this job 0-{delay} min late, a delay drawn when it loaded "
-            f"the crontab; H({lo}-{hi}) picks one minute in that range from the job name, "
+            f"RANDOM_DELAY={delay}: cron started this job 0-{delay} min late (a random factor fixed when "
+            f"the daemon started); H({lo}-{hi}) picks one minute in that range from the job name, "
             f"the same on every node"
         )
     return schedule, (
