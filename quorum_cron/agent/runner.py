@@ -108,6 +108,10 @@ class CommandTarget:
     shell: str | None = None
     env: Mapping[str, str] | None = None
     cwd: str | None = None
+    stdin: bytes | None = None
+    """Written to the process's standard input, then closed; ``None``: stdin is /dev/null."""
+    inherit_env: bool = True
+    """``False``: the process gets only ``env`` and the slot's facts (cron's clean environment)."""
 
     def __post_init__(self) -> None:
         if (not self.argv) == (self.shell is None):
@@ -170,8 +174,9 @@ class JobRun:
         self.pid: int | None = None
 
     def env(self) -> dict[str, str]:
-        """The job's environment: the agent's, the job's own, then the slot's facts."""
-        env = dict(os.environ)
+        """The job's environment: the agent's (unless not inherited), the job's own, then the slot's facts."""
+        inherit = not isinstance(self.target, CommandTarget) or self.target.inherit_env
+        env = dict(os.environ) if inherit else {}
         if isinstance(self.target, CommandTarget) and self.target.env:
             env.update(self.target.env)
         env.update(
@@ -204,7 +209,7 @@ class JobRun:
         try:
             proc = await asyncio.create_subprocess_exec(
                 *target.args,
-                stdin=asyncio.subprocess.DEVNULL,
+                stdin=asyncio.subprocess.DEVNULL if target.stdin is None else asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 env=self.env(),
@@ -224,6 +229,8 @@ class JobRun:
             asyncio.ensure_future(_drain(proc.stdout, out)),
             asyncio.ensure_future(_drain(proc.stderr, err)),
         ]
+        if proc.stdin is not None and target.stdin is not None:
+            readers.append(asyncio.ensure_future(_feed(proc.stdin, target.stdin)))
         waiter = asyncio.ensure_future(proc.wait())
         stopper = asyncio.ensure_future(self._stopped.wait())
         timed_out = False
@@ -329,6 +336,15 @@ class JobRun:
 async def _drain(stream: asyncio.StreamReader, tail: Tail) -> None:
     while chunk := await stream.read(65536):
         tail.write(chunk)
+
+
+async def _feed(stream: asyncio.StreamWriter, data: bytes) -> None:
+    """Write ``data`` and close; a process that exits without reading it is not an error (cron's pipe)."""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stream.write(data)
+        await stream.drain()
+        stream.close()
+        await stream.wait_closed()
 
 
 async def _kill_group(proc: asyncio.subprocess.Process) -> None:
