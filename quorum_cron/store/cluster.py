@@ -45,13 +45,14 @@ from redis.exceptions import (
     ClusterDownError,
     MovedError,
     NoScriptError,
+    RedisError,
     ResponseError,
     TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from quorum_cron.errors import StoreError
+from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.scripts import Call, Script, Wait, WaitShortfall
 
 __all__ = ["REDIRECTED", "ClusterScriptRunner", "cluster_variant"]
@@ -214,6 +215,10 @@ class ClusterScriptRunner:
                 time.sleep(backoff)
                 backoff *= 2
         if pending:
+            if last is not None and not isinstance(last, RedisError):
+                raise StoreUnavailable(f"cluster slot map unusable: {last}") from last
+            if last is not None and _transient(last) and not isinstance(last, TryAgainError | ClusterDownError):
+                raise TryAgainError(str(last))  # a script met a migrating slot: unavailable for now
             if last is not None:
                 raise last
             raise StoreError(f"cluster calls still redirected after {MAX_ROUNDS} rounds")

@@ -66,7 +66,8 @@ if op == 't' then
   redis.call('PEXPIRE', K_TRIG, ARGV[7])
   audit('trigger', NOW)
   if ARGV[10] == '' then -- cluster: sharded, on the job's own channel (its hash slot)
-    redis.call('SPUBLISH', string.sub(K_META, 1, -5) .. 'trigger', job .. '\n' .. NOW)
+    local P = string.sub(K_META, 1, -5) -- the job's key prefix
+    redis.call('SPUBLISH', P .. 'trigger', job .. '\n' .. NOW)
   else
     redis.call('PUBLISH', ARGV[10], job .. '\n' .. NOW)
   end

@@ -15,23 +15,28 @@ redis-py.
 from __future__ import annotations
 
 __all__ = [
+    "ASSIGN",
     "AUDIT",
     "DEFAULT_AUDIT_MAXLEN",
     "DEFAULT_LEDGER_MAXLEN",
     "DEFAULT_RETENTION_MS",
     "DEFAULT_TRIGGER_MAXLEN",
     "FORBIDDEN_NAMESPACE_CHARS",
+    "JOB_CHANNEL_SUFFIXES",
     "JOB_SUFFIXES",
     "LEDGER",
     "META",
     "OPEN",
     "SLOT",
     "SLOTS",
+    "TRIGGER",
     "TRIGGERS",
     "assign_channel",
     "assign_prefix",
+    "job_assign_channel",
     "job_name_offset",
     "job_prefix",
+    "job_trigger_channel",
     "members_key",
     "trigger_channel",
 ]
@@ -64,6 +69,24 @@ AUDIT = "audit"
 SLOT = "slot:"
 """STRING per slot: ``slot:<fire_ms>``."""
 JOB_SUFFIXES = (META, OPEN, SLOTS, LEDGER, TRIGGERS, AUDIT, SLOT)
+
+# Suffixes of a job's sharded pub/sub channels (after job_prefix): on a Redis
+# Cluster the notices are per job, in the job's hash slot (SPUBLISH/SSUBSCRIBE).
+ASSIGN = "assign:"
+"""Plus the executor's id: that node's assignment notices for the job."""
+TRIGGER = "trigger"
+"""The job's manual triggers."""
+JOB_CHANNEL_SUFFIXES = (ASSIGN, TRIGGER)
+
+
+def job_assign_channel(namespace: str, job: str, node: str) -> str:
+    """``qc:{<ns>:<job>}:assign:<node>``: the sharded channel of ``node``'s notices for ``job`` (cluster)."""
+    return job_prefix(namespace, job) + ASSIGN + node
+
+
+def job_trigger_channel(namespace: str, job: str) -> str:
+    """``qc:{<ns>:<job>}:trigger``: the sharded channel of ``job``'s manual triggers (cluster)."""
+    return job_prefix(namespace, job) + TRIGGER
 
 
 def job_prefix(namespace: str, job: str) -> str:

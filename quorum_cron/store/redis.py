@@ -26,6 +26,7 @@ from redis.exceptions import (
     ClusterDownError,
     ClusterError,
     ReadOnlyError,
+    RedisClusterException,
     RedisError,
     TryAgainError,
 )
@@ -331,7 +332,7 @@ class RedisStore:
     def _open(target: RedisTarget, client_kwargs: dict[str, Any]) -> redis.Redis | RedisCluster:
         try:
             return open_client(target, **client_kwargs)
-        except RedisError as exc:
+        except (RedisError, RedisClusterException) as exc:
             raise StoreUnavailable(f"redis at {target.shown} unavailable: {exc}") from exc
 
     def __repr__(self) -> str:
@@ -379,8 +380,11 @@ class RedisStore:
         """
         if not self._cluster:
             return [self.assign_channel(node)], [self._trigger_channel]
-        prefixes = [self._job_prefix(j) for j in jobs]
-        return [p + "assign:" + node for p in prefixes], [p + "trigger" for p in prefixes]
+        ns = self._ns
+        return (
+            [store_keys.job_assign_channel(ns, j, node) for j in jobs],
+            [store_keys.job_trigger_channel(ns, j) for j in jobs],
+        )
 
     # -- plumbing ------------------------------------------------------------
 
@@ -395,7 +399,7 @@ class RedisStore:
             # READONLY: the server we wrote to was demoted (Sentinel failover):
             # a lost reply, like a dropped connection; the caller retries.
             raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {exc}") from exc
-        except (ClusterDownError, TryAgainError, AskError, ClusterError) as exc:
+        except (ClusterDownError, TryAgainError, AskError, ClusterError, RedisClusterException) as exc:
             # A cluster between owners (failover, migration) after bounded re-sends.
             raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {exc}") from exc
         except WaitShortfall as exc:

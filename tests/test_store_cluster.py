@@ -1,0 +1,112 @@
+"""RedisStore on a real Redis Cluster: sharded notices in the job's slot, store time, URL, WAIT per node.
+
+The contract suite (tests/test_store_contract.py) proves the rules equal to
+the model on the cluster; these tests check what only a cluster has.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Iterator
+
+import pytest
+
+from quorum_cron.agent.notify import Notice, NoticeListener, Trigger
+from quorum_cron.embedded_topology import EmbeddedCluster
+from quorum_cron.errors import StoreUnavailable
+from quorum_cron.model import VoteRequest, VoteStatus
+from quorum_cron.store.redis import RedisStore
+from tests.topologies import cluster_client
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def store(redis_cluster: EmbeddedCluster) -> Iterator[RedisStore]:
+    client = cluster_client(redis_cluster)
+    client.flushall()
+    s = RedisStore(client, "nt")
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _jobs_on_two_masters(cluster: EmbeddedCluster, ns: str) -> list[str]:
+    seen: dict[int, str] = {}
+    for i in range(200):
+        port = cluster.master_of(f"qc:{{{ns}:job{i}}}:meta").port
+        seen.setdefault(port, f"job{i}")
+        if len(seen) == 2:
+            return sorted(seen.values())
+    raise AssertionError("no two masters found")
+
+
+def test_from_a_cluster_url(redis_cluster: EmbeddedCluster) -> None:
+    s = RedisStore.from_url(redis_cluster.url, "u", socket_timeout=5.0)
+    try:
+        assert s.sharded and "redis+cluster://" in repr(s)
+        assert abs(s.time_ms() - s.heartbeat("n1", "i", 5_000, {}).now_ms) < 1_000
+    finally:
+        s.close()
+
+
+def test_an_unreachable_cluster_is_one_line_unavailable() -> None:
+    with pytest.raises(StoreUnavailable) as info:
+        RedisStore.from_url("redis+cluster://:hunter2@127.0.0.1:1", "u", socket_connect_timeout=0.5)
+    assert "\n" not in str(info.value) and "hunter2" not in str(info.value)
+
+
+def test_notices_are_sharded_in_the_jobs_slot_and_reach_the_node(
+    store: RedisStore, redis_cluster: EmbeddedCluster
+) -> None:
+    jobs = _jobs_on_two_masters(redis_cluster, "nt")
+    assignments, triggers = store.notice_channels("n1", jobs)
+    got: queue.Queue[Notice | Trigger] = queue.Queue()
+    listener = NoticeListener(store.client, assignments, triggers, got.put)
+    listener.start()
+    try:
+        assert listener.subscribed.wait(10), "the sharded subscriptions were not confirmed"
+        # Each job's channels are subscribed on the master that owns the job, and only there.
+        for job, a, t in zip(jobs, assignments, triggers, strict=True):
+            owner = redis_cluster.master_of(f"qc:{{nt:{job}}}:meta")
+            for m in redis_cluster.masters():
+                c = m.client(decode_responses=True)
+                try:
+                    listed = set(c.execute_command("PUBSUB", "SHARDCHANNELS"))  # type: ignore[no-untyped-call]
+                    classic = set(c.execute_command("PUBSUB", "CHANNELS"))  # type: ignore[no-untyped-call]
+                finally:
+                    c.close()
+                assert ({a, t} <= listed) == (m is owner), (job, m.port, listed)
+                assert not classic, f"classic channels on {m.port}: {classic}"
+        now = store.time_ms()
+        fire = now // 1000 * 1000
+        for job in jobs:
+            votes = [VoteRequest(job, fire, n, "h", 1, 5_000, 60_000) for n in ("n1",)]
+            [res] = store.vote(votes)
+            assert res.status == VoteStatus.COMMITTED, res
+            notice = got.get(timeout=5)
+            assert notice == Notice(job, fire, res.slot.token), notice
+            at = store.trigger(job, "ops")
+            assert got.get(timeout=5) == Trigger(job, at)
+    finally:
+        listener.stop()
+        listener.join(5)
+
+
+def test_wait_is_sent_to_each_master_that_took_writes(redis_cluster: EmbeddedCluster) -> None:
+    """Votes over two masters with wait_replicas = 1: every master has its replica, all succeed;
+    wait_replicas = 2 (more than any master has) makes the outcome unknown."""
+    client = cluster_client(redis_cluster)
+    client.flushall()
+    jobs = _jobs_on_two_masters(redis_cluster, "w")
+    ok, short = RedisStore(client, "w", wait_replicas=1), RedisStore(client, "w", wait_replicas=2)
+    try:
+        now = ok.time_ms()
+        votes = [VoteRequest(j, now // 1000 * 1000, "n1", "h", 2, 5_000, 60_000) for j in jobs]
+        assert [r.status for r in ok.vote(votes)] == [VoteStatus.RECORDED] * 2
+        assert ok.replicas_connected() == 1
+        with pytest.raises(StoreUnavailable, match="1 of 2 replicas"):
+            short.vote(votes)
+    finally:
+        client.close()

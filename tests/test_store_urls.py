@@ -1,0 +1,56 @@
+"""Redis URL forms: standalone, Sentinel and Cluster parse; a bad one is one line naming the bad part."""
+
+from __future__ import annotations
+
+import pytest
+
+from quorum_cron.errors import ConfigError
+from quorum_cron.store.urls import parse_redis_url, redis_url_problem
+
+
+def test_standalone_forms_parse() -> None:
+    for url in ("redis://r:6379/0", "rediss://u:pw@r/2", "unix:///run/redis.sock?db=1"):
+        assert parse_redis_url(url).mode == "standalone"
+
+
+def test_sentinel_url_names_sentinels_master_db_and_both_credentials() -> None:
+    t = parse_redis_url(
+        "redis+sentinel://app:s3cret@s1:26380,s2,[::1]:26381/mymaster/3"
+        "?sentinel_username=sen&sentinel_password=pw%21"
+    )
+    assert t.mode == "sentinel"
+    assert t.hosts == (("s1", 26380), ("s2", 26379), ("::1", 26381))
+    assert (t.master, t.db, t.username, t.password) == ("mymaster", 3, "app", "s3cret")
+    assert (t.sentinel_username, t.sentinel_password) == ("sen", "pw!")
+    assert "s3cret" not in repr(t) and "s3cret" not in t.shown
+
+
+def test_cluster_url_names_seed_nodes() -> None:
+    t = parse_redis_url("redis+cluster://:pw@n1:7000,n2:7001,n3")
+    assert t.mode == "cluster" and t.hosts == (("n1", 7000), ("n2", 7001), ("n3", 6379))
+    assert t.password == "pw" and not t.tls
+    assert parse_redis_url("rediss+cluster://n1:7000/0").tls
+
+
+@pytest.mark.parametrize(
+    ("url", "part"),
+    [
+        ("http://:hunter2@r:6379", "has scheme 'http'"),
+        ("redis://r:1,r2:2/0", "names several hosts"),
+        ("redis+sentinel://s1:26379", "has no master name"),
+        ("redis+sentinel://s1:26379/m/x", "has path '/m/x'"),
+        ("redis+sentinel://s1:26379/m?password=hunter2", "has parameter 'password'"),
+        ("redis+sentinel://s1:99999/m", "has port '99999' for 's1'"),
+        ("redis+sentinel://s1,,s2/m", "has an empty host"),
+        ("redis+cluster://n1:7000/2", "names database '2'"),
+        ("redis+cluster://n1:7000?db=1", "has parameter 'db'"),
+        ("redis+cluster://:hunter2@", "has no hosts"),
+        ("redis+cluster://n1:x", "has port 'x' for 'n1'"),
+    ],
+)
+def test_a_bad_url_is_one_line_naming_the_bad_part_without_the_password(url: str, part: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_redis_url(url)
+    message = str(info.value)
+    assert part in message and "\n" not in message and "hunter2" not in message, message
+    assert redis_url_problem(url) is not None
