@@ -217,8 +217,10 @@ class ClusterScriptRunner:
         if pending:
             if last is not None and not isinstance(last, RedisError):
                 raise StoreUnavailable(f"cluster slot map unusable: {last}") from last
-            if last is not None and _transient(last) and not isinstance(last, TryAgainError | ClusterDownError):
-                raise TryAgainError(str(last))  # a script met a migrating slot: unavailable for now
+            native = isinstance(last, TryAgainError | ClusterDownError)
+            if last is not None and _transient(last) and not native:
+                # A script met a key of a slot in migration: unavailable for now.
+                raise TryAgainError(str(last))
             if last is not None:
                 raise last
             raise StoreError(f"cluster calls still redirected after {MAX_ROUNDS} rounds")
