@@ -115,8 +115,14 @@ def _probe_redis(guard: ClockGuard, clock: Clock, url: str) -> None:
     import redis  # only when asked: a plain NTP check must not need it
 
     shown = redact_url(url) or ""
+    from redis.exceptions import RedisClusterException
+
+    from quorum_cron.errors import ConfigError
+    from quorum_cron.store.urls import open_client, parse_redis_url
+
     try:
-        client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        # Any URL form: a Sentinel URL reaches the master; a cluster URL one of its nodes.
+        client = open_client(parse_redis_url(url), socket_timeout=2.0, socket_connect_timeout=2.0)
         try:
 
             def server_ms() -> int:
@@ -126,7 +132,7 @@ def _probe_redis(guard: ClockGuard, clock: Clock, url: str) -> None:
             probe = probe_store_time(clock, server_ms)
         finally:
             client.close()
-    except (redis.RedisError, OSError, ValueError) as exc:
+    except (redis.RedisError, RedisClusterException, ConfigError, OSError, ValueError) as exc:
         click.echo(f"store TIME ({shown}): failed: {exc}")
         guard.observe_store_unreachable(f"{shown}: {exc}", ClockReading.of(clock))
         return
