@@ -6,16 +6,23 @@ the model on the cluster; these tests check what only a cluster has.
 
 from __future__ import annotations
 
+import json
 import queue
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from quorum_cron.agent.notify import Notice, NoticeListener, Trigger
+from quorum_cron.commands.control import pause, trigger
+from quorum_cron.commands.history import history
+from quorum_cron.commands.status import status
 from quorum_cron.embedded_topology import EmbeddedCluster
 from quorum_cron.errors import StoreUnavailable
 from quorum_cron.model import VoteRequest, VoteStatus
 from quorum_cron.store.redis import RedisStore
+from tests.agent_cluster import Cluster, job_toml
 from tests.topologies import cluster_client
 
 pytestmark = pytest.mark.slow
@@ -110,3 +117,28 @@ def test_wait_is_sent_to_each_master_that_took_writes(redis_cluster: EmbeddedClu
             short.vote(votes)
     finally:
         client.close()
+
+
+def test_operator_commands_take_a_cluster_url(redis_cluster: EmbeddedCluster, tmp_path: Path) -> None:
+    """status, trigger, pause, history with ``--redis redis+cluster://...``; a bad URL is one line."""
+    c = Cluster(tmp_path, redis_cluster.url, 3, namespace="cli")
+    cfg = str(c.config(job_toml("nightly", "0 3 * * *", c.out)))
+    try:
+        out = CliRunner().invoke(trigger, ["nightly", "--config", cfg, "--redis", redis_cluster.url])
+        assert out.exit_code == 0, out.output
+        out = CliRunner().invoke(pause, ["nightly", "--config", cfg, "--redis", redis_cluster.url])
+        assert out.exit_code == 0, out.output
+        out = CliRunner().invoke(status, ["--config", cfg, "--redis", redis_cluster.url, "--json"])
+        assert out.exit_code == 1, out.output  # no agent runs: quorum lost, said by the exit status
+        doc = json.loads(out.output)
+        assert doc["members"] == [] and not doc["quorum_ok"]
+        [job] = [j for j in doc["jobs"] if j["job"] == "nightly"]
+        assert job["paused"], job
+        out = CliRunner().invoke(history, ["nightly", "--config", cfg, "--redis", redis_cluster.url])
+        assert out.exit_code == 0, out.output
+        bad = CliRunner().invoke(status, ["--config", cfg, "--redis", "redis+sentinel://:hunter2@s1/m/x"])
+        assert bad.exit_code == 1
+        lines = [ln for ln in bad.output.splitlines() if ln]
+        assert len(lines) == 1 and "has path '/m/x'" in lines[0] and "hunter2" not in lines[0], bad.output
+    finally:
+        c.close()

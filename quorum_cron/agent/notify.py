@@ -178,6 +178,12 @@ class NoticeListener:
         channels = self.assignments + self.triggers
         sub, msg_type, unsub = ("ssubscribe", "smessage", "sunsubscribe") if self._sharded else (
             "subscribe", "message", "unsubscribe")  # fmt: skip
+        if not channels:  # a node without jobs on a cluster: nothing to hear
+            self.subscribed.set()
+            if self._on_subscribed is not None:
+                self._on_subscribed()
+            self._stop.wait()
+            return
         while not self._stop.is_set():
             pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
             try:
