@@ -425,7 +425,7 @@ class RedisStore:
 
     def _job_call(self, script: Any, job: str, now: str, args: Sequence[str | int]) -> Call:
         """A one-job script call: KEYS[1] the job's meta key, its own arguments from ``ARGV[7]``."""
-        return Call(script, (self._job_prefix(job) + "meta",), [now, *self._common_tail, *args])
+        return Call(script, (self._job_prefix(job) + store_keys.META,), [now, *self._common_tail, *args])
 
     def _node_order(
         self, groups: list[list[int]], job_of: Callable[[int], str]
@@ -435,7 +435,7 @@ class RedisStore:
         runner = self._cluster_runner
         if runner is None:
             return [("", g) for g in groups]
-        tagged = [(runner.owner(self._job_prefix(job_of(g[0])) + "meta").name, g) for g in groups]
+        tagged = [(runner.owner(self._job_prefix(job_of(g[0])) + store_keys.META).name, g) for g in groups]
         tagged.sort(key=lambda t: t[0])
         return tagged
 
@@ -471,7 +471,7 @@ class RedisStore:
                 out.append((Call(script, keys, args), order))
                 keys, args, order = [], list(start), []
             at = node
-            keys.append(self._job_prefix(jobs[idx[0]]) + "meta")
+            keys.append(self._job_prefix(jobs[idx[0]]) + store_keys.META)
             args.append(len(idx))
             for i in idx:
                 args.extend(item_args(i))
@@ -586,7 +586,7 @@ class RedisStore:
                 out.append((Call(VOTE, keys, args), order))
                 keys, args, order, segment = [], list(start), [], None
             at = node
-            meta_key = self._job_prefix(requests[idx[0]].job) + "meta"
+            meta_key = self._job_prefix(requests[idx[0]].job) + store_keys.META
             for i in idx:
                 r = requests[i]
                 seg = (vote_params[i], r.fire_ms)
