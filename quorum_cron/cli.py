@@ -166,9 +166,10 @@ def _register() -> None:
     """Add the commands defined elsewhere; each module exports plain click commands."""
     from quorum_cron.clockcheck import check_clock
     from quorum_cron.commands import COMMANDS
+    from quorum_cron.commands.web import web
     from quorum_cron.sim_cli import sim_group
 
-    for command in (*COMMANDS, check_clock, sim_group):
+    for command in (*COMMANDS, web, check_clock, sim_group):
         main.add_command(command)
 
 

@@ -14,6 +14,7 @@ documents the key layout and each script's KEYS/ARGV and reply.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -162,6 +163,15 @@ def _slot_value(job: str, fire_ms: int, record: object) -> SlotView:
         not_before_ms=int(f.get("nb", 0)),
         runs=int(f.get("rn", 0)),
     )
+
+
+def _stream_replies(reply: object) -> list[Any]:
+    """``XREAD``'s reply as ``[(key, entries), ...]`` (RESP2 gives a list, RESP3 a map)."""
+    if not reply:
+        return []
+    if isinstance(reply, dict):
+        return list(reply.items())
+    return _seq(reply)
 
 
 def _seq(value: object) -> list[Any]:
@@ -685,19 +695,83 @@ class RedisStore:
             return []
         with self._boundary("audit"):
             entries = self._client.xrevrange(f"qc:{{{self._ns}:{job}}}:audit", count=limit) or []
-            out = []
-            for _, raw in entries:
-                f = {_text(k): _text(v) for k, v in (raw or {}).items()}
-                out.append(
-                    AuditEntry(
-                        job=job,
-                        action=AuditAction(f["action"]),
-                        by=f.get("by", ""),
-                        at_ms=int(f["at"]),
-                        detail=f.get("detail", ""),
-                    )
-                )
+            return [self._audit_entry(job, raw or {}) for _, raw in entries]
+
+    @staticmethod
+    def _audit_entry(job: str, raw: dict[Any, Any]) -> AuditEntry:
+        f = {_text(k): _text(v) for k, v in raw.items()}
+        return AuditEntry(
+            job=job,
+            action=AuditAction(f["action"]),
+            by=f.get("by", ""),
+            at_ms=int(f["at"]),
+            detail=f.get("detail", ""),
+        )
+
+    # -- observation (read-only, for the web face) -----------------------------
+
+    def follow_cursor(self) -> str:
+        """A starting point for :meth:`follow`: entries written from now on (store time) are new."""
+        # Stream ids are "<server ms>-<seq>"; everything up to the previous
+        # millisecond is old. An entry written in this very millisecond may be
+        # reported twice (once by a page load, once by follow): harmless.
+        return f"{max(0, self.time_ms() - 1)}-18446744073709551615"
+
+    def follow(
+        self, jobs: Sequence[str], cursor: dict[str, str], start: str, block_ms: int
+    ) -> list[LedgerEntry | AuditEntry]:
+        """Wait up to ``block_ms`` for ledger or audit entries of ``jobs`` newer than ``cursor``.
+
+        One blocking ``XREAD`` over every job's ledger and audit streams (a
+        standalone server), so a watcher learns of new entries at once
+        without polling each job. ``cursor`` maps ``ledger:<job>`` /
+        ``audit:<job>`` to the last stream id seen (``start``, from
+        :meth:`follow_cursor`, for streams not in it) and is advanced in
+        place. Returns the new entries in stream order per stream. With
+        ``cluster=True`` the streams live in different cluster slots: each is
+        read without blocking, and the call sleeps ``block_ms`` when none had
+        anything (a bounded poll, once per call for all jobs).
+        """
+        streams: dict[str, tuple[str, str]] = {}
+        for job in jobs:
+            prefix = self._job_prefix(job)
+            streams[prefix + "ledger"] = ("ledger", job)
+            streams[prefix + "audit"] = ("audit", job)
+        if not streams:
+            return []
+        ids = {key: cursor.get(f"{kind}:{job}", start) for key, (kind, job) in streams.items()}
+        with self._boundary("follow"):
+            streams_arg: dict[Any, Any] = dict(ids)
+            replies: list[Any] = []
+            if self._cluster:
+                pipe = self._client.pipeline(transaction=False)
+                for key, last in ids.items():
+                    pipe.xread({key: last}, count=1000)
+                for rep in pipe.execute():
+                    replies.extend(_stream_replies(rep))
+                if not replies:
+                    time.sleep(block_ms / 1000)
+            else:
+                replies = _stream_replies(self._client.xread(streams_arg, count=1000, block=max(1, block_ms)))
+            out: list[LedgerEntry | AuditEntry] = []
+            for key, entries in replies:
+                kind, job = streams[_text(key)]
+                for entry_id, fields in entries:
+                    cursor[f"{kind}:{job}"] = _text(entry_id)
+                    if kind == "ledger":
+                        out.append(self._ledger_entry(job, fields or {}))
+                    else:
+                        out.append(self._audit_entry(job, fields or {}))
             return out
+
+    def server_info(self) -> dict[str, str]:
+        """What an operator wants to know about the server: version, role, replicas, memory policy."""
+        with self._boundary("info"):
+            info: dict[str, Any] = {}
+            for section in ("server", "replication", "memory"):
+                info.update(self._client.info(section))
+        keys = ("redis_version", "role", "connected_slaves", "maxmemory_policy", "used_memory_human")
+        return {k: str(info[k]) for k in keys if k in info}
 
     # -- membership ----------------------------------------------------------
 

@@ -1,0 +1,55 @@
+// Live updates for every page: one EventSource per page on /api/events.
+// On an event that concerns this page, re-fetch the page's own content
+// (?fragment=1, server-rendered and escaped) and swap it in — at most once
+// per second. No polling: nothing is fetched until the server says
+// something changed.
+"use strict";
+(function () {
+  var main = document.getElementById("live");
+  var status = document.getElementById("live-status");
+  if (!main || !window.EventSource) { return; }
+  var job = main.getAttribute("data-job") || "";
+  var busy = false, again = false, last = 0, updates = 0;
+
+  function fragmentUrl() {
+    var url = new URL(window.location.href);
+    url.searchParams.set("fragment", "1");
+    url.searchParams.delete("done");
+    return url.toString();
+  }
+
+  function refresh() {
+    var wait = 1000 - (Date.now() - last);
+    if (busy) { again = true; return; }
+    if (wait > 0) { busy = true; setTimeout(function () { busy = false; refresh(); }, wait); return; }
+    busy = true; last = Date.now();
+    fetch(fragmentUrl(), { credentials: "same-origin", headers: { "Accept": "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+      .then(function (html) {
+        main.innerHTML = html;
+        updates += 1;
+        document.body.setAttribute("data-updates", String(updates));
+      })
+      .catch(function () { /* the next event retries */ })
+      .then(function () { busy = false; if (again) { again = false; refresh(); } });
+  }
+
+  function concerns(e) {
+    if (!job) { return true; }
+    try { return JSON.parse(e.data).job === job; } catch (err) { return false; }
+  }
+
+  var source = new EventSource(main.getAttribute("data-events"));
+  source.onopen = function () {
+    if (status) { status.textContent = "● live"; status.className = "live-on"; }
+  };
+  source.onerror = function () {
+    if (status) { status.textContent = "○ reconnecting"; status.className = "live-off"; }
+  };
+  ["ledger", "audit"].forEach(function (name) {
+    source.addEventListener(name, function (e) { if (concerns(e)) { refresh(); } });
+  });
+  ["members", "store", "resync"].forEach(function (name) {
+    source.addEventListener(name, function () { refresh(); });
+  });
+})();
