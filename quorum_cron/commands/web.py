@@ -9,7 +9,7 @@ the machine could read in the process list. See ``docs/web.md``.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,12 +24,17 @@ if TYPE_CHECKING:
 
 __all__ = ["missing_web_extra", "start_web_thread", "web"]
 
-_NEEDED = ("starlette", "uvicorn", "jinja2")
+_NEEDED = ("starlette", "uvicorn", "jinja2", "multipart")
 
 
 def missing_web_extra() -> str | None:
     """The one-line error when a library of the ``web`` extra is missing, else None."""
-    missing = [name for name in _NEEDED if importlib.util.find_spec(name) is None]
+    missing = []
+    for name in _NEEDED:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
     if not missing:
         return None
     return (

@@ -712,10 +712,13 @@ class RedisStore:
 
     def follow_cursor(self) -> str:
         """A starting point for :meth:`follow`: entries written from now on (store time) are new."""
-        # Stream ids are "<server ms>-<seq>"; everything up to the previous
+        # Stream ids are "<server ms>-<seq>" from the server's own clock (an
+        # injected clock does not reach XADD): everything up to the previous
         # millisecond is old. An entry written in this very millisecond may be
         # reported twice (once by a page load, once by follow): harmless.
-        return f"{max(0, self.time_ms() - 1)}-18446744073709551615"
+        with self._boundary("time"):
+            sec, usec = self._client.time()
+        return f"{int(sec) * 1000 + int(usec) // 1000 - 1}-18446744073709551615"
 
     def follow(
         self, jobs: Sequence[str], cursor: dict[str, str], start: str, block_ms: int
