@@ -35,7 +35,10 @@ def parse_bind(text: str) -> tuple[str, int]:
 def listen(host: str, port: int) -> socket.socket:
     """A listening socket on ``host:port``; ConfigError naming the address when it cannot be had."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named explicitly: asyncio sets TCP_NODELAY only on sockets whose
+    # proto says TCP, and without it every keep-alive response waits ~40 ms
+    # (Nagle against the client's delayed ACK: uvicorn writes head and body apart).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
