@@ -185,8 +185,10 @@ def main() -> None:
     print_table(rows, ["page", "n", "p50", "p90", "p99", "max", "bytes"], "response time, ms")
     job = next(r for r in rows if r["page"] == "job page")
     met = job["p50"] <= TARGET_MS
-    print(f"\njob page p50 {job['p50']:.1f} ms (p99 {job['p99']:.1f} ms): target <= {TARGET_MS:.0f} ms "
-          f"{'met' if met else 'NOT met'}")
+    print(
+        f"\njob page p50 {job['p50']:.1f} ms (p99 {job['p99']:.1f} ms): target <= {TARGET_MS:.0f} ms "
+        f"{'met' if met else 'NOT met'}"
+    )
     write_result(
         "web_page",
         {

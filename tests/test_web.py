@@ -350,3 +350,21 @@ def test_web_command_refuses_bad_values_in_one_line(tmp_path: Path) -> None:
         result = _cli("web", "--config", str(cfg), "--bind", "127.0.0.1:0", *extra)
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 1 and len(lines) == 1 and words in lines[0], (extra, result.stderr)
+
+
+def test_recent_reads_what_ledger_and_control_read(world: World) -> None:
+    world.store.pause("other", "bob", "why")
+    jobs = ["tick", "other", "never-configured"]
+    for limit in (0, 1, 2, 50):
+        got = world.store.recent(jobs, limit)
+        assert got == [(world.store.ledger(j, limit), world.store.control(j)) for j in jobs], limit
+
+
+def test_cluster_api_names_the_store_without_its_password(world: World) -> None:
+    with TestClient(world.app) as client:
+        doc = client.get("/api/cluster").json()
+    assert doc["store"]["url"] == "redis://x/0"
+    assert doc["store"]["role"] == "master" and doc["store"]["redis_version"]
+    assert doc["alive"] == 0 and doc["quorum_ok"] is False
+    assert doc["problems"][0]["kind"] == "quorum_lost"
+    assert {p["kind"] for p in doc["problems"]} >= {"slot_failed", "slot_missed"}

@@ -149,8 +149,8 @@ def cluster_view(store: RedisStore, config: Config, shown_url: str) -> dict[str,
                     "message": f"{m['node']} runs other definitions of {', '.join(m['definitions_differ'])}",
                 }
             )
-    for spec in config.jobs:
-        for e in store.ledger(spec.name, 5):
+    for recent, _ in store.recent([s.name for s in config.jobs], 5):
+        for e in recent:
             if e.state in _BAD or e.state in _MISSED:
                 problems.append(
                     {
@@ -209,9 +209,8 @@ def jobs_view(store: RedisStore, config: Config, state: str = "all") -> dict[str
     now = store.time_ms()
     jobs: list[dict[str, Any]] = []
     counts = dict.fromkeys(FILTERS, 0)
-    for spec in config.jobs:
-        recent = store.ledger(spec.name, SPARK)
-        control = store.control(spec.name)
+    summaries = store.recent([s.name for s in config.jobs], SPARK)
+    for spec, (recent, control) in zip(config.jobs, summaries, strict=True):
         states = _state_of(recent, control)
         for s in states:
             counts[s] += 1
