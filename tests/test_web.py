@@ -352,12 +352,32 @@ def test_web_command_refuses_bad_values_in_one_line(tmp_path: Path) -> None:
         assert result.returncode == 1 and len(lines) == 1 and words in lines[0], (extra, result.stderr)
 
 
-def test_recent_reads_what_ledger_and_control_read(world: World) -> None:
+def test_ledger_tails_read_what_ledger_and_control_read_and_then_only_what_is_new(world: World) -> None:
     world.store.pause("other", "bob", "why")
     jobs = ["tick", "other", "never-configured"]
     for limit in (0, 1, 2, 50):
-        got = world.store.recent(jobs, limit)
-        assert got == [(world.store.ledger(j, limit), world.store.control(j)) for j in jobs], limit
+        got = world.store.ledger_tails(jobs, limit, {})
+        want = [(world.store.ledger(j, limit), world.store.control(j)) for j in jobs]
+        assert [(entries, control) for _, entries, control in got] == want, limit
+    first = world.store.ledger_tails(jobs, 50, {})
+    after = {j: newest for j, (newest, _, _) in zip(jobs, first, strict=True) if newest}
+    assert world.store.ledger_tails(jobs, 50, after) == [(newest, [], c) for newest, _, c in first]
+    world.run(T0 + 10_000, True, "ok")
+    newest, new, _ = world.store.ledger_tails(["tick"], 50, after)[0]
+    assert new == world.store.ledger("tick", 1) and newest != after["tick"]
+
+
+def test_recent_ledger_cache_matches_a_fresh_read(world: World) -> None:
+    from quorum_cron.web.views import SPARK, RecentLedger
+
+    cache = RecentLedger()
+    jobs = ["tick", "other"]
+    for step in range(SPARK + 3):
+        got = cache.read(world.store, jobs)
+        fresh = RecentLedger().read(world.store, jobs)
+        assert got == fresh, step
+        assert [s for s in got[0][1]] == [str(e.state) for e in world.store.ledger("tick", SPARK)]
+        world.run(T0 + 10_000 * (step + 1), step % 3 != 0, "x")
 
 
 def test_cluster_api_names_the_store_without_its_password(world: World) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -767,27 +767,36 @@ class RedisStore:
                         out.append(self._audit_entry(job, fields or {}))
             return out
 
-    def recent(self, jobs: Sequence[str], limit: int) -> list[tuple[list[LedgerEntry], JobControl]]:
-        """Each job's latest ``limit`` ledger entries (newest first) and its control, in job order.
+    def ledger_tails(
+        self, jobs: Sequence[str], limit: int, after: Mapping[str, str]
+    ) -> list[tuple[str, list[LedgerEntry], JobControl]]:
+        """Per job, in job order: newest ledger stream id, entries newer than ``after[job]``, control.
 
-        The same as :meth:`ledger` and :meth:`control` per job, read in
-        pipelined batches (one round trip per 500 jobs) for pages that list
-        hundreds of jobs.
+        ``after`` maps a job to a stream id this method returned before; the
+        job's entries newer than it are returned (at most ``limit``, newest
+        first), so a caller that keeps what it read earlier only parses what
+        is new. A job not in ``after`` gets its newest ``limit`` entries. The
+        id is ``""`` for a job without entries (or ``after``'s when nothing
+        is new). Read in pipelined batches, one round trip per 500 jobs, for
+        pages that list hundreds of jobs.
         """
-        out: list[tuple[list[LedgerEntry], JobControl]] = []
-        with self._boundary("recent"):
+        out: list[tuple[str, list[LedgerEntry], JobControl]] = []
+        count = max(1, limit)
+        with self._boundary("ledger_tails"):
             for i in range(0, len(jobs), 500):
                 batch = jobs[i : i + 500]
                 pipe = self._client.pipeline(transaction=False)
                 for job in batch:
                     prefix = self._job_prefix(job)
-                    pipe.xrevrange(prefix + "ledger", count=max(1, limit))
+                    last = after.get(job)
+                    pipe.xrevrange(prefix + "ledger", "+", f"({last}" if last else "-", count=count)
                     pipe.hmget(prefix + "meta", ["p", "pb", "pa", "pr"])
                 replies = pipe.execute()
                 for k, job in enumerate(batch):
-                    entries = replies[2 * k] or [] if limit > 0 else []
-                    ledger = [self._ledger_entry(job, fields or {}) for _, fields in entries]
-                    out.append((ledger, self._job_control(*replies[2 * k + 1])))
+                    raw = (replies[2 * k] or []) if limit > 0 else []
+                    entries = [self._ledger_entry(job, fields or {}) for _, fields in raw]
+                    newest = _text(raw[0][0]) if raw else after.get(job, "")
+                    out.append((newest, entries, self._job_control(*replies[2 * k + 1])))
         return out
 
     def server_info(self) -> dict[str, str]:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -135,7 +136,18 @@ def _environment() -> jinja2.Environment:
     env.filters["t"] = views.fmt_ms
     env.filters["dur"] = _fmt_dur
     env.filters["ago"] = _ago
+    env.filters["spark"] = _spark
     return env
+
+
+def _spark(states: list[str]) -> Markup:
+    """Recent outcomes, oldest first, as a strip of coloured marks (built here: hundreds per page)."""
+    counts: dict[str, int] = {}
+    for s in states:
+        counts[s] = counts.get(s, 0) + 1
+    label = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    marks = "".join(f'<i class="f-{escape(s)}"></i>' for s in states)
+    return Markup(f'<span class="spark" title="last {len(states)}: {escape(label)}">{marks}</span>')
 
 
 def _fmt_dur(ms: int | None) -> str:
@@ -159,6 +171,7 @@ def create_app(ctx: WebContext) -> Starlette:
     env = _environment()
     jobs = [s.name for s in ctx.config.jobs]
     broadcaster = Broadcaster(ctx.store, jobs, members_every_s=ctx.config.cluster.heartbeat_ms / 1000)
+    recent = views.RecentLedger()
 
     # -- helpers -------------------------------------------------------------
 
@@ -239,7 +252,9 @@ def create_app(ctx: WebContext) -> Starlette:
     # -- pages and their JSON ------------------------------------------------
 
     async def cluster_data(request: Request) -> dict[str, Any]:
-        data: dict[str, Any] = await read(request, views.cluster_view, ctx.store, ctx.config, ctx.shown_url)
+        data: dict[str, Any] = await read(
+            request, views.cluster_view, ctx.store, ctx.config, ctx.shown_url, recent
+        )
         return data
 
     async def jobs_data(request: Request) -> dict[str, Any]:
@@ -248,7 +263,7 @@ def create_app(ctx: WebContext) -> Starlette:
             raise _Refused(
                 400, f"state {state!r} is not a filter: expected one of {', '.join(views.FILTERS)}"
             )
-        data: dict[str, Any] = await read(request, views.jobs_view, ctx.store, ctx.config, state)
+        data: dict[str, Any] = await read(request, views.jobs_view, ctx.store, ctx.config, state, recent)
         return data
 
     async def job_data(request: Request) -> dict[str, Any]:

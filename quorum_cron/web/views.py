@@ -14,6 +14,7 @@ the config, not from the store).
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import zoneinfo
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -30,6 +31,7 @@ from quorum_cron.web.timeline import timeline
 __all__ = [
     "FILTERS",
     "PAGE_SIZE",
+    "RecentLedger",
     "audit_view",
     "cluster_view",
     "entry_doc",
@@ -98,6 +100,44 @@ def _spec_hashes(member: Member) -> dict[str, str]:
     return out
 
 
+class RecentLedger:
+    """Every job's newest ledger entries, kept between page loads and read again only where new.
+
+    The jobs and cluster pages show each job's last outcomes; with hundreds
+    of jobs, reading and parsing 20 entries per job on every load (and the
+    pages reload on every new ledger entry) would cost about a second. This
+    keeps, per job, the newest entry's stream id, the newest
+    :data:`KEEP_FULL` entries and the states of the newest :data:`SPARK`,
+    and asks the store only for entries newer than that id
+    (:meth:`RedisStore.ledger_tails`). Reads are serialised by a lock (a
+    page load reads the store once for all jobs).
+    """
+
+    KEEP_FULL = 5
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: dict[str, tuple[str, list[LedgerEntry], list[str]]] = {}
+
+    def read(
+        self, store: RedisStore, jobs: Sequence[str]
+    ) -> list[tuple[list[LedgerEntry], list[str], JobControl]]:
+        """Per job: its newest entries (up to KEEP_FULL), the states of its newest SPARK; its control."""
+        out: list[tuple[list[LedgerEntry], list[str], JobControl]] = []
+        with self._lock:
+            after = {j: self._kept[j][0] for j in jobs if j in self._kept and self._kept[j][0]}
+            tails = store.ledger_tails(jobs, SPARK, after)
+            for job, (newest, new, control) in zip(jobs, tails, strict=True):
+                _, full, states = self._kept.get(job, ("", [], []))
+                if job not in after:
+                    full, states = [], []
+                full = (new + full)[: self.KEEP_FULL]
+                states = ([str(e.state) for e in new] + states)[:SPARK]
+                self._kept[job] = (newest, full, states)
+                out.append((full, states, control))
+        return out
+
+
 def _member_doc(m: Member, now: int, config: Config) -> dict[str, Any]:
     voting = m.info.get("voting", "")
     clock = m.info.get("clock", "")
@@ -122,7 +162,9 @@ def _member_doc(m: Member, now: int, config: Config) -> dict[str, Any]:
     }
 
 
-def cluster_view(store: RedisStore, config: Config, shown_url: str) -> dict[str, Any]:
+def cluster_view(
+    store: RedisStore, config: Config, shown_url: str, recent: RecentLedger | None = None
+) -> dict[str, Any]:
     """Members, quorum health, the store, and recent problems (derived from the ledger and members)."""
     cluster = config.cluster
     now = store.time_ms()
@@ -149,8 +191,8 @@ def cluster_view(store: RedisStore, config: Config, shown_url: str) -> dict[str,
                     "message": f"{m['node']} runs other definitions of {', '.join(m['definitions_differ'])}",
                 }
             )
-    for recent, _ in store.recent([s.name for s in config.jobs], 5):
-        for e in recent:
+    for entries, _, _ in (recent or RecentLedger()).read(store, [s.name for s in config.jobs]):
+        for e in entries:
             if e.state in _BAD or e.state in _MISSED:
                 problems.append(
                     {
@@ -202,16 +244,18 @@ def _state_of(last: list[LedgerEntry], control: JobControl) -> set[str]:
     return states
 
 
-def jobs_view(store: RedisStore, config: Config, state: str = "all") -> dict[str, Any]:
+def jobs_view(
+    store: RedisStore, config: Config, state: str = "all", recent: RecentLedger | None = None
+) -> dict[str, Any]:
     """Every configured job: schedule, next fires, pause, last outcome, recent outcomes; filtered by state."""
     if state not in FILTERS:
         raise ValueError(f"unknown filter {state!r}: expected one of {', '.join(FILTERS)}")
     now = store.time_ms()
     jobs: list[dict[str, Any]] = []
     counts = dict.fromkeys(FILTERS, 0)
-    summaries = store.recent([s.name for s in config.jobs], SPARK)
-    for spec, (recent, control) in zip(config.jobs, summaries, strict=True):
-        states = _state_of(recent, control)
+    summaries = (recent or RecentLedger()).read(store, [s.name for s in config.jobs])
+    for spec, (last, outcomes, control) in zip(config.jobs, summaries, strict=True):
+        states = _state_of(last, control)
         for s in states:
             counts[s] += 1
         if state not in states:
@@ -221,8 +265,8 @@ def jobs_view(store: RedisStore, config: Config, state: str = "all") -> dict[str
                 "job": spec.name,
                 "schedule": _schedule_doc(spec, now, 3),
                 "control": _control_doc(control),
-                "last": entry_doc(recent[0]) if recent else None,
-                "recent": [str(e.state) for e in reversed(recent)],
+                "last": entry_doc(last[0]) if last else None,
+                "recent": outcomes[::-1],
             }
         )
     return {"store_time_ms": now, "filter": state, "counts": counts, "jobs": jobs}
