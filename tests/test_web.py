@@ -388,3 +388,18 @@ def test_cluster_api_names_the_store_without_its_password(world: World) -> None:
     assert doc["alive"] == 0 and doc["quorum_ok"] is False
     assert doc["problems"][0]["kind"] == "quorum_lost"
     assert {p["kind"] for p in doc["problems"]} >= {"slot_failed", "slot_missed"}
+
+
+def test_an_unreachable_store_is_a_one_line_503(tmp_path: Path) -> None:
+    store = RedisStore.from_url("redis://127.0.0.1:1/0", "w", socket_connect_timeout=0.5, socket_timeout=0.5)
+    config = Config(
+        ClusterConfig(namespace="w", size=3), (JobSpec.create("tick", "@every 10s", command=("true",)),)
+    )
+    app = create_app(WebContext(config, store, "redis://127.0.0.1:1/0", AdminTokens()))
+    with TestClient(app) as client:
+        api = client.get("/api/jobs")
+        page = client.get("/jobs/tick")
+    assert api.status_code == page.status_code == 503
+    error = api.json()["error"]
+    assert error.startswith("cannot read the store at redis://127.0.0.1:1/0") and "\n" not in error
+    assert "cannot read the store" in page.text

@@ -339,7 +339,11 @@ def slot_view(store: RedisStore, config: Config, job: str, fire_ms: int) -> dict
     """One slot: voters and the spec hash each voted with, quorum, executor and why, token, times, output."""
     spec = _find(config, job)
     view: SlotView = store.slot(job, fire_ms)
-    entries = [e for e in store.ledger(job, 1000) if e.fire_ms == fire_ms]
+    # A slot's entries are among the newest unless it is old; an old slot whose
+    # record expired (retention) may still be in the ledger: read all of it then.
+    entries = [e for e in store.ledger(job, 200) if e.fire_ms == fire_ms]
+    if not entries and view.state == SlotState.ABSENT:
+        entries = [e for e in store.ledger(job, config.cluster.ledger_maxlen) if e.fire_ms == fire_ms]
     final = next((e for e in entries if e.state != SlotState.RETRYING), None)
     votes = [
         {"node": node, "spec_hash": digest, "agrees": digest == spec.spec_hash} for node, digest in view.votes
