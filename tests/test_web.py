@@ -403,3 +403,18 @@ def test_an_unreachable_store_is_a_one_line_503(tmp_path: Path) -> None:
     error = api.json()["error"]
     assert error.startswith("cannot read the store at redis://127.0.0.1:1/0") and "\n" not in error
     assert "cannot read the store" in page.text
+
+
+def test_large_or_odd_bodies_are_refused_before_reading_them(world: World) -> None:
+    with TestClient(world.app) as client:
+        big = client.post(
+            "/login",
+            content=b"token=" + b"x" * 20_000,
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        many = client.post("/login", content="&".join(f"f{i}=1" for i in range(30)))
+        api = client.post(
+            "/api/jobs/tick/pause", headers={"Authorization": f"Bearer {TOKEN}"}, content=b"{nope"
+        )
+    assert big.status_code == 413 and many.status_code == 400 and api.status_code == 400
+    assert world.store.audit("tick", 10) == []

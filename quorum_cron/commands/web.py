@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["missing_web_extra", "start_web_thread", "web"]
 
-_NEEDED = ("starlette", "uvicorn", "jinja2", "multipart")
+_NEEDED = ("starlette", "uvicorn", "jinja2")
 
 
 def missing_web_extra() -> str | None:

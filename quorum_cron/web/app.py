@@ -30,8 +30,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import json
 import secrets
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +74,8 @@ MAX_SESSIONS = 1000
 MIN_WINDOW_MS = 60_000
 MAX_WINDOW_MS = 31 * 86_400_000
 MAX_PAGE = 1000
+MAX_BODY = 16 * 1024
+"""Forms and JSON bodies are small; a larger body is refused before it is read whole."""
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -201,7 +205,7 @@ def create_app(ctx: WebContext) -> Starlette:
             namespace=ctx.config.cluster.namespace,
             page=name.removesuffix(".html"),
             jobs_defined=jobs,
-            message=request.query_params.get("done", ""),
+            message=done if (done := request.query_params.get("done", "")) in ACTIONS else "",
         )
         return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
 
@@ -325,6 +329,27 @@ def create_app(ctx: WebContext) -> Starlette:
 
     # -- acting --------------------------------------------------------------
 
+    async def body_of(request: Request) -> bytes:
+        size = request.headers.get("content-length", "")
+        if size.isdigit() and int(size) > MAX_BODY:
+            raise _Refused(413, f"request body of {size} bytes is too large (expected at most {MAX_BODY})")
+        chunks: list[bytes] = []
+        total = 0
+        async for chunk in request.stream():
+            total += len(chunk)
+            if total > MAX_BODY:
+                raise _Refused(413, f"request body is too large (expected at most {MAX_BODY} bytes)")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def form_of(request: Request) -> dict[str, str]:
+        """An ``application/x-www-form-urlencoded`` body (what the pages' forms send), bounded."""
+        text = (await body_of(request)).decode("utf-8", errors="replace")
+        try:
+            return dict(urllib.parse.parse_qsl(text, keep_blank_values=True, max_num_fields=20))
+        except ValueError:
+            raise _Refused(400, "form has more than 20 fields (expected a page's form)") from None
+
     def same_origin(request: Request) -> bool:
         origin = request.headers.get("origin")
         if origin is None:
@@ -364,11 +389,11 @@ def create_app(ctx: WebContext) -> Starlette:
         session = session_of(request)
         if session is None:
             raise _Refused(403, "refused: log in with an admin token to trigger, pause or resume")
-        form = await request.form()
-        sent = str(form.get("csrf", ""))
+        form = await form_of(request)
+        sent = form.get("csrf", "")
         if not same_origin(request) or not hmac.compare_digest(sent.encode(), session.csrf.encode()):
             raise _Refused(403, "refused: the request did not come from this server's page (CSRF check)")
-        await act(job, action, session.name, check_reason(str(form.get("reason", ""))))
+        await act(job, action, session.name, check_reason(form.get("reason", "")))
         return RedirectResponse(f"{prefix(request)}/jobs/{job}?done={action}", status_code=303)
 
     async def api_action(request: Request) -> Response:
@@ -386,8 +411,9 @@ def create_app(ctx: WebContext) -> Starlette:
             )
         reason = ""
         if action == "pause":
+            raw = await body_of(request)
             try:
-                body = await request.json() if await request.body() else {}
+                body = json.loads(raw) if raw.strip() else {}
             except ValueError:
                 raise _Refused(400, 'body is not JSON: expected {"reason": "..."}') from None
             if not isinstance(body, dict) or not isinstance(body.get("reason", ""), str):
@@ -404,8 +430,8 @@ def create_app(ctx: WebContext) -> Starlette:
             raise _Refused(403, "refused: this server is read-only (started without an admin token)")
         if not same_origin(request):
             raise _Refused(403, "refused: the request did not come from this server's page (CSRF check)")
-        form = await request.form()
-        presented = str(form.get("token", ""))
+        form = await form_of(request)
+        presented = form.get("token", "")
         name = ctx.tokens.check(presented)
         if name is None:
             await asyncio.sleep(0.5)  # slows guessing down; the secret is long anyway
@@ -435,7 +461,7 @@ def create_app(ctx: WebContext) -> Starlette:
     async def logout(request: Request) -> Response:
         session = session_of(request)
         if session is not None:
-            form = await request.form()
+            form = await form_of(request)
             if same_origin(request) and hmac.compare_digest(
                 str(form.get("csrf", "")).encode(), session.csrf.encode()
             ):
