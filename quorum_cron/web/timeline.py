@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from quorum_cron.schedule import Schedule
 from quorum_cron.store.base import SlotState, SlotView
 
-__all__ = ["MAX_ROWS", "Row", "dst_mark", "expected_window", "timeline"]
+__all__ = ["MAX_ROWS", "Row", "dst_mark", "expected_window", "timeline", "walk_start"]
 
 MAX_ROWS = 1440
 """At most this many expected slots per window (one a minute for a day); older ones are cut."""
@@ -70,12 +70,18 @@ def dst_mark(fire_ms: int, tz: str) -> str:
     return ""
 
 
+def walk_start(schedule: Schedule, from_ms: int, to_ms: int) -> int:
+    """Where to start walking fire times so that about :data:`MAX_ROWS` + 1 at most lie before ``to_ms``.
+
+    The shortest interval bounds how many fire times a span can hold; the
+    caller reads the store's slots from here too (older ones would be cut).
+    """
+    return max(from_ms, to_ms - (MAX_ROWS + 1) * max(1, schedule.min_interval_ms))
+
+
 def expected_window(schedule: Schedule, from_ms: int, to_ms: int) -> tuple[list[int], bool]:
     """The schedule's fire times in ``(from_ms, to_ms]``, newest :data:`MAX_ROWS` kept; and whether cut."""
-    # Never walk much more than MAX_ROWS fire times: move the start up when the
-    # shortest interval says the window holds more.
-    step = max(1, schedule.min_interval_ms)
-    start = max(from_ms, to_ms - (MAX_ROWS + 1) * step)
+    start = walk_start(schedule, from_ms, to_ms)
     kept: collections.deque[int] = collections.deque(maxlen=MAX_ROWS)
     seen = 0
     for t in schedule.fire_times(start, to_ms):

@@ -26,7 +26,7 @@ from quorum_cron.errors import StoreError
 from quorum_cron.store.base import AuditEntry, JobControl, LedgerEntry, Member, SlotState, SlotView
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.rendezvous import weight
-from quorum_cron.web.timeline import timeline
+from quorum_cron.web.timeline import timeline, walk_start
 
 __all__ = [
     "FILTERS",
@@ -299,7 +299,7 @@ def job_view(
     span = window_ms or default_window_ms(spec)
     end = now if to_ms is None else to_ms
     start = end - span
-    slots = store.slots(job, start + 1, end)
+    slots = store.slots(job, walk_start(spec.schedule, start, end) + 1, end)
     rows, cut = timeline(spec.schedule, slots, start, end, now, spec.starting_deadline_ms)
     entries = store.ledger(job, (page + 1) * PAGE_SIZE + 1)
     has_more = len(entries) > (page + 1) * PAGE_SIZE
