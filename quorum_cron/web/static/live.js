@@ -7,7 +7,8 @@
 (function () {
   var main = document.getElementById("live");
   var status = document.getElementById("live-status");
-  if (!main || !window.EventSource) { return; }
+  // Pages with a form in their content (log in) are not replaced under the user's typing.
+  if (!main || !window.EventSource || main.getAttribute("data-live") !== "on") { return; }
   var job = main.getAttribute("data-job") || "";
   var busy = false, again = false, last = 0, updates = 0;
 
