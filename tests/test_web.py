@@ -418,3 +418,37 @@ def test_large_or_odd_bodies_are_refused_before_reading_them(world: World) -> No
         )
     assert big.status_code == 413 and many.status_code == 400 and api.status_code == 400
     assert world.store.audit("tick", 10) == []
+
+
+def test_job_timeline_marks_dst_and_manual_slots(redis_client: redis.Redis, tmp_path: Path) -> None:
+    spring = 1774746000000  # 2026-03-29 01:00 UTC: Berlin jumps from 02:00 to 03:00
+    job = JobSpec.create("berlin", "30 2 * * *", timezone="Europe/Berlin", command=("true",))
+    config = Config(ClusterConfig(namespace="w", size=3), (job,))
+    now = [spring + 86_400_000]
+    store = RedisStore(redis_client, "w", clock=lambda: now[0])
+    now[0] = spring + 5_000
+    fire = store.trigger("berlin", "op")
+    now[0] = spring + 86_400_000
+    app = create_app(WebContext(config, store, "redis://x/0", AdminTokens()))
+    with TestClient(app) as client:
+        doc = client.get("/api/jobs/berlin", params={"window": "3d"}).json()
+        html = client.get("/jobs/berlin", params={"window": "3d"}).text
+    rows = {r["fire_ms"]: r for r in doc["timeline"]}
+    assert rows[spring]["dst"] == "gap" and rows[spring]["expected"]  # 02:30 did not exist: fired at 03:00
+    assert rows[fire]["expected"] is False and rows[fire]["status"] == "no record"
+    assert "DST gap" in html and "manual" in html
+
+
+def test_behind_a_proxy_prefix_every_link_and_the_cookie_carry_it(world: World) -> None:
+    with TestClient(world.app, root_path="/cron") as client:
+        page = client.get("/cron/jobs/tick")
+        login = client.post(
+            "/cron/login",
+            data={"token": TOKEN},
+            headers={"Origin": "http://testserver"},
+            follow_redirects=False,
+        )
+    assert page.status_code == 200
+    assert 'href="/cron/static/style.css"' in page.text and 'action="/cron/jobs/tick/trigger"' in page.text
+    assert login.headers["location"] == "/cron/"
+    assert "path=/cron" in login.headers["set-cookie"].lower()

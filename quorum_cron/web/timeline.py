@@ -121,14 +121,19 @@ def timeline(
     to_ms: int,
     now_ms: int,
     deadline_ms: int,
+    triggers: Sequence[int] = (),
 ) -> tuple[list[Row], bool]:
-    """Rows for every expected fire time in ``(from_ms, to_ms]`` and every other known slot, oldest first.
+    """Rows for every expected fire time in ``(from_ms, to_ms]``, every other known slot and every
+    trigger (``triggers``: their fire times, voted for or not), oldest first.
 
     Returns the rows and whether the window was cut to :data:`MAX_ROWS` expected slots.
     """
     expected, cut = expected_window(schedule, from_ms, to_ms)
     lo = expected[0] if cut and expected else from_ms
-    by_fire = {s.fire_ms: s for s in slots if from_ms < s.fire_ms <= to_ms}
+    by_fire: dict[int, SlotView | None] = {s.fire_ms: s for s in slots if from_ms < s.fire_ms <= to_ms}
+    for t in triggers:
+        if from_ms < t <= to_ms:
+            by_fire.setdefault(t, None)
     rows = [_row(t, True, by_fire.pop(t, None), now_ms, deadline_ms, schedule.tz) for t in expected]
     rows += [_row(t, False, s, now_ms, deadline_ms, schedule.tz) for t, s in by_fire.items() if t >= lo]
     rows.sort(key=lambda r: r.fire_ms)

@@ -299,8 +299,10 @@ def job_view(
     span = window_ms or default_window_ms(spec)
     end = now if to_ms is None else to_ms
     start = end - span
-    slots = store.slots(job, walk_start(spec.schedule, start, end) + 1, end)
-    rows, cut = timeline(spec.schedule, slots, start, end, now, spec.starting_deadline_ms)
+    first = walk_start(spec.schedule, start, end)
+    slots = store.slots(job, first + 1, end)
+    triggers = store.triggers(job, first)
+    rows, cut = timeline(spec.schedule, slots, start, end, now, spec.starting_deadline_ms, triggers)
     entries = store.ledger(job, (page + 1) * PAGE_SIZE + 1)
     has_more = len(entries) > (page + 1) * PAGE_SIZE
     history = entries[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
