@@ -155,6 +155,28 @@ def _css(driver: webdriver.Chrome, selector: str) -> list[Any]:
     return list(driver.find_elements(By.CSS_SELECTOR, selector))
 
 
+# The pages replace their content when the store changes (that is the point), so an
+# element found a moment ago may be gone: read texts and attributes in one script.
+_READ = (
+    "return Array.from(document.querySelectorAll(arguments[0]))"
+    ".map(e => arguments[1] ? e.getAttribute(arguments[1]) : e.innerText.trim());"
+)
+
+
+def _texts(driver: webdriver.Chrome, selector: str) -> list[str]:
+    return list(driver.execute_script(_READ, selector, None))
+
+
+def _text(driver: webdriver.Chrome, selector: str) -> str:
+    texts = _texts(driver, selector)
+    assert len(texts) == 1, (selector, texts)
+    return texts[0]
+
+
+def _attrs(driver: webdriver.Chrome, selector: str, attr: str) -> list[str]:
+    return [a or "" for a in driver.execute_script(_READ, selector, attr)]
+
+
 def test_dashboard_in_a_real_browser(
     tmp_path: Path, cluster: Cluster, web: tuple[str, Path], browser: webdriver.Chrome
 ) -> None:
@@ -183,7 +205,9 @@ def test_dashboard_in_a_real_browser(
 
     # Jobs: every job with its last outcome.
     browser.get(base + "/")
-    rows = {r.get_attribute("data-job"): r.get_attribute("data-state") for r in _css(browser, "tr.job")}
+    rows = dict(
+        zip(_attrs(browser, "tr.job", "data-job"), _attrs(browser, "tr.job", "data-state"), strict=True)
+    )
     assert rows == {"tick": "succeeded", "manual": "", "xss": "failed"}, rows
     _wait(
         browser,
@@ -197,28 +221,28 @@ def test_dashboard_in_a_real_browser(
 
     # Cluster: three members, quorum fine.
     browser.get(base + "/cluster")
-    assert len(_css(browser, "tr.member")) == 3
-    assert "3 of 3 alive, need 2" in browser.find_element(By.ID, "health").text
+    assert len(_texts(browser, "tr.member")) == 3
+    assert "3 of 3 alive, need 2" in _text(browser, "#health")
     browser.save_screenshot(str(shots / "cluster.png"))
 
     # Slot: its voters and its token.
     entry = next(e for e in store.ledger("tick", 20) if e.state == SlotState.SUCCEEDED)
     browser.get(f"{base}/jobs/tick/slots/{entry.fire_ms}")
-    assert {r.get_attribute("data-node") for r in _css(browser, "tr.vote")} == set(entry.voters)
+    assert set(_attrs(browser, "tr.vote", "data-node")) == set(entry.voters)
     assert len(entry.voters) >= 2
-    assert browser.find_element(By.ID, "token").text == str(entry.token)
-    assert browser.find_element(By.ID, "executor").text.startswith(entry.executor)
+    assert _text(browser, "#token") == str(entry.token)
+    assert _text(browser, "#executor").startswith(entry.executor)
     browser.save_screenshot(str(shots / "slot.png"))
 
     # Job output with markup is text, on the job page and on the slot page.
     browser.get(base + "/jobs/xss")
-    details = [c.text for c in _css(browser, "tr.entry[data-state=failed] td.detail code")]
+    details = _texts(browser, "tr.entry[data-state=failed] td.detail code")
     assert details and all(XSS in d for d in details), details
     assert not _css(browser, "main script, main img")
     assert browser.title.startswith("xss ·"), browser.title
     failed = next(e for e in store.ledger("xss", 5) if e.state == SlotState.FAILED)
     browser.get(f"{base}/jobs/xss/slots/{failed.fire_ms}")
-    assert XSS in browser.find_element(By.ID, "detail").text
+    assert XSS in _text(browser, "#detail")
     assert not _css(browser, "main script, main img") and "pwned" not in browser.title
 
     # Trigger without a token: refused, nothing reaches the store.
@@ -238,20 +262,19 @@ def test_dashboard_in_a_real_browser(
     browser.find_element(By.ID, "trigger").click()
     _wait(browser, "the trigger to be done", lambda d: d.find_elements(By.ID, "done"))
     browser.execute_script("window.__sameDocument = true;")
-    by = [r.text for r in _css(browser, "#job-audit tr.audit[data-action=trigger] td.by")]
+    by = _texts(browser, "#job-audit tr.audit[data-action=trigger] td.by")
     assert by == ["alice"], by
     [audit] = store.audit("manual", 10)
     assert audit.by == "alice" and audit.action == "trigger"
     assert not _css(browser, "tr.entry"), "the run finished before the page loaded: cannot see it appear live"
     _wait(browser, "the triggered run to appear", lambda d: d.find_elements(By.CSS_SELECTOR, "tr.entry"), 30)
-    ran = _css(browser, "tr.entry")[0]
-    assert ran.get_attribute("data-state") == "succeeded"
-    assert ran.get_attribute("data-slot") == audit.detail  # the trigger's fire time
+    assert _attrs(browser, "tr.entry", "data-state") == ["succeeded"]
+    assert _attrs(browser, "tr.entry", "data-slot") == [audit.detail]  # the trigger's fire time
     assert browser.execute_script("return window.__sameDocument === true;"), "the page was reloaded"
     assert int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-updates") or 0) >= 1
     browser.save_screenshot(str(shots / "job-triggered.png"))
     browser.get(base + "/audit")
-    assert [r.text for r in _css(browser, "#audit tr.audit td.by")] == ["alice"]
+    assert _texts(browser, "#audit tr.audit td.by") == ["alice"]
     browser.save_screenshot(str(shots / "audit.png"))
 
     # Kill two of three: quorum lost; the open timeline shows the missed slot when it is decided.
@@ -260,26 +283,23 @@ def test_dashboard_in_a_real_browser(
     killed_at = now_ms()
     for name in ("n2", "n3"):
         cluster.signal(name, signal.SIGKILL)
-    cell = _wait(
+    slot = _wait(
         browser,
         "a missed slot in the timeline",
         lambda d: [
-            c
-            for c in d.find_elements(By.CSS_SELECTOR, "#timeline a.cell[data-status=missed]")
-            if int(c.get_attribute("data-slot")) > killed_at
+            t for t in _attrs(d, "#timeline a.cell[data-status=missed]", "data-slot") if int(t) > killed_at
         ],
         30,
     )[0]
     assert browser.execute_script("return window.__sameDocument === true;")
-    slot = cell.get_attribute("data-slot")
-    row = browser.find_element(By.CSS_SELECTOR, f"#slots tr.slot[data-slot='{slot}']")
     entry_missed = cluster.ledger("tick")[int(slot)]
     assert entry_missed.state == SlotState.MISSED
-    assert entry_missed.reason and entry_missed.reason in row.text
+    reason = _texts(browser, f"#slots tr.slot[data-slot='{slot}'] td.reason")
+    assert entry_missed.reason and reason == [entry_missed.reason], reason
     browser.save_screenshot(str(shots / "job-missed.png"))
     cluster.wait("n2 and n3 to drop out of the members", lambda: len(store.members()) == 1, 30)
     browser.get(base + "/cluster")
-    assert "QUORUM LOST" in browser.find_element(By.ID, "health").text
+    assert "QUORUM LOST" in _text(browser, "#health")
     browser.save_screenshot(str(shots / "cluster-quorum-lost.png"))
     assert sorted(p.name for p in shots.iterdir()) == [
         "audit.png",

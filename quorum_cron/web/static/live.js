@@ -47,10 +47,11 @@
   source.onerror = function () {
     if (status) { status.textContent = "○ reconnecting"; status.className = "live-off"; }
   };
-  ["ledger", "audit"].forEach(function (name) {
-    source.addEventListener(name, function (e) { if (concerns(e)) { refresh(); } });
-  });
-  ["members", "store", "resync"].forEach(function (name) {
-    source.addEventListener(name, function () { refresh(); });
+  // Which events this page shows (data-kinds); job events only when they are about its job.
+  var kinds = (main.getAttribute("data-kinds") || "").split(" ");
+  kinds.forEach(function (name) {
+    if (!name) { return; }
+    var perJob = name === "ledger" || name === "audit";
+    source.addEventListener(name, function (e) { if (!perJob || concerns(e)) { refresh(); } });
   });
 })();
