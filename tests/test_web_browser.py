@@ -301,6 +301,8 @@ def test_dashboard_in_a_real_browser(
     browser.get(base + "/cluster")
     assert "QUORUM LOST" in _text(browser, "#health")
     browser.save_screenshot(str(shots / "cluster-quorum-lost.png"))
+    # The agent serving --web-port still stops cleanly.
+    assert cluster.stop(["n1"]) == {"n1": 0}, cluster.describe()
     assert sorted(p.name for p in shots.iterdir()) == [
         "audit.png",
         "cluster-quorum-lost.png",
