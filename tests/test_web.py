@@ -288,7 +288,7 @@ def test_live_events_report_ledger_and_audit_entries(world: World) -> None:
         b = Broadcaster(world.store, ["tick", "other"], members_every_s=0.1)
         queue = b.subscribe()
         try:
-            await asyncio.sleep(0.3)  # the watcher's first blocking read is waiting
+            await asyncio.wait_for(b.watching.wait(), 10)
             await asyncio.to_thread(world.store.trigger, "other", "carol")
             await asyncio.to_thread(world.run, T0 + 10_000, True, "ok")
             got = [await asyncio.wait_for(queue.get(), 10) for _ in range(2)]

@@ -66,6 +66,8 @@ class Broadcaster:
         self._monotonic = monotonic
         self._queues: set[asyncio.Queue[str]] = set()
         self._task: asyncio.Task[None] | None = None
+        self.watching = asyncio.Event()
+        """Set once the watcher has its starting point: every store change after it is reported."""
 
     @property
     def listeners(self) -> int:
@@ -109,6 +111,7 @@ class Broadcaster:
             try:
                 if not start:
                     start = await asyncio.to_thread(self._store.follow_cursor)
+                    self.watching.set()
                 entries = await asyncio.to_thread(self._store.follow, self._jobs, cursor, start, BLOCK_MS)
                 for e in entries:
                     self.publish(self._event(e))
