@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,6 +24,7 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from quorum_cron.config import ClusterConfig, Config, JobSpec
+from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.schedule import Schedule
 from quorum_cron.store.base import SlotState, SlotView, SweepParams, VoteRequest
 from quorum_cron.store.redis import RedisStore
@@ -452,3 +455,44 @@ def test_behind_a_proxy_prefix_every_link_and_the_cookie_carry_it(world: World) 
     assert 'href="/cron/static/style.css"' in page.text and 'action="/cron/jobs/tick/trigger"' in page.text
     assert login.headers["location"] == "/cron/"
     assert "path=/cron" in login.headers["set-cookie"].lower()
+
+
+def test_web_command_serves_warns_of_a_readable_token_file_and_stops_on_sigterm(
+    tmp_path: Path, redis_server: EmbeddedRedis
+) -> None:
+    url = redis_server.url
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[cluster]\nname = "w"\nsize = 1\nredis_url = "{url}"\n')
+    tokens = tmp_path / "tok"
+    tokens.write_text(f"{TOKEN}\n")
+    tokens.chmod(0o644)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "quorum_cron",
+            "web",
+            "--config",
+            str(cfg),
+            "--bind",
+            "127.0.0.1:0",
+            "--admin-token-file",
+            str(tokens),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        assert proc.stderr is not None
+        warning = proc.stderr.readline()
+        serving = proc.stderr.readline()
+        assert warning.startswith(f"warning: admin token file '{tokens}' can be read by other users")
+        assert "serving http://127.0.0.1:" in serving and "(admin tokens: alice)" in serving
+        assert url.replace("redis://", "") in serving
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

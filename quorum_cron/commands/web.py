@@ -89,13 +89,17 @@ def web(
         sock = listen(host, port)
     except ConfigError as exc:
         fail(str(exc))
+    if tokens.file is not None and tokens.file.stat().st_mode & 0o077:
+        click.echo(
+            f"warning: admin token file {str(tokens.file)!r} can be read by other users "
+            f"(expected mode 600: chmod 600 {tokens.file})",
+            err=True,
+        )
     store, shown = store_for(config, redis_url)
     names = sorted(tokens.current()) if tokens.enabled else []
     mode = f"admin tokens: {', '.join(names) or 'none yet'}" if tokens.enabled else "read-only"
     where = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}{root_path}/"
-    click.echo(
-        f"quorum-cron web: cluster {config.cluster.namespace} on {shown}, serving {where} ({mode})", err=True
-    )
+    line = f"quorum-cron web: cluster {config.cluster.namespace} on {shown}, serving {where} ({mode})"
     try:
         serve(
             sock,
@@ -106,6 +110,7 @@ def web(
             root_path=root_path,
             forwarded_allow_ips=forwarded_allow_ips,
             access_log=access_log,
+            announce=lambda: click.echo(line, err=True),
         )
     finally:
         store.close()

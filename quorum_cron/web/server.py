@@ -8,9 +8,12 @@ handlers: the agent keeps its own, and stops the server when it exits.
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import FrameType
 
 import uvicorn
 
@@ -84,8 +87,14 @@ def serve(
     root_path: str = "",
     forwarded_allow_ips: str = "127.0.0.1",
     access_log: bool = False,
+    announce: Callable[[], None] = lambda: None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (uvicorn's handlers, in the main thread)."""
+    """Serve until SIGTERM or SIGINT, then stop gracefully and return (a second signal: at once).
+
+    The server runs on a thread and this (main) thread owns the signals, so
+    that a stop is an ordinary return (exit status 0), not uvicorn re-raising
+    the signal; ``announce`` is called once the handlers are in place.
+    """
     server = _server(
         config,
         store,
@@ -95,7 +104,22 @@ def serve(
         forwarded_allow_ips=forwarded_allow_ips,
         access_log=access_log,
     )
-    server.run(sockets=[sock])
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if server.should_exit:
+            server.force_exit = True
+        server.should_exit = True
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="web")
+        thread.start()
+        announce()
+        while thread.is_alive():
+            thread.join(0.5)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @dataclass
