@@ -496,3 +496,16 @@ def test_web_command_serves_warns_of_a_readable_token_file_and_stops_on_sigterm(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_slot_page_finds_an_expired_slot_in_the_ledger(world: World, redis_client: redis.Redis) -> None:
+    old = T0 - 40_000  # succeeded in seed(); then 200 newer runs
+    for k in range(1, 201):
+        world.run(T0 + 10_000 * k, True, "exit 0")
+    redis_client.delete(f"qc:{{w:tick}}:slot:{old}")  # the slot record expired (retention)
+    with TestClient(world.app) as client:
+        doc = client.get(f"/api/jobs/tick/slots/{old}").json()
+        made_up = client.get(f"/api/jobs/tick/slots/{old + 1}").json()
+    assert doc["in_store"] is False and doc["state"] == "succeeded"
+    assert [v["node"] for v in doc["votes"]] == ["n1", "n2"] and doc["token"] > 0
+    assert made_up["state"] == "absent" and made_up["ledger"] == []

@@ -343,8 +343,13 @@ def slot_view(store: RedisStore, config: Config, job: str, fire_ms: int) -> dict
     view: SlotView = store.slot(job, fire_ms)
     # A slot's entries are among the newest unless it is old; an old slot whose
     # record expired (retention) may still be in the ledger: read all of it then.
-    entries = [e for e in store.ledger(job, 200) if e.fire_ms == fire_ms]
-    if not entries and view.state == SlotState.ABSENT:
+    # Only for a fire time the schedule has and older than the newest entries: a
+    # made-up URL must not make the server read the whole ledger.
+    newest = store.ledger(job, 200)
+    entries = [e for e in newest if e.fire_ms == fire_ms]
+    older = len(newest) == 200 and fire_ms < min(e.fire_ms for e in newest)
+    scheduled = fire_ms in spec.schedule.fire_times(fire_ms - 1, fire_ms)
+    if not entries and view.state == SlotState.ABSENT and older and scheduled:
         entries = [e for e in store.ledger(job, config.cluster.ledger_maxlen) if e.fire_ms == fire_ms]
     final = next((e for e in entries if e.state != SlotState.RETRYING), None)
     votes = [
