@@ -52,10 +52,11 @@ def status(config_path: Path, redis_url: str | None, as_json: bool) -> None:
         members = store.members()
         last: dict[str, LedgerEntry | None] = {}
         controls: dict[str, JobControl] = {}
-        for spec in jobs:
-            entries = store.ledger(spec.name, 1)
-            last[spec.name] = entries[0] if entries else None
-            controls[spec.name] = store.control(spec.name)
+        # Pipelined (on a cluster: one pipeline per master), not a round trip per job.
+        names = [spec.name for spec in jobs]
+        for name, (_, entries, control) in zip(names, store.ledger_tails(names, 1, {}), strict=True):
+            last[name] = entries[0] if entries else None
+            controls[name] = control
     except StoreError as exc:
         fail(f"cannot read the store at {shown}: {exc}")
     finally:
