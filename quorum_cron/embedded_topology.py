@@ -361,12 +361,21 @@ class EmbeddedCluster(_Topology):
                     return s
         raise EmbeddedRedisError(f"no running replica of {master.name}")
 
-    def migrate_slot(self, key: str, target: ServerProc, *, between: Callable[[], None] | None = None) -> int:
+    def migrate_slot(
+        self,
+        key: str,
+        target: ServerProc,
+        *,
+        between: Callable[[], None] | None = None,
+        moved: Callable[[], None] | None = None,
+    ) -> int:
         """Move ``key``'s hash slot to ``target`` (a master), as ``redis-cli --cluster reshard`` does.
 
         ``between`` runs after the slot is marked MIGRATING/IMPORTING and
-        before its keys move (clients get ASK for moved keys meanwhile).
-        Returns the slot.
+        before its keys move; ``moved`` after the keys moved (in one
+        ``MIGRATE`` per 1000 keys) and before the slot is assigned to
+        ``target`` (the source answers ASK for them meanwhile). Returns the
+        slot.
         """
         source = self.master_of(key)
         if source is target:
@@ -381,10 +390,12 @@ class EmbeddedCluster(_Topology):
             if between is not None:
                 between()
             while True:
-                keys = _cmd(src, "CLUSTER", "GETKEYSINSLOT", slot, 100)
+                keys = _cmd(src, "CLUSTER", "GETKEYSINSLOT", slot, 1000)
                 if not keys:
                     break
                 _cmd(src, "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
+            if moved is not None:
+                moved()
             for c in (dst, src):
                 _cmd(c, "CLUSTER", "SETSLOT", slot, "NODE", dst_id)
             for m in self.masters():

@@ -142,3 +142,45 @@ def test_operator_commands_take_a_cluster_url(redis_cluster: EmbeddedCluster, tm
         assert len(lines) == 1 and "has path '/m/x'" in lines[0] and "hunter2" not in lines[0], bad.output
     finally:
         c.close()
+
+
+def test_votes_follow_ask_and_moved_while_a_jobs_slot_moves(redis_cluster: EmbeddedCluster) -> None:
+    """A job's keys have moved but the slot is not reassigned yet: the source answers ASK and the
+    vote runs on the importing master, where it sees the earlier vote (it commits); once the slot
+    is reassigned the source answers MOVED and the next vote finds the decided slot. The slot is
+    moved back at the end (the session cluster is shared)."""
+    client = cluster_client(redis_cluster)
+    client.flushall()
+    now = [1_700_000_000_000]
+    store = RedisStore(client, "mig", clock=lambda: now[0])
+    key = "qc:{mig:moving}:meta"
+    source = redis_cluster.master_of(key)
+    target = next(m for m in redis_cluster.masters() if m is not source)
+    fire = now[0]
+
+    def vote(node: str) -> VoteStatus:
+        [res] = store.vote([VoteRequest("moving", fire, node, "h", 2, 5_000, 60_000)])
+        return res.status
+
+    def asking_calls() -> int:
+        c = target.client()
+        try:
+            return int(c.info("commandstats").get("cmdstat_asking", {}).get("calls", 0))
+        finally:
+            c.close()
+
+    got: dict[str, VoteStatus] = {}
+    try:
+        assert vote("n1") == VoteStatus.RECORDED
+        before = asking_calls()
+        redis_cluster.migrate_slot(key, target, moved=lambda: got.setdefault("ask", vote("n2")))
+        assert got["ask"] == VoteStatus.COMMITTED, got  # n1's vote was found on the target
+        assert asking_calls() > before, "the vote did not reach the target through ASKING"
+        assert vote("n3") == VoteStatus.DECIDED  # MOVED: the store's slot map is refreshed
+        assert store._cluster_runner is not None
+        assert store._cluster_runner.owner(key).port == target.port
+        assert redis_cluster.master_of(key) is target
+    finally:
+        if redis_cluster.master_of(key) is not source:
+            redis_cluster.migrate_slot(key, source)
+        client.close()
