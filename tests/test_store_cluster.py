@@ -107,7 +107,9 @@ def test_wait_is_sent_to_each_master_that_took_writes(redis_cluster: EmbeddedClu
     client = cluster_client(redis_cluster)
     client.flushall()
     jobs = _jobs_on_two_masters(redis_cluster, "w")
-    ok, short = RedisStore(client, "w", wait_replicas=1), RedisStore(client, "w", wait_replicas=2)
+    # A generous timeout for the satisfiable WAIT (a loaded machine), a short one for the other.
+    ok = RedisStore(client, "w", wait_replicas=1, wait_timeout_ms=5_000)
+    short = RedisStore(client, "w", wait_replicas=2, wait_timeout_ms=100)
     try:
         now = ok.time_ms()
         votes = [VoteRequest(j, now // 1000 * 1000, "n1", "h", 2, 5_000, 60_000) for j in jobs]
