@@ -160,7 +160,10 @@ def test_cluster_failover_and_slot_migration_lose_nothing_and_run_nothing_twice(
                     in_failover = killed_at - 2000 <= t <= healed_at + 3000
                     in_migration = job == moved_job and migrating_at - 1000 <= t <= moved_at + 3000
                     assert in_failover or in_migration, (job, e, spread, when, c.describe())
-        assert states["succeeded"] >= 6 * 8, states  # (every slot outside those windows: above)
+        # Every slot outside those windows succeeded (above); every job ran again after the healing.
+        for job in jobs:
+            after = [e for t, e in c.ledger(job).items() if t > healed_at]
+            assert any(e.state == SlotState.SUCCEEDED for e in after), (job, states)
         assert killed_at > first
 
 
@@ -197,4 +200,6 @@ def test_sentinel_failover_agents_carry_on_without_duplicates(tmp_path: Path, ag
             for t, e in c.ledger(job).items():
                 if first < t <= last and e.state == SlotState.MISSED:
                     assert killed_at - 3000 <= t <= promoted_at + 3000, (job, e)
-        assert states["succeeded"] >= 2 * 6, states
+        for job in jobs:
+            after = [e for t, e in c.ledger(job).items() if t > promoted_at]
+            assert any(e.state == SlotState.SUCCEEDED for e in after), (job, states)
