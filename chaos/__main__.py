@@ -37,7 +37,9 @@ def missing_tools() -> list[str]:
     if os.geteuid() != 0:
         missing.append("root (network namespaces and nftables need it)")
     for tool, package in (("ip", "iproute2"), ("nft", "nftables"), ("redis-server", "redis-server")):
-        if shutil.which(tool) is None and not any(os.access(f"{d}/{tool}", os.X_OK) for d in ("/usr/sbin", "/sbin")):
+        if shutil.which(tool) is None and not any(
+            os.access(f"{d}/{tool}", os.X_OK) for d in ("/usr/sbin", "/sbin")
+        ):
             missing.append(f"{tool} (apt-get install {package})")
     if libfaketime() is None:
         missing.append("libfaketimeMT.so.1 (apt-get install faketime)")
@@ -48,7 +50,9 @@ def _kinds(text: str) -> tuple[str, ...]:
     kinds = tuple(k.strip() for k in text.split(",") if k.strip())
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds:
-        raise argparse.ArgumentTypeError(f"unknown fault kind(s) {bad or text!r}: expected some of {', '.join(KINDS)}")
+        raise argparse.ArgumentTypeError(
+            f"unknown fault kind(s) {bad or text!r}: expected some of {', '.join(KINDS)}"
+        )
     return kinds
 
 
@@ -122,7 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         run(opts)
         report = check_dir(opts.workdir)
         print(report.render(), flush=True)
-        summary = report.summary() | {"wall_s": round(time.monotonic() - started, 1), "dir": str(opts.workdir)}
+        summary = report.summary() | {
+            "wall_s": round(time.monotonic() - started, 1),
+            "dir": str(opts.workdir),
+        }
         summaries.append(summary)
         failed |= not report.ok
     if args.json is not None:

@@ -23,6 +23,7 @@ Due slots are those from two seconds after the run's start to its end.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections import Counter, defaultdict
@@ -97,6 +98,7 @@ class Report:
     rows: list[FaultRow] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     uncovered: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def coverage(self) -> float:
@@ -136,8 +138,9 @@ class Report:
             ledger = ",".join(f"{k}:{v}" for k, v in sorted(r.ledger_only.items())) or "-"
             cov = f"{r.eligible_ran}/{r.eligible}" if r.eligible else "-"
             out.append(
-                f"{r.index:>3} {r.kind:<19} {r.targets:<12} {r.at_s:>6.1f} {r.secs:>5.1f} {r.due:>4} {r.ran:>4} "
-                f"{ledger:<18} {r.unaccounted:>5} {r.duplicates:>4} {r.early:>5} {cov:>7}"
+                f"{r.index:>3} {r.kind:<19} {r.targets:<12} {r.at_s:>6.1f} {r.secs:>5.1f} "
+                f"{r.due:>4} {r.ran:>4} {ledger:<18} {r.unaccounted:>5} {r.duplicates:>4} "
+                f"{r.early:>5} {cov:>7}"
             )
         s = self.summary()
         out += [
@@ -148,6 +151,7 @@ class Report:
             f"coverage while a quorum could reach Redis {self.coverage:.2%} "
             f"({self.eligible_ran}/{self.eligible}, need >= {COVERAGE_MIN:.0%})",
         ]
+        out += [f"note: {n}" for n in self.notes]
         if self.uncovered:
             out.append("not run although a quorum could reach Redis:")
             out += [f"  {u}" for u in self.uncovered[:max_lines]]
@@ -181,6 +185,7 @@ def check(record: dict[str, Any], runs: list[Run], ledger: dict[str, list[dict[s
     faults = record["faults"]
     rep = Report(o["scheduler"], int(o["seed"]), len(nodes))
     rep.faults_by_kind.update(f["kind"] for f in faults)
+    rep.notes = list(record.get("notes", []))
     spans = _impaired(faults, nodes)
 
     first = math.ceil((t0 + WARMUP_MS) / period) * period
@@ -190,7 +195,9 @@ def check(record: dict[str, Any], runs: list[Run], ledger: dict[str, list[dict[s
     for r in runs:
         by_slot[(r.job, r.slot)].append(r)
         if r.job not in jobs or r.slot % period:
-            rep.violations.append(f"phantom: {r.job}@{r.slot} is not a slot of the schedule (ran on {r.node})")
+            rep.violations.append(
+                f"phantom: {r.job}@{r.slot} is not a slot of the schedule (ran on {r.node})"
+            )
     latest: dict[tuple[str, int], dict[str, Any]] = {}
     for job, entries in ledger.items():
         for e in reversed(entries):  # newest first in the file: keep each slot's latest entry
@@ -199,7 +206,7 @@ def check(record: dict[str, Any], runs: list[Run], ledger: dict[str, list[dict[s
     # Token order, per job, in real start order (all runs, not only due ones).
     for job in jobs:
         seq = sorted((r for r in runs if r.job == job and r.token is not None), key=lambda r: r.start_ms)
-        for a, b in zip(seq, seq[1:], strict=False):
+        for a, b in itertools.pairwise(seq):
             assert a.token is not None and b.token is not None
             if b.token <= a.token:
                 rep.violations.append(
@@ -223,8 +230,11 @@ def check(record: dict[str, Any], runs: list[Run], ledger: dict[str, list[dict[s
         mine = by_slot.get((job, t), [])
         entry = latest.get((job, t))
         row = next(
-            (r for r, f in zip(rows, faults, strict=True)
-             if int(f["start_ms"]) - LEAD_MS <= t <= int(f["recovered_ms"]) + deadline),
+            (
+                r
+                for r, f in zip(rows, faults, strict=True)
+                if int(f["start_ms"]) - LEAD_MS <= t <= int(f["recovered_ms"]) + deadline
+            ),
             quiet,
         )
         row.due += 1
@@ -261,8 +271,8 @@ def check(record: dict[str, Any], runs: list[Run], ledger: dict[str, list[dict[s
             )
         lo, hi = t - LEAD_MS, t + deadline
         hurt: set[str] = set()
-        for a, b, who in spans:
-            if a <= hi and b >= lo:
+        for since, until, who in spans:
+            if since <= hi and until >= lo:
                 hurt |= who
         if len(nodes) - len(hurt) >= quorum:
             rep.eligible += 1
@@ -278,7 +288,9 @@ def check(record: dict[str, Any], runs: list[Run], ledger: dict[str, list[dict[s
     for job, t in sorted(set(by_slot) - due_set):
         if len(by_slot[(job, t)]) > 1:
             rep.duplicates += 1
-            rep.violations.append(f"duplicate: {job}@{t} started {len(by_slot[(job, t)])} times (outside the due range)")
+            rep.violations.append(
+                f"duplicate: {job}@{t} started {len(by_slot[(job, t)])} times (outside the due range)"
+            )
     if rep.coverage < COVERAGE_MIN:
         rep.violations.append(
             f"coverage: {rep.eligible_ran} of {rep.eligible} slots due while a quorum could reach Redis ran "

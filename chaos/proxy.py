@@ -93,8 +93,9 @@ class _Proxy:
         self.conns.add(task)
         up_writer: asyncio.StreamWriter | None = None
         try:
-            up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(*self.target), 2.0)
-            await asyncio.gather(self.pump(port, reader, up_writer), self.pump(port, up_reader, writer))
+            up_reader, upstream = await asyncio.wait_for(asyncio.open_connection(*self.target), 2.0)
+            up_writer = upstream
+            await asyncio.gather(self.pump(port, reader, upstream), self.pump(port, up_reader, writer))
         except (OSError, TimeoutError, asyncio.IncompleteReadError):
             pass
         finally:

@@ -35,7 +35,7 @@ from types import FrameType
 from typing import Any
 
 from chaos.netns import HUB_IP, Net, clean_stale
-from chaos.plan import KINDS, Fault, plan
+from chaos.plan import GAP_S, KINDS, Fault, plan
 from chaos.proxy import ProxyControl
 from chaos.servers import Procs, RedisServer
 from quorum_cron.embedded import find_redis_server
@@ -251,8 +251,9 @@ class Harness:
             cmd += ["--port", str(self.port(node)), "--jobs", str(self.o.jobs), "--out", str(self.truth)]
             cmd += ["--ttl-ms", str(self.o.leader_ttl_ms), "--poll-ms", "100"]
             cmd += ["--period-ms", str(self.o.period_ms)]
-        self.nodes[node] = self.procs.start(f"node-{node}", [*self.net.exec_prefix(node), *cmd],
-                                            env=self._env(node))
+        self.nodes[node] = self.procs.start(
+            f"node-{node}", [*self.net.exec_prefix(node), *cmd], env=self._env(node)
+        )
 
     def _joined(self, node: str, since: int) -> bool:
         log = self.dir / "logs" / f"node-{node}.log"
@@ -361,9 +362,12 @@ class Harness:
                 self.set_clock(n, 0)
         elif f.kind == "redis-restart":
             self.primary.start(replica_of=None)
+            if self.replica is not None:
+                self.primary.wait_replica_synced()
         elif f.kind == "promotion":
             assert self.replica is not None
             self.replica.start(replica_of=self.primary)
+            self.primary.wait_replica_synced()
 
     def log_fault(self, f: Fault, start_ms: int, end_ms: int) -> dict[str, Any]:
         doc = {
@@ -398,8 +402,10 @@ class Harness:
         try:
             doc = {
                 f"job{i}": [
-                    {k: (list(v) if isinstance(v, tuple) else str(v) if k == "state" else v)
-                     for k, v in asdict(e).items()}
+                    {
+                        k: (list(v) if isinstance(v, tuple) else str(v) if k == "state" else v)
+                        for k, v in asdict(e).items()
+                    }
                     for e in store.ledger(f"job{i}", 100_000)
                 ]
                 for i in range(self.o.jobs)
@@ -435,23 +441,35 @@ def run(opts: Options, *, echo: bool = True) -> RunRecord:
         with Harness(opts) as h:
             h.up()
             t0 = (_now_ms() // 1000 + 1) * 1000
-            record = RunRecord(asdict(opts) | {"workdir": str(opts.workdir)}, t0, t0 + int(opts.seconds * 1000))
+            record = RunRecord(
+                asdict(opts) | {"workdir": str(opts.workdir)}, t0, t0 + int(opts.seconds * 1000)
+            )
             if echo:
-                print(f"chaos: {opts.scheduler}, {opts.nodes} nodes, seed {opts.seed}, {len(schedule)} faults, "
-                      f"{opts.seconds:.0f} s; run dir {opts.workdir}", flush=True)
+                print(
+                    f"chaos: {opts.scheduler}, {opts.nodes} nodes, seed {opts.seed}, {len(schedule)} faults, "
+                    f"{opts.seconds:.0f} s; run dir {opts.workdir}",
+                    flush=True,
+                )
+            quiet_from = 0
             for f in schedule:
-                _sleep_until(t0 + f.at_s * 1000)
+                # A heal can take longer than planned (a restart, a resync): keep the gap after it.
+                begin = max(t0 + f.at_s * 1000, quiet_from + GAP_S * 1000)
+                if begin + (f.duration_s + opts.recovery_s) * 1000 > record.end_ms:
+                    record.notes.append(f"fault #{f.index} ({f.kind}) dropped: earlier heals ran late")
+                    break
+                _sleep_until(begin)
                 start = _now_ms()
                 h.apply(f)
                 _sleep_until(start + f.duration_s * 1000)
                 h.heal(f)
                 record.faults.append(h.log_fault(f, start, _now_ms()))
+                quiet_from = record.faults[-1]["recovered_ms"]
                 if echo:
                     print(f"  {(start - t0) / 1000:6.1f}s  #{f.index} {f.describe()}", flush=True)
             _sleep_until(record.end_ms + opts.deadline_ms + 3000)
             h.stop_nodes()
             h.dump_ledger()
-            record.notes = h.notes
+            record.notes += h.notes
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old_alarm)

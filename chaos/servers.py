@@ -4,7 +4,9 @@ Every process is started through ``ip netns exec`` (which execs, so the pid
 we hold is the program's own) in a session of its own, its output in a log
 file of the run directory, and registered in :class:`Procs`, which kills
 them all — by pid and process group, never by name — when the run ends,
-fails or is interrupted.
+fails or is interrupted. Each also gets ``PR_SET_PDEATHSIG``: if the
+harness itself is SIGKILLed, the kernel kills them; the namespaces left
+behind are removed by the next run (``netns.clean_stale``).
 
 Redis runs with AOF (``appendfsync always``: the strict setting that
 docs/operations.md recommends) and also listens on a Unix socket in the run
@@ -15,6 +17,7 @@ the replica through that file, without any route into the namespaces.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -27,6 +30,14 @@ import redis
 from chaos.netns import Net
 
 __all__ = ["Procs", "RedisServer"]
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the harness dies, even by SIGKILL (Linux prctl)."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class Procs:
@@ -47,6 +58,7 @@ class Procs:
                 stderr=log,
                 env=dict(os.environ, **(env or {})),
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         self.live.append(proc)
         return proc
@@ -91,6 +103,8 @@ class RedisServer:
         cmd = [*self.net.exec_prefix(self.role), self.binary, "--bind", self.ip, "--port", str(self.PORT)]
         cmd += ["--protected-mode", "no", "--unixsocket", str(self.socket), "--unixsocketperm", "700"]
         cmd += ["--dir", str(self.dir), "--save", "", "--appendonly", "yes", "--appendfsync", "always"]
+        # Redis 7 delays a diskless full sync by 5 s waiting for more replicas; there is one.
+        cmd += ["--repl-diskless-sync-delay", "0"]
         if self.replica_of is not None:
             cmd += ["--replicaof", self.replica_of, str(self.PORT)]
         with contextlib.suppress(FileNotFoundError):
@@ -103,14 +117,35 @@ class RedisServer:
             with contextlib.suppress(redis.RedisError, OSError):
                 c = self.client()
                 try:
-                    if c.ping():
-                        # A replica answers PING before its first sync; wait for the link.
-                        if self.replica_of is None or c.info("replication").get("master_link_status") == "up":
-                            return
+                    # A replica answers PING before its first sync; wait for the link.
+                    if c.ping() and (
+                        self.replica_of is None or c.info("replication").get("master_link_status") == "up"
+                    ):
+                        return
                 finally:
                     c.close()
             if time.monotonic() > deadline:
                 raise RuntimeError(f"redis-server {self.role} not ready after {timeout:.0f} s")
+            time.sleep(0.05)
+
+    def wait_replica_synced(self, timeout: float = 20) -> None:
+        """Until this primary has a replica in state ``online`` (``WAIT`` can succeed again)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(redis.RedisError, OSError):
+                c = self.client()
+                try:
+                    info = c.info("replication")
+                finally:
+                    c.close()
+                if any(
+                    str(v).find("state=online") >= 0 or (isinstance(v, dict) and v.get("state") == "online")
+                    for k, v in info.items()
+                    if k.startswith("slave")
+                ):
+                    return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server {self.role}: no replica online after {timeout:.0f} s")
             time.sleep(0.05)
 
     def crash(self) -> None:
@@ -123,7 +158,7 @@ class RedisServer:
         """``REPLICAOF NO ONE``: this replica becomes a primary with the data it has."""
         c = self.client()
         try:
-            c.execute_command("REPLICAOF", "NO", "ONE")
+            c.execute_command("REPLICAOF", "NO", "ONE")  # type: ignore[no-untyped-call]
         finally:
             c.close()
         self.replica_of = None
