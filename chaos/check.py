@@ -13,6 +13,7 @@ exit status 1):
 * **unaccounted** — every due slot either ran or has a ledger entry (with
   its reason: missed, lost, skipped...);
 * **ledger contradicts** — no slot recorded ``missed``/``skipped`` that ran;
+* **crash** — no node process exited by itself during the run;
 * **coverage** — of the due slots during which a quorum of nodes could
   reach Redis (no impairing fault on them from one second before the fire
   time to the starting deadline, counting ``recovery_s`` after each heal),
@@ -186,6 +187,7 @@ def check(record: dict[str, Any], runs: list[Run], ledger: dict[str, list[dict[s
     rep = Report(o["scheduler"], int(o["seed"]), len(nodes))
     rep.faults_by_kind.update(f["kind"] for f in faults)
     rep.notes = list(record.get("notes", []))
+    rep.violations += [f"crash: {c}" for c in record.get("crashes", [])]
     spans = _impaired(faults, nodes)
 
     first = math.ceil((t0 + WARMUP_MS) / period) * period

@@ -44,7 +44,6 @@ from quorum_cron.store.redis import RedisStore
 __all__ = ["Options", "RunRecord", "libfaketime", "run"]
 
 ROOT = Path(__file__).resolve().parent.parent
-BASELINE = ROOT / "benchmarks" / "leader_baseline.py"
 NAMESPACE = "chaos"
 PROXY_BASE = 7000
 EXIT_ID_TAKEN = 3
@@ -93,6 +92,7 @@ class RunRecord:
     end_ms: int
     faults: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    crashes: list[str] = field(default_factory=list)
 
 
 def libfaketime() -> str | None:
@@ -138,6 +138,8 @@ class Harness:
         self.faketime = libfaketime()
         self.fault_log = (self.dir / "faults.jsonl").open("a")
         self.notes: list[str] = []
+        self.crashes: list[str] = []
+        self.crashed: set[str] = set()
 
     # -- lifetime --------------------------------------------------------------------
 
@@ -247,7 +249,7 @@ class Harness:
             cmd = [sys.executable, "-m", "quorum_cron.agent", "--config", str(self.config)]
             cmd += ["--node-id", node, "--redis", url, "--log-json", "--grace", "2s"]
         else:
-            cmd = [sys.executable, str(BASELINE), "--scheduler", "--node", node, "--host", HUB_IP]
+            cmd = [sys.executable, "-m", "chaos.leader_node", "--node", node, "--host", HUB_IP]
             cmd += ["--port", str(self.port(node)), "--jobs", str(self.o.jobs), "--out", str(self.truth)]
             cmd += ["--ttl-ms", str(self.o.leader_ttl_ms), "--poll-ms", "100"]
             cmd += ["--period-ms", str(self.o.period_ms)]
@@ -384,6 +386,16 @@ class Harness:
         self.fault_log.flush()
         return doc
 
+    def check_alive(self) -> None:
+        """Record every node that exited by itself (a crash is a finding, never ignored)."""
+        for node, proc in self.nodes.items():
+            if proc.poll() is not None and node not in self.crashed:
+                self.crashed.add(node)
+                log = self.dir / "logs" / f"node-{node}.log"
+                tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+                last = " ".join(tail)[:300]
+                self.crashes.append(f"node {node} exited by itself with {proc.returncode}: {last}")
+
     # -- after the run ---------------------------------------------------------------
 
     def stop_nodes(self) -> None:
@@ -462,11 +474,14 @@ def run(opts: Options, *, echo: bool = True) -> RunRecord:
                 h.apply(f)
                 _sleep_until(start + f.duration_s * 1000)
                 h.heal(f)
+                h.check_alive()
                 record.faults.append(h.log_fault(f, start, _now_ms()))
                 quiet_from = record.faults[-1]["recovered_ms"]
                 if echo:
                     print(f"  {(start - t0) / 1000:6.1f}s  #{f.index} {f.describe()}", flush=True)
             _sleep_until(record.end_ms + opts.deadline_ms + 3000)
+            h.check_alive()
+            record.crashes = h.crashes
             h.stop_nodes()
             h.dump_ledger()
             record.notes += h.notes

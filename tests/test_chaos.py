@@ -249,13 +249,14 @@ def test_interrupted_run_leaves_nothing_and_a_killed_one_is_cleaned(tmp_path: Pa
                 assert proc.poll() is None, proc.communicate()[1]
                 assert time.monotonic() < deadline, "the harness did not come up within 60 s"
                 time.sleep(0.2)
-            assert len(_our_namespaces(proc.pid)) == 7  # hub, r1, r2, n1..n5
+            assert len(_our_namespaces(proc.pid)) == 8  # hub, r1, r2, n1..n5
             proc.send_signal(sig)
             proc.wait(timeout=60)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+                _chaos("clean", timeout=60)  # what this test failed to see done
         if sig == signal.SIGINT:
             assert proc.returncode == 130
             assert _our_namespaces(proc.pid) == []
