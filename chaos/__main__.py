@@ -9,7 +9,8 @@
 
 Needs root, ``ip`` (iproute2), ``nft`` (nftables), libfaketime and
 redis-server; a missing one is reported on one line (exit 2).
-Exit status: 0 no violation, 1 a violation, 2 bad usage or missing tool.
+Exit status: 0 no violation, 1 a violation (or a run that could not be carried
+out: a node that would not restart...), 2 bad usage or a missing tool.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -123,7 +125,14 @@ def main(argv: list[str] | None = None) -> int:
             kinds=kinds,
         )
         started = time.monotonic()
-        run(opts)
+        try:
+            run(opts)
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            # The run could not be carried out (a node that would not restart, Redis that would
+            # not come back...): everything is already removed; the logs stay in the run dir.
+            print(f"error: run {opts.workdir} failed: {exc} (logs in its logs/)", file=sys.stderr)
+            failed = True
+            continue
         report = check_dir(opts.workdir)
         print(report.render(), flush=True)
         summary = report.summary() | {

@@ -5,7 +5,9 @@ between them, so each slot can be attributed to at most one fault in the
 report. Kinds come in rounds: every round is a seeded shuffle of all the
 kinds in play, so a run long enough for one round covers every kind once,
 and a soak (``--minutes 60``) repeats them with fresh targets and sizes.
-Same seed, same options → the same schedule (checked by a test).
+Same seed, same options → the same schedule (checked by a test). A node
+fault may be *aimed*: when it starts, the node that started the latest job
+(read from the ground truth) replaces one of its drawn targets.
 
 What each kind does (the harness carries them out, ``chaos.run``):
 
@@ -55,6 +57,11 @@ IMPAIRING = frozenset(
 and may vote" for the coverage figure. Loss, latency and an offset within max_skew
 leave a node able to vote: slots due meanwhile count in the coverage."""
 
+AIM_SHARE = 0.6
+"""Share of node faults aimed at the node that ran the latest job. Random targets alone
+mostly miss the one node that matters to a leader-based scheduler (its leader); aiming
+treats both schedulers alike: the leader there, the latest executor here."""
+
 GAP_S = 3.0
 """Quiet time between one fault's recovery and the next fault."""
 
@@ -69,14 +76,20 @@ class Fault:
     duration_s: float
     targets: tuple[str, ...]
     params: dict[str, float] = field(default_factory=dict)
+    aim: bool = False
+    """Aim at the node that started the latest job: it replaces one of ``targets`` when the
+    fault starts (the baseline's leader, quorum-cron's latest executor)."""
 
     @property
     def end_s(self) -> float:
         return self.at_s + self.duration_s
 
     def describe(self) -> str:
-        extra = " ".join(f"{k}={v:g}" for k, v in sorted(self.params.items()))
-        return f"{self.kind} {','.join(self.targets) or 'redis'} {self.duration_s:.1f}s {extra}".strip()
+        parts = [self.kind, ",".join(self.targets) or "redis", f"{self.duration_s:.1f}s"]
+        parts += [f"{k}={v:g}" for k, v in sorted(self.params.items())]
+        if self.aim:
+            parts.append("(aimed at the latest executor)")
+        return " ".join(parts)
 
 
 def _draw(
@@ -134,7 +147,8 @@ def plan(
         rng.shuffle(order)
         for kind in order:
             duration, targets, params = _draw(kind, rng, nodes, quorum, lease_s)
+            aim = bool(targets) and rng.random() < AIM_SHARE
             if at + duration + recovery_s > seconds:
                 return faults
-            faults.append(Fault(len(faults), kind, round(at, 3), round(duration, 3), targets, params))
+            faults.append(Fault(len(faults), kind, round(at, 3), round(duration, 3), targets, params, aim))
             at += duration + recovery_s + GAP_S

@@ -29,7 +29,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -114,7 +114,7 @@ def _sleep_until(ms: float) -> None:
         time.sleep(left)
 
 
-class _Ceiling(Exception):
+class _Ceiling(RuntimeError):
     """The run outlived its hard ceiling."""
 
 
@@ -301,6 +301,19 @@ class Harness:
 
     # -- faults ----------------------------------------------------------------------
 
+    def aim(self, f: Fault) -> Fault:
+        """``f`` with the node that started the latest job among its targets, if it is aimed."""
+        if not f.aim:
+            return f
+        lines = [line.split() for line in self.truth.read_text().splitlines()]
+        runs = [(float(p[3]), p[2]) for p in lines if len(p) >= 4 and p[2] in self.o.node_names]
+        if not runs:
+            return f
+        latest = max(runs)[1]
+        if latest in f.targets:
+            return f
+        return replace(f, targets=tuple(sorted((latest, *f.targets[:-1]))))
+
     def pid(self, node: str) -> int:
         return self.nodes[node].pid
 
@@ -377,6 +390,7 @@ class Harness:
             "kind": f.kind,
             "targets": list(f.targets),
             "params": f.params,
+            "aimed": f.aim,
             "planned_at_s": f.at_s,
             "start_ms": start_ms,
             "end_ms": end_ms,
@@ -470,6 +484,7 @@ def run(opts: Options, *, echo: bool = True) -> RunRecord:
                     record.notes.append(f"fault #{f.index} ({f.kind}) dropped: earlier heals ran late")
                     break
                 _sleep_until(begin)
+                f = h.aim(f)
                 start = _now_ms()
                 h.apply(f)
                 _sleep_until(start + f.duration_s * 1000)

@@ -143,6 +143,27 @@ def test_slots_during_a_majority_partition_do_not_count_in_coverage() -> None:
     assert not check(_record([fault]), runs, ledger).ok
 
 
+def test_a_slot_lost_with_its_killed_executor_is_counted_apart_from_coverage() -> None:
+    kill = {
+        "index": 0,
+        "kind": "kill",
+        "targets": ["n2"],
+        "params": {},
+        "start_ms": DUE[4] + 10,
+        "end_ms": DUE[4] + 2000,
+        "recovered_ms": DUE[4] + 5000,
+    }
+    runs = [r for r in _clean_runs() if r.slot != DUE[4]]
+    lost = {"fire_ms": DUE[4], "state": "lost", "reason": "lease of n2 expired mid-run", "executor": "n2"}
+    rep = check(_record([kill]), runs, {"job0": [lost]})
+    assert rep.ok, rep.render()
+    assert (rep.lost_to_fault, rep.eligible) == (1, len(DUE) - 1)
+    # Lost on a node no fault touched: a coverage miss like any other.
+    rep = check(_record([kill]), runs, {"job0": [lost | {"executor": "n3"}]})
+    assert rep.lost_to_fault == 0
+    assert any(v.startswith("coverage:") for v in rep.violations)
+
+
 def test_checker_reports_a_run_the_ledger_calls_missed() -> None:
     ledger = {"job0": [{"fire_ms": DUE[1], "state": "missed", "reason": "deadline"}]}
     rep = check(_record(), _clean_runs(), ledger)
