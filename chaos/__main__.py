@@ -70,6 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--nodes", type=int, default=5)
     r.add_argument("--no-replica", action="store_true", help="standalone Redis (drops the promotion fault)")
     r.add_argument("--kinds", type=_kinds, help=f"comma-separated subset of: {', '.join(KINDS)}")
+    r.add_argument(
+        "--starting-deadline-ms", type=int, default=1800, help="the jobs' starting_deadline (default 1800)"
+    )
+    r.add_argument("--start-timeout-ms", type=int, default=500, help="the cluster's start_timeout")
     r.add_argument("--dir", type=Path, help="run directory (default: a new one under /tmp)")
     r.add_argument("--json", type=Path, help="write the summaries (one per seed) to this file")
     c = sub.add_parser("check", help="check a stored run directory again")
@@ -123,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
             nodes=args.nodes,
             replica=not args.no_replica,
             kinds=kinds,
+            starting_deadline_ms=args.starting_deadline_ms,
+            start_timeout_ms=args.start_timeout_ms,
         )
         started = time.monotonic()
         try:

@@ -184,7 +184,8 @@ def _impaired(faults: list[dict[str, Any]], nodes: list[str]) -> list[tuple[int,
 def check(record: dict[str, Any], runs: list[Run], ledger: dict[str, list[dict[str, Any]]]) -> Report:
     """Judge one run (``record``: the ``run.json`` document)."""
     o = record["options"]
-    period, deadline, skew = int(o["period_ms"]), int(o["period_ms"]) // 2, int(o["max_skew_ms"])
+    period, skew = int(o["period_ms"]), int(o["max_skew_ms"])
+    deadline = int(o.get("starting_deadline_ms", period // 2))
     nodes = [f"n{i}" for i in range(1, int(o["nodes"]) + 1)]
     quorum = len(nodes) // 2 + 1
     jobs = [f"job{i}" for i in range(int(o["jobs"]))]
