@@ -125,8 +125,13 @@ class Harness:
         self.dir = opts.workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "logs").mkdir(exist_ok=True)
+        # A reused run directory starts empty: old ground truth would be judged with the new run.
+        for stale in [*(self.dir / "logs").glob("*.log"), self.dir / "proxy.sock", self.dir / "ledger.json"]:
+            stale.unlink(missing_ok=True)
+        for data in ("r1", "r2"):
+            shutil.rmtree(self.dir / data, ignore_errors=True)
         self.truth = self.dir / "ground-truth.log"
-        self.truth.touch()
+        self.truth.write_text("")
         self.net = Net(opts.node_names, ["r1", "r2"] if opts.replica else ["r1"])
         self.procs = Procs(self.dir / "logs")
         self.redis_bin = find_redis_server()
@@ -135,7 +140,7 @@ class Harness:
         self.proxy: ProxyControl | None = None
         self.nodes: dict[str, subprocess.Popen[bytes]] = {}
         self.faketime = libfaketime()
-        self.fault_log = (self.dir / "faults.jsonl").open("a")
+        self.fault_log = (self.dir / "faults.jsonl").open("w")
         self.notes: list[str] = []
         self.crashes: list[str] = []
         self.crashed: set[str] = set()
