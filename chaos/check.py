@@ -10,8 +10,8 @@ exit status 1):
 * **early** — no run started before its fire time minus ``max_skew`` by the
   real clock (bash's ``$EPOCHREALTIME``, which libfaketime leaves alone);
 * **phantom** — no run of a slot that is not on the job's schedule;
-* **unaccounted** — every due slot either ran or has a ledger entry (with
-  its reason: missed, lost, skipped...);
+* **unaccounted** — every due slot either ran or has a ledger entry
+  (missed, lost, skipped...); **no reason** — and that entry says why;
 * **ledger contradicts** — no slot recorded ``missed``/``skipped`` that ran;
 * **crash** — no node process exited by itself during the run;
 * **coverage** — of the due slots during which a quorum of nodes could
@@ -273,6 +273,11 @@ def check(record: dict[str, Any], runs: list[Run], ledger: dict[str, list[dict[s
                 rep.violations.append(f"unaccounted: {job}@{t} did not run and has no ledger entry")
             else:
                 row.ledger_only[str(entry["state"])] += 1
+                if not str(entry.get("reason", "")).strip():
+                    rep.violations.append(
+                        f"no reason: {job}@{t} did not run; its ledger entry "
+                        f"({entry['state']}) gives no reason"
+                    )
         elif entry is not None and entry["state"] in ("missed", "skipped"):
             rep.violations.append(
                 f"ledger contradicts: {job}@{t} ran on {mine[0].node} but is recorded {entry['state']} "

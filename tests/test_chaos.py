@@ -124,6 +124,9 @@ def test_checker_reports_an_unaccounted_slot_and_accepts_a_ledger_reason() -> No
     rep = check(_record(), runs, ledger)
     assert rep.unaccounted == 0
     assert [v.split(":")[0] for v in rep.violations] == ["coverage"]
+    ledger["job0"][0]["reason"] = " "
+    rep = check(_record(), runs, ledger)
+    assert [v.split(":")[0] for v in rep.violations] == ["no reason", "coverage"]
 
 
 def test_slots_during_a_majority_partition_do_not_count_in_coverage() -> None:
