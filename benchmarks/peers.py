@@ -419,7 +419,8 @@ def scenario(peer: str, fault: str, steady: int, after: int, pause: int, work: P
         "pause_s": pause if fault == "pause" else None,
         "fault_at_ms": round(fault_at, 1),
         "t0_ms": t0,
-        "steady": pa.window(runs, t0, t0 + steady * 1000, basis=setup.basis),
+        # The whole seconds before the fault's own second (half of it is after the fault).
+        "steady": pa.window(runs, t0, t0 + (steady - 1) * 1000, basis=setup.basis),
         "after": pa.window(runs, t_after, t_end, basis=setup.basis),
         "fault_to_next_run_ms": pa.next_run_ms(runs, fault_at),
         "watched_after_fault_s": round((t_end - fault_at) / 1000, 1),
@@ -451,16 +452,16 @@ def rows(doc: dict[str, Any]) -> list[dict[str, str]]:
             continue
         st, af = s["steady"], s["after"]
         lat = st["lateness_ms"]
-        basis = "" if st["lateness_basis"] == "slot" else " ¹"
+        mark = "" if st["lateness_basis"] == "slot" else " ¹"
         out.append(
             {
-                "setup": LABELS[s["peer"]],
-                "fault": FAULT_LABELS[s["fault"]],
+                "setup": LABELS[s["peer"]] + mark,
+                "fault": FAULT_LABELS[s["fault"]] + (" (lock not caught)" if s["held_lock"] is False else ""),
                 "fault → next run": _ms(s["fault_to_next_run_ms"], s["watched_after_fault_s"]),
                 "missed": f"{af['missed']} of {af['expected']}",
                 "duplicated": f"{af['duplicated']}",
                 "steady missed / dup": f"{st['missed']} / {st['duplicated']}",
-                "steady lateness p50 / p99": f"{lat['p50']:.0f} / {lat['p99']:.0f} ms{basis}",
+                "steady lateness p50 / p99": f"{lat['p50']:.0f} / {lat['p99']:.0f} ms",
             }
         )
     return out
@@ -490,7 +491,9 @@ def markdown(doc: dict[str, Any]) -> str:
         "missed and duplicated count the runs after the fault, from the job's own lines."
     )
     lines = [head, "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    previous = ""
     for r in rows(doc):
+        r["setup"], previous = ("" if r["setup"] == previous else r["setup"]), r["setup"]
         if "error" in r:
             cells = [r["setup"], r["fault"], f"failed: {r['error']}"] + [""] * (len(COLUMNS) - 3)
             lines.append("| " + " | ".join(cells) + " |")
@@ -499,7 +502,8 @@ def markdown(doc: dict[str, Any]) -> str:
     lines += [
         "",
         "¹ Celery beat and rq-scheduler schedule each run one period after the previous one was sent, "
-        "so they have no fixed fire times: their lateness is the gap to the previous run minus 1 s.",
+        "so they have no fixed fire times: missed and duplicated are counted from the gaps between runs, "
+        "and lateness is the gap to the previous run minus 1 s (docs/benchmarks.md § Peers).",
     ]
     return "\n".join(lines) + "\n"
 
