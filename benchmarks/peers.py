@@ -550,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.readme:
             write_readme(table)
         return 0
-    if args.after < args.pause + 5:
+    if "pause" in args.faults and args.after < args.pause + 5:
         ap.error(f"--after {args.after}: expected at least --pause + 5 = {args.pause + 5}")
     vers = versions()
     extra = ("celery", "celery-redbeat", "APScheduler", "rq-scheduler")
