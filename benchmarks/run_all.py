@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/run_all.py [--quick] [--only NAME ...]
+    .venv/bin/python benchmarks/run_all.py [--quick] [--only NAME ...] [--peers]
 
 Each benchmark runs as its own process (its own redis-server on a free
 loopback port, its own clean-up), with a wall-clock bound; its JSON lands in
@@ -13,6 +13,9 @@ and ``benchmarks/results/latest.md`` (the table for the README).
 ``store_vote`` runs twice, with redis-py's pure-Python reply parser and
 with ``hiredis`` (when installed), to measure what the ``hiredis`` extra buys.
 ``--quick`` shrinks every size (a smoke run of about 3 minutes; figures noisier).
+``--peers`` also runs ``peers.py`` (Celery beat + RedBeat, APScheduler,
+rq-scheduler and the lease baseline next to quorum-cron under the same
+faults; needs ``pip install -e '.[peers]'``; about 13 more minutes).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ FULL: dict[str, list[str]] = {
     "memory": ["--jobs", "100", "--slots", "50", "--long-seconds", "20"],
     "sim_speed": ["--minutes", "10"],
     "leader_baseline": ["--jobs", "3", "--before", "30", "--after", "30", "--no-quorum"],
+    "peers": [],
 }
 QUICK: dict[str, list[str]] = {
     "store_vote": ["--jobs", "1000", "--slots", "2000"],
@@ -46,8 +50,17 @@ QUICK: dict[str, list[str]] = {
     "memory": ["--jobs", "20", "--slots", "20", "--long-seconds", "8"],
     "sim_speed": ["--minutes", "2"],
     "leader_baseline": ["--jobs", "3", "--before", "15", "--after", "20", "--no-quorum"],
+    "peers": ["--faults", "kill", "--steady", "5", "--after", "15"],
 }
-TIMEOUT_S = {"store_vote": 240, "fire_latency": 420, "memory": 180, "sim_speed": 300, "leader_baseline": 180}
+TIMEOUT_S = {
+    "store_vote": 240,
+    "fire_latency": 420,
+    "memory": 180,
+    "sim_speed": 300,
+    "leader_baseline": 180,
+    "peers": 1080,
+}
+OPTIONAL = {"peers"}  # run only when asked for (--peers, or by name in --only)
 
 
 def _hiredis() -> bool:
@@ -299,6 +312,21 @@ def summarize(docs: dict[str, dict[str, Any] | None]) -> list[Row]:
             "-",
             None,
         )
+    pe = docs.get("peers")
+    if pe:
+        for sc in pe["scenarios"]:
+            if sc["fault"] != "kill" or "error" in sc:
+                continue
+            nxt = sc["fault_to_next_run_ms"]
+            add(
+                "peers",
+                f"{sc['peer']}: SIGKILL of the active scheduler → next run; missed / duplicated after",
+                f"{_fmt(float(nxt), ' ms') if nxt is not None else 'none'}; "
+                f"{sc['after']['missed']} / {sc['after']['duplicated']} of {sc['after']['expected']}",
+                "same job, same Redis",
+                "-",
+                None,
+            )
     return rows
 
 
@@ -322,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     ap.add_argument("--only", nargs="+", choices=sorted(FULL), help="run only these benchmarks")
+    ap.add_argument("--peers", action="store_true", help="also run peers.py (needs the peers extra)")
     args = ap.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     stamp = time.strftime("%Y%m%dT%H%M%S")
@@ -331,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_1m_at_start": round(os.getloadavg()[0], 2),
         "hiredis": _hiredis(),
     }
-    wanted = args.only or list(FULL)
+    wanted = args.only or [n for n in FULL if n not in OPTIONAL or args.peers]
     timings: dict[str, float] = {}
     codes: dict[str, int] = {}
     docs: dict[str, dict[str, Any] | None] = {}
