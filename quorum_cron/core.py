@@ -44,7 +44,9 @@ Safety never depends on either: the store's script decides the window.
 
 from __future__ import annotations
 
+import enum
 import itertools
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from heapq import heapify, heappop, heappush
@@ -67,6 +69,7 @@ __all__ = [
     "Abstain",
     "Action",
     "CoreJob",
+    "Failure",
     "Finish",
     "Kill",
     "NodeCore",
@@ -77,6 +80,7 @@ __all__ = [
     "RecordMissed",
     "Renew",
     "Run",
+    "RunLocal",
     "ScheduleLike",
     "Start",
     "Sweep",
@@ -87,6 +91,9 @@ MAX_CATCHUP_SLOTS = 1000
 MAX_RETRY_DOUBLINGS = 4
 """A failed missed-record or high-water read is retried after ``retry_ms`` doubling up to 16x."""
 """At most this many unvoted past slots per job are accounted for at start-up."""
+
+MAX_RAN_LOCAL = 10_000
+"""Bound on slots remembered as run locally here (each runs locally at most once)."""
 
 MAX_PENDING_FINISHES = 10_000
 """Bound on finished-job results buffered while the store is unreachable."""
@@ -128,6 +135,17 @@ class CoreJob:
     retries: int = 0
     """Failed runs retried this many times, each under a new token (the store decides)."""
     retry_backoff_ms: int = 0
+    run_local: bool = False
+    """``on_store_unavailable = "run-local"``: while the store is unreachable, run due slots here alone."""
+
+
+class Failure(enum.StrEnum):
+    """Why a store call failed, as the runtime reports it to :meth:`NodeCore.on_failure`."""
+
+    UNREACHABLE = "unreachable"
+    """No answer: connection refused or lost, timeout (the call may or may not have run)."""
+    REFUSED = "refused"
+    """The store answered with an error: out of memory, read-only replica, script error."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +270,20 @@ class Run:
 
 
 @dataclass(frozen=True, slots=True)
+class RunLocal:
+    """Start the job process now, on this node alone, with no token: the store is unreachable.
+
+    Emitted only for a ``run_local`` job, while the store is unreachable, once
+    the slot is due by this node's clock, at most once per slot per node.
+    Report its end with ``on_run_finished(..., token=0, ...)``.
+    """
+
+    job: str
+    fire_ms: int
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class Kill:
     """Stop the job process of this slot: the store no longer lets this node run it."""
 
@@ -272,7 +304,7 @@ class Abstain:
 
 StoreAction = Vote | Start | Renew | Finish | Sweep | ReadSlot | ReadHighWater | RecordMissed
 """Actions the runtime carries out as a store call, answering with ``on_reply``/``on_failure``."""
-Action = StoreAction | Run | Kill | Abstain
+Action = StoreAction | Run | RunLocal | Kill | Abstain
 
 
 # -- state -------------------------------------------------------------------
@@ -289,6 +321,11 @@ class _Pending:
     abstained: bool = False
     request: VoteRequest | None = None
     """The vote request, once built (a retry sends the same one)."""
+    why: str = ""
+    """Why the last vote for it failed (the missed record's reason says so)."""
+    local: int = 0
+    """Run locally: 0 no, 1 running, 2 ended (``local_detail`` says how)."""
+    local_detail: str = ""
 
 
 @dataclass
@@ -325,6 +362,9 @@ class _JobState:
     running: dict[int, _Running] = field(default_factory=dict)
     index: int = 0
     """Position in the job list: ticks handle jobs in this order."""
+    caught_up: bool = False
+    """The high-water read was answered: votes wait for it (a vote can raise the mark past
+    slots the catch-up must still account for; sim/scenarios/bugs/outage-run-once-unaccounted)."""
     wakes: list[int] = field(default_factory=lambda: [_UNSET] * 4)
     """Cached earliest timers, by kind (see :meth:`NodeCore._refresh`)."""
 
@@ -355,6 +395,7 @@ class NodeCore:
         self.settings = settings
         self._jobs: dict[str, _JobState] = {j.name: _JobState(job=j, index=i) for i, j in enumerate(jobs)}
         self._by_index: list[_JobState] = list(self._jobs.values())
+        self._local_jobs = [js.index for js in self._by_index if js.job.run_local]
         self._dirty: set[int] = set(range(len(jobs)))
         """Jobs whose state changed since their timers were last computed."""
         self._heaps: tuple[list[tuple[int, int]], ...] = ([], [], [], [])
@@ -364,6 +405,10 @@ class NodeCore:
         self._retry_seq = 0
         self._trusted = False
         self._trust_reason = "clock not checked yet"
+        self._reachable = True
+        self._unreachable_reason = ""
+        self._ran_local: OrderedDict[tuple[str, int], None] = OrderedDict()
+        """Slots run locally on this node (at most once each)."""
         self._started = False
         self._next_sweep_mono = 0
         self._sweeping = False
@@ -391,6 +436,19 @@ class NodeCore:
     @property
     def trusted(self) -> bool:
         return self._trusted
+
+    def set_store_reachable(self, reachable: bool, reason: str = "") -> None:
+        """Tell the core whether the store answers (the runtime's own probes; the core also
+        learns it from its calls: a reply means reachable, an ``UNREACHABLE`` failure not)."""
+        if reachable != self._reachable:
+            self._dirty.update(self._local_jobs)  # (only run-local jobs' timers depend on it)
+        self._reachable = reachable
+        if not reachable:
+            self._unreachable_reason = reason or "store unreachable"
+
+    @property
+    def store_reachable(self) -> bool:
+        return self._reachable
 
     def stop_voting(self) -> None:
         """Graceful shutdown: vote no more; running jobs still renew and finish."""
@@ -525,12 +583,15 @@ class NodeCore:
             if js.pending:
                 trusted = self._trusted
                 skew = self.settings.max_skew_ms + 1
+                local = js.job.run_local and not self._reachable
                 for p in js.pending.values():
-                    if p.in_flight:
-                        continue  # its reply or failure marks the job dirty
+                    if p.in_flight or p.local == 1:
+                        continue  # its reply, failure or end marks the job dirty
+                    if local and p.local == 0 and p.fire_ms < wake_wall:
+                        wake_wall = p.fire_ms  # run it locally when due
                     drop = p.fire_ms + p.deadline_ms + skew
                     if trusted:
-                        if p.retry_at_mono < wake_mono:
+                        if p.retry_at_mono < wake_mono and js.caught_up:
                             wake_mono = p.retry_at_mono
                         if drop < visit_wall:
                             visit_wall = drop
@@ -603,8 +664,19 @@ class NodeCore:
     def on_run_finished(
         self, job: str, fire_ms: int, token: int, succeeded: bool, detail: str, now: Now
     ) -> list[Action]:
-        """The job process ended: record the result in the store (retried until it lands)."""
+        """The job process ended: record the result in the store (retried until it lands).
+
+        ``token`` 0: a local run (:class:`RunLocal`) ended; its outcome goes into the slot's missed
+        record if the slot is not decided by its deadline.
+        """
         js = self._jobs.get(job)
+        if token == 0:
+            p = js.pending.get(fire_ms) if js is not None else None
+            if js is not None and p is not None and p.local == 1:
+                p.local = 2
+                p.local_detail = detail.split("\n", 1)[0]
+                self._dirty.add(js.index)
+            return []
         if js is not None:
             js.running.pop(fire_ms, None)
             self._dirty.add(js.index)
@@ -620,6 +692,8 @@ class NodeCore:
 
     def on_reply(self, action: StoreAction, reply: object, now: Now) -> list[Action]:
         """The store answered ``action`` with ``reply`` (the store method's return value)."""
+        if not self._reachable:
+            self.set_store_reachable(True)
         match action:
             case Vote():
                 assert isinstance(reply, list)
@@ -653,7 +727,10 @@ class NodeCore:
             case ReadHighWater():
                 assert isinstance(reply, int)
                 self._retry_failures.pop(action, None)
-                return self._catch_up(self._jobs[action.job], reply, now)
+                js = self._jobs[action.job]
+                js.caught_up = True
+                self._dirty.add(js.index)
+                return self._catch_up(js, reply, now)
             case RecordMissed():
                 assert isinstance(reply, SlotView)
                 self._retry_failures.pop(action, None)
@@ -663,17 +740,32 @@ class NodeCore:
                 return []
         raise TypeError(f"not a store action: {action!r}")
 
-    def on_failure(self, action: StoreAction, now: Now) -> list[Action]:
-        """The store call failed or its reply was lost: retry after ``retry_ms``."""
+    def on_failure(
+        self, action: StoreAction, now: Now, failure: Failure = Failure.UNREACHABLE, reason: str = ""
+    ) -> list[Action]:
+        """The store call failed or its reply was lost: retry after ``retry_ms``.
+
+        ``failure`` says how: an unreachable store is what lets a ``run_local`` job run
+        here alone; a store that answers with an error (``REFUSED``) is reachable.
+        """
         retry_at = now.mono_ms + self.settings.retry_ms
+        if failure == Failure.UNREACHABLE:
+            self.set_store_reachable(False, reason or "a store call got no answer")
+        elif not self._reachable:
+            self.set_store_reachable(True)
         match action:
             case Vote():
+                if failure == Failure.UNREACHABLE:
+                    why = f"store unreachable ({reason})" if reason else "store unreachable"
+                else:
+                    why = f"store refused the vote ({reason})" if reason else "store refused the vote"
                 for req in action.requests:
                     js = self._jobs[req.job]
                     p = js.pending.get(req.fire_ms)
                     if p is not None:
                         p.in_flight = False
                         p.retry_at_mono = retry_at
+                        p.why = why
                         self._dirty.add(js.index)
             case Start():
                 # Not known whether it landed: a read tells, and a repeated
@@ -758,19 +850,23 @@ class NodeCore:
         for fire_ms in sorted(js.pending):
             p = js.pending[fire_ms]
             if now.wall_ms > fire_ms + p.deadline_ms + self.settings.max_skew_ms:
-                if p.in_flight:
+                if p.in_flight or p.local == 1:
                     # Too late to vote, but our vote may still land: its reply
-                    # (or failure, then recorded missed below) settles it.
+                    # (or failure, then recorded missed below) settles it. A
+                    # local run still going: its end says what to record.
                     continue
                 # Too late to vote. If nobody voted either, only this record
                 # keeps the slot from ending unaccounted (the store checks the
                 # deadline by its own clock and ignores decided slots).
                 del js.pending[fire_ms]
-                me = self.settings.node_id
-                why = f"{me} abstained: {self._trust_reason}" if p.abstained else f"{me} could not vote"
-                reason = f"no quorum before the deadline ({why})"
-                out.append(RecordMissed(js.job.name, fire_ms, p.deadline_ms, reason))
+                out.append(RecordMissed(js.job.name, fire_ms, p.deadline_ms, self._missed_reason(p)))
                 continue
+            if self._local_due(js, p, now):
+                p.local = 1
+                self._ran_local[(js.job.name, fire_ms)] = None
+                while len(self._ran_local) > MAX_RAN_LOCAL:
+                    self._ran_local.popitem(last=False)
+                out.append(RunLocal(js.job.name, fire_ms, js.job.timeout_ms))
             if p.in_flight or p.retry_at_mono > now.mono_ms:
                 continue
             if not self._trusted:
@@ -778,10 +874,39 @@ class NodeCore:
                     p.abstained = True
                     out.append(Abstain(js.job.name, fire_ms, self._trust_reason))
                 continue
+            if not js.caught_up:
+                continue  # the high-water read's reply marks the job dirty
             p.in_flight = True
             if p.request is None:
                 p.request = self._vote_request(js.job, fire_ms, p.deadline_ms)
             yield p.request
+
+    def _local_due(self, js: _JobState, p: _Pending, now: Now) -> bool:
+        """``run-local``: only while the store is unreachable, never before the fire time by this
+        node's clock, at most once per slot per node."""
+        return (
+            js.job.run_local
+            and not self._reachable
+            and p.local == 0
+            and not p.in_flight
+            and now.wall_ms >= p.fire_ms
+            and (js.job.name, p.fire_ms) not in self._ran_local
+        )
+
+    def _missed_reason(self, p: _Pending) -> str:
+        """Why a slot this node could not get voted ends missed: the one wording, from the core."""
+        me = self.settings.node_id
+        if p.local == 2:
+            return f"no quorum before the deadline; ran locally on {me} ({p.local_detail})"
+        if p.abstained and not self._trusted:
+            why = f"{me} abstained: {self._trust_reason}"
+        elif p.why:
+            why = f"{me} could not vote: {p.why}"
+        elif p.abstained:
+            why = f"{me} abstained: {self._trust_reason}"
+        else:
+            why = f"{me} could not vote"
+        return f"no quorum before the deadline ({why})"
 
     def _polls_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
         for fire_ms in sorted(js.awaiting):

@@ -43,6 +43,7 @@ from sim.trace import Record
 __all__ = [
     "BUSY_LOOP",
     "FAILOVER_LOSS",
+    "FAILOVER_STALL",
     "KNOWN_LIMITS",
     "LATE_RUN",
     "UNVOTED",
@@ -57,12 +58,20 @@ BUSY_LOOP = "busy wakeup loop"
 UNVOTED = "slot nobody could vote for left unaccounted"
 LATE_RUN = "run started after its lease expired"
 FAILOVER_LOSS = "slot forgotten by a failover that lost writes"
-KNOWN_LIMITS = frozenset({FAILOVER_LOSS})
-"""Violation kinds that are documented limits of a deployment, not bugs (docs/simulator.md).
+FAILOVER_STALL = "slot whose window fell in writes a failover lost"
+KNOWN_LIMITS = frozenset({FAILOVER_LOSS, FAILOVER_STALL})
+"""Violation kinds that are documented limits of the design, not bugs (docs/protocol.md).
 
-Only one: without ``wait_replicas`` a failover can lose acknowledged writes,
-forgetting a slot or running it twice. With ``wait_replicas`` the checker
-excuses nothing a failover does.
+* ``FAILOVER_LOSS``: without ``wait_replicas`` a failover can lose
+  acknowledged writes, forgetting a slot or running it twice;
+* ``FAILOVER_STALL``: a slot whose whole window fell while the primary's
+  replica had stopped taking its writes cannot run, with or without
+  ``wait_replicas`` (nothing written then survives the failover; with
+  ``WAIT`` no node is told it did). It ends ``missed`` — accounted for —
+  where the liveness rule would otherwise demand a run.
+
+They are reported under their own names and counted separately (the
+explorer's "known limits"), never silently dropped.
 """
 
 
@@ -94,6 +103,10 @@ class Report:
     """Slots executed more often than their delivery allows."""
     reruns: int = 0
     """Legal re-runs of at-least-once slots after a takeover."""
+    retries: int = 0
+    """Legal re-runs of failed slots under a retry's new token."""
+    local_runs: int = 0
+    """``run-local`` runs (no store, no quorum: by design outside "executed once")."""
     misses: int = 0
     """Due slots that never ran (whatever the reason; for comparing strategies)."""
     liveness_checked: int = 0
@@ -174,6 +187,8 @@ def check(records: Sequence[Record]) -> Report:
     counted: dict[tuple[str, int], dict[str, str]] = {}
     executors: dict[tuple[str, int], list[str]] = {}
     lossy_failovers: list[int] = []
+    lagging: list[tuple[int, int]] = []
+    """Windows in which the store's writes were about to be lost by a failover (WAIT or not)."""
     waits = sc.settings.wait_replicas > 0
     """With WAIT, a failover loses no acknowledged write: nothing it does is excused."""
     started: dict[tuple[str, str, int, int], int] = {}
@@ -183,6 +198,14 @@ def check(records: Sequence[Record]) -> Report:
     """(node, job, fire, token) → store time the start was accepted."""
     """Per slot, the spec hash of each node's vote the store counted (as the node sent it)."""
     runs: dict[tuple[str, int], list[int]] = {}
+    retry_tokens: dict[tuple[str, int], set[int]] = {}
+    """Per slot, the tokens the store handed out to retry a failed run."""
+    retry_counts: dict[tuple[str, int], int] = {}
+    retry_at: dict[tuple[str, int, int], int] = {}
+    """(job, fire, token) of a retry → store time before which it must not start."""
+    alive: dict[tuple[str, int], tuple[str, int]] = {}
+    """Slots whose job process is alive: (node, token) of the run."""
+    local_seen: set[tuple[str, str, int]] = set()
     ledger: dict[tuple[str, int], str] = {}
     health = _Health()
     out = report.violations
@@ -194,14 +217,84 @@ def check(records: Sequence[Record]) -> Report:
             forgotten = any(
                 lo <= s <= hi for s in slot_starts.get((r["job"], r["fire"]), ()) for lo, hi in lost
             )
-            _on_run(r, report, jobs, committed, runs, quorum_mode, late, forgotten)
+            key = (r["job"], r["fire"])
+            other = alive.get(key)
+            if other is not None and r["token"] in retry_tokens.get(key, ()):
+                # A retry is handed out only once the failed run reported its end.
+                report.violations.append(
+                    Violation(
+                        "two runs of a slot at once",
+                        r["job"],
+                        r["fire"],
+                        r["t"],
+                        f"{r['node']} started token {r['token']} while {other[0]}'s token {other[1]} ran",
+                    )
+                )
+            alive[key] = (r["node"], r["token"])
+            _on_run(r, report, jobs, committed, runs, quorum_mode, late, forgotten, retry_tokens)
+        elif ev in ("end", "kill"):
+            key = (r["job"], r["fire"])
+            if alive.get(key) == (r["node"], r["token"]):
+                del alive[key]
+        elif ev == "run_local":
+            _on_local_run(r, report, local_seen)
         elif ev == "start" and r["ok"]:
             started[(r["node"], r["job"], r["fire"], r["token"])] = r["t"]
             slot_starts.setdefault((r["job"], r["fire"]), []).append(r["t"])
-        elif ev == "fault" and r["kind"] == "store_failover" and r["phase"] == "begin" and not waits:
-            lost.append((r["t"] - r["lost_ms"], r["t"]))
+            not_before = retry_at.get((r["job"], r["fire"], r["token"]))
+            if not_before is not None and r.get("st", not_before) < not_before:
+                out.append(
+                    Violation(
+                        "retry started before its backoff ended",
+                        r["job"],
+                        r["fire"],
+                        r["t"],
+                        f"{r['node']} started token {r['token']} at store time {r['st']}, "
+                        f"{not_before - r['st']} ms before its backoff ended",
+                    )
+                )
+        elif ev == "fault" and r["kind"] == "store_failover" and r["phase"] == "begin":
+            lagging.append((r["t"] - r["lost_ms"], r["t"]))
+            if not waits:
+                lost.append((r["t"] - r["lost_ms"], r["t"]))
         elif ev == "commit":
             key = (r["job"], r["fire"])
+            earlier_executors = executors.get(key, [])
+            if r["by"] in ("retry", "takeover") and r["executor"] in earlier_executors:
+                fresh = [n for n, h in r["votes"] if h == r["spec"] and n not in earlier_executors]
+                if fresh:
+                    out.append(
+                        Violation(
+                            "executor re-picked while another voter was left",
+                            r["job"],
+                            r["fire"],
+                            r["t"],
+                            f"{r['by']} gave token {r['token']} to {r['executor']} again; "
+                            f"{', '.join(fresh)} never had it",
+                        )
+                    )
+            previous = committed.get(key, 0)
+            if r["by"] == "takeover" and previous in retry_tokens.get(key, ()) and previous not in runs.get(
+                key, ()
+            ):
+                # A retry that never started, taken over: the new token carries the same attempt.
+                retry_tokens[key].add(r["token"])
+            if r["by"] == "retry":
+                retry_tokens.setdefault(key, set()).add(r["token"])
+                retry_counts[key] = retry_counts.get(key, 0) + 1
+                job = jobs.get(r["job"])
+                if job is not None:
+                    retry_at[(r["job"], r["fire"], r["token"])] = r["st"] + job.retry_backoff_ms
+                    if retry_counts[key] > job.retries:
+                        out.append(
+                            Violation(
+                                "more retries than max_retries",
+                                r["job"],
+                                r["fire"],
+                                r["t"],
+                                f"retry {retry_counts[key]} of a job with retries = {job.retries}",
+                            )
+                        )
             executors.setdefault(key, []).append(r["executor"])
             committed[key] = max(committed.get(key, 0), r["token"])
             sent = counted.get(key, {})
@@ -226,6 +319,16 @@ def check(records: Sequence[Record]) -> Report:
             report.reached[r["what"]] += 1
             if r["what"] == "failover lost writes" and not waits:
                 lossy_failovers.append(r["t"])
+        elif ev == "untrusted_vote":
+            out.append(
+                Violation(
+                    "vote sent by an untrusted node",
+                    "",
+                    0,
+                    r["t"],
+                    f"{r['node']} voted while its clock was not trusted ({r['why']})",
+                )
+            )
         elif ev == "spin":
             out.append(
                 Violation(
@@ -237,7 +340,9 @@ def check(records: Sequence[Record]) -> Report:
                 )
             )
     split = {key for key, sent in counted.items() if len(set(sent.values())) > 1}
-    _check_due(sc, report, runs, ledger, health, quorum_mode, executors, lossy_failovers, split)
+    _check_due(
+        sc, report, runs, ledger, health, quorum_mode, executors, lossy_failovers, split, lagging
+    )
     return report
 
 
@@ -250,6 +355,7 @@ def _on_run(
     quorum_mode: bool,
     late: bool,
     forgotten: bool,
+    retry_tokens: Mapping[tuple[str, int], set[int]],
 ) -> None:
     key = (r["job"], r["fire"])
     token = r["token"]
@@ -285,7 +391,21 @@ def _on_run(
     if earlier:
         job = jobs.get(r["job"])
         again = quorum_mode and job is not None and job.delivery == Delivery.AT_LEAST_ONCE
-        if again and token > max(earlier):
+        retried = token in retry_tokens.get(key, ())
+        if retried and token <= max(earlier):
+            report.violations.append(
+                Violation(
+                    "retry without a higher token",
+                    r["job"],
+                    r["fire"],
+                    r["t"],
+                    f"{r['node']} ran retry token {token} after tokens {earlier}",
+                )
+            )
+        elif retried:
+            report.retries += 1
+            report.reached["failed run retried"] += 1
+        elif again and token > max(earlier):
             report.reruns += 1
             report.reached["at-least-once slot re-run after a takeover"] += 1
         elif forgotten:
@@ -313,6 +433,28 @@ def _on_run(
                 )
             )
     earlier.append(token)
+
+
+def _on_local_run(r: Record, report: Report, seen: set[tuple[str, str, int]]) -> None:
+    """A ``run-local`` run: never before the fire time by the node's clock, once per slot per node."""
+    report.local_runs += 1
+    report.reached["slot run locally while the store was unreachable"] += 1
+    key = (r["node"], r["job"], r["fire"])
+    if r["wall"] < r["fire"]:
+        report.violations.append(
+            Violation(
+                "local run before its fire time",
+                r["job"],
+                r["fire"],
+                r["t"],
+                f"{r['node']} ran it locally {r['fire'] - r['wall']} ms early by its own clock",
+            )
+        )
+    if key in seen:
+        report.violations.append(
+            Violation("slot run locally twice on one node", r["job"], r["fire"], r["t"], f"on {r['node']}")
+        )
+    seen.add(key)
 
 
 def _on_vote(
@@ -382,6 +524,7 @@ def _check_due(
     executors: dict[tuple[str, int], list[str]],
     lossy_failovers: list[int],
     split: set[tuple[str, int]],
+    lagging: list[tuple[int, int]],
 ) -> None:
     q = sc.nodes // 2 + 1
     end = sc.start_ms + sc.duration_ms
@@ -442,7 +585,19 @@ def _check_due(
             # Voters with different definitions (a deploy in progress) must not fire.
             if stable and sound and key not in split and healthy >= q:
                 report.liveness_checked += 1
-                if not ran and state not in RAN_STATES:
+                if not ran and state not in RAN_STATES and any(a <= hi and lo <= b for a, b in lagging):
+                    out.append(
+                        Violation(
+                            FAILOVER_STALL,
+                            job.name,
+                            fire,
+                            fire,
+                            f"{healthy} nodes healthy throughout the window, but its writes went to "
+                            f"a primary whose replica had stopped taking them; slot ended "
+                            f"{state or 'unaccounted'}",
+                        )
+                    )
+                elif not ran and state not in RAN_STATES:
                     out.append(
                         Violation(
                             "liveness",

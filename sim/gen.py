@@ -34,6 +34,7 @@ EXPLORE_KINDS: tuple[str, ...] = (
     "ntp_lie",
     "store_restart",
     "store_failover",
+    "store_refuse",
     "deploy",
 )
 """Fault kinds the explorer draws from (all of them)."""
@@ -133,6 +134,8 @@ def random_fault(
         return Fault(kind=kind, at_ms=at, for_ms=length)
     if kind == "store_restart":
         return Fault(kind=kind, at_ms=at, for_ms=c.choice((500, 3_000, 30_000)))
+    if kind == "store_refuse":
+        return Fault(kind=kind, at_ms=at, for_ms=c.choice((500, 3_000, 20_000)))
     if kind == "store_failover":
         return Fault(
             kind=kind, at_ms=at, for_ms=c.choice((0, 1_000, 5_000)), by_ms=c.choice((10, 200, 2_000))

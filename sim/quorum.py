@@ -19,6 +19,7 @@ from quorum_cron.core import (
     Abstain,
     Action,
     CoreJob,
+    Failure,
     Finish,
     Kill,
     NodeCore,
@@ -29,6 +30,7 @@ from quorum_cron.core import (
     RecordMissed,
     Renew,
     Run,
+    RunLocal,
     Start,
     Sweep,
     Vote,
@@ -140,6 +142,7 @@ class QuorumStrategy:
                     misfire=job.misfire,
                     retries=job.retries,
                     retry_backoff_ms=job.retry_backoff_ms,
+                    run_local=job.on_store_unavailable == "run-local",
                 )
             )
         return jobs
@@ -214,7 +217,17 @@ class QuorumStrategy:
                 self._decided(world, node, view, "takeover")
         elif kind is Start:
             res: TransitionResult = reply  # type: ignore[assignment]
-            self._transition(world, node, "start", action.job, action.fire_ms, action.token, res)
+            world.trace.emit(
+                t,
+                "start",
+                node=node.id,
+                job=action.job,
+                fire=action.fire_ms,
+                token=action.token,
+                ok=res.ok,
+                why=res.reason,
+                st=res.now_ms,
+            )
             if not res.ok and res.slot.token > action.token:
                 world.reached("stale executor refused by the fenced start", node=node.id)
             if res.ok:
@@ -410,12 +423,18 @@ class QuorumProcess:
             elif kind is Kill:
                 assert isinstance(a, Kill)
                 world.kill_run(node, a.job, a.fire_ms, a.token, a.reason)
+            elif kind is RunLocal:
+                assert isinstance(a, RunLocal)
+                world.start_local_run(node, a.job, a.fire_ms, a.timeout_ms)
             elif kind is Abstain:
                 assert isinstance(a, Abstain)
                 world.trace.emit(
                     world.loop.now, "abstain", node=node.id, job=a.job, fire=a.fire_ms, why=a.reason
                 )
             else:
+                if kind is Vote and not node.trusted:
+                    # The world's own trust verdict, not the core's: the checker's evidence.
+                    world.trace.emit(world.loop.now, "untrusted_vote", node=node.id, why=node.trust_why)
                 world.send(node, a)
         if bound is None or node.paused or not node.up:
             return
@@ -458,9 +477,13 @@ class QuorumProcess:
         now = self._now()
         self._apply(self.core.on_reply(payload, reply, now), now, self.bounds.reply[type(payload)])
 
-    def failure(self, payload: Any) -> None:
+    def failure(self, payload: Any, refused: str = "") -> None:
         now = self._now()
-        self._apply(self.core.on_failure(payload, now), now, self.bounds.failure[type(payload)])
+        if refused:
+            actions = self.core.on_failure(payload, now, Failure.REFUSED, refused)
+        else:
+            actions = self.core.on_failure(payload, now)
+        self._apply(actions, now, self.bounds.failure[type(payload)])
 
     def notice(self, payload: Any) -> None:
         view: SlotView = payload

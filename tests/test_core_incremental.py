@@ -19,7 +19,7 @@ import sim
 import sim.quorum
 from quorum_cron.core import Action, CoreJob, NodeCore, NodeSettings, Now, RecordMissed, Vote
 from sim.explore import explore_scenario
-from tests.core_driver import Every
+from tests.core_driver import Every, boot
 
 SCENARIOS = Path(sim.__file__).parent / "scenarios"
 T0 = 1_699_999_980_000
@@ -34,10 +34,13 @@ def full_scan_wakeup(core: NodeCore, now: Now) -> int:
             nf = js.job.schedule.next_after(js.cursor_ms)
             waits.append(max(0, nf - s.vote_lead_ms - now.wall_ms))
             for p in js.pending.values():
-                if p.in_flight:
+                if p.in_flight or p.local == 1:
                     continue
+                if js.job.run_local and not core._reachable and p.local == 0:
+                    waits.append(max(0, p.fire_ms - now.wall_ms))
                 if core._trusted:
-                    waits.append(max(0, p.retry_at_mono - now.mono_ms))
+                    if js.caught_up:
+                        waits.append(max(0, p.retry_at_mono - now.mono_ms))
                 else:
                     waits.append(max(0, p.fire_ms + p.deadline_ms + s.max_skew_ms + 1 - now.wall_ms))
         waits.extend(max(0, at - now.mono_ms) for at in js.awaiting.values() if at >= 0)
@@ -124,7 +127,7 @@ def _core(*jobs: CoreJob) -> CheckedCore:
 def test_a_vote_in_flight_past_its_deadline_waits_for_its_outcome() -> None:
     core = _core(_job("a"), _job("b", 1000))
     core.set_trust(True)
-    (vote,) = [a for a in core.tick(Now(T0, 0)) if isinstance(a, Vote)]
+    (vote,) = [a for a in boot(core, Now(T0, 0)) if isinstance(a, Vote)]
     assert {r.job for r in vote.requests} == {"a", "b"}
     # No reply for "a" yet (the vote is in flight): a tick after its
     # deadline, woken for "b", leaves it be; the late failure then has it
@@ -140,7 +143,7 @@ def test_a_vote_in_flight_past_its_deadline_waits_for_its_outcome() -> None:
 def test_an_untrusted_node_abstains_at_the_first_tick_after_its_retry() -> None:
     core = _core(_job("a", deadline_ms=5000), _job("b", 1000, deadline_ms=5000))
     core.set_trust(True)
-    vote = next(a for a in core.tick(Now(T0, 0)) if isinstance(a, Vote))
+    vote = next(a for a in boot(core, Now(T0, 0)) if isinstance(a, Vote))
     core.on_failure(vote, Now(T0 + 100, 100))  # retry at mono 600
     core.set_trust(False, "clock stepped")
     assert core.tick(Now(T0 + 200, 200)) == []
