@@ -44,18 +44,36 @@ Safety never depends on either: the store's script decides the window.
 
 from __future__ import annotations
 
-import enum
 import itertools
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from heapq import heapify, heappop, heappush
-from typing import Protocol
+from heapq import heappop, heappush
 
+from quorum_cron.actions import (
+    Abstain,
+    Action,
+    CoreJob,
+    Failure,
+    Finish,
+    Kill,
+    NodeSettings,
+    Now,
+    ReadHighWater,
+    ReadSlot,
+    RecordMissed,
+    Renew,
+    Run,
+    RunLocal,
+    ScheduleLike,
+    Start,
+    StoreAction,
+    Sweep,
+    Vote,
+)
 from quorum_cron.model import (
     TERMINAL_STATES,
     Delivery,
-    Overlap,
     SlotState,
     SlotView,
     SweepParams,
@@ -64,6 +82,7 @@ from quorum_cron.model import (
     VoteResult,
     VoteStatus,
 )
+from quorum_cron.timers import NEVER, JobTimers
 
 __all__ = [
     "Abstain",
@@ -83,6 +102,7 @@ __all__ = [
     "RunLocal",
     "ScheduleLike",
     "Start",
+    "StoreAction",
     "Sweep",
     "Vote",
 ]
@@ -98,213 +118,8 @@ MAX_RAN_LOCAL = 10_000
 MAX_PENDING_FINISHES = 10_000
 """Bound on finished-job results buffered while the store is unreachable."""
 
-_NEVER = 1 << 62
-"""A wake time that never comes (no timer of that kind)."""
+_NEVER = NEVER
 
-_UNSET = -(1 << 62)
-"""A cached wake time that matches no timer: the next refresh pushes afresh."""
-
-# Indexes into ``_JobState.wakes`` and ``NodeCore._heaps``.
-_WAKE_WALL, _WAKE_MONO, _VISIT_WALL, _VISIT_MONO = range(4)
-
-
-class ScheduleLike(Protocol):
-    """What the core needs of a schedule: fire times as UTC epoch ms."""
-
-    def next_after(self, ms: int) -> int:
-        """The first fire time strictly after ``ms``."""
-        ...
-
-    def fire_times(self, start_ms: int, end_ms: int) -> Iterator[int]:
-        """Fire times ``t`` with ``start_ms < t <= end_ms``, ascending."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class CoreJob:
-    """The part of a job definition the protocol needs."""
-
-    name: str
-    schedule: ScheduleLike
-    spec_hash: str
-    deadline_ms: int
-    timeout_ms: int
-    overlap: Overlap = Overlap.FORBID
-    delivery: Delivery = Delivery.AT_MOST_ONCE
-    misfire: str = "skip"
-    retries: int = 0
-    """Failed runs retried this many times, each under a new token (the store decides)."""
-    retry_backoff_ms: int = 0
-    run_local: bool = False
-    """``on_store_unavailable = "run-local"``: while the store is unreachable, run due slots here alone."""
-
-
-class Failure(enum.StrEnum):
-    """Why a store call failed, as the runtime reports it to :meth:`NodeCore.on_failure`."""
-
-    UNREACHABLE = "unreachable"
-    """No answer: connection refused or lost, timeout (the call may or may not have run)."""
-    REFUSED = "refused"
-    """The store answered with an error: out of memory, read-only replica, script error."""
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSettings:
-    """Cluster-wide protocol settings, as this node is configured."""
-
-    node_id: str
-    quorum: int
-    max_skew_ms: int = 250
-    lease_ms: int = 15_000
-    start_timeout_ms: int = 5_000
-    retry_ms: int = 500
-    sweep_ms: int = 1_000
-    assign_poll_ms: int = 1_000
-    vote_lead_ms: int = 50
-    """Vote this long before a slot is due, so the commit is known when it is.
-
-    The store accepts votes from ``t - max_skew`` by its own clock, so this
-    must stay below ``max_skew_ms``; the job itself still starts only when
-    this node's clock says ``t`` has come (the start is deferred until then).
-    """
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.vote_lead_ms < max(1, self.max_skew_ms):
-            raise ValueError(
-                f"vote_lead_ms {self.vote_lead_ms} is outside the store's early window: "
-                f"expected 0 <= vote_lead_ms < max_skew_ms ({self.max_skew_ms})"
-            )
-
-
-@dataclass(frozen=True, slots=True)
-class Now:
-    """One reading of the node's clocks: wall (epoch ms) and monotonic (ms)."""
-
-    wall_ms: int
-    mono_ms: int
-
-
-# -- actions -----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Vote:
-    """Call ``store.vote(requests)``; reply with the list of results."""
-
-    requests: tuple[VoteRequest, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Start:
-    """Call ``store.start(job, fire_ms, node, token, lease_ms)``."""
-
-    job: str
-    fire_ms: int
-    token: int
-    lease_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class Renew:
-    """Call ``store.renew(job, fire_ms, node, token, lease_ms)``."""
-
-    job: str
-    fire_ms: int
-    token: int
-    lease_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class Finish:
-    """Call ``store.finish(job, fire_ms, node, token, succeeded, detail, retries, retry_backoff_ms)``."""
-
-    job: str
-    fire_ms: int
-    token: int
-    succeeded: bool
-    detail: str
-    retries: int = 0
-    retry_backoff_ms: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Sweep:
-    """Call ``store.sweep(params)``; reply with the changed slots."""
-
-    params: tuple[SweepParams, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ReadSlot:
-    """Call ``store.slot(job, fire_ms)``; reply with the view."""
-
-    job: str
-    fire_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReadHighWater:
-    """Call ``store.high_water(job)``; reply with the int."""
-
-    job: str
-
-
-@dataclass(frozen=True, slots=True)
-class RecordMissed:
-    """Call ``store.record_missed(job, fire_ms, deadline_ms, reason)``; reply with the view."""
-
-    job: str
-    fire_ms: int
-    deadline_ms: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    """Start the job process now (no store call); report its end with ``on_run_finished``."""
-
-    job: str
-    fire_ms: int
-    token: int
-    timeout_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class RunLocal:
-    """Start the job process now, on this node alone, with no token: the store is unreachable.
-
-    Emitted only for a ``run_local`` job, while the store is unreachable, once
-    the slot is due by this node's clock, at most once per slot per node.
-    Report its end with ``on_run_finished(..., token=0, ...)``.
-    """
-
-    job: str
-    fire_ms: int
-    timeout_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class Kill:
-    """Stop the job process of this slot: the store no longer lets this node run it."""
-
-    job: str
-    fire_ms: int
-    token: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Abstain:
-    """Not voting for a due slot, and why (no store call; for logs and metrics)."""
-
-    job: str
-    fire_ms: int
-    reason: str
-
-
-StoreAction = Vote | Start | Renew | Finish | Sweep | ReadSlot | ReadHighWater | RecordMissed
-"""Actions the runtime carries out as a store call, answering with ``on_reply``/``on_failure``."""
-Action = StoreAction | Run | RunLocal | Kill | Abstain
 
 
 # -- state -------------------------------------------------------------------
@@ -365,8 +180,6 @@ class _JobState:
     caught_up: bool = False
     """The high-water read was answered: votes wait for it (a vote can raise the mark past
     slots the catch-up must still account for; sim/scenarios/bugs/outage-run-once-unaccounted)."""
-    wakes: list[int] = field(default_factory=lambda: [_UNSET] * 4)
-    """Cached earliest timers, by kind (see :meth:`NodeCore._refresh`)."""
 
 
 class NodeCore:
@@ -398,8 +211,8 @@ class NodeCore:
         self._local_jobs = [js.index for js in self._by_index if js.job.run_local]
         self._dirty: set[int] = set(range(len(jobs)))
         """Jobs whose state changed since their timers were last computed."""
-        self._heaps: tuple[list[tuple[int, int]], ...] = ([], [], [], [])
-        """(time, job index) by kind; an entry is stale unless it equals the job's cached wake."""
+        self._timers = JobTimers(len(jobs))
+        """Each job's earliest timers (:mod:`quorum_cron.timers`), set by :meth:`_refresh`."""
         self._finish_heap: list[tuple[int, tuple[str, int]]] = []
         """(retry time, key) of failed finishes; stale unless the key still waits for that time."""
         self._retry_seq = 0
@@ -473,15 +286,8 @@ class NodeCore:
         visit = self._dirty
         self._dirty = set()
         by_index = self._by_index
-        wall, mono = now.wall_ms, now.mono_ms
-        for kind, heap in enumerate(self._heaps):
-            limit = wall if kind in (_WAKE_WALL, _VISIT_WALL) else mono
-            while heap and heap[0][0] <= limit:
-                at, i = heappop(heap)
-                wakes = by_index[i].wakes
-                if wakes[kind] == at:
-                    wakes[kind] = _UNSET  # popped: the refresh below pushes anew
-                    visit.add(i)
+        mono = now.mono_ms
+        self._timers.pop_due(now.wall_ms, mono, visit)
         if visit:
             requests: list[VoteRequest] = []
             voting = not self._stopping
@@ -544,16 +350,9 @@ class NodeCore:
             for i in dirty:
                 self._refresh(by_index[i])
             dirty.clear()
-        wait = _NEVER
-        if not self._sweeping:
+        wait = self._timers.earliest_wait(now.wall_ms, now.mono_ms)
+        if not self._sweeping and self._next_sweep_mono - now.mono_ms < wait:
             wait = self._next_sweep_mono - now.mono_ms
-        by_index = self._by_index
-        for kind, reading in ((_WAKE_WALL, now.wall_ms), (_WAKE_MONO, now.mono_ms)):
-            heap = self._heaps[kind]
-            while heap and by_index[heap[0][1]].wakes[kind] != heap[0][0]:
-                heappop(heap)
-            if heap and heap[0][0] - reading < wait:
-                wait = heap[0][0] - reading
         heap_f = self._finish_heap
         while heap_f and not self._finish_waits(heap_f[0][1], heap_f[0][0]):
             heappop(heap_f)
@@ -564,6 +363,39 @@ class NodeCore:
         if wait == _NEVER:
             return self.settings.sweep_ms
         return max(0, wait)
+
+    def reference_wakeup(self, now: Now) -> int:
+        """:meth:`next_wakeup` computed from scratch from every timer of every job (slow).
+
+        The reference the incremental timers must equal; ``tests/test_core_incremental.py``
+        checks it at every call of whole simulated runs.
+        """
+        s = self.settings
+        waits = [max(0, self._next_sweep_mono - now.mono_ms)] if not self._sweeping else []
+        for js in self._jobs.values():
+            if not self._stopping:
+                nf = js.job.schedule.next_after(js.cursor_ms)
+                waits.append(max(0, nf - s.vote_lead_ms - now.wall_ms))
+                for p in js.pending.values():
+                    if p.in_flight:
+                        continue
+                    if js.job.run_local and not self._reachable and p.local == 0:
+                        waits.append(max(0, p.fire_ms - now.wall_ms))
+                    if self._trusted:
+                        if js.caught_up:
+                            waits.append(max(0, p.retry_at_mono - now.mono_ms))
+                    elif p.local != 1:
+                        waits.append(max(0, p.fire_ms + p.deadline_ms + s.max_skew_ms + 1 - now.wall_ms))
+            waits.extend(max(0, at - now.mono_ms) for at in js.awaiting.values() if at >= 0)
+            waits.extend(max(0, at - now.wall_ms) for _, at in js.deferred.values())
+            waits.extend(max(0, r.renew_at_mono - now.mono_ms) for r in js.running.values() if not r.renewing)
+        waits.extend(
+            max(0, self._finish_retry_mono.get(k, 0) - now.mono_ms)
+            for k in self._finishes
+            if k not in self._finishing
+        )
+        waits.extend(max(0, at - now.mono_ms) for at, _, _ in self._retries)
+        return min(waits) if waits else s.sweep_ms
 
     def _refresh(self, js: _JobState) -> None:
         """Recompute the job's earliest timers; push the ones that changed.
@@ -585,11 +417,12 @@ class NodeCore:
                 skew = self.settings.max_skew_ms + 1
                 local = js.job.run_local and not self._reachable
                 for p in js.pending.values():
-                    if p.in_flight or p.local == 1:
-                        continue  # its reply, failure or end marks the job dirty
+                    if p.in_flight:
+                        continue  # its reply or failure marks the job dirty
                     if local and p.local == 0 and p.fire_ms < wake_wall:
                         wake_wall = p.fire_ms  # run it locally when due
-                    drop = p.fire_ms + p.deadline_ms + skew
+                    # (A local run still going holds the slot past its deadline: its end marks the job.)
+                    drop = _NEVER if p.local == 1 else p.fire_ms + p.deadline_ms + skew
                     if trusted:
                         if p.retry_at_mono < wake_mono and js.caught_up:
                             wake_mono = p.retry_at_mono
@@ -614,32 +447,7 @@ class NodeCore:
             for r in js.running.values():
                 if not r.renewing and r.renew_at_mono < wake_mono:
                     wake_mono = r.renew_at_mono
-        wakes = js.wakes
-        if (
-            wake_wall == wakes[_WAKE_WALL]
-            and wake_mono == wakes[_WAKE_MONO]
-            and visit_wall == wakes[_VISIT_WALL]
-            and visit_mono == wakes[_VISIT_MONO]
-        ):
-            return
-        heaps = self._heaps
-        i = js.index
-        for kind, at in enumerate((wake_wall, wake_mono, visit_wall, visit_mono)):
-            if at != wakes[kind]:
-                wakes[kind] = at
-                if at != _NEVER:
-                    heap = heaps[kind]
-                    heappush(heap, (at, i))
-                    if len(heap) > 64 + 4 * len(self._by_index):
-                        self._compact(kind)
-
-    def _compact(self, kind: int) -> None:
-        """Rebuild a heap of timers from the cached ones, dropping the stale entries."""
-        heap = self._heaps[kind]
-        heap[:] = [
-            (js.wakes[kind], js.index) for js in self._by_index if js.wakes[kind] not in (_NEVER, _UNSET)
-        ]
-        heapify(heap)
+        self._timers.update(js.index, wake_wall, wake_mono, visit_wall, visit_mono)
 
     def on_assigned(self, job: str, fire_ms: int, token: int, now: Now) -> list[Action]:
         """An assignment notice (pub/sub or simulated): start if it is new to us."""

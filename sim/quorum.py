@@ -39,6 +39,7 @@ from quorum_cron.model import SlotState, SlotView, TransitionResult, VoteResult,
 from quorum_cron.perform import perform
 from quorum_cron.schedule import Schedule
 from quorum_cron.store.memory import MemoryStore
+from quorum_cron.timers import NEVER, InputBounds, input_bounds
 from sim.scenario import JobDef
 from sim.world import SimNode, World
 
@@ -96,6 +97,21 @@ def base_spec_hash(job: JobDef) -> str:
 
 
 StoreFactory = Callable[[World], MemoryStore]
+
+_CAUSES = (
+    ("ran locally on", "local run recorded as its slot's missed entry"),
+    ("store refused the vote", "slot missed: the store refused writes"),
+    ("store unreachable", "slot missed: the store was unreachable"),
+    ("abstained", "slot missed: clock untrusted"),
+)
+
+
+def _missed_cause(reason: str) -> str:
+    """What a missed record the core wrote says about why (the explorer's "reached" list)."""
+    for needle, what in _CAUSES:
+        if needle in reason:
+            return what
+    return "slot accounted for by catch-up after an outage"
 
 
 class QuorumStrategy:
@@ -160,9 +176,8 @@ class QuorumStrategy:
             assign_poll_ms=s.assign_poll_ms,
         )
         jobs = self.core_jobs(world, node)
-        return QuorumProcess(
-            world, node, NodeCore(settings, jobs), _Bounds(settings, jobs, self.exact_wakeups)
-        )
+        bounds = input_bounds(settings, run_local=any(j.run_local for j in jobs))
+        return QuorumProcess(world, node, NodeCore(settings, jobs), bounds, self.exact_wakeups)
 
     @staticmethod
     def mutates(payload: Any) -> bool:
@@ -245,7 +260,7 @@ class QuorumStrategy:
         elif kind is RecordMissed:
             missed: SlotView = reply  # type: ignore[assignment]
             if missed.state != before:
-                world.reached("slot accounted for by catch-up after an outage")
+                world.reached(_missed_cause(missed.reason))
                 self._decided(world, node, missed, "catch-up")
         return reply
 
@@ -304,66 +319,35 @@ class QuorumStrategy:
                 )
 
 
-INF = 1 << 62
-
 SPIN_FLOOR_MS = 50
 """Wake-up delay used when the core asks for 0 ms right after a tick (a busy loop)."""
-
-
-class _Bounds:
-    """Lower bounds on how soon a new core timer can fall due after each kind of input.
-
-    An input can only add timers at least this far out (a retry after
-    ``retry_ms``, a poll, a renewal after ``lease/3``…), so when the node
-    already has a wake scheduled no later than that, asking
-    ``NodeCore.next_wakeup`` is pointless and skipped (it is cheap, but its
-    answer then costs a clock conversion too). ``exact`` turns the shortcut
-    off; a test runs both ways and demands byte-identical traces, which is
-    what keeps these bounds honest if the core's timers change.
-    """
-
-    __slots__ = ("exact", "failure", "notice", "reply")
-
-    def __init__(self, s: NodeSettings, jobs: Sequence[CoreJob], exact: bool) -> None:
-        self.exact = exact
-        renew = max(1, s.lease_ms // 3)
-        # A reply that reveals a commit can defer the start to the fire time,
-        # which votes lead by ``vote_lead_ms``: those inputs always ask (0).
-        self.reply: dict[type, int] = {
-            Vote: 0,
-            Start: 0,
-            Renew: renew,
-            Sweep: 0,
-            ReadSlot: 0,
-            ReadHighWater: 0,
-            Finish: 0,
-            RecordMissed: 0,
-        }
-        self.notice = 0
-        # A failed vote can leave a slot past its deadline, due to be recorded
-        # missed at once (at its drop time, passed, while the clock is untrusted).
-        self.failure: dict[type, int] = {
-            Vote: 0,
-            Start: s.retry_ms,
-            Renew: s.retry_ms,
-            Sweep: s.retry_ms,
-            ReadSlot: s.retry_ms,
-            ReadHighWater: s.retry_ms,
-            Finish: s.retry_ms,
-            RecordMissed: s.retry_ms,
-        }
 
 
 class QuorumProcess:
     """One node: a ``NodeCore`` whose actions the world carries out."""
 
-    __slots__ = ("_wake_clock", "_wake_gen", "_wake_target", "bounds", "core", "node", "spinning", "world")
+    __slots__ = (
+        "_wake_clock",
+        "_wake_gen",
+        "_wake_target",
+        "bounds",
+        "core",
+        "exact",
+        "node",
+        "spinning",
+        "world",
+    )
 
-    def __init__(self, world: World, node: SimNode, core: NodeCore, bounds: _Bounds) -> None:
+    def __init__(
+        self, world: World, node: SimNode, core: NodeCore, bounds: InputBounds, exact: bool = False
+    ) -> None:
         self.world = world
         self.node = node
         self.core = core
         self.bounds = bounds
+        """How soon a timer added by each input can fall due (:func:`quorum_cron.timers.input_bounds`)."""
+        self.exact = exact
+        """Ask the core for its next wakeup after every input (tests compare both modes)."""
         self.spinning = False
         self._wake_gen = -1
         """``node.wake_gen`` of the wake this process last scheduled ..."""
@@ -438,8 +422,8 @@ class QuorumProcess:
                 world.send(node, a)
         if bound is None or node.paused or not node.up:
             return
-        if not self.bounds.exact and node.wake_at is not None:
-            if bound >= INF:
+        if not self.exact and node.wake_at is not None:
+            if bound >= NEVER:
                 return
             scheduled = self._scheduled_wake()
             if scheduled is not None:
@@ -492,7 +476,8 @@ class QuorumProcess:
 
     def run_finished(self, job: str, fire_ms: int, token: int, ok: bool, detail: str) -> None:
         now = self._now()
-        self._apply(self.core.on_run_finished(job, fire_ms, token, ok, detail, now), now, INF)
+        actions = self.core.on_run_finished(job, fire_ms, token, ok, detail, now)
+        self._apply(actions, now, self.bounds.run_finished)
 
     def set_trust(self, trusted: bool, why: str) -> None:
         self.core.set_trust(trusted, why)
