@@ -71,6 +71,7 @@ from quorum_cron.actions import (
     Sweep,
     Vote,
 )
+from quorum_cron.lifecycle import Phase
 from quorum_cron.model import (
     TERMINAL_STATES,
     Delivery,
@@ -363,6 +364,35 @@ class NodeCore:
         if wait == _NEVER:
             return self.settings.sweep_ms
         return max(0, wait)
+
+    def slot_phase(self, job: str, fire_ms: int) -> Phase:
+        """What this node is doing about slot ``(job, fire_ms)`` (:mod:`quorum_cron.lifecycle`)."""
+        js = self._jobs.get(job)
+        if js is None:
+            return Phase.NONE
+        if fire_ms in js.running:
+            return Phase.RUNNING
+        if fire_ms in js.starting:
+            return Phase.STARTING
+        if (job, fire_ms) in self._finishes:
+            return Phase.FINISHING
+        if fire_ms in js.deferred:
+            return Phase.DEFERRED
+        p = js.pending.get(fire_ms)
+        if p is not None:
+            if p.in_flight:
+                return Phase.VOTING
+            if p.local == 1:
+                return Phase.LOCAL
+            if p.abstained and not self._trusted:
+                return Phase.ABSTAINED
+            return Phase.DUE
+        if fire_ms in js.awaiting:
+            return Phase.AWAITING
+        key = (job, fire_ms)
+        if any(isinstance(a, RecordMissed) and (a.job, a.fire_ms) == key for *_, a in self._retries):
+            return Phase.MISSED
+        return Phase.NONE
 
     def reference_wakeup(self, now: Now) -> int:
         """:meth:`next_wakeup` computed from scratch from every timer of every job (slow).
