@@ -688,10 +688,13 @@ class NodeCore:
         for fire_ms in sorted(js.pending):
             p = js.pending[fire_ms]
             if now.wall_ms > fire_ms + p.deadline_ms + self.settings.max_skew_ms:
-                if p.in_flight or p.local == 1:
+                if p.local == 1:
+                    # Too late to vote; a local run still going: its end says what to record.
+                    p.retry_at_mono = _NEVER
+                    continue
+                if p.in_flight:
                     # Too late to vote, but our vote may still land: its reply
-                    # (or failure, then recorded missed below) settles it. A
-                    # local run still going: its end says what to record.
+                    # (or failure, then recorded missed below) settles it.
                     continue
                 # Too late to vote. If nobody voted either, only this record
                 # keeps the slot from ending unaccounted (the store checks the

@@ -75,7 +75,7 @@ def test_fault_schedules_are_valid_and_in_time_order(faults: tuple[sim.Fault, ..
 
 def test_shrink_a_planted_bug_to_a_file_that_replays_it(tmp_path: Path) -> None:
     base = sim.load(SCENARIO_DIR / "executor-paused-at-commit.toml")
-    noisy = base.with_faults(base.faults + tuple(explore_scenario(3, hours=4 / 60).faults))
+    noisy = base.with_faults(base.faults + tuple(explore_scenario(3, nodes=base.nodes, hours=4 / 60).faults))
     seed = next(
         s
         for s in range(10)
