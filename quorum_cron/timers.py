@@ -61,17 +61,22 @@ class JobTimers:
     def update(self, job: int, wake_wall: int, wake_mono: int, visit_wall: int, visit_mono: int) -> None:
         """Job ``job``'s timers are now these (``NEVER``: none of that kind); push the changed ones."""
         wakes = self._wakes[job]
-        new = [wake_wall, wake_mono, visit_wall, visit_mono]
-        if wakes == new:
-            return
-        for kind, at in enumerate(new):
-            if at != wakes[kind]:
-                wakes[kind] = at
-                if at != NEVER:
-                    heap = self._heaps[kind]
-                    heappush(heap, (at, job))
-                    if len(heap) > 64 + 4 * len(self._wakes):
-                        self._compact(kind)
+        if wakes[0] != wake_wall:
+            self._push(wakes, job, WAKE_WALL, wake_wall)
+        if wakes[1] != wake_mono:
+            self._push(wakes, job, WAKE_MONO, wake_mono)
+        if wakes[2] != visit_wall:
+            self._push(wakes, job, VISIT_WALL, visit_wall)
+        if wakes[3] != visit_mono:
+            self._push(wakes, job, VISIT_MONO, visit_mono)
+
+    def _push(self, wakes: list[int], job: int, kind: int, at: int) -> None:
+        wakes[kind] = at
+        if at != NEVER:
+            heap = self._heaps[kind]
+            heappush(heap, (at, job))
+            if len(heap) > 64 + 4 * len(self._wakes):
+                self._compact(kind)
 
     def pop_due(self, wall_ms: int, mono_ms: int, into: set[int]) -> None:
         """Add to ``into`` every job with a timer due at these readings (its timers must then be updated)."""
