@@ -206,6 +206,8 @@ def check(records: Sequence[Record]) -> Report:
     alive: dict[tuple[str, int], tuple[str, int]] = {}
     """Slots whose job process is alive: (node, token) of the run."""
     local_seen: set[tuple[str, str, int]] = set()
+    commit_log: list[tuple[int, tuple[str, int], int, str, str]] = []
+    """(t, slot, token, executor, by) of every commit, to forget those a failover lost."""
     ledger: dict[tuple[str, int], str] = {}
     health = _Health()
     out = report.violations
@@ -257,6 +259,10 @@ def check(records: Sequence[Record]) -> Report:
             lagging.append((r["t"] - r["lost_ms"], r["t"]))
             if not waits:
                 lost.append((r["t"] - r["lost_ms"], r["t"]))
+            else:
+                # With WAIT, no node acted on a write the failover lost: its commits never
+                # happened for anyone (the new primary may hand the same tokens out again).
+                _forget_commits(r["t"] - r["lost_ms"], commit_log, committed, executors, retry_counts)
         elif ev == "commit":
             key = (r["job"], r["fire"])
             earlier_executors = executors.get(key, [])
@@ -297,6 +303,7 @@ def check(records: Sequence[Record]) -> Report:
                         )
             executors.setdefault(key, []).append(r["executor"])
             committed[key] = max(committed.get(key, 0), r["token"])
+            commit_log.append((r["t"], key, r["token"], r["executor"], r["by"]))
             sent = counted.get(key, {})
             agreeing = sorted(n for n, h in sent.items() if h == r["spec"])
             if r["by"] == "vote" and len(agreeing) < q:
@@ -433,6 +440,29 @@ def _on_run(
                 )
             )
     earlier.append(token)
+
+
+def _forget_commits(
+    since: int,
+    log: list[tuple[int, tuple[str, int], int, str, str]],
+    committed: dict[tuple[str, int], int],
+    executors: dict[tuple[str, int], list[str]],
+    retry_counts: dict[tuple[str, int], int],
+) -> None:
+    """Drop the commits made at true time ``since`` or later from what the checker holds as true."""
+    lost = [e for e in log if e[0] >= since]
+    if not lost:
+        return
+    log[:] = [e for e in log if e[0] < since]
+    for key in {e[1] for e in lost}:
+        kept = [e for e in log if e[1] == key]
+        if kept:
+            committed[key] = max(e[2] for e in kept)
+            executors[key] = [e[3] for e in kept]
+        else:
+            committed.pop(key, None)
+            executors.pop(key, None)
+        retry_counts[key] = sum(1 for e in kept if e[4] == "retry")
 
 
 def _on_local_run(r: Record, report: Report, seen: set[tuple[str, str, int]]) -> None:
