@@ -256,6 +256,11 @@ class NodeCore:
         learns it from its calls: a reply means reachable, an ``UNREACHABLE`` failure not)."""
         if reachable != self._reachable:
             self._dirty.update(self._local_jobs)  # (only run-local jobs' timers depend on it)
+            if reachable and self._retries:
+                # Back: the high-water reads (which votes wait for) and missed records that
+                # backed off while it was away go at the next tick, in the order they failed.
+                self._retries = sorted((0, seq, a) for _, seq, a in self._retries)
+                self._retry_failures.clear()
         self._reachable = reachable
         if not reachable:
             self._unreachable_reason = reason or "store unreachable"

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from quorum_cron.model import Delivery
@@ -46,6 +46,7 @@ __all__ = [
     "FAILOVER_STALL",
     "KNOWN_LIMITS",
     "LATE_RUN",
+    "NEVER_SEEN",
     "UNVOTED",
     "Report",
     "Violation",
@@ -59,7 +60,8 @@ UNVOTED = "slot nobody could vote for left unaccounted"
 LATE_RUN = "run started after its lease expired"
 FAILOVER_LOSS = "slot forgotten by a failover that lost writes"
 FAILOVER_STALL = "slot whose window fell in writes a failover lost"
-KNOWN_LIMITS = frozenset({FAILOVER_LOSS, FAILOVER_STALL})
+NEVER_SEEN = "slot of a job the store never saw, forgotten by a restart of every node"
+KNOWN_LIMITS = frozenset({FAILOVER_LOSS, FAILOVER_STALL, NEVER_SEEN})
 """Violation kinds that are documented limits of the design, not bugs (docs/protocol.md).
 
 * ``FAILOVER_LOSS``: without ``wait_replicas`` a failover can lose
@@ -68,7 +70,11 @@ KNOWN_LIMITS = frozenset({FAILOVER_LOSS, FAILOVER_STALL})
   replica had stopped taking its writes cannot run, with or without
   ``wait_replicas`` (nothing written then survives the failover; with
   ``WAIT`` no node is told it did). It ends ``missed`` — accounted for —
-  where the liveness rule would otherwise demand a run.
+  where the liveness rule would otherwise demand a run;
+* ``NEVER_SEEN``: a slot of a job no store call had named yet (its
+  high-water mark is unset), due while no node could reach the store, then
+  every node restarted: the nodes keep no state and the store has none, so
+  nobody knows the slot was due (a limit of the current store contract).
 
 They are reported under their own names and counted separately (the
 explorer's "known limits"), never silently dropped.
@@ -206,6 +212,9 @@ def check(records: Sequence[Record]) -> Report:
     alive: dict[tuple[str, int], tuple[str, int]] = {}
     """Slots whose job process is alive: (node, token) of the run."""
     local_seen: set[tuple[str, str, int]] = set()
+    first_decided: dict[str, int] = {}
+    """Per job, when the store first decided one of its slots (raising its high-water mark)."""
+    boots: dict[str, list[int]] = {}
     commit_log: list[tuple[int, tuple[str, int], int, str, str]] = []
     """(t, slot, token, executor, by) of every commit, to forget those a failover lost."""
     ledger: dict[tuple[str, int], str] = {}
@@ -303,6 +312,7 @@ def check(records: Sequence[Record]) -> Report:
                         )
             executors.setdefault(key, []).append(r["executor"])
             committed[key] = max(committed.get(key, 0), r["token"])
+            first_decided.setdefault(r["job"], r["t"])
             commit_log.append((r["t"], key, r["token"], r["executor"], r["by"]))
             sent = counted.get(key, {})
             agreeing = sorted(n for n, h in sent.items() if h == r["spec"])
@@ -318,6 +328,10 @@ def check(records: Sequence[Record]) -> Report:
                 )
         elif ev == "vote":
             _on_vote(r, sc, out, counted)
+        elif ev == "decided":
+            first_decided.setdefault(r["job"], r["t"])
+        elif ev == "boot":
+            boots.setdefault(r["node"], []).append(r["t"])
         elif ev == "health":
             health.add(r["node"], r["t"], r["ok"])
         elif ev == "ledger":
@@ -348,7 +362,17 @@ def check(records: Sequence[Record]) -> Report:
             )
     split = {key for key, sent in counted.items() if len(set(sent.values())) > 1}
     _check_due(
-        sc, report, runs, ledger, health, quorum_mode, executors, lossy_failovers, split, lagging
+        sc,
+        report,
+        runs,
+        ledger,
+        health,
+        quorum_mode,
+        executors,
+        lossy_failovers,
+        split,
+        lagging,
+        lambda job, fire: _never_seen(fire, job, first_decided, boots, sc),
     )
     return report
 
@@ -440,6 +464,16 @@ def _on_run(
                 )
             )
     earlier.append(token)
+
+
+def _never_seen(
+    fire: int, job: str, first_decided: Mapping[str, int], boots: Mapping[str, list[int]], sc: Scenario
+) -> bool:
+    """Whether nobody can know slot ``fire`` of ``job`` was due: every node restarted after it
+    (losing what it knew) while the store still had no decided slot of the job (so the restart's
+    catch-up had no high-water mark to count from)."""
+    decided = first_decided.get(job, 1 << 62)
+    return all(any(fire < b < decided for b in boots.get(n, ())) for n in sc.node_ids)
 
 
 def _forget_commits(
@@ -555,6 +589,7 @@ def _check_due(
     lossy_failovers: list[int],
     split: set[tuple[str, int]],
     lagging: list[tuple[int, int]],
+    never_seen: Callable[[str, int], bool],
 ) -> None:
     q = sc.nodes // 2 + 1
     end = sc.start_ms + sc.duration_ms
@@ -564,7 +599,8 @@ def _check_due(
     out = report.violations
     for job in sc.jobs:
         schedule = make_schedule(job)
-        last = end - _tail_ms(sc, job.deadline_ms, min(job.run_ms[1], job.timeout_ms))
+        # (A node whose clock runs behind handles a slot that much later: the tail allows for it.)
+        last = end - _tail_ms(sc, job.deadline_ms, min(job.run_ms[1], job.timeout_ms)) - _clock_horizon(sc)
         for fire in schedule.fire_times(sc.start_ms, last):
             key = (job.name, fire)
             report.due += 1
@@ -583,6 +619,17 @@ def _check_due(
                         fire,
                         fire,
                         "the store failed over to a replica without the slot's writes",
+                    )
+                )
+            elif state is None and never_seen(job.name, fire):
+                out.append(
+                    Violation(
+                        NEVER_SEEN,
+                        job.name,
+                        fire,
+                        fire,
+                        "no store call had named the job before the slot, and every node restarted "
+                        "before one could record it",
                     )
                 )
             elif state is None:
