@@ -10,7 +10,20 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "quorum_cron"
 
-PURE = ["model", "core", "actions", "timers", "lifecycle", "schedule", "durations", "perform"]
+PURE = [
+    "model",
+    "core",
+    "core_state",
+    "core_vote",
+    "core_run",
+    "actions",
+    "timers",
+    "lifecycle",
+    "schedule",
+    "cron",
+    "durations",
+    "perform",
+]
 FACES = ("quorum_cron.cli", "quorum_cron.commands", "quorum_cron.app", "quorum_cron.sim_cli")
 IMPLEMENTATIONS = ("quorum_cron.store.redis", "quorum_cron.store.memory", "redis")
 
