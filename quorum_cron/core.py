@@ -302,7 +302,7 @@ class NodeCore(VotingSide, RunningSide):
                     if self._trusted:
                         if js.caught_up:
                             waits.append(max(0, p.retry_at_mono - now.mono_ms))
-                    elif p.local != 1:
+                    elif p.local != 1 and js.caught_up:
                         waits.append(max(0, p.fire_ms + p.deadline_ms + s.max_skew_ms + 1 - now.wall_ms))
             waits.extend(max(0, at - now.mono_ms) for at in js.awaiting.values() if at >= 0)
             waits.extend(max(0, at - now.wall_ms) for _, at in js.deferred.values())
@@ -340,7 +340,9 @@ class NodeCore(VotingSide, RunningSide):
                     if local and p.local == 0 and p.fire_ms < wake_wall:
                         wake_wall = p.fire_ms  # run it locally when due
                     # (A local run still going holds the slot past its deadline: its end marks the job.)
-                    drop = _NEVER if p.local == 1 else p.fire_ms + p.deadline_ms + skew
+                    # (Nor is a slot recorded before the high-water read is answered: that marks the job.)
+                    held = p.local == 1 or not js.caught_up
+                    drop = _NEVER if held else p.fire_ms + p.deadline_ms + skew
                     if trusted:
                         if p.retry_at_mono < wake_mono and js.caught_up:
                             wake_mono = p.retry_at_mono

@@ -64,6 +64,10 @@ class VotingSide(CoreState):
         for fire_ms in sorted(js.pending):
             p = js.pending[fire_ms]
             if now.wall_ms > fire_ms + p.deadline_ms + self.settings.max_skew_ms:
+                if not js.caught_up:
+                    # A missed record decides the slot, raising the high-water mark: it waits
+                    # for this node's own read of the mark, like a vote (see _catch_up).
+                    continue
                 if p.local == 1:
                     # Too late to vote; a local run still going: its end says what to record.
                     p.retry_at_mono = _NEVER

@@ -351,7 +351,7 @@ def test_a_node_that_slept_through_slots_accounts_for_them() -> None:
 def test_an_abstaining_node_sleeps_until_its_pending_slot_is_too_late() -> None:
     j = job("a", 60_000, deadline_ms=500)
     core = NodeCore(NodeSettings(node_id="n1", quorum=2, max_skew_ms=250), [j])
-    core.tick(Now(T0, 0))  # abstains: the clock was never checked
+    boot(core, Now(T0, 0))  # abstains: the clock was never checked
     assert core.next_wakeup(Now(T0 + 1, 1)) == 500 + 250 + 1 - 1
 
 
