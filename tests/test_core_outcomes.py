@@ -154,3 +154,27 @@ def test_a_reply_makes_the_store_reachable_again() -> None:
     assert not core.store_reachable
     core.on_reply(ReadHighWater("j"), 0, clock.at(T0 + 5))
     assert core.store_reachable
+
+
+def test_reads_that_backed_off_go_at_once_when_the_store_answers_again() -> None:
+    """Votes and missed records wait for the high-water read; a read that backed off while the
+    store was away must not hold them for its whole backoff once the store answers."""
+    core, clock = make(run_local=False), Clock(T0)
+    first = core.tick(clock.at(T0 + 3_000))
+    (read,) = [a for a in first if isinstance(a, ReadHighWater)]
+    for a in first:
+        core.on_failure(a, clock.at(T0 + 3_000), Failure.UNREACHABLE, "connection refused")
+    reads = 0
+    for _ in range(4):  # every call fails again: the read's backoff doubles (a sweep retries faster)
+        for a in core.tick(clock.at(clock.wall + 10_000)):
+            if isinstance(a, ReadHighWater | Sweep):
+                reads += isinstance(a, ReadHighWater)
+                core.on_failure(a, clock.at(clock.wall), Failure.UNREACHABLE, "connection refused")
+    assert reads >= 2
+    later = core.tick(clock.at(clock.wall + 600))
+    assert [a for a in later if isinstance(a, ReadHighWater)] == []  # still backing off
+    sweeps = [a for a in later if isinstance(a, Sweep)]
+    assert sweeps, "a sweep retry is what finds the store back"
+    core.on_reply(sweeps[0], [], clock.at(clock.wall))
+    assert core.next_wakeup(clock.at(clock.wall)) == 0
+    assert read in core.tick(clock.at(clock.wall))
