@@ -211,7 +211,7 @@ def check(records: Sequence[Record]) -> Report:
     """(job, fire, token) of a retry → store time before which it must not start."""
     alive: dict[tuple[str, int], tuple[str, int]] = {}
     """Slots whose job process is alive: (node, token) of the run."""
-    local_seen: set[tuple[str, str, int]] = set()
+    local_seen: set[tuple[str, int, str, int]] = set()
     first_decided: dict[str, int] = {}
     """Per job, when the store first decided one of its slots (raising its high-water mark)."""
     boots: dict[str, list[int]] = {}
@@ -248,7 +248,7 @@ def check(records: Sequence[Record]) -> Report:
             if alive.get(key) == (r["node"], r["token"]):
                 del alive[key]
         elif ev == "run_local":
-            _on_local_run(r, report, local_seen)
+            _on_local_run(r, report, local_seen, len(boots.get(r["node"], ())))
         elif ev == "start" and r["ok"]:
             started[(r["node"], r["job"], r["fire"], r["token"])] = r["t"]
             slot_starts.setdefault((r["job"], r["fire"]), []).append(r["t"])
@@ -499,11 +499,12 @@ def _forget_commits(
         retry_counts[key] = sum(1 for e in kept if e[4] == "retry")
 
 
-def _on_local_run(r: Record, report: Report, seen: set[tuple[str, str, int]]) -> None:
-    """A ``run-local`` run: never before the fire time by the node's clock, once per slot per node."""
+def _on_local_run(r: Record, report: Report, seen: set[tuple[str, int, str, int]], boot: int) -> None:
+    """A ``run-local`` run: never before the fire time by the node's clock, once per slot per node
+    process (``boot``: a restarted node keeps no memory of the local runs before)."""
     report.local_runs += 1
     report.reached["slot run locally while the store was unreachable"] += 1
-    key = (r["node"], r["job"], r["fire"])
+    key = (r["node"], boot, r["job"], r["fire"])
     if r["wall"] < r["fire"]:
         report.violations.append(
             Violation(
@@ -573,6 +574,24 @@ def _clock_horizon(sc: Scenario) -> int:
     return horizon
 
 
+def _end_clock_error(sc: Scenario) -> int:
+    """An upper bound on how far a node's wall clock can be off near the end of the run: the steps
+    and lies still in effect then, what drifts accumulated, and the initial skew and drift."""
+    base = sc.clocks.skew_ms + sc.clocks.drift_ppm * sc.duration_ms // 1_000_000
+    per_node = dict.fromkeys(sc.node_ids, 0)
+    for f in sc.faults:
+        lasting = f.for_ms == 0 or f.at_ms + f.for_ms >= sc.duration_ms
+        if f.kind in ("clock_jump", "ntp_lie") and lasting:
+            error = abs(f.by_ms)
+        elif f.kind == "clock_drift":  # (what a drift accumulated stays after it ends)
+            error = abs(f.ppm) * (f.for_ms or sc.duration_ms - f.at_ms) // 1_000_000
+        else:
+            continue
+        for node in f.nodes or sc.node_ids:
+            per_node[node] += error
+    return base + max(per_node.values(), default=0)
+
+
 def _tail_ms(sc: Scenario, deadline_ms: int, run_hi: int) -> int:
     s = sc.settings
     return deadline_ms + s.start_timeout_ms + s.lease_ms + run_hi + 3 * s.sweep_ms + 5_000
@@ -599,8 +618,8 @@ def _check_due(
     out = report.violations
     for job in sc.jobs:
         schedule = make_schedule(job)
-        # (A node whose clock runs behind handles a slot that much later: the tail allows for it.)
-        last = end - _tail_ms(sc, job.deadline_ms, min(job.run_ms[1], job.timeout_ms)) - _clock_horizon(sc)
+        # (A node whose clock still runs behind at the end handles a slot that much later.)
+        last = end - _tail_ms(sc, job.deadline_ms, min(job.run_ms[1], job.timeout_ms)) - _end_clock_error(sc)
         for fire in schedule.fire_times(sc.start_ms, last):
             key = (job.name, fire)
             report.due += 1
