@@ -115,6 +115,7 @@ class RunningSide(CoreState):
             or first[0] != view.token
             or fire_ms in js.running
             or js.starting.get(fire_ms) == view.token  # a start in flight: its reply tells
+            or self._ran(js, fire_ms, view.token)
         ):
             return []
         del js.start_first[fire_ms]
@@ -152,7 +153,7 @@ class RunningSide(CoreState):
             # Committed ahead of time (votes lead the fire time): start when due.
             self._defer(js, fire_ms, token, fire_ms)
             return []
-        if js.starting.get(fire_ms, -1) >= token:
+        if js.starting.get(fire_ms, -1) >= token or self._ran(js, fire_ms, token):
             return []
         running = js.running.get(fire_ms)
         if running is not None and running.token >= token:
@@ -164,6 +165,16 @@ class RunningSide(CoreState):
         js.awaiting.pop(fire_ms, None)
         self._dirty.add(js.index)
         return [Start(js.job.name, fire_ms, token, self.settings.lease_ms)]
+
+    def _ran(self, js: _JobState, fire_ms: int, token: int) -> bool:
+        """Whether this node's run of the slot under ``token`` (or a later one) already ended.
+
+        Its result is still on its way to the store, which shows the slot running until it
+        lands: a late assignment notice or read must not start it, nor a refused repeat of its
+        start adopt it, a second time (explorer seed 7766, delays reordering the calls).
+        """
+        done = self._finishes.get((js.job.name, fire_ms))
+        return done is not None and done.token >= token
 
     def _defer(self, js: _JobState, fire_ms: int, token: int, not_before_ms: int) -> None:
         if js.deferred.get(fire_ms, (-1, 0))[0] <= token:

@@ -74,3 +74,12 @@ def test_a_slot_whose_window_fell_in_lost_writes_is_named_a_failover_limit() -> 
     rep = sim.run(sim.load(BUGS / "failover-after-drift-missed.toml"), 5867).report
     assert rep.by_kind() == {FAILOVER_STALL: 1}, rep.summary()
     assert rep.unexpected() == [] and rep.duplicates == 0
+
+
+def test_a_run_whose_result_is_in_flight_is_not_started_again_by_a_late_start() -> None:
+    """Explorer seed 7766: with its finish still on the way, a refused repeat of the run's start
+    (the store still showed the slot running under this node) made the core adopt it and run the
+    same token a second time."""
+    rep = sim.run(sim.load(BUGS / "late-start-reran-a-finished-run.toml"), 7766).report
+    assert rep.violations == [] and rep.duplicates == 0, rep.summary()
+    assert rep.retries > 0
