@@ -67,7 +67,7 @@ class _Pending:
     why: str = ""
     """Why the last vote for it failed (the missed record's reason says so)."""
     local: int = 0
-    """Run locally: 0 no, 1 running, 2 ended (``local_detail`` says how)."""
+    """Run locally: 0 no, 1 running, 2 ended (``local_detail`` says how), 3 too late to."""
     local_detail: str = ""
 
 

@@ -64,6 +64,8 @@ class VotingSide(CoreState):
         for fire_ms in sorted(js.pending):
             p = js.pending[fire_ms]
             if now.wall_ms > fire_ms + p.deadline_ms + self.settings.max_skew_ms:
+                if p.local == 0:
+                    p.local = 3  # too late to run it locally
                 if not js.caught_up:
                     # A missed record decides the slot, raising the high-water mark: it waits
                     # for this node's own read of the mark, like a vote (see _catch_up).
@@ -110,7 +112,7 @@ class VotingSide(CoreState):
             and not self._reachable
             and p.local == 0
             and not p.in_flight
-            and now.wall_ms >= p.fire_ms
+            and p.fire_ms <= now.wall_ms <= p.fire_ms + p.deadline_ms
             and (js.job.name, p.fire_ms) not in self._ran_local
         )
 
