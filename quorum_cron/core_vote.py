@@ -112,7 +112,7 @@ class VotingSide(CoreState):
             and not self._reachable
             and p.local == 0
             and not p.in_flight
-            and p.fire_ms <= now.wall_ms <= p.fire_ms + p.deadline_ms
+            and now.wall_ms >= p.fire_ms  # (and inside the deadline: _votes_due checks that first)
             and (js.job.name, p.fire_ms) not in self._ran_local
         )
 
