@@ -44,29 +44,46 @@ Safety never depends on either: the store's script decides the window.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from heapq import heapify, heappop, heappush
-from typing import Protocol
+from heapq import heappop, heappush
 
+from quorum_cron.actions import (
+    Abstain,
+    Action,
+    CoreJob,
+    Failure,
+    Finish,
+    Kill,
+    NodeSettings,
+    Now,
+    ReadHighWater,
+    ReadSlot,
+    RecordMissed,
+    Renew,
+    Run,
+    RunLocal,
+    ScheduleLike,
+    Start,
+    StoreAction,
+    Sweep,
+    Vote,
+)
+from quorum_cron.core_run import RunningSide
+from quorum_cron.core_state import MAX_PENDING_FINISHES, MAX_RETRY_DOUBLINGS, _JobState, _Pending
+from quorum_cron.core_vote import VotingSide
+from quorum_cron.lifecycle import Phase
 from quorum_cron.model import (
-    TERMINAL_STATES,
-    Delivery,
-    Overlap,
     SlotState,
     SlotView,
-    SweepParams,
     TransitionResult,
     VoteRequest,
-    VoteResult,
-    VoteStatus,
 )
+from quorum_cron.timers import NEVER
 
 __all__ = [
     "Abstain",
     "Action",
     "CoreJob",
+    "Failure",
     "Finish",
     "Kill",
     "NodeCore",
@@ -77,259 +94,17 @@ __all__ = [
     "RecordMissed",
     "Renew",
     "Run",
+    "RunLocal",
     "ScheduleLike",
     "Start",
+    "StoreAction",
     "Sweep",
     "Vote",
 ]
 
-MAX_CATCHUP_SLOTS = 1000
-MAX_RETRY_DOUBLINGS = 4
-"""A failed missed-record or high-water read is retried after ``retry_ms`` doubling up to 16x."""
-"""At most this many unvoted past slots per job are accounted for at start-up."""
+_NEVER = NEVER
 
-MAX_PENDING_FINISHES = 10_000
-"""Bound on finished-job results buffered while the store is unreachable."""
-
-_NEVER = 1 << 62
-"""A wake time that never comes (no timer of that kind)."""
-
-_UNSET = -(1 << 62)
-"""A cached wake time that matches no timer: the next refresh pushes afresh."""
-
-# Indexes into ``_JobState.wakes`` and ``NodeCore._heaps``.
-_WAKE_WALL, _WAKE_MONO, _VISIT_WALL, _VISIT_MONO = range(4)
-
-
-class ScheduleLike(Protocol):
-    """What the core needs of a schedule: fire times as UTC epoch ms."""
-
-    def next_after(self, ms: int) -> int:
-        """The first fire time strictly after ``ms``."""
-        ...
-
-    def fire_times(self, start_ms: int, end_ms: int) -> Iterator[int]:
-        """Fire times ``t`` with ``start_ms < t <= end_ms``, ascending."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class CoreJob:
-    """The part of a job definition the protocol needs."""
-
-    name: str
-    schedule: ScheduleLike
-    spec_hash: str
-    deadline_ms: int
-    timeout_ms: int
-    overlap: Overlap = Overlap.FORBID
-    delivery: Delivery = Delivery.AT_MOST_ONCE
-    misfire: str = "skip"
-    retries: int = 0
-    """Failed runs retried this many times, each under a new token (the store decides)."""
-    retry_backoff_ms: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSettings:
-    """Cluster-wide protocol settings, as this node is configured."""
-
-    node_id: str
-    quorum: int
-    max_skew_ms: int = 250
-    lease_ms: int = 15_000
-    start_timeout_ms: int = 5_000
-    retry_ms: int = 500
-    sweep_ms: int = 1_000
-    assign_poll_ms: int = 1_000
-    vote_lead_ms: int = 50
-    """Vote this long before a slot is due, so the commit is known when it is.
-
-    The store accepts votes from ``t - max_skew`` by its own clock, so this
-    must stay below ``max_skew_ms``; the job itself still starts only when
-    this node's clock says ``t`` has come (the start is deferred until then).
-    """
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.vote_lead_ms < max(1, self.max_skew_ms):
-            raise ValueError(
-                f"vote_lead_ms {self.vote_lead_ms} is outside the store's early window: "
-                f"expected 0 <= vote_lead_ms < max_skew_ms ({self.max_skew_ms})"
-            )
-
-
-@dataclass(frozen=True, slots=True)
-class Now:
-    """One reading of the node's clocks: wall (epoch ms) and monotonic (ms)."""
-
-    wall_ms: int
-    mono_ms: int
-
-
-# -- actions -----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Vote:
-    """Call ``store.vote(requests)``; reply with the list of results."""
-
-    requests: tuple[VoteRequest, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Start:
-    """Call ``store.start(job, fire_ms, node, token, lease_ms)``."""
-
-    job: str
-    fire_ms: int
-    token: int
-    lease_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class Renew:
-    """Call ``store.renew(job, fire_ms, node, token, lease_ms)``."""
-
-    job: str
-    fire_ms: int
-    token: int
-    lease_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class Finish:
-    """Call ``store.finish(job, fire_ms, node, token, succeeded, detail, retries, retry_backoff_ms)``."""
-
-    job: str
-    fire_ms: int
-    token: int
-    succeeded: bool
-    detail: str
-    retries: int = 0
-    retry_backoff_ms: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Sweep:
-    """Call ``store.sweep(params)``; reply with the changed slots."""
-
-    params: tuple[SweepParams, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ReadSlot:
-    """Call ``store.slot(job, fire_ms)``; reply with the view."""
-
-    job: str
-    fire_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReadHighWater:
-    """Call ``store.high_water(job)``; reply with the int."""
-
-    job: str
-
-
-@dataclass(frozen=True, slots=True)
-class RecordMissed:
-    """Call ``store.record_missed(job, fire_ms, deadline_ms, reason)``; reply with the view."""
-
-    job: str
-    fire_ms: int
-    deadline_ms: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    """Start the job process now (no store call); report its end with ``on_run_finished``."""
-
-    job: str
-    fire_ms: int
-    token: int
-    timeout_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class Kill:
-    """Stop the job process of this slot: the store no longer lets this node run it."""
-
-    job: str
-    fire_ms: int
-    token: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Abstain:
-    """Not voting for a due slot, and why (no store call; for logs and metrics)."""
-
-    job: str
-    fire_ms: int
-    reason: str
-
-
-StoreAction = Vote | Start | Renew | Finish | Sweep | ReadSlot | ReadHighWater | RecordMissed
-"""Actions the runtime carries out as a store call, answering with ``on_reply``/``on_failure``."""
-Action = StoreAction | Run | Kill | Abstain
-
-
-# -- state -------------------------------------------------------------------
-
-
-@dataclass
-class _Pending:
-    """A due slot this node has not yet had a definite vote reply for."""
-
-    fire_ms: int
-    deadline_ms: int
-    retry_at_mono: int = 0
-    in_flight: bool = False
-    abstained: bool = False
-    request: VoteRequest | None = None
-    """The vote request, once built (a retry sends the same one)."""
-
-
-@dataclass
-class _Running:
-    token: int
-    renew_at_mono: int
-    lease_until_mono: int
-    renewing: bool = False
-    renew_sent_mono: int = 0
-
-
-@dataclass
-class _JobState:
-    job: CoreJob
-    cursor_ms: int = 0
-    """Every fire time ≤ cursor has been taken into ``pending`` (or accounted)."""
-    boot_ms: int = 0
-    """The cursor at the first tick: older slots are the catch-up's to account for."""
-    next_fire_ms: int = -1
-    """Cached ``schedule.next_after(cursor_ms)`` (schedules are costly to walk)."""
-    next_fire_for: int = -1
-    """The cursor ``next_fire_ms`` was computed for."""
-    pending: dict[int, _Pending] = field(default_factory=dict)
-    awaiting: dict[int, int] = field(default_factory=dict)
-    """Voted, not assigned to us yet: fire_ms → monotonic time of the next poll."""
-    starting: dict[int, int] = field(default_factory=dict)
-    """Start sent: fire_ms → token."""
-    start_sent: dict[int, int] = field(default_factory=dict)
-    """Start sent: fire_ms → monotonic time it was sent (the lease began after it)."""
-    start_first: dict[int, tuple[int, int]] = field(default_factory=dict)
-    """fire_ms → (token, monotonic time a start for that token was first sent), until its outcome is known."""
-    deferred: dict[int, tuple[int, int]] = field(default_factory=dict)
-    """A retry assigned to us before its backoff ended: fire_ms → (token, not-before wall ms)."""
-    running: dict[int, _Running] = field(default_factory=dict)
-    index: int = 0
-    """Position in the job list: ticks handle jobs in this order."""
-    wakes: list[int] = field(default_factory=lambda: [_UNSET] * 4)
-    """Cached earliest timers, by kind (see :meth:`NodeCore._refresh`)."""
-
-
-class NodeCore:
+class NodeCore(VotingSide, RunningSide):
     """One node's protocol state. Drive it with :meth:`tick` and the ``on_*`` methods.
 
     Every method returns the actions to carry out now, in order. Each store
@@ -348,39 +123,6 @@ class NodeCore:
     :meth:`stop_voting` mark every job dirty.
     """
 
-    def __init__(self, settings: NodeSettings, jobs: Sequence[CoreJob]) -> None:
-        names = [j.name for j in jobs]
-        if len(set(names)) != len(names):
-            raise ValueError(f"duplicate job names in {names!r}: expected each job once")
-        self.settings = settings
-        self._jobs: dict[str, _JobState] = {j.name: _JobState(job=j, index=i) for i, j in enumerate(jobs)}
-        self._by_index: list[_JobState] = list(self._jobs.values())
-        self._dirty: set[int] = set(range(len(jobs)))
-        """Jobs whose state changed since their timers were last computed."""
-        self._heaps: tuple[list[tuple[int, int]], ...] = ([], [], [], [])
-        """(time, job index) by kind; an entry is stale unless it equals the job's cached wake."""
-        self._finish_heap: list[tuple[int, tuple[str, int]]] = []
-        """(retry time, key) of failed finishes; stale unless the key still waits for that time."""
-        self._retry_seq = 0
-        self._trusted = False
-        self._trust_reason = "clock not checked yet"
-        self._started = False
-        self._next_sweep_mono = 0
-        self._sweeping = False
-        self._finishes: dict[tuple[str, int], Finish] = {}
-        self._finish_retry_mono: dict[tuple[str, int], int] = {}
-        self._finishing: set[tuple[str, int]] = set()
-        self._retries: list[tuple[int, int, ReadHighWater | RecordMissed]] = []
-        self._retry_failures: dict[ReadHighWater | RecordMissed, int] = {}
-        """Consecutive failures of a retried record or read (its backoff doubles, up to a cap)."""
-        """A heap of (retry time, sequence number, action)."""
-        self._sweep = Sweep(tuple(self._sweep_params()))
-        self._stopping = False
-        self.dropped_finishes = 0
-        """Results dropped because the buffer was full (reported by the runtime)."""
-
-    # -- inputs --------------------------------------------------------------
-
     def set_trust(self, trusted: bool, reason: str = "") -> None:
         """Tell the core whether this node's clock may be used to vote."""
         if trusted != self._trusted:
@@ -391,6 +133,24 @@ class NodeCore:
     @property
     def trusted(self) -> bool:
         return self._trusted
+
+    def set_store_reachable(self, reachable: bool, reason: str = "") -> None:
+        """Tell the core whether the store answers (the runtime's own probes; the core also
+        learns it from its calls: a reply means reachable, an ``UNREACHABLE`` failure not)."""
+        if reachable != self._reachable:
+            self._dirty.update(self._local_jobs)  # (only run-local jobs' timers depend on it)
+            if reachable and self._retries:
+                # Back: the high-water reads (which votes wait for) and missed records that
+                # backed off while it was away go at the next tick, in the order they failed.
+                self._retries = sorted((0, seq, a) for _, seq, a in self._retries)
+                self._retry_failures.clear()
+        self._reachable = reachable
+        if not reachable:
+            self._unreachable_reason = reason or "store unreachable"
+
+    @property
+    def store_reachable(self) -> bool:
+        return self._reachable
 
     def stop_voting(self) -> None:
         """Graceful shutdown: vote no more; running jobs still renew and finish."""
@@ -415,15 +175,8 @@ class NodeCore:
         visit = self._dirty
         self._dirty = set()
         by_index = self._by_index
-        wall, mono = now.wall_ms, now.mono_ms
-        for kind, heap in enumerate(self._heaps):
-            limit = wall if kind in (_WAKE_WALL, _VISIT_WALL) else mono
-            while heap and heap[0][0] <= limit:
-                at, i = heappop(heap)
-                wakes = by_index[i].wakes
-                if wakes[kind] == at:
-                    wakes[kind] = _UNSET  # popped: the refresh below pushes anew
-                    visit.add(i)
+        mono = now.mono_ms
+        self._timers.pop_due(now.wall_ms, mono, visit)
         if visit:
             requests: list[VoteRequest] = []
             voting = not self._stopping
@@ -486,16 +239,9 @@ class NodeCore:
             for i in dirty:
                 self._refresh(by_index[i])
             dirty.clear()
-        wait = _NEVER
-        if not self._sweeping:
+        wait = self._timers.earliest_wait(now.wall_ms, now.mono_ms)
+        if not self._sweeping and self._next_sweep_mono - now.mono_ms < wait:
             wait = self._next_sweep_mono - now.mono_ms
-        by_index = self._by_index
-        for kind, reading in ((_WAKE_WALL, now.wall_ms), (_WAKE_MONO, now.mono_ms)):
-            heap = self._heaps[kind]
-            while heap and by_index[heap[0][1]].wakes[kind] != heap[0][0]:
-                heappop(heap)
-            if heap and heap[0][0] - reading < wait:
-                wait = heap[0][0] - reading
         heap_f = self._finish_heap
         while heap_f and not self._finish_waits(heap_f[0][1], heap_f[0][0]):
             heappop(heap_f)
@@ -506,6 +252,68 @@ class NodeCore:
         if wait == _NEVER:
             return self.settings.sweep_ms
         return max(0, wait)
+
+    def slot_phase(self, job: str, fire_ms: int) -> Phase:
+        """What this node is doing about slot ``(job, fire_ms)`` (:mod:`quorum_cron.lifecycle`)."""
+        js = self._jobs.get(job)
+        if js is None:
+            return Phase.NONE
+        if fire_ms in js.running:
+            return Phase.RUNNING
+        if fire_ms in js.starting:
+            return Phase.STARTING
+        if (job, fire_ms) in self._finishes:
+            return Phase.FINISHING
+        if fire_ms in js.deferred:
+            return Phase.DEFERRED
+        p = js.pending.get(fire_ms)
+        if p is not None:
+            if p.in_flight:
+                return Phase.VOTING
+            if p.local == 1:
+                return Phase.LOCAL
+            if p.abstained and not self._trusted:
+                return Phase.ABSTAINED
+            return Phase.DUE
+        if fire_ms in js.awaiting:
+            return Phase.AWAITING
+        key = (job, fire_ms)
+        if any(isinstance(a, RecordMissed) and (a.job, a.fire_ms) == key for *_, a in self._retries):
+            return Phase.MISSED
+        return Phase.NONE
+
+    def reference_wakeup(self, now: Now) -> int:
+        """:meth:`next_wakeup` computed from scratch from every timer of every job (slow).
+
+        The reference the incremental timers must equal; ``tests/test_core_incremental.py``
+        checks it at every call of whole simulated runs.
+        """
+        s = self.settings
+        waits = [max(0, self._next_sweep_mono - now.mono_ms)] if not self._sweeping else []
+        for js in self._jobs.values():
+            if not self._stopping:
+                nf = js.job.schedule.next_after(js.cursor_ms)
+                waits.append(max(0, nf - s.vote_lead_ms - now.wall_ms))
+                for p in js.pending.values():
+                    if p.in_flight:
+                        continue
+                    if js.job.run_local and not self._reachable and p.local == 0:
+                        waits.append(max(0, p.fire_ms - now.wall_ms))
+                    if self._trusted:
+                        if js.caught_up:
+                            waits.append(max(0, p.retry_at_mono - now.mono_ms))
+                    elif p.local != 1 and js.caught_up:
+                        waits.append(max(0, p.fire_ms + p.deadline_ms + s.max_skew_ms + 1 - now.wall_ms))
+            waits.extend(max(0, at - now.mono_ms) for at in js.awaiting.values() if at >= 0)
+            waits.extend(max(0, at - now.wall_ms) for _, at in js.deferred.values())
+            waits.extend(max(0, r.renew_at_mono - now.mono_ms) for r in js.running.values() if not r.renewing)
+        waits.extend(
+            max(0, self._finish_retry_mono.get(k, 0) - now.mono_ms)
+            for k in self._finishes
+            if k not in self._finishing
+        )
+        waits.extend(max(0, at - now.mono_ms) for at, _, _ in self._retries)
+        return min(waits) if waits else s.sweep_ms
 
     def _refresh(self, js: _JobState) -> None:
         """Recompute the job's earliest timers; push the ones that changed.
@@ -525,12 +333,18 @@ class NodeCore:
             if js.pending:
                 trusted = self._trusted
                 skew = self.settings.max_skew_ms + 1
+                local = js.job.run_local and not self._reachable
                 for p in js.pending.values():
                     if p.in_flight:
                         continue  # its reply or failure marks the job dirty
-                    drop = p.fire_ms + p.deadline_ms + skew
+                    if local and p.local == 0 and p.fire_ms < wake_wall:
+                        wake_wall = p.fire_ms  # run it locally when due
+                    # (A local run still going holds the slot past its deadline: its end marks the job.)
+                    # (Nor is a slot recorded before the high-water read is answered: that marks the job.)
+                    held = p.local == 1 or not js.caught_up
+                    drop = _NEVER if held else p.fire_ms + p.deadline_ms + skew
                     if trusted:
-                        if p.retry_at_mono < wake_mono:
+                        if p.retry_at_mono < wake_mono and js.caught_up:
                             wake_mono = p.retry_at_mono
                         if drop < visit_wall:
                             visit_wall = drop
@@ -553,32 +367,7 @@ class NodeCore:
             for r in js.running.values():
                 if not r.renewing and r.renew_at_mono < wake_mono:
                     wake_mono = r.renew_at_mono
-        wakes = js.wakes
-        if (
-            wake_wall == wakes[_WAKE_WALL]
-            and wake_mono == wakes[_WAKE_MONO]
-            and visit_wall == wakes[_VISIT_WALL]
-            and visit_mono == wakes[_VISIT_MONO]
-        ):
-            return
-        heaps = self._heaps
-        i = js.index
-        for kind, at in enumerate((wake_wall, wake_mono, visit_wall, visit_mono)):
-            if at != wakes[kind]:
-                wakes[kind] = at
-                if at != _NEVER:
-                    heap = heaps[kind]
-                    heappush(heap, (at, i))
-                    if len(heap) > 64 + 4 * len(self._by_index):
-                        self._compact(kind)
-
-    def _compact(self, kind: int) -> None:
-        """Rebuild a heap of timers from the cached ones, dropping the stale entries."""
-        heap = self._heaps[kind]
-        heap[:] = [
-            (js.wakes[kind], js.index) for js in self._by_index if js.wakes[kind] not in (_NEVER, _UNSET)
-        ]
-        heapify(heap)
+        self._timers.update(js.index, wake_wall, wake_mono, visit_wall, visit_mono)
 
     def on_assigned(self, job: str, fire_ms: int, token: int, now: Now) -> list[Action]:
         """An assignment notice (pub/sub or simulated): start if it is new to us."""
@@ -603,8 +392,19 @@ class NodeCore:
     def on_run_finished(
         self, job: str, fire_ms: int, token: int, succeeded: bool, detail: str, now: Now
     ) -> list[Action]:
-        """The job process ended: record the result in the store (retried until it lands)."""
+        """The job process ended: record the result in the store (retried until it lands).
+
+        ``token`` 0: a local run (:class:`RunLocal`) ended; its outcome goes into the slot's missed
+        record if the slot is not decided by its deadline.
+        """
         js = self._jobs.get(job)
+        if token == 0:
+            p = js.pending.get(fire_ms) if js is not None else None
+            if js is not None and p is not None and p.local == 1:
+                p.local = 2
+                p.local_detail = detail.split("\n", 1)[0]
+                self._dirty.add(js.index)
+            return []
         if js is not None:
             js.running.pop(fire_ms, None)
             self._dirty.add(js.index)
@@ -620,6 +420,8 @@ class NodeCore:
 
     def on_reply(self, action: StoreAction, reply: object, now: Now) -> list[Action]:
         """The store answered ``action`` with ``reply`` (the store method's return value)."""
+        if not self._reachable:
+            self.set_store_reachable(True)
         match action:
             case Vote():
                 assert isinstance(reply, list)
@@ -653,7 +455,10 @@ class NodeCore:
             case ReadHighWater():
                 assert isinstance(reply, int)
                 self._retry_failures.pop(action, None)
-                return self._catch_up(self._jobs[action.job], reply, now)
+                js = self._jobs[action.job]
+                js.caught_up = True
+                self._dirty.add(js.index)
+                return self._catch_up(js, reply, now)
             case RecordMissed():
                 assert isinstance(reply, SlotView)
                 self._retry_failures.pop(action, None)
@@ -663,17 +468,32 @@ class NodeCore:
                 return []
         raise TypeError(f"not a store action: {action!r}")
 
-    def on_failure(self, action: StoreAction, now: Now) -> list[Action]:
-        """The store call failed or its reply was lost: retry after ``retry_ms``."""
+    def on_failure(
+        self, action: StoreAction, now: Now, failure: Failure = Failure.UNREACHABLE, reason: str = ""
+    ) -> list[Action]:
+        """The store call failed or its reply was lost: retry after ``retry_ms``.
+
+        ``failure`` says how: an unreachable store is what lets a ``run_local`` job run
+        here alone; a store that answers with an error (``REFUSED``) is reachable.
+        """
         retry_at = now.mono_ms + self.settings.retry_ms
+        if failure == Failure.UNREACHABLE:
+            self.set_store_reachable(False, reason or "a store call got no answer")
+        elif not self._reachable:
+            self.set_store_reachable(True)
         match action:
             case Vote():
+                if failure == Failure.UNREACHABLE:
+                    why = f"store unreachable ({reason})" if reason else "store unreachable"
+                else:
+                    why = f"store refused the vote ({reason})" if reason else "store refused the vote"
                 for req in action.requests:
                     js = self._jobs[req.job]
                     p = js.pending.get(req.fire_ms)
                     if p is not None:
                         p.in_flight = False
                         p.retry_at_mono = retry_at
+                        p.why = why
                         self._dirty.add(js.index)
             case Start():
                 # Not known whether it landed: a read tells, and a repeated
@@ -712,303 +532,3 @@ class NodeCore:
                 backoff = self.settings.retry_ms << min(failures, MAX_RETRY_DOUBLINGS)
                 self._retry(now.mono_ms + backoff, action)
         return []
-
-    def _retry(self, at: int, action: ReadHighWater | RecordMissed) -> None:
-        self._retry_seq += 1
-        heappush(self._retries, (at, self._retry_seq, action))
-
-    # -- internals -----------------------------------------------------------
-
-    def _vote_request(self, job: CoreJob, fire_ms: int, deadline_ms: int) -> VoteRequest:
-        return VoteRequest(
-            job=job.name,
-            fire_ms=fire_ms,
-            node=self.settings.node_id,
-            spec_hash=job.spec_hash,
-            quorum=self.settings.quorum,
-            max_skew_ms=self.settings.max_skew_ms,
-            deadline_ms=deadline_ms,
-            overlap=job.overlap,
-        )
-
-    @staticmethod
-    def _next_fire(js: _JobState) -> int:
-        if js.next_fire_for != js.cursor_ms:
-            js.next_fire_ms = js.job.schedule.next_after(js.cursor_ms)
-            js.next_fire_for = js.cursor_ms
-        return js.next_fire_ms
-
-    def _collect_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
-        floor = now.wall_ms - js.job.deadline_ms
-        # (A cursor behind the floor with no fire time in between is left
-        # where it is: moving it would change nothing but the cached fire time.)
-        if js.cursor_ms < floor and self._next_fire(js) <= floor:
-            # This node slept through slots (a pause, a wall-clock jump): too
-            # late to vote for them, but not too late to account for them.
-            late = itertools.islice(js.job.schedule.fire_times(js.cursor_ms, floor), MAX_CATCHUP_SLOTS)
-            reason = f"{self.settings.node_id} was not running when the slot was due"
-            out.extend(RecordMissed(js.job.name, t, js.job.deadline_ms, reason) for t in late)
-            js.cursor_ms = floor
-        horizon = now.wall_ms + self.settings.vote_lead_ms
-        while (t := self._next_fire(js)) <= horizon:
-            js.pending.setdefault(t, _Pending(fire_ms=t, deadline_ms=js.job.deadline_ms))
-            js.cursor_ms = t
-
-    def _votes_due(self, js: _JobState, now: Now, out: list[Action]) -> Iterator[VoteRequest]:
-        for fire_ms in sorted(js.pending):
-            p = js.pending[fire_ms]
-            if now.wall_ms > fire_ms + p.deadline_ms + self.settings.max_skew_ms:
-                if p.in_flight:
-                    # Too late to vote, but our vote may still land: its reply
-                    # (or failure, then recorded missed below) settles it.
-                    continue
-                # Too late to vote. If nobody voted either, only this record
-                # keeps the slot from ending unaccounted (the store checks the
-                # deadline by its own clock and ignores decided slots).
-                del js.pending[fire_ms]
-                me = self.settings.node_id
-                why = f"{me} abstained: {self._trust_reason}" if p.abstained else f"{me} could not vote"
-                reason = f"no quorum before the deadline ({why})"
-                out.append(RecordMissed(js.job.name, fire_ms, p.deadline_ms, reason))
-                continue
-            if p.in_flight or p.retry_at_mono > now.mono_ms:
-                continue
-            if not self._trusted:
-                if not p.abstained:
-                    p.abstained = True
-                    out.append(Abstain(js.job.name, fire_ms, self._trust_reason))
-                continue
-            p.in_flight = True
-            if p.request is None:
-                p.request = self._vote_request(js.job, fire_ms, p.deadline_ms)
-            yield p.request
-
-    def _polls_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
-        for fire_ms in sorted(js.awaiting):
-            at = js.awaiting[fire_ms]
-            if 0 <= at <= now.mono_ms:
-                js.awaiting[fire_ms] = -1  # a read is in flight
-                out.append(ReadSlot(js.job.name, fire_ms))
-
-    def _renewals_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
-        for fire_ms in sorted(js.running):
-            r = js.running[fire_ms]
-            if not r.renewing and r.renew_at_mono <= now.mono_ms:
-                r.renewing = True
-                r.renew_sent_mono = now.mono_ms
-                out.append(Renew(js.job.name, fire_ms, r.token, self.settings.lease_ms))
-
-    def _lease_check(self, js: _JobState, fire_ms: int, now: Now) -> list[Action]:
-        """Unrenewable lease under at-least-once: another node may re-run, so stop ours."""
-        r = js.running.get(fire_ms)
-        if r is None or now.mono_ms < r.lease_until_mono or js.job.delivery != Delivery.AT_LEAST_ONCE:
-            return []
-        del js.running[fire_ms]
-        self._dirty.add(js.index)
-        return [Kill(js.job.name, fire_ms, r.token, "lease expired while the store was unreachable")]
-
-    def _sweep_params(self) -> Iterator[SweepParams]:
-        for js in self._jobs.values():
-            yield SweepParams(
-                job=js.job.name,
-                deadline_ms=js.job.deadline_ms,
-                start_timeout_ms=self.settings.start_timeout_ms,
-                delivery=js.job.delivery,
-            )
-
-    def _on_votes(self, action: Vote, results: list[object], now: Now) -> list[Action]:
-        out: list[Action] = []
-        for req, res in zip(action.requests, results, strict=True):
-            assert isinstance(res, VoteResult)
-            js = self._jobs[req.job]
-            self._dirty.add(js.index)
-            p = js.pending.get(req.fire_ms)
-            if res.status == VoteStatus.EARLY:
-                # Our clock runs ahead of the store's: try again shortly.
-                if p is not None:
-                    p.in_flight = False
-                    p.retry_at_mono = now.mono_ms + max(1, self.settings.max_skew_ms // 2)
-                continue
-            js.pending.pop(req.fire_ms, None)
-            out.extend(self._on_view(res.slot, now, poll_again=True))
-        return out
-
-    def _on_view(self, view: SlotView, now: Now, poll_again: bool = False) -> list[Action]:
-        """React to a slot's state, whichever call revealed it."""
-        js = self._jobs.get(view.job)
-        if js is None:
-            return []
-        me = self.settings.node_id
-        if view.state == SlotState.COMMITTED:
-            self._stop_polling(js, view.fire_ms)
-            if view.executor == me and view.not_before_ms > now.wall_ms:
-                self._defer(js, view.fire_ms, view.token, view.not_before_ms)
-                return []
-            return self._maybe_start(js, view.fire_ms, view.token, view.executor, now)
-        if view.state == SlotState.RUNNING and view.executor != me:
-            self._stop_polling(js, view.fire_ms)
-            js.start_first.pop(view.fire_ms, None)
-            self._drop_stale_run(js, view)
-            return []
-        if view.state == SlotState.RUNNING:
-            self._stop_polling(js, view.fire_ms)
-            return self._adopt_start(js, view, now)
-        if view.state == SlotState.PROPOSED and poll_again and not self._stopping:
-            if now.wall_ms <= view.fire_ms + js.job.deadline_ms + self.settings.start_timeout_ms:
-                # A fallback for a lost assignment notice: poll well inside the deadline.
-                poll = max(10, min(self.settings.assign_poll_ms, js.job.deadline_ms // 2))
-                js.awaiting[view.fire_ms] = now.mono_ms + poll
-                self._dirty.add(js.index)
-            return []
-        self._stop_polling(js, view.fire_ms)
-        if view.state in TERMINAL_STATES:
-            js.start_first.pop(view.fire_ms, None)
-            return self._drop_stale_run(js, view)
-        return []
-
-    def _adopt_start(self, js: _JobState, view: SlotView, now: Now) -> list[Action]:
-        """The store runs the slot under our start though we never heard it accepted: run the job.
-
-        (The reply to the start was lost, or an earlier send of it landed
-        after a later one.) As for a held start reply: only while less than
-        half a lease has passed since the start was first sent, as the lease
-        began after that and another node may take the slot over once it ends.
-        """
-        fire_ms = view.fire_ms
-        first = js.start_first.get(fire_ms)
-        if (
-            first is None
-            or first[0] != view.token
-            or fire_ms in js.running
-            or js.starting.get(fire_ms) == view.token  # a start in flight: its reply tells
-        ):
-            return []
-        del js.start_first[fire_ms]
-        sent = first[1]
-        lease = self.settings.lease_ms
-        if now.mono_ms - sent >= lease // 2:
-            return []
-        js.start_sent.pop(fire_ms, None)
-        js.running[fire_ms] = _Running(
-            token=view.token,
-            renew_at_mono=sent + max(1, lease // 3),
-            lease_until_mono=sent + lease,
-        )
-        self._dirty.add(js.index)
-        return [Run(js.job.name, fire_ms, view.token, js.job.timeout_ms)]
-
-    def _stop_polling(self, js: _JobState, fire_ms: int) -> None:
-        at = js.awaiting.pop(fire_ms, None)
-        if at is not None and at >= 0:  # (-1, a read in flight, is no timer)
-            self._dirty.add(js.index)
-
-    def _drop_stale_run(self, js: _JobState, view: SlotView) -> list[Action]:
-        r = js.running.get(view.fire_ms)
-        if r is None or (r.token == view.token and view.executor == self.settings.node_id):
-            return []
-        del js.running[view.fire_ms]
-        self._dirty.add(js.index)
-        return [Kill(js.job.name, view.fire_ms, r.token, f"slot is {view.state}: {view.reason}")]
-
-    def _maybe_start(self, js: _JobState, fire_ms: int, token: int, executor: str, now: Now) -> list[Action]:
-        # While stopping, leave new work to the start timeout's takeover.
-        if executor != self.settings.node_id or self._stopping:
-            return []
-        if now.wall_ms < fire_ms:
-            # Committed ahead of time (votes lead the fire time): start when due.
-            self._defer(js, fire_ms, token, fire_ms)
-            return []
-        if js.starting.get(fire_ms, -1) >= token:
-            return []
-        running = js.running.get(fire_ms)
-        if running is not None and running.token >= token:
-            return []
-        js.starting[fire_ms] = token
-        js.start_sent[fire_ms] = now.mono_ms
-        if js.start_first.get(fire_ms, (-1, 0))[0] != token:
-            js.start_first[fire_ms] = (token, now.mono_ms)
-        js.awaiting.pop(fire_ms, None)
-        self._dirty.add(js.index)
-        return [Start(js.job.name, fire_ms, token, self.settings.lease_ms)]
-
-    def _defer(self, js: _JobState, fire_ms: int, token: int, not_before_ms: int) -> None:
-        if js.deferred.get(fire_ms, (-1, 0))[0] <= token:
-            js.deferred[fire_ms] = (token, not_before_ms)
-            self._dirty.add(js.index)
-
-    def _deferred_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
-        for fire_ms in sorted(js.deferred):
-            token, at = js.deferred[fire_ms]
-            if at <= now.wall_ms:
-                del js.deferred[fire_ms]
-                out.extend(self._maybe_start(js, fire_ms, token, self.settings.node_id, now))
-
-    def _on_start(self, action: Start, reply: TransitionResult, now: Now) -> list[Action]:
-        js = self._jobs[action.job]
-        self._dirty.add(js.index)
-        sent = js.start_sent.pop(action.fire_ms, now.mono_ms)
-        if js.starting.get(action.fire_ms) == action.token:
-            del js.starting[action.fire_ms]
-        if not reply.ok:
-            view = reply.slot
-            if view.state == SlotState.COMMITTED and view.token == action.token and view.not_before_ms:
-                # A retry our clock thought due, the store's not yet: try again then.
-                at = max(view.not_before_ms, now.wall_ms) + max(1, self.settings.max_skew_ms // 2)
-                self._defer(js, action.fire_ms, action.token, at)
-            elif view.state == SlotState.RUNNING and view.executor == self.settings.node_id:
-                return self._adopt_start(js, view, now)  # an earlier send of this start landed
-            elif js.start_first.get(action.fire_ms, (-1, 0))[0] == action.token:
-                del js.start_first[action.fire_ms]
-            return []
-        if js.start_first.get(action.fire_ms, (-1, 0))[0] == action.token:
-            del js.start_first[action.fire_ms]
-        lease = self.settings.lease_ms
-        if now.mono_ms - sent >= lease // 2:
-            # The reply was held (a pause, a slow link) for half the lease:
-            # the lease, which began after we sent the start, may be gone and
-            # the slot taken over. Running now could run it twice.
-            return []
-        js.running[action.fire_ms] = _Running(
-            token=action.token,
-            renew_at_mono=sent + max(1, lease // 3),
-            lease_until_mono=sent + lease,
-        )
-        return [Run(action.job, action.fire_ms, action.token, js.job.timeout_ms)]
-
-    def _on_renew(self, action: Renew, reply: TransitionResult, now: Now) -> list[Action]:
-        js = self._jobs[action.job]
-        r = js.running.get(action.fire_ms)
-        if r is None or r.token != action.token:
-            return []
-        self._dirty.add(js.index)
-        r.renewing = False
-        if reply.ok:
-            # The lease was extended after the renew was sent, not when we heard.
-            lease = self.settings.lease_ms
-            r.renew_at_mono = r.renew_sent_mono + max(1, lease // 3)
-            r.lease_until_mono = r.renew_sent_mono + lease
-            return self._lease_check(js, action.fire_ms, now)
-        del js.running[action.fire_ms]
-        return [Kill(action.job, action.fire_ms, action.token, f"renew refused: {reply.reason}")]
-
-    def _catch_up(self, js: _JobState, hwm: int, now: Now) -> list[Action]:
-        """Account for slots between the high-water mark and the first one we vote for."""
-        if hwm <= 0:
-            return []  # a job the store never saw: nothing was due before us
-        job = js.job
-        missed = list(itertools.islice(job.schedule.fire_times(hwm, js.boot_ms), MAX_CATCHUP_SLOTS))
-        if not missed:
-            return []
-        out: list[Action] = []
-        run_once = job.misfire == "run-once" and not self._stopping
-        to_record = missed[:-1] if run_once else missed
-        out.extend(
-            RecordMissed(job.name, t, job.deadline_ms, "no node alive to vote before its deadline")
-            for t in to_record
-        )
-        if run_once:
-            latest = missed[-1]
-            widened = now.wall_ms - latest + job.deadline_ms
-            js.pending[latest] = _Pending(fire_ms=latest, deadline_ms=widened)
-            self._dirty.add(js.index)
-        return out

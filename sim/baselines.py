@@ -189,7 +189,7 @@ class LeaderProcess(_BaselineProcess):
         elif payload.op == "renew" and not reply:
             self._lead(False, "renew refused")
 
-    def failure(self, payload: Any) -> None:
+    def failure(self, payload: Any, refused: str = "") -> None:
         self.in_flight = False  # keep believing: the lease may still be ours
 
     def run_finished(self, job: str, fire_ms: int, token: int, ok: bool, detail: str) -> None:
@@ -212,7 +212,7 @@ class LockProcess(_BaselineProcess):
             job = self.world.jobs[payload.job]
             self.world.start_run(self.node, payload.job, payload.fire_ms, 0, job.timeout_ms)
 
-    def failure(self, payload: Any) -> None:
+    def failure(self, payload: Any, refused: str = "") -> None:
         return None  # a lost lock request: this node skips the slot
 
     def run_finished(self, job: str, fire_ms: int, token: int, ok: bool, detail: str) -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from quorum_cron.model import Delivery
@@ -43,8 +43,10 @@ from sim.trace import Record
 __all__ = [
     "BUSY_LOOP",
     "FAILOVER_LOSS",
+    "FAILOVER_STALL",
     "KNOWN_LIMITS",
     "LATE_RUN",
+    "NEVER_SEEN",
     "UNVOTED",
     "Report",
     "Violation",
@@ -57,12 +59,25 @@ BUSY_LOOP = "busy wakeup loop"
 UNVOTED = "slot nobody could vote for left unaccounted"
 LATE_RUN = "run started after its lease expired"
 FAILOVER_LOSS = "slot forgotten by a failover that lost writes"
-KNOWN_LIMITS = frozenset({FAILOVER_LOSS})
-"""Violation kinds that are documented limits of a deployment, not bugs (docs/simulator.md).
+FAILOVER_STALL = "slot whose window fell in writes a failover lost"
+NEVER_SEEN = "slot of a job the store never saw, forgotten by a restart of every node"
+KNOWN_LIMITS = frozenset({FAILOVER_LOSS, FAILOVER_STALL, NEVER_SEEN})
+"""Violation kinds that are documented limits of the design, not bugs (docs/protocol.md).
 
-Only one: without ``wait_replicas`` a failover can lose acknowledged writes,
-forgetting a slot or running it twice. With ``wait_replicas`` the checker
-excuses nothing a failover does.
+* ``FAILOVER_LOSS``: without ``wait_replicas`` a failover can lose
+  acknowledged writes, forgetting a slot or running it twice;
+* ``FAILOVER_STALL``: a slot whose whole window fell while the primary's
+  replica had stopped taking its writes cannot run, with or without
+  ``wait_replicas`` (nothing written then survives the failover; with
+  ``WAIT`` no node is told it did). It ends ``missed`` — accounted for —
+  where the liveness rule would otherwise demand a run;
+* ``NEVER_SEEN``: a slot of a job no store call had named yet (its
+  high-water mark is unset), due while no node could reach the store, then
+  every node restarted: the nodes keep no state and the store has none, so
+  nobody knows the slot was due (a limit of the current store contract).
+
+They are reported under their own names and counted separately (the
+explorer's "known limits"), never silently dropped.
 """
 
 
@@ -94,6 +109,10 @@ class Report:
     """Slots executed more often than their delivery allows."""
     reruns: int = 0
     """Legal re-runs of at-least-once slots after a takeover."""
+    retries: int = 0
+    """Legal re-runs of failed slots under a retry's new token."""
+    local_runs: int = 0
+    """``run-local`` runs (no store, no quorum: by design outside "executed once")."""
     misses: int = 0
     """Due slots that never ran (whatever the reason; for comparing strategies)."""
     liveness_checked: int = 0
@@ -174,6 +193,8 @@ def check(records: Sequence[Record]) -> Report:
     counted: dict[tuple[str, int], dict[str, str]] = {}
     executors: dict[tuple[str, int], list[str]] = {}
     lossy_failovers: list[int] = []
+    lagging: list[tuple[int, int]] = []
+    """Windows in which the store's writes were about to be lost by a failover (WAIT or not)."""
     waits = sc.settings.wait_replicas > 0
     """With WAIT, a failover loses no acknowledged write: nothing it does is excused."""
     started: dict[tuple[str, str, int, int], int] = {}
@@ -183,6 +204,19 @@ def check(records: Sequence[Record]) -> Report:
     """(node, job, fire, token) → store time the start was accepted."""
     """Per slot, the spec hash of each node's vote the store counted (as the node sent it)."""
     runs: dict[tuple[str, int], list[int]] = {}
+    retry_tokens: dict[tuple[str, int], set[int]] = {}
+    """Per slot, the tokens the store handed out to retry a failed run."""
+    retry_counts: dict[tuple[str, int], int] = {}
+    retry_at: dict[tuple[str, int, int], int] = {}
+    """(job, fire, token) of a retry → store time before which it must not start."""
+    alive: dict[tuple[str, int], tuple[str, int]] = {}
+    """Slots whose job process is alive: (node, token) of the run."""
+    local_seen: set[tuple[str, int, str, int]] = set()
+    first_decided: dict[str, int] = {}
+    """Per job, when the store first decided one of its slots (raising its high-water mark)."""
+    boots: dict[str, list[int]] = {}
+    commit_log: list[tuple[int, tuple[str, int], int, str, str]] = []
+    """(t, slot, token, executor, by) of every commit, to forget those a failover lost."""
     ledger: dict[tuple[str, int], str] = {}
     health = _Health()
     out = report.violations
@@ -194,16 +228,92 @@ def check(records: Sequence[Record]) -> Report:
             forgotten = any(
                 lo <= s <= hi for s in slot_starts.get((r["job"], r["fire"]), ()) for lo, hi in lost
             )
-            _on_run(r, report, jobs, committed, runs, quorum_mode, late, forgotten)
+            key = (r["job"], r["fire"])
+            other = alive.get(key)
+            if other is not None and r["token"] in retry_tokens.get(key, ()):
+                # A retry is handed out only once the failed run reported its end.
+                report.violations.append(
+                    Violation(
+                        "two runs of a slot at once",
+                        r["job"],
+                        r["fire"],
+                        r["t"],
+                        f"{r['node']} started token {r['token']} while {other[0]}'s token {other[1]} ran",
+                    )
+                )
+            alive[key] = (r["node"], r["token"])
+            _on_run(r, report, jobs, committed, runs, quorum_mode, late, forgotten, retry_tokens)
+        elif ev in ("end", "kill"):
+            key = (r["job"], r["fire"])
+            if alive.get(key) == (r["node"], r["token"]):
+                del alive[key]
+        elif ev == "run_local":
+            _on_local_run(r, report, local_seen, len(boots.get(r["node"], ())))
         elif ev == "start" and r["ok"]:
             started[(r["node"], r["job"], r["fire"], r["token"])] = r["t"]
             slot_starts.setdefault((r["job"], r["fire"]), []).append(r["t"])
-        elif ev == "fault" and r["kind"] == "store_failover" and r["phase"] == "begin" and not waits:
-            lost.append((r["t"] - r["lost_ms"], r["t"]))
+            not_before = retry_at.get((r["job"], r["fire"], r["token"]))
+            if not_before is not None and r.get("st", not_before) < not_before:
+                out.append(
+                    Violation(
+                        "retry started before its backoff ended",
+                        r["job"],
+                        r["fire"],
+                        r["t"],
+                        f"{r['node']} started token {r['token']} at store time {r['st']}, "
+                        f"{not_before - r['st']} ms before its backoff ended",
+                    )
+                )
+        elif ev == "fault" and r["kind"] == "store_failover" and r["phase"] == "begin":
+            lagging.append((r["t"] - r["lost_ms"], r["t"]))
+            if not waits:
+                lost.append((r["t"] - r["lost_ms"], r["t"]))
+            else:
+                # With WAIT, no node acted on a write the failover lost: its commits never
+                # happened for anyone (the new primary may hand the same tokens out again).
+                _forget_commits(r["t"] - r["lost_ms"], commit_log, committed, executors, retry_counts)
         elif ev == "commit":
             key = (r["job"], r["fire"])
+            earlier_executors = executors.get(key, [])
+            if r["by"] in ("retry", "takeover") and r["executor"] in earlier_executors:
+                fresh = [n for n, h in r["votes"] if h == r["spec"] and n not in earlier_executors]
+                if fresh:
+                    out.append(
+                        Violation(
+                            "executor re-picked while another voter was left",
+                            r["job"],
+                            r["fire"],
+                            r["t"],
+                            f"{r['by']} gave token {r['token']} to {r['executor']} again; "
+                            f"{', '.join(fresh)} never had it",
+                        )
+                    )
+            previous = committed.get(key, 0)
+            if r["by"] == "takeover" and previous in retry_tokens.get(key, ()) and previous not in runs.get(
+                key, ()
+            ):
+                # A retry that never started, taken over: the new token carries the same attempt.
+                retry_tokens[key].add(r["token"])
+            if r["by"] == "retry":
+                retry_tokens.setdefault(key, set()).add(r["token"])
+                retry_counts[key] = retry_counts.get(key, 0) + 1
+                job = jobs.get(r["job"])
+                if job is not None:
+                    retry_at[(r["job"], r["fire"], r["token"])] = r["st"] + job.retry_backoff_ms
+                    if retry_counts[key] > job.retries:
+                        out.append(
+                            Violation(
+                                "more retries than max_retries",
+                                r["job"],
+                                r["fire"],
+                                r["t"],
+                                f"retry {retry_counts[key]} of a job with retries = {job.retries}",
+                            )
+                        )
             executors.setdefault(key, []).append(r["executor"])
             committed[key] = max(committed.get(key, 0), r["token"])
+            first_decided.setdefault(r["job"], r["t"])
+            commit_log.append((r["t"], key, r["token"], r["executor"], r["by"]))
             sent = counted.get(key, {})
             agreeing = sorted(n for n, h in sent.items() if h == r["spec"])
             if r["by"] == "vote" and len(agreeing) < q:
@@ -218,6 +328,10 @@ def check(records: Sequence[Record]) -> Report:
                 )
         elif ev == "vote":
             _on_vote(r, sc, out, counted)
+        elif ev == "decided":
+            first_decided.setdefault(r["job"], r["t"])
+        elif ev == "boot":
+            boots.setdefault(r["node"], []).append(r["t"])
         elif ev == "health":
             health.add(r["node"], r["t"], r["ok"])
         elif ev == "ledger":
@@ -226,6 +340,16 @@ def check(records: Sequence[Record]) -> Report:
             report.reached[r["what"]] += 1
             if r["what"] == "failover lost writes" and not waits:
                 lossy_failovers.append(r["t"])
+        elif ev == "untrusted_vote":
+            out.append(
+                Violation(
+                    "vote sent by an untrusted node",
+                    "",
+                    0,
+                    r["t"],
+                    f"{r['node']} voted while its clock was not trusted ({r['why']})",
+                )
+            )
         elif ev == "spin":
             out.append(
                 Violation(
@@ -237,7 +361,19 @@ def check(records: Sequence[Record]) -> Report:
                 )
             )
     split = {key for key, sent in counted.items() if len(set(sent.values())) > 1}
-    _check_due(sc, report, runs, ledger, health, quorum_mode, executors, lossy_failovers, split)
+    _check_due(
+        sc,
+        report,
+        runs,
+        ledger,
+        health,
+        quorum_mode,
+        executors,
+        lossy_failovers,
+        split,
+        lagging,
+        lambda job, fire: _never_seen(fire, job, first_decided, boots, sc),
+    )
     return report
 
 
@@ -250,6 +386,7 @@ def _on_run(
     quorum_mode: bool,
     late: bool,
     forgotten: bool,
+    retry_tokens: Mapping[tuple[str, int], set[int]],
 ) -> None:
     key = (r["job"], r["fire"])
     token = r["token"]
@@ -285,7 +422,21 @@ def _on_run(
     if earlier:
         job = jobs.get(r["job"])
         again = quorum_mode and job is not None and job.delivery == Delivery.AT_LEAST_ONCE
-        if again and token > max(earlier):
+        retried = token in retry_tokens.get(key, ())
+        if retried and token <= max(earlier):
+            report.violations.append(
+                Violation(
+                    "retry without a higher token",
+                    r["job"],
+                    r["fire"],
+                    r["t"],
+                    f"{r['node']} ran retry token {token} after tokens {earlier}",
+                )
+            )
+        elif retried:
+            report.retries += 1
+            report.reached["failed run retried"] += 1
+        elif again and token > max(earlier):
             report.reruns += 1
             report.reached["at-least-once slot re-run after a takeover"] += 1
         elif forgotten:
@@ -313,6 +464,62 @@ def _on_run(
                 )
             )
     earlier.append(token)
+
+
+def _never_seen(
+    fire: int, job: str, first_decided: Mapping[str, int], boots: Mapping[str, list[int]], sc: Scenario
+) -> bool:
+    """Whether nobody can know slot ``fire`` of ``job`` was due: every node restarted after it
+    (losing what it knew) while the store still had no decided slot of the job (so the restart's
+    catch-up had no high-water mark to count from)."""
+    decided = first_decided.get(job, 1 << 62)
+    return all(any(fire < b < decided for b in boots.get(n, ())) for n in sc.node_ids)
+
+
+def _forget_commits(
+    since: int,
+    log: list[tuple[int, tuple[str, int], int, str, str]],
+    committed: dict[tuple[str, int], int],
+    executors: dict[tuple[str, int], list[str]],
+    retry_counts: dict[tuple[str, int], int],
+) -> None:
+    """Drop the commits made at true time ``since`` or later from what the checker holds as true."""
+    lost = [e for e in log if e[0] >= since]
+    if not lost:
+        return
+    log[:] = [e for e in log if e[0] < since]
+    for key in {e[1] for e in lost}:
+        kept = [e for e in log if e[1] == key]
+        if kept:
+            committed[key] = max(e[2] for e in kept)
+            executors[key] = [e[3] for e in kept]
+        else:
+            committed.pop(key, None)
+            executors.pop(key, None)
+        retry_counts[key] = sum(1 for e in kept if e[4] == "retry")
+
+
+def _on_local_run(r: Record, report: Report, seen: set[tuple[str, int, str, int]], boot: int) -> None:
+    """A ``run-local`` run: never before the fire time by the node's clock, once per slot per node
+    process (``boot``: a restarted node keeps no memory of the local runs before)."""
+    report.local_runs += 1
+    report.reached["slot run locally while the store was unreachable"] += 1
+    key = (r["node"], boot, r["job"], r["fire"])
+    if r["wall"] < r["fire"]:
+        report.violations.append(
+            Violation(
+                "local run before its fire time",
+                r["job"],
+                r["fire"],
+                r["t"],
+                f"{r['node']} ran it locally {r['fire'] - r['wall']} ms early by its own clock",
+            )
+        )
+    if key in seen:
+        report.violations.append(
+            Violation("slot run locally twice on one node", r["job"], r["fire"], r["t"], f"on {r['node']}")
+        )
+    seen.add(key)
 
 
 def _on_vote(
@@ -367,6 +574,24 @@ def _clock_horizon(sc: Scenario) -> int:
     return horizon
 
 
+def _end_clock_error(sc: Scenario) -> int:
+    """An upper bound on how far a node's wall clock can be off near the end of the run: the steps
+    and lies still in effect then, what drifts accumulated, and the initial skew and drift."""
+    base = sc.clocks.skew_ms + sc.clocks.drift_ppm * sc.duration_ms // 1_000_000
+    per_node = dict.fromkeys(sc.node_ids, 0)
+    for f in sc.faults:
+        lasting = f.for_ms == 0 or f.at_ms + f.for_ms >= sc.duration_ms
+        if f.kind in ("clock_jump", "ntp_lie") and lasting:
+            error = abs(f.by_ms)
+        elif f.kind == "clock_drift":  # (what a drift accumulated stays after it ends)
+            error = abs(f.ppm) * (f.for_ms or sc.duration_ms - f.at_ms) // 1_000_000
+        else:
+            continue
+        for node in f.nodes or sc.node_ids:
+            per_node[node] += error
+    return base + max(per_node.values(), default=0)
+
+
 def _tail_ms(sc: Scenario, deadline_ms: int, run_hi: int) -> int:
     s = sc.settings
     return deadline_ms + s.start_timeout_ms + s.lease_ms + run_hi + 3 * s.sweep_ms + 5_000
@@ -382,6 +607,8 @@ def _check_due(
     executors: dict[tuple[str, int], list[str]],
     lossy_failovers: list[int],
     split: set[tuple[str, int]],
+    lagging: list[tuple[int, int]],
+    never_seen: Callable[[str, int], bool],
 ) -> None:
     q = sc.nodes // 2 + 1
     end = sc.start_ms + sc.duration_ms
@@ -391,7 +618,8 @@ def _check_due(
     out = report.violations
     for job in sc.jobs:
         schedule = make_schedule(job)
-        last = end - _tail_ms(sc, job.deadline_ms, min(job.run_ms[1], job.timeout_ms))
+        # (A node whose clock still runs behind at the end handles a slot that much later.)
+        last = end - _tail_ms(sc, job.deadline_ms, min(job.run_ms[1], job.timeout_ms)) - _end_clock_error(sc)
         for fire in schedule.fire_times(sc.start_ms, last):
             key = (job.name, fire)
             report.due += 1
@@ -410,6 +638,17 @@ def _check_due(
                         fire,
                         fire,
                         "the store failed over to a replica without the slot's writes",
+                    )
+                )
+            elif state is None and never_seen(job.name, fire):
+                out.append(
+                    Violation(
+                        NEVER_SEEN,
+                        job.name,
+                        fire,
+                        fire,
+                        "no store call had named the job before the slot, and every node restarted "
+                        "before one could record it",
                     )
                 )
             elif state is None:
@@ -442,7 +681,19 @@ def _check_due(
             # Voters with different definitions (a deploy in progress) must not fire.
             if stable and sound and key not in split and healthy >= q:
                 report.liveness_checked += 1
-                if not ran and state not in RAN_STATES:
+                if not ran and state not in RAN_STATES and any(a <= hi and lo <= b for a, b in lagging):
+                    out.append(
+                        Violation(
+                            FAILOVER_STALL,
+                            job.name,
+                            fire,
+                            fire,
+                            f"{healthy} nodes healthy throughout the window, but its writes went to "
+                            f"a primary whose replica had stopped taking them; slot ended "
+                            f"{state or 'unaccounted'}",
+                        )
+                    )
+                elif not ran and state not in RAN_STATES:
                     out.append(
                         Violation(
                             "liveness",

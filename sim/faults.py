@@ -211,6 +211,20 @@ def _store_restart(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> No
     _span(world, f, [], down, up)
 
 
+def _store_refuse(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    """The store answers, but refuses every write with an error, as Redis does out of memory."""
+
+    def refuse() -> None:
+        world.store.refusing = "OOM command not allowed when used memory > 'maxmemory'"
+        world.update_all_health()
+
+    def accept() -> None:
+        world.store.refusing = ""
+        world.update_all_health()
+
+    _span(world, f, [], refuse, accept)
+
+
 def _store_failover(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
     """The primary dies at ``at``; a replica that is ``by`` behind takes over ``for`` later."""
     saved: dict[str, Any] = {}
@@ -273,5 +287,6 @@ _INSTALL: dict[str, Callable[[World, int, Fault, list[SimNode]], None]] = {
     "ntp_lie": _ntp_lie,
     "store_restart": _store_restart,
     "store_failover": _store_failover,
+    "store_refuse": _store_refuse,
     "deploy": _deploy,
 }

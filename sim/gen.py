@@ -34,6 +34,7 @@ EXPLORE_KINDS: tuple[str, ...] = (
     "ntp_lie",
     "store_restart",
     "store_failover",
+    "store_refuse",
     "deploy",
 )
 """Fault kinds the explorer draws from (all of them)."""
@@ -133,6 +134,8 @@ def random_fault(
         return Fault(kind=kind, at_ms=at, for_ms=length)
     if kind == "store_restart":
         return Fault(kind=kind, at_ms=at, for_ms=c.choice((500, 3_000, 30_000)))
+    if kind == "store_refuse":
+        return Fault(kind=kind, at_ms=at, for_ms=c.choice((500, 3_000, 20_000)))
     if kind == "store_failover":
         return Fault(
             kind=kind, at_ms=at, for_ms=c.choice((0, 1_000, 5_000)), by_ms=c.choice((10, 200, 2_000))
@@ -149,7 +152,8 @@ def random_fault(
 
 
 def random_jobs(c: Chooser, count: int) -> tuple[JobDef, ...]:
-    """``count`` jobs with periods from 2 s to 5 min and varied delivery, overlap and misfire."""
+    """``count`` jobs with periods from 2 s to 5 min and varied delivery, overlap, misfire, retries and
+    store-outage policy."""
     jobs = []
     for i in range(count):
         every = c.choice((2_000, 5_000, 10_000, 30_000, 60_000, 300_000))
@@ -161,10 +165,13 @@ def random_jobs(c: Chooser, count: int) -> tuple[JobDef, ...]:
                 every_ms=every,
                 deadline_ms=min(deadline, 60_000),
                 run_ms=(min(100, run_hi), run_hi),
-                fail_rate=c.choice((0.0, 0.0, 0.1)),
+                fail_rate=c.choice((0.0, 0.0, 0.1, 0.3)),
                 delivery=c.choice((Delivery.AT_MOST_ONCE, Delivery.AT_LEAST_ONCE)),
                 overlap=c.choice((Overlap.FORBID, Overlap.ALLOW, Overlap.REPLACE)),
                 misfire=c.choice(("skip", "run-once")),
+                retries=c.choice((0, 0, 1, 2)),
+                retry_backoff_ms=c.choice((0, 1_000, 5_000)),
+                on_store_unavailable=c.choice(("skip", "skip", "skip", "run-local")),
             )
         )
     return tuple(jobs)

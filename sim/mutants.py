@@ -13,6 +13,9 @@ mutant                 what is broken
 ``unfenced-start``     the store starts a committed slot for any node/token
 ``non-atomic-commit``  quorum is checked in one step, the commit made in a
                        later one (a read-then-write race between voters)
+``untrusted-votes``    the core votes although its clock is not trusted
+``retry-no-backoff``   the store lets a retry start at once, ignoring backoff
+``same-executor``      a retry or takeover goes to the executor it had
 =====================  =======================================================
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from quorum_cron.core import NodeCore
 from quorum_cron.model import (
     DECIDED_STATES,
     SlotState,
@@ -28,7 +32,7 @@ from quorum_cron.model import (
     VoteResult,
     VoteStatus,
 )
-from quorum_cron.store.memory import MemoryStore, _Slot
+from quorum_cron.store.memory import MemoryStore, _Job, _Slot
 from sim.quorum import QuorumProcess, QuorumStrategy
 from sim.world import SimNode, World
 
@@ -119,12 +123,53 @@ class _NonAtomicCommitStore(MemoryStore):
                 world.notify(executor, view)
 
 
+class _TrustingCore(NodeCore):
+    def set_trust(self, trusted: bool, reason: str = "") -> None:
+        super().set_trust(True, reason)
+
+
+class _UntrustedVotes(QuorumStrategy):
+    def make_process(self, world: World, node: SimNode) -> QuorumProcess:
+        process = super().make_process(world, node)
+        process.core = _TrustingCore(process.core.settings, self.core_jobs(world, node))
+        return process
+
+
+class _NoBackoffStore(MemoryStore):
+    def finish(
+        self,
+        job: str,
+        fire_ms: int,
+        node: str,
+        token: int,
+        succeeded: bool,
+        detail: str,
+        retries: int = 0,
+        retry_backoff_ms: int = 0,
+    ) -> TransitionResult:
+        return super().finish(job, fire_ms, node, token, succeeded, detail, retries, 0)
+
+
+class _SameExecutorStore(MemoryStore):
+    def _assign(self, name: str, job: _Job, rec: _Slot, now: int) -> bool:
+        previous = rec.executor
+        if not super()._assign(name, job, rec, now):
+            return False
+        if previous and rec.votes.get(previous) == rec.spec_hash:
+            rec.executor = previous  # the token is new, the executor is not
+            rec.assigned[-1] = previous
+        return True
+
+
 MUTANTS: dict[str, str] = {
     "quorum-n-over-2": "every node configured with quorum N // 2",
     "no-spec-hash": "the store counts votes whatever their spec hash",
     "node-clock-window": "the store judges the vote window by the voter's clock",
     "unfenced-start": "the store starts a committed slot for any node and token",
     "non-atomic-commit": "quorum checked in one step, commit made unconditionally in a later one",
+    "untrusted-votes": "the core votes although its clock is not trusted",
+    "retry-no-backoff": "the store lets a retry start at once, ignoring its backoff",
+    "same-executor": "a retry or takeover goes back to the executor the slot had",
 }
 
 
@@ -140,4 +185,10 @@ def make_mutant(name: str) -> QuorumStrategy:
         return QuorumStrategy(store_factory=lambda w: _UnfencedStartStore(_store_clock(w)))
     if name == "non-atomic-commit":
         return QuorumStrategy(store_factory=_NonAtomicCommitStore)
+    if name == "untrusted-votes":
+        return _UntrustedVotes()
+    if name == "retry-no-backoff":
+        return QuorumStrategy(store_factory=lambda w: _NoBackoffStore(_store_clock(w)))
+    if name == "same-executor":
+        return QuorumStrategy(store_factory=lambda w: _SameExecutorStore(_store_clock(w)))
     raise ValueError(f"unknown mutant {name!r}: expected one of {', '.join(MUTANTS)}")

@@ -19,6 +19,7 @@ from quorum_cron.core import (
     Abstain,
     Action,
     CoreJob,
+    Failure,
     Finish,
     Kill,
     NodeCore,
@@ -29,6 +30,7 @@ from quorum_cron.core import (
     RecordMissed,
     Renew,
     Run,
+    RunLocal,
     Start,
     Sweep,
     Vote,
@@ -37,6 +39,7 @@ from quorum_cron.model import SlotState, SlotView, TransitionResult, VoteResult,
 from quorum_cron.perform import perform
 from quorum_cron.schedule import Schedule
 from quorum_cron.store.memory import MemoryStore
+from quorum_cron.timers import NEVER, InputBounds, input_bounds
 from sim.scenario import JobDef
 from sim.world import SimNode, World
 
@@ -95,6 +98,21 @@ def base_spec_hash(job: JobDef) -> str:
 
 StoreFactory = Callable[[World], MemoryStore]
 
+_CAUSES = (
+    ("ran locally on", "local run recorded as its slot's missed entry"),
+    ("store refused the vote", "slot missed: the store refused writes"),
+    ("store unreachable", "slot missed: the store was unreachable"),
+    ("abstained", "slot missed: clock untrusted"),
+)
+
+
+def _missed_cause(reason: str) -> str:
+    """What a missed record the core wrote says about why (the explorer's "reached" list)."""
+    for needle, what in _CAUSES:
+        if needle in reason:
+            return what
+    return "slot accounted for by catch-up after an outage"
+
 
 class QuorumStrategy:
     """Nodes running the protocol core against the memory model of the Redis scripts."""
@@ -140,6 +158,7 @@ class QuorumStrategy:
                     misfire=job.misfire,
                     retries=job.retries,
                     retry_backoff_ms=job.retry_backoff_ms,
+                    run_local=job.on_store_unavailable == "run-local",
                 )
             )
         return jobs
@@ -157,9 +176,8 @@ class QuorumStrategy:
             assign_poll_ms=s.assign_poll_ms,
         )
         jobs = self.core_jobs(world, node)
-        return QuorumProcess(
-            world, node, NodeCore(settings, jobs), _Bounds(settings, jobs, self.exact_wakeups)
-        )
+        bounds = input_bounds(settings, run_local=any(j.run_local for j in jobs))
+        return QuorumProcess(world, node, NodeCore(settings, jobs), bounds, self.exact_wakeups)
 
     @staticmethod
     def mutates(payload: Any) -> bool:
@@ -214,7 +232,17 @@ class QuorumStrategy:
                 self._decided(world, node, view, "takeover")
         elif kind is Start:
             res: TransitionResult = reply  # type: ignore[assignment]
-            self._transition(world, node, "start", action.job, action.fire_ms, action.token, res)
+            world.trace.emit(
+                t,
+                "start",
+                node=node.id,
+                job=action.job,
+                fire=action.fire_ms,
+                token=action.token,
+                ok=res.ok,
+                why=res.reason,
+                st=res.now_ms,
+            )
             if not res.ok and res.slot.token > action.token:
                 world.reached("stale executor refused by the fenced start", node=node.id)
             if res.ok:
@@ -232,7 +260,7 @@ class QuorumStrategy:
         elif kind is RecordMissed:
             missed: SlotView = reply  # type: ignore[assignment]
             if missed.state != before:
-                world.reached("slot accounted for by catch-up after an outage")
+                world.reached(_missed_cause(missed.reason))
                 self._decided(world, node, missed, "catch-up")
         return reply
 
@@ -291,66 +319,35 @@ class QuorumStrategy:
                 )
 
 
-INF = 1 << 62
-
 SPIN_FLOOR_MS = 50
 """Wake-up delay used when the core asks for 0 ms right after a tick (a busy loop)."""
-
-
-class _Bounds:
-    """Lower bounds on how soon a new core timer can fall due after each kind of input.
-
-    An input can only add timers at least this far out (a retry after
-    ``retry_ms``, a poll, a renewal after ``lease/3``…), so when the node
-    already has a wake scheduled no later than that, asking
-    ``NodeCore.next_wakeup`` is pointless and skipped (it is cheap, but its
-    answer then costs a clock conversion too). ``exact`` turns the shortcut
-    off; a test runs both ways and demands byte-identical traces, which is
-    what keeps these bounds honest if the core's timers change.
-    """
-
-    __slots__ = ("exact", "failure", "notice", "reply")
-
-    def __init__(self, s: NodeSettings, jobs: Sequence[CoreJob], exact: bool) -> None:
-        self.exact = exact
-        renew = max(1, s.lease_ms // 3)
-        # A reply that reveals a commit can defer the start to the fire time,
-        # which votes lead by ``vote_lead_ms``: those inputs always ask (0).
-        self.reply: dict[type, int] = {
-            Vote: 0,
-            Start: 0,
-            Renew: renew,
-            Sweep: 0,
-            ReadSlot: 0,
-            ReadHighWater: 0,
-            Finish: 0,
-            RecordMissed: 0,
-        }
-        self.notice = 0
-        # A failed vote can leave a slot past its deadline, due to be recorded
-        # missed at once (at its drop time, passed, while the clock is untrusted).
-        self.failure: dict[type, int] = {
-            Vote: 0,
-            Start: s.retry_ms,
-            Renew: s.retry_ms,
-            Sweep: s.retry_ms,
-            ReadSlot: s.retry_ms,
-            ReadHighWater: s.retry_ms,
-            Finish: s.retry_ms,
-            RecordMissed: s.retry_ms,
-        }
 
 
 class QuorumProcess:
     """One node: a ``NodeCore`` whose actions the world carries out."""
 
-    __slots__ = ("_wake_clock", "_wake_gen", "_wake_target", "bounds", "core", "node", "spinning", "world")
+    __slots__ = (
+        "_wake_clock",
+        "_wake_gen",
+        "_wake_target",
+        "bounds",
+        "core",
+        "exact",
+        "node",
+        "spinning",
+        "world",
+    )
 
-    def __init__(self, world: World, node: SimNode, core: NodeCore, bounds: _Bounds) -> None:
+    def __init__(
+        self, world: World, node: SimNode, core: NodeCore, bounds: InputBounds, exact: bool = False
+    ) -> None:
         self.world = world
         self.node = node
         self.core = core
         self.bounds = bounds
+        """How soon a timer added by each input can fall due (:func:`quorum_cron.timers.input_bounds`)."""
+        self.exact = exact
+        """Ask the core for its next wakeup after every input (tests compare both modes)."""
         self.spinning = False
         self._wake_gen = -1
         """``node.wake_gen`` of the wake this process last scheduled ..."""
@@ -410,17 +407,23 @@ class QuorumProcess:
             elif kind is Kill:
                 assert isinstance(a, Kill)
                 world.kill_run(node, a.job, a.fire_ms, a.token, a.reason)
+            elif kind is RunLocal:
+                assert isinstance(a, RunLocal)
+                world.start_local_run(node, a.job, a.fire_ms, a.timeout_ms)
             elif kind is Abstain:
                 assert isinstance(a, Abstain)
                 world.trace.emit(
                     world.loop.now, "abstain", node=node.id, job=a.job, fire=a.fire_ms, why=a.reason
                 )
             else:
+                if kind is Vote and not node.trusted:
+                    # The world's own trust verdict, not the core's: the checker's evidence.
+                    world.trace.emit(world.loop.now, "untrusted_vote", node=node.id, why=node.trust_why)
                 world.send(node, a)
         if bound is None or node.paused or not node.up:
             return
-        if not self.bounds.exact and node.wake_at is not None:
-            if bound >= INF:
+        if not self.exact and node.wake_at is not None:
+            if bound >= NEVER:
                 return
             scheduled = self._scheduled_wake()
             if scheduled is not None:
@@ -458,9 +461,13 @@ class QuorumProcess:
         now = self._now()
         self._apply(self.core.on_reply(payload, reply, now), now, self.bounds.reply[type(payload)])
 
-    def failure(self, payload: Any) -> None:
+    def failure(self, payload: Any, refused: str = "") -> None:
         now = self._now()
-        self._apply(self.core.on_failure(payload, now), now, self.bounds.failure[type(payload)])
+        if refused:
+            actions = self.core.on_failure(payload, now, Failure.REFUSED, refused)
+        else:
+            actions = self.core.on_failure(payload, now)
+        self._apply(actions, now, self.bounds.failure[type(payload)])
 
     def notice(self, payload: Any) -> None:
         view: SlotView = payload
@@ -469,7 +476,8 @@ class QuorumProcess:
 
     def run_finished(self, job: str, fire_ms: int, token: int, ok: bool, detail: str) -> None:
         now = self._now()
-        self._apply(self.core.on_run_finished(job, fire_ms, token, ok, detail, now), now, INF)
+        actions = self.core.on_run_finished(job, fire_ms, token, ok, detail, now)
+        self._apply(actions, now, self.bounds.run_finished)
 
     def set_trust(self, trusted: bool, why: str) -> None:
         self.core.set_trust(trusted, why)

@@ -78,6 +78,7 @@ FAULT_KINDS: dict[str, str] = {
     "ntp_lie": "the NTP server is off by `by`: the node's clock follows it and the guard trusts it",
     "store_restart": "the store is down for `for`; `lose_state` = true restarts it empty",
     "store_failover": "a replica takes over after `for`, missing the last `by` of writes",
+    "store_refuse": "the store answers every write with an error (OOM, READONLY) for `for`",
     "deploy": "restart `nodes` one per `period` (down `for`) with a new spec hash `spec` for `job`",
 }
 """Every fault kind and what it does (the reference for scenario authors)."""
@@ -116,6 +117,8 @@ class JobDef:
     retries: int = 0
     """A failed run is retried this many times (the store decides, under a new token)."""
     retry_backoff_ms: int = 0
+    on_store_unavailable: str = "skip"
+    """``run-local``: while the store is unreachable, a node runs the slot alone (no quorum)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,6 +325,7 @@ def _job(table: Mapping[str, Any], where: str) -> JobDef:
         misfire=r.str_("misfire", "skip", ("skip", "run-once")),
         retries=r.int_("retries", 0, lo=0),
         retry_backoff_ms=r.duration("retry_backoff", 0),
+        on_store_unavailable=r.str_("on_store_unavailable", "skip", ("skip", "run-local")),
     )
     r.done()
     if job.deadline_ms <= 0:
@@ -371,9 +375,8 @@ def validate_fault(f: Fault, node_ids: tuple[str, ...], jobs: set[str], where: s
         raise ConfigError(f"{where}: field 'period' must be > 0")
     if f.kind == "deploy" and (f.job not in jobs or not f.spec):
         raise ConfigError(f"{where}: expected 'job' (one of {', '.join(sorted(jobs))}) and 'spec'")
-    if f.kind in {"pause", "partition", "flap", "loss", "delay", "clock_strobe", "store_restart"} and (
-        f.for_ms <= 0
-    ):
+    timed = {"pause", "partition", "flap", "loss", "delay", "clock_strobe", "store_restart", "store_refuse"}
+    if f.kind in timed and f.for_ms <= 0:
         raise ConfigError(f"{where}: field 'for' must be > 0")
 
 

@@ -42,7 +42,9 @@ class Process(Protocol):
     def boot(self) -> None: ...
     def wake(self) -> None: ...
     def reply(self, payload: Any, reply: Any) -> None: ...
-    def failure(self, payload: Any) -> None: ...
+    def failure(self, payload: Any, refused: str = "") -> None:
+        """The call failed: no answer, or (``refused``) the store's error answer."""
+        ...
     def notice(self, payload: Any) -> None: ...
     def run_finished(self, job: str, fire_ms: int, token: int, ok: bool, detail: str) -> None: ...
     def set_trust(self, trusted: bool, why: str) -> None: ...
@@ -142,6 +144,8 @@ class StoreHost:
     """The replica a coming failover promotes has stopped taking this primary's writes."""
     caller: SimNode | None = None
     """The node whose call is executing (only planted mutants look at it)."""
+    refusing: str = ""
+    """While set, the store answers every write with this error (``store_refuse``)."""
 
 
 @dataclass(eq=False)
@@ -341,6 +345,16 @@ class World:
             self.loop.at(deadline, self._failed, call)
             return
         mutates = self.strategy.mutates(payload)
+        if mutates and store.refusing:
+            # The store answers at once, with an error: nothing ran.
+            self.reached("write refused by the store", node=node.id, call=type(payload).__name__)
+            lo, hi = node.link.delay_ms
+            arrive = self.loop.now + (lo if lo == hi else self.net_rng.randint(lo, hi))
+            if arrive <= deadline:
+                self.loop.at(arrive, self._refused, call, store.refusing)
+            else:
+                self.loop.at(deadline, self._failed, call)
+            return
         if mutates:
             store.writes += 1
         reply = self.strategy.execute(self, node, payload)
@@ -379,6 +393,14 @@ class World:
         if node.process is not None:
             self._deliver(node, incarnation, node.process.failure, payload)
 
+    def _refused(self, call: tuple[SimNode, int, Any, int], error: str) -> None:
+        node, incarnation, payload, deadline = call
+        if node.link.cuts:
+            self.loop.at(deadline, self._failed, call)
+            return
+        if node.process is not None:
+            self._deliver(node, incarnation, node.process.failure, payload, error)
+
     def notify(self, node: SimNode, payload: Any) -> None:
         """A message from the store host to ``node`` (an assignment notice over pub/sub)."""
         link = node.link
@@ -394,10 +416,20 @@ class World:
             return
         self._deliver(node, incarnation, node.process.notice, payload)
 
+    def start_local_run(self, node: SimNode, job: str, fire_ms: int, timeout_ms: int) -> None:
+        """Start a ``run-local`` job process (no store, token 0): the ``run_local`` trace record."""
+        now = self.loop.now
+        self.trace.emit(now, "run_local", node=node.id, job=job, fire=fire_ms, wall=node.clock.wall(now))
+        self._start_process(node, job, fire_ms, 0, timeout_ms)
+
     def start_run(self, node: SimNode, job: str, fire_ms: int, token: int, timeout_ms: int) -> None:
         """Start the job process: its side effect happens now (the ``run`` trace record)."""
         now = self.loop.now
         self.trace.emit(now, "run", node=node.id, job=job, fire=fire_ms, token=token)
+        self._start_process(node, job, fire_ms, token, timeout_ms)
+
+    def _start_process(self, node: SimNode, job: str, fire_ms: int, token: int, timeout_ms: int) -> None:
+        now = self.loop.now
         spec = self.jobs[job]
         lo, hi = spec.run_ms
         duration = lo if lo == hi else self.job_rng.randint(lo, hi)
@@ -494,6 +526,8 @@ class World:
             if node.paused
             else "store down"
             if not self.store.up
+            else "store refusing writes"
+            if self.store.refusing
             else "partitioned"
             if node.link.cuts
             else "degraded link"

@@ -20,6 +20,7 @@ from quorum_cron.core import (
     NodeCore,
     NodeSettings,
     Now,
+    ReadHighWater,
     Run,
 )
 from quorum_cron.model import SlotState, SlotView
@@ -142,3 +143,16 @@ class Every:
         while t <= end_ms:
             yield t
             t += self.period_ms
+
+
+def boot(core: NodeCore, now: Now, high_water: int = 0) -> list[Action]:
+    """The first tick of ``core`` with its high-water reads answered (``high_water``; 0: a new
+    job), then a second tick at the same instant: votes wait for those reads, so this returns
+    the first tick's actions, what the replies caused, and the votes that followed."""
+    first = core.tick(now)
+    out = list(first)
+    for a in first:
+        if isinstance(a, ReadHighWater):
+            out.extend(core.on_reply(a, high_water, now))
+    out.extend(core.tick(now))
+    return out

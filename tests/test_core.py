@@ -26,7 +26,7 @@ from quorum_cron.core import (
 )
 from quorum_cron.model import Delivery, SlotState, SweepParams, TransitionResult, VoteStatus
 from quorum_cron.store.memory import MemoryStore
-from tests.core_driver import Driver, Every
+from tests.core_driver import Driver, Every, boot
 
 T0 = 1_699_999_980_000  # a whole multiple of every period used below (60 s included)
 
@@ -99,8 +99,10 @@ def test_core_votes_a_lead_before_the_slot_and_starts_only_when_it_is_due() -> N
     core = NodeCore(NodeSettings(node_id="n1", quorum=1, vote_lead_ms=50), [job("a")])
     core.set_trust(True)
     first = core.tick(Now(T0 + 10, 0))
-    assert [type(a) for a in first] == [ReadHighWater, Vote, Sweep]
-    vote = next(a for a in first if isinstance(a, Vote))
+    assert [type(a) for a in first] == [ReadHighWater, Sweep]  # votes wait for the high-water read
+    assert core.on_reply(first[0], 0, Now(T0 + 10, 0)) == []
+    (vote,) = core.tick(Now(T0 + 10, 0))
+    assert isinstance(vote, Vote)
     assert [r.fire_ms for r in vote.requests] == [T0]
     assert core.next_wakeup(Now(T0 + 10, 0)) == 940
     assert not any(isinstance(a, Vote) for a in core.tick(Now(T0 + 949, 939)))
@@ -121,7 +123,7 @@ def test_vote_lead_must_stay_inside_the_store_window() -> None:
 def test_lost_vote_reply_is_retried_and_the_repeat_changes_nothing() -> None:
     d = Driver([job("a")], n=3)
     core = d.nodes["n1"].core
-    actions = core.tick(Now(T0, 0))
+    actions = boot(core, Now(T0, 0))
     vote = next(a for a in actions if isinstance(a, Vote))
     d.store.vote(vote.requests)  # the vote lands ...
     assert core.on_failure(vote, Now(T0, 0)) == []  # ... but the reply is lost
@@ -156,7 +158,7 @@ def test_paused_executor_is_replaced_and_cannot_start_late() -> None:
     cores = {n: NodeCore(NodeSettings(node_id=n, quorum=2, start_timeout_ms=5000), [j]) for n in ("n1", "n2")}
     for core in cores.values():
         core.set_trust(True)
-        vote = next(a for a in core.tick(Now(T0, 0)) if isinstance(a, Vote))
+        vote = next(a for a in boot(core, Now(T0, 0)) if isinstance(a, Vote))
         results = store.vote(vote.requests)
     first = results[0].slot
     assert first.state == SlotState.COMMITTED
@@ -338,7 +340,7 @@ def test_slots_nobody_voted_for_still_end_in_the_ledger() -> None:
 def test_a_node_that_slept_through_slots_accounts_for_them() -> None:
     core = NodeCore(NodeSettings(node_id="n1", quorum=2), [job("a", 1000, deadline_ms=500)])
     core.set_trust(True)
-    core.tick(Now(T0, 0))
+    boot(core, Now(T0, 0))
     acts = core.tick(Now(T0 + 4_200, 4_200))  # paused for four seconds
     missed = [a.fire_ms for a in acts if isinstance(a, RecordMissed)]
     assert missed == [T0 + 1000, T0 + 2000, T0 + 3000]
@@ -349,7 +351,7 @@ def test_a_node_that_slept_through_slots_accounts_for_them() -> None:
 def test_an_abstaining_node_sleeps_until_its_pending_slot_is_too_late() -> None:
     j = job("a", 60_000, deadline_ms=500)
     core = NodeCore(NodeSettings(node_id="n1", quorum=2, max_skew_ms=250), [j])
-    core.tick(Now(T0, 0))  # abstains: the clock was never checked
+    boot(core, Now(T0, 0))  # abstains: the clock was never checked
     assert core.next_wakeup(Now(T0 + 1, 1)) == 500 + 250 + 1 - 1
 
 

@@ -4,8 +4,9 @@
 ``NodeCore.next_wakeup`` reads heaps of cached timers. These tests check,
 at every call of a whole simulated run, that they answer exactly what a
 scan of every job answers: the tick against a copy of the core with every
-job marked dirty (so the copy visits them all), the wakeup against the
-pre-incremental formula computed from scratch from the core's state.
+job marked dirty (so the copy visits them all), the wakeup against
+``NodeCore.reference_wakeup``, the pre-incremental formula computed from
+scratch from the core's state.
 """
 
 from __future__ import annotations
@@ -19,37 +20,10 @@ import sim
 import sim.quorum
 from quorum_cron.core import Action, CoreJob, NodeCore, NodeSettings, Now, RecordMissed, Vote
 from sim.explore import explore_scenario
-from tests.core_driver import Every
+from tests.core_driver import Every, boot
 
 SCENARIOS = Path(sim.__file__).parent / "scenarios"
 T0 = 1_699_999_980_000
-
-
-def full_scan_wakeup(core: NodeCore, now: Now) -> int:
-    """``next_wakeup`` as it was computed before the heaps: every timer of every job."""
-    s = core.settings
-    waits = [max(0, core._next_sweep_mono - now.mono_ms)] if not core._sweeping else []
-    for js in core._jobs.values():
-        if not core._stopping:
-            nf = js.job.schedule.next_after(js.cursor_ms)
-            waits.append(max(0, nf - s.vote_lead_ms - now.wall_ms))
-            for p in js.pending.values():
-                if p.in_flight:
-                    continue
-                if core._trusted:
-                    waits.append(max(0, p.retry_at_mono - now.mono_ms))
-                else:
-                    waits.append(max(0, p.fire_ms + p.deadline_ms + s.max_skew_ms + 1 - now.wall_ms))
-        waits.extend(max(0, at - now.mono_ms) for at in js.awaiting.values() if at >= 0)
-        waits.extend(max(0, at - now.wall_ms) for _, at in js.deferred.values())
-        waits.extend(max(0, r.renew_at_mono - now.mono_ms) for r in js.running.values() if not r.renewing)
-    waits.extend(
-        max(0, core._finish_retry_mono.get(k, 0) - now.mono_ms)
-        for k in core._finishes
-        if k not in core._finishing
-    )
-    waits.extend(max(0, at - now.mono_ms) for at, _, _ in core._retries)
-    return min(waits) if waits else s.sweep_ms
 
 
 class CheckedCore(NodeCore):
@@ -71,7 +45,7 @@ class CheckedCore(NodeCore):
 
     def next_wakeup(self, now: Now) -> int:
         got = super().next_wakeup(now)
-        assert got == full_scan_wakeup(self, now), f"{self.settings.node_id} at {now}"
+        assert got == self.reference_wakeup(now), f"{self.settings.node_id} at {now}"
         CheckedCore.checks += 1
         return got
 
@@ -124,7 +98,7 @@ def _core(*jobs: CoreJob) -> CheckedCore:
 def test_a_vote_in_flight_past_its_deadline_waits_for_its_outcome() -> None:
     core = _core(_job("a"), _job("b", 1000))
     core.set_trust(True)
-    (vote,) = [a for a in core.tick(Now(T0, 0)) if isinstance(a, Vote)]
+    (vote,) = [a for a in boot(core, Now(T0, 0)) if isinstance(a, Vote)]
     assert {r.job for r in vote.requests} == {"a", "b"}
     # No reply for "a" yet (the vote is in flight): a tick after its
     # deadline, woken for "b", leaves it be; the late failure then has it
@@ -140,7 +114,7 @@ def test_a_vote_in_flight_past_its_deadline_waits_for_its_outcome() -> None:
 def test_an_untrusted_node_abstains_at_the_first_tick_after_its_retry() -> None:
     core = _core(_job("a", deadline_ms=5000), _job("b", 1000, deadline_ms=5000))
     core.set_trust(True)
-    vote = next(a for a in core.tick(Now(T0, 0)) if isinstance(a, Vote))
+    vote = next(a for a in boot(core, Now(T0, 0)) if isinstance(a, Vote))
     core.on_failure(vote, Now(T0 + 100, 100))  # retry at mono 600
     core.set_trust(False, "clock stepped")
     assert core.tick(Now(T0 + 200, 200)) == []
@@ -189,5 +163,5 @@ def test_stale_heap_entries_are_compacted_away() -> None:
     for k in range(300):
         core.on_assigned("a", T0 + 1_000_000 - k, 1, Now(T0 + 1, 1))
         core.next_wakeup(Now(T0 + 1, 1))
-    assert all(len(h) <= 64 + 4 for h in core._heaps)
+    assert all(len(h) <= 64 + 4 for h in core._timers._heaps)
     assert core.next_wakeup(Now(T0 + 1, 1)) == 1_000_000 - 299 - 1

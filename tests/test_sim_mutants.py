@@ -18,6 +18,9 @@ CASES = {
     "node-clock-window": ("clock-jump", "vote counted before its window"),
     "unfenced-start": ("executor-paused-at-commit", "slot executed twice"),
     "non-atomic-commit": ("minority-partition", "slot executed twice"),
+    "untrusted-votes": ("clock-jump", "vote sent by an untrusted node"),
+    "retry-no-backoff": ("retries-and-refusals", "retry started before its backoff ended"),
+    "same-executor": ("retries-and-refusals", "executor re-picked while another voter was left"),
 }
 
 

@@ -86,3 +86,19 @@ def test_a_failover_without_wait_forgets_slots_and_with_wait_does_not() -> None:
     waited = check_seeds(sim.load(SCENARIO_DIR / "store-failover.toml"), range(4))
     assert _unexpected(waited) == []
     assert all(r.reached["write held unacknowledged by WAIT"] > 0 for r in waited)
+
+
+def test_retries_refusals_and_local_runs_are_simulated_and_checked() -> None:
+    """Failed runs are retried under higher tokens after their backoff, the store refuses writes
+    for a while, and a run-local job runs alone while the store is unreachable: the checker's
+    retry, refusal and local-run rules all see something, and nothing breaks them."""
+    result = sim.run(sim.load(SCENARIO_DIR / "retries-and-refusals.toml"), 0)
+    rep = result.report
+    assert rep.violations == [] and rep.duplicates == 0
+    assert rep.retries > 0 and rep.reached["failed run retried"] == rep.retries
+    assert rep.reached["write refused by the store"] > 0
+    assert rep.local_runs > 0
+    ledger = [r for r in result.trace.records if r["ev"] == "ledger"]
+    assert any(r["state"] == "retrying" for r in ledger)
+    assert any("ran locally on" in r["why"] for r in ledger if r["job"] == "local")
+    assert any("could not vote: store refused the vote (OOM" in r["why"] for r in ledger)

@@ -86,6 +86,8 @@ class NodeHealth:
         self._down_reason = ""
         self.on_store_back: Callable[[], None] = lambda: None
         """Called when the store answers again after an outage (the runtime catches up)."""
+        self.on_store_down: Callable[[str], None] = lambda reason: None
+        """Called when the store stops answering, with the reason (the runtime tells the core)."""
         self._probe_now = asyncio.Event()
         self._trusted: bool | None = None
         self._clock_ok: bool | None = None
@@ -101,11 +103,17 @@ class NodeHealth:
         if not self.store_up:
             return
         self.store_up = False
+        self.on_store_down(reason)
         self.metrics.store_up.set(0)
         self.alerts.raise_(AlertKind.STORE_UNAVAILABLE, f"store unreachable: {reason}; not voting")
         self.update_trust()
         self._probe_now.set()
         self._poke()
+
+    @property
+    def down_reason(self) -> str:
+        """Why the store was last marked down."""
+        return self._down_reason
 
     def store_ok(self) -> None:
         self.metrics.store_up.set(1)

@@ -5,16 +5,16 @@ module starts the process (:class:`~quorum_cron.agent.runner.JobRun`), logs
 its start with the delay from the nominal time, and reports its end through
 ``report`` (the runtime hands it to the core, which records the result).
 
-It also owns the one path that runs a job *without* the store:
-``on_store_unavailable = "run-local"``. A local run carries token 0 and is
-reported later, one of two ways:
+It also starts the core's :class:`~quorum_cron.core.RunLocal` runs
+(``on_store_unavailable = "run-local"``; the core decides when). A local run
+carries token 0; its end is reported to the core with token 0, and:
 
-* the store comes back inside the slot's deadline and the slot is assigned
-  to this node: the local run (finished, or still running — it is adopted,
-  never started twice) is reported as that slot's result, with a detail that
-  says it ran locally;
-* otherwise the runtime records the slot ``missed`` once its deadline has
-  passed, with a reason naming the local run (:meth:`Runs.local_outcome`).
+* if the store comes back inside the slot's deadline and the slot is
+  assigned to this node, the local run (finished, or still running — it is
+  adopted, never started twice) is reported as that slot's result, with a
+  detail that says it ran locally;
+* otherwise the core records the slot ``missed`` once its deadline has
+  passed, with a reason naming the local run.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.runner import JobRun, RunOutcome
 from quorum_cron.agent.settings import AgentJob
 from quorum_cron.clock import Clock
-from quorum_cron.core import Kill, Run
+from quorum_cron.core import Kill, Run, RunLocal
 from quorum_cron.model import SlotView
 
 __all__ = ["LOCAL_DETAIL", "Report", "Runs"]
@@ -87,14 +87,6 @@ class Runs:
         while len(self._views) > MAX_START_VIEWS:
             self._views.popitem(last=False)
 
-    def local_outcome(self, job: str, fire_ms: int) -> RunOutcome | None:
-        """The finished local run of a slot not reported yet, or None."""
-        return self._local_results.get((job, fire_ms))
-
-    def forget_local(self, job: str, fire_ms: int) -> None:
-        """The local run of a slot was recorded (or can no longer be)."""
-        self._local_results.pop((job, fire_ms), None)
-
     # -- starting and stopping -----------------------------------------------
 
     def start(self, action: Run) -> None:
@@ -129,27 +121,20 @@ class Runs:
             current[0].stop(f"superseded by token {action.token}")
         self._spawn(action, local=False)
 
-    def run_local(self, job_name: str, fire_ms: int, reason: str) -> None:
-        """``on_store_unavailable = run-local``: run a due slot here alone, once, and say so."""
-        job = self.jobs.get(job_name)
-        key = (job_name, fire_ms)
-        if (
-            job is None
-            or job.on_store_unavailable != "run-local"
-            or key in self._runs
-            or key in self._local_results
-            or self.clock.wall_ms() > fire_ms + job.core.deadline_ms
-        ):
+    def run_local(self, action: RunLocal, reason: str) -> None:
+        """The core's ``RunLocal``: run the slot here alone (the core runs a slot locally at most once)."""
+        key = (action.job, action.fire_ms)
+        if action.job not in self.jobs or key in self._runs or key in self._local_results:
             return
         event(
             log,
             logging.WARNING,
             "run_local",
-            f"{job_name}@{fire_ms}: store unreachable ({reason}); running locally",
-            job=job_name,
-            slot=fire_ms,
+            f"{action.job}@{action.fire_ms}: store unreachable ({reason}); running locally",
+            job=action.job,
+            slot=action.fire_ms,
         )
-        self._spawn(Run(job_name, fire_ms, 0, job.core.timeout_ms), local=True)
+        self._spawn(Run(action.job, action.fire_ms, 0, action.timeout_ms), local=True)
 
     def kill(self, action: Kill) -> None:
         key = (action.job, action.fire_ms)
@@ -242,7 +227,9 @@ class Runs:
             token = self._adopted.pop(key)
             self._report(run.job, run.fire_ms, token, outcome.succeeded, f"{LOCAL_DETAIL}: {outcome.detail}")
         else:
+            # Kept in case the store assigns the slot to us after all; the core hears it now.
             self._local_results[key] = outcome
             while len(self._local_results) > MAX_LOCAL_RESULTS:
                 self._local_results.popitem(last=False)
+            self._report(run.job, run.fire_ms, 0, outcome.succeeded, outcome.detail)
         self._poke()

@@ -17,7 +17,7 @@ votes in one batch and — when the reply or a notice names it executor —
 starts the process after one more round trip.
 
 This module owns the loop, start and stop, the dispatch of the core's
-actions, triggers and the accounting of abstained slots. The rest lives in
+actions and triggers. The rest lives in
 modules that each own one thing:
 
 * :mod:`.health` — store up/down, clock trust, membership and quorum health;
@@ -32,11 +32,13 @@ is down, the node also reads the job's recent triggers
 at start and after every reconnect — and whenever the store answers again
 after an outage.
 
-**Abstained slots.** A slot this node abstained on is recorded ``missed``
-(store-side check: only once its deadline passed and only if nobody decided
-it) when the store is reachable again, so a Redis outage leaves ledger
-entries with a reason instead of silence — naming the local run, for a
-``run-local`` job that ran here meanwhile.
+**Slot outcomes are the core's.** A slot this node could not vote for
+(clock untrusted, store unreachable or refusing) is recorded ``missed`` by
+the core, with the reason, once its deadline passed; a ``run-local`` job is
+run here alone by the core's ``RunLocal`` while the store is unreachable.
+The agent only reports how a store call failed (``Failure.UNREACHABLE`` for
+:class:`StoreUnavailable`, ``Failure.REFUSED`` for any other error) and
+whether the store answers its health probes.
 
 **Graceful stop** (SIGTERM): vote no more, let running jobs finish within
 the grace period, record their results, leave the membership, exit 0.
@@ -62,14 +64,28 @@ from quorum_cron.agent.membership import NodeIdTaken
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.notify import Notice, NoticeListener, Trigger
 from quorum_cron.agent.observe import Observer
-from quorum_cron.agent.runs import LOCAL_DETAIL, Runs
+from quorum_cron.agent.runs import Runs
 from quorum_cron.agent.settings import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.clock import Clock, SystemClock
-from quorum_cron.core import Abstain, Action, Finish, Kill, NodeCore, Now, Run, Start, StoreAction, Vote
+from quorum_cron.core import (
+    Abstain,
+    Action,
+    Failure,
+    Finish,
+    Kill,
+    NodeCore,
+    Now,
+    RecordMissed,
+    Run,
+    RunLocal,
+    Start,
+    StoreAction,
+)
 from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.model import SlotState, SlotView, TransitionResult
 from quorum_cron.store import keys as store_keys
-from quorum_cron.store.base import SlotState, Store, TransitionResult
+from quorum_cron.store.base import Store
 
 __all__ = ["EXIT_ID_TAKEN", "EXIT_OK", "Agent", "AgentJob", "AgentSettings"]
 
@@ -78,8 +94,6 @@ log = logging.getLogger(EVENT_LOGGER)
 EXIT_OK = 0
 EXIT_ID_TAKEN = 3
 
-MAX_ABSTAINED = 10_000
-"""Bound on abstained slots remembered for missed-slot accounting."""
 MAX_SEEN_TRIGGERS = 1_000
 """Bound on triggers remembered as already handed to the core (catch-up reads repeat them)."""
 LISTENER_READY_S = 2.0
@@ -124,7 +138,8 @@ class Agent:
             set_trust=self.core.set_trust,
             poke=self._poke,
         )
-        self.health.on_store_back = partial(self._catch_up_triggers, "store reachable again")
+        self.health.on_store_back = self._store_back
+        self.health.on_store_down = partial(self.core.set_store_reachable, False)
         self.runs = Runs(
             self.node,
             self.jobs,
@@ -141,7 +156,6 @@ class Agent:
         self._tasks: list[asyncio.Task[None]] = []
         self._bg: set[asyncio.Task[None]] = set()
         self._finishing: set[tuple[str, int]] = set()
-        self._abstained: OrderedDict[tuple[str, int], tuple[int, str]] = OrderedDict()
         self._seen_triggers: OrderedDict[tuple[str, int], None] = OrderedDict()
         self._catching_up = False
         self._catch_up_again = False
@@ -281,7 +295,6 @@ class Agent:
             self.health.update_trust()
             if self._stopping and self._stop_done():
                 return
-            self._account_abstained()
             self._dispatch(self.core.tick(self.now()))
             if wake.is_set():
                 continue
@@ -291,6 +304,10 @@ class Agent:
             handle = self._loop.call_later(wait_ms / 1000, wake.set)
             await wake.wait()
             handle.cancel()
+
+    def _store_back(self) -> None:
+        self.core.set_store_reachable(True)
+        self._catch_up_triggers("store reachable again")
 
     def _poke(self) -> None:
         if self._wake is not None:
@@ -327,6 +344,8 @@ class Agent:
             match action:
                 case Run():
                     self.runs.start(action)
+                case RunLocal():
+                    self.runs.run_local(action, self.health.down_reason or "no answer")
                 case Kill():
                     self.runs.kill(action)
                 case Abstain():
@@ -351,6 +370,8 @@ class Agent:
                 self.runs.note_start(reply.slot)
             elif isinstance(action, Finish):
                 self._finishing.discard((action.job, action.fire_ms))
+            elif isinstance(action, RecordMissed) and isinstance(reply, SlotView):
+                self._local_recorded(action, reply)
             self.observer.reply(action, reply)
             self._dispatch(self.core.on_reply(action, reply, self.now()))
         else:
@@ -362,11 +383,23 @@ class Agent:
                 event(log, logging.ERROR, "store", f"{op} failed: {exc}", op=op)
             else:
                 log.error("store call %s raised unexpectedly", op, exc_info=exc)
-            if isinstance(action, Vote) and not self._stopping:
-                for req in action.requests:
-                    self.runs.run_local(req.job, req.fire_ms, str(exc))
-            self._dispatch(self.core.on_failure(action, self.now()))
+            failure = Failure.UNREACHABLE if isinstance(exc, StoreUnavailable) else Failure.REFUSED
+            self._dispatch(self.core.on_failure(action, self.now(), failure, str(exc)))
         self._poke()
+
+    def _local_recorded(self, action: RecordMissed, view: SlotView) -> None:
+        """Log (and count) a local run that went into the ledger as its slot's missed record."""
+        if view.state != SlotState.MISSED or view.reason != action.reason or "ran locally" not in view.reason:
+            return
+        self.metrics.slots.labels(action.job, "local").inc()
+        event(
+            log,
+            logging.INFO,
+            "local_recorded",
+            f"{action.job}@{action.fire_ms} recorded: {view.reason}",
+            job=action.job,
+            slot=action.fire_ms,
+        )
 
     def _run_ended(self, job: str, fire_ms: int, token: int, succeeded: bool, detail: str) -> None:
         self._dispatch(self.core.on_run_finished(job, fire_ms, token, succeeded, detail, self.now()))
@@ -445,75 +478,7 @@ class Agent:
         finally:
             self._catching_up = False
 
-    # -- abstentions and missed-slot accounting ------------------------------
+    # -- abstentions -----------------------------------------------------------
 
     def _on_abstain(self, action: Abstain) -> None:
         self.observer.abstain(action, "store" if not self.health.store_up else "clock")
-        job = self.jobs.get(action.job)
-        if job is None:
-            return
-        self._abstained[(action.job, action.fire_ms)] = (job.core.deadline_ms, action.reason)
-        while len(self._abstained) > MAX_ABSTAINED:
-            self._abstained.popitem(last=False)
-        if not self.health.store_up:
-            self.runs.run_local(action.job, action.fire_ms, action.reason)
-
-    def _account_abstained(self) -> None:
-        """Record abstained slots whose deadline passed as missed, with the reason (store-side checked)."""
-        if not self._abstained or not self.health.store_up:
-            return
-        wall = self.clock.wall_ms()
-        margin = self.settings.node.max_skew_ms + self.settings.node.retry_ms
-        ready = [
-            k
-            for k, (deadline, _) in self._abstained.items()
-            if wall > k[1] + deadline + margin and not self.runs.running(*k)
-        ]
-        for key in ready:
-            deadline, reason = self._abstained.pop(key)
-            self._background(self._record_missed(key[0], key[1], deadline, reason))
-
-    async def _record_missed(self, job: str, fire_ms: int, deadline_ms: int, abstain_reason: str) -> None:
-        local = self.runs.local_outcome(job, fire_ms)
-        if local is not None:
-            first_line = local.detail.split("\n", 1)[0]
-            why = f"no quorum before the deadline; {LOCAL_DETAIL} on {self.node} ({first_line})"
-        else:
-            why = f"no quorum before the deadline ({self.node} abstained: {abstain_reason})"
-        try:
-            view = await self._worker.background(
-                partial(self.store.record_missed, job, fire_ms, deadline_ms, why)
-            )
-        except StoreError as exc:
-            if not self._stopping:
-                self._abstained[(job, fire_ms)] = (deadline_ms, abstain_reason)
-            if isinstance(exc, StoreUnavailable):
-                self.health.store_down(str(exc))
-            return
-        if local is not None:
-            self.runs.forget_local(job, fire_ms)
-        if view.state != SlotState.MISSED or view.reason != why:
-            if local is not None:
-                event(
-                    log,
-                    logging.WARNING,
-                    "run_local",
-                    f"{job}@{fire_ms}: the local run here is not in the ledger (slot {view.state}: "
-                    f"{view.reason})",
-                    job=job,
-                    slot=fire_ms,
-                )
-            return
-        if local is not None:
-            self.metrics.slots.labels(job, "local").inc()
-            event(
-                log,
-                logging.INFO,
-                "local_recorded",
-                f"{job}@{fire_ms} recorded: {why}",
-                job=job,
-                slot=fire_ms,
-                ok=local.succeeded,
-            )
-        else:
-            self.observer.missed(view, "abstained")

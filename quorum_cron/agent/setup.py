@@ -68,6 +68,7 @@ def core_job(spec: JobSpec) -> CoreJob:
         misfire=spec.misfire,
         retries=spec.retries,
         retry_backoff_ms=spec.retry_backoff_ms,
+        run_local=spec.on_store_unavailable == "run-local",
     )
 
 

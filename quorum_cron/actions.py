@@ -1,0 +1,238 @@
+"""What goes in and out of the node core: its job and settings, clock readings, and actions.
+
+:class:`~quorum_cron.core.NodeCore` takes :class:`Now` readings, store replies
+and failures (:class:`Failure`) in, and returns actions: store actions
+(carried out by :func:`quorum_cron.perform.perform`, answered with
+``on_reply`` / ``on_failure``) and local ones (``Run``, ``RunLocal``,
+``Kill``, ``Abstain``). Plain frozen values; no logic.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from quorum_cron.model import Delivery, Overlap, SweepParams, VoteRequest
+
+__all__ = [
+    "Abstain",
+    "Action",
+    "CoreJob",
+    "Failure",
+    "Finish",
+    "Kill",
+    "NodeSettings",
+    "Now",
+    "ReadHighWater",
+    "ReadSlot",
+    "RecordMissed",
+    "Renew",
+    "Run",
+    "RunLocal",
+    "ScheduleLike",
+    "Start",
+    "StoreAction",
+    "Sweep",
+    "Vote",
+]
+
+
+class ScheduleLike(Protocol):
+    """What the core needs of a schedule: fire times as UTC epoch ms."""
+
+    def next_after(self, ms: int) -> int:
+        """The first fire time strictly after ``ms``."""
+        ...
+
+    def fire_times(self, start_ms: int, end_ms: int) -> Iterator[int]:
+        """Fire times ``t`` with ``start_ms < t <= end_ms``, ascending."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CoreJob:
+    """The part of a job definition the protocol needs."""
+
+    name: str
+    schedule: ScheduleLike
+    spec_hash: str
+    deadline_ms: int
+    timeout_ms: int
+    overlap: Overlap = Overlap.FORBID
+    delivery: Delivery = Delivery.AT_MOST_ONCE
+    misfire: str = "skip"
+    retries: int = 0
+    """Failed runs retried this many times, each under a new token (the store decides)."""
+    retry_backoff_ms: int = 0
+    run_local: bool = False
+    """``on_store_unavailable = "run-local"``: while the store is unreachable, run due slots here alone."""
+
+
+class Failure(enum.StrEnum):
+    """Why a store call failed, as the runtime reports it to :meth:`NodeCore.on_failure`."""
+
+    UNREACHABLE = "unreachable"
+    """No answer: connection refused or lost, timeout (the call may or may not have run)."""
+    REFUSED = "refused"
+    """The store answered with an error: out of memory, read-only replica, script error."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSettings:
+    """Cluster-wide protocol settings, as this node is configured."""
+
+    node_id: str
+    quorum: int
+    max_skew_ms: int = 250
+    lease_ms: int = 15_000
+    start_timeout_ms: int = 5_000
+    retry_ms: int = 500
+    sweep_ms: int = 1_000
+    assign_poll_ms: int = 1_000
+    vote_lead_ms: int = 50
+    """Vote this long before a slot is due, so the commit is known when it is.
+
+    The store accepts votes from ``t - max_skew`` by its own clock, so this
+    must stay below ``max_skew_ms``; the job itself still starts only when
+    this node's clock says ``t`` has come (the start is deferred until then).
+    """
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.vote_lead_ms < max(1, self.max_skew_ms):
+            raise ValueError(
+                f"vote_lead_ms {self.vote_lead_ms} is outside the store's early window: "
+                f"expected 0 <= vote_lead_ms < max_skew_ms ({self.max_skew_ms})"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Now:
+    """One reading of the node's clocks: wall (epoch ms) and monotonic (ms)."""
+
+    wall_ms: int
+    mono_ms: int
+
+
+# -- actions -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Vote:
+    """Call ``store.vote(requests)``; reply with the list of results."""
+
+    requests: tuple[VoteRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Call ``store.start(job, fire_ms, node, token, lease_ms)``."""
+
+    job: str
+    fire_ms: int
+    token: int
+    lease_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Renew:
+    """Call ``store.renew(job, fire_ms, node, token, lease_ms)``."""
+
+    job: str
+    fire_ms: int
+    token: int
+    lease_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """Call ``store.finish(job, fire_ms, node, token, succeeded, detail, retries, retry_backoff_ms)``."""
+
+    job: str
+    fire_ms: int
+    token: int
+    succeeded: bool
+    detail: str
+    retries: int = 0
+    retry_backoff_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """Call ``store.sweep(params)``; reply with the changed slots."""
+
+    params: tuple[SweepParams, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadSlot:
+    """Call ``store.slot(job, fire_ms)``; reply with the view."""
+
+    job: str
+    fire_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadHighWater:
+    """Call ``store.high_water(job)``; reply with the int."""
+
+    job: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMissed:
+    """Call ``store.record_missed(job, fire_ms, deadline_ms, reason)``; reply with the view."""
+
+    job: str
+    fire_ms: int
+    deadline_ms: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Start the job process now (no store call); report its end with ``on_run_finished``."""
+
+    job: str
+    fire_ms: int
+    token: int
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunLocal:
+    """Start the job process now, on this node alone, with no token: the store is unreachable.
+
+    Emitted only for a ``run_local`` job, while the store is unreachable, once
+    the slot is due by this node's clock, at most once per slot per node.
+    Report its end with ``on_run_finished(..., token=0, ...)``.
+    """
+
+    job: str
+    fire_ms: int
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Kill:
+    """Stop the job process of this slot: the store no longer lets this node run it."""
+
+    job: str
+    fire_ms: int
+    token: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Abstain:
+    """Not voting for a due slot, and why (no store call; for logs and metrics)."""
+
+    job: str
+    fire_ms: int
+    reason: str
+
+
+StoreAction = Vote | Start | Renew | Finish | Sweep | ReadSlot | ReadHighWater | RecordMissed
+"""Actions the runtime carries out as a store call, answering with ``on_reply``/``on_failure``."""
+Action = StoreAction | Run | RunLocal | Kill | Abstain

@@ -1,0 +1,237 @@
+"""The running side of the node core: starting, running and fencing the slots this node executes.
+
+A slot committed to this node is started when its fire time (or a retry's
+backoff) has come (``_maybe_start``, ``_defer``), its start reply turns into
+``Run`` unless the lease may already be gone (``_on_start``), a start whose
+reply was lost is adopted from a read (``_adopt_start``), the lease is
+renewed every lease/3 counted from when the renew was *sent* (``_on_renew``),
+and a run the store no longer lets this node hold is killed
+(``_drop_stale_run``, ``_lease_check``). ``_on_view`` dispatches whatever
+slot state a call revealed.
+"""
+
+from __future__ import annotations
+
+from quorum_cron.actions import (
+    Action,
+    Kill,
+    Now,
+    ReadSlot,
+    Renew,
+    Run,
+    Start,
+)
+from quorum_cron.core_state import (
+    CoreState,
+    _JobState,
+    _Running,
+)
+from quorum_cron.model import (
+    TERMINAL_STATES,
+    Delivery,
+    SlotState,
+    SlotView,
+    TransitionResult,
+)
+from quorum_cron.timers import NEVER
+
+_NEVER = NEVER
+
+__all__ = ["RunningSide"]
+
+
+class RunningSide(CoreState):
+    """Committed slots → starts, runs, renewals, kills."""
+
+    def _polls_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
+        for fire_ms in sorted(js.awaiting):
+            at = js.awaiting[fire_ms]
+            if 0 <= at <= now.mono_ms:
+                js.awaiting[fire_ms] = -1  # a read is in flight
+                out.append(ReadSlot(js.job.name, fire_ms))
+
+    def _renewals_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
+        for fire_ms in sorted(js.running):
+            r = js.running[fire_ms]
+            if not r.renewing and r.renew_at_mono <= now.mono_ms:
+                r.renewing = True
+                r.renew_sent_mono = now.mono_ms
+                out.append(Renew(js.job.name, fire_ms, r.token, self.settings.lease_ms))
+
+    def _lease_check(self, js: _JobState, fire_ms: int, now: Now) -> list[Action]:
+        """Unrenewable lease under at-least-once: another node may re-run, so stop ours."""
+        r = js.running.get(fire_ms)
+        if r is None or now.mono_ms < r.lease_until_mono or js.job.delivery != Delivery.AT_LEAST_ONCE:
+            return []
+        del js.running[fire_ms]
+        self._dirty.add(js.index)
+        return [Kill(js.job.name, fire_ms, r.token, "lease expired while the store was unreachable")]
+
+    def _on_view(self, view: SlotView, now: Now, poll_again: bool = False) -> list[Action]:
+        """React to a slot's state, whichever call revealed it."""
+        js = self._jobs.get(view.job)
+        if js is None:
+            return []
+        me = self.settings.node_id
+        if view.state == SlotState.COMMITTED:
+            self._stop_polling(js, view.fire_ms)
+            if view.executor == me and view.not_before_ms > now.wall_ms:
+                self._defer(js, view.fire_ms, view.token, view.not_before_ms)
+                return []
+            return self._maybe_start(js, view.fire_ms, view.token, view.executor, now)
+        if view.state == SlotState.RUNNING and view.executor != me:
+            self._stop_polling(js, view.fire_ms)
+            js.start_first.pop(view.fire_ms, None)
+            self._drop_stale_run(js, view)
+            return []
+        if view.state == SlotState.RUNNING:
+            self._stop_polling(js, view.fire_ms)
+            return self._adopt_start(js, view, now)
+        if view.state == SlotState.PROPOSED and poll_again and not self._stopping:
+            if now.wall_ms <= view.fire_ms + js.job.deadline_ms + self.settings.start_timeout_ms:
+                # A fallback for a lost assignment notice: poll well inside the deadline.
+                poll = max(10, min(self.settings.assign_poll_ms, js.job.deadline_ms // 2))
+                js.awaiting[view.fire_ms] = now.mono_ms + poll
+                self._dirty.add(js.index)
+            return []
+        self._stop_polling(js, view.fire_ms)
+        if view.state in TERMINAL_STATES:
+            js.start_first.pop(view.fire_ms, None)
+            return self._drop_stale_run(js, view)
+        return []
+
+    def _adopt_start(self, js: _JobState, view: SlotView, now: Now) -> list[Action]:
+        """The store runs the slot under our start though we never heard it accepted: run the job.
+
+        (The reply to the start was lost, or an earlier send of it landed
+        after a later one.) As for a held start reply: only while less than
+        half a lease has passed since the start was first sent, as the lease
+        began after that and another node may take the slot over once it ends.
+        """
+        fire_ms = view.fire_ms
+        first = js.start_first.get(fire_ms)
+        if (
+            first is None
+            or first[0] != view.token
+            or fire_ms in js.running
+            or js.starting.get(fire_ms) == view.token  # a start in flight: its reply tells
+            or self._ran(js, fire_ms, view.token)
+        ):
+            return []
+        del js.start_first[fire_ms]
+        sent = first[1]
+        lease = self.settings.lease_ms
+        if now.mono_ms - sent >= lease // 2:
+            return []
+        js.start_sent.pop(fire_ms, None)
+        js.running[fire_ms] = _Running(
+            token=view.token,
+            renew_at_mono=sent + max(1, lease // 3),
+            lease_until_mono=sent + lease,
+        )
+        self._dirty.add(js.index)
+        return [Run(js.job.name, fire_ms, view.token, js.job.timeout_ms)]
+
+    def _stop_polling(self, js: _JobState, fire_ms: int) -> None:
+        at = js.awaiting.pop(fire_ms, None)
+        if at is not None and at >= 0:  # (-1, a read in flight, is no timer)
+            self._dirty.add(js.index)
+
+    def _drop_stale_run(self, js: _JobState, view: SlotView) -> list[Action]:
+        r = js.running.get(view.fire_ms)
+        if r is None or (r.token == view.token and view.executor == self.settings.node_id):
+            return []
+        del js.running[view.fire_ms]
+        self._dirty.add(js.index)
+        return [Kill(js.job.name, view.fire_ms, r.token, f"slot is {view.state}: {view.reason}")]
+
+    def _maybe_start(self, js: _JobState, fire_ms: int, token: int, executor: str, now: Now) -> list[Action]:
+        # While stopping, leave new work to the start timeout's takeover.
+        if executor != self.settings.node_id or self._stopping:
+            return []
+        if now.wall_ms < fire_ms:
+            # Committed ahead of time (votes lead the fire time): start when due.
+            self._defer(js, fire_ms, token, fire_ms)
+            return []
+        if js.starting.get(fire_ms, -1) >= token or self._ran(js, fire_ms, token):
+            return []
+        running = js.running.get(fire_ms)
+        if running is not None and running.token >= token:
+            return []
+        js.starting[fire_ms] = token
+        js.start_sent[fire_ms] = now.mono_ms
+        if js.start_first.get(fire_ms, (-1, 0))[0] != token:
+            js.start_first[fire_ms] = (token, now.mono_ms)
+        js.awaiting.pop(fire_ms, None)
+        self._dirty.add(js.index)
+        return [Start(js.job.name, fire_ms, token, self.settings.lease_ms)]
+
+    def _ran(self, js: _JobState, fire_ms: int, token: int) -> bool:
+        """Whether this node's run of the slot under ``token`` (or a later one) already ended.
+
+        Its result is still on its way to the store, which shows the slot running until it
+        lands: a late assignment notice or read must not start it, nor a refused repeat of its
+        start adopt it, a second time (explorer seed 7766, delays reordering the calls).
+        """
+        done = self._finishes.get((js.job.name, fire_ms))
+        return done is not None and done.token >= token
+
+    def _defer(self, js: _JobState, fire_ms: int, token: int, not_before_ms: int) -> None:
+        if js.deferred.get(fire_ms, (-1, 0))[0] <= token:
+            js.deferred[fire_ms] = (token, not_before_ms)
+            self._dirty.add(js.index)
+
+    def _deferred_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
+        for fire_ms in sorted(js.deferred):
+            token, at = js.deferred[fire_ms]
+            if at <= now.wall_ms:
+                del js.deferred[fire_ms]
+                out.extend(self._maybe_start(js, fire_ms, token, self.settings.node_id, now))
+
+    def _on_start(self, action: Start, reply: TransitionResult, now: Now) -> list[Action]:
+        js = self._jobs[action.job]
+        self._dirty.add(js.index)
+        sent = js.start_sent.pop(action.fire_ms, now.mono_ms)
+        if js.starting.get(action.fire_ms) == action.token:
+            del js.starting[action.fire_ms]
+        if not reply.ok:
+            view = reply.slot
+            if view.state == SlotState.COMMITTED and view.token == action.token and view.not_before_ms:
+                # A retry our clock thought due, the store's not yet: try again then.
+                at = max(view.not_before_ms, now.wall_ms) + max(1, self.settings.max_skew_ms // 2)
+                self._defer(js, action.fire_ms, action.token, at)
+            elif view.state == SlotState.RUNNING and view.executor == self.settings.node_id:
+                return self._adopt_start(js, view, now)  # an earlier send of this start landed
+            elif js.start_first.get(action.fire_ms, (-1, 0))[0] == action.token:
+                del js.start_first[action.fire_ms]
+            return []
+        if js.start_first.get(action.fire_ms, (-1, 0))[0] == action.token:
+            del js.start_first[action.fire_ms]
+        lease = self.settings.lease_ms
+        if now.mono_ms - sent >= lease // 2:
+            # The reply was held (a pause, a slow link) for half the lease:
+            # the lease, which began after we sent the start, may be gone and
+            # the slot taken over. Running now could run it twice.
+            return []
+        js.running[action.fire_ms] = _Running(
+            token=action.token,
+            renew_at_mono=sent + max(1, lease // 3),
+            lease_until_mono=sent + lease,
+        )
+        return [Run(action.job, action.fire_ms, action.token, js.job.timeout_ms)]
+
+    def _on_renew(self, action: Renew, reply: TransitionResult, now: Now) -> list[Action]:
+        js = self._jobs[action.job]
+        r = js.running.get(action.fire_ms)
+        if r is None or r.token != action.token:
+            return []
+        self._dirty.add(js.index)
+        r.renewing = False
+        if reply.ok:
+            # The lease was extended after the renew was sent, not when we heard.
+            lease = self.settings.lease_ms
+            r.renew_at_mono = r.renew_sent_mono + max(1, lease // 3)
+            r.lease_until_mono = r.renew_sent_mono + lease
+            return self._lease_check(js, action.fire_ms, now)
+        del js.running[action.fire_ms]
+        return [Kill(action.job, action.fire_ms, action.token, f"renew refused: {reply.reason}")]

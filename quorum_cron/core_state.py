@@ -1,0 +1,190 @@
+"""The node core's state: per-job records and the attributes every part of ``NodeCore`` shares.
+
+:class:`CoreState` holds one node's protocol state: per job a
+:class:`_JobState` (its cursor over fire times, the slots it is voting for,
+awaiting, starting, deferring, running), plus the node-wide trust, store
+reachability, pending results, retries and sweep. The logic is split by
+concern over :mod:`quorum_cron.core_vote` (getting slots voted, or
+accounted for when they cannot be), :mod:`quorum_cron.core_run` (starting,
+running and fencing the slots this node executes) and
+:mod:`quorum_cron.core` (the inputs, the tick and the timers).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from heapq import heappush
+
+from quorum_cron.actions import (
+    Action,
+    CoreJob,
+    Finish,
+    NodeSettings,
+    Now,
+    ReadHighWater,
+    RecordMissed,
+    Sweep,
+)
+from quorum_cron.model import (
+    SlotView,
+    SweepParams,
+    VoteRequest,
+)
+from quorum_cron.timers import NEVER, JobTimers
+
+__all__ = ["MAX_CATCHUP_SLOTS", "MAX_PENDING_FINISHES", "MAX_RAN_LOCAL", "MAX_RETRY_DOUBLINGS", "CoreState"]
+
+MAX_CATCHUP_SLOTS = 1000
+"""At most this many unvoted past slots per job are accounted for at start-up."""
+MAX_RETRY_DOUBLINGS = 4
+"""A failed missed-record or high-water read is retried after ``retry_ms`` doubling up to 16x."""
+
+MAX_RAN_LOCAL = 10_000
+"""Bound on slots remembered as run locally here (each runs locally at most once)."""
+
+MAX_PENDING_FINISHES = 10_000
+"""Bound on finished-job results buffered while the store is unreachable."""
+
+_NEVER = NEVER
+
+
+# -- state -------------------------------------------------------------------
+
+
+@dataclass
+class _Pending:
+    """A due slot this node has not yet had a definite vote reply for."""
+
+    fire_ms: int
+    deadline_ms: int
+    retry_at_mono: int = 0
+    in_flight: bool = False
+    abstained: bool = False
+    request: VoteRequest | None = None
+    """The vote request, once built (a retry sends the same one)."""
+    why: str = ""
+    """Why the last vote for it failed (the missed record's reason says so)."""
+    local: int = 0
+    """Run locally: 0 no, 1 running, 2 ended (``local_detail`` says how), 3 too late to."""
+    local_detail: str = ""
+
+
+@dataclass
+class _Running:
+    token: int
+    renew_at_mono: int
+    lease_until_mono: int
+    renewing: bool = False
+    renew_sent_mono: int = 0
+
+
+@dataclass
+class _JobState:
+    job: CoreJob
+    cursor_ms: int = 0
+    """Every fire time ≤ cursor has been taken into ``pending`` (or accounted)."""
+    boot_ms: int = 0
+    """The cursor at the first tick: older slots are the catch-up's to account for."""
+    next_fire_ms: int = -1
+    """Cached ``schedule.next_after(cursor_ms)`` (schedules are costly to walk)."""
+    next_fire_for: int = -1
+    """The cursor ``next_fire_ms`` was computed for."""
+    pending: dict[int, _Pending] = field(default_factory=dict)
+    awaiting: dict[int, int] = field(default_factory=dict)
+    """Voted, not assigned to us yet: fire_ms → monotonic time of the next poll."""
+    starting: dict[int, int] = field(default_factory=dict)
+    """Start sent: fire_ms → token."""
+    start_sent: dict[int, int] = field(default_factory=dict)
+    """Start sent: fire_ms → monotonic time it was sent (the lease began after it)."""
+    start_first: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """fire_ms → (token, monotonic time a start for that token was first sent), until its outcome is known."""
+    deferred: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """A retry assigned to us before its backoff ended: fire_ms → (token, not-before wall ms)."""
+    running: dict[int, _Running] = field(default_factory=dict)
+    index: int = 0
+    """Position in the job list: ticks handle jobs in this order."""
+    caught_up: bool = False
+    """The high-water read was answered: votes wait for it (a vote can raise the mark past
+    slots the catch-up must still account for; sim/scenarios/bugs/outage-run-once-unaccounted)."""
+
+
+class CoreState:
+    """State shared by the parts of :class:`~quorum_cron.core.NodeCore` (see the module docstring)."""
+
+    def __init__(self, settings: NodeSettings, jobs: Sequence[CoreJob]) -> None:
+        names = [j.name for j in jobs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate job names in {names!r}: expected each job once")
+        self.settings = settings
+        self._jobs: dict[str, _JobState] = {j.name: _JobState(job=j, index=i) for i, j in enumerate(jobs)}
+        self._by_index: list[_JobState] = list(self._jobs.values())
+        self._local_jobs = [js.index for js in self._by_index if js.job.run_local]
+        self._dirty: set[int] = set(range(len(jobs)))
+        """Jobs whose state changed since their timers were last computed."""
+        self._timers = JobTimers(len(jobs))
+        """Each job's earliest timers (:mod:`quorum_cron.timers`), set by :meth:`_refresh`."""
+        self._finish_heap: list[tuple[int, tuple[str, int]]] = []
+        """(retry time, key) of failed finishes; stale unless the key still waits for that time."""
+        self._retry_seq = 0
+        self._trusted = False
+        self._trust_reason = "clock not checked yet"
+        self._reachable = True
+        self._unreachable_reason = ""
+        self._ran_local: OrderedDict[tuple[str, int], None] = OrderedDict()
+        """Slots run locally on this node (at most once each)."""
+        self._started = False
+        self._next_sweep_mono = 0
+        self._sweeping = False
+        self._finishes: dict[tuple[str, int], Finish] = {}
+        self._finish_retry_mono: dict[tuple[str, int], int] = {}
+        self._finishing: set[tuple[str, int]] = set()
+        self._retries: list[tuple[int, int, ReadHighWater | RecordMissed]] = []
+        self._retry_failures: dict[ReadHighWater | RecordMissed, int] = {}
+        """Consecutive failures of a retried record or read (its backoff doubles, up to a cap)."""
+        """A heap of (retry time, sequence number, action)."""
+        self._sweep = Sweep(tuple(self._sweep_params()))
+        self._stopping = False
+        self.dropped_finishes = 0
+        """Results dropped because the buffer was full (reported by the runtime)."""
+
+    # -- inputs --------------------------------------------------------------
+
+    def _retry(self, at: int, action: ReadHighWater | RecordMissed) -> None:
+        self._retry_seq += 1
+        heappush(self._retries, (at, self._retry_seq, action))
+
+    # -- internals -----------------------------------------------------------
+
+    def _vote_request(self, job: CoreJob, fire_ms: int, deadline_ms: int) -> VoteRequest:
+        return VoteRequest(
+            job=job.name,
+            fire_ms=fire_ms,
+            node=self.settings.node_id,
+            spec_hash=job.spec_hash,
+            quorum=self.settings.quorum,
+            max_skew_ms=self.settings.max_skew_ms,
+            deadline_ms=deadline_ms,
+            overlap=job.overlap,
+        )
+
+    @staticmethod
+    def _next_fire(js: _JobState) -> int:
+        if js.next_fire_for != js.cursor_ms:
+            js.next_fire_ms = js.job.schedule.next_after(js.cursor_ms)
+            js.next_fire_for = js.cursor_ms
+        return js.next_fire_ms
+
+    def _sweep_params(self) -> Iterator[SweepParams]:
+        for js in self._jobs.values():
+            yield SweepParams(
+                job=js.job.name,
+                deadline_ms=js.job.deadline_ms,
+                start_timeout_ms=self.settings.start_timeout_ms,
+                delivery=js.job.delivery,
+            )
+
+    def _on_view(self, view: SlotView, now: Now, poll_again: bool = False) -> list[Action]:
+        """React to a slot's state, whichever call revealed it (``core_run.RunningSide``)."""
+        raise NotImplementedError

@@ -1,0 +1,171 @@
+"""The voting side of the node core: getting each due slot voted, or accounted for when it cannot be.
+
+Fire times come due (``_collect_due``); they are voted in one batch, or
+abstained while the clock is not trusted, or run locally (``run-local``)
+while the store is unreachable (``_votes_due``); a slot past its deadline
+that no vote of this node got counted for is recorded missed with the
+reason (``_missed_reason``: the one wording of it); vote replies go to the
+running side (``_on_votes``); and at start-up the slots between the job's
+high-water mark and the first one voted are accounted for (``_catch_up``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+from quorum_cron.actions import (
+    Abstain,
+    Action,
+    Now,
+    RecordMissed,
+    RunLocal,
+    Vote,
+)
+from quorum_cron.core_state import (
+    MAX_CATCHUP_SLOTS,
+    MAX_RAN_LOCAL,
+    CoreState,
+    _JobState,
+    _Pending,
+)
+from quorum_cron.model import (
+    VoteRequest,
+    VoteResult,
+    VoteStatus,
+)
+from quorum_cron.timers import NEVER
+
+_NEVER = NEVER
+
+__all__ = ["VotingSide"]
+
+
+class VotingSide(CoreState):
+    """Due slots → votes, abstentions, local runs, missed records."""
+
+    def _collect_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
+        floor = now.wall_ms - js.job.deadline_ms
+        # (A cursor behind the floor with no fire time in between is left
+        # where it is: moving it would change nothing but the cached fire time.)
+        if js.cursor_ms < floor and self._next_fire(js) <= floor:
+            # This node slept through slots (a pause, a wall-clock jump): too
+            # late to vote for them, but not too late to account for them.
+            late = itertools.islice(js.job.schedule.fire_times(js.cursor_ms, floor), MAX_CATCHUP_SLOTS)
+            reason = f"{self.settings.node_id} was not running when the slot was due"
+            out.extend(RecordMissed(js.job.name, t, js.job.deadline_ms, reason) for t in late)
+            js.cursor_ms = floor
+        horizon = now.wall_ms + self.settings.vote_lead_ms
+        while (t := self._next_fire(js)) <= horizon:
+            js.pending.setdefault(t, _Pending(fire_ms=t, deadline_ms=js.job.deadline_ms))
+            js.cursor_ms = t
+
+    def _votes_due(self, js: _JobState, now: Now, out: list[Action]) -> Iterator[VoteRequest]:
+        for fire_ms in sorted(js.pending):
+            p = js.pending[fire_ms]
+            if now.wall_ms > fire_ms + p.deadline_ms + self.settings.max_skew_ms:
+                if p.local == 0:
+                    p.local = 3  # too late to run it locally
+                if not js.caught_up:
+                    # A missed record decides the slot, raising the high-water mark: it waits
+                    # for this node's own read of the mark, like a vote (see _catch_up).
+                    continue
+                if p.local == 1:
+                    # Too late to vote; a local run still going: its end says what to record.
+                    p.retry_at_mono = _NEVER
+                    continue
+                if p.in_flight:
+                    # Too late to vote, but our vote may still land: its reply
+                    # (or failure, then recorded missed below) settles it.
+                    continue
+                # Too late to vote. If nobody voted either, only this record
+                # keeps the slot from ending unaccounted (the store checks the
+                # deadline by its own clock and ignores decided slots).
+                del js.pending[fire_ms]
+                out.append(RecordMissed(js.job.name, fire_ms, p.deadline_ms, self._missed_reason(p)))
+                continue
+            if self._local_due(js, p, now):
+                p.local = 1
+                self._ran_local[(js.job.name, fire_ms)] = None
+                while len(self._ran_local) > MAX_RAN_LOCAL:
+                    self._ran_local.popitem(last=False)
+                out.append(RunLocal(js.job.name, fire_ms, js.job.timeout_ms))
+            if p.in_flight or p.retry_at_mono > now.mono_ms:
+                continue
+            if not self._trusted:
+                if not p.abstained:
+                    p.abstained = True
+                    out.append(Abstain(js.job.name, fire_ms, self._trust_reason))
+                continue
+            if not js.caught_up:
+                continue  # the high-water read's reply marks the job dirty
+            p.in_flight = True
+            if p.request is None:
+                p.request = self._vote_request(js.job, fire_ms, p.deadline_ms)
+            yield p.request
+
+    def _local_due(self, js: _JobState, p: _Pending, now: Now) -> bool:
+        """``run-local``: only while the store is unreachable, never before the fire time by this
+        node's clock, at most once per slot per node."""
+        return (
+            js.job.run_local
+            and not self._reachable
+            and p.local == 0
+            and not p.in_flight
+            and now.wall_ms >= p.fire_ms  # (and inside the deadline: _votes_due checks that first)
+            and (js.job.name, p.fire_ms) not in self._ran_local
+        )
+
+    def _missed_reason(self, p: _Pending) -> str:
+        """Why a slot this node could not get voted ends missed: the one wording, from the core."""
+        me = self.settings.node_id
+        if p.local == 2:
+            return f"no quorum before the deadline; ran locally on {me} ({p.local_detail})"
+        if p.abstained and not self._trusted:
+            why = f"{me} abstained: {self._trust_reason}"
+        elif p.why:
+            why = f"{me} could not vote: {p.why}"
+        elif p.abstained:
+            why = f"{me} abstained: {self._trust_reason}"
+        else:
+            why = f"{me} could not vote"
+        return f"no quorum before the deadline ({why})"
+
+    def _on_votes(self, action: Vote, results: list[object], now: Now) -> list[Action]:
+        out: list[Action] = []
+        for req, res in zip(action.requests, results, strict=True):
+            assert isinstance(res, VoteResult)
+            js = self._jobs[req.job]
+            self._dirty.add(js.index)
+            p = js.pending.get(req.fire_ms)
+            if res.status == VoteStatus.EARLY:
+                # Our clock runs ahead of the store's: try again shortly.
+                if p is not None:
+                    p.in_flight = False
+                    p.retry_at_mono = now.mono_ms + max(1, self.settings.max_skew_ms // 2)
+                continue
+            js.pending.pop(req.fire_ms, None)
+            out.extend(self._on_view(res.slot, now, poll_again=True))
+        return out
+
+    def _catch_up(self, js: _JobState, hwm: int, now: Now) -> list[Action]:
+        """Account for slots between the high-water mark and the first one we vote for."""
+        if hwm <= 0:
+            return []  # a job the store never saw: nothing was due before us
+        job = js.job
+        missed = list(itertools.islice(job.schedule.fire_times(hwm, js.boot_ms), MAX_CATCHUP_SLOTS))
+        if not missed:
+            return []
+        out: list[Action] = []
+        run_once = job.misfire == "run-once" and not self._stopping
+        to_record = missed[:-1] if run_once else missed
+        out.extend(
+            RecordMissed(job.name, t, job.deadline_ms, "no node alive to vote before its deadline")
+            for t in to_record
+        )
+        if run_once:
+            latest = missed[-1]
+            widened = now.wall_ms - latest + job.deadline_ms
+            js.pending[latest] = _Pending(fire_ms=latest, deadline_ms=widened)
+            self._dirty.add(js.index)
+        return out

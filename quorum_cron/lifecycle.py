@@ -1,0 +1,70 @@
+"""The node side of a slot's life, as data: its phases and the transitions allowed between them.
+
+The store's slot states (``model.SlotState``) say where a slot stands for the
+cluster; these phases say what *this node* is doing about it. The table is
+the one in ``docs/protocol.md`` ("The node side of a slot");
+``tests/test_lifecycle.py`` checks that the two agree, and that every phase
+change the core makes in whole simulated runs is one the table allows
+(:func:`phase_of` reads a slot's phase from a core).
+
+In the spirit of h11's ``_state.py``: the rules are a table a reader can
+check at a glance, not a property of scattered branches.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from quorum_cron.core import NodeCore
+
+__all__ = ["TRANSITIONS", "Phase", "allowed", "phase_of"]
+
+
+class Phase(enum.StrEnum):
+    """What a node is doing about one slot."""
+
+    NONE = "none"
+    """The node holds nothing of the slot: not due yet, or its part is over."""
+    DUE = "due"
+    """Due (fire time less the vote lead came), no vote in flight."""
+    VOTING = "voting"
+    ABSTAINED = "abstained"
+    LOCAL = "local"
+    """Running locally (``run-local``, store unreachable)."""
+    AWAITING = "awaiting"
+    DEFERRED = "deferred"
+    STARTING = "starting"
+    RUNNING = "running"
+    FINISHING = "finishing"
+    MISSED = "missed"
+    """A missed record failed: sent again after a backoff until the store answers."""
+
+
+P = Phase
+TRANSITIONS: dict[Phase, frozenset[Phase]] = {
+    P.NONE: frozenset({P.DUE, P.VOTING, P.ABSTAINED, P.AWAITING, P.DEFERRED, P.STARTING, P.MISSED}),
+    P.DUE: frozenset({P.VOTING, P.ABSTAINED, P.LOCAL, P.NONE}),
+    P.VOTING: frozenset({P.DUE, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.RUNNING, P.NONE}),
+    P.ABSTAINED: frozenset({P.DUE, P.VOTING, P.NONE}),
+    P.LOCAL: frozenset({P.DUE, P.VOTING, P.AWAITING, P.DEFERRED, P.STARTING, P.NONE}),
+    P.AWAITING: frozenset({P.DEFERRED, P.STARTING, P.RUNNING, P.NONE}),
+    P.DEFERRED: frozenset({P.STARTING, P.NONE}),
+    P.STARTING: frozenset({P.DUE, P.RUNNING, P.AWAITING, P.DEFERRED, P.NONE}),
+    P.RUNNING: frozenset({P.FINISHING, P.NONE}),
+    P.FINISHING: frozenset({P.DUE, P.VOTING, P.DEFERRED, P.STARTING, P.NONE}),
+    P.MISSED: frozenset({P.NONE}),
+}
+"""Phase → the phases one input may take a slot to (an input can make several steps: a vote
+reply that commits the slot to this node goes from ``voting`` straight to ``starting``)."""
+
+
+def allowed(before: Phase, after: Phase) -> bool:
+    """Whether one step may take a slot from ``before`` to ``after`` (staying put is always allowed)."""
+    return before == after or after in TRANSITIONS[before]
+
+
+def phase_of(core: NodeCore, job: str, fire_ms: int) -> Phase:
+    """The phase of slot ``(job, fire_ms)`` in ``core`` (``NONE`` for a slot it holds nothing of)."""
+    return core.slot_phase(job, fire_ms)

@@ -1,0 +1,157 @@
+"""The node core's timers: when each job next needs the core, kept in heaps.
+
+A job's timers are four instants (see :class:`JobTimers`): when it must
+wake the node, by the wall clock (a fire time less the vote lead, a
+deferred start, an abstained slot's drop time) and by the monotonic clock
+(a retry, a poll, a renewal); and when a tick should *visit* it although
+nothing woke the node for it (``VISIT_*``: a failed vote's slot passing its
+deadline before its retry, say). The core computes them from a job's state
+whenever the job changed; this module keeps them in one heap per kind with
+lazy deletion, so a tick and ``next_wakeup`` cost O(log jobs) per job that
+changed or fell due, not O(jobs).
+
+It also answers, for the simulator, how soon any timer an input adds can
+fall due (:func:`input_bounds`): the simulator skips asking the core for its
+next wakeup when it already has one scheduled that soon. ``exact`` runs in
+the simulator's tests keep those bounds honest.
+
+Timers are absolute readings of the clock they wait on, so a wall-clock
+step needs no invalidation. Pure: no clock is read here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from heapq import heapify, heappop, heappush
+
+from quorum_cron.actions import Finish as FinishAction
+from quorum_cron.actions import (
+    NodeSettings,
+    ReadHighWater,
+    ReadSlot,
+    RecordMissed,
+    Renew,
+    Start,
+    StoreAction,
+    Sweep,
+    Vote,
+)
+
+__all__ = ["KINDS", "NEVER", "WAKE_MONO", "WAKE_WALL", "InputBounds", "JobTimers", "input_bounds"]
+
+NEVER = 1 << 62
+"""A timer that never comes."""
+_UNSET = -(1 << 62)
+"""A cached timer that matches no heap entry: the next ``update`` pushes afresh."""
+
+WAKE_WALL, WAKE_MONO, VISIT_WALL, VISIT_MONO = range(4)
+KINDS = (WAKE_WALL, WAKE_MONO, VISIT_WALL, VISIT_MONO)
+_WALL_KINDS = (True, False, True, False)
+
+
+class JobTimers:
+    """The four earliest timers of each job (by index), in one heap per kind."""
+
+    __slots__ = ("_heaps", "_wakes")
+
+    def __init__(self, jobs: int) -> None:
+        self._wakes: list[list[int]] = [[_UNSET] * 4 for _ in range(jobs)]
+        self._heaps: tuple[list[tuple[int, int]], ...] = ([], [], [], [])
+
+    def update(self, job: int, wake_wall: int, wake_mono: int, visit_wall: int, visit_mono: int) -> None:
+        """Job ``job``'s timers are now these (``NEVER``: none of that kind); push the changed ones."""
+        wakes = self._wakes[job]
+        if wakes[0] != wake_wall:
+            self._push(wakes, job, WAKE_WALL, wake_wall)
+        if wakes[1] != wake_mono:
+            self._push(wakes, job, WAKE_MONO, wake_mono)
+        if wakes[2] != visit_wall:
+            self._push(wakes, job, VISIT_WALL, visit_wall)
+        if wakes[3] != visit_mono:
+            self._push(wakes, job, VISIT_MONO, visit_mono)
+
+    def _push(self, wakes: list[int], job: int, kind: int, at: int) -> None:
+        wakes[kind] = at
+        if at != NEVER:
+            heap = self._heaps[kind]
+            heappush(heap, (at, job))
+            if len(heap) > 64 + 4 * len(self._wakes):
+                self._compact(kind)
+
+    def pop_due(self, wall_ms: int, mono_ms: int, into: set[int]) -> None:
+        """Add to ``into`` every job with a timer due at these readings (its timers must then be updated)."""
+        for kind, heap in enumerate(self._heaps):
+            limit = wall_ms if _WALL_KINDS[kind] else mono_ms
+            while heap and heap[0][0] <= limit:
+                at, i = heappop(heap)
+                wakes = self._wakes[i]
+                if wakes[kind] == at:
+                    wakes[kind] = _UNSET  # popped: the next ``update`` pushes anew
+                    into.add(i)
+
+    def earliest_wait(self, wall_ms: int, mono_ms: int) -> int:
+        """Milliseconds until the first ``WAKE`` timer (``NEVER`` if none; may be negative)."""
+        wait = NEVER
+        for kind, reading in ((WAKE_WALL, wall_ms), (WAKE_MONO, mono_ms)):
+            heap = self._heaps[kind]
+            while heap and self._wakes[heap[0][1]][kind] != heap[0][0]:
+                heappop(heap)
+            if heap and heap[0][0] - reading < wait:
+                wait = heap[0][0] - reading
+        return wait
+
+    def _compact(self, kind: int) -> None:
+        """Rebuild a heap from the cached timers, dropping the stale entries."""
+        heap = self._heaps[kind]
+        heap[:] = [(w[kind], i) for i, w in enumerate(self._wakes) if w[kind] not in (NEVER, _UNSET)]
+        heapify(heap)
+
+
+@dataclass(frozen=True, slots=True)
+class InputBounds:
+    """Lower bounds (ms) on how soon a timer added by an input can fall due."""
+
+    reply: dict[type[StoreAction], int]
+    """After the reply to a store action of this type."""
+    failure: dict[type[StoreAction], int]
+    """After the failure of a store action of this type."""
+    notice: int
+    """After an assignment notice."""
+    run_finished: int
+    """After a job process ended (``NEVER``: it adds no timer, the finish is sent at once)."""
+
+
+def input_bounds(s: NodeSettings, run_local: bool = False) -> InputBounds:
+    """The bounds for a core with settings ``s`` (``run_local``: some job runs locally).
+
+    A reply that reveals a commit can defer the start to the fire time, which
+    votes lead by ``vote_lead_ms``: those inputs bound nothing (0). A failed
+    vote can leave a slot past its deadline, due to be recorded missed at
+    once: 0 too. With run-local jobs, any failure can make the store
+    unreachable (a slot due now runs locally) and a local run's end lets its
+    slot be recorded at once: those bound nothing either.
+    """
+    renew = max(1, s.lease_ms // 3)
+    reply: dict[type[StoreAction], int] = {
+        Vote: 0,
+        Start: 0,
+        Renew: renew,
+        Sweep: 0,
+        ReadSlot: 0,
+        ReadHighWater: 0,
+        FinishAction: 0,
+        RecordMissed: 0,
+    }
+    failure: dict[type[StoreAction], int] = {
+        Vote: 0,
+        Start: s.retry_ms,
+        Renew: s.retry_ms,
+        Sweep: s.retry_ms,
+        ReadSlot: s.retry_ms,
+        ReadHighWater: s.retry_ms,
+        FinishAction: s.retry_ms,
+        RecordMissed: s.retry_ms,
+    }
+    if run_local:
+        failure = dict.fromkeys(failure, 0)
+    return InputBounds(reply=reply, failure=failure, notice=0, run_finished=0 if run_local else NEVER)

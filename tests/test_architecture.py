@@ -1,0 +1,72 @@
+"""The forbidden arrows of docs/architecture.md, checked on the source (every import, nested ones too)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "quorum_cron"
+
+PURE = [
+    "model",
+    "core",
+    "core_state",
+    "core_vote",
+    "core_run",
+    "actions",
+    "timers",
+    "lifecycle",
+    "schedule",
+    "cron",
+    "durations",
+    "perform",
+]
+FACES = ("quorum_cron.cli", "quorum_cron.commands", "quorum_cron.app", "quorum_cron.sim_cli")
+IMPLEMENTATIONS = ("quorum_cron.store.redis", "quorum_cron.store.memory", "redis")
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+def _hits(imports: set[str], prefixes: tuple[str, ...]) -> list[str]:
+    return sorted(i for i in imports if any(i == p or i.startswith(p + ".") for p in prefixes))
+
+
+@pytest.mark.parametrize("name", PURE)
+def test_the_core_imports_no_store_implementation_agent_face_or_simulator(name: str) -> None:
+    forbidden = (*IMPLEMENTATIONS, "quorum_cron.agent", *FACES, "sim")
+    assert _hits(_imports(PKG / f"{name}.py"), forbidden) == []
+
+
+BELOW_FACES = sorted(
+    p
+    for p in [*(PKG / "store").glob("*.py"), *(PKG / "agent").glob("*.py"), PKG / "config.py"]
+    if p.name != "__main__.py"  # (``python -m quorum_cron.agent`` is an entry point: a face)
+)
+
+
+@pytest.mark.parametrize("path", BELOW_FACES, ids=lambda p: str(p.relative_to(PKG)))
+def test_nothing_below_the_faces_imports_a_face_or_the_simulator(path: Path) -> None:
+    assert _hits(_imports(path), (*FACES, "sim")) == []
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "sim").glob("*.py")), ids=lambda p: p.name)
+def test_the_simulator_imports_no_agent_and_no_redis(path: Path) -> None:
+    assert _hits(_imports(path), ("quorum_cron.agent", "quorum_cron.store.redis", "redis", *FACES)) == []
+
+
+def test_the_checker_sees_an_arrow() -> None:
+    """The scan is not blind: the agent's runtime does import the core and a store contract."""
+    found = _imports(PKG / "agent" / "runtime.py")
+    assert "quorum_cron.core" in found and _hits(found, ("quorum_cron.store",))

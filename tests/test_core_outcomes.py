@@ -1,0 +1,180 @@
+"""One writer per slot outcome: the core decides abstain / record missed / run locally, and why.
+
+The runtime only reports what happened to a store call (no answer, or an
+error answer) and whether its clock is trusted; these tests drive one core
+by hand through each case.
+"""
+
+from __future__ import annotations
+
+from quorum_cron.core import (
+    Abstain,
+    CoreJob,
+    Failure,
+    NodeCore,
+    NodeSettings,
+    Now,
+    ReadHighWater,
+    RecordMissed,
+    RunLocal,
+    Sweep,
+    Vote,
+)
+from tests.core_driver import Every
+
+T0 = 1_699_999_980_000
+SETTINGS = NodeSettings(node_id="n1", quorum=2, retry_ms=500, vote_lead_ms=50)
+
+
+def make(run_local: bool = True) -> NodeCore:
+    job = CoreJob(
+        name="j",
+        schedule=Every(10_000),
+        spec_hash="h",
+        deadline_ms=2_000,
+        timeout_ms=60_000,
+        run_local=run_local,
+    )
+    core = NodeCore(SETTINGS, [job])
+    core.set_trust(True)
+    return core
+
+
+class Clock:
+    def __init__(self, wall: int) -> None:
+        self.wall, self.mono = wall, 0
+
+    def at(self, wall: int) -> Now:
+        self.mono += wall - self.wall
+        self.wall = wall
+        return Now(self.wall, self.mono)
+
+
+def boot(core: NodeCore, clock: Clock) -> None:
+    """First tick, past the deadline of the slot at T0: the high-water read and the sweep answer."""
+    for a in core.tick(clock.at(T0 + 3_000)):
+        assert isinstance(a, (ReadHighWater, Sweep)), a
+        assert core.on_reply(a, 0 if isinstance(a, ReadHighWater) else [], clock.at(T0 + 3_000)) == []
+
+
+def vote_for_next_slot(core: NodeCore, clock: Clock, fire: int) -> Vote:
+    """Tick at the vote lead before ``fire`` and return the vote emitted."""
+    votes = [a for a in core.tick(clock.at(fire - SETTINGS.vote_lead_ms)) if isinstance(a, Vote)]
+    assert len(votes) == 1, votes
+    return votes[0]
+
+
+def drive(core: NodeCore, clock: Clock, until: int, failure: Failure) -> list[object]:
+    """Tick every 10 ms until ``until``, failing every store call with ``failure``; return the rest."""
+    seen: list[object] = []
+    pending: list[object] = []
+    t = clock.wall
+    while t < until:
+        t += 10
+        pending.extend(core.tick(clock.at(t)))
+        while pending:
+            a = pending.pop(0)
+            if isinstance(a, (Vote, RecordMissed, Sweep, ReadHighWater)):
+                if isinstance(a, RecordMissed):
+                    seen.append(a)
+                pending.extend(core.on_failure(a, clock.at(t), failure, "OOM command not allowed"))
+            else:
+                seen.append(a)
+    return seen
+
+
+def test_run_local_while_unreachable_at_the_fire_time_never_before_and_once() -> None:
+    core, clock = make(), Clock(T0)
+    boot(core, clock)
+    fire = T0 + 10_000
+    vote = vote_for_next_slot(core, clock, fire)
+    assert core.on_failure(vote, clock.at(fire - 40), Failure.UNREACHABLE, "connection refused") == []
+    assert not core.store_reachable
+    # Before the fire time by this node's clock: nothing runs.
+    early = [a for a in core.tick(clock.at(fire - 1)) if isinstance(a, RunLocal)]
+    assert early == []
+    assert core.next_wakeup(clock.at(fire - 1)) <= 1
+    seen = drive(core, clock, fire + 5_000, Failure.UNREACHABLE)
+    local = [a for a in seen if isinstance(a, RunLocal)]
+    assert local == [RunLocal("j", fire, 60_000)]
+    # The local run ended: the slot's missed record names it, written by the core once.
+    core.on_run_finished("j", fire, 0, True, "exit 0\nmore", clock.at(clock.wall))
+    seen = drive(core, clock, fire + 9_000, Failure.UNREACHABLE)
+    missed = [a for a in seen if isinstance(a, RecordMissed) and a.fire_ms == fire]
+    assert missed and all(m.reason == missed[0].reason for m in missed)
+    assert missed[0].reason == "no quorum before the deadline; ran locally on n1 (exit 0)"
+    assert not [a for a in seen if isinstance(a, RunLocal) and a.fire_ms == fire]
+
+
+def test_a_store_that_answers_with_an_error_is_no_reason_to_run_locally() -> None:
+    core, clock = make(), Clock(T0)
+    boot(core, clock)
+    fire = T0 + 10_000
+    vote = vote_for_next_slot(core, clock, fire)
+    core.on_failure(vote, clock.at(fire - 40), Failure.REFUSED, "OOM command not allowed")
+    assert core.store_reachable
+    seen = drive(core, clock, fire + 3_000, Failure.REFUSED)
+    assert not [a for a in seen if isinstance(a, RunLocal)]
+    missed = [a for a in seen if isinstance(a, RecordMissed) and a.fire_ms == fire]
+    assert missed[0].reason == (
+        "no quorum before the deadline (n1 could not vote: store refused the vote (OOM command not allowed))"
+    )
+
+
+def test_a_job_without_run_local_only_records_the_slot_missed() -> None:
+    core, clock = make(run_local=False), Clock(T0)
+    boot(core, clock)
+    fire = T0 + 10_000
+    vote = vote_for_next_slot(core, clock, fire)
+    core.on_failure(vote, clock.at(fire - 40), Failure.UNREACHABLE, "connection refused")
+    seen = drive(core, clock, fire + 3_000, Failure.UNREACHABLE)
+    assert not [a for a in seen if isinstance(a, RunLocal)]
+    missed = [a for a in seen if isinstance(a, RecordMissed) and a.fire_ms == fire]
+    assert "could not vote: store unreachable" in missed[0].reason
+
+
+def test_an_untrusted_clock_abstains_and_the_core_records_why() -> None:
+    core, clock = make(run_local=False), Clock(T0)
+    boot(core, clock)
+    core.set_trust(False, "NTP unreachable")
+    fire = T0 + 10_000
+    seen = drive(core, clock, fire + 3_000, Failure.UNREACHABLE)
+    assert [a for a in seen if isinstance(a, Abstain) and a.fire_ms == fire] == [
+        Abstain("j", fire, "NTP unreachable")
+    ]
+    assert not [a for a in seen if isinstance(a, Vote)]
+    missed = [a for a in seen if isinstance(a, RecordMissed) and a.fire_ms == fire]
+    assert missed[0].reason == "no quorum before the deadline (n1 abstained: NTP unreachable)"
+
+
+def test_a_reply_makes_the_store_reachable_again() -> None:
+    core, clock = make(), Clock(T0)
+    boot(core, clock)
+    core.set_store_reachable(False, "heartbeat failed")
+    assert not core.store_reachable
+    core.on_reply(ReadHighWater("j"), 0, clock.at(T0 + 5))
+    assert core.store_reachable
+
+
+def test_reads_that_backed_off_go_at_once_when_the_store_answers_again() -> None:
+    """Votes and missed records wait for the high-water read; a read that backed off while the
+    store was away must not hold them for its whole backoff once the store answers."""
+    core, clock = make(run_local=False), Clock(T0)
+    first = core.tick(clock.at(T0 + 3_000))
+    (read,) = [a for a in first if isinstance(a, ReadHighWater)]
+    for a in first:
+        core.on_failure(a, clock.at(T0 + 3_000), Failure.UNREACHABLE, "connection refused")
+    reads = 0
+    for _ in range(4):  # every call fails again: the read's backoff doubles (a sweep retries faster)
+        for a in core.tick(clock.at(clock.wall + 10_000)):
+            if isinstance(a, ReadHighWater | Sweep):
+                reads += isinstance(a, ReadHighWater)
+                core.on_failure(a, clock.at(clock.wall), Failure.UNREACHABLE, "connection refused")
+    assert reads >= 2
+    later = core.tick(clock.at(clock.wall + 600))
+    assert [a for a in later if isinstance(a, ReadHighWater)] == []  # still backing off
+    sweeps = [a for a in later if isinstance(a, Sweep)]
+    assert sweeps, "a sweep retry is what finds the store back"
+    core.on_reply(sweeps[0], [], clock.at(clock.wall))
+    assert core.next_wakeup(clock.at(clock.wall)) == 0
+    assert read in core.tick(clock.at(clock.wall))
