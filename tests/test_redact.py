@@ -41,7 +41,9 @@ def test_text_scrub_finds_every_url_and_keeps_the_rest() -> None:
 
 
 @given(
-    pw=st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters=" \t\r\n\v\f"), min_size=1),
+    pw=st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters=" \t\r\n\v\f"), min_size=1
+    ),
     user=st.text(alphabet="abcdefghij_-", max_size=8),
     prefix=st.text(max_size=20),
 )

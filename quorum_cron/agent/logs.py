@@ -89,7 +89,8 @@ class JsonFormatter(logging.Formatter):
             "msg": scrub(record.getMessage()),
         }
         for key, value in _fields(record).items():
-            doc.setdefault(key, value if isinstance(value, (int, float, bool, type(None))) else scrub(str(value)))
+            plain = isinstance(value, (int, float, bool, type(None)))
+            doc.setdefault(key, value if plain else scrub(str(value)))
         if record.exc_text:
             doc["exc"] = scrub(record.exc_text)
         # Each string is scrubbed before encoding: JSON has no whitespace to end
