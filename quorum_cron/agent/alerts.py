@@ -25,6 +25,7 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from quorum_cron.agent.jobenv import base_environment
 from quorum_cron.agent.logs import EVENT_LOGGER, event, scrub
 
 __all__ = ["Alert", "AlertHook", "AlertKind"]
@@ -121,7 +122,7 @@ class AlertHook:
     async def _deliver(self, alert: Alert) -> None:
         body = alert.document()
         if self.command:
-            env = dict(os.environ, QUORUM_CRON_ALERT=alert.kind)
+            env = dict(base_environment(os.environ), QUORUM_CRON_ALERT=alert.kind)
             proc = await asyncio.create_subprocess_exec(
                 *self.command,
                 stdin=asyncio.subprocess.PIPE,
