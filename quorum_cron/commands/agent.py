@@ -1,9 +1,13 @@
 """``quorum-cron agent``: run one node until SIGTERM.
 
-Signals: SIGTERM or SIGINT starts a graceful stop (no more votes, running
-jobs get the grace period, results are recorded, membership is left, exit
-0); a second one ends the grace period at once (running jobs are stopped
-and recorded as failed). Exit status: 0 after a graceful stop, 2 for a bad
+Signals: SIGTERM, SIGINT or SIGHUP starts a graceful stop (no more votes,
+running jobs get the grace period, results are recorded, membership is
+left, exit 0); a second one ends the grace period at once (running jobs are
+stopped and recorded as failed). SIGHUP does not reload the config: a
+reload would change the job set and spec hashes under slots already voted
+on, so it stops like SIGTERM and the service manager restarts the agent
+with the new config (its default action, killing the agent on the spot,
+orphaned the running job and left its slot ``running``). Exit status: 0 after a graceful stop, 2 for a bad
 config or option, 3 when another live process holds the node id.
 """
 
@@ -26,7 +30,10 @@ from quorum_cron.commands.common import config_option, load, redis_option, store
 from quorum_cron.durations import parse_duration
 from quorum_cron.errors import ConfigError
 
-__all__ = ["agent"]
+__all__ = ["STOP_SIGNALS", "agent"]
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""Each starts a graceful stop; a second one ends the grace period."""
 
 
 @click.command("agent")
@@ -97,10 +104,10 @@ async def _serve(runtime: Agent) -> int:
         else:
             runtime.end_grace(f"second {name}")
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, on_signal, sig)
     try:
         return await runtime.run()
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)

@@ -1,0 +1,139 @@
+"""Agent processes against signals, escaped job children and their own environment (issue 11)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.store.base import SlotState
+from tests.agent_cluster import Cluster, job_toml
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def made(tmp_path: Path, redis_server: EmbeddedRedis) -> Iterator[list[Cluster]]:
+    out: list[Cluster] = []
+    yield out
+    for c in out:
+        c.close()
+
+
+def _kill_marked(marker: str) -> None:
+    """SIGKILL the leftover processes whose command line holds ``marker`` (made unique per test)."""
+    ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
+    for line in ps.splitlines():
+        pid, _, args = line.strip().partition(" ")
+        if marker in args.split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+
+
+def test_sighup_stops_gracefully_and_records_the_running_job(
+    tmp_path: Path, redis_server: EmbeddedRedis, made: list[Cluster]
+) -> None:
+    c = Cluster(tmp_path, redis_server.url, 1, namespace="hup", cluster_opts='lease = "2s"')
+    made.append(c)
+    cfg = c.config(job_toml("slow", "@every 1s", c.out, secs=2, overlap='"allow"'))
+    c.start("n1", cfg)
+    c.wait("the job to start", lambda: c.lines("start", "slow"), 30)
+    c.signal("n1", signal.SIGHUP)
+    assert c.nodes["n1"].proc.wait(timeout=20) == 0, c.describe()
+    assert c.nodes["n1"].logged("left"), c.describe()
+    started = {x.slot: x.token for x in c.lines("start", "slow")}
+    assert {x.slot for x in c.lines("end", "slow")} == set(started)
+    ledger = c.ledger("slow")
+    for slot, token in started.items():
+        assert ledger[slot].state == SlotState.SUCCEEDED and ledger[slot].token == token, ledger.get(slot)
+    assert [m.node for m in c.store.members()] == []
+
+
+def test_job_environment_has_no_agent_secrets(
+    tmp_path: Path, redis_server: EmbeddedRedis, made: list[Cluster]
+) -> None:
+    c = Cluster(tmp_path, redis_server.url, 1, namespace="envs")
+    made.append(c)
+    dump = tmp_path / "env.txt"
+    jobs = '[[jobs]]\nname = "dump"\nschedule = "@every 1s"\nenv = { MINE = "kept" }\n'
+    jobs += f"shell = 'env > {dump}.tmp; mv {dump}.tmp {dump}'\n"
+    cfg = c.config(jobs)
+    secret_url = redis_server.url.replace("redis://", "redis://default:not-the-password@")
+    c.start(
+        "n1",
+        cfg,
+        env={
+            "QUORUM_CRON_REDIS_URL": redis_server.url,
+            "AGENT_ONLY_SECRET": "canary-71",
+            "X_URL": secret_url,
+        },
+    )
+    c.wait("the job's environment dump", lambda: dump.exists() or None, 30)
+    text = dump.read_text()
+    assert "QUORUM_CRON_REDIS_URL" not in text and "canary-71" not in text and "not-the-password" not in text
+    assert "MINE=kept" in text and "QUORUM_CRON_TOKEN=" in text and "PATH=" in text
+    assert c.stop()["n1"] == 0
+
+
+def test_escaped_child_holds_neither_the_run_nor_the_shutdown(
+    tmp_path: Path, redis_server: EmbeddedRedis, made: list[Cluster]
+) -> None:
+    marker = f"{100 + (os.getpid() % 1000) / 1000:.3f}"  # a sleep duration no other process uses
+    c = Cluster(tmp_path, redis_server.url, 1, namespace="escape")
+    made.append(c)
+    ran = tmp_path / "ran"
+    jobs = (
+        '[[jobs]]\nname = "bg"\nschedule = "@every 2s"\ntimeout = "60s"\n'
+        f"shell = 'setsid sleep {marker} & echo started; echo x >> {ran}'\n"
+    )
+    cfg = c.config(jobs)
+    try:
+        c.start("n1", cfg)
+        c.wait("a finished run", lambda: [e for e in c.nodes["n1"].events if e.get("event") == "finish"], 30)
+        done = [e for e in c.ledger("bg").values() if e.state == SlotState.SUCCEEDED]
+        assert done and "exit 0" in done[0].detail, c.ledger("bg")
+        assert done[0].finished_ms - done[0].started_ms < 10_000
+        t0 = time.monotonic()
+        assert c.stop(timeout=20)["n1"] == 0, c.describe()
+        assert time.monotonic() - t0 < 15
+    finally:
+        _kill_marked(marker)
+
+
+def test_demo_cleans_up_on_sigterm(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", TMPDIR=str(tmp_path))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "quorum_cron", "demo", "--nodes", "2", "--duration", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 60
+        seen = b""
+        while b"nodes joined" not in seen:
+            assert time.monotonic() < deadline, seen
+            line = proc.stdout.readline()
+            assert line, seen
+            seen += line
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=40)
+        assert proc.returncode != 0
+        assert b"Traceback" not in rest, rest
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert list(tmp_path.iterdir()) == []  # the temp dir with its config is gone
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    assert [line for line in ps.splitlines() if str(tmp_path) in line] == []
