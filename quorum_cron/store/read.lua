@@ -25,8 +25,11 @@ table.sort(fires, function(a, b)
   return tonumber(a) < tonumber(b)
 end)
 for _, f in ipairs(fires) do
-  local r = load(f, false)
-  if r then
+  local ok, r = pcall(load, f, false)
+  if not ok then -- corrupt: passed on as stored, for the caller to report
+    local raw = redis.pcall('GET', P .. 'slot:' .. f)
+    out[#out + 1] = {f, type(raw) == 'string' and raw or 'corrupt'}
+  elseif r then
     out[#out + 1] = emit(f, r)
   end
 end

@@ -56,9 +56,17 @@ for g = 1, #KEYS do
     i = i + 3
     local changed = {}
     for _, f in ipairs(redis.call('ZRANGE', P .. 'open', 0, -1)) do
-      local r, why = load(f, true)
+      -- A corrupt slot (or job key) is skipped: it must not stop the sweep
+      -- of the other slots and jobs in this call.
+      local ok, r, why = pcall(load, f, true)
+      if not ok then
+        r, why = nil, 'corrupt'
+      end
       if r then
-        if sweep_one(r, deadline, start_timeout, delivery) then
+        local swept, changes = pcall(sweep_one, r, deadline, start_timeout, delivery)
+        if not swept then
+          M, M_dirty = nil, nil
+        elseif changes then
           changed[#changed + 1] = emit(r.fire, r)
         end
       elseif why == 'gone' then
