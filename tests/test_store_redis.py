@@ -19,7 +19,7 @@ from redis.crc import key_slot
 from redis.retry import Retry
 
 from quorum_cron.embedded import EmbeddedRedis
-from quorum_cron.errors import ConfigError, QuorumCronError, StoreError, StoreUnavailable
+from quorum_cron.errors import ConfigError, QuorumCronError, StoreUnavailable
 from quorum_cron.store.base import SlotState, SweepParams, VoteRequest, VoteStatus
 from quorum_cron.store.redis import RedisStore, redact_url
 from quorum_cron.store.rendezvous import pick_executor

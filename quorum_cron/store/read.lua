@@ -14,8 +14,12 @@ bind(1)
 local out = {NOW}
 local fires, seen = {}, {}
 for _, index in ipairs({'open', 'slots'}) do
-  for _, f in ipairs(redis.call('ZRANGEBYSCORE', P .. index, ARGV[7], ARGV[8])) do
-    if not seen[f] then
+  local members = redis.pcall('ZRANGEBYSCORE', P .. index, ARGV[7], ARGV[8])
+  if members.err then -- a corrupt index: read what the other one knows
+    members = {}
+  end
+  for _, f in ipairs(members) do
+    if not seen[f] and match(f, '^%d+$') then -- (an index member is a fire time, or corrupt)
       seen[f] = true
       fires[#fires + 1] = f
     end

@@ -55,7 +55,11 @@ for g = 1, #KEYS do
     local deadline, start_timeout, delivery = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
     i = i + 3
     local changed = {}
-    for _, f in ipairs(redis.call('ZRANGE', P .. 'open', 0, -1)) do
+    local open = redis.pcall('ZRANGE', P .. 'open', 0, -1)
+    if open.err then -- a corrupt index: this job is skipped, the others swept
+      open = {}
+    end
+    for _, f in ipairs(open) do
       -- A corrupt slot (or job key) is skipped: it must not stop the sweep
       -- of the other slots and jobs in this call.
       local ok, r, why = pcall(load, f, true)
