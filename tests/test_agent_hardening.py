@@ -137,3 +137,39 @@ def test_demo_cleans_up_on_sigterm(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []  # the temp dir with its config is gone
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     assert [line for line in ps.splitlines() if str(tmp_path) in line] == []
+
+
+def test_garbage_in_redis_is_reported_and_harms_only_its_own_job(
+    tmp_path: Path, redis_server: EmbeddedRedis, made: list[Cluster]
+) -> None:
+    c = Cluster(tmp_path, redis_server.url, 1, namespace="junk")
+    made.append(c)
+    cfg = c.config(
+        job_toml("a", "@every 1s", c.out, overlap='"allow"') + job_toml("b", "@every 1s", c.out, overlap='"allow"')
+    )
+    node = c.start("n1", cfg)
+    c.wait("b to run", lambda: c.lines("start", "b"), 30)
+    client = redis_server.client(retry=None, socket_timeout=5.0)
+    try:
+        # A member entry nested 100k deep with a 60k-character tail, and a's token counter corrupt.
+        client.hset("qc:{junk}:members", "evil", "[" * 100_000 + "x" * 60_000)
+        client.hset("qc:{junk:a}:meta", "tk", "abc")
+        injected = max(x.slot for x in c.lines("start"))
+        seen_before = {m.node: m.seen_ms for m in c.store.members()}["n1"]
+        c.wait(
+            "three more runs of b",
+            lambda: len([x for x in c.lines("start", "b") if x.slot > injected + 1000]) >= 3 or None,
+            30,
+        )
+        alerts = node.logged("alert", kind="bad_value")
+        assert any("member 'evil'" in str(e.get("msg")) for e in alerts), c.describe()
+        assert any("token counter" in str(e.get("msg")) for e in alerts), c.describe()
+        # Heartbeats go on (the node is still a live member, seen again since).
+        assert {m.node: m.seen_ms for m in c.store.members()}["n1"] > seen_before
+        # Job a never ran on a guessed token after its counter went bad.
+        late_a = [x for x in c.lines("start", "a") if x.slot > injected + 1000]
+        assert late_a == [], late_a
+        assert node.proc.poll() is None
+    finally:
+        client.close()
+    assert c.stop()["n1"] == 0, c.describe()

@@ -47,6 +47,10 @@ class AlertKind:
     SLOT_LOST = "slot_lost"
     SPEC_MISMATCH = "spec_mismatch"
     STORE_UNAVAILABLE = "store_unavailable"
+    BAD_VALUE = "bad_value"
+    """A value read from Redis was corrupt (or not written by quorum-cron) and was ignored."""
+    STORE_OOM = "store_oom"
+    """Redis refuses writes: out of memory under ``maxmemory-policy noeviction``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import click
 
+from quorum_cron.agent.badvalues import BadValueReporter
 from quorum_cron.agent.connect import default_node_id
 from quorum_cron.agent.logs import configure_logging
 from quorum_cron.agent.membership import NodeIdTaken
@@ -29,6 +30,7 @@ from quorum_cron.agent.setup import agent_job, agent_settings, replica_shortfall
 from quorum_cron.commands.common import config_option, load, redis_option, store_for
 from quorum_cron.durations import parse_duration
 from quorum_cron.errors import ConfigError
+from quorum_cron.store.redis import RedisStore
 
 __all__ = ["STOP_SIGNALS", "agent"]
 
@@ -80,9 +82,10 @@ def agent(
     if metrics_port is not None:
         metrics.serve(metrics_port, metrics_addr)
     runtime = Agent(settings, jobs, store, notices=store.client, metrics=metrics)
+    bad_values = BadValueReporter(metrics, runtime.alerts)
     click.echo(f"quorum-cron agent {node}: {len(jobs)} job(s), store {shown_url}", err=True)
     try:
-        code = asyncio.run(_serve(runtime))
+        code = asyncio.run(_serve(runtime, store, bad_values))
     except NodeIdTaken as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_ID_TAKEN)
@@ -91,8 +94,9 @@ def agent(
     sys.exit(code)
 
 
-async def _serve(runtime: Agent) -> int:
+async def _serve(runtime: Agent, store: RedisStore, bad_values: BadValueReporter) -> int:
     loop = asyncio.get_running_loop()
+    bad_values.attach(store, loop)
     signals = 0
 
     def on_signal(signum: int) -> None:
