@@ -144,9 +144,8 @@ def test_garbage_in_redis_is_reported_and_harms_only_its_own_job(
 ) -> None:
     c = Cluster(tmp_path, redis_server.url, 1, namespace="junk")
     made.append(c)
-    cfg = c.config(
-        job_toml("a", "@every 1s", c.out, overlap='"allow"') + job_toml("b", "@every 1s", c.out, overlap='"allow"')
-    )
+    allow = '"allow"'
+    cfg = c.config("".join(job_toml(j, "@every 1s", c.out, overlap=allow) for j in ("a", "b")))
     node = c.start("n1", cfg)
     c.wait("b to run", lambda: c.lines("start", "b"), 30)
     client = redis_server.client(retry=None, socket_timeout=5.0)

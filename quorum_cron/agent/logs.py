@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import IO, Any, Final
 
+from quorum_cron.printable import printable
 from quorum_cron.redact import redact_text
 
 __all__ = ["EVENT_LOGGER", "JsonFormatter", "TextFormatter", "configure_logging", "event", "scrub"]
@@ -64,8 +65,11 @@ class TextFormatter(logging.Formatter):
         ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
         ms = int(record.msecs)
         name = getattr(record, "qc_event", "") or record.name
-        extra = " ".join(f"{k}={v}" for k, v in _fields(record).items())
-        line = f"{ts}.{ms:03d}Z {record.levelname:<5} [{self._node}] {name}: {record.getMessage()}"
+        # One line per event: control characters (a value read from Redis may
+        # hold any) are escaped, never written to the terminal or the log file.
+        extra = " ".join(f"{k}={printable(str(v))}" for k, v in _fields(record).items())
+        msg = printable(record.getMessage())
+        line = f"{ts}.{ms:03d}Z {record.levelname:<5} [{self._node}] {name}: {msg}"
         if extra:
             line = f"{line} ({extra})"
         if record.exc_text:

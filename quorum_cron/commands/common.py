@@ -64,7 +64,10 @@ def fmt_ms(ms: int) -> str:
     """Epoch ms as ``2024-05-01 12:00:00.000Z`` (UTC: what every node agrees on)."""
     if ms <= 0:
         return "-"
-    when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    try:
+        when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    except (OverflowError, ValueError, OSError):  # a value read from Redis, beyond year 9999
+        return f"{ms} ms"
     return when.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 

@@ -28,6 +28,7 @@ import click
 from quorum_cron.commands.common import config_option, fail, fmt_ms, load, redis_option, store_for
 from quorum_cron.config import Config
 from quorum_cron.errors import StoreError
+from quorum_cron.printable import printable
 from quorum_cron.store.base import JobControl
 from quorum_cron.store.redis import RedisStore
 
@@ -138,9 +139,10 @@ def _call(
 
 def describe_control(control: JobControl) -> str:
     """``paused by alice@h at 2024-... : reason`` / ``active (resumed by ... at ...)`` / ``active``."""
+    by, reason = printable(control.by, 100), printable(control.reason, 500)
     if control.paused:
-        text = f"paused by {control.by} at {fmt_ms(control.at_ms)}"
-        return f"{text}: {control.reason}" if control.reason else text
+        text = f"paused by {by} at {fmt_ms(control.at_ms)}"
+        return f"{text}: {reason}" if reason else text
     if control.by:
-        return f"active (resumed by {control.by} at {fmt_ms(control.at_ms)})"
+        return f"active (resumed by {by} at {fmt_ms(control.at_ms)})"
     return "active"
