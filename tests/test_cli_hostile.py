@@ -42,15 +42,15 @@ def test_status_and_history_escape_and_survive_hostile_values(
     cfg = _config(tmp_path, redis_server.url)
     store = RedisStore(redis_client, NS)
     now = store.time_ms()
-    _member(redis_client, "n1\x1b[2J", {"host": "[bold red]pwned[/]", "clock": "trusted", "voting": "yes"}, now)
+    evil = {"host": "[bold red]pwned[/]", "clock": "trusted", "voting": "yes"}
+    _member(redis_client, "n1\x1b[2J", evil, now)
     _member(redis_client, "n2", {"host": "h", "clock": "\x1b]0;title\x07", "clock_reason": "[link=x]y"}, now)
     redis_client.hset(f"qc:{{{NS}}}:members", "deep", "[" * 50_000)
-    redis_client.hset(f"qc:{{{NS}:a}}:meta", mapping={"p": "1", "pb": "eve\x1b[31m", "pa": "1", "pr": "[blink]x"})
+    pause = {"p": "1", "pb": "eve\x1b[31m", "pa": "1", "pr": "[blink]x"}
+    redis_client.hset(f"qc:{{{NS}:a}}:meta", mapping=pause)
     ledger_a = f"qc:{{{NS}:a}}:ledger"
-    redis_client.xadd(
-        ledger_a,
-        {"fire": str(now), "state": "failed", "finished": str(now), "reason": "\x1b[1A[red]gone", "executor": "n1"},
-    )
+    entry = {"fire": str(now), "state": "failed", "finished": str(now), "reason": "\x1b[1A[red]gone"}
+    redis_client.xadd(ledger_a, {**entry, "executor": "n1"})
     redis_client.xadd(ledger_a, {"fire": "9" * 30, "state": "failed", "finished": "1"})
     redis_client.xadd(ledger_a, {"fire": str(2**52), "state": "failed", "finished": str(2**52)})
     redis_client.set(f"qc:{{{NS}:b}}:ledger", "not a stream")
