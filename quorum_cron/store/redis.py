@@ -20,11 +20,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import redis
-from redis.exceptions import AuthenticationError, RedisError
+from redis.exceptions import AuthenticationError, InvalidResponse, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from quorum_cron.errors import ConfigError, StoreError, StoreUnavailable
+from quorum_cron.errors import ConfigError, StoreError, StoreOutOfMemory, StoreUnavailable
 from quorum_cron.redact import redact_url
 from quorum_cron.store import parse
 from quorum_cron.store.base import (
@@ -98,6 +98,13 @@ def _where(client: redis.Redis) -> str:
     if kw.get("path"):
         return f"unix://{kw['path']}?db={db}"
     return f"redis://{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{db}"
+
+
+def _no_script(message: str) -> str:
+    """A redis-py error message without the script source some versions append (4 KB of Lua)."""
+    cut = message.find("\n")
+    message = message if cut < 0 else message[:cut]
+    return message if len(message) <= 500 else message[:500] + "..."
 
 
 def _text(value: object) -> str:
@@ -254,6 +261,11 @@ class RedisStore:
         return f"RedisStore({self._where}, namespace={self._ns!r}, {mode})"
 
     @property
+    def members_key(self) -> str:
+        """The members hash ``qc:{<ns>}:members`` (checked by the agent before it starts)."""
+        return self._members_key
+
+    @property
     def client(self) -> redis.Redis:
         """The underlying redis-py client (for tests and diagnostics)."""
         return self._client
@@ -286,14 +298,19 @@ class RedisStore:
             yield
         except AuthenticationError as exc:
             raise StoreError(f"redis at {self._where} refused {op}: {exc}") from exc
-        except (RedisConnectionError, RedisTimeoutError) as exc:
-            raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {exc}") from exc
+        except (RedisConnectionError, RedisTimeoutError, InvalidResponse) as exc:
+            # (InvalidResponse: whatever answered does not speak RESP — not Redis, or a broken proxy.)
+            why = _no_script(str(exc))
+            raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {why}") from exc
         except WaitShortfall as exc:
             raise StoreUnavailable(
                 f"redis at {self._where}: outcome of {op} unknown, not replicated as required: {exc}"
             ) from exc
         except RedisError as exc:
-            raise StoreError(f"redis at {self._where} failed {op}: {exc}") from exc
+            if str(exc).startswith("OOM"):
+                why = f"redis at {self._where} refused {op}: {_no_script(str(exc))}"
+                raise StoreOutOfMemory(StoreOutOfMemory.PREFIX + why) from exc
+            raise StoreError(f"redis at {self._where} failed {op}: {_no_script(str(exc))}") from exc
         except (TypeError, ValueError, KeyError, IndexError) as exc:
             raise StoreError(f"unexpected reply from redis at {self._where} to {op}: {exc}") from exc
 
