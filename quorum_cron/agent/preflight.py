@@ -73,7 +73,15 @@ def check_server(client: redis.Redis, shown_url: str, members_key: str) -> str |
             f"expected the password (and user) of that server in the URL"
         ) from None
     except (RedisConnectionError, RedisTimeoutError) as exc:
-        if "protocol" in str(exc).lower():
+        text = str(exc)
+        if shown_url.startswith("rediss://") and ("ssl" in text.lower() or "certificate" in text):
+            # TLS set up wrongly is a configuration error, not an outage to wait out.
+            raise PreflightError(
+                f"TLS with {shown_url} failed ({_first_line(exc)}): expected rediss:// with "
+                f"?ssl_ca_certs=<CA file> (and ssl_certfile/ssl_keyfile when the server wants a client "
+                f"certificate); see docs/operations.md"
+            ) from None
+        if "protocol" in text.lower():
             raise PreflightError(_not_redis(shown_url, exc)) from None
         return None
     except ResponseError as exc:
