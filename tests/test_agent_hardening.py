@@ -172,3 +172,32 @@ def test_garbage_in_redis_is_reported_and_harms_only_its_own_job(
     finally:
         client.close()
     assert c.stop()["n1"] == 0, c.describe()
+
+
+def test_raw_trigger_notice_without_stored_audited_trigger_is_ignored(
+    tmp_path: Path, redis_server: EmbeddedRedis, made: list[Cluster]
+) -> None:
+    c = Cluster(tmp_path, redis_server.url, 1, namespace="rawtrig")
+    made.append(c)
+    cfg = c.config(job_toml("t", "@yearly", c.out))
+    node = c.start("n1", cfg)
+    c.wait_joined(["n1"])
+    client = redis_server.client(retry=None, socket_timeout=5.0)
+    try:
+        fire = c.store.time_ms()
+        client.publish("qc:{rawtrig}:trigger", f"t\n{fire}")
+        c.wait("the notice to be refused", lambda: node.logged("trigger", job="t", slot=fire), 20)
+        assert "ignored" in str(node.logged("trigger", job="t", slot=fire)[0]["msg"])
+        # A real trigger (stored, audited, then published) runs.
+        res = subprocess.run(
+            [sys.executable, "-m", "quorum_cron", "trigger", "t", "--config", str(cfg), "--by", "tester"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert res.returncode == 0, res.stderr
+        c.wait("the triggered run", lambda: c.lines("start", "t"), 20)
+        assert [x.slot for x in c.lines("start", "t")] != [fire]
+    finally:
+        client.close()
+    assert c.stop()["n1"] == 0
