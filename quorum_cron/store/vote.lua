@@ -79,8 +79,8 @@ local function vote_one(fire, firen, spec, q)
     write_proposed(r)
     return 'R', r.json
   end
-  -- Quorum reached: decide the slot in this same call.
-  check_types()
+  -- Quorum reached: decide the slot in this same call (a corrupt token
+  -- counter refuses it before anything is written).
   check_counter(m.tk)
   set(r, 'sh', spec)
   set(r, 'dl', r.dl)
