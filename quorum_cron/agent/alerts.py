@@ -20,6 +20,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -138,7 +139,8 @@ class AlertHook:
             try:
                 await asyncio.wait_for(proc.communicate(body), HOOK_TIMEOUT_S)
             except TimeoutError:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # the hook's children too (its own session)
                 raise RuntimeError(f"alert command did not finish within {HOOK_TIMEOUT_S:.0f} s") from None
             if proc.returncode != 0:
                 raise RuntimeError(f"alert command exited {proc.returncode}")
