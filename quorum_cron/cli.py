@@ -180,9 +180,10 @@ def _register() -> None:
     """Add the commands defined elsewhere; each module exports plain click commands."""
     from quorum_cron.clockcheck import check_clock
     from quorum_cron.commands import COMMANDS
+    from quorum_cron.commands.import_crontab import import_crontab
     from quorum_cron.sim_cli import sim_group
 
-    for command in (*COMMANDS, check_clock, sim_group):
+    for command in (*COMMANDS, check_clock, sim_group, import_crontab):
         main.add_command(command)
 
 

@@ -30,9 +30,10 @@ from typing import Any, Final, Literal, TypeVar, cast, get_args
 
 from quorum_cron.durations import format_duration, parse_duration
 from quorum_cron.errors import ConfigError, ScheduleError
+from quorum_cron.model import Delivery, Overlap
 from quorum_cron.redact import redact_url as _redact
 from quorum_cron.schedule import DST_POLICIES, DstPolicy, Schedule, check_timezone
-from quorum_cron.store.base import Delivery, Overlap
+from quorum_cron.skew import default_unreachable_policy
 
 __all__ = [
     "AUTO",
@@ -66,6 +67,7 @@ _MAX_NAME = 100
 _MAX_SIZE = 100
 _MAX_ARGV = 1000
 _MAX_ENV = 200
+_MAX_STDIN = 100_000
 
 
 class InvalidConfig(ConfigError):
@@ -190,7 +192,7 @@ class ClusterConfig:
     clock_check_interval_ms: int = 60 * _SECOND
     ntp_servers: tuple[str, ...] = ()
     ntp_unreachable: NtpUnreachable = "store-time"
-    """A config file's default is ``abstain`` when it lists NTP servers, else ``store-time``."""
+    """A config file's default is :func:`~quorum_cron.skew.default_unreachable_policy` of its servers."""
     alert_command: tuple[str, ...] | None = None
     alert_url: str | None = field(default=None, repr=False)
 
@@ -295,6 +297,12 @@ class JobSpec:
     on_store_unavailable: StoreUnavailablePolicy = "skip"
     env: Mapping[str, str] = field(default_factory=dict, repr=False, hash=False)
     in_process: bool = False
+    stdin: str | None = field(default=None, repr=False)
+    """Text written (UTF-8) to the command's standard input, which is then closed (cron's ``%``)."""
+    inherit_env: bool = True
+    """``False``: the command gets only ``env`` and the slot's ``QUORUM_CRON_*`` facts, like cron."""
+    cwd: str | None = None
+    """Absolute working directory of the command (cron starts jobs in ``$HOME``); default: the agent's."""
 
     @classmethod
     def create(
@@ -317,7 +325,7 @@ class JobSpec:
         if self.schedule.job != self.name:
             _fail(where, "schedule", f"was parsed for job {self.schedule.job!r} (H tokens hash the job name)")
         if isinstance(self.command, str):
-            _fail(where, "command", "is a string (expected an argv list; use 'shell' for a command line)")
+            _fail(where, "command", _command_string_problem(self.command))
         if self.command is not None:
             object.__setattr__(self, "command", tuple(self.command))
         if self.in_process:
@@ -330,6 +338,12 @@ class JobSpec:
             _fail(where, "command", "expected a non-empty argv list such as ['/usr/bin/backup', '--full']")
         if self.shell is not None and not self.shell.strip():
             _fail(where, "shell", "expected a non-empty command string")
+        if self.in_process and (self.stdin is not None or self.cwd is not None or not self.inherit_env):
+            _fail(where, "stdin", "an in-process job has no process ('stdin', 'cwd', 'inherit_env')")
+        if self.stdin is not None and len(self.stdin) > _MAX_STDIN:
+            _fail(where, "stdin", f"has {len(self.stdin)} characters (expected at most {_MAX_STDIN})")
+        if self.cwd is not None and not os.path.isabs(self.cwd):
+            _fail(where, "cwd", f"{self.cwd!r} is not an absolute path (expected e.g. '/var/lib/app')")
         if self.starting_deadline_ms == AUTO:
             object.__setattr__(self, "starting_deadline_ms", default_starting_deadline_ms(self.schedule))
         for key, lo, hi in _JOB_DURATION_BOUNDS:
@@ -388,6 +402,11 @@ class JobSpec:
             "retry_backoff_ms": self.retry_backoff_ms,
             "on_store_unavailable": self.on_store_unavailable,
             "env": dict(self.env),
+            # Added after v1: present only when set, so that the hashes of
+            # existing jobs (and a rolling upgrade's quorum) do not change.
+            **({"stdin": self.stdin} if self.stdin is not None else {}),
+            **({"inherit_env": False} if not self.inherit_env else {}),
+            **({"cwd": self.cwd} if self.cwd is not None else {}),
         }
 
     @functools.cached_property
@@ -481,6 +500,9 @@ _JOB_KEYS = (
     "retry_backoff",
     "on_store_unavailable",
     "env",
+    "stdin",
+    "inherit_env",
+    "cwd",
 )
 
 
@@ -635,7 +657,7 @@ def _parse_cluster(raw: object, source: str, errors: list[str]) -> ClusterConfig
     wait_replicas = t.integer("wait_replicas", 0, _MAX_WAIT_REPLICAS, default=0)
     ntp_servers = t.str_list("ntp_servers", "NTP server host names", max_items=16) or ()
     ntp_unreachable = t.choice(
-        "ntp_unreachable", get_args(NtpUnreachable), "abstain" if ntp_servers else "store-time"
+        "ntp_unreachable", get_args(NtpUnreachable), default_unreachable_policy(ntp_servers).value
     )
     alert_command = t.str_list("alert_command", "an argv list", max_items=_MAX_ARGV)
     if not t.ok or namespace is None or size is None:
@@ -687,7 +709,11 @@ def _parse_job(raw: object, index: int, source: str, errors: list[str]) -> JobSp
                 schedule = Schedule.parse(expr, tz, job=name, dst=cast(DstPolicy, dst))
             except ScheduleError as exc:
                 t.error("schedule", str(exc).replace(f" for job {name!r}", "", 1))
-    command = t.str_list("command", "argv, e.g. ['/usr/local/bin/backup', '--full']", max_items=_MAX_ARGV)
+    if isinstance(raw.get("command"), str):
+        t.error("command", _command_string_problem(raw["command"]))
+        command = None
+    else:
+        command = t.str_list("command", "argv, e.g. ['/usr/local/bin/backup', '--full']", max_items=_MAX_ARGV)
     shell = t.get("shell", str, "a shell command string", None)
     if shell is not None and not shell.strip():
         t.error("shell", "expected a non-empty command string")
@@ -704,6 +730,9 @@ def _parse_job(raw: object, index: int, source: str, errors: list[str]) -> JobSp
     backoff = t.duration("retry_backoff", 10 * _SECOND, 0, _DAY)
     on_store = t.choice("on_store_unavailable", get_args(StoreUnavailablePolicy), "skip")
     env = _parse_env(t, raw.get("env"))
+    stdin = t.get("stdin", str, "a string (the command's standard input)", None)
+    inherit_env = t.get("inherit_env", bool, "true or false", True)
+    cwd = t.get("cwd", str, "an absolute directory path", None)
     if not t.ok or name is None or schedule is None:
         return None
     try:
@@ -721,10 +750,21 @@ def _parse_job(raw: object, index: int, source: str, errors: list[str]) -> JobSp
             retry_backoff_ms=backoff,
             on_store_unavailable=cast(StoreUnavailablePolicy, on_store),
             env=env,
+            stdin=stdin,
+            inherit_env=True if inherit_env is None else inherit_env,
+            cwd=cwd,
         )
     except ConfigError as exc:  # a rule only the constructor checks
         errors.append(f"{source}: {exc}")
         return None
+
+
+def _command_string_problem(value: str) -> str:
+    # The suggestion is TOML (a JSON string is a valid TOML basic string).
+    return (
+        f"{value!r} is a string (expected an array of strings (argv); "
+        f"for a shell command line write shell = {json.dumps(value, ensure_ascii=False)})"
+    )
 
 
 def _parse_env(t: _Table, raw: object) -> dict[str, str]:

@@ -50,10 +50,9 @@ from dataclasses import dataclass, field
 from heapq import heapify, heappop, heappush
 from typing import Protocol
 
-from quorum_cron.store.base import (
+from quorum_cron.model import (
     TERMINAL_STATES,
     Delivery,
-    LedgerEntry,
     Overlap,
     SlotState,
     SlotView,
@@ -1013,11 +1012,3 @@ class NodeCore:
             js.pending[latest] = _Pending(fire_ms=latest, deadline_ms=widened)
             self._dirty.add(js.index)
         return out
-
-
-def ledger_line(entry: LedgerEntry) -> str:
-    """A one-line human summary of a ledger entry (for logs and the simulator trace)."""
-    return (
-        f"{entry.job}@{entry.fire_ms} {entry.state} token={entry.token} "
-        f"executor={entry.executor or '-'} voters={','.join(entry.voters) or '-'}: {entry.reason}"
-    )

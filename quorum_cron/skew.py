@@ -102,6 +102,7 @@ __all__ = [
     "agree",
     "assess_ntp",
     "best_sample",
+    "default_unreachable_policy",
     "detect_jump",
     "error_bound_ms",
     "rejection_reason",
@@ -462,6 +463,13 @@ class Trust(enum.StrEnum):
     def exit_code(self) -> int:
         """``check-clock``'s exit status: 0 trusted, 1 not trusted, 2 cannot tell."""
         return {Trust.TRUSTED: 0, Trust.NOT_TRUSTED: 1, Trust.UNKNOWN: 2}[self]
+
+
+def default_unreachable_policy(ntp_servers: Sequence[str]) -> UnreachablePolicy:
+    """The ``ntp_unreachable`` default, the one place it is decided: ``abstain`` when NTP servers
+    are listed (the operator asked for NTP evidence), else ``store-time`` (the only evidence there is:
+    ``abstain`` with no servers would never vote)."""
+    return UnreachablePolicy.ABSTAIN if ntp_servers else UnreachablePolicy.STORE_TIME
 
 
 @dataclass(frozen=True, slots=True)

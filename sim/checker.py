@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from quorum_cron.store.base import Delivery
+from quorum_cron.model import Delivery
 from sim.quorum import make_schedule
 from sim.scenario import JobDef, Scenario, loads
 from sim.trace import Record
@@ -453,11 +453,3 @@ def _check_due(
                             f"{state or 'unaccounted'}",
                         )
                     )
-
-
-def merge(reports: Iterable[Report]) -> Counter[str]:
-    """Violation counts by kind over many reports."""
-    total: Counter[str] = Counter()
-    for rep in reports:
-        total.update(rep.by_kind())
-    return total

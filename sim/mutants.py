@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from quorum_cron.store.base import (
+from quorum_cron.model import (
     DECIDED_STATES,
     SlotState,
     TransitionResult,
@@ -73,7 +73,7 @@ class _UnfencedStartStore(MemoryStore):
         rec = self._jobs[job].slots.get(fire_ms) if job in self._jobs else None
         if rec is None or rec.state not in (SlotState.COMMITTED, SlotState.RUNNING):
             return super().start(job, fire_ms, node, token, lease_ms)
-        rec.state, rec.executor, rec.ran = SlotState.RUNNING, node, True
+        rec.state, rec.executor, rec.runs = SlotState.RUNNING, node, rec.runs + 1
         rec.started_ms, rec.lease_until_ms = now, now + lease_ms
         return TransitionResult(True, self._view(job, fire_ms, rec), now)
 
@@ -109,7 +109,7 @@ class _NonAtomicCommitStore(MemoryStore):
         if rec is None:
             return
         rec.state = SlotState.PROPOSED  # the second step does not look at what happened meanwhile
-        rec.spec_hash, rec.deadline_ms, rec.ran = req.spec_hash, req.deadline_ms, False
+        rec.spec_hash, rec.deadline_ms, rec.runs = req.spec_hash, req.deadline_ms, 0
         if self._assign(req.job, job, rec, now):
             view = self._view(req.job, req.fire_ms, rec)
             world = self._world

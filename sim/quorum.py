@@ -33,8 +33,9 @@ from quorum_cron.core import (
     Sweep,
     Vote,
 )
+from quorum_cron.model import SlotState, SlotView, TransitionResult, VoteResult, VoteStatus
+from quorum_cron.perform import perform
 from quorum_cron.schedule import Schedule
-from quorum_cron.store.base import SlotState, SlotView, TransitionResult, VoteResult, VoteStatus
 from quorum_cron.store.memory import MemoryStore
 from sim.scenario import JobDef
 from sim.world import SimNode, World
@@ -137,6 +138,8 @@ class QuorumStrategy:
                     overlap=job.overlap,
                     delivery=job.delivery,
                     misfire=job.misfire,
+                    retries=job.retries,
+                    retry_backoff_ms=job.retry_backoff_ms,
                 )
             )
         return jobs
@@ -181,14 +184,17 @@ class QuorumStrategy:
     # -- the store side --------------------------------------------------------
 
     def execute(self, world: World, node: SimNode, action: Any) -> Any:
+        """Carry out ``action`` on the store host with :func:`~quorum_cron.perform.perform` (the
+        agent's mapping), then trace what it did and deliver assignment notices."""
         store: MemoryStore = world.store.state
         t = world.loop.now
-        emit = world.trace.emit
         kind = type(action)
         world.store.caller = node
+        before = store.slot(action.job, action.fire_ms).state if kind is RecordMissed else None
+        reply = perform(store, node.id, action)
         if kind is Vote:
-            results = store.vote(action.requests)
-            emit(
+            results: list[VoteResult] = reply  # type: ignore[assignment]
+            world.trace.emit(
                 t,
                 "vote",
                 node=node.id,
@@ -203,43 +209,32 @@ class QuorumStrategy:
                     self._decided(world, node, vr.slot, "vote")
                 elif vr.status == VoteStatus.EARLY:
                     world.reached("vote refused as early by store time", node=node.id)
-            return results
-        if kind is Sweep:
-            views = store.sweep(action.params)
-            for view in views:
+        elif kind is Sweep:
+            for view in reply:  # type: ignore[attr-defined]
                 self._decided(world, node, view, "takeover")
-            return views
-        if kind is Start:
-            res = store.start(action.job, action.fire_ms, node.id, action.token, action.lease_ms)
+        elif kind is Start:
+            res: TransitionResult = reply  # type: ignore[assignment]
             self._transition(world, node, "start", action.job, action.fire_ms, action.token, res)
             if not res.ok and res.slot.token > action.token:
                 world.reached("stale executor refused by the fenced start", node=node.id)
             if res.ok:
                 world.on_started(node)
-            return res
-        if kind is Renew:
-            res = store.renew(action.job, action.fire_ms, node.id, action.token, action.lease_ms)
+        elif kind is Renew:
+            res = reply  # type: ignore[assignment]
             if not res.ok:
                 self._transition(world, node, "renew", action.job, action.fire_ms, action.token, res)
-            return res
-        if kind is Finish:
-            res = store.finish(
-                action.job, action.fire_ms, node.id, action.token, action.succeeded, action.detail
-            )
+        elif kind is Finish:
+            res = reply  # type: ignore[assignment]
             self._transition(world, node, "finish", action.job, action.fire_ms, action.token, res)
-            return res
-        if kind is ReadSlot:
-            return store.slot(action.job, action.fire_ms)
-        if kind is ReadHighWater:
-            return store.high_water(action.job)
-        if kind is RecordMissed:
-            before = store.slot(action.job, action.fire_ms).state
-            view = store.record_missed(action.job, action.fire_ms, action.deadline_ms, action.reason)
-            if view.state != before:
+            if res.ok and res.slot.state == SlotState.COMMITTED:
+                world.reached("failed run retried under a new token", job=action.job)
+                self._decided(world, node, res.slot, "retry")
+        elif kind is RecordMissed:
+            missed: SlotView = reply  # type: ignore[assignment]
+            if missed.state != before:
                 world.reached("slot accounted for by catch-up after an outage")
-                self._decided(world, node, view, "catch-up")
-            return view
-        raise TypeError(f"not a store action: {action!r}")
+                self._decided(world, node, missed, "catch-up")
+        return reply
 
     @staticmethod
     def _transition(

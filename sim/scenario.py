@@ -37,7 +37,7 @@ from typing import Any
 
 from quorum_cron.durations import format_duration, parse_duration
 from quorum_cron.errors import ConfigError
-from quorum_cron.store.base import Delivery, Overlap
+from quorum_cron.model import Delivery, Overlap
 
 __all__ = [
     "DEFAULT_START_MS",
@@ -113,6 +113,9 @@ class JobDef:
     delivery: Delivery = Delivery.AT_MOST_ONCE
     overlap: Overlap = Overlap.FORBID
     misfire: str = "skip"
+    retries: int = 0
+    """A failed run is retried this many times (the store decides, under a new token)."""
+    retry_backoff_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +320,8 @@ def _job(table: Mapping[str, Any], where: str) -> JobDef:
         delivery=Delivery(r.str_("delivery", "at-most-once", tuple(d.value for d in Delivery))),
         overlap=Overlap(r.str_("overlap", "forbid", tuple(o.value for o in Overlap))),
         misfire=r.str_("misfire", "skip", ("skip", "run-once")),
+        retries=r.int_("retries", 0, lo=0),
+        retry_backoff_ms=r.duration("retry_backoff", 0),
     )
     r.done()
     if job.deadline_ms <= 0:
@@ -501,6 +506,7 @@ _FIELD_KEYS = {
     "lease_ms": ("lease", _dur),
     "start_timeout_ms": ("start_timeout", _dur),
     "retry_ms": ("retry", _dur),
+    "retry_backoff_ms": ("retry_backoff", _dur),
     "sweep_ms": ("sweep", _dur),
     "assign_poll_ms": ("assign_poll", _dur),
 }

@@ -21,9 +21,9 @@ from quorum_cron.core import (
     NodeSettings,
     Now,
     Run,
-    StoreAction,
 )
-from quorum_cron.store.base import SlotState, SlotView
+from quorum_cron.model import SlotState, SlotView
+from quorum_cron.perform import perform
 from quorum_cron.store.memory import MemoryStore
 
 
@@ -68,38 +68,6 @@ class Driver:
     def _now(self, node: DriverNode) -> Now:
         return Now(wall_ms=self.now_ms + node.offset_ms, mono_ms=self.mono_ms)
 
-    def _store_call(self, name: str, action: StoreAction) -> object:
-        from quorum_cron import core as c
-
-        st, me = self.store, name
-        match action:
-            case c.Vote():
-                return st.vote(action.requests)
-            case c.Start():
-                return st.start(action.job, action.fire_ms, me, action.token, action.lease_ms)
-            case c.Renew():
-                return st.renew(action.job, action.fire_ms, me, action.token, action.lease_ms)
-            case c.Finish():
-                return st.finish(
-                    action.job,
-                    action.fire_ms,
-                    me,
-                    action.token,
-                    action.succeeded,
-                    action.detail,
-                    action.retries,
-                    action.retry_backoff_ms,
-                )
-            case c.Sweep():
-                return st.sweep(action.params)
-            case c.ReadSlot():
-                return st.slot(action.job, action.fire_ms)
-            case c.ReadHighWater():
-                return st.high_water(action.job)
-            case c.RecordMissed():
-                return st.record_missed(action.job, action.fire_ms, action.deadline_ms, action.reason)
-        raise AssertionError(action)
-
     def _apply(self, name: str, actions: list[Action]) -> None:
         node = self.nodes[name]
         queue = list(actions)
@@ -115,7 +83,7 @@ class Driver:
             elif isinstance(action, Abstain):
                 node.abstains.append(action)
             else:
-                reply = self._store_call(name, action)
+                reply = perform(self.store, name, action)
                 queue.extend(node.core.on_reply(action, reply, self._now(node)))
                 self._notify(name, reply if isinstance(reply, list) else [reply])
 

@@ -24,7 +24,7 @@ from quorum_cron.core import (
     Sweep,
     Vote,
 )
-from quorum_cron.store.base import Delivery, SlotState, SweepParams, TransitionResult, VoteStatus
+from quorum_cron.model import Delivery, SlotState, SweepParams, TransitionResult, VoteStatus
 from quorum_cron.store.memory import MemoryStore
 from tests.core_driver import Driver, Every
 
@@ -137,7 +137,7 @@ def test_refused_renew_kills_the_run() -> None:
     core.set_trust(True)
     start = Start("a", T0, 7, 3000)
     core._jobs["a"].starting[T0] = 7
-    from quorum_cron.store.base import SlotView
+    from quorum_cron.model import SlotView
 
     ok = TransitionResult(True, SlotView("a", T0, SlotState.RUNNING, token=7, executor="n1"), T0)
     assert core.on_reply(start, ok, Now(T0, 0)) == [Run("a", T0, 7, 60_000)]
@@ -292,7 +292,7 @@ def test_a_retry_assigned_before_its_backoff_is_started_when_due() -> None:
     j = job("a", 60_000, retries=1, retry_backoff_ms=5000)
     core = NodeCore(NodeSettings(node_id="n1", quorum=1), [j])
     core.set_trust(True)
-    from quorum_cron.store.base import SlotView
+    from quorum_cron.model import SlotView
 
     view = SlotView("a", T0, SlotState.COMMITTED, executor="n1", token=4, not_before_ms=T0 + 5000)
     fin = Finish("a", T0, 3, False, "exit 1", 1, 5000)
@@ -358,7 +358,7 @@ def test_a_start_reply_held_past_half_the_lease_does_not_run_the_job() -> None:
     core.set_trust(True)
     (start,) = core.on_assigned("a", T0, 1, Now(T0, 0))
     assert isinstance(start, Start)
-    from quorum_cron.store.base import SlotView
+    from quorum_cron.model import SlotView
 
     ok = TransitionResult(True, SlotView("a", T0, SlotState.RUNNING, token=1, executor="n1"), T0)
     assert core.on_reply(start, ok, Now(T0 + 1500, 1500)) == []  # paused in between
@@ -366,7 +366,7 @@ def test_a_start_reply_held_past_half_the_lease_does_not_run_the_job() -> None:
 
 def test_an_executor_whose_start_reply_is_lost_runs_the_slot_it_reads_running_under_its_token() -> None:
     from quorum_cron.core import ReadSlot
-    from quorum_cron.store.base import SlotView
+    from quorum_cron.model import SlotView
 
     # Lease 3000 ms: the start was sent at mono 0, so the read must come back before 1500.
     for replied_at, runs in ((1_000, True), (1_500, False)):

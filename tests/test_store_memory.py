@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from quorum_cron.store.base import (
+from quorum_cron.model import (
     TERMINAL_STATES,
     Delivery,
     Overlap,

@@ -273,7 +273,7 @@ def test_wrong_type_and_malformed_slot_are_reported_and_affect_only_their_own_jo
     redis_client.set(slot_key, f"bogus {T0 + 10**9} " + json.dumps({"st": "bogus", "v": {}}))
     assert store.slot("k", T0).state == SlotState.ABSENT
     assert "not a slot state" in seen[-1][1]
-    redis_client.set(slot_key, f"proposed {T0 + 10**9} " + json.dumps({"st": "proposed", "v": {"n1": 7}}))
+    redis_client.set(slot_key, f"proposed {T0 + 10**9} 0 " + json.dumps({"n1": 7}))
     assert store.slot("k", T0).state == SlotState.ABSENT
     assert "spec hashes" in seen[-1][1]
     n = len(seen)
@@ -448,32 +448,6 @@ def test_pause_skips_votes_and_resume_restores(redis_client: redis.Redis) -> Non
         VoteStatus.COMMITTED,
     ]
     assert [(a.action, a.by) for a in store.audit("j", 10)] == [("resume", "bob"), ("pause", "alice")]
-
-
-# -- older slot formats ------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("layout", ["vote-hash", "record-string"])
-def test_older_proposed_slot_formats_are_read_and_rewritten(redis_client: redis.Redis, layout: str) -> None:
-    """A proposed slot written by an earlier version is read, voted on and rewritten as a string."""
-    clock = Clock()
-    store = RedisStore(redis_client, "ns", clock=clock)
-    key = f"qc:{{ns:j}}:slot:{T0}"
-    expiry = T0 + 3_600_000
-    if layout == "vote-hash":
-        redis_client.hset(key, mapping={"n1": "h1", "": str(expiry)})
-    else:
-        redis_client.set(key, f"proposed {expiry} " + json.dumps({"st": "proposed", "v": {"n1": "h1"}}))
-    redis_client.pexpire(key, 3_600_000)
-    redis_client.zadd("qc:{ns:j}:open", {str(T0): T0})
-    view = store.slot("j", T0)
-    assert (view.state, view.votes) == (SlotState.PROPOSED, (("n1", "h1"),))
-    [res] = store.vote([req("j", T0, "n2", quorum=3)])
-    assert (res.status, res.slot.votes) == (VoteStatus.RECORDED, (("n1", "h1"), ("n2", "h1")))
-    assert redis_client.type(key) == b"string"
-    assert redis_client.pttl(key) > 24 * 3_600_000  # a fresh TTL, not the older key's
-    [res] = store.vote([req("j", T0, "n3", quorum=3)])
-    assert res.status == VoteStatus.COMMITTED and res.slot.executor in ("n1", "n2", "n3")
 
 
 # -- WAIT for replicas ---------------------------------------------------------------------

@@ -30,6 +30,7 @@ from quorum_cron.skew import (
     UnreachablePolicy,
     Verdict,
     assess_ntp,
+    default_unreachable_policy,
 )
 
 __all__ = ["ClockTrust"]
@@ -46,7 +47,7 @@ class ClockTrust:
         *,
         max_skew_ms: int,
         ntp_servers: Sequence[str] = (),
-        ntp_unreachable: str = "abstain",
+        ntp_unreachable: str = "",
         check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS,
     ) -> None:
         self.clock = clock
@@ -55,7 +56,11 @@ class ClockTrust:
             TrustPolicy(
                 max_skew_ms=max_skew_ms,
                 check_interval_ms=check_interval_ms,
-                ntp_unreachable=UnreachablePolicy(ntp_unreachable),
+                ntp_unreachable=(
+                    UnreachablePolicy(ntp_unreachable)
+                    if ntp_unreachable
+                    else default_unreachable_policy(ntp_servers)
+                ),
                 require_store_check=True,
             )
         )

@@ -14,7 +14,7 @@ import socket
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from quorum_cron.store.memory import DEFAULT_LEDGER_MAXLEN, DEFAULT_RETENTION_MS
+from quorum_cron.store.keys import DEFAULT_LEDGER_MAXLEN, DEFAULT_RETENTION_MS
 from quorum_cron.store.redis import RedisStore
 
 __all__ = ["SOCKET_CONNECT_TIMEOUT_S", "SOCKET_TIMEOUT_S", "connect_store", "default_node_id"]

@@ -4,10 +4,10 @@ Two kinds of notice reach a node, both on ONE pub/sub connection:
 
 * **assignments** — when a script commits (or re-assigns) a slot to a node,
   it publishes ``job\\nfire_ms\\ntoken`` on that node's channel
-  (:func:`assign_channel`). This is the path that keeps the fire delay at a
+  (:func:`quorum_cron.store.keys.assign_channel`). This is the path that keeps the fire delay at a
   few milliseconds;
 * **triggers** — ``quorum-cron trigger JOB`` makes the store publish
-  ``job\\nfire_ms`` on the cluster's trigger channel (:func:`trigger_channel`);
+  ``job\\nfire_ms`` on the cluster's trigger channel (:func:`quorum_cron.store.keys.trigger_channel`);
   every node then votes for that slot like any other.
 
 The listener runs on a dedicated thread (a blocking pub/sub read must not
@@ -36,10 +36,8 @@ __all__ = [
     "Notice",
     "NoticeListener",
     "Trigger",
-    "assign_channel",
     "parse_notice",
     "parse_trigger",
-    "trigger_channel",
 ]
 
 log = logging.getLogger(EVENT_LOGGER)
@@ -49,15 +47,6 @@ POLL_S = 0.25
 
 MAX_BACKOFF_S = 2.0
 
-
-def assign_channel(namespace: str, node: str) -> str:
-    """The pub/sub channel that carries ``node``'s assignment notices (the store scripts' naming)."""
-    return f"qc:{{{namespace}}}:assign:{node}"
-
-
-def trigger_channel(namespace: str) -> str:
-    """The pub/sub channel that carries the cluster's manual triggers (the store scripts' naming)."""
-    return f"qc:{{{namespace}}}:trigger"
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,6 +110,10 @@ class CommandTarget:
     shell: str | None = None
     env: Mapping[str, str] | None = None
     cwd: str | None = None
+    stdin: bytes | None = None
+    """Written to the process's standard input, then closed; ``None``: stdin is /dev/null."""
+    inherit_env: bool = True
+    """``False``: the process gets only ``env`` and the slot's facts (cron's clean environment)."""
 
     def __post_init__(self) -> None:
         if (not self.argv) == (self.shell is None):
@@ -172,11 +176,13 @@ class JobRun:
         self.pid: int | None = None
 
     def env(self) -> dict[str, str]:
-        """The job's environment: the allowlisted part of the agent's, the job's own, the slot's facts.
+        """The job's environment: the allowlisted part of the agent's (unless not inherited), the job's
+        own, then the slot's facts.
 
         Never the agent's ``QUORUM_CRON_*`` settings (the Redis URL): see :mod:`.jobenv`.
         """
-        env = base_environment(os.environ)
+        inherit = not isinstance(self.target, CommandTarget) or self.target.inherit_env
+        env = base_environment(os.environ) if inherit else {}
         if isinstance(self.target, CommandTarget) and self.target.env:
             env.update(self.target.env)
         env.update(
@@ -213,7 +219,7 @@ class JobRun:
             transport, _ = await loop.subprocess_exec(
                 lambda: proto,
                 *target.args,
-                stdin=asyncio.subprocess.DEVNULL,
+                stdin=asyncio.subprocess.DEVNULL if target.stdin is None else asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 env=self.env(),
@@ -228,6 +234,8 @@ class JobRun:
         self.pid = pid
         if self._on_started is not None:
             self._on_started(started_wall)
+        if target.stdin is not None:
+            _feed(transport, target.stdin)
         exited = asyncio.ensure_future(proto.exited.wait())
         stopper = asyncio.ensure_future(self._stopped.wait())
         timed_out = False
@@ -359,6 +367,22 @@ class _JobProtocol(asyncio.SubprocessProtocol):
 
     def process_exited(self) -> None:
         self.exited.set()
+
+
+def _feed(transport: asyncio.SubprocessTransport, data: bytes) -> None:
+    """Queue ``data`` on the process's stdin and close it once written.
+
+    Never awaited: a process that exits without reading its input (cron's
+    pipe) is no error, and a full pipe must not hold the run — the pipe
+    transport writes in the background and is closed with the run.
+    """
+    pipe = transport.get_pipe_transport(0)
+    if pipe is None:
+        return
+    assert isinstance(pipe, asyncio.WriteTransport)
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        pipe.write(data)
+        pipe.close()
 
 
 async def _kill_group(pgid: int, proto: _JobProtocol) -> None:

@@ -31,7 +31,7 @@ from quorum_cron.agent.runner import JobRun, RunOutcome
 from quorum_cron.agent.settings import AgentJob
 from quorum_cron.clock import Clock
 from quorum_cron.core import Kill, Run
-from quorum_cron.store.base import SlotView
+from quorum_cron.model import SlotView
 
 __all__ = ["LOCAL_DETAIL", "Report", "Runs"]
 

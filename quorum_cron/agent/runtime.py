@@ -59,7 +59,7 @@ from quorum_cron.agent.health import NodeHealth
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.membership import NodeIdTaken
 from quorum_cron.agent.metrics import Metrics
-from quorum_cron.agent.notify import Notice, NoticeListener, Trigger, assign_channel, trigger_channel
+from quorum_cron.agent.notify import Notice, NoticeListener, Trigger
 from quorum_cron.agent.observe import Observer
 from quorum_cron.agent.runs import LOCAL_DETAIL, Runs
 from quorum_cron.agent.settings import AgentJob, AgentSettings
@@ -68,15 +68,14 @@ from quorum_cron.agent.triggers import MAX_VERIFYING, stored_triggers
 from quorum_cron.clock import Clock, SystemClock
 from quorum_cron.core import Abstain, Action, Finish, Kill, NodeCore, Now, Run, Start, StoreAction, Vote
 from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.store import keys as store_keys
 from quorum_cron.store.base import SlotState, Store, TransitionResult
-from quorum_cron.store.redis import RedisStore
 
 __all__ = ["EXIT_ID_TAKEN", "EXIT_OK", "Agent", "AgentJob", "AgentSettings"]
 
 log = logging.getLogger(EVENT_LOGGER)
 
 EXIT_OK = 0
-EXIT_FAILED = 1
 EXIT_ID_TAKEN = 3
 
 MAX_ABSTAINED = 10_000
@@ -206,7 +205,7 @@ class Agent:
         """First heartbeat (refused if the id is held) and first clock check, before any vote."""
         if not await self.health.first_contact(lambda: self._stopping):
             return
-        if not self.settings.ntp_servers and self.settings.ntp_unreachable == "abstain":
+        if not self.settings.ntp_servers and self.health.trust.guard.policy.ntp_unreachable == "abstain":
             event(
                 log,
                 logging.ERROR,
@@ -235,12 +234,8 @@ class Agent:
             return
         loop = self._loop
         assert loop is not None
-        if isinstance(self.store, RedisStore):
-            # The scripts' own naming.
-            assignments, triggers = self.store.assign_channel(self.node), self.store.trigger_channel()
-        else:
-            ns = self.settings.namespace
-            assignments, triggers = assign_channel(ns, self.node), trigger_channel(ns)
+        ns = self.settings.namespace
+        assignments, triggers = store_keys.assign_channel(ns, self.node), store_keys.trigger_channel(ns)
 
         def deliver(item: Notice | Trigger) -> None:
             loop.call_soon_threadsafe(self._on_notice, item)

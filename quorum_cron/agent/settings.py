@@ -40,7 +40,8 @@ class AgentSettings:
     heartbeat_ms: int = 2_000
     grace_ms: int = 30_000
     ntp_servers: tuple[str, ...] = ()
-    ntp_unreachable: str = "abstain"
+    ntp_unreachable: str = ""
+    """Empty: :func:`~quorum_cron.skew.default_unreachable_policy` of ``ntp_servers``."""
     clock_check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS
     tail_bytes: int = DEFAULT_TAIL_BYTES
     alert_command: tuple[str, ...] | str | None = None

@@ -79,10 +79,14 @@ def agent_job(spec: JobSpec, target: Target | None = None) -> AgentJob:
         if spec.in_process:
             raise ValueError(f"job {spec.name!r} is in-process: expected its Python callable as target")
         env: Mapping[str, str] | None = dict(spec.env) if spec.env else None
-        if spec.shell is not None:
-            target = CommandTarget(shell=spec.shell, env=env)
-        else:
-            target = CommandTarget(argv=tuple(spec.command or ()), env=env)
+        target = CommandTarget(
+            argv=tuple(spec.command or ()),
+            shell=spec.shell,
+            env=env,
+            cwd=spec.cwd,
+            stdin=None if spec.stdin is None else spec.stdin.encode("utf-8"),
+            inherit_env=spec.inherit_env,
+        )
     return AgentJob(
         core=core_job(spec),
         target=target,

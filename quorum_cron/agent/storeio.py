@@ -7,8 +7,8 @@ and the loop keeps waking on time while a call is on the wire. Background
 reads (heartbeats, clock probes, status) use a second thread, so a slow
 membership call never delays a vote.
 
-The worker translates each action into the store method of the same name;
-:func:`perform` is that mapping, also used by tests.
+The worker carries each action out with :func:`quorum_cron.perform.perform`,
+the one mapping from an action to its store call (the simulator uses it too).
 
 A ``Finish`` carries the job's retry policy (the core's ``CoreJob``): the
 store decides, in the same atomic step as the result, whether a failed run
@@ -22,53 +22,13 @@ import concurrent.futures
 from collections.abc import Callable
 from typing import TypeVar
 
-from quorum_cron.core import (
-    Finish,
-    ReadHighWater,
-    ReadSlot,
-    RecordMissed,
-    Renew,
-    Start,
-    StoreAction,
-    Sweep,
-    Vote,
-)
+from quorum_cron.core import StoreAction
+from quorum_cron.perform import perform
 from quorum_cron.store.base import Store
 
-__all__ = ["StoreWorker", "perform"]
+__all__ = ["StoreWorker"]
 
 T = TypeVar("T")
-
-
-def perform(store: Store, node: str, action: StoreAction) -> object:
-    """Call the store method ``action`` stands for, as node ``node``; return its reply."""
-    match action:
-        case Vote():
-            return store.vote(action.requests)
-        case Start():
-            return store.start(action.job, action.fire_ms, node, action.token, action.lease_ms)
-        case Renew():
-            return store.renew(action.job, action.fire_ms, node, action.token, action.lease_ms)
-        case Finish():
-            return store.finish(
-                action.job,
-                action.fire_ms,
-                node,
-                action.token,
-                action.succeeded,
-                action.detail,
-                action.retries,
-                action.retry_backoff_ms,
-            )
-        case Sweep():
-            return store.sweep(action.params)
-        case ReadSlot():
-            return store.slot(action.job, action.fire_ms)
-        case ReadHighWater():
-            return store.high_water(action.job)
-        case RecordMissed():
-            return store.record_missed(action.job, action.fire_ms, action.deadline_ms, action.reason)
-    raise TypeError(f"not a store action: {action!r}")
 
 
 class StoreWorker:

@@ -55,10 +55,6 @@
 -- (SET ... KEEPTTL): a vote is only recorded at fire - skew <= now <= fire +
 -- dl, so that TTL outlives every logical expiry a later vote can set.
 --
--- Older formats, read and rewritten in this one (pre-release): a proposed
--- slot as "proposed <x> <record JSON>", and as a HASH node -> spec hash plus
--- field "" = x (GET answers WRONGTYPE, which sends the read to HGETALL).
---
 -- Replies: a slot is emitted as {code, slot value}; absent: {code, ""}.
 
 local P, JOB
@@ -79,9 +75,6 @@ local function expired(x)
   local n = #x
   return n < NOW_LEN or (n == NOW_LEN and x <= NOW)
 end
-
-local DECIDED = {committed = true, running = true, succeeded = true, failed = true,
-                 lost = true, missed = true, skipped = true, retrying = true}
 
 local function num(s)
   return tonumber(s) or 0
@@ -184,20 +177,9 @@ local function raise_hw(r)
   end
 end
 
--- Stands for a slot key that holds a vote hash (older format, see fetch).
-local HASH = {}
-
--- What a slot key holds: false (no key), the slot value, or HASH (a
--- proposed slot in the older vote-hash format: GET fails with WRONGTYPE).
+-- What a slot key holds: false (no key) or the slot value.
 local function fetch(key)
-  local raw = redis.pcall('GET', key)
-  if type(raw) == 'table' then
-    if raw.err and find(raw.err, 'WRONGTYPE', 1, true) then
-      return HASH
-    end
-    error(raw.err)
-  end
-  return raw
+  return redis.call('GET', key)
 end
 
 local function purge(key, fire)
@@ -209,30 +191,6 @@ end
 local function proposed(key, fire, firen, x, dl, votes, raw)
   return {key = key, fire = fire, firen = firen or tonumber(fire), f = {st = 'proposed', v = votes, x = x},
           votes = votes, proposed = true, dl = dl, json = raw}
-end
-
--- A proposed slot in the older vote-hash format: the record (rewritten in
--- the string format with a fresh TTL by its next write), or nil plus "dead".
-local function load_votes(fire, key, purge_dead)
-  local h = redis.call('HGETALL', key)
-  local votes, x = {}, nil
-  for i = 1, #h, 2 do
-    local k = h[i]
-    if k == '' then
-      x = h[i + 1]
-    else
-      votes[k] = h[i + 1]
-    end
-  end
-  if x == nil or expired(x) then
-    if purge_dead then
-      purge(key, fire)
-    end
-    return nil, 'dead'
-  end
-  local r = proposed(key, fire, nil, x, '0', votes, 'proposed ' .. x .. ' 0 ' .. cjson.encode(votes))
-  r.legacy = true
-  return r
 end
 
 -- Read a slot. Returns the record, or nil plus "gone" (no key) or "dead"
@@ -248,13 +206,10 @@ local function load(fire, purge_dead, raw, key, firen)
   if not raw then
     return nil, 'gone'
   end
-  if raw == HASH then
-    return load_votes(fire, key, purge_dead)
-  end
   local x, dl, votes = match(raw, '^proposed (%d+) (%-?%d+) (.*)')
-  local st, at
+  local at
   if x == nil then
-    st, x, at = match(raw, '^(%a+) (%d+) ()')
+    x, at = match(raw, '^%a+ (%d+) ()')
     if x == nil then
       error('corrupt store: slot ' .. key .. ' holds ' .. string.sub(raw, 1, 40))
     end
@@ -272,11 +227,7 @@ local function load(fire, purge_dead, raw, key, firen)
   if f.v == nil then
     f.v = {}
   end
-  local r = {key = key, fire = fire, firen = firen or tonumber(fire), f = f, votes = f.v, json = raw}
-  if st == 'proposed' then -- older format: "proposed <x> <record JSON>"
-    r.proposed, r.dl, r.legacy = true, f.dl or '0', true
-  end
-  return r
+  return {key = key, fire = fire, firen = firen or tonumber(fire), f = f, votes = f.v, json = raw}
 end
 
 -- A new proposed slot (nothing written yet: write_proposed or save does;
@@ -314,7 +265,7 @@ local function save(r)
 end
 
 -- Write a proposed slot and touch it: SET ... PX ttl when r.ttl is set (new
--- slot, dl raised, older format), else SET ... KEEPTTL (see Physical TTL).
+-- slot, dl raised), else SET ... KEEPTTL (see Physical TTL).
 local function write_proposed(r)
   meta_flush()
   r.f.x = EXPIRY

@@ -1,4 +1,4 @@
-"""The store contract: values exchanged with a store and the ``Store`` protocol.
+"""The store contract: the ``Store`` protocol (values it exchanges: :mod:`quorum_cron.model`).
 
 A store holds votes, slot states, fencing tokens, membership and the ledger —
 never job definitions. Every state-changing operation is ONE atomic step on
@@ -32,10 +32,30 @@ integer milliseconds.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
+
+# The values a store exchanges live in the model (the pure parts import them
+# from there); they are re-exported here for the store implementations.
+from quorum_cron.model import (
+    DECIDED_STATES,
+    TERMINAL_STATES,
+    AuditAction,
+    AuditEntry,
+    Delivery,
+    HeartbeatResult,
+    JobControl,
+    LedgerEntry,
+    Member,
+    Overlap,
+    SlotState,
+    SlotView,
+    SweepParams,
+    TransitionResult,
+    VoteRequest,
+    VoteResult,
+    VoteStatus,
+)
 
 __all__ = [
     "DECIDED_STATES",
@@ -43,7 +63,6 @@ __all__ = [
     "AuditAction",
     "AuditEntry",
     "Delivery",
-    "FinishResult",
     "HeartbeatResult",
     "JobControl",
     "LedgerEntry",
@@ -58,227 +77,6 @@ __all__ = [
     "VoteResult",
     "VoteStatus",
 ]
-
-
-class SlotState(enum.StrEnum):
-    """Where a slot stands. ``ABSENT`` means the store has no record of it."""
-
-    ABSENT = "absent"
-    PROPOSED = "proposed"
-    COMMITTED = "committed"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    LOST = "lost"
-    MISSED = "missed"
-    SKIPPED = "skipped"
-    RETRYING = "retrying"
-    """Ledger-only: a failed run that will be retried. A slot is never *in*
-    this state; it goes straight back to ``committed`` (see ``Store.finish``)."""
-
-
-TERMINAL_STATES: frozenset[SlotState] = frozenset(
-    {SlotState.SUCCEEDED, SlotState.FAILED, SlotState.LOST, SlotState.MISSED, SlotState.SKIPPED}
-)
-"""States a slot never leaves; each one has a ledger entry."""
-
-DECIDED_STATES: frozenset[SlotState] = TERMINAL_STATES | {
-    SlotState.COMMITTED,
-    SlotState.RUNNING,
-    SlotState.RETRYING,
-}
-"""States in which a vote no longer changes anything (``retrying`` is never seen on a slot)."""
-
-
-class Delivery(enum.StrEnum):
-    """What happens to a slot whose executor vanished mid-run."""
-
-    AT_MOST_ONCE = "at-most-once"
-    AT_LEAST_ONCE = "at-least-once"
-
-
-class Overlap(enum.StrEnum):
-    """What a new slot does while an earlier slot of the same job is active."""
-
-    ALLOW = "allow"
-    FORBID = "forbid"
-    REPLACE = "replace"
-
-
-class VoteStatus(enum.StrEnum):
-    """What a single vote did."""
-
-    RECORDED = "recorded"
-    """The vote was stored; quorum not reached yet."""
-    COMMITTED = "committed"
-    """This vote completed the quorum: the slot is now committed (or skipped)."""
-    DECIDED = "decided"
-    """The slot was already decided; the vote changed nothing."""
-    EARLY = "early"
-    """Store time is before ``fire_ms - max_skew_ms``: refused, not stored."""
-    MISSED = "missed"
-    """Store time is past ``fire_ms + deadline_ms`` without quorum: slot missed."""
-    SKIPPED = "skipped"
-    """The job is paused: this vote ended the undecided slot ``skipped`` (no quorum needed)."""
-
-
-@dataclass(frozen=True, slots=True)
-class VoteRequest:
-    """One node's vote for one slot, with the parameters the script checks.
-
-    ``quorum`` is the node's configured quorum. The store keeps, per job, the
-    highest quorum any node ever sent and uses that, so one node configured
-    with a smaller quorum cannot lower the bar for the others.
-    """
-
-    job: str
-    fire_ms: int
-    node: str
-    spec_hash: str
-    quorum: int
-    max_skew_ms: int
-    deadline_ms: int
-    overlap: Overlap = Overlap.ALLOW
-
-
-@dataclass(frozen=True, slots=True)
-class SlotView:
-    """A snapshot of one slot as the store holds it."""
-
-    job: str
-    fire_ms: int
-    state: SlotState
-    votes: tuple[tuple[str, str], ...] = ()
-    """(node, spec_hash) pairs, sorted by node."""
-    spec_hash: str = ""
-    """The spec hash the quorum agreed on (empty before commit)."""
-    executor: str = ""
-    token: int = 0
-    attempt: int = 0
-    """How many executors were assigned so far (takeovers raise it)."""
-    reason: str = ""
-    committed_ms: int = 0
-    started_ms: int = 0
-    lease_until_ms: int = 0
-    finished_ms: int = 0
-    detail: str = ""
-    not_before_ms: int = 0
-    """A retry may not start before this store time (0: no constraint)."""
-    runs: int = 0
-    """How many times the slot was started (retries and at-least-once re-runs raise it)."""
-
-    @property
-    def voters(self) -> tuple[str, ...]:
-        """Nodes that voted, sorted."""
-        return tuple(node for node, _ in self.votes)
-
-
-@dataclass(frozen=True, slots=True)
-class VoteResult:
-    """The reply to one :class:`VoteRequest`."""
-
-    status: VoteStatus
-    slot: SlotView
-    now_ms: int
-    """Store time at which the vote was handled."""
-
-
-@dataclass(frozen=True, slots=True)
-class TransitionResult:
-    """The reply to a fenced start or renew: ``ok`` or refused with a reason."""
-
-    ok: bool
-    slot: SlotView
-    now_ms: int
-    reason: str = ""
-
-
-FinishResult = TransitionResult
-
-
-@dataclass(frozen=True, slots=True)
-class SweepParams:
-    """Per-job timing a sweep enforces (the caller's configuration)."""
-
-    job: str
-    deadline_ms: int
-    start_timeout_ms: int
-    delivery: Delivery = Delivery.AT_MOST_ONCE
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerEntry:
-    """A slot's final word: written once, when the slot becomes terminal."""
-
-    job: str
-    fire_ms: int
-    state: SlotState
-    reason: str
-    voters: tuple[str, ...]
-    executor: str
-    token: int
-    committed_ms: int
-    started_ms: int
-    finished_ms: int
-    detail: str
-
-
-@dataclass(frozen=True, slots=True)
-class JobControl:
-    """A job's operator control: paused or not, by whom, when (store time) and why.
-
-    A job that was never paused reads ``JobControl(False, "", 0, "")``; after a
-    resume, ``by`` and ``at_ms`` name the resume and ``reason`` is empty.
-    """
-
-    paused: bool
-    by: str
-    at_ms: int
-    reason: str
-
-
-class AuditAction(enum.StrEnum):
-    """What an operator did to a job."""
-
-    PAUSE = "pause"
-    RESUME = "resume"
-    TRIGGER = "trigger"
-
-
-@dataclass(frozen=True, slots=True)
-class AuditEntry:
-    """One operator action on a job, as the store recorded it.
-
-    ``detail``: the reason of a pause, the fire time (decimal ms) of a
-    trigger, empty for a resume.
-    """
-
-    job: str
-    action: AuditAction
-    by: str
-    at_ms: int
-    detail: str
-
-
-@dataclass(frozen=True, slots=True)
-class Member:
-    """A node's last heartbeat as the store saw it."""
-
-    node: str
-    incarnation: str
-    seen_ms: int
-    expires_ms: int
-    info: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatResult:
-    """The reply to a heartbeat: refused when another live process holds the id."""
-
-    ok: bool
-    now_ms: int
-    holder: str = ""
-    """On refusal, the incarnation that holds the node id."""
 
 
 @runtime_checkable

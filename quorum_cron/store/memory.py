@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from quorum_cron.store.base import (
+from quorum_cron.model import (
     DECIDED_STATES,
     AuditAction,
     AuditEntry,
@@ -34,14 +34,16 @@ from quorum_cron.store.base import (
     VoteResult,
     VoteStatus,
 )
+from quorum_cron.store.keys import (
+    DEFAULT_AUDIT_MAXLEN,
+    DEFAULT_LEDGER_MAXLEN,
+    DEFAULT_RETENTION_MS,
+    DEFAULT_TRIGGER_MAXLEN,
+)
 from quorum_cron.store.rendezvous import pick_executor
 
 __all__ = ["MemoryStore"]
 
-DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
-DEFAULT_LEDGER_MAXLEN = 10_000
-DEFAULT_AUDIT_MAXLEN = 1_000
-DEFAULT_TRIGGER_MAXLEN = 100
 NOT_PAUSED = JobControl(paused=False, by="", at_ms=0, reason="")
 
 
@@ -67,15 +69,6 @@ class _Slot:
     detail: str = ""
     not_before_ms: int = 0
     expires_ms: int = 0
-
-    @property
-    def ran(self) -> bool:
-        """Started at least once (kept for ``sim/mutants.py``, which predates ``runs``)."""
-        return self.runs > 0
-
-    @ran.setter
-    def ran(self, value: bool) -> None:
-        self.runs = max(self.runs, 1) if value else 0
 
 
 @dataclass

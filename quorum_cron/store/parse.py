@@ -196,7 +196,7 @@ def _votes(votes: object, what: str) -> tuple[tuple[str, str], ...]:
 
 def slot_value(job: str, fire_ms: int, record: object) -> SlotView:
     """A slot value as stored: ``""`` absent, ``"proposed <x> <dl> <votes JSON>"``, or
-    ``"<st> <x> <record JSON>"`` (any state; older proposed slots too)."""
+    ``"<st> <x> <record JSON>"`` (any other state)."""
     if record is None or record in (b"", ""):
         return SlotView(job=job, fire_ms=fire_ms, state=SlotState.ABSENT)
     what = f"slot {job}@{fire_ms}"
@@ -204,7 +204,7 @@ def slot_value(job: str, fire_ms: int, record: object) -> SlotView:
     parts = raw.split(" ", 3)
     if len(parts) < 3:
         raise BadValue(what, f"{shorten(raw)} lacks its '<state> <expiry> ' header")
-    if parts[0] == "proposed" and parts[2].lstrip("-").isdigit():
+    if parts[0] == "proposed":
         if len(parts) != 4:
             raise BadValue(what, f"proposed value {shorten(raw)} lacks its votes")
         votes = _votes(bounded_json(parts[3], what, MAX_SLOT_BYTES), what)

@@ -26,6 +26,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quorum_cron.errors import ConfigError, StoreError, StoreOutOfMemory, StoreUnavailable
 from quorum_cron.redact import redact_url
+from quorum_cron.store import keys as store_keys
 from quorum_cron.store import parse
 from quorum_cron.store.base import (
     AuditEntry,
@@ -43,7 +44,7 @@ from quorum_cron.store.base import (
     VoteResult,
     VoteStatus,
 )
-from quorum_cron.store.memory import (
+from quorum_cron.store.keys import (
     DEFAULT_AUDIT_MAXLEN,
     DEFAULT_LEDGER_MAXLEN,
     DEFAULT_RETENTION_MS,
@@ -83,7 +84,6 @@ large enough to amortise the call, small enough that one call blocks the
 server for about a millisecond at most."""
 DEFAULT_WAIT_TIMEOUT_MS = 100
 """How long ``WAIT`` waits for replica acknowledgements when ``wait_replicas`` > 0."""
-_FORBIDDEN_NS_CHARS = "{}:"
 
 # With an injected clock, store time and real time are unrelated, so the
 # physical key TTL (garbage collection only) must not fire before the logical
@@ -168,7 +168,7 @@ class RedisStore:
         wait_replicas: int = 0,
         wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
     ) -> None:
-        if not namespace or any(c in namespace for c in _FORBIDDEN_NS_CHARS):
+        if not namespace or any(c in namespace for c in store_keys.FORBIDDEN_NAMESPACE_CHARS):
             raise ConfigError(
                 f"invalid store namespace {namespace!r}: expected a non-empty name without '{{', '}}' or ':'"
             )
@@ -200,16 +200,16 @@ class RedisStore:
         self._where = _where(client)
         self._scripts = ScriptRunner(client)
         self._prefixes: dict[str, str] = {}
-        self._members_key = f"qc:{{{namespace}}}:members"
-        self._assign_prefix = f"qc:{{{namespace}}}:assign:"
-        self._trigger_channel = f"qc:{{{namespace}}}:trigger"
+        self._members_key = store_keys.members_key(namespace)
+        self._assign_prefix = store_keys.assign_prefix(namespace)
+        self._trigger_channel = store_keys.trigger_channel(namespace)
         # ARGV[2..6] of every per-job script (see _job.lua); ARGV[1] is now.
         self._common_tail: tuple[str | int, ...] = (
             retention_ms,
             self._key_ttl_ms,
             ledger_maxlen,
             self._assign_prefix,
-            len(f"qc:{{{namespace}:") + 1,
+            store_keys.job_name_offset(namespace),
         )
         self.on_bad_value: Callable[[str, str], None] | None = None
         """Called once per distinct bad value read (what, problem); see :meth:`_bad`."""
@@ -341,7 +341,7 @@ class RedisStore:
         """The job's key prefix ``qc:{<ns>:<job>}:``: every key of the job is it plus a suffix."""
         prefix = self._prefixes.get(job)
         if prefix is None:
-            prefix = f"qc:{{{self._ns}:{job}}}:"
+            prefix = store_keys.job_prefix(self._ns, job)
             if len(self._prefixes) < 10_000:
                 self._prefixes[job] = prefix
         return prefix
@@ -582,7 +582,7 @@ class RedisStore:
 
     def high_water(self, job: str) -> int:
         with self._boundary("high_water"):
-            value = self._client.hget(self._job_prefix(job) + "meta", "hw")
+            value = self._client.hget(self._job_prefix(job) + store_keys.META, "hw")
             return 0 if value is None else parse.bounded_int(value, f"high-water mark of {job}", 0)
 
     def slot(self, job: str, fire_ms: int) -> SlotView:
@@ -613,7 +613,7 @@ class RedisStore:
         if limit <= 0:
             return []
         with self._boundary("ledger"):
-            entries = self._client.xrevrange(self._job_prefix(job) + "ledger", count=limit) or []
+            entries = self._client.xrevrange(self._job_prefix(job) + store_keys.LEDGER, count=limit) or []
             out = []
             for _, fields in entries:
                 try:
@@ -625,8 +625,8 @@ class RedisStore:
     # -- operator control ----------------------------------------------------
 
     def _control_call(self, op: str, job: str, by: str | int, reason: str = "") -> list[Any]:
-        base = f"qc:{{{self._ns}:{job}}}:"
-        keys = (f"{base}meta", f"{base}triggers", f"{base}audit")
+        base = self._job_prefix(job)
+        names = (base + store_keys.META, base + store_keys.TRIGGERS, base + store_keys.AUDIT)
         args: list[str | int] = [
             self._now_arg(),
             op,
@@ -639,7 +639,7 @@ class RedisStore:
             self._audit_maxlen,
             self._trigger_channel,
         ]
-        return _seq(self._scripts.call(Call(CONTROL, keys, args)))
+        return _seq(self._scripts.call(Call(CONTROL, names, args)))
 
     @staticmethod
     def _job_control(job: str, paused: object, by: object, at: object, reason: object) -> JobControl:
@@ -662,7 +662,7 @@ class RedisStore:
     def control(self, job: str) -> JobControl:
         with self._boundary("control"):
             fields = ["p", "pb", "pa", "pr"]
-            paused, by, at, reason = self._client.hmget(self._job_prefix(job) + "meta", fields)
+            paused, by, at, reason = self._client.hmget(self._job_prefix(job) + store_keys.META, fields)
             return self._job_control(job, paused, by, at, reason)
 
     def trigger(self, job: str, by: str) -> int:
@@ -687,7 +687,7 @@ class RedisStore:
         if limit <= 0:
             return []
         with self._boundary("audit"):
-            entries = self._client.xrevrange(f"qc:{{{self._ns}:{job}}}:audit", count=limit) or []
+            entries = self._client.xrevrange(self._job_prefix(job) + store_keys.AUDIT, count=limit) or []
             out = []
             for _, raw in entries:
                 try:

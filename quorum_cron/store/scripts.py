@@ -38,7 +38,6 @@ __all__ = [
     "MEMBERS",
     "MISSED",
     "READ",
-    "SCRIPTS",
     "SWEEP",
     "VOTE",
     "Call",
@@ -80,7 +79,6 @@ MISSED = _assemble("missed", *_JOB, "missed.lua")
 READ = _assemble("read", *_JOB, "read.lua")
 MEMBERS = _assemble("members", "_clock.lua", "members.lua")
 CONTROL = _assemble("control", "_clock.lua", "control.lua")
-SCRIPTS: tuple[Script, ...] = (VOTE, SWEEP, FENCE, MISSED, READ, MEMBERS, CONTROL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +137,6 @@ class ScriptRunner:
         for script in scripts:
             if script.sha not in self._loaded:
                 self._load(script)
-
-    def forget(self) -> None:
-        """Forget which scripts were loaded (the next call loads them again)."""
-        self._loaded.clear()
 
     def call(self, call: Call, wait: Wait | None = None) -> Any:
         """Run one script and return its raw reply (``wait``: then ``WAIT``, see :meth:`call_many`)."""

@@ -29,7 +29,7 @@
 local function vote_one(fire, firen, spec, q)
   local key = P .. 'slot:' .. fire
   local raw = fetch(key)
-  if raw and raw ~= HASH and byte(raw, 1) ~= 112 then -- not 'p'roposed: decided
+  if raw and byte(raw, 1) ~= 112 then -- not 'p'roposed: decided
     if not expired(match(raw, '^%a+ (%d+) ')) then
       return 'D', raw
     end
@@ -50,8 +50,8 @@ local function vote_one(fire, firen, spec, q)
   end
   -- The slot's deadline: the largest any vote carried, this one included.
   local deadline = q[4]
-  if r.new or r.legacy then -- (an older format carries no deadline)
-    r.dl, r.ttl, r.legacy = q[6], q[7], nil
+  if r.new then
+    r.dl, r.ttl = q[6], q[7]
   elseif r.dl ~= q[6] then
     local stored = tonumber(r.dl)
     if deadline > stored then

@@ -1,0 +1,320 @@
+"""Reading crontab(5) text the way cronie and Vixie cron read it.
+
+What a line is, in the order cron decides it:
+
+* blank, or first non-blank character ``#``: ignored (a ``#`` later on a
+  line is part of the command or the value, as in cron);
+* ``NAME = value``: an environment setting for the entries *below* it (cron
+  reads the file top to bottom, so a setting after an entry does not apply
+  to it).  Spaces around ``=`` are allowed; a value in matching single or
+  double quotes loses them; trailing blanks are dropped;
+* otherwise an entry: five time fields (or one ``@`` alias), the user column
+  in system crontabs (``/etc/crontab``, ``/etc/cron.d/*``), then the command
+  — the rest of the line.  In the command the first ``%`` not written ``\\%``
+  ends the command line; what follows is the job's standard input, each
+  further ``%`` a newline (:func:`split_percent` reproduces cron's exact
+  rules for backslashes).
+
+Anything else is a :class:`BadLine` with its number and the reason.  Cron's
+field grammar is checked here only for what quorum-cron's own parser would
+accept but cron would not (``H``, six fields); ranges and values are checked
+by :class:`quorum_cron.schedule.Schedule` when the job is built.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["CRON_ALIASES", "BadLine", "CronEntry", "Crontab", "parse_crontab", "split_percent"]
+
+CRON_ALIASES: tuple[str, ...] = (
+    "@reboot",
+    "@yearly",
+    "@annually",
+    "@monthly",
+    "@weekly",
+    "@daily",
+    "@midnight",
+    "@hourly",
+)
+"""The ``@`` forms cronie and Vixie cron accept (lower case only, as they compare)."""
+
+_NAMES = frozenset(
+    [
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "may",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "oct",
+        "nov",
+        "dec",
+        "sun",
+        "mon",
+        "tue",
+        "wed",
+        "thu",
+        "fri",
+        "sat",
+    ]
+)
+_FIELD_RE = re.compile(r"[A-Za-z0-9*,/-]+", re.ASCII)
+_WORD_RE = re.compile(r"[A-Za-z]+", re.ASCII)
+_USER_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*\$?", re.ASCII)
+_MAX_LINE = 10_000
+_EMPTY_SETTING_RE = re.compile(r"[ \t]*[^\s=]+[ \t]*=[ \t\r]*")
+
+
+@dataclass(frozen=True)
+class BadLine:
+    """A line cron would refuse (or quorum-cron cannot carry): its number, text and why."""
+
+    lineno: int
+    text: str
+    reason: str
+
+    def __str__(self) -> str:
+        shown = self.text if len(self.text) <= 80 else self.text[:77] + "..."
+        return f"line {self.lineno}: {self.reason}: {shown!r}"
+
+
+@dataclass(frozen=True)
+class CronEntry:
+    """One job line as cron understands it.
+
+    ``schedule`` is the five fields joined by single spaces, or the alias;
+    ``env`` is the environment settings in force at this line, in file order
+    (later settings of a name replace earlier ones, as in cron).
+    """
+
+    lineno: int
+    text: str
+    schedule: str
+    command: str
+    stdin: str | None
+    user: str | None
+    env: tuple[tuple[str, str], ...] = field(default=())
+    quiet: bool = False
+    """Written with a leading ``-``: cronie logs no syslog line when it runs."""
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+
+@dataclass(frozen=True)
+class Crontab:
+    """A parsed file: its entries and the lines that could not be read."""
+
+    entries: tuple[CronEntry, ...]
+    bad: tuple[BadLine, ...]
+
+
+def split_percent(command: str) -> tuple[str, str | None]:
+    """Cron's ``%`` rule: the command line, and the standard input (``None`` without a ``%``).
+
+    A transcription of cronie's ``child_process`` (Vixie cron's): in the
+    command part ``\\%`` becomes ``%`` and other backslashes stay; the first
+    bare ``%`` ends it.  In the input part a bare ``%`` is a newline, ``\\%``
+    a ``%``, any other backslash is kept, and when the last character
+    written is not a newline cron adds one (a backslash at the very end is
+    written after that check, as in cron).  An empty input part writes
+    nothing: the job reads end-of-file at once.
+    """
+    out: list[str] = []
+    escaped = False
+    rest: str | None = None
+    for i, ch in enumerate(command):
+        if escaped:
+            if ch == "%":
+                out[-1] = "%"
+            else:
+                out.append(ch)
+            escaped = False
+            continue
+        if ch == "\\":
+            escaped = True
+            out.append(ch)
+            continue
+        if ch == "%":
+            rest = command[i + 1 :]
+            break
+        out.append(ch)
+    if rest is None:
+        return "".join(out), None
+    data: list[str] = []
+    escaped = need_newline = False
+    for ch in rest:
+        if escaped:
+            if ch != "%":
+                data.append("\\")
+        elif ch == "%":
+            ch = "\n"
+        escaped = ch == "\\"
+        if not escaped:
+            data.append(ch)
+            need_newline = ch != "\n"
+    if escaped:
+        data.append("\\")
+    if need_newline:
+        data.append("\n")
+    return "".join(out), "".join(data)
+
+
+def _env_setting(line: str) -> tuple[str, str] | None:
+    """``(name, value)`` if cron reads ``line`` as an environment setting, else ``None``.
+
+    A transcription of cronie's ``load_env`` state machine: a name (quoted,
+    or up to a blank or ``=``), blanks, ``=``, blanks, then a value that is
+    either quoted (nothing but blanks may follow the closing quote) or runs
+    to the end of the line without its trailing blanks.  ``NAME=`` with
+    nothing after it is *not* a setting for cronie (write ``NAME=""``).
+    """
+    name_i, name, eq1, eq2, value_i, value, fini, error = range(8)
+    state, quote = name_i, ""
+    name_chars: list[str] = []
+    value_chars: list[str] = []
+    buf = name_chars
+    text = line.lstrip(" \t")
+    i = 0
+    while state != error and i < len(text):
+        c = text[i]
+        if state in (name_i, value_i):
+            if c in ("'", '"'):
+                quote = c
+                i += 1
+            state += 1
+            continue
+        if state in (name, value):
+            if quote:
+                if c == quote:
+                    state += 1
+                    i += 1
+                    continue
+                if state == name and c == "=":
+                    state = error
+                    continue
+            elif state == name:
+                if c.isspace():
+                    i += 1
+                    state += 1
+                    continue
+                if c == "=":
+                    state += 1
+                    continue
+            buf.append(c)
+            i += 1
+        elif state == eq1:
+            if c == "=":
+                state, buf, quote = eq2, value_chars, ""
+            elif not c.isspace():
+                state = error
+            i += 1
+        else:  # eq2, fini
+            if c.isspace():
+                i += 1
+            else:
+                state += 1
+    if state != fini and not (state == value and not quote):
+        return None
+    result = "".join(value_chars)
+    if state == value:
+        result = result.rstrip()
+    key = "".join(name_chars)
+    return (key, result) if key else None
+
+
+def _check_field(text: str, what: str) -> str | None:
+    if not _FIELD_RE.fullmatch(text):
+        return f"{what} field {text!r} is not cron syntax (expected numbers, names, '*', '-', '/' and ',')"
+    for word in _WORD_RE.findall(text):
+        if word.lower() not in _NAMES:
+            return f"{what} field {text!r}: {word!r} is not cron syntax (H and L/W/# are not cron's)"
+    return None
+
+
+_FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
+
+
+def _entry(lineno: int, line: str, system: bool, env: list[tuple[str, str]]) -> CronEntry | BadLine:
+    text = line.lstrip(" \t")
+    quiet = text.startswith("-")
+    if quiet:  # cronie: no syslog line for this job; nothing to carry over (the agent logs every run)
+        text = text[1:]
+    if text.startswith("@"):
+        alias, *tail = re.split(r"[ \t]+", text, maxsplit=1)
+        rest = tail[0] if tail else ""
+        if alias not in CRON_ALIASES:
+            return BadLine(lineno, line, f"unknown alias {alias!r} (cron knows {', '.join(CRON_ALIASES)})")
+        schedule = alias
+    else:
+        parts = re.split(r"[ \t]+", text, maxsplit=5)
+        if len(parts) < 6:
+            return BadLine(lineno, line, "expected 5 time fields and a command, or an environment setting")
+        for part, what in zip(parts[:5], _FIELD_NAMES, strict=True):
+            if problem := _check_field(part, what):
+                return BadLine(lineno, line, problem)
+        schedule, rest = " ".join(parts[:5]), parts[5]
+    rest = rest.lstrip(" \t")
+    if rest.startswith("*"):
+        return BadLine(lineno, line, "a sixth time field? cron refuses a command that starts with '*'")
+    user: str | None = None
+    if system:
+        user, *tail = re.split(r"[ \t]+", rest, maxsplit=1)
+        rest = tail[0] if tail else ""
+        if not _USER_RE.fullmatch(user):
+            return BadLine(
+                lineno, line, f"user column {user!r} is not a user name (is this a system crontab?)"
+            )
+    if not rest.strip():
+        return BadLine(lineno, line, "no command")
+    if rest.endswith("\r"):
+        return BadLine(
+            lineno, line, "ends with a carriage return (DOS line end): cron would pass it to the shell"
+        )
+    command, stdin = split_percent(rest)
+    if not command.strip():
+        return BadLine(lineno, line, "no command before the first '%'")
+    return CronEntry(lineno, line, schedule, command, stdin, user, tuple(env), quiet)
+
+
+def parse_crontab(text: str, *, system: bool = False) -> Crontab:
+    """Read crontab ``text``; ``system=True`` for the ``/etc/crontab`` format with a user column."""
+    entries: list[CronEntry] = []
+    bad: list[BadLine] = []
+    env: list[tuple[str, str]] = []
+    lines = text.split("\n")
+    for lineno, line in enumerate(lines, start=1):
+        stripped = line.strip(" \t\r")
+        if not stripped or stripped.startswith("#"):
+            continue
+        if lineno == len(lines):
+            bad.append(
+                BadLine(lineno, line, "no newline at the end of the file: cron ignores this last line")
+            )
+            continue
+        if _EMPTY_SETTING_RE.fullmatch(line):
+            name = line.split("=", 1)[0].strip()
+            bad.append(
+                BadLine(lineno, line, f'cron reads this as neither a setting nor a job (write {name}="")')
+            )
+            continue
+        if len(line) > _MAX_LINE or "\x00" in line:
+            bad.append(BadLine(lineno, line[:100], f"longer than {_MAX_LINE} characters or holds NUL"))
+            continue
+        setting = _env_setting(line)
+        if setting is not None:
+            env = [(k, v) for k, v in env if k != setting[0]]
+            env.append(setting)
+            continue
+        result = _entry(lineno, line, system, env)
+        if isinstance(result, CronEntry):
+            entries.append(result)
+        else:
+            bad.append(result)
+    return Crontab(tuple(entries), tuple(bad))

@@ -1,0 +1,465 @@
+"""Turning parsed crontab entries into quorum-cron jobs that mean what cron meant.
+
+Each entry becomes one ``[[jobs]]`` table that keeps cron's behaviour:
+
+* **schedule and zone** — the five fields (or alias) as written, read in
+  ``CRON_TZ`` (else ``TZ``, else the host's zone);
+* **shell** — ``SHELL`` (default ``/bin/sh``) runs the command line with
+  ``-c``, as cron's ``execle(shell, shell, "-c", cmd)`` does: ``shell = ...``
+  for ``/bin/sh``, else ``command = [SHELL, "-c", ...]``;
+* **environment** — exactly cron's: the crontab's settings, ``SHELL``,
+  ``PATH`` (``/usr/bin:/bin``) and ``HOME`` when the file does not set them,
+  ``LOGNAME`` and ``USER`` always, and nothing inherited from the agent
+  (``inherit_env = false``); the job starts in ``HOME`` (``cwd``);
+* **stdin** — the ``%`` part, newlines and all;
+* **overlap** ``"allow"`` and the longest ``timeout``: cron starts a run
+  while the previous one still runs, and never kills a job.
+
+What quorum-cron does differently is written as ``#`` comments above the
+table, and summarised by :class:`Imported` for stderr: DST (computed for
+this schedule and zone over the coming year, not guessed), ``MAILTO``,
+``RANDOM_DELAY`` (mapped to ``H`` when it can be), the user column.  An
+``@reboot`` entry, or one whose job quorum-cron would refuse, becomes a
+:class:`BadLine` with the reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import re
+import zoneinfo
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from quorum_cron.config import JobSpec
+from quorum_cron.crontab.parse import BadLine, CronEntry, Crontab
+from quorum_cron.errors import QuorumCronError
+from quorum_cron.schedule import ALIASES, Schedule, check_timezone
+
+__all__ = ["DEFAULT_PATH", "DEFAULT_SHELL", "Imported", "cron_env", "job_name", "translate"]
+
+DEFAULT_SHELL = "/bin/sh"
+DEFAULT_PATH = "/usr/bin:/bin"
+"""cronie's and Vixie cron's ``_PATH_DEFPATH``: a job's PATH when the crontab sets none."""
+
+LONGEST_TIMEOUT = "30d"
+"""quorum-cron's longest timeout: the closest it comes to cron, which never kills a job."""
+
+_DST_WINDOW_S = 4 * 3600  # around a transition: covers every offset change in tzdata (at most 2 h)
+_DST_LOOKAHEAD_S = 366 * 86_400
+
+
+@dataclass
+class Imported:
+    """The result: the TOML text, the summary for stderr, the refused lines."""
+
+    toml: str
+    jobs: int
+    notes: list[str] = field(default_factory=list)
+    bad: list[BadLine] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- small pieces
+
+
+def toml_str(value: str) -> str:
+    """``value`` as a TOML basic string (control characters escaped, the rest kept)."""
+    out = ['"']
+    for ch in value:
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _comment(text: str) -> str:
+    """One TOML comment line; characters a comment cannot hold are shown escaped."""
+    safe = "".join(
+        ch if ch == "\t" or (ord(ch) >= 0x20 and ord(ch) != 0x7F) else repr(ch)[1:-1] for ch in text
+    )
+    return f"# {safe}".rstrip()
+
+
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+_SLUG_RE = re.compile(r"[^A-Za-z0-9_.-]+", re.ASCII)
+
+
+def job_name(entry: CronEntry) -> str:
+    """``<program>-<6 hex>``: the program's base name and a hash of the line's meaning.
+
+    Stable: the same schedule, user and command give the same name wherever
+    the line sits and however it is spaced; edit the name freely afterwards
+    (only ``H`` depends on it).
+    """
+    words = entry.command.split()
+    program = next((w for w in words if "=" not in w), words[0] if words else "job")
+    slug = _SLUG_RE.sub("-", program.rsplit("/", 1)[-1]).strip("-.").lower()[:40] or "job"
+    key = "\x00".join([entry.schedule, entry.user or "", entry.command, entry.stdin or ""])
+    return f"{slug}-{hashlib.sha256(key.encode()).hexdigest()[:6]}"
+
+
+def cron_env(entry: CronEntry, user: str, home: str | None) -> dict[str, str]:
+    """The environment cron gives this entry's process (cronie's ``load_entry`` defaults)."""
+    env = entry.env_dict
+    env.setdefault("SHELL", DEFAULT_SHELL)
+    if home is not None:
+        env.setdefault("HOME", home)
+    env.setdefault("PATH", DEFAULT_PATH)
+    env["LOGNAME"] = user
+    env["USER"] = user
+    return env
+
+
+def _five_fields(schedule: str) -> str:
+    return ALIASES.get(schedule, schedule)
+
+
+def _random_delay(entry: CronEntry, schedule: str) -> tuple[str, str | None]:
+    """The schedule with ``RANDOM_DELAY`` mapped to ``H``, and the comment saying what was done."""
+    raw = entry.env_dict.get("RANDOM_DELAY")
+    if raw is None:
+        return schedule, None
+    if not raw.strip().isdigit():
+        return (
+            schedule,
+            f"RANDOM_DELAY={raw!r} is not a number of minutes: cronie ignores it, and so does this job",
+        )
+    delay = int(raw)
+    if delay == 0:
+        return schedule, None
+    fields = _five_fields(schedule).split()
+    minute = fields[0]
+    if minute.isdigit() and int(minute) + delay <= 59:
+        lo, hi = int(minute), int(minute) + delay
+        fields[0] = f"H({lo}-{hi})"
+        return " ".join(fields), (
+            f"RANDOM_DELAY={delay}: cron started this job 0-{delay} min late (a random factor fixed when "
+            f"the daemon started); H({lo}-{hi}) picks one minute in that range from the job name, "
+            f"the same on every node"
+        )
+    return schedule, (
+        f"RANDOM_DELAY={delay}: not mapped (H can only spread a single minute within its hour, "
+        f"and minute field {minute!r} + {delay} min does not fit); this job starts on time"
+    )
+
+
+# --------------------------------------------------------------------------- DST
+
+
+def _offset(zone: zoneinfo.ZoneInfo, t: int) -> int:
+    delta = dt.datetime.fromtimestamp(t, zone).utcoffset()
+    return 0 if delta is None else int(delta.total_seconds())
+
+
+@functools.lru_cache(maxsize=64)
+def _transitions(tz: str, start: int, end: int) -> tuple[tuple[int, int, int], ...]:
+    """``(at, offset before, offset after)`` for each UTC-offset change in ``(start, end]``."""
+    zone = zoneinfo.ZoneInfo(tz)
+    found = []
+    prev_t, prev_off = start, _offset(zone, start)
+    for t in range(start + 3600, end + 1, 3600):
+        off = _offset(zone, t)
+        if off != prev_off:
+            lo, hi = prev_t, t
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if _offset(zone, mid) == prev_off:
+                    lo = mid
+                else:
+                    hi = mid
+            found.append((hi, prev_off, off))
+        prev_t, prev_off = t, off
+    return tuple(found)
+
+
+def cron_runs(expr: str, tz: str, lo: int, hi: int, *, per_minute_zone: bool) -> list[int]:
+    """The instants (s) in ``(lo, hi]`` at which cron runs ``expr`` in zone ``tz``.
+
+    ``per_minute_zone=True`` is cronie with ``CRON_TZ``: each real minute is
+    converted to ``tz`` and matched, so a repeated wall time runs twice and a
+    skipped one never.  ``False`` is cron on a host whose own clock is in
+    ``tz`` (cronie's and Vixie's DST handling): a jump of up to 3 hours
+    forward runs the skipped *fixed-time* jobs right after it, once per
+    skipped match; backward, fixed-time jobs do not run again, while jobs
+    whose minute or hour field starts with ``*`` run as the wall clock says.
+    """
+    zone = zoneinfo.ZoneInfo(tz)
+    walls = Schedule.parse(expr, "UTC", job="cron")
+    first = lo - lo % 60 + 60
+    wall_of = {m: m + _offset(zone, m) for m in range(first, hi + 1, 60)}
+    if not wall_of:
+        return []
+    w_lo, w_hi = min(wall_of.values()) - 1, max(wall_of.values())
+    matching = {t // 1000 for t in walls.fire_times(w_lo * 1000, w_hi * 1000)}
+    if per_minute_zone:
+        return [m for m, w in wall_of.items() if w in matching]
+    fields = _five_fields(expr).split()
+    wild = fields[0].startswith("*") or fields[1].startswith("*")
+    runs: list[int] = []
+    highest_wall: int | None = None
+    prev_wall: int | None = None
+    for m, w in wall_of.items():
+        if prev_wall is not None and w - prev_wall > 60 and not wild:
+            # Spring forward: each skipped wall minute that matches runs now, after the jump.
+            runs.extend([m] * sum(1 for x in matching if prev_wall < x < w))
+        repeated = highest_wall is not None and w <= highest_wall
+        if w in matching and (wild or not repeated):
+            runs.append(m)
+        highest_wall = w if highest_wall is None else max(highest_wall, w)
+        prev_wall = w
+    return runs
+
+
+def dst_note(spec: JobSpec, now_s: int, *, per_minute_zone: bool) -> str | None:
+    """What cron and quorum-cron do differently at this job's next DST changes (``None``: nothing)."""
+    if spec.schedule.kind != "cron":
+        return None
+    zone = zoneinfo.ZoneInfo(spec.timezone)
+    every = Schedule.parse(spec.schedule_expr, spec.timezone, job=spec.name, dst="every")
+    differs: list[str] = []
+    every_matches = True
+    for at, before, after in _transitions(spec.timezone, now_s, now_s + _DST_LOOKAHEAD_S):
+        lo, hi = at - _DST_WINDOW_S, at + _DST_WINDOW_S
+        cron = cron_runs(spec.schedule.resolved_expr, spec.timezone, lo, hi, per_minute_zone=per_minute_zone)
+        ours = [t // 1000 for t in spec.schedule.fire_times(lo * 1000, hi * 1000)]
+        if cron == ours:
+            continue
+        every_matches = every_matches and cron == [t // 1000 for t in every.fire_times(lo * 1000, hi * 1000)]
+        # The instants the change touches: a repeated hour, or the jump a skipped hour lands on.
+        shift = abs(after - before)
+
+        def near(who: str, ts: list[int], at: int = at, shift: int = shift) -> str:
+            shown = [
+                dt.datetime.fromtimestamp(t, zone).strftime("%H:%M%z") for t in ts if -shift <= t - at < shift
+            ]
+            return f"{who} runs it at {', '.join(shown)}" if shown else f"{who} does not run it"
+
+        day = dt.datetime.fromtimestamp(at, zone).date().isoformat()
+        differs.append(f"on {day} {near('cron', cron)}, {near('quorum-cron', ours)}")
+    if not differs:
+        return None
+    how = "cronie with CRON_TZ" if per_minute_zone else "cron on a host in this zone"
+    text = f"DST ({spec.timezone}, {how}): " + "; ".join(differs)
+    if every_matches:
+        text += '. dst = "every" reproduces cron here (uncomment it below)'
+    else:
+        text += (
+            ". No dst setting reproduces this: quorum-cron runs a skipped wall time once, "
+            'at the end of the gap, and a repeated one once (or twice with dst = "every")'
+        )
+    return text
+
+
+# --------------------------------------------------------------------------- the translation
+
+
+@dataclass
+class _Job:
+    entry: CronEntry
+    spec: JobSpec
+    comments: list[str]
+    offer_every: bool
+
+
+def translate(
+    crontab: Crontab,
+    *,
+    source: str,
+    cluster_name: str,
+    host_tz: str,
+    owner: str,
+    home_of: Callable[[str], str | None],
+    now_s: int,
+) -> Imported:
+    """Translate a parsed crontab; ``owner`` is the crontab's user (system crontabs name their own).
+
+    ``home_of`` looks up a user's home directory (``None``: unknown here);
+    ``now_s`` is where the coming year of DST changes starts.
+    """
+    bad = list(crontab.bad)
+    notes: list[str] = []
+    jobs: list[_Job] = []
+    used: set[str] = set()
+    mail: dict[str, int] = {}
+    for entry in crontab.entries:
+        if entry.schedule == "@reboot":
+            bad.append(
+                BadLine(
+                    entry.lineno,
+                    entry.text,
+                    "@reboot refused: in a cluster it is not a time on the clock (each node boots at its "
+                    "own time); start it from the node's init system instead",
+                )
+            )
+            continue
+        job = _translate_entry(entry, host_tz, owner, home_of, now_s, used)
+        if isinstance(job, BadLine):
+            bad.append(job)
+            continue
+        used.add(job.spec.name)
+        jobs.append(job)
+        target = _mail_target(entry, owner)
+        if target:
+            mail[target] = mail.get(target, 0) + 1
+    for target, count in sorted(mail.items()):
+        notes.append(
+            f"MAILTO: {count} job(s) had their output mailed to {target}; quorum-cron sends no mail "
+            f"(output tail: `quorum-cron history JOB`; missed/lost runs: the cluster's alert hook)"
+        )
+    users = sorted({j.entry.user or owner for j in jobs})
+    if users:
+        notes.append(
+            f"user: cron ran these jobs as {', '.join(users)}; the agent runs every job as the user it "
+            f"runs as (environment and working directory are kept)"
+        )
+    dst_jobs = [j.spec.name for j in jobs if any(c.startswith("DST") for c in j.comments)]
+    if dst_jobs:
+        notes.append(f"DST: {len(dst_jobs)} job(s) run differently at DST changes: {', '.join(dst_jobs)}")
+    delayed = [j.spec.name for j in jobs if any(c.startswith("RANDOM_DELAY") for c in j.comments)]
+    if delayed:
+        notes.append(f"RANDOM_DELAY: see the comments of {', '.join(delayed)}")
+    text = _render(jobs, source=source, cluster_name=cluster_name, mail=sorted(mail))
+    return Imported(text, len(jobs), notes, sorted(bad, key=lambda b: b.lineno))
+
+
+def _mail_target(entry: CronEntry, owner: str) -> str:
+    env = entry.env_dict
+    return env.get("MAILTO", entry.user or owner)
+
+
+def _translate_entry(
+    entry: CronEntry,
+    host_tz: str,
+    owner: str,
+    home_of: Callable[[str], str | None],
+    now_s: int,
+    used: set[str],
+) -> _Job | BadLine:
+    env_in = entry.env_dict
+    user = entry.user or owner
+    zone_key = "CRON_TZ" if "CRON_TZ" in env_in else "TZ" if "TZ" in env_in else None
+    tz = env_in[zone_key] if zone_key else host_tz
+    try:
+        check_timezone(tz, job="")
+    except QuorumCronError:
+        where = f"{zone_key}={tz!r}" if zone_key else f"host zone {tz!r}"
+        return BadLine(
+            entry.lineno, entry.text, f"{where} is not an IANA zone name (expected e.g. 'Europe/Berlin')"
+        )
+    comments: list[str] = [f"line {entry.lineno}: {entry.text.strip()}"]
+    base = job_name(entry)
+    name, n = base, 2
+    while name in used:
+        name, n = f"{base}-{n}", n + 1
+    schedule, delay_note = _random_delay(entry, entry.schedule)
+    home = env_in.get("HOME") or home_of(user)
+    env = cron_env(entry, user, home)
+    dropped = sorted(k for k in env if not _ENV_NAME_RE.fullmatch(k))
+    for key in dropped:
+        del env[key]
+    shell_path = env["SHELL"]
+    options: dict[str, Any] = {
+        "env": env,
+        "stdin": entry.stdin,
+        "inherit_env": False,
+        "cwd": home if home and home.startswith("/") else None,
+        "overlap": "allow",
+        "timeout_ms": 30 * 86_400_000,
+    }
+    if shell_path == DEFAULT_SHELL:
+        options["shell"] = entry.command
+    else:
+        options["command"] = (shell_path, "-c", entry.command)
+    try:
+        spec = JobSpec.create(name, schedule, timezone=tz, **options)
+    except QuorumCronError as exc:
+        return BadLine(entry.lineno, entry.text, f"quorum-cron cannot run it: {exc}")
+    if dropped:
+        comments.append(
+            f"env: {', '.join(dropped)} not passed (quorum-cron takes names of letters, digits and _)"
+        )
+    if entry.quiet:
+        comments.append("'-': cronie wrote no syslog line for this job; the agent logs every run")
+    if zone_key == "TZ":
+        comments.append("timezone: from TZ (cronie schedules by CRON_TZ only; check your cron's rule)")
+    if delay_note:
+        comments.append(delay_note)
+    note = dst_note(spec, now_s, per_minute_zone=zone_key is not None)
+    offer_every = False
+    if note:
+        comments.append(note)
+        offer_every = "reproduces cron" in note
+    target = _mail_target(entry, owner)
+    if target:
+        comments.append(
+            f"MAILTO: cron mailed its output to {target}; quorum-cron mails nothing, the output's "
+            f"last 2 KiB are in `quorum-cron history {name}`"
+        )
+    if entry.user is not None:
+        comments.append(f"user: cron ran this as {entry.user!r}; the agent runs it as its own user")
+    if home is None:
+        comments.append(f"HOME: no home directory known for {user!r} here; set env.HOME and cwd")
+    return _Job(entry, spec, comments, offer_every)
+
+
+def _render(jobs: Iterable[_Job], *, source: str, cluster_name: str, mail: list[str]) -> str:
+    lines = [
+        _comment(f"Imported from {source} by `quorum-cron import-crontab`."),
+        "# Every node runs this same file. Check it with `quorum-cron validate FILE`.",
+        "#",
+        "# Kept from cron in every job: the schedule and its zone, the shell (SHELL -c),",
+        "# exactly cron's environment (inherit_env = false: nothing from the agent but the",
+        "# QUORUM_CRON_* facts of the run), the % standard input, HOME as working directory,",
+        '# overlap = "allow" (cron starts a run while the last one still runs) and the',
+        '# longest timeout (cron never kills a job). Consider overlap = "forbid" and a',
+        "# real timeout. What differs is said above each job (see docs/migrating.md).",
+        "",
+        "[cluster]",
+        f"name = {toml_str(cluster_name)}",
+        "size = 3  # N: how many nodes run this file (edit)",
+        'redis_url = "redis://localhost:6379/0"  # or QUORUM_CRON_REDIS_URL',
+    ]
+    if len(mail) == 1 and "@" in mail[0]:
+        lines.append(
+            _comment(
+                f'alert_command = ["/usr/bin/mail", "-s", "quorum-cron alert", {toml_str(mail[0])}]'
+                "  # MAILTO: alerts (missed/lost runs) by mail"
+            )
+        )
+    for job in jobs:
+        spec = job.spec
+        lines.append("")
+        lines.extend(_comment(c) for c in job.comments)
+        lines.append("[[jobs]]")
+        lines.append(f"name = {toml_str(spec.name)}")
+        lines.append(f"schedule = {toml_str(spec.schedule_expr)}")
+        lines.append(f"timezone = {toml_str(spec.timezone)}")
+        if job.offer_every:
+            lines.append('# dst = "every"')
+        if spec.shell is not None:
+            lines.append(f"shell = {toml_str(spec.shell)}")
+        else:
+            lines.append("command = [" + ", ".join(toml_str(a) for a in spec.command or ()) + "]")
+        if spec.stdin is not None:
+            lines.append(f"stdin = {toml_str(spec.stdin)}")
+        if spec.cwd is not None:
+            lines.append(f"cwd = {toml_str(spec.cwd)}")
+        lines.append("inherit_env = false")
+        lines.append('overlap = "allow"')
+        lines.append(f'timeout = "{LONGEST_TIMEOUT}"')
+        lines.append("[jobs.env]")
+        lines.extend(f"{k} = {toml_str(v)}" for k, v in spec.env.items())
+    return "\n".join(lines) + "\n"

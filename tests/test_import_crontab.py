@@ -1,0 +1,493 @@
+"""``quorum-cron import-crontab``: cron's reading of a crontab, and jobs that keep its meaning.
+
+The expected values here are written from crontab(5) and Vixie cron's /
+cronie's source (``load_env``, ``load_entry``, ``child_process``), not
+computed by the importer; fire times are checked against ``cronsim``, an
+independent cron implementation.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import random
+import re
+import tomllib
+from pathlib import Path
+
+import cronsim
+import pytest
+from click.testing import CliRunner
+
+from quorum_cron.cli import main
+from quorum_cron.config import InvalidConfig, JobSpec, load_config, parse_config
+from quorum_cron.crontab import parse_crontab, translate
+from quorum_cron.crontab.parse import split_percent
+from quorum_cron.crontab.translate import cron_runs
+from quorum_cron.errors import ConfigError
+
+NOW_S = calendar.timegm((2026, 1, 1, 0, 0, 0))
+HOMES = {"alice": "/home/alice", "root": "/root", "backup": "/var/backups"}
+
+
+def imported(text: str, *, system: bool = False, host_tz: str = "UTC", owner: str = "alice"):  # type: ignore[no-untyped-def]
+    return translate(
+        parse_crontab(text, system=system),
+        source="crontab",
+        cluster_name="cron",
+        host_tz=host_tz,
+        owner=owner,
+        home_of=HOMES.get,
+        now_s=NOW_S,
+    )
+
+
+def jobs_of(toml: str) -> dict[str, JobSpec]:
+    config = parse_config(tomllib.loads(toml), "imported")
+    return {j.name: j for j in config.jobs}
+
+
+def only_job(text: str, **kw: object) -> JobSpec:
+    result = imported(text, **kw)  # type: ignore[arg-type]
+    assert result.bad == [], result.bad
+    (job,) = jobs_of(result.toml).values()
+    return job
+
+
+def run_cli(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), input=stdin)
+    return result.exit_code, result.stdout, result.stderr
+
+
+# --------------------------------------------------------------------------- % and stdin
+
+
+@pytest.mark.parametrize(
+    ("line", "command", "stdin"),
+    [
+        ("echo hi", "echo hi", None),
+        ("mail -s x bob%Hello%World", "mail -s x bob", "Hello\nWorld\n"),  # cron ends it with a newline
+        ("date +\\%Y\\%m", "date +%Y%m", None),  # \% in the command is a plain %
+        ("cat%100\\% done%", "cat", "100% done\n"),  # \% in the input too; a last % is a newline
+        ("cat%a\\b%c", "cat", "a\\b\nc\n"),  # other backslashes are kept
+        ("cat%end\\", "cat", "end\\\n"),  # a trailing backslash is kept, the newline still added
+        ("cat%\\", "cat", "\\"),  # ... but only after something else was written
+        ("echo \\\\%x", "echo \\\\", "x\n"),  # \\ then a bare %: the % ends the command
+        ("cat%", "cat", ""),  # an empty input: nothing written, the pipe closed at once
+        ("cat%%", "cat", "\n"),
+    ],
+)
+def test_percent_splits_command_and_stdin_like_cron(line: str, command: str, stdin: str | None) -> None:
+    assert split_percent(line) == (command, stdin)
+
+
+# --------------------------------------------------------------------------- lines
+
+
+def test_environment_lines_apply_to_the_entries_below_them() -> None:
+    tab = parse_crontab(
+        "# comment\n"
+        "   # indented comment\n"
+        "\n"
+        "A=1\n"
+        "0 * * * * first # not a comment: part of the command\n"
+        " B = spaced value  \n"
+        "C='single quoted'\n"
+        'D="double # quoted"\n'
+        'E=""\n'
+        "A=2\n"
+        "1 * * * * second\n"
+    )
+    assert tab.bad == ()
+    first, second = tab.entries
+    assert first.command == "first # not a comment: part of the command"
+    assert first.env_dict == {"A": "1"}
+    assert second.env_dict == {
+        "A": "2",
+        "B": "spaced value",
+        "C": "single quoted",
+        "D": "double # quoted",
+        "E": "",
+    }
+    assert (first.lineno, second.lineno) == (5, 11)
+
+
+def test_aliases_user_column_and_whitespace() -> None:
+    tab = parse_crontab(
+        "@daily\troot\t/usr/bin/daily\n*/5  1-3\t* jan,MAR mon-fri   backup  /bin/x  y\n", system=True
+    )
+    assert tab.bad == ()
+    a, b = tab.entries
+    assert (a.schedule, a.user, a.command) == ("@daily", "root", "/usr/bin/daily")
+    assert (b.schedule, b.user, b.command) == ("*/5 1-3 * jan,MAR mon-fri", "backup", "/bin/x  y")
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("* * * * echo", "expected 5 time fields and a command"),
+        ("H * * * * echo", "'H' is not cron syntax"),
+        ("0 12 ? * * echo", "not cron syntax"),
+        ("0 12 L * * echo", "'L' is not cron syntax"),
+        ("@every 5m echo", "unknown alias '@every'"),
+        ("@Daily echo", "unknown alias '@Daily'"),
+        ("@hourly", "no command"),
+        ("* * * * * %only stdin", "no command before the first '%'"),
+    ],
+)
+def test_bad_lines_are_listed_with_their_number(line: str, reason: str) -> None:
+    tab = parse_crontab(f"# header\n{line}\n0 * * * * ok\n")
+    assert len(tab.entries) == 1
+    (bad,) = tab.bad
+    assert bad.lineno == 2 and reason in bad.reason, bad
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("MAILTO=", 'neither a setting nor a job (write MAILTO="")'),
+        ('A="x" y', "expected 5 time fields"),  # text after a closing quote: not a setting
+        ("0 12 * * * * /bin/six-fields", "a sixth time field?"),
+        ("0 12 * * * /bin/dos\r", "carriage return"),
+    ],
+)
+def test_lines_cronie_refuses(line: str, reason: str) -> None:
+    (bad,) = parse_crontab(f"{line}\n").bad
+    assert reason in bad.reason, bad
+
+
+def test_the_last_line_needs_a_newline_and_dash_is_no_syslog() -> None:
+    tab = parse_crontab("-0 1 * * * quiet\n# last comment without newline is fine\n0 2 * * * lost")
+    (entry,) = tab.entries
+    assert entry.quiet and entry.schedule == "0 1 * * *" and entry.command == "quiet"
+    (bad,) = tab.bad
+    assert bad.lineno == 3 and "no newline at the end of the file" in bad.reason
+    assert parse_crontab("0 1 * * * a\n# trailing comment").bad == ()
+    result = imported("-@daily quiet\nA-B=1\n0 1 * * * b\n")
+    assert "'-': cronie wrote no syslog line" in result.toml
+    assert "env: A-B not passed" in result.toml and result.jobs == 2
+
+
+def test_system_crontab_needs_a_user_column() -> None:
+    (bad,) = parse_crontab("0 * * * * /bin/true\n", system=True).bad
+    assert "user column '/bin/true' is not a user name" in bad.reason
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+def test_job_keeps_shell_environment_stdin_and_home() -> None:
+    job = only_job('MAILTO=""\nFOO = bar\n30 2 * * 1-5 /usr/bin/report --all%to: ops%done\n')
+    assert job.schedule_expr == "30 2 * * 1-5" and job.timezone == "UTC"
+    assert job.shell == "/usr/bin/report --all" and job.command is None
+    assert job.stdin == "to: ops\ndone\n"
+    assert job.inherit_env is False and job.cwd == "/home/alice"
+    assert dict(job.env) == {
+        "MAILTO": "",
+        "FOO": "bar",
+        "SHELL": "/bin/sh",
+        "HOME": "/home/alice",
+        "PATH": "/usr/bin:/bin",
+        "LOGNAME": "alice",
+        "USER": "alice",
+    }
+    assert str(job.overlap) == "allow" and job.timeout_ms == 30 * 86_400_000
+
+
+def test_shell_other_than_sh_runs_with_dash_c_and_crontab_home_wins() -> None:
+    job = only_job("SHELL=/bin/bash\nHOME=/srv\nPATH=/opt/bin\nUSER=mallory\n0 0 * * * echo $BASH\n")
+    assert job.command == ("/bin/bash", "-c", "echo $BASH") and job.shell is None
+    assert job.cwd == "/srv"
+    # LOGNAME and USER are always the crontab owner's (cron sets them after the file's settings).
+    assert dict(job.env) == {
+        "SHELL": "/bin/bash",
+        "HOME": "/srv",
+        "PATH": "/opt/bin",
+        "LOGNAME": "alice",
+        "USER": "alice",
+    }
+
+
+def test_system_crontab_runs_as_the_user_column_and_says_so() -> None:
+    result = imported("0 4 * * * backup /usr/sbin/dump\n", system=True, owner="root")
+    (job,) = jobs_of(result.toml).values()
+    assert job.env["USER"] == "backup" and job.env["HOME"] == "/var/backups" and job.cwd == "/var/backups"
+    assert "# user: cron ran this as 'backup'; the agent runs it as its own user" in result.toml
+    assert any(n.startswith("user: cron ran these jobs as backup") for n in result.notes)
+
+
+def test_unknown_user_has_no_home_and_the_comment_says_so() -> None:
+    result = imported("0 4 * * * nobody-here /bin/true\n", system=True)
+    (job,) = jobs_of(result.toml).values()
+    assert "HOME" not in job.env and job.cwd is None
+    assert "HOME: no home directory known for 'nobody-here' here" in result.toml
+
+
+def test_cron_tz_sets_the_zone_of_the_lines_below() -> None:
+    result = imported("0 9 * * * a\nCRON_TZ=Asia/Tokyo\n0 9 * * * b\nCRON_TZ=Mars/Olympus\n0 9 * * * c\n")
+    jobs = jobs_of(result.toml)
+    assert sorted(j.timezone for j in jobs.values()) == ["Asia/Tokyo", "UTC"]
+    (bad,) = result.bad
+    assert bad.lineno == 5 and "CRON_TZ='Mars/Olympus' is not an IANA zone name" in bad.reason
+    # TZ is taken when CRON_TZ is absent, and the comment says cronie would not.
+    result = imported("TZ=Asia/Tokyo\n0 9 * * * a\n")
+    (job,) = jobs_of(result.toml).values()
+    assert job.timezone == "Asia/Tokyo"
+    assert "timezone: from TZ (cronie schedules by CRON_TZ only" in result.toml
+
+
+def test_names_are_stable_unique_and_editable() -> None:
+    text = "0 1 * * * /opt/bin/Backup.sh --x\n0 1 * * * /opt/bin/Backup.sh --x\n"
+    a = list(jobs_of(imported(text).toml))
+    b = list(jobs_of(imported("# moved\nFOO=1\n\n" + text).toml))
+    assert a == b and len(a) == 2 and a[1] == a[0] + "-2"
+    assert a[0].startswith("backup.sh-")
+    other = list(jobs_of(imported("0 2 * * * /opt/bin/Backup.sh --x\n").toml))
+    assert other[0] != a[0]
+    edited = imported(text).toml.replace(f'name = "{a[0]}"', 'name = "nightly-backup"')
+    assert "nightly-backup" in jobs_of(edited)
+
+
+def test_reboot_is_refused_with_the_reason() -> None:
+    result = imported("@reboot /usr/bin/warm\n0 * * * * ok\n")
+    (bad,) = result.bad
+    assert bad.lineno == 1 and "@reboot refused" in bad.reason and "not a time on the clock" in bad.reason
+    assert result.jobs == 1
+
+
+def test_a_line_quorum_cron_cannot_run_is_refused_with_its_error() -> None:
+    # cronie reads 5/10 as 5-59/10, Vixie refuses it: quorum-cron asks for the explicit form.
+    (bad,) = imported("5/10 * * * * x\n").bad
+    assert "quorum-cron cannot run it" in bad.reason and "write '5-59/10'" in bad.reason
+
+
+# --------------------------------------------------------------------------- differences
+
+
+def test_mailto_is_stated_and_offered_as_the_alert_hook() -> None:
+    result = imported('MAILTO=ops@example.com\n0 * * * * a\nMAILTO=""\n0 * * * * b\n')
+    assert result.toml.count("# MAILTO: cron mailed its output to ops@example.com") == 1
+    assert '# alert_command = ["/usr/bin/mail", "-s", "quorum-cron alert", "ops@example.com"]' in result.toml
+    assert any("1 job(s) had their output mailed to ops@example.com" in n for n in result.notes)
+    # Without MAILTO cron mails the owner.
+    assert "cron mailed its output to alice" in imported("0 * * * * a\n").toml
+
+
+def test_random_delay_maps_to_h_within_the_delay() -> None:
+    job = only_job("RANDOM_DELAY=15\n40 3 * * * a\n")
+    assert job.schedule_expr == "H(40-55) 3 * * *"
+    minute = int(job.schedule.resolved_expr.split()[0])
+    assert 40 <= minute <= 55
+    result = imported("RANDOM_DELAY=30\n@hourly a\n50 3 * * * b\n*/5 * * * * c\n")
+    jobs = jobs_of(result.toml)
+    assert sorted(j.schedule_expr for j in jobs.values()) == ["*/5 * * * *", "50 3 * * *", "H(0-30) * * * *"]
+    assert result.toml.count("RANDOM_DELAY=30: not mapped") == 2
+
+
+TWICE = "on 2026-10-25 cron runs it at 02:30+0200, 02:30+0100, quorum-cron runs it at 02:30+0200."
+
+
+def test_dst_with_cron_tz_is_stated_and_every_is_offered_when_it_reproduces_cron() -> None:
+    # 02:30 Berlin: skipped on 2026-03-29 (cron never runs it; quorum-cron at 03:00),
+    # repeated on 2026-10-25 (cron runs it twice; quorum-cron once).
+    result = imported("CRON_TZ=Europe/Berlin\n30 2 * * * a\n")
+    assert "on 2026-03-29 cron does not run it, quorum-cron runs it at 03:00+0200;" in result.toml
+    assert TWICE in result.toml
+    assert "No dst setting reproduces this" in result.toml and '# dst = "every"' not in result.toml
+    # Every hour at :30: nothing is skipped, the repeated 02:30 runs twice under cron: dst = "every".
+    result = imported("CRON_TZ=Europe/Berlin\n30 * * * * a\n")
+    assert TWICE in result.toml
+    assert '# dst = "every"' in result.toml
+    text = result.toml.replace('# dst = "every"', 'dst = "every"')
+    (job,) = jobs_of(text).values()
+    assert job.dst == "every"
+    # Outside the transition hours nothing differs.
+    assert "DST" not in imported("CRON_TZ=Europe/Berlin\n0 12 * * * a\n").toml
+
+
+def test_dst_on_a_host_in_the_zone_follows_crons_own_dst_handling() -> None:
+    # cron on a Berlin host runs a fixed-time job skipped by spring-forward right after
+    # the jump and does not repeat it at fall-back: what quorum-cron's "once" does.
+    assert "DST" not in imported("30 2 * * * a\n", host_tz="Europe/Berlin").toml
+    # A job whose hour is '*' runs by the wall clock, so cron runs the repeated 02:30 twice.
+    result = imported("30 * * * * a\n", host_tz="Europe/Berlin")
+    assert "cron on a host in this zone" in result.toml and TWICE in result.toml
+    assert '# dst = "every"' in result.toml
+    # Two fixed times in the skipped hour: cron runs both right after the jump, quorum-cron one.
+    result = imported("0,30 2 * * * a\n", host_tz="Europe/Berlin")
+    assert (
+        "on 2026-03-29 cron runs it at 03:00+0200, 03:00+0200, quorum-cron runs it at 03:00+0200."
+        in result.toml
+    )
+    assert "No dst setting reproduces this" in result.toml
+
+
+def test_cron_runs_models_per_minute_zone_and_host_dst() -> None:
+    at = calendar.timegm((2026, 10, 25, 1, 0, 0))  # Berlin 03:00 CEST -> 02:00 CET
+    lo, hi = at - 3 * 3600, at + 3 * 3600
+    per_minute = cron_runs("30 2 * * *", "Europe/Berlin", lo, hi, per_minute_zone=True)
+    assert per_minute == [at - 1800, at + 1800]
+    assert cron_runs("30 2 * * *", "Europe/Berlin", lo, hi, per_minute_zone=False) == [at - 1800]
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def test_command_writes_a_config_that_validates(tmp_path: Path) -> None:
+    tab = tmp_path / "crontab"
+    tab.write_text("SHELL=/bin/bash\n0 3 * * * /usr/bin/backup%secret\n@weekly /usr/bin/rotate\n")
+    code, out, err = run_cli("import-crontab", str(tab), "--timezone", "UTC", "--cluster-name", "shop")
+    assert code == 0, err
+    assert err.splitlines()[-1] == f"imported 2 job(s) from {tab}"
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text(out)
+    config = load_config(cfg)
+    assert config.cluster.namespace == "shop" and len(config.jobs) == 2
+    code, vout, verr = run_cli("validate", str(cfg))
+    assert code == 0 and f"{cfg}: ok" in vout, verr
+
+
+def test_command_reads_stdin_and_refuses_bad_lines_unless_skipped() -> None:
+    text = "0 * * * * ok\n@reboot warm\nbad line\n"
+    code, out, err = run_cli("import-crontab", "-", "--timezone", "UTC", stdin=text)
+    assert code == 1 and out == ""
+    lines = err.splitlines()
+    assert lines[0].startswith("error: <stdin>: line 2: @reboot refused")
+    assert lines[1].startswith("error: <stdin>: line 3: expected 5 time fields")
+    assert lines[2] == "error: <stdin>: 2 line(s) not imported; fix them or pass --skip-bad"
+    code, out, err = run_cli("import-crontab", "-", "--timezone", "UTC", "--skip-bad", stdin=text)
+    assert code == 0 and err.startswith("skipped: <stdin>: line 2: @reboot refused")
+    assert len(parse_config(tomllib.loads(out), "x").jobs) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["/nonexistent/crontab"], "error: /nonexistent/crontab: no such file"),
+        (["-", "--timezone", "Mars/Olympus"], "error: --timezone 'Mars/Olympus' is not an IANA zone name"),
+        (["-", "--cluster-name", "a b"], "error: --cluster-name 'a b': 'a b' is not a valid namespace"),
+    ],
+)
+def test_command_bad_input_is_one_line(args: list[str], message: str) -> None:
+    code, out, err = run_cli("import-crontab", *args, stdin="")
+    assert code == 1 and out == "" and err.startswith(message) and err.count("\n") == 1, err
+
+
+def test_command_string_error_points_at_shell(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[cluster]\nname = "n"\nsize = 1\n[[jobs]]\nname = "j"\nschedule = "@hourly"\n')
+    cfg.write_text(cfg.read_text() + 'command = "ls -l | wc"\n')
+    code, _, err = run_cli("validate", str(cfg))
+    assert code == 1
+    assert err == (
+        f"error: {cfg}: job 'j': field 'command': 'ls -l | wc' is a string (expected an array of strings "
+        f'(argv); for a shell command line write shell = "ls -l | wc")\n'
+    )
+    with pytest.raises(
+        ConfigError, match=r"job 'j': field 'command': 'ls' is a string .* write shell = \"ls\""
+    ):
+        JobSpec.create("j", "@hourly", command="ls")
+
+
+def test_new_process_fields_validate_and_enter_the_hash_only_when_set() -> None:
+    plain = JobSpec.create("j", "@hourly", shell="x")
+    assert set(plain.canonical()) == set(JobSpec.create("k", "@hourly", command=["x"]).canonical())
+    assert "stdin" not in plain.canonical() and "cwd" not in plain.canonical()
+    hashes = {
+        plain.spec_hash,
+        JobSpec.create("j", "@hourly", shell="x", stdin="").spec_hash,
+        JobSpec.create("j", "@hourly", shell="x", inherit_env=False).spec_hash,
+        JobSpec.create("j", "@hourly", shell="x", cwd="/").spec_hash,
+    }
+    assert len(hashes) == 4
+    base = '[cluster]\nname = "n"\nsize = 1\n[[jobs]]\nname = "j"\nschedule = "@hourly"\nshell = "x"\n'
+    for extra, message in [
+        ('cwd = "rel"', "field 'cwd': 'rel' is not an absolute path"),
+        ("stdin = 3", "field 'stdin': 3 is an integer (expected a string"),
+        ('inherit_env = "no"', "field 'inherit_env': 'no' is a string (expected true or false)"),
+    ]:
+        with pytest.raises(InvalidConfig, match=re.escape(message)):
+            parse_config(tomllib.loads(base + extra + "\n"), "c")
+
+
+# --------------------------------------------------------------------------- against cronsim
+
+_FIELDS = (
+    (0, 59, ()),
+    (0, 23, ()),
+    (1, 31, ()),
+    (1, 12, ("jan", "mar", "jun", "dec")),
+    (0, 7, ("mon", "fri", "sun")),
+)
+
+
+def _item(rng: random.Random, lo: int, hi: int, names: tuple[str, ...], *, star: bool = True) -> str:
+    kind = rng.randrange(7) if star else rng.randrange(2, 7)
+    if kind == 0:
+        return "*"
+    if kind == 1:
+        return f"*/{rng.randint(1, (hi - lo) // 2 + 1)}"
+    a = rng.randint(lo, hi)
+    if kind == 2:
+        return str(a)
+    if kind == 3 and names:
+        return rng.choice(names)
+    b = rng.randint(a, hi)
+    if kind == 4 or kind == 3:
+        return f"{a}-{b}"
+    if kind == 5 and b > a:
+        # Not a-a/s: cronsim reads a one-value range with a step as 'a/s' (a to the end),
+        # Vixie cron and quorum-cron as the value a.
+        return f"{a}-{b}/{rng.randint(1, 5)}"
+    return ",".join(str(rng.randint(lo, hi)) for _ in range(rng.randint(2, 4)))
+
+
+def _random_line(rng: random.Random) -> str:
+    while True:
+        fields = [_item(rng, lo, hi, names) for lo, hi, names in _FIELDS]
+        if rng.random() < 0.5:
+            # Both day fields restricted: cron's OR rule for day-of-month and day-of-week.
+            fields[2] = _item(rng, 1, 31, (), star=False)
+            fields[4] = _item(rng, 0, 7, _FIELDS[4][2], star=False)
+        expr = " ".join(fields)
+        try:
+            JobSpec.create("probe", expr, shell="x")
+        except ConfigError:
+            continue  # never fires (e.g. 30 feb): not a line anyone has in a crontab
+        return expr
+
+
+@pytest.mark.slow
+def test_imported_jobs_fire_when_cronsim_says(tmp_path: Path) -> None:
+    rng = random.Random(15)
+    exprs = [_random_line(rng) for _ in range(200)]
+    assert (
+        sum(1 for e in exprs if not e.split()[2].startswith("*") and not e.split()[4].startswith("*")) >= 50
+    )
+    start = dt.datetime(2026, 1, 1, 0, 0, 30, tzinfo=dt.UTC)
+    # Crontabs of 20 lines: each `next` loads a whole config, so smaller files keep this fast.
+    for first in range(0, len(exprs), 20):
+        tab = tmp_path / f"crontab{first}"
+        tab.write_text("".join(f"{exprs[i]} echo {i}\n" for i in range(first, first + 20)))
+        code, out, err = run_cli("import-crontab", str(tab), "--timezone", "UTC")
+        assert code == 0, err
+        cfg = tmp_path / f"cluster{first}.toml"
+        cfg.write_text(out)
+        names = {job.shell: job.name for job in load_config(cfg).jobs}
+        for i in range(first, first + 20):
+            it = cronsim.CronSim(exprs[i], start)
+            expected = [next(it).isoformat(timespec="seconds") for _ in range(20)]
+            args = [
+                "next",
+                names[f"echo {i}"],
+                "--config",
+                str(cfg),
+                "-n",
+                "20",
+                "--after",
+                start.isoformat(),
+            ]
+            code, nout, nerr = run_cli(*args)
+            assert code == 0, nerr
+            got = [line.split()[1] for line in nout.splitlines()]
+            assert got == expected, exprs[i]
