@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.store.base import SlotState
@@ -201,3 +203,42 @@ def test_raw_trigger_notice_without_stored_audited_trigger_is_ignored(
     finally:
         client.close()
     assert c.stop()["n1"] == 0
+
+
+def test_out_of_memory_is_its_own_state_reported_once(tmp_path: Path, made: list[Cluster]) -> None:
+    import urllib.request
+
+    from tests.agent_cluster import free_port
+
+    with EmbeddedRedis() as server:
+        c = Cluster(tmp_path, server.url, 1, namespace="oom")
+        made.append(c)
+        cfg = c.config(job_toml("tick", "@every 1s", c.out, overlap='"allow"'))
+        port = free_port()
+        node = c.start("n1", cfg, "--metrics-port", str(port), "--metrics-addr", "127.0.0.1")
+        c.wait("a run", lambda: c.lines("start", "tick"), 30)
+        admin = server.client()
+
+        def metric(name: str) -> float:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+                text = resp.read().decode()
+            return float(next(line.split()[-1] for line in text.splitlines() if line.startswith(name + " ")))
+
+        try:
+            admin.set("ballast", "x" * 2_000_000)
+            admin.config_set("maxmemory", "1mb")  # below what is used: every write is refused now
+            with pytest.raises(redis.exceptions.OutOfMemoryError):
+                admin.set("probe", "1")
+            c.wait("the store_oom alert", lambda: node.logged("alert", kind="store_oom"), 20)
+            assert metric("quorum_cron_store_oom") == 1 and metric("quorum_cron_store_up") == 0
+            before = len(node.events) + len(node.text)
+            time.sleep(5)  # a bounded window to count log lines in: no event to await for "quiet"
+            assert len(node.events) + len(node.text) - before < 25, json.dumps(node.events[-40:])[:6000]
+            assert len(node.logged("alert", kind="store_oom")) == 1
+        finally:
+            admin.config_set("maxmemory", "0")
+            admin.delete("ballast")
+            admin.close()
+        c.wait("the store back", lambda: node.logged("store", msg="store reachable again"), 20)
+        assert metric("quorum_cron_store_oom") == 0 and metric("quorum_cron_store_up") == 1
+        assert c.stop()["n1"] == 0

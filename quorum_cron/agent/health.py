@@ -84,6 +84,7 @@ class NodeHealth:
         self.membership = Membership(store, self.node, settings.heartbeat_ttl_ms)
         self.store_up = True
         self._oom = False
+        self._oom_hold_until = 0
         self._down_reason = ""
         self.on_store_back: Callable[[], None] = lambda: None
         """Called when the store answers again after an outage (the runtime catches up)."""
@@ -100,6 +101,10 @@ class NodeHealth:
     def store_down(self, reason: str) -> None:
         self._down_reason = reason
         oom = reason.startswith(StoreOutOfMemory.PREFIX)
+        if oom:
+            # Reads still succeed while Redis refuses writes: without this hold
+            # every read would declare the store back, every write down again.
+            self._oom_hold_until = self.clock.monotonic_ms() + 2 * self.settings.heartbeat_ms
         if oom != self._oom:
             # Out of memory is its own state: reported once when it begins
             # (and again if the outage turns into another kind, or back).
@@ -123,6 +128,8 @@ class NodeHealth:
         self._poke()
 
     def store_ok(self) -> None:
+        if self._oom and self.clock.monotonic_ms() < self._oom_hold_until:
+            return  # out of memory until writes have succeeded for a while (see store_down)
         self.metrics.store_up.set(1)
         if self._oom:
             self._oom = False

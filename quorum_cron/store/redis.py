@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import redis
-from redis.exceptions import AuthenticationError, InvalidResponse, RedisError
+from redis.exceptions import AuthenticationError, InvalidResponse, OutOfMemoryError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -307,7 +307,7 @@ class RedisStore:
                 f"redis at {self._where}: outcome of {op} unknown, not replicated as required: {exc}"
             ) from exc
         except RedisError as exc:
-            if str(exc).startswith("OOM"):
+            if isinstance(exc, OutOfMemoryError) or "> 'maxmemory'" in str(exc):
                 why = f"redis at {self._where} refused {op}: {_no_script(str(exc))}"
                 raise StoreOutOfMemory(StoreOutOfMemory.PREFIX + why) from exc
             raise StoreError(f"redis at {self._where} failed {op}: {_no_script(str(exc))}") from exc
