@@ -186,8 +186,11 @@ def test_raw_trigger_notice_without_stored_audited_trigger_is_ignored(
     c.wait_joined(["n1"])
     client = redis_server.client(retry=None, socket_timeout=5.0)
     try:
+        channel = "qc:{rawtrig}:trigger"
+        subscribed = lambda: dict(client.pubsub_numsub(channel)).get(channel.encode())  # noqa: E731
+        c.wait("the agent's subscription", subscribed, 20)
         fire = c.store.time_ms()
-        client.publish("qc:{rawtrig}:trigger", f"t\n{fire}")
+        client.publish(channel, f"t\n{fire}")
         c.wait("the notice to be refused", lambda: node.logged("trigger", job="t", slot=fire), 20)
         assert "ignored" in str(node.logged("trigger", job="t", slot=fire)[0]["msg"])
         # A real trigger (stored, audited, then published) runs.
