@@ -6,10 +6,10 @@ thousand digits, a ledger field of a megabyte, a node name with escape
 sequences. The scripts write well-formed values; everything here assumes
 they may not be. Every decoder
 
-- bounds the size it accepts before parsing (``MAX_*`` below) and the JSON
-  nesting depth (checked by a linear scan before :func:`json.loads`, which
-  would otherwise raise ``RecursionError`` — not a ``ValueError`` — deep in
-  a loop that never expected it);
+- bounds the size it accepts before parsing (``MAX_*`` below), turns the
+  ``RecursionError`` that :func:`json.loads` raises on deeply nested text
+  (not a ``ValueError``: it escaped every loop that read a member entry)
+  into a refusal, and checks the decoded shape level by level;
 - accepts integers only as plain decimal text within ``±(2**53 - 1)`` (what
   Lua's doubles hold exactly; ``1e300``, ``abc``, ``9007199254740992`` are
   refused, never rounded or wrapped);
@@ -54,12 +54,11 @@ __all__ = [
 
 MAX_INT: Final = 2**53 - 1
 """Largest integer accepted (exact in Lua's doubles, which compute tokens and times)."""
-MAX_DEPTH: Final = 8
-"""JSON nesting accepted: the deepest value the scripts write is 2 levels."""
 MAX_SLOT_BYTES: Final = 256 * 1024
 """A slot value: a record with a bounded run detail (output tails), votes of a few nodes."""
-MAX_MEMBER_BYTES: Final = 16 * 1024
-"""A member entry: incarnation, times, a small info object."""
+MAX_MEMBER_BYTES: Final = 4 * 1024 * 1024
+"""A member entry: incarnation, times, an info object whose ``jobs`` field lists every job with its
+spec hash (10 000 jobs with long names: about 1.2 MB)."""
 MAX_FIELD_CHARS: Final = 64 * 1024
 """A ledger or audit field (a run's detail is the longest)."""
 MAX_NAME_CHARS: Final = 200
@@ -126,36 +125,16 @@ def bounded_int(value: object, what: str, lo: int = -MAX_INT, hi: int = MAX_INT)
     return n
 
 
-def _depth(doc: str, limit: int) -> int:
-    """Deepest ``[``/``{`` nesting of a JSON text (strings skipped); linear, stops past ``limit``."""
-    depth = deepest = 0
-    in_str = escaped = False
-    for ch in doc:
-        if in_str:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > limit:
-                    return deepest
-        elif ch in "]}":
-            depth -= 1
-    return deepest
+def bounded_json(value: object, what: str, max_bytes: int) -> Any:
+    """JSON text of at most ``max_bytes``, decoded.
 
-
-def bounded_json(value: object, what: str, max_bytes: int, max_depth: int = MAX_DEPTH) -> Any:
-    """JSON text of at most ``max_bytes`` and ``max_depth`` nesting, decoded."""
+    Nesting needs no scan of its own: :func:`json.loads` stops a very deep
+    text with ``RecursionError`` at once (caught here like any decoding
+    error, instead of escaping into a loop that expects ``ValueError``), and
+    every caller checks the shape it expects level by level, so a nested
+    value where a string or number belongs is refused without walking it.
+    """
     doc = text(value, what, max_bytes)
-    if _depth(doc, max_depth) > max_depth:
-        raise BadValue(what, f"JSON nested deeper than {max_depth} levels")
     try:
         return json.loads(doc, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:
@@ -300,13 +279,13 @@ def member_entry(node: object, entry: object) -> Member:
     """A members-hash field and value: node id -> JSON ``[incarnation, seen, expires, info JSON]``."""
     name = text(node, "member name", MAX_NAME_CHARS)
     what = f"member {shorten(name, 40)}"
-    doc = bounded_json(entry, what, MAX_MEMBER_BYTES, 2)
+    doc = bounded_json(entry, what, MAX_MEMBER_BYTES)
     if not isinstance(doc, list) or len(doc) != 4:
         raise BadValue(what, f"{shorten(entry)} is not [incarnation, seen, expires, info]")
     inc, seen, expires, info_json = doc
     if not isinstance(inc, str) or len(inc) > MAX_NAME_CHARS:
         raise BadValue(what, f"incarnation {shorten(inc)} is not a short string")
-    info = bounded_json(info_json, f"{what} info", MAX_MEMBER_BYTES, 1)
+    info = bounded_json(info_json, f"{what} info", MAX_MEMBER_BYTES)
     if not isinstance(info, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in info.items()
     ):
