@@ -187,3 +187,20 @@ def test_job_environment_is_clean(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "s3cret" not in out.detail
     assert "MINE=yes" in out.detail and "LC_ALL=C" in out.detail and "PATH=" in out.detail
     assert "QUORUM_CRON_TOKEN=42" in out.detail
+
+
+def test_alert_command_gets_the_clean_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from quorum_cron.agent.alerts import AlertHook
+
+    monkeypatch.setenv("QUORUM_CRON_REDIS_URL", "redis://:hunter2@r:6379/0")
+    out = tmp_path / "env"
+    hook = AlertHook("n1", command=f"env > {out}")
+
+    async def main() -> None:
+        hook.raise_("quorum_lost", "test")
+        await hook.aclose(flush_s=10)
+
+    asyncio.run(main())
+    text = out.read_text()
+    assert "hunter2" not in text and "QUORUM_CRON_REDIS_URL" not in text
+    assert "QUORUM_CRON_ALERT=quorum_lost" in text and "PATH=" in text
