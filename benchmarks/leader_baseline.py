@@ -68,6 +68,7 @@ LOCK = "lb:leader"
 def scheduler_main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--node", required=True)
+    ap.add_argument("--host", default="127.0.0.1", help="Redis host (the chaos harness: its proxy)")
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--jobs", type=int, required=True)
     ap.add_argument("--out", type=Path, required=True)
@@ -75,7 +76,7 @@ def scheduler_main(argv: list[str]) -> int:
     ap.add_argument("--poll-ms", type=int, required=True)
     ap.add_argument("--period-ms", type=int, default=1000)
     a = ap.parse_args(argv)
-    client = redis.Redis(host="127.0.0.1", port=a.port, socket_timeout=2.0)
+    client = redis.Redis(host=a.host, port=a.port, socket_timeout=2.0)
     lock = client.lock(LOCK, timeout=a.ttl_ms / 1000, blocking=False, thread_local=False)
     cmd = fire_latency.job_command(a.out)
     names = [f"job{i}" for i in range(a.jobs)]

@@ -60,6 +60,12 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 @click.option("--metrics-port", type=click.IntRange(0, 65535), help="Serve Prometheus metrics on this port.")
 @click.option("--metrics-addr", default="0.0.0.0", show_default=True, help="Address for --metrics-port.")
 @click.option(
+    "--web-port",
+    type=click.IntRange(0, 65535),
+    help="Also serve the web dashboard on this port (docs/web.md; tokens only from the environment).",
+)
+@click.option("--web-addr", default="127.0.0.1", show_default=True, help="Address for --web-port.")
+@click.option(
     "--grace", default="30s", show_default=True, metavar="DURATION", help="How long running jobs get at stop."
 )
 @click.option("--log-json", is_flag=True, help="Log one JSON object per line (stderr).")
@@ -80,6 +86,8 @@ def agent(
     redis_url: str | None,
     metrics_port: int | None,
     metrics_addr: str,
+    web_port: int | None,
+    web_addr: str,
     grace: str,
     log_json: bool,
     log_level: str,
@@ -122,6 +130,11 @@ def agent(
             _exit(EXIT_USAGE, f"cannot serve metrics on {metrics_addr!r} port {metrics_port}: {exc}")
     runtime = Agent(settings, jobs, store, notices=store.client, metrics=metrics)
     bad_values = BadValueReporter(metrics, runtime.alerts)
+    web_server = None
+    if web_port is not None:
+        from quorum_cron.commands.web import start_web_thread
+
+        web_server = start_web_thread(config, redis_url, web_addr, web_port)
     click.echo(f"quorum-cron agent {node}: {len(jobs)} job(s), store {shown_url}", err=True)
     try:
         code = asyncio.run(_serve(runtime, store, bad_values))
@@ -132,6 +145,8 @@ def agent(
         _exit(1, str(exc))
     finally:
         store.close()
+        if web_server is not None:
+            web_server.stop()
     sys.exit(code)
 
 

@@ -1,0 +1,160 @@
+"""``python -m chaos``: run the fault harness, re-check a run, print a schedule, clean leftovers.
+
+    python -m chaos run --seed 1 --seconds 130          # one run, checked; exit 1 on a violation
+    python -m chaos run --seed 1 --seed 2 --minutes 60  # the soak: each seed for 60 minutes
+    python -m chaos run --seed 1 --scheduler leader     # the same schedule on the leader-lease baseline
+    python -m chaos check RUN_DIR                       # judge a stored run again
+    python -m chaos plan --seed 1 --seconds 130         # the schedule a seed gives, without running
+    python -m chaos clean                               # namespaces left by a crashed run
+
+Needs root, ``ip`` (iproute2), ``nft`` (nftables), libfaketime and
+redis-server; a missing one is reported on one line (exit 2).
+Exit status: 0 no violation, 1 a violation (or a run that could not be carried
+out: a node that would not restart...), 2 bad usage or a missing tool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from chaos.check import check_dir
+from chaos.netns import clean_stale
+from chaos.plan import KINDS, plan
+from chaos.run import Options, libfaketime, run
+
+__all__ = ["main", "missing_tools"]
+
+
+def missing_tools() -> list[str]:
+    """What keeps the harness from running here, one phrase each (empty: all present)."""
+    missing = []
+    if os.geteuid() != 0:
+        missing.append("root (network namespaces and nftables need it)")
+    for tool, package in (("ip", "iproute2"), ("nft", "nftables"), ("redis-server", "redis-server")):
+        if shutil.which(tool) is None and not any(
+            os.access(f"{d}/{tool}", os.X_OK) for d in ("/usr/sbin", "/sbin")
+        ):
+            missing.append(f"{tool} (apt-get install {package})")
+    if libfaketime() is None:
+        missing.append("libfaketimeMT.so.1 (apt-get install faketime)")
+    return missing
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    bad = [k for k in kinds if k not in KINDS]
+    if bad or not kinds:
+        raise argparse.ArgumentTypeError(
+            f"unknown fault kind(s) {bad or text!r}: expected some of {', '.join(KINDS)}"
+        )
+    return kinds
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m chaos", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run and check")
+    r.add_argument("--seed", type=int, action="append", help="repeatable; default 1")
+    length = r.add_mutually_exclusive_group()
+    length.add_argument("--seconds", type=float, help="length of each run (default 130: every kind once)")
+    length.add_argument("--minutes", type=float, help="length of each run in minutes (the soak)")
+    r.add_argument("--scheduler", choices=["quorum", "leader"], default="quorum")
+    r.add_argument("--nodes", type=int, default=5)
+    r.add_argument("--no-replica", action="store_true", help="standalone Redis (drops the promotion fault)")
+    r.add_argument("--kinds", type=_kinds, help=f"comma-separated subset of: {', '.join(KINDS)}")
+    r.add_argument(
+        "--starting-deadline-ms", type=int, default=1800, help="the jobs' starting_deadline (default 1800)"
+    )
+    r.add_argument("--start-timeout-ms", type=int, default=500, help="the cluster's start_timeout")
+    r.add_argument("--dir", type=Path, help="run directory (default: a new one under /tmp)")
+    r.add_argument("--json", type=Path, help="write the summaries (one per seed) to this file")
+    c = sub.add_parser("check", help="check a stored run directory again")
+    c.add_argument("run_dir", type=Path)
+    p = sub.add_parser("plan", help="print the fault schedule of a seed")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seconds", type=float, default=130)
+    p.add_argument("--nodes", type=int, default=5)
+    sub.add_parser("clean", help="remove namespaces left by runs that are no longer alive")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.cmd == "plan":
+        nodes = [f"n{i}" for i in range(1, args.nodes + 1)]
+        for f in plan(args.seed, args.seconds, nodes, quorum=args.nodes // 2 + 1):
+            print(f"{f.at_s:7.1f}s  #{f.index:<3} {f.describe()}")
+        return 0
+    if args.cmd == "check":
+        if not (args.run_dir / "run.json").is_file():
+            print(f"error: {args.run_dir} is not a run directory (no run.json)", file=sys.stderr)
+            return 2
+        report = check_dir(args.run_dir)
+        print(report.render())
+        return 0 if report.ok else 1
+    missing = missing_tools()
+    if missing:
+        print(f"error: the chaos harness needs {'; '.join(missing)}", file=sys.stderr)
+        return 2
+    if args.cmd == "clean":
+        for ns in clean_stale():
+            print(f"removed {ns}")
+        return 0
+    if args.nodes < 3 or args.nodes > 20:
+        print(f"error: --nodes {args.nodes}: expected 3-20", file=sys.stderr)
+        return 2
+    seconds = args.minutes * 60 if args.minutes is not None else args.seconds or 130.0
+    kinds = args.kinds or KINDS
+    if args.no_replica:
+        kinds = tuple(k for k in kinds if k != "promotion")
+    base = args.dir or Path(tempfile.mkdtemp(prefix="qc-chaos-"))
+    summaries = []
+    failed = False
+    for seed in args.seed or [1]:
+        opts = Options(
+            seed=seed,
+            seconds=seconds,
+            workdir=base / f"{args.scheduler}-seed{seed}",
+            scheduler=args.scheduler,
+            nodes=args.nodes,
+            replica=not args.no_replica,
+            kinds=kinds,
+            starting_deadline_ms=args.starting_deadline_ms,
+            start_timeout_ms=args.start_timeout_ms,
+        )
+        started = time.monotonic()
+        try:
+            run(opts)
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            # The run could not be carried out (a node that would not restart, Redis that would
+            # not come back...): everything is already removed; the logs stay in the run dir.
+            print(f"error: run {opts.workdir} failed: {exc} (logs in its logs/)", file=sys.stderr)
+            failed = True
+            continue
+        report = check_dir(opts.workdir)
+        print(report.render(), flush=True)
+        summary = report.summary() | {
+            "wall_s": round(time.monotonic() - started, 1),
+            "dir": str(opts.workdir),
+        }
+        summaries.append(summary)
+        failed |= not report.ok
+    if args.json is not None:
+        args.json.write_text(json.dumps(summaries, indent=1))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("chaos: interrupted; processes and namespaces removed", file=sys.stderr)
+        sys.exit(130)

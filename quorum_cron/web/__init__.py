@@ -1,0 +1,15 @@
+"""The web dashboard: pages, a JSON API and live updates over the ledger, the quorum evidence and the audit.
+
+A face, like the CLI: it sits on top of the store and the config and
+nothing below imports it. Modules:
+
+* :mod:`.views` — what each page shows, read through the store (plain dicts, also the JSON API);
+* :mod:`.timeline` — expected slots from the schedule against the slots the store recorded (pure);
+* :mod:`.live` — server-sent events: one watcher of the store fans out to every open page;
+* :mod:`.tokens` — admin tokens (trigger, pause, resume), from a file or the environment;
+* :mod:`.app` — the Starlette app: routes, sessions, CSRF checks, security headers;
+* :mod:`.server` — uvicorn, in the foreground or on a thread of the agent.
+
+Needs the ``web`` extra (Starlette, uvicorn, Jinja2). Importing this package
+imports none of them; ``quorum_cron.web.app`` and ``.server`` do.
+"""

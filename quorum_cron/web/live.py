@@ -1,0 +1,141 @@
+"""Live updates: one watcher per server fans store changes out to every open page (server-sent events).
+
+The watcher runs only while at least one page listens. It waits on the
+store with one blocking read over every job's ledger and audit streams
+(:meth:`RedisStore.follow`), so a new ledger entry or operator action
+reaches the pages within milliseconds, and the browser never polls a job.
+Membership has no stream: the watcher compares the member list once per
+``members_every_s`` (one read for the whole cluster) and announces changes.
+
+Events (``event:`` name, JSON ``data:``):
+
+* ``ledger`` — ``{"job", "slot_ms", "state"}`` for each new ledger entry;
+* ``audit`` — ``{"job", "action", "by", "at_ms"}`` for each operator action;
+* ``members`` — ``{"alive", "voting"}`` when a member joined, left or changed its vote;
+* ``store`` — ``{"ok": false, "error"}`` while the store cannot be read, ``{"ok": true}`` when back;
+* ``resync`` — this page fell behind (its queue was full): reload everything.
+
+Each page has a bounded queue; a slow page loses events, never the server's memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from quorum_cron.errors import StoreError
+from quorum_cron.store.base import AuditEntry, LedgerEntry, Member
+from quorum_cron.store.redis import RedisStore
+
+__all__ = ["Broadcaster", "sse"]
+
+log = logging.getLogger(__name__)
+
+QUEUE_LEN = 200
+BLOCK_MS = 1000
+BACKOFF_MAX_S = 5.0
+
+
+def sse(event: str, data: object) -> str:
+    """One server-sent event (``data`` as one line of JSON)."""
+    return f"event: {event}\ndata: {json.dumps(data, sort_keys=True)}\n\n"
+
+
+def _member_sig(members: list[Member]) -> tuple[tuple[str, str, str], ...]:
+    return tuple((m.node, m.incarnation, m.info.get("voting", "")) for m in members)
+
+
+class Broadcaster:
+    """Fans out store changes to subscribed pages; watches the store only while anyone listens."""
+
+    def __init__(
+        self,
+        store: RedisStore,
+        jobs: Sequence[str],
+        *,
+        members_every_s: float = 1.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._jobs = list(jobs)
+        self._members_every_s = members_every_s
+        self._monotonic = monotonic
+        self._queues: set[asyncio.Queue[str]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self.watching = asyncio.Event()
+        """Set once the watcher has its starting point: every store change after it is reported."""
+
+    @property
+    def listeners(self) -> int:
+        return len(self._queues)
+
+    def subscribe(self) -> asyncio.Queue[str]:
+        queue: asyncio.Queue[str] = asyncio.Queue(QUEUE_LEN)
+        self._queues.add(queue)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._watch())
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[str]) -> None:
+        self._queues.discard(queue)
+
+    def publish(self, text: str) -> None:
+        for queue in list(self._queues):
+            try:
+                queue.put_nowait(text)
+            except asyncio.QueueFull:
+                # This page is behind: drop what it has and tell it to reload.
+                while not queue.empty():
+                    queue.get_nowait()
+                queue.put_nowait(sse("resync", {}))
+
+    async def close(self) -> None:
+        self._queues.clear()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _watch(self) -> None:
+        cursor: dict[str, str] = {}
+        start = ""
+        members: tuple[tuple[str, str, str], ...] | None = None
+        next_members = 0.0
+        backoff = 0.2
+        down = False
+        while self._queues:
+            try:
+                if not start:
+                    start = await asyncio.to_thread(self._store.follow_cursor)
+                    self.watching.set()
+                entries = await asyncio.to_thread(self._store.follow, self._jobs, cursor, start, BLOCK_MS)
+                for e in entries:
+                    self.publish(self._event(e))
+                if self._monotonic() >= next_members:
+                    now_members = await asyncio.to_thread(self._store.members)
+                    sig = _member_sig(now_members)
+                    if members is not None and sig != members:
+                        voting = sum(1 for m in now_members if m.info.get("voting") == "yes")
+                        self.publish(sse("members", {"alive": len(now_members), "voting": voting}))
+                    members = sig
+                    next_members = self._monotonic() + self._members_every_s
+                if down:
+                    down = False
+                    self.publish(sse("store", {"ok": True}))
+                backoff = 0.2
+            except StoreError as exc:
+                if not down:
+                    down = True
+                    self.publish(sse("store", {"ok": False, "error": str(exc)}))
+                await asyncio.sleep(backoff)
+                backoff = min(BACKOFF_MAX_S, backoff * 2)
+
+    @staticmethod
+    def _event(e: LedgerEntry | AuditEntry) -> str:
+        if isinstance(e, LedgerEntry):
+            return sse("ledger", {"job": e.job, "slot_ms": e.fire_ms, "state": str(e.state)})
+        return sse("audit", {"job": e.job, "action": str(e.action), "by": e.by, "at_ms": e.at_ms})

@@ -1,0 +1,395 @@
+"""What each page shows, read from the store: plain JSON-ready dicts, one function per page.
+
+The HTML pages and the JSON API render the same dicts, so a tool reading
+``/api/...`` sees exactly what a person sees. Everything here reads; the
+only writes of the web face are in :mod:`quorum_cron.web.app` (trigger,
+pause, resume), each one audited store call.
+
+Nothing read from Redis is trusted: values are only copied into the dicts
+(the templates escape them), lengths of free text are bounded, and a job
+that the local config does not define is never shown (job names come from
+the config, not from the store).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import zoneinfo
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from quorum_cron.agent.membership import QuorumHealth
+from quorum_cron.config import Config, JobSpec
+from quorum_cron.errors import StoreError
+from quorum_cron.store.base import AuditEntry, JobControl, LedgerEntry, Member, SlotState, SlotView
+from quorum_cron.store.redis import RedisStore
+from quorum_cron.store.rendezvous import weight
+from quorum_cron.web.timeline import timeline, walk_start
+
+__all__ = [
+    "FILTERS",
+    "PAGE_SIZE",
+    "RecentLedger",
+    "audit_view",
+    "cluster_view",
+    "entry_doc",
+    "fmt_ms",
+    "job_view",
+    "jobs_view",
+    "slot_view",
+]
+
+PAGE_SIZE = 50
+SPARK = 20
+"""Recent outcomes per job on the jobs page."""
+MAX_TEXT = 4000
+"""Free text from Redis (reasons, output tails) is cut to this many characters for display."""
+FILTERS = ("all", "failed", "missed", "paused")
+_BAD = {SlotState.FAILED, SlotState.LOST}
+_MISSED = {SlotState.MISSED}
+
+
+def fmt_ms(ms: int, tz: str = "UTC") -> str:
+    """Epoch ms as ``2026-05-01 12:00:00.000`` in ``tz`` (with ``Z`` for UTC)."""
+    if ms <= 0:
+        return "-"
+    when = dt.datetime.fromtimestamp(ms / 1000, dt.UTC if tz == "UTC" else zoneinfo.ZoneInfo(tz))
+    text = when.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}"
+    return text + "Z" if tz == "UTC" else f"{text} {when.strftime('%Z')}"
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + " …"
+
+
+def entry_doc(e: LedgerEntry) -> dict[str, Any]:
+    """A ledger entry as JSON (the ``history --json`` fields, and the delay)."""
+    return {
+        "job": e.job,
+        "slot_ms": e.fire_ms,
+        "state": str(e.state),
+        "reason": _cut(e.reason),
+        "executor": e.executor,
+        "token": e.token,
+        "voters": list(e.voters),
+        "committed_ms": e.committed_ms,
+        "started_ms": e.started_ms,
+        "finished_ms": e.finished_ms,
+        "delay_ms": e.started_ms - e.fire_ms if e.started_ms else None,
+        "ran_ms": e.finished_ms - e.started_ms if e.started_ms and e.finished_ms else None,
+        "detail": _cut(e.detail),
+    }
+
+
+def audit_doc(a: AuditEntry) -> dict[str, Any]:
+    return {"job": a.job, "action": str(a.action), "by": a.by, "at_ms": a.at_ms, "detail": _cut(a.detail)}
+
+
+def _control_doc(c: JobControl) -> dict[str, Any]:
+    return {"paused": c.paused, "by": c.by, "at_ms": c.at_ms, "reason": _cut(c.reason)}
+
+
+def _spec_hashes(member: Member) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in member.info.get("jobs", "").split(","):
+        name, sep, digest = item.partition("=")
+        if sep:
+            out[name] = digest
+    return out
+
+
+class RecentLedger:
+    """Every job's newest ledger entries, kept between page loads and read again only where new.
+
+    The jobs and cluster pages show each job's last outcomes; with hundreds
+    of jobs, reading and parsing 20 entries per job on every load (and the
+    pages reload on every new ledger entry) would cost about a second. This
+    keeps, per job, the newest entry's stream id, the newest
+    :data:`KEEP_FULL` entries and the states of the newest :data:`SPARK`,
+    and asks the store only for entries newer than that id
+    (:meth:`RedisStore.ledger_tails`). Reads are serialised by a lock (a
+    page load reads the store once for all jobs).
+    """
+
+    KEEP_FULL = 5
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: dict[str, tuple[str, list[LedgerEntry], list[str]]] = {}
+
+    def read(
+        self, store: RedisStore, jobs: Sequence[str]
+    ) -> list[tuple[list[LedgerEntry], list[str], JobControl]]:
+        """Per job: its newest entries (up to KEEP_FULL), the states of its newest SPARK; its control."""
+        out: list[tuple[list[LedgerEntry], list[str], JobControl]] = []
+        with self._lock:
+            after = {j: self._kept[j][0] for j in jobs if j in self._kept and self._kept[j][0]}
+            tails = store.ledger_tails(jobs, SPARK, after)
+            for job, (newest, new, control) in zip(jobs, tails, strict=True):
+                _, full, states = self._kept.get(job, ("", [], []))
+                if job not in after:
+                    full, states = [], []
+                full = (new + full)[: self.KEEP_FULL]
+                states = ([str(e.state) for e in new] + states)[:SPARK]
+                self._kept[job] = (newest, full, states)
+                out.append((full, states, control))
+        return out
+
+
+def _member_doc(m: Member, now: int, config: Config) -> dict[str, Any]:
+    voting = m.info.get("voting", "")
+    clock = m.info.get("clock", "")
+    why_not = ""
+    if voting != "yes":
+        why_not = m.info.get("clock_reason", "") if clock != "trusted" else "voting stopped"
+    hashes = _spec_hashes(m)
+    differs = sorted(s.name for s in config.jobs if s.name in hashes and hashes[s.name] != s.spec_hash)
+    return {
+        "node": m.node,
+        "host": m.info.get("host", ""),
+        "incarnation": m.incarnation,
+        "seen_ms": m.seen_ms,
+        "age_ms": max(0, now - m.seen_ms),
+        "expires_ms": m.expires_ms,
+        "clock": clock,
+        "clock_reason": _cut(m.info.get("clock_reason", "")),
+        "clock_offset_ms": m.info.get("clock_offset_ms", ""),
+        "voting": voting,
+        "why_not": _cut(why_not),
+        "definitions_differ": differs,
+    }
+
+
+def cluster_view(
+    store: RedisStore, config: Config, shown_url: str, recent: RecentLedger | None = None
+) -> dict[str, Any]:
+    """Members, quorum health, the store, and recent problems (derived from the ledger and members)."""
+    cluster = config.cluster
+    now = store.time_ms()
+    members = store.members()
+    try:
+        server = store.server_info()
+    except StoreError as exc:
+        server = {"error": str(exc)}
+    health = QuorumHealth(len(members), cluster.size, cluster.quorum)
+    member_docs = [_member_doc(m, now, config) for m in members]
+    problems: list[dict[str, Any]] = []
+    if not health.ok:
+        problems.append({"kind": "quorum_lost", "at_ms": now, "message": f"quorum lost: {health}"})
+    for m in member_docs:
+        if m["voting"] != "yes":
+            problems.append(
+                {"kind": "not_voting", "at_ms": m["seen_ms"], "message": f"{m['node']}: {m['why_not']}"}
+            )
+        if m["definitions_differ"]:
+            problems.append(
+                {
+                    "kind": "spec_mismatch",
+                    "at_ms": m["seen_ms"],
+                    "message": f"{m['node']} runs other definitions of {', '.join(m['definitions_differ'])}",
+                }
+            )
+    for entries, _, _ in (recent or RecentLedger()).read(store, [s.name for s in config.jobs]):
+        for e in entries:
+            if e.state in _BAD or e.state in _MISSED:
+                problems.append(
+                    {
+                        "kind": f"slot_{e.state}",
+                        "at_ms": e.finished_ms,
+                        "job": e.job,
+                        "slot_ms": e.fire_ms,
+                        "message": f"{e.job} slot {fmt_ms(e.fire_ms)} {e.state}: {_cut(e.reason)}",
+                    }
+                )
+    problems.sort(key=lambda p: int(p["at_ms"]), reverse=True)
+    return {
+        "namespace": cluster.namespace,
+        "store_time_ms": now,
+        "store": {"url": shown_url, **server},
+        "size": cluster.size,
+        "quorum": cluster.quorum,
+        "alive": health.alive,
+        "voting": sum(1 for m in member_docs if m["voting"] == "yes"),
+        "quorum_ok": health.ok,
+        "members": member_docs,
+        "problems": problems[:50],
+    }
+
+
+def _schedule_doc(spec: JobSpec, now: int, count: int) -> dict[str, Any]:
+    nexts: list[int] = []
+    t = now
+    for _ in range(count):
+        t = spec.schedule.next_after(t)
+        nexts.append(t)
+    return {
+        "expr": spec.schedule_expr,
+        "resolved": spec.schedule.resolved_expr,
+        "timezone": spec.timezone,
+        "dst": spec.schedule.dst,
+        "next_ms": nexts,
+    }
+
+
+def _state_of(last: list[LedgerEntry], control: JobControl) -> set[str]:
+    states = {"all"}
+    if control.paused:
+        states.add("paused")
+    if last and last[0].state in _BAD:
+        states.add("failed")
+    if last and last[0].state in _MISSED:
+        states.add("missed")
+    return states
+
+
+def jobs_view(
+    store: RedisStore, config: Config, state: str = "all", recent: RecentLedger | None = None
+) -> dict[str, Any]:
+    """Every configured job: schedule, next fires, pause, last outcome, recent outcomes; filtered by state."""
+    if state not in FILTERS:
+        raise ValueError(f"unknown filter {state!r}: expected one of {', '.join(FILTERS)}")
+    now = store.time_ms()
+    jobs: list[dict[str, Any]] = []
+    counts = dict.fromkeys(FILTERS, 0)
+    summaries = (recent or RecentLedger()).read(store, [s.name for s in config.jobs])
+    for spec, (last, outcomes, control) in zip(config.jobs, summaries, strict=True):
+        states = _state_of(last, control)
+        for s in states:
+            counts[s] += 1
+        if state not in states:
+            continue
+        jobs.append(
+            {
+                "job": spec.name,
+                "schedule": _schedule_doc(spec, now, 3),
+                "control": _control_doc(control),
+                "last": entry_doc(last[0]) if last else None,
+                "recent": outcomes[::-1],
+            }
+        )
+    return {"store_time_ms": now, "filter": state, "counts": counts, "jobs": jobs}
+
+
+def _find(config: Config, job: str) -> JobSpec:
+    for spec in config.jobs:
+        if spec.name == job:
+            return spec
+    raise KeyError(job)
+
+
+def default_window_ms(spec: JobSpec) -> int:
+    """About 60 slots of the job, between 1 minute and 7 days."""
+    return max(60_000, min(7 * 86_400_000, 60 * spec.schedule.min_interval_ms))
+
+
+def job_view(
+    store: RedisStore,
+    config: Config,
+    job: str,
+    *,
+    window_ms: int | None = None,
+    to_ms: int | None = None,
+    page: int = 0,
+) -> dict[str, Any]:
+    """One job: schedule, control, the expected-vs-actual timeline of a window, a page of its ledger."""
+    spec = _find(config, job)
+    now = store.time_ms()
+    span = window_ms or default_window_ms(spec)
+    end = now if to_ms is None else to_ms
+    start = end - span
+    first = walk_start(spec.schedule, start, end)
+    slots = store.slots(job, first + 1, end)
+    triggers = store.triggers(job, first)
+    rows, cut = timeline(spec.schedule, slots, start, end, now, spec.starting_deadline_ms, triggers)
+    entries = store.ledger(job, (page + 1) * PAGE_SIZE + 1)
+    has_more = len(entries) > (page + 1) * PAGE_SIZE
+    history = entries[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    return {
+        "job": job,
+        "store_time_ms": now,
+        "schedule": _schedule_doc(spec, now, 5),
+        "deadline_ms": spec.starting_deadline_ms,
+        "overlap": str(spec.overlap),
+        "delivery": str(spec.delivery),
+        "retries": spec.retries,
+        "spec_hash": spec.spec_hash,
+        "control": _control_doc(store.control(job)),
+        "window": {"from_ms": start, "to_ms": end, "span_ms": span, "cut": cut, "counts": counts},
+        "timeline": [asdict(r) | {"reason": _cut(r.reason)} for r in rows],
+        "history": {
+            "page": page,
+            "page_size": PAGE_SIZE,
+            "has_more": has_more,
+            "entries": [entry_doc(e) for e in history],
+        },
+        "audit": [audit_doc(a) for a in store.audit(job, 10)],
+    }
+
+
+def _ranking(job: str, fire_ms: int, nodes: Sequence[str]) -> list[dict[str, str]]:
+    # pick_executor's order: highest weight first, the smaller id on a tie.
+    ranked = sorted(sorted(nodes), key=lambda n: weight(job, fire_ms, n), reverse=True)
+    return [{"node": n, "weight": weight(job, fire_ms, n)[:12]} for n in ranked]
+
+
+def slot_view(store: RedisStore, config: Config, job: str, fire_ms: int) -> dict[str, Any]:
+    """One slot: voters and the spec hash each voted with, quorum, executor and why, token, times, output."""
+    spec = _find(config, job)
+    view: SlotView = store.slot(job, fire_ms)
+    # A slot's entries are among the newest unless it is old; an old slot whose
+    # record expired (retention) may still be in the ledger: read all of it then.
+    # Only for a fire time the schedule has and older than the newest entries: a
+    # made-up URL must not make the server read the whole ledger.
+    newest = store.ledger(job, 200)
+    entries = [e for e in newest if e.fire_ms == fire_ms]
+    older = len(newest) == 200 and fire_ms < min(e.fire_ms for e in newest)
+    scheduled = fire_ms in spec.schedule.fire_times(fire_ms - 1, fire_ms)
+    if not entries and view.state == SlotState.ABSENT and older and scheduled:
+        entries = [e for e in store.ledger(job, config.cluster.ledger_maxlen) if e.fire_ms == fire_ms]
+    final = next((e for e in entries if e.state != SlotState.RETRYING), None)
+    votes = [
+        {"node": node, "spec_hash": digest, "agrees": digest == spec.spec_hash} for node, digest in view.votes
+    ]
+    if not votes and final is not None:
+        votes = [{"node": n, "spec_hash": "", "agrees": None} for n in final.voters]
+    agreed = [str(v["node"]) for v in votes if v["spec_hash"] == view.spec_hash] if view.spec_hash else []
+    candidates = agreed or [str(v["node"]) for v in votes]
+    state = str(view.state) if view.state != SlotState.ABSENT or final is None else str(final.state)
+    return {
+        "job": job,
+        "slot_ms": fire_ms,
+        "state": state,
+        "in_store": view.state != SlotState.ABSENT,
+        "quorum": config.cluster.quorum,
+        "size": config.cluster.size,
+        "local_spec_hash": spec.spec_hash,
+        "agreed_spec_hash": view.spec_hash,
+        "votes": votes,
+        "executor": view.executor or (final.executor if final else ""),
+        "ranking": _ranking(job, fire_ms, candidates),
+        "token": view.token or (final.token if final else 0),
+        "attempt": view.attempt,
+        "runs": view.runs,
+        "reason": _cut(view.reason or (final.reason if final else "")),
+        "committed_ms": view.committed_ms or (final.committed_ms if final else 0),
+        "started_ms": view.started_ms or (final.started_ms if final else 0),
+        "lease_until_ms": view.lease_until_ms,
+        "finished_ms": view.finished_ms or (final.finished_ms if final else 0),
+        "not_before_ms": view.not_before_ms,
+        "detail": _cut(view.detail or (final.detail if final else "")),
+        "ledger": [entry_doc(e) for e in entries],
+    }
+
+
+def audit_view(store: RedisStore, config: Config, limit: int = 200) -> dict[str, Any]:
+    """Operator actions on every configured job, newest first."""
+    entries: list[AuditEntry] = []
+    for spec in config.jobs:
+        entries.extend(store.audit(spec.name, limit))
+    entries.sort(key=lambda a: a.at_ms, reverse=True)
+    return {"store_time_ms": store.time_ms(), "entries": [audit_doc(a) for a in entries[:limit]]}

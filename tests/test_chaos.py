@@ -1,0 +1,298 @@
+"""The chaos harness (``chaos/``): its schedule, its checker, and bounded real runs.
+
+The checker is tested on hand-made ground truth first — each violation it
+claims to catch is planted and must be reported, and a clean run must pass —
+so that a green harness run means something. Then the real thing, as CI runs
+it: ``python -m chaos run`` with the fixed seed whose schedule covers every
+fault kind, against real agents in network namespaces (root, ``ip``, ``nft``,
+libfaketime, redis-server; outside CI a missing one skips, naming it), and the
+same schedule against the leader-lease baseline, which the checker must
+catch. Last, the harness must leave no namespace or process behind when it is
+interrupted, and must clean what a SIGKILLed run left.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos.check import COVERAGE_MIN, Run, check
+from chaos.plan import KINDS, plan
+from tests.tools import require_tool
+
+ROOT = Path(__file__).resolve().parent.parent
+NODES = [f"n{i}" for i in range(1, 6)]
+CI_SEED = 2
+"""The seed CI runs: its schedule in CI_SECONDS holds every fault kind, and it opens with a
++3.6 s clock step aimed at the node that ran the latest job (asserted below) — on the
+baseline, its leader, which must then fire early, whatever else the timing does."""
+CI_SECONDS = 130
+BASELINE_SECONDS = 30
+"""The baseline runs the first faults of the same schedule (a shorter run is a prefix of it)."""
+
+
+# -- the schedule ----------------------------------------------------------------------
+
+
+def test_same_seed_same_schedule_and_the_ci_seed_covers_every_kind() -> None:
+    a = plan(CI_SEED, CI_SECONDS, NODES, quorum=3)
+    assert a == plan(CI_SEED, CI_SECONDS, NODES, quorum=3)
+    assert a != plan(CI_SEED + 1, CI_SECONDS, NODES, quorum=3)
+    assert sorted({f.kind for f in a}) == sorted(KINDS)
+    # A shorter run is a prefix of the same schedule (what the baseline run relies on).
+    short = plan(CI_SEED, BASELINE_SECONDS, NODES, quorum=3)
+    assert short and short == a[: len(short)]
+    step = short[0]
+    assert (step.kind, step.aim) == ("clock-step", True) and step.params["step_ms"] >= 2500
+
+
+def test_faults_never_overlap_and_stay_inside_the_run() -> None:
+    for seed in range(20):
+        faults = plan(seed, 600, NODES, quorum=3)
+        for f, g in itertools.pairwise(faults):
+            assert f.end_s < g.at_s
+        assert all(f.end_s + 3 <= 600 for f in faults)
+        for f in faults:
+            if f.kind == "partition-minority":
+                assert len(f.targets) == 2
+            if f.kind == "partition-majority":
+                assert len(f.targets) == 3
+            if f.kind == "pause":
+                assert f.duration_s > 2.0  # longer than the 2 s lease
+
+
+# -- the checker on planted ground truth -----------------------------------------------
+
+
+def _record(faults: list[dict[str, Any]] | None = None, scheduler: str = "quorum") -> dict[str, Any]:
+    opts = {"period_ms": 2000, "max_skew_ms": 250, "nodes": 5, "jobs": 1, "seed": 7, "scheduler": scheduler}
+    return {"options": opts, "t0_ms": 100_000, "end_ms": 120_000, "faults": faults or []}
+
+
+DUE = list(range(102_000, 120_001, 2000))
+
+
+def _clean_runs() -> list[Run]:
+    return [Run("job0", t, NODES[i % 5], t + 5.0, i + 1) for i, t in enumerate(DUE)]
+
+
+def test_a_clean_run_passes() -> None:
+    rep = check(_record(), _clean_runs(), {})
+    assert rep.ok, rep.render()
+    assert (rep.slots_due, rep.ran, rep.coverage) == (len(DUE), len(DUE), 1.0)
+
+
+def test_checker_reports_a_duplicate() -> None:
+    runs = [*_clean_runs(), Run("job0", DUE[3], "n5", DUE[3] + 9.0, 99)]
+    rep = check(_record(), runs, {})
+    assert rep.duplicates == 1
+    assert any(v.startswith(f"duplicate: job0@{DUE[3]}") for v in rep.violations)
+
+
+def test_checker_reports_an_early_run_beyond_max_skew_only() -> None:
+    runs = _clean_runs()
+    runs[2] = Run("job0", DUE[2], "n1", DUE[2] - 251.0, 3)
+    runs[4] = Run("job0", DUE[4], "n1", DUE[4] - 249.0, 5)
+    rep = check(_record(), runs, {})
+    assert rep.early == 1
+    assert [v.split(" started")[0] for v in rep.violations] == [f"early: job0@{DUE[2]}"]
+
+
+def test_checker_reports_tokens_out_of_start_order() -> None:
+    runs = _clean_runs()
+    runs[5] = Run("job0", DUE[5], "n1", DUE[5] + 5.0, 2)  # token 2 again, after 5
+    rep = check(_record(), runs, {})
+    assert any(v.startswith("token order:") for v in rep.violations), rep.render()
+
+
+def test_checker_reports_an_unaccounted_slot_and_accepts_a_ledger_reason() -> None:
+    runs = [r for r in _clean_runs() if r.slot != DUE[6]]
+    rep = check(_record(), runs, {})
+    assert f"unaccounted: job0@{DUE[6]} did not run and has no ledger entry" in rep.violations
+    # With no fault, the miss also costs coverage (10 of 11 < 99 %).
+    assert any(v.startswith("coverage:") for v in rep.violations)
+    ledger = {"job0": [{"fire_ms": DUE[6], "state": "missed", "reason": "no quorum before the deadline"}]}
+    rep = check(_record(), runs, ledger)
+    assert rep.unaccounted == 0
+    assert [v.split(":")[0] for v in rep.violations] == ["coverage"]
+    ledger["job0"][0]["reason"] = " "
+    rep = check(_record(), runs, ledger)
+    assert [v.split(":")[0] for v in rep.violations] == ["no reason", "coverage"]
+
+
+def test_slots_during_a_majority_partition_do_not_count_in_coverage() -> None:
+    fault = {
+        "index": 0,
+        "kind": "partition-majority",
+        "targets": ["n1", "n2", "n3"],
+        "params": {},
+        "start_ms": DUE[5] - 100,
+        "end_ms": DUE[5] + 100,
+        "recovered_ms": DUE[5] + 200,
+    }
+    runs = [r for r in _clean_runs() if r.slot != DUE[5]]
+    ledger = {"job0": [{"fire_ms": DUE[5], "state": "missed", "reason": "no quorum"}]}
+    rep = check(_record([fault]), runs, ledger)
+    assert rep.ok, rep.render()
+    assert rep.eligible == len(DUE) - 1
+    assert rep.rows[0].ledger_only["missed"] == 1
+    # The same miss under a minority partition (a quorum could still vote) is a coverage violation.
+    fault |= {"kind": "partition-minority", "targets": ["n1", "n2"]}
+    assert not check(_record([fault]), runs, ledger).ok
+
+
+def test_a_slot_lost_with_its_killed_executor_is_counted_apart_from_coverage() -> None:
+    kill = {
+        "index": 0,
+        "kind": "kill",
+        "targets": ["n2"],
+        "params": {},
+        "start_ms": DUE[4] + 10,
+        "end_ms": DUE[4] + 2000,
+        "recovered_ms": DUE[4] + 5000,
+    }
+    runs = [r for r in _clean_runs() if r.slot != DUE[4]]
+    lost = {"fire_ms": DUE[4], "state": "lost", "reason": "lease of n2 expired mid-run", "executor": "n2"}
+    rep = check(_record([kill]), runs, {"job0": [lost]})
+    assert rep.ok, rep.render()
+    assert (rep.lost_to_fault, rep.eligible) == (1, len(DUE) - 1)
+    # Lost on a node no fault touched: a coverage miss like any other.
+    rep = check(_record([kill]), runs, {"job0": [lost | {"executor": "n3"}]})
+    assert rep.lost_to_fault == 0
+    assert any(v.startswith("coverage:") for v in rep.violations)
+
+
+def test_checker_reports_a_run_the_ledger_calls_missed() -> None:
+    ledger = {"job0": [{"fire_ms": DUE[1], "state": "missed", "reason": "deadline"}]}
+    rep = check(_record(), _clean_runs(), ledger)
+    assert any(v.startswith(f"ledger contradicts: job0@{DUE[1]}") for v in rep.violations)
+
+
+# -- real runs -------------------------------------------------------------------------
+
+
+def _require_harness() -> None:
+    for tool in ("ip", "nft", "faketime", "redis-server"):
+        require_tool(tool)
+    if os.geteuid() != 0:
+        message = "the chaos harness needs root (network namespaces, nftables)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message}; CI runs as root", pytrace=False)
+        pytest.skip(message)
+
+
+def _chaos(*args: str, timeout: float) -> tuple[int, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "chaos", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def _our_namespaces(pid: int) -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(f"qch{pid}-")]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_bounded_run_every_fault_kind_no_violation(tmp_path: Path) -> None:
+    _require_harness()
+    out = tmp_path / "summary.json"
+    code, text = _chaos(
+        "run",
+        "--seed",
+        str(CI_SEED),
+        "--seconds",
+        str(CI_SECONDS),
+        "--dir",
+        str(tmp_path),
+        "--json",
+        str(out),
+        timeout=400,
+    )
+    assert code == 0, text
+    (summary,) = json.loads(out.read_text())
+    assert sorted(summary["faults_by_kind"]) == sorted(KINDS), text
+    assert summary["duplicates"] == 0 and summary["unaccounted"] == 0 and summary["early"] == 0
+    assert summary["coverage"] >= COVERAGE_MIN
+    assert summary["slots_due"] >= 150
+    print(text)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_leader_baseline_under_the_same_schedule_is_caught(tmp_path: Path) -> None:
+    _require_harness()
+    out = tmp_path / "summary.json"
+    code, text = _chaos(
+        "run",
+        "--seed",
+        str(CI_SEED),
+        "--seconds",
+        str(BASELINE_SECONDS),
+        "--scheduler",
+        "leader",
+        "--dir",
+        str(tmp_path),
+        "--json",
+        str(out),
+        timeout=280,
+    )
+    assert code == 1, text
+    (summary,) = json.loads(out.read_text())
+    # The leader's clock jumps >= 2.5 s ahead: its next poll fires a slot >= 0.5 s early.
+    assert summary["early"] > 0, text
+    print(text)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_interrupted_run_leaves_nothing_and_a_killed_one_is_cleaned(tmp_path: Path) -> None:
+    _require_harness()
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "chaos", "run", "--seconds", "60", "--dir", str(tmp_path / sig.name)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            # Wait for the nodes to be up (their namespaces exist and the run started logging faults).
+            while not (tmp_path / sig.name / "quorum-seed1" / "cluster.toml").exists():
+                assert proc.poll() is None, proc.communicate()[1]
+                assert time.monotonic() < deadline, "the harness did not come up within 60 s"
+                time.sleep(0.2)
+            assert len(_our_namespaces(proc.pid)) == 8  # hub, r1, r2, n1..n5
+            proc.send_signal(sig)
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+                _chaos("clean", timeout=60)  # what this test failed to see done
+        if sig == signal.SIGINT:
+            assert proc.returncode == 130
+            assert _our_namespaces(proc.pid) == []
+        else:
+            left = _our_namespaces(proc.pid)
+            assert left, "a SIGKILLed harness cannot clean up; expected namespaces left behind"
+            code, text = _chaos("clean", timeout=60)
+            assert code == 0, text
+            assert sorted(line.split()[-1] for line in text.splitlines()) == sorted(left)
+            assert _our_namespaces(proc.pid) == []
