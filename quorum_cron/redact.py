@@ -1,40 +1,110 @@
-"""Secrets out of URLs: the one place a URL is made safe to show.
+"""Secrets out of URLs and text: the one place anything is made safe to show.
 
 Every URL quorum-cron prints — in a repr, a log line, an error message —
-goes through :func:`redact_url` first, so a Redis password never reaches a
-terminal or a log aggregator.
+goes through :func:`redact_url`, and every log line through
+:func:`redact_text`, so a Redis password never reaches a terminal or a log
+aggregator.
+
+Why not :func:`urllib.parse.urlsplit`: its netloc stops at the first ``/``,
+``?`` or ``#``, so ``redis://:pa/ss@host`` would have an empty userinfo and
+the password would be printed as part of the "path". Here the userinfo is
+everything between ``://`` and the *last* ``@`` of the URL (a password may
+contain ``@`` too); a userinfo without ``:`` (``redis://secret@host``) is
+all secret, since Redis URLs commonly carry a bare password there. When the
+URL has more ``@`` further on (in the query, say) this over-redacts, which
+is the safe side.
+
+Both functions run in linear time in the length of their input: they are
+applied to every log line, and a log line may quote a value of any size
+read from Redis. No backtracking regular expression is involved.
 """
 
 from __future__ import annotations
 
-import urllib.parse
+from typing import Final
 
-__all__ = ["redact_url"]
+__all__ = ["MASK", "redact_text", "redact_url"]
+
+MASK: Final = "***"
+
+_SECRET_PARAMS: Final = frozenset({"password", "pass", "passwd", "pwd", "token", "secret", "auth"})
+_SCHEME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+_SPACE: Final = frozenset(" \t\r\n\v\f")
+
+
+def _redact_query(query: str) -> str:
+    """``a=1&password=x`` → ``a=1&password=***``; linear."""
+    out = []
+    for pair in query.split("&"):
+        key, sep, _value = pair.partition("=")
+        out.append(f"{key}={MASK}" if sep and key.lower() in _SECRET_PARAMS else pair)
+    return "&".join(out)
+
+
+def _redact_after_scheme(rest: str) -> str:
+    """Redact one URL's text after its ``scheme://`` (whole span, no whitespace splitting)."""
+    at = rest.rfind("@")
+    if at >= 0:
+        userinfo = rest[:at]
+        user, colon, _password = userinfo.partition(":")
+        # "user:pw@" keeps the user name; "pw@" (no colon) is all secret.
+        shown_user = f"{user}:{MASK}" if colon else MASK
+        rest = f"{shown_user}@{rest[at + 1:]}"
+        head_len = len(shown_user) + 1
+    else:
+        head_len = 0
+    q = rest.find("?", head_len)
+    if q < 0:
+        return rest
+    frag = rest.find("#", q)
+    end = len(rest) if frag < 0 else frag
+    return rest[: q + 1] + _redact_query(rest[q + 1 : end]) + rest[end:]
 
 
 def redact_url(url: str) -> str:
     """``url`` with any password (userinfo or ``?password=``) replaced by ``***``.
 
-    Used for every URL that is shown: reprs, logs, error messages.
+    Used for every URL that is shown: reprs, logs, error messages. A string
+    without ``://`` is returned as it is unless it holds an ``@`` (then
+    everything before the last ``@`` is masked: it may be a password).
     """
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparseable url>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user, sep, _password = userinfo.partition(":")
-        if sep:  # "user:password@" or ":password@"
-            netloc = f"{user}:***@{hostport}"
-    query = parts.query
-    if query:
-        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
-        query = "&".join(
-            f"{k}={'***' if k.lower() in ('password', 'pass', 'token', 'secret') else v}" for k, v in pairs
-        )
-    if netloc == parts.netloc and query == parts.query:
-        return url
-    # Rebuilt by hand: urlunsplit would turn "unix:///path" into "unix:/path".
-    rebuilt = f"{parts.scheme}://{netloc}{parts.path}"
-    return rebuilt + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+    sep = url.find("://")
+    if sep < 0:
+        at = url.rfind("@")
+        return url if at < 0 else f"{MASK}{url[at:]}"
+    return url[: sep + 3] + _redact_after_scheme(url[sep + 3 :])
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every ``scheme://...`` URL in it passed through :func:`redact_url`.
+
+    A URL in free text ends at the next whitespace (a password cannot hold
+    whitespace here); quotes and brackets around it stay where they are
+    because they come after the last ``@``. Linear time: each character is
+    looked at a bounded number of times.
+    """
+    if "://" not in text:
+        return text
+    out: list[str] = []
+    pos = 0  # everything before pos is already in out
+    n = len(text)
+    search = 0
+    while True:
+        sep = text.find("://", search)
+        if sep < 0:
+            break
+        start = sep
+        while start > pos and text[start - 1] in _SCHEME_CHARS:
+            start -= 1
+        end = sep + 3
+        while end < n and text[end] not in _SPACE:
+            end += 1
+        if start == sep:  # "://" without a scheme before it: not a URL
+            search = sep + 3
+            continue
+        out.append(text[pos:start])
+        out.append(text[start : sep + 3] + _redact_after_scheme(text[sep + 3 : end]))
+        pos = end
+        search = end
+    out.append(text[pos:])
+    return "".join(out)

@@ -155,3 +155,52 @@ def test_command_target_needs_exactly_one_form() -> None:
         CommandTarget()
     with pytest.raises(ValueError, match="exactly one of argv or shell"):
         CommandTarget(argv=("a",), shell="b")
+
+
+def test_escaped_child_does_not_hold_the_run() -> None:
+    # The shell exits at once; its children keep stdout open (one escaped to
+    # its own session, out of reach of the group kill). The run ends with the
+    # shell, within the pipe-drain bound, and is a success.
+    for script in ("setsid sleep 30 & echo started", "sleep 30 & echo started"):
+        t0 = time.monotonic()
+        out = asyncio.run(run(CommandTarget(shell=script), timeout_ms=20_000).run())
+        elapsed = time.monotonic() - t0
+        assert out.succeeded and out.exit_code == 0, out
+        assert "started" in out.detail
+        assert elapsed < 10, (script, elapsed)
+
+
+def test_timeout_with_escaped_child_ends_at_the_timeout() -> None:
+    t0 = time.monotonic()
+    out = asyncio.run(run(CommandTarget(shell="setsid sleep 30; sleep 30"), timeout_ms=500).run())
+    assert out.timed_out and not out.succeeded
+    assert time.monotonic() - t0 < 10
+
+
+def test_job_environment_is_clean(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUORUM_CRON_REDIS_URL", "redis://:hunter2@r:6379/0")
+    monkeypatch.setenv("SOME_AGENT_SECRET", "s3cret")
+    monkeypatch.setenv("LC_ALL", "C")
+    out = asyncio.run(run(CommandTarget(shell="env", env={"MINE": "yes"})).run())
+    assert out.succeeded
+    assert "hunter2" not in out.detail and "QUORUM_CRON_REDIS_URL" not in out.detail
+    assert "s3cret" not in out.detail
+    assert "MINE=yes" in out.detail and "LC_ALL=C" in out.detail and "PATH=" in out.detail
+    assert "QUORUM_CRON_TOKEN=42" in out.detail
+
+
+def test_alert_command_gets_the_clean_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from quorum_cron.agent.alerts import AlertHook
+
+    monkeypatch.setenv("QUORUM_CRON_REDIS_URL", "redis://:hunter2@r:6379/0")
+    out = tmp_path / "env"
+    hook = AlertHook("n1", command=f"env > {out}")
+
+    async def main() -> None:
+        hook.raise_("quorum_lost", "test")
+        await hook.aclose(flush_s=10)
+
+    asyncio.run(main())
+    text = out.read_text()
+    assert "hunter2" not in text and "QUORUM_CRON_REDIS_URL" not in text
+    assert "QUORUM_CRON_ALERT=quorum_lost" in text and "PATH=" in text

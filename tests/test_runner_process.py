@@ -39,15 +39,16 @@ def test_without_stdin_the_process_reads_end_of_file() -> None:
 
 
 def test_a_clean_environment_has_only_the_jobs_variables_and_the_slot() -> None:
-    os.environ["QUORUM_CRON_TEST_LEAK"] = "1"
+    # (An LC_* variable: inherit_env = true passes on only the allowlist of agent/jobenv.py.)
+    os.environ["LC_QUORUM_CRON_TEST_LEAK"] = "1"
     try:
         env = {"A": "1", "PATH": "/usr/bin:/bin"}
         clean = asyncio.run(run(CommandTarget(argv=("/usr/bin/env", "-0"), env=env, inherit_env=False)).run())
-        leak = "printenv QUORUM_CRON_TEST_LEAK"
+        leak = "printenv LC_QUORUM_CRON_TEST_LEAK"
         inherited = asyncio.run(run(CommandTarget(shell=leak, env=env)).run())
         not_inherited = asyncio.run(run(CommandTarget(shell=leak, env=env, inherit_env=False)).run())
     finally:
-        del os.environ["QUORUM_CRON_TEST_LEAK"]
+        del os.environ["LC_QUORUM_CRON_TEST_LEAK"]
     assert clean.succeeded, clean.detail
     items = clean.detail.split("--- stdout ---\n", 1)[1].split("\0")
     names = {item.split("=", 1)[0] for item in items if item}

@@ -19,7 +19,7 @@ from redis.crc import key_slot
 from redis.retry import Retry
 
 from quorum_cron.embedded import EmbeddedRedis
-from quorum_cron.errors import ConfigError, QuorumCronError, StoreError, StoreUnavailable
+from quorum_cron.errors import ConfigError, QuorumCronError, StoreUnavailable
 from quorum_cron.store.base import SlotState, SweepParams, VoteRequest, VoteStatus
 from quorum_cron.store.redis import RedisStore, redact_url
 from quorum_cron.store.rendezvous import pick_executor
@@ -257,20 +257,28 @@ def test_redact_url() -> None:
     assert redact_url("redis://host:6379") == "redis://host:6379"
 
 
-def test_wrong_type_and_malformed_slot_become_store_error(redis_client: redis.Redis) -> None:
+def test_wrong_type_and_malformed_slot_are_reported_and_affect_only_their_own_job(
+    redis_client: redis.Redis,
+) -> None:
     store = RedisStore(redis_client, "ns", clock=Clock())
+    seen: list[tuple[str, str]] = []
+    store.on_bad_value = lambda what, problem: seen.append((what, problem))
     redis_client.set("qc:{ns:j}:meta", "not a hash")
-    with pytest.raises(StoreError, match="WRONGTYPE") as info:
-        store.vote([req("j", T0, "n1")])
-    assert not isinstance(info.value, StoreUnavailable)
+    bad, good = store.vote([req("j", T0, "n1"), req("ok", T0, "n1", quorum=1)])
+    assert bad.status == VoteStatus.DECIDED and bad.slot.state == SlotState.ABSENT
+    assert good.status == VoteStatus.COMMITTED
+    assert seen and "WRONGTYPE" in seen[0][1]
     redis_client.zadd("qc:{ns:k}:slots", {str(T0): T0})
     slot_key = f"qc:{{ns:k}}:slot:{T0}"
     redis_client.set(slot_key, f"bogus {T0 + 10**9} " + json.dumps({"st": "bogus", "v": {}}))
-    with pytest.raises(StoreError, match="unexpected reply"):
-        store.slot("k", T0)
-    redis_client.set(slot_key, f"proposed {T0 + 10**9} " + json.dumps({"st": "proposed", "v": {"n1": 7}}))
-    with pytest.raises(StoreError, match="unexpected reply"):
-        store.slot("k", T0)
+    assert store.slot("k", T0).state == SlotState.ABSENT
+    assert "not a slot state" in seen[-1][1]
+    redis_client.set(slot_key, f"proposed {T0 + 10**9} 0 " + json.dumps({"n1": 7}))
+    assert store.slot("k", T0).state == SlotState.ABSENT
+    assert "spec hashes" in seen[-1][1]
+    n = len(seen)
+    store.slot("k", T0)
+    assert len(seen) == n  # reported once
 
 
 @pytest.mark.parametrize("namespace", ["", "a:b", "a{b", "a}b"])

@@ -20,11 +20,13 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import time
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from quorum_cron.agent.jobenv import base_environment
 from quorum_cron.agent.logs import EVENT_LOGGER, event, scrub
 
 __all__ = ["Alert", "AlertHook", "AlertKind"]
@@ -46,6 +48,10 @@ class AlertKind:
     SLOT_LOST = "slot_lost"
     SPEC_MISMATCH = "spec_mismatch"
     STORE_UNAVAILABLE = "store_unavailable"
+    BAD_VALUE = "bad_value"
+    """A value read from Redis was corrupt (or not written by quorum-cron) and was ignored."""
+    STORE_OOM = "store_oom"
+    """Redis refuses writes: out of memory under ``maxmemory-policy noeviction``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +127,7 @@ class AlertHook:
     async def _deliver(self, alert: Alert) -> None:
         body = alert.document()
         if self.command:
-            env = dict(os.environ, QUORUM_CRON_ALERT=alert.kind)
+            env = dict(base_environment(os.environ), QUORUM_CRON_ALERT=alert.kind)
             proc = await asyncio.create_subprocess_exec(
                 *self.command,
                 stdin=asyncio.subprocess.PIPE,
@@ -133,7 +139,8 @@ class AlertHook:
             try:
                 await asyncio.wait_for(proc.communicate(body), HOOK_TIMEOUT_S)
             except TimeoutError:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # the hook's children too (its own session)
                 raise RuntimeError(f"alert command did not finish within {HOOK_TIMEOUT_S:.0f} s") from None
             if proc.returncode != 0:
                 raise RuntimeError(f"alert command exited {proc.returncode}")

@@ -35,7 +35,7 @@ from quorum_cron.agent.observe import Observer
 from quorum_cron.agent.settings import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.clock import Clock
-from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.errors import StoreError, StoreOutOfMemory, StoreUnavailable
 from quorum_cron.store.base import Member, Store
 
 __all__ = ["BACKOFF_MAX_MS", "BACKOFF_MIN_MS", "NodeHealth"]
@@ -83,6 +83,8 @@ class NodeHealth:
         )
         self.membership = Membership(store, self.node, settings.heartbeat_ttl_ms)
         self.store_up = True
+        self._oom = False
+        self._oom_hold_until = 0
         self._down_reason = ""
         self.on_store_back: Callable[[], None] = lambda: None
         """Called when the store answers again after an outage (the runtime catches up)."""
@@ -100,12 +102,30 @@ class NodeHealth:
 
     def store_down(self, reason: str) -> None:
         self._down_reason = reason
+        oom = reason.startswith(StoreOutOfMemory.PREFIX)
+        if oom:
+            # Reads still succeed while Redis refuses writes: without this hold
+            # every read would declare the store back, every write down again.
+            self._oom_hold_until = self.clock.monotonic_ms() + 2 * self.settings.heartbeat_ms
+        if oom != self._oom:
+            # Out of memory is its own state: reported once when it begins
+            # (and again if the outage turns into another kind, or back).
+            self._oom = oom
+            self.metrics.store_oom.set(1 if oom else 0)
+            if oom and self.store_up is False:
+                self.alerts.raise_(AlertKind.STORE_OOM, f"store {reason}; not voting")
         if not self.store_up:
             return
         self.store_up = False
         self.on_store_down(reason)
         self.metrics.store_up.set(0)
-        self.alerts.raise_(AlertKind.STORE_UNAVAILABLE, f"store unreachable: {reason}; not voting")
+        if oom:
+            self.alerts.raise_(
+                AlertKind.STORE_OOM,
+                f"store {reason}; not voting (free memory or raise maxmemory; see docs/operations.md)",
+            )
+        else:
+            self.alerts.raise_(AlertKind.STORE_UNAVAILABLE, f"store unreachable: {reason}; not voting")
         self.update_trust()
         self._probe_now.set()
         self._poke()
@@ -116,7 +136,12 @@ class NodeHealth:
         return self._down_reason
 
     def store_ok(self) -> None:
+        if self._oom and self.clock.monotonic_ms() < self._oom_hold_until:
+            return  # out of memory until writes have succeeded for a while (see store_down)
         self.metrics.store_up.set(1)
+        if self._oom:
+            self._oom = False
+            self.metrics.store_oom.set(0)
         if self.store_up:
             return
         self.store_up = True
@@ -219,6 +244,12 @@ class NodeHealth:
                     self.store_down(str(exc))
                 else:
                     event(log, logging.ERROR, "membership", f"heartbeat failed: {exc}")
+                wait_ms = int(backoff * (0.5 + random.random()))
+                backoff = min(BACKOFF_MAX_MS, backoff * 2)
+            except Exception:
+                # Never let the heartbeat die (it would leave a node that
+                # reports itself up but never votes again): log, back off, retry.
+                log.exception("heartbeat loop: unexpected error (retrying)")
                 wait_ms = int(backoff * (0.5 + random.random()))
                 backoff = min(BACKOFF_MAX_MS, backoff * 2)
             self._probe_now.clear()

@@ -12,22 +12,21 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 import time
 from collections.abc import Mapping
 from typing import IO, Any, Final
 
+from quorum_cron.printable import printable
+from quorum_cron.redact import redact_text
+
 __all__ = ["EVENT_LOGGER", "JsonFormatter", "TextFormatter", "configure_logging", "event", "scrub"]
 
 EVENT_LOGGER: Final = "quorum_cron.agent"
 
-_PASSWORD_IN_URL = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:@/\s]*):(?P<pw>[^@/\s]+)@")
-
-
 def scrub(text: str) -> str:
-    """``text`` with the password of every ``scheme://user:password@`` replaced by ``***``."""
-    return _PASSWORD_IN_URL.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
+    """``text`` with the password of every URL in it replaced by ``***`` (linear time)."""
+    return redact_text(text)
 
 
 def event(logger: logging.Logger, level: int, name: str, msg: str, **fields: object) -> None:
@@ -66,8 +65,11 @@ class TextFormatter(logging.Formatter):
         ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
         ms = int(record.msecs)
         name = getattr(record, "qc_event", "") or record.name
-        extra = " ".join(f"{k}={v}" for k, v in _fields(record).items())
-        line = f"{ts}.{ms:03d}Z {record.levelname:<5} [{self._node}] {name}: {record.getMessage()}"
+        # One line per event: control characters (a value read from Redis may
+        # hold any) are escaped, never written to the terminal or the log file.
+        extra = " ".join(f"{k}={printable(str(v))}" for k, v in _fields(record).items())
+        msg = printable(record.getMessage())
+        line = f"{ts}.{ms:03d}Z {record.levelname:<5} [{self._node}] {name}: {msg}"
         if extra:
             line = f"{line} ({extra})"
         if record.exc_text:
@@ -88,13 +90,16 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "node": self._node,
             "event": getattr(record, "qc_event", "") or record.name,
-            "msg": record.getMessage(),
+            "msg": scrub(record.getMessage()),
         }
         for key, value in _fields(record).items():
-            doc.setdefault(key, value if isinstance(value, (int, float, bool, type(None))) else str(value))
+            plain = isinstance(value, (int, float, bool, type(None)))
+            doc.setdefault(key, value if plain else scrub(str(value)))
         if record.exc_text:
-            doc["exc"] = record.exc_text
-        return scrub(json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
+            doc["exc"] = scrub(record.exc_text)
+        # Each string is scrubbed before encoding: JSON has no whitespace to end
+        # a URL at, so scrubbing the encoded line could swallow its structure.
+        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
 
 
 def configure_logging(

@@ -15,13 +15,33 @@ the configured size, which is what an operator wants to read
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass
+from typing import Final
 
 from quorum_cron.errors import QuorumCronError
 from quorum_cron.store.base import Member, Store
 
-__all__ = ["Membership", "NodeIdTaken", "QuorumHealth", "new_incarnation"]
+__all__ = ["MAX_NODE_ID", "Membership", "NodeIdTaken", "QuorumHealth", "new_incarnation", "node_id_problem"]
+
+MAX_NODE_ID: Final = 100
+_NODE_ID_RE: Final = re.compile(r"[A-Za-z0-9_.-]+", re.ASCII)
+
+
+def node_id_problem(node: str) -> str | None:
+    """Why ``node`` cannot be a node id, or None.
+
+    A node id names a Redis hash field, an assignment channel and every
+    vote; it is printed by ``status`` and written in the ledger. Host-name
+    characters only (``A-Z a-z 0-9 _ . -``), 1-100 of them: no braces or
+    colons (key syntax), no whitespace or control characters, nothing that
+    makes every vote carry kilobytes.
+    """
+    if not node or len(node) > MAX_NODE_ID or not _NODE_ID_RE.fullmatch(node):
+        shown = repr(node) if len(node) <= 60 else f"{node[:60]!r}... ({len(node)} characters)"
+        return f"node id {shown} is not valid: expected 1-{MAX_NODE_ID} characters from A-Z a-z 0-9 _ . -"
+    return None
 
 
 class NodeIdTaken(QuorumCronError):

@@ -48,6 +48,15 @@ class Metrics:
         )
         self.store_up = Gauge("quorum_cron_store_up", "1 while the store answers.", registry=r)
         self.members_alive = Gauge("quorum_cron_members_alive", "Live members seen by this node.", registry=r)
+        self.bad_values = Counter(
+            "quorum_cron_bad_values",
+            "Values read from Redis that were corrupt and ignored, by kind (slot, member, ledger...).",
+            ["kind"],
+            registry=r,
+        )
+        self.store_oom = Gauge(
+            "quorum_cron_store_oom", "1 while Redis refuses writes for lack of memory (OOM).", registry=r
+        )
         self.running = Gauge("quorum_cron_running_jobs", "Job processes running on this node.", registry=r)
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:

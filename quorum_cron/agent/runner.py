@@ -29,6 +29,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from quorum_cron.agent.jobenv import base_environment
+
 __all__ = [
     "ENV_JOB",
     "ENV_NODE",
@@ -174,9 +176,13 @@ class JobRun:
         self.pid: int | None = None
 
     def env(self) -> dict[str, str]:
-        """The job's environment: the agent's (unless not inherited), the job's own, then the slot's facts."""
+        """The job's environment: the allowlisted part of the agent's (unless not inherited), the job's
+        own, then the slot's facts.
+
+        Never the agent's ``QUORUM_CRON_*`` settings (the Redis URL): see :mod:`.jobenv`.
+        """
         inherit = not isinstance(self.target, CommandTarget) or self.target.inherit_env
-        env = dict(os.environ) if inherit else {}
+        env = base_environment(os.environ) if inherit else {}
         if isinstance(self.target, CommandTarget) and self.target.env:
             env.update(self.target.env)
         env.update(
@@ -206,8 +212,12 @@ class JobRun:
     async def _run_command(self, target: CommandTarget) -> RunOutcome:
         started_wall = time.time_ns() // 1_000_000
         t0 = time.monotonic()
+        loop = asyncio.get_running_loop()
+        out, err = Tail(self.tail_bytes), Tail(self.tail_bytes)
+        proto = _JobProtocol(out, err)
         try:
-            proc = await asyncio.create_subprocess_exec(
+            transport, _ = await loop.subprocess_exec(
+                lambda: proto,
                 *target.args,
                 stdin=asyncio.subprocess.DEVNULL if target.stdin is None else asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
@@ -220,38 +230,36 @@ class JobRun:
             return RunOutcome(
                 False, f"could not start {target.args[0]!r}: {exc}", started_wall_ms=started_wall
             )
-        self.pid = proc.pid
+        pid = transport.get_pid()
+        self.pid = pid
         if self._on_started is not None:
             self._on_started(started_wall)
-        out, err = Tail(self.tail_bytes), Tail(self.tail_bytes)
-        assert proc.stdout is not None and proc.stderr is not None
-        readers = [
-            asyncio.ensure_future(_drain(proc.stdout, out)),
-            asyncio.ensure_future(_drain(proc.stderr, err)),
-        ]
-        if proc.stdin is not None and target.stdin is not None:
-            readers.append(asyncio.ensure_future(_feed(proc.stdin, target.stdin)))
-        waiter = asyncio.ensure_future(proc.wait())
+        if target.stdin is not None:
+            _feed(transport, target.stdin)
+        exited = asyncio.ensure_future(proto.exited.wait())
         stopper = asyncio.ensure_future(self._stopped.wait())
         timed_out = False
         try:
             done, _ = await asyncio.wait(
-                {waiter, stopper}, timeout=self.timeout_ms / 1000, return_when=asyncio.FIRST_COMPLETED
+                {exited, stopper}, timeout=self.timeout_ms / 1000, return_when=asyncio.FIRST_COMPLETED
             )
-            if waiter not in done:
+            if exited not in done:
                 timed_out = not self._stopped.is_set()
-                await _kill_group(proc)
+                await _kill_group(pid, proto)
+            # The run ends when the job's process ends, not when its pipes
+            # close: a background child (``sleep 100 &``, ``setsid ...``) may
+            # hold them for ever. Whatever it writes within the drain bound
+            # is kept; then our ends are closed.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proto.pipes_closed.wait(), PIPE_DRAIN_S)
         except asyncio.CancelledError:
-            await _kill_group(proc)
+            await _kill_group(pid, proto)
             raise
         finally:
             stopper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await waiter
-            _, pending = await asyncio.wait(readers, timeout=PIPE_DRAIN_S)
-            for r in pending:
-                r.cancel()
-        code = proc.returncode
+            exited.cancel()
+            transport.close()
+        code = transport.get_returncode()
         duration = int((time.monotonic() - t0) * 1000)
         if timed_out:
             head = f"timed out after {self.timeout_ms} ms: process group killed"
@@ -333,29 +341,65 @@ class JobRun:
         return RunOutcome(True, "returned", started_wall_ms=started_wall, duration_ms=duration)
 
 
-async def _drain(stream: asyncio.StreamReader, tail: Tail) -> None:
-    while chunk := await stream.read(65536):
-        tail.write(chunk)
+class _JobProtocol(asyncio.SubprocessProtocol):
+    """Keeps the tails of stdout/stderr and says when the process exited and when its pipes closed.
+
+    ``process_exited`` comes from the child watcher (the process itself);
+    ``Process.wait()`` of :mod:`asyncio.subprocess` may instead wait until
+    every pipe is closed, which a background child can postpone for ever.
+    """
+
+    def __init__(self, out: Tail, err: Tail) -> None:
+        self._tails = {1: out, 2: err}
+        self._open = {1, 2}
+        self.exited = asyncio.Event()
+        self.pipes_closed = asyncio.Event()
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        tail = self._tails.get(fd)
+        if tail is not None:
+            tail.write(data if isinstance(data, bytes) else data.encode())
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self._open.discard(fd)
+        if not self._open:
+            self.pipes_closed.set()
+
+    def process_exited(self) -> None:
+        self.exited.set()
 
 
-async def _feed(stream: asyncio.StreamWriter, data: bytes) -> None:
-    """Write ``data`` and close; a process that exits without reading it is not an error (cron's pipe)."""
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        stream.write(data)
-        await stream.drain()
-        stream.close()
-        await stream.wait_closed()
+def _feed(transport: asyncio.SubprocessTransport, data: bytes) -> None:
+    """Queue ``data`` on the process's stdin and close it once written.
 
-
-async def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM the process group, then SIGKILL it if the leader has not exited in time."""
-    if proc.returncode is not None:
-        _signal_group(proc.pid, signal.SIGKILL)  # leftovers of an exited leader
+    Never awaited: a process that exits without reading its input (cron's
+    pipe) is no error, and a full pipe must not hold the run — the pipe
+    transport writes in the background and is closed with the run.
+    """
+    pipe = transport.get_pipe_transport(0)
+    if pipe is None:
         return
-    _signal_group(proc.pid, signal.SIGTERM)
+    assert isinstance(pipe, asyncio.WriteTransport)
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        pipe.write(data)
+        pipe.close()
+
+
+async def _kill_group(pgid: int, proto: _JobProtocol) -> None:
+    """SIGTERM the process group, then SIGKILL it if the leader has not exited in time.
+
+    Bounded: a leader that survives SIGKILL (uninterruptible sleep) is
+    given up on after another grace period rather than holding the agent.
+    """
+    if proto.exited.is_set():
+        _signal_group(pgid, signal.SIGKILL)  # leftovers of an exited leader
+        return
+    _signal_group(pgid, signal.SIGTERM)
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_S)
-    _signal_group(proc.pid, signal.SIGKILL)
+        await asyncio.wait_for(asyncio.shield(proto.exited.wait()), KILL_GRACE_S)
+    _signal_group(pgid, signal.SIGKILL)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(proto.exited.wait()), KILL_GRACE_S)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -67,6 +67,7 @@ from quorum_cron.agent.observe import Observer
 from quorum_cron.agent.runs import Runs
 from quorum_cron.agent.settings import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
+from quorum_cron.agent.triggers import MAX_VERIFYING, stored_triggers
 from quorum_cron.clock import Clock, SystemClock
 from quorum_cron.core import (
     Abstain,
@@ -157,6 +158,7 @@ class Agent:
         self._bg: set[asyncio.Task[None]] = set()
         self._finishing: set[tuple[str, int]] = set()
         self._seen_triggers: OrderedDict[tuple[str, int], None] = OrderedDict()
+        self._verifying: set[tuple[str, int]] = set()
         self._catching_up = False
         self._catch_up_again = False
         self._stopping = False
@@ -413,7 +415,12 @@ class Agent:
 
     def _on_notice(self, item: Notice | Trigger) -> None:
         if isinstance(item, Trigger):
-            self._on_trigger(item.job, item.fire_ms, "notice")
+            # A notice is a hint (issue 11): act only on a trigger stored with its audit entry.
+            key = (item.job, item.fire_ms)
+            fresh = key not in self._seen_triggers and key not in self._verifying
+            if item.job in self.jobs and fresh and len(self._verifying) < MAX_VERIFYING:
+                self._verifying.add(key)
+                self._background(self._verify_trigger(item.job, item.fire_ms))
             return
         event(
             log,
@@ -446,6 +453,26 @@ class Agent:
         self._dispatch(self.core.on_trigger(job, fire_ms, self.now()))
         self._poke()
 
+    async def _verify_trigger(self, job: str, fire_ms: int) -> None:
+        try:
+            found = await self._worker.background(partial(stored_triggers, self.store, job, fire_ms - 1))
+        except StoreError as exc:
+            event(log, logging.WARNING, "trigger", f"cannot check trigger {job}@{fire_ms}: {exc}")
+            return
+        finally:
+            self._verifying.discard((job, fire_ms))
+        if fire_ms in found:
+            self._on_trigger(job, fire_ms, "notice")
+        else:
+            event(
+                log,
+                logging.WARNING,
+                "trigger",
+                f"{job}@{fire_ms}: trigger notice without a stored, audited trigger: ignored",
+                job=job,
+                slot=fire_ms,
+            )
+
     def _catch_up_triggers(self, why: str) -> None:
         """Read each job's triggers still inside their deadline (one read at a time, coalesced)."""
         if self._stopping or not self.jobs:
@@ -464,7 +491,8 @@ class Agent:
                 found: list[tuple[str, int]] = []
                 for job in self.jobs.values():
                     since = wall - job.core.deadline_ms
-                    fires = await self._worker.background(partial(self.store.triggers, job.name, since))
+                    read = partial(stored_triggers, self.store, job.name, since)
+                    fires = await self._worker.background(read)
                     found.extend((job.name, t) for t in fires)
                 for name, fire_ms in found:
                     self._on_trigger(name, fire_ms, f"catch-up: {why}")

@@ -1,32 +1,56 @@
 """``quorum-cron agent``: run one node until SIGTERM.
 
-Signals: SIGTERM or SIGINT starts a graceful stop (no more votes, running
-jobs get the grace period, results are recorded, membership is left, exit
-0); a second one ends the grace period at once (running jobs are stopped
-and recorded as failed). Exit status: 0 after a graceful stop, 2 for a bad
-config or option, 3 when another live process holds the node id.
+Signals: SIGTERM, SIGINT or SIGHUP starts a graceful stop (no more votes,
+running jobs get the grace period, results are recorded, membership is
+left, exit 0); a second one ends the grace period at once (running jobs are
+stopped and recorded as failed). SIGHUP does not reload the config: a
+reload would change the job set and spec hashes under slots already voted
+on, so it stops like SIGTERM and the service manager restarts the agent
+with the new config (its default action, killing the agent on the spot,
+orphaned the running job and left its slot ``running``).
+
+Exit status: 0 after a graceful stop; 1 for a bad config, or a Redis server
+that refuses the credentials, is not Redis, holds corrupt membership or has
+a ``maxmemory-policy`` that can evict keys (unless ``--allow-evicting-redis``;
+see ``agent/preflight.py``); 2 for a bad option (node id, ``--grace``,
+metrics address); 3 when another live process holds the node id. Every
+error is one line on stderr.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
+from quorum_cron.agent.badvalues import BadValueReporter
 from quorum_cron.agent.connect import default_node_id
-from quorum_cron.agent.logs import configure_logging
-from quorum_cron.agent.membership import NodeIdTaken
+from quorum_cron.agent.logs import EVENT_LOGGER, configure_logging, event, scrub
+from quorum_cron.agent.membership import NodeIdTaken, node_id_problem
 from quorum_cron.agent.metrics import Metrics
+from quorum_cron.agent.preflight import PreflightError, check_server, eviction_problem
 from quorum_cron.agent.runtime import EXIT_ID_TAKEN, Agent
 from quorum_cron.agent.setup import agent_job, agent_settings, replica_shortfall
 from quorum_cron.commands.common import config_option, load, redis_option, store_for
 from quorum_cron.durations import parse_duration
-from quorum_cron.errors import ConfigError
+from quorum_cron.errors import ConfigError, QuorumCronError
+from quorum_cron.printable import printable
+from quorum_cron.store.redis import RedisStore
 
-__all__ = ["agent"]
+__all__ = ["STOP_SIGNALS", "agent"]
+
+log = logging.getLogger(EVENT_LOGGER)
+
+EXIT_USAGE = 2
+"""A bad option (node id, duration, metrics address)."""
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""Each starts a graceful stop; a second one ends the grace period."""
 
 
 @click.command("agent")
@@ -46,6 +70,11 @@ __all__ = ["agent"]
 )
 @click.option("--log-json", is_flag=True, help="Log one JSON object per line (stderr).")
 @click.option(
+    "--allow-evicting-redis",
+    is_flag=True,
+    help="Run even if Redis's maxmemory-policy can evict keys (unsafe: see docs/operations.md).",
+)
+@click.option(
     "--log-level",
     default="info",
     show_default=True,
@@ -62,16 +91,31 @@ def agent(
     grace: str,
     log_json: bool,
     log_level: str,
+    allow_evicting_redis: bool,
 ) -> None:
     """Run this server's node of the cluster: vote on due slots, run the ones assigned here."""
     config = load(config_path)
-    node = node_id or default_node_id()
+    node = node_id if node_id is not None else default_node_id()
+    problem = node_id_problem(node)
+    if problem is not None:
+        _exit(EXIT_USAGE, problem + ("" if node_id is not None else " (the host name; pass --node-id)"))
     try:
         grace_ms = parse_duration(grace, what="--grace")
     except ConfigError as exc:
-        raise click.BadParameter(str(exc), param_hint="--grace") from None
+        _exit(EXIT_USAGE, str(exc))
     store, shown_url = store_for(config, redis_url)
+    try:
+        policy = check_server(store.client, shown_url, store.members_key)
+    except PreflightError as exc:
+        store.close()
+        _exit(1, str(exc))
+    eviction = eviction_problem(policy or "", shown_url)
+    if eviction is not None and not allow_evicting_redis:
+        store.close()
+        _exit(1, f"{eviction}, or pass --allow-evicting-redis to run anyway")
     configure_logging(node, json_lines=log_json, level=log_level)
+    if eviction is not None:
+        event(log, logging.ERROR, "eviction", f"UNSAFE (--allow-evicting-redis): {eviction}", policy=policy)
     shortfall = replica_shortfall(store, config.cluster.wait_replicas, shown_url)
     if shortfall is not None:
         click.echo(f"warning: {shortfall}", err=True)
@@ -79,8 +123,13 @@ def agent(
     jobs = [agent_job(spec) for spec in config.jobs if not spec.in_process]
     metrics = Metrics()
     if metrics_port is not None:
-        metrics.serve(metrics_port, metrics_addr)
+        try:
+            metrics.serve(metrics_port, metrics_addr)
+        except (OSError, ValueError) as exc:
+            store.close()
+            _exit(EXIT_USAGE, f"cannot serve metrics on {metrics_addr!r} port {metrics_port}: {exc}")
     runtime = Agent(settings, jobs, store, notices=store.client, metrics=metrics)
+    bad_values = BadValueReporter(metrics, runtime.alerts)
     web_server = None
     if web_port is not None:
         from quorum_cron.commands.web import start_web_thread
@@ -88,10 +137,12 @@ def agent(
         web_server = start_web_thread(config, redis_url, web_addr, web_port)
     click.echo(f"quorum-cron agent {node}: {len(jobs)} job(s), store {shown_url}", err=True)
     try:
-        code = asyncio.run(_serve(runtime))
+        code = asyncio.run(_serve(runtime, store, bad_values))
     except NodeIdTaken as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_ID_TAKEN)
+        _exit(EXIT_ID_TAKEN, str(exc))
+    except QuorumCronError as exc:
+        # The store refused us for good (not an outage, which the agent waits out).
+        _exit(1, str(exc))
     finally:
         store.close()
         if web_server is not None:
@@ -99,8 +150,15 @@ def agent(
     sys.exit(code)
 
 
-async def _serve(runtime: Agent) -> int:
+def _exit(code: int, message: str) -> NoReturn:
+    """One line on stderr, password-free and without control characters, then exit."""
+    click.echo(f"error: {printable(scrub(message), 2000)}", err=True)
+    sys.exit(code)
+
+
+async def _serve(runtime: Agent, store: RedisStore, bad_values: BadValueReporter) -> int:
     loop = asyncio.get_running_loop()
+    bad_values.attach(store, loop)
     signals = 0
 
     def on_signal(signum: int) -> None:
@@ -112,10 +170,10 @@ async def _serve(runtime: Agent) -> int:
         else:
             runtime.end_grace(f"second {name}")
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, on_signal, sig)
     try:
         return await runtime.run()
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)

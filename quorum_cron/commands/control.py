@@ -28,6 +28,7 @@ import click
 from quorum_cron.commands.common import config_option, fail, fmt_ms, load, redis_option, store_for
 from quorum_cron.config import Config
 from quorum_cron.errors import StoreError
+from quorum_cron.printable import printable
 from quorum_cron.store.base import JobControl
 from quorum_cron.store.redis import RedisStore
 
@@ -57,10 +58,15 @@ def _known(config: Config, job: str) -> None:
         fail(f"unknown job {job!r}: expected one of {', '.join(names) or '(none configured)'}")
 
 
+MAX_BY = 200
+"""Longest ``--by``: it is stored in the audit and shown by ``status`` for every paused job."""
+
+
 def _by(by: str | None) -> str:
     who = (by if by is not None else default_by()).strip()
-    if not who or "\n" in who:
-        fail(f"--by {by!r} is not a name: expected a non-empty single line")
+    if not who or len(who) > MAX_BY or not who.isprintable():
+        shown = repr(who) if len(who) <= 60 else f"{who[:60]!r}... ({len(who)} characters)"
+        fail(f"--by {shown} is not a name: expected 1-{MAX_BY} printable characters on one line")
     return who
 
 
@@ -104,8 +110,8 @@ def pause(job: str, config_path: Path, redis_url: str | None, reason: str, by: s
     _known(config, job)
     who = _by(by)
     reason = reason.strip()
-    if len(reason) > MAX_REASON or "\n" in reason:
-        fail(f"--reason is {len(reason)} characters: expected one line of at most {MAX_REASON}")
+    if len(reason) > MAX_REASON or not reason.isprintable():
+        fail(f"--reason is {len(reason)} characters: expected one line of at most {MAX_REASON} (printable)")
     control = _call(config, redis_url, job, lambda s: s.pause(job, who, reason), "pause")
     click.echo(f"paused {job}: {describe_control(control)}")
 
@@ -138,9 +144,10 @@ def _call(
 
 def describe_control(control: JobControl) -> str:
     """``paused by alice@h at 2024-... : reason`` / ``active (resumed by ... at ...)`` / ``active``."""
+    by, reason = printable(control.by, 100), printable(control.reason, 500)
     if control.paused:
-        text = f"paused by {control.by} at {fmt_ms(control.at_ms)}"
-        return f"{text}: {control.reason}" if control.reason else text
+        text = f"paused by {by} at {fmt_ms(control.at_ms)}"
+        return f"{text}: {reason}" if reason else text
     if control.by:
-        return f"active (resumed by {control.by} at {fmt_ms(control.at_ms)})"
+        return f"active (resumed by {by} at {fmt_ms(control.at_ms)})"
     return "active"

@@ -143,9 +143,29 @@ def demo(nodes: int, duration: float, redis_url: str | None, no_kill: bool) -> N
     """Run a local N-node cluster for a while, kill one node halfway, and count every slot."""
     console = Console(highlight=False)
     code = 1
-    with tempfile.TemporaryDirectory(prefix="quorum-cron-demo-") as tmp, _redis(redis_url, console) as url:
-        code = _run(console, Path(tmp), url, nodes, duration, kill=not no_kill and nodes >= 2)
+    # SIGTERM / SIGHUP would otherwise end the demo on the spot, leaving its
+    # agents running and its temp dir (with a config naming the Redis URL)
+    # behind: turn them into the same clean stop as Ctrl-C.
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="quorum-cron-demo-") as tmp,
+            _redis(redis_url, console) as url,
+        ):
+            code = _run(console, Path(tmp), url, nodes, duration, kill=not no_kill and nodes >= 2)
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     sys.exit(code)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """First SIGTERM/SIGHUP/SIGINT: unwind like Ctrl-C (every ``finally`` cleans up); later ones: ignored."""
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def _run(console: Console, tmp: Path, url: str, size: int, duration: float, *, kill: bool) -> int:
@@ -181,6 +201,9 @@ def _run(console: Console, tmp: Path, url: str, size: int, duration: float, *, k
             threading.Thread(target=_reader, args=(node, proc.stderr, events), daemon=True).start()
         return _watch(console, nodes, events, ran_file, size, duration, kill, url, namespace)
     except KeyboardInterrupt:
+        # Ignore further interrupts while cleaning up (bounded: _stop_all SIGKILLs stragglers).
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
         console.print("[yellow]interrupted: stopping every node[/]")
         return 130
     finally:

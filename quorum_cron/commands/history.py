@@ -14,7 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from quorum_cron.commands.common import config_option, fail, fmt_ms, load, redis_option, store_for
-from quorum_cron.errors import StoreError
+from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.printable import cell, printable
 from quorum_cron.store.base import LedgerEntry, SlotState
 
 __all__ = ["history"]
@@ -52,7 +53,12 @@ def history(
     try:
         entries: list[LedgerEntry] = []
         for name in [job] if job else names:
-            entries.extend(store.ledger(name, limit))
+            try:
+                entries.extend(store.ledger(name, limit))
+            except StoreUnavailable:
+                raise
+            except StoreError as exc:  # this job's ledger is corrupt: say so, show the others
+                click.echo(f"warning: ledger of {name!r} unreadable: {printable(str(exc), 300)}", err=True)
     except StoreError as exc:
         fail(f"cannot read the store at {shown}: {exc}")
     finally:
@@ -75,15 +81,15 @@ def history(
             fmt_ms(e.fire_ms),
             e.job,
             f"[{style}]{e.state}[/]" if style else str(e.state),
-            e.reason,
-            e.executor or "-",
+            cell(e.reason),
+            cell(e.executor or "-", 100),
             str(e.token or "-"),
-            ",".join(e.voters) or "-",
+            cell(",".join(e.voters) or "-"),
             str(e.started_ms - e.fire_ms) if e.started_ms else "-",
             str(e.finished_ms - e.started_ms) if e.started_ms and e.finished_ms else "-",
         ]
         if detail:
-            row.append(e.detail)
+            row.append(cell(e.detail, 4000, newlines=True))
         table.add_row(*row)
     Console().print(table)
 

@@ -23,7 +23,8 @@ from quorum_cron.agent.membership import QuorumHealth
 from quorum_cron.commands.common import ago, config_option, fail, fmt_ms, load, redis_option, store_for
 from quorum_cron.commands.control import describe_control
 from quorum_cron.config import JobSpec
-from quorum_cron.errors import StoreError
+from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.printable import cell
 from quorum_cron.store.base import JobControl, LedgerEntry, Member, SlotState
 
 __all__ = ["status"]
@@ -52,11 +53,29 @@ def status(config_path: Path, redis_url: str | None, as_json: bool) -> None:
         members = store.members()
         last: dict[str, LedgerEntry | None] = {}
         controls: dict[str, JobControl] = {}
-        # Pipelined (on a cluster: one pipeline per master), not a round trip per job.
+        unreadable: dict[str, str] = {}
         names = [spec.name for spec in jobs]
-        for name, (_, entries, control) in zip(names, store.ledger_tails(names, 1, {}), strict=True):
-            last[name] = entries[0] if entries else None
-            controls[name] = control
+        try:
+            # Pipelined (on a cluster: one pipeline per master), not a round trip per job.
+            for name, (_, entries, control) in zip(names, store.ledger_tails(names, 1, {}), strict=True):
+                last[name] = entries[0] if entries else None
+                controls[name] = control
+        except StoreUnavailable:
+            raise
+        except StoreError:
+            # Some job's keys are corrupt (e.g. a wrong type): read job by job, so
+            # that job is shown as unreadable and the others still are.
+            for name in names:
+                try:
+                    entries = store.ledger(name, 1)
+                    controls[name] = store.control(name)
+                except StoreUnavailable:
+                    raise
+                except StoreError as exc:
+                    entries = []
+                    controls[name] = JobControl(False, "", 0, "")
+                    unreadable[name] = str(exc)
+                last[name] = entries[0] if entries else None
     except StoreError as exc:
         fail(f"cannot read the store at {shown}: {exc}")
     finally:
@@ -76,9 +95,12 @@ def status(config_path: Path, redis_url: str | None, as_json: bool) -> None:
     )
     console.print(_members_table(members, now))
     console.print(_jobs_table(jobs, last, controls, now))
+    for name, problem in unreadable.items():
+        console.print(f"[red]{name}: store state unreadable[/]: {cell(problem, 300)}", soft_wrap=True)
     for name, control in controls.items():
         if control.paused:
-            console.print(f"[yellow]{name} is PAUSED[/]: {describe_control(control)}", soft_wrap=True)
+            why = cell(describe_control(control), 0)
+            console.print(f"[yellow]{name} is PAUSED[/]: {why}", soft_wrap=True)
     sys.exit(0 if health.ok else 1)
 
 
@@ -93,16 +115,16 @@ def _members_table(members: list[Member], now: int) -> Table:
         clock_cell = (
             f"[green]{clock}[/]"
             if clock == "trusted"
-            else f"[red]{clock}[/]: {m.info.get('clock_reason', '')}"
+            else f"[red]{cell(clock, 40)}[/]: {cell(m.info.get('clock_reason', ''))}"
         )
         table.add_row(
-            m.node,
-            m.info.get("host", ""),
-            m.incarnation[:8],
+            cell(m.node, 100),
+            cell(m.info.get("host", ""), 100),
+            cell(m.incarnation[:8]),
             ago(m.seen_ms, now),
             clock_cell,
-            m.info.get("clock_offset_ms", ""),
-            m.info.get("voting", ""),
+            cell(m.info.get("clock_offset_ms", ""), 20),
+            cell(m.info.get("voting", ""), 20),
         )
     return table
 
@@ -129,7 +151,7 @@ def _jobs_table(
         entry = last.get(name)
         expr, tz = spec.schedule_expr, spec.timezone
         control = controls[name]
-        control_cell = f"[yellow]paused[/] by {control.by}" if control.paused else "active"
+        control_cell = f"[yellow]paused[/] by {cell(control.by, 100)}" if control.paused else "active"
         if entry is None:
             table.add_row(
                 name,
@@ -151,9 +173,9 @@ def _jobs_table(
             f"{fmt_ms(next_ms)} ({ago(next_ms, now)})",
             fmt_ms(entry.fire_ms),
             f"[{style}]{entry.state}[/]" if style else str(entry.state),
-            entry.executor or "-",
+            cell(entry.executor or "-", 100),
             str(entry.token or "-"),
-            entry.reason,
+            cell(entry.reason),
         )
     return table
 

@@ -98,6 +98,39 @@ local function bind(g)
   M, M_dirty = nil, nil
 end
 
+-- Hostile store contents (issue 11): anyone with write access to Redis can
+-- put a key of the wrong type where a job's key belongs, or a token counter
+-- that is not a count. A multi-step write checks both before its first
+-- write, so it fails whole (an error reply) instead of applying part-way.
+-- Only end_slot needs the type check: its first write (the slot) comes
+-- before the indexes and the ledger. A commit's first write is the open
+-- index (ZADD fails before anything is written), and meta is read (HMGET)
+-- before it is written, so the vote's hot path pays nothing for it.
+local KEY_TYPES = {{'open', 'zset'}, {'slots', 'zset'}, {'ledger', 'stream'}}
+local TYPES_OK -- the prefix whose key types were checked in this call
+
+local function check_types()
+  if TYPES_OK == P then
+    return
+  end
+  for _, kt in ipairs(KEY_TYPES) do
+    local t = redis.call('TYPE', P .. kt[1]).ok
+    if t ~= 'none' and t ~= kt[2] then
+      error('corrupt store: ' .. P .. kt[1] .. ' is a ' .. t .. ' (expected a ' .. kt[2] .. ')')
+    end
+  end
+  TYPES_OK = P
+end
+
+-- A token counter: unset, or a positive integer below 2^53 (exact in a
+-- double; beyond, +1 would repeat a token).
+local function check_counter(tk)
+  if tk and not (string.match(tk, '^[1-9]%d*$') and #tk <= 16 and tonumber(tk) < 9007199254740991) then
+    error('corrupt store: token counter ' .. P .. 'meta tk = ' .. string.sub(tk, 1, 40)
+      .. ' (expected a positive integer below 2^53)')
+  end
+end
+
 local function job()
   if JOB == nil then
     JOB = sub(P, JOB_AT, -3)
@@ -184,6 +217,9 @@ local function load(fire, purge_dead, raw, key, firen)
   local at
   if x == nil then
     x, at = match(raw, '^%a+ (%d+) ()')
+    if x == nil then
+      error('corrupt store: slot ' .. key .. ' holds ' .. string.sub(raw, 1, 40))
+    end
   end
   if expired(x) then
     if purge_dead then
@@ -372,6 +408,7 @@ end
 -- Move a slot to a terminal state: write it, move it from the open index to
 -- the terminal one (trimming that), append its ledger entry.
 local function end_slot(r, state, reason)
+  check_types()
   local f = r.f
   f.st = state
   f.rs = reason
@@ -418,6 +455,7 @@ local function assign(r)
     return false
   end
   local m = meta()
+  check_counter(m.tk)
   local tk = fmt(num(m.tk) + 1)
   meta_set('tk', tk, tk)
   local f = r.f

@@ -14,11 +14,21 @@
 local K = KEYS[1]
 local op = ARGV[2]
 
+-- A member value, or nil when it is not one (anyone can write the hash):
+-- a corrupt entry neither blocks a heartbeat nor fails the list.
+local function entry(raw)
+  local ok, c = pcall(cjson.decode, raw)
+  if ok and type(c) == 'table' and type(c[1]) == 'string' and tonumber(c[3]) then
+    return c
+  end
+  return nil
+end
+
 if op == 'h' then
   local node, inc = ARGV[3], ARGV[4]
   local cur = redis.call('HGET', K, node)
-  if cur then
-    local c = cjson.decode(cur)
+  local c = cur and entry(cur)
+  if c then
     if c[1] ~= inc and tonumber(c[3]) > now then
       return {NOW, 0, c[1]}
     end
@@ -30,7 +40,8 @@ end
 if op == 'l' then
   local node, inc = ARGV[3], ARGV[4]
   local cur = redis.call('HGET', K, node)
-  if cur and cjson.decode(cur)[1] == inc then
+  local c = cur and entry(cur)
+  if c and c[1] == inc then
     redis.call('HDEL', K, node)
   end
   return {NOW}
@@ -39,7 +50,8 @@ end
 local out = {NOW}
 local raw = redis.call('HGETALL', K)
 for i = 1, #raw, 2 do
-  if tonumber(cjson.decode(raw[i + 1])[3]) > now then
+  local c = entry(raw[i + 1])
+  if not c or tonumber(c[3]) > now then -- a corrupt entry is listed for the reader to report
     out[#out + 1] = raw[i]
     out[#out + 1] = raw[i + 1]
   else

@@ -14,8 +14,12 @@ bind(1)
 local out = {NOW}
 local fires, seen = {}, {}
 for _, index in ipairs({'open', 'slots'}) do
-  for _, f in ipairs(redis.call('ZRANGEBYSCORE', P .. index, ARGV[7], ARGV[8])) do
-    if not seen[f] then
+  local members = redis.pcall('ZRANGEBYSCORE', P .. index, ARGV[7], ARGV[8])
+  if members.err then -- a corrupt index: read what the other one knows
+    members = {}
+  end
+  for _, f in ipairs(members) do
+    if not seen[f] and match(f, '^%d+$') then -- (an index member is a fire time, or corrupt)
       seen[f] = true
       fires[#fires + 1] = f
     end
@@ -25,8 +29,11 @@ table.sort(fires, function(a, b)
   return tonumber(a) < tonumber(b)
 end)
 for _, f in ipairs(fires) do
-  local r = load(f, false)
-  if r then
+  local ok, r = pcall(load, f, false)
+  if not ok then -- corrupt: passed on as stored, for the caller to report
+    local raw = redis.pcall('GET', P .. 'slot:' .. f)
+    out[#out + 1] = {f, type(raw) == 'string' and raw or 'corrupt'}
+  elseif r then
     out[#out + 1] = emit(f, r)
   end
 end

@@ -14,6 +14,7 @@ documents the key layout and each script's KEYS/ARGV and reply.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -26,6 +27,8 @@ from redis.exceptions import (
     AuthenticationError,
     ClusterDownError,
     ClusterError,
+    InvalidResponse,
+    OutOfMemoryError,
     ReadOnlyError,
     RedisClusterException,
     RedisError,
@@ -34,11 +37,11 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from quorum_cron.errors import ConfigError, StoreError, StoreUnavailable
+from quorum_cron.errors import ConfigError, StoreError, StoreOutOfMemory, StoreUnavailable
 from quorum_cron.redact import redact_url
 from quorum_cron.store import keys as store_keys
+from quorum_cron.store import parse
 from quorum_cron.store.base import (
-    AuditAction,
     AuditEntry,
     Delivery,
     HeartbeatResult,
@@ -77,6 +80,8 @@ from quorum_cron.store.scripts import (
 from quorum_cron.store.urls import RedisTarget, open_client, parse_redis_url
 
 __all__ = ["RedisStore", "redact_url"]
+
+_log = logging.getLogger("quorum_cron.store")
 
 _OVERLAP = {Overlap.ALLOW: "a", Overlap.FORBID: "f", Overlap.REPLACE: "r"}
 _DELIVERY = {Delivery.AT_MOST_ONCE: "m", Delivery.AT_LEAST_ONCE: "l"}
@@ -121,70 +126,24 @@ def _where(client: redis.Redis | RedisCluster) -> str:
     return f"redis://{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{db}"
 
 
+def _no_script(message: str) -> str:
+    """A redis-py error message without the script source some versions append (4 KB of Lua)."""
+    cut = message.find("\n")
+    message = message if cut < 0 else message[:cut]
+    return message if len(message) <= 500 else message[:500] + "..."
+
+
 def _text(value: object) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int):
-        return str(value)
-    raise TypeError(f"expected a string in the reply, got {type(value).__name__}")
-
-
-def _votes(votes: object) -> dict[str, str]:
-    """Check decoded votes: an object of spec hashes (cjson encodes an empty table as ``{}``)."""
-    if not isinstance(votes, dict) or not all(isinstance(h, str) for h in votes.values()):
-        raise ValueError(f"slot votes {votes!r} are not an object of spec hashes")
-    return votes
+    return parse.text(value, "reply value")
 
 
 def _slot_view(job: str, fire_ms: int, emitted: Sequence[object]) -> SlotView:
     """Decode an ``emit(code, slot)`` reply: ``{code, slot value}``."""
-    if len(emitted) != 2:
-        raise ValueError(f"slot reply has {len(emitted)} elements, expected 2")
-    return _slot_value(job, fire_ms, emitted[1])
+    return parse.slot_view(job, emitted, fire_ms)
 
 
 def _slot_value(job: str, fire_ms: int, record: object) -> SlotView:
-    """Decode a slot value as stored: ``""`` absent, ``"proposed <x> <dl> <votes JSON>"``
-    (votes ``{node: spec_hash}``), or ``"<st> <x> <record JSON>"`` (any other state)."""
-    if not record:
-        return SlotView(job=job, fire_ms=fire_ms, state=SlotState.ABSENT)
-    if not isinstance(record, (bytes, str)):
-        raise TypeError(f"expected a slot record in the reply, got {type(record).__name__}")
-    text = record.decode() if isinstance(record, bytes) else record
-    parts = text.split(" ", 3)
-    if len(parts) < 3:
-        raise ValueError(f"slot value {text!r} lacks its '<state> <expiry> ' header")
-    if parts[0] == "proposed":
-        if len(parts) != 4:
-            raise ValueError(f"proposed slot value {text!r} lacks its votes")
-        votes = _votes(json.loads(parts[3]))
-        return SlotView(
-            job=job, fire_ms=fire_ms, state=SlotState.PROPOSED, votes=tuple(sorted(votes.items()))
-        )
-    f = json.loads(text.split(" ", 2)[2])
-    if not isinstance(f, dict):
-        raise ValueError(f"slot record {record!r} is not an object")
-    votes = _votes(f.get("v") or {})
-    return SlotView(
-        job=job,
-        fire_ms=fire_ms,
-        state=SlotState(f["st"]),
-        votes=tuple(sorted(votes.items())),
-        spec_hash=f.get("sh", ""),
-        executor=f.get("ex", ""),
-        token=int(f.get("tk", 0)),
-        attempt=int(f.get("na", 0)),
-        reason=f.get("rs", ""),
-        committed_ms=int(f.get("cm", 0)),
-        started_ms=int(f.get("sm", 0)),
-        lease_until_ms=int(f.get("lu", 0)),
-        finished_ms=int(f.get("fm", 0)),
-        detail=f.get("dt", ""),
-        not_before_ms=int(f.get("nb", 0)),
-        runs=int(f.get("rn", 0)),
-    )
+    return parse.slot_value(job, fire_ms, record)
 
 
 def _stream_replies(reply: object) -> list[Any]:
@@ -297,6 +256,11 @@ class RedisStore:
             "" if self._cluster else self._assign_prefix,
             store_keys.job_name_offset(namespace),
         )
+        self.on_bad_value: Callable[[str, str], None] | None = None
+        """Called once per distinct bad value read (what, problem); see :meth:`_bad`."""
+        self._bad_seen: set[str] = set()
+        self.bad_values = 0
+        """How many bad values were read (each distinct one counted once)."""
 
     @classmethod
     def from_url(
@@ -348,6 +312,11 @@ class RedisStore:
     def __repr__(self) -> str:
         mode = "injected clock" if self._clock is not None else "server clock"
         return f"RedisStore({self._where}, namespace={self._ns!r}, {mode})"
+
+    @property
+    def members_key(self) -> str:
+        """The members hash ``qc:{<ns>}:members`` (checked by the agent before it starts)."""
+        return self._members_key
 
     @property
     def client(self) -> redis.Redis | RedisCluster:
@@ -405,10 +374,12 @@ class RedisStore:
             yield
         except AuthenticationError as exc:
             raise StoreError(f"redis at {self._where} refused {op}: {exc}") from exc
-        except (RedisConnectionError, RedisTimeoutError, ReadOnlyError) as exc:
+        except (RedisConnectionError, RedisTimeoutError, ReadOnlyError, InvalidResponse) as exc:
             # READONLY: the server we wrote to was demoted (Sentinel failover):
             # a lost reply, like a dropped connection; the caller retries.
-            raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {exc}") from exc
+            # InvalidResponse: whatever answered does not speak RESP — not Redis, or a broken proxy.
+            why = _no_script(str(exc))
+            raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {why}") from exc
         except (ClusterDownError, TryAgainError, AskError, ClusterError, RedisClusterException) as exc:
             # A cluster between owners (failover, migration) after bounded re-sends.
             raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {exc}") from exc
@@ -417,9 +388,32 @@ class RedisStore:
                 f"redis at {self._where}: outcome of {op} unknown, not replicated as required: {exc}"
             ) from exc
         except RedisError as exc:
-            raise StoreError(f"redis at {self._where} failed {op}: {exc}") from exc
+            if isinstance(exc, OutOfMemoryError) or "> 'maxmemory'" in str(exc):
+                why = f"redis at {self._where} refused {op}: {_no_script(str(exc))}"
+                raise StoreOutOfMemory(StoreOutOfMemory.PREFIX + why) from exc
+            raise StoreError(f"redis at {self._where} failed {op}: {_no_script(str(exc))}") from exc
         except (TypeError, ValueError, KeyError, IndexError) as exc:
             raise StoreError(f"unexpected reply from redis at {self._where} to {op}: {exc}") from exc
+
+    def _bad(self, what: str, problem: str) -> None:
+        """A value read from Redis was not what the scripts write: skip it, say so once.
+
+        Only the entry it belongs to (a slot, a member, a ledger entry) is
+        dropped from the reply; the caller goes on with the rest. Reported
+        once per distinct (what, problem) — a corrupt member is read on every
+        heartbeat — to the log and to :attr:`on_bad_value` (the agent turns
+        it into a metric and an alert).
+        """
+        key = f"{what}\n{problem}"
+        if key in self._bad_seen:
+            return
+        if len(self._bad_seen) < 10_000:
+            self._bad_seen.add(key)
+        self.bad_values += 1
+        _log.warning("bad value in redis at %s: %s: %s", self._where, what, problem)
+        hook = self.on_bad_value
+        if hook is not None:
+            hook(what, problem)
 
     def _now_arg(self) -> str:
         return "" if self._clock is None else str(self._clock())
@@ -547,13 +541,32 @@ class RedisStore:
                     )
                 now_ms = int(reply[0])
                 for i, code, record in zip(order, codes, reply[2:], strict=True):
-                    req = requests[i]
-                    results[i] = VoteResult(
-                        status=_STATUS[code],
-                        slot=_slot_value(req.job, req.fire_ms, record),
-                        now_ms=now_ms,
-                    )
+                    results[i] = self._vote_result(requests[i], code, record, now_ms)
         return [r for r in results if r is not None]
+
+    def _vote_result(self, req: VoteRequest, code: str, record: object, now_ms: int) -> VoteResult:
+        """One vote's result; a corrupt slot or job state fails this vote only.
+
+        Such a vote is reported (:meth:`_bad`) and answered as decided with
+        an absent slot: the node stops voting for the slot and runs nothing
+        (it has no committed slot with a token of its own).
+        """
+        problem = ""
+        status = _STATUS.get(code)
+        if status is None:
+            try:
+                problem = parse.text(record, "vote error", 300) if code == "X" else f"vote code {code!r}"
+            except parse.BadValue as exc:
+                problem = str(exc)
+        else:
+            try:
+                slot = _slot_value(req.job, req.fire_ms, record)
+                return VoteResult(status=status, slot=slot, now_ms=now_ms)
+            except parse.BadValue as exc:
+                problem = exc.problem
+        self._bad(f"slot {req.job}@{req.fire_ms}", problem)
+        absent = SlotView(job=req.job, fire_ms=req.fire_ms, state=SlotState.ABSENT)
+        return VoteResult(status=VoteStatus.DECIDED, slot=absent, now_ms=now_ms)
 
     def _vote_calls(
         self, requests: Sequence[VoteRequest], *, singles: bool = False
@@ -688,8 +701,7 @@ class RedisStore:
                 if len(reply) != len(order) + 1:
                     raise ValueError(f"sweep reply has {len(reply) - 1} sets for {len(order)} parameter sets")
                 for i, changed in zip(order, reply[1:], strict=True):
-                    job = params[i].job
-                    per_param[i] = [_slot_view(job, int(_text(s[0])), s) for s in map(_seq, _seq(changed))]
+                    per_param[i] = self._views(params[i].job, _seq(changed))
         return [view for views in per_param for view in views]
 
     def record_missed(self, job: str, fire_ms: int, deadline_ms: int, reason: str) -> SlotView:
@@ -709,7 +721,7 @@ class RedisStore:
     def high_water(self, job: str) -> int:
         with self._boundary("high_water"):
             value = self._client.hget(self._job_prefix(job) + store_keys.META, "hw")
-            return 0 if value is None else int(_text(value))
+            return 0 if value is None else parse.bounded_int(value, f"high-water mark of {job}", 0)
 
     def slot(self, job: str, fire_ms: int) -> SlotView:
         views = self._read(job, fire_ms, fire_ms)
@@ -723,37 +735,24 @@ class RedisStore:
     def _read(self, job: str, from_ms: int, to_ms: int) -> list[SlotView]:
         with self._boundary("read"):
             reply = _seq(self._scripts.call(self._job_call(READ, job, self._now_arg(), [from_ms, to_ms])))
-            return [_slot_view(job, int(_text(s[0])), s) for s in map(_seq, reply[1:])]
+            return self._views(job, reply[1:])
+
+    def _views(self, job: str, emitted: Sequence[object]) -> list[SlotView]:
+        """Decode ``emit(fire, slot)`` elements; a corrupt one is reported and left out."""
+        out = []
+        for e in emitted:
+            try:
+                out.append(parse.slot_view(job, _seq(e)))
+            except parse.BadValue as exc:
+                self._bad(exc.what, exc.problem)
+        return out
 
     def ledger(self, job: str, limit: int) -> list[LedgerEntry]:
         if limit <= 0:
             return []
         with self._boundary("ledger"):
             entries = self._client.xrevrange(self._job_prefix(job) + store_keys.LEDGER, count=limit) or []
-            return [self._ledger_entry(job, fields or {}) for _, fields in entries]
-
-    @staticmethod
-    def _ledger_entry(job: str, raw: dict[Any, Any]) -> LedgerEntry:
-        """A ledger stream entry; the scripts leave empty and zero fields out."""
-        f = {_text(k): _text(v) for k, v in raw.items()}
-        voters = json.loads(f.get("voters", "[]"))
-        if voters == {}:  # Lua's cjson encodes an empty table as an object
-            voters = []
-        if not isinstance(voters, list) or not all(isinstance(v, str) for v in voters):
-            raise ValueError(f"ledger voters {f['voters']!r} is not a list of node ids")
-        return LedgerEntry(
-            job=job,
-            fire_ms=int(f["fire"]),
-            state=SlotState(f["state"]),
-            reason=f.get("reason", ""),
-            voters=tuple(sorted(voters)),
-            executor=f.get("executor", ""),
-            token=int(f.get("token", 0)),
-            committed_ms=int(f.get("committed", 0)),
-            started_ms=int(f.get("started", 0)),
-            finished_ms=int(f["finished"]),
-            detail=f.get("detail", ""),
-        )
+            return self._entries(job, "ledger", entries)
 
     # -- operator control ----------------------------------------------------
 
@@ -775,33 +774,28 @@ class RedisStore:
         return _seq(self._scripts.call(Call(CONTROL, names, args)))
 
     @staticmethod
-    def _job_control(paused: object, by: object, at: object, reason: object) -> JobControl:
-        return JobControl(
-            paused=_text(paused or "") == "1",
-            by=_text(by or ""),
-            at_ms=int(_text(at or "0")),
-            reason=_text(reason or ""),
-        )
+    def _job_control(job: str, paused: object, by: object, at: object, reason: object) -> JobControl:
+        return parse.job_control(job, paused, by, at, reason)
 
     def pause(self, job: str, by: str, reason: str) -> JobControl:
         with self._boundary("pause"):
             reply = self._control_call("p", job, by, reason)
             if len(reply) != 5:
                 raise ValueError(f"pause reply has {len(reply)} elements, expected 5")
-            return self._job_control(*reply[1:])
+            return self._job_control(job, *reply[1:])
 
     def resume(self, job: str, by: str) -> JobControl:
         with self._boundary("resume"):
             reply = self._control_call("r", job, by)
             if len(reply) != 5:
                 raise ValueError(f"resume reply has {len(reply)} elements, expected 5")
-            return self._job_control(*reply[1:])
+            return self._job_control(job, *reply[1:])
 
     def control(self, job: str) -> JobControl:
         with self._boundary("control"):
             fields = ["p", "pb", "pa", "pr"]
             paused, by, at, reason = self._client.hmget(self._job_prefix(job) + store_keys.META, fields)
-            return self._job_control(paused, by, at, reason)
+            return self._job_control(job, paused, by, at, reason)
 
     def trigger(self, job: str, by: str) -> int:
         with self._boundary("trigger"):
@@ -813,25 +807,31 @@ class RedisStore:
     def triggers(self, job: str, since_ms: int) -> list[int]:
         with self._boundary("triggers"):
             reply = self._control_call("l", job, since_ms)
-            return [int(_text(f)) for f in reply[1:]]
+            out = []
+            for f in reply[1:]:
+                try:
+                    out.append(parse.bounded_int(f, f"trigger of {job}", 0))
+                except parse.BadValue as exc:
+                    self._bad(exc.what, exc.problem)
+            return out
 
     def audit(self, job: str, limit: int) -> list[AuditEntry]:
         if limit <= 0:
             return []
         with self._boundary("audit"):
             entries = self._client.xrevrange(self._job_prefix(job) + store_keys.AUDIT, count=limit) or []
-            return [self._audit_entry(job, raw or {}) for _, raw in entries]
+            return self._entries(job, "audit", entries)
 
-    @staticmethod
-    def _audit_entry(job: str, raw: dict[Any, Any]) -> AuditEntry:
-        f = {_text(k): _text(v) for k, v in raw.items()}
-        return AuditEntry(
-            job=job,
-            action=AuditAction(f["action"]),
-            by=f.get("by", ""),
-            at_ms=int(f["at"]),
-            detail=f.get("detail", ""),
-        )
+    def _entries(self, job: str, kind: str, entries: Sequence[Any]) -> list[Any]:
+        """Decode ledger (``kind`` "ledger") or audit stream entries; a corrupt one is reported, left out."""
+        decode = parse.ledger_entry if kind == "ledger" else parse.audit_entry
+        out = []
+        for _, fields in entries:
+            try:
+                out.append(decode(job, fields or {}))
+            except parse.BadValue as exc:
+                self._bad(exc.what, exc.problem)
+        return out
 
     # -- observation (read-only, for the web face) -----------------------------
 
@@ -884,12 +884,9 @@ class RedisStore:
             out: list[LedgerEntry | AuditEntry] = []
             for key, entries in replies:
                 kind, job = streams[_text(key)]
-                for entry_id, fields in entries:
-                    cursor[f"{kind}:{job}"] = _text(entry_id)
-                    if kind == "ledger":
-                        out.append(self._ledger_entry(job, fields or {}))
-                    else:
-                        out.append(self._audit_entry(job, fields or {}))
+                if entries:
+                    cursor[f"{kind}:{job}"] = _text(entries[-1][0])
+                out.extend(self._entries(job, kind, entries))
             return out
 
     def ledger_tails(
@@ -919,9 +916,14 @@ class RedisStore:
                 replies = pipe.execute()
                 for k, job in enumerate(batch):
                     raw = (replies[2 * k] or []) if limit > 0 else []
-                    entries = [self._ledger_entry(job, fields or {}) for _, fields in raw]
+                    entries = self._entries(job, "ledger", raw)
                     newest = _text(raw[0][0]) if raw else after.get(job, "")
-                    out.append((newest, entries, self._job_control(*replies[2 * k + 1])))
+                    try:
+                        control = self._job_control(job, *replies[2 * k + 1])
+                    except parse.BadValue as exc:
+                        self._bad(exc.what, exc.problem)
+                        control = JobControl(False, "", 0, "")
+                    out.append((newest, entries, control))
         return out
 
     def server_info(self) -> dict[str, str]:
@@ -957,20 +959,11 @@ class RedisStore:
             if len(pairs) % 2:
                 raise ValueError("odd number of elements in the members reply")
             out = []
-            for i in range(0, len(pairs), 2):
-                inc, seen, expires, info_json = json.loads(_text(pairs[i + 1]))
-                info = json.loads(info_json)
-                if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
-                    raise ValueError(f"member info {info_json!r} is not an object of strings")
-                out.append(
-                    Member(
-                        node=_text(pairs[i]),
-                        incarnation=inc,
-                        seen_ms=int(seen),
-                        expires_ms=int(expires),
-                        info=info,
-                    )
-                )
+            for i in range(0, min(len(pairs), 2 * parse.MAX_MEMBERS), 2):
+                try:
+                    out.append(parse.member_entry(pairs[i], pairs[i + 1]))
+                except parse.BadValue as exc:
+                    self._bad(exc.what, exc.problem)
             return sorted(out, key=lambda m: m.node)
 
     def time_ms(self) -> int:

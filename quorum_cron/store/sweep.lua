@@ -55,10 +55,25 @@ for g = 1, #KEYS do
     local deadline, start_timeout, delivery = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
     i = i + 3
     local changed = {}
-    for _, f in ipairs(redis.call('ZRANGE', P .. 'open', 0, -1)) do
-      local r, why = load(f, true)
+    local open = redis.pcall('ZRANGE', P .. 'open', 0, -1)
+    if open.err then -- a corrupt index: this job is skipped, the others swept
+      open = {}
+    end
+    for _, f in ipairs(open) do
+      -- A corrupt slot (or job key) is skipped: it must not stop the sweep
+      -- of the other slots and jobs in this call.
+      local ok, r, why = pcall(load, f, true)
+      if not ok then
+        r, why = nil, 'corrupt'
+      end
       if r then
-        if sweep_one(r, deadline, start_timeout, delivery) then
+        local swept, changes = pcall(sweep_one, r, deadline, start_timeout, delivery)
+        if not swept then
+          if string.find(tostring(type(changes) == 'table' and changes.err or changes), 'OOM', 1, true) then
+            error(changes) -- out of memory is an outage, not a corrupt slot
+          end
+          M, M_dirty = nil, nil
+        elseif changes then
           changed[#changed + 1] = emit(r.fire, r)
         end
       elseif why == 'gone' then

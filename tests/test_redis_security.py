@@ -1,0 +1,152 @@
+"""Redis with a least-privilege ACL user, and Redis over TLS only (docs/operations.md, issue 11).
+
+The ACL rules are read from docs/operations.md, so what is documented is
+what is tested. The TLS server uses certificates this test generates with
+``openssl`` (CA, server for 127.0.0.1, client); it has no plain port.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from quorum_cron.embedded import EmbeddedRedis, find_redis_server
+from quorum_cron.store.base import SlotState
+from quorum_cron.store.redis import RedisStore
+from tests.agent_cluster import Cluster, free_port, job_toml
+from tests.tools import require_tool
+
+pytestmark = pytest.mark.slow
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
+CLI = [sys.executable, "-m", "quorum_cron"]
+
+
+def documented_acl() -> list[str]:
+    """The ``ACL SETUSER`` rules documented for quorum-cron (after the user name)."""
+    text = DOCS.read_text()
+    m = re.search(r"<!-- acl-rules:.*?-->\s*```\s*\n(ACL SETUSER \S+ .*)\n```", text)
+    assert m, "docs/operations.md lost its acl-rules block"
+    return m.group(1).split()[3:]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
+
+
+def run_one_node(tmp_path: Path, url: str, ns: str, store: RedisStore) -> None:
+    """One agent on ``url`` runs a 1 s job twice, records it, and leaves cleanly."""
+    c = Cluster(tmp_path, url, 1, namespace=ns)
+    try:
+        c._store = store
+        cfg = c.config(job_toml("tick", "@every 1s", c.out, overlap='"allow"'))
+        c.start("n1", cfg)
+        c.wait("two recorded runs", lambda: len(c.succeeded("tick")) >= 2 or None, 40)
+        ops = [("status",), ("history", "tick")] + [(op, "tick") for op in ("pause", "resume", "trigger")]
+        for args in ops:
+            res = cli(*args, "--config", str(cfg))
+            assert res.returncode == 0, (args, res.stdout, res.stderr)
+        assert c.stop()["n1"] == 0, c.describe()
+    finally:
+        c._store = None
+        c.close()
+
+
+def test_agent_and_commands_work_with_the_documented_acl_user(tmp_path: Path) -> None:
+    with EmbeddedRedis() as server:
+        admin = server.client()
+        try:
+            admin.execute_command("ACL", "SETUSER", "quorum-cron", "reset", *documented_acl())
+            admin.execute_command("ACL", "SETUSER", "quorum-cron", ">acl-pass")
+            admin.set("other:key", "not yours")
+            url = server.url.replace("redis://", "redis://quorum-cron:acl-pass@")
+            limited = redis.Redis.from_url(url)
+            # The user is really limited: other keys, admin commands are refused.
+            denials = (lambda: limited.get("other:key"), limited.flushall, lambda: limited.config_get("*"))
+            for denied in denials:
+                with pytest.raises(redis.exceptions.NoPermissionError):
+                    denied()
+            store = RedisStore(limited, "aclns")
+            run_one_node(tmp_path, url, "aclns", store)
+            entries = store.ledger("tick", 10)
+            assert entries and all(e.state == SlotState.SUCCEEDED for e in entries[-2:])
+            limited.close()
+        finally:
+            admin.close()
+
+
+# -- TLS ----------------------------------------------------------------------------------------
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run([require_tool("openssl"), *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture
+def tls_redis(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A TLS-only redis-server requiring client certificates; yields (rediss URL with options, cert dir)."""
+    d = tmp_path / "tls"
+    d.mkdir()
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+             "-days", "1", "-subj", "/CN=qc-test-ca", cwd=d)  # fmt: skip
+    for name, cn in (("server", "127.0.0.1"), ("client", "qc-client")):
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                 "-subj", f"/CN={cn}", cwd=d)  # fmt: skip
+        (d / "ext").write_text("subjectAltName=IP:127.0.0.1\n")
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                 "-out", f"{name}.crt", "-days", "1", "-extfile", "ext", cwd=d)  # fmt: skip
+    port = free_port()
+    args = [find_redis_server(), "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1"]
+    args += ["--tls-cert-file", str(d / "server.crt"), "--tls-key-file", str(d / "server.key")]
+    args += ["--tls-ca-cert-file", str(d / "ca.crt"), "--save", "", "--appendonly", "no", "--dir", str(d)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    query = f"ssl_ca_certs={d / 'ca.crt'}&ssl_certfile={d / 'client.crt'}&ssl_keyfile={d / 'client.key'}"
+    url = f"rediss://127.0.0.1:{port}/0?{query}"
+    client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.RedisError:
+                if proc.poll() is not None:
+                    out = proc.stdout.read().decode() if proc.stdout else ""
+                    pytest.fail(f"redis-server with TLS did not start (a build without TLS?):\n{out[-2000:]}")
+                assert time.monotonic() < deadline, "TLS redis-server did not answer"
+                time.sleep(0.05)
+        yield url, d
+    finally:
+        client.close()
+        proc.kill()
+        proc.wait()
+
+
+def test_agent_and_commands_over_tls_with_client_certificates(
+    tmp_path: Path, tls_redis: tuple[str, Path]
+) -> None:
+    url, _ = tls_redis
+    store = RedisStore.from_url(url, "tlsns", socket_timeout=5.0)
+    try:
+        run_one_node(tmp_path, url, "tlsns", store)
+        assert len([e for e in store.ledger("tick", 10) if e.state == SlotState.SUCCEEDED]) >= 2
+    finally:
+        store.close()
+    # Without the client certificate, or without the CA: one line, at once (not waited out as an outage).
+    bad_cfg = tmp_path / "bad.toml"
+    no_client = url.split("&ssl_certfile")[0]
+    no_ca = url.split("?")[0]
+    for bad in (no_client, no_ca):
+        cluster = f'[cluster]\nname = "tlsbad"\nsize = 1\nredis_url = "{bad}"\n'
+        job = '[[jobs]]\nname = "a"\nschedule = "@hourly"\ncommand = ["true"]\n'
+        bad_cfg.write_text(f'{cluster}ntp_unreachable = "store-time"\n\n{job}')
+        res = cli("agent", "--config", str(bad_cfg), "--node-id", "n1")
+        assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+        assert "error: TLS with rediss://127.0.0.1" in res.stderr, res.stderr

@@ -1,0 +1,223 @@
+"""A real Redis whose contents an attacker (or a bug) wrote: each bad value harms only its own job.
+
+Issue 11: a token counter that is not a count, a key of the wrong type, a
+garbage slot, member or ledger entry. The store must report the value, keep
+every other job working, never hand out a repeated token, and never apply a
+multi-step write part-way. The last test feeds hypothesis-generated garbage
+into every key the project reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.errors import StoreError
+from quorum_cron.store.base import SlotState, SweepParams, VoteRequest, VoteStatus
+from quorum_cron.store.redis import RedisStore
+
+T0 = 1_700_000_000_000
+NS = "h"
+
+
+class Clock:
+    def __init__(self, now: int = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def vote(job: str, fire: int, node: str = "n1", quorum: int = 1) -> VoteRequest:
+    return VoteRequest(
+        job=job, fire_ms=fire, node=node, spec_hash="h1", quorum=quorum, max_skew_ms=250, deadline_ms=30_000
+    )
+
+
+def key(job: str, suffix: str) -> str:
+    return f"qc:{{{NS}:{job}}}:{suffix}"
+
+
+@pytest.fixture
+def store(redis_client: redis.Redis) -> Iterator[tuple[RedisStore, list[tuple[str, str]]]]:
+    s = RedisStore(redis_client, NS, clock=Clock())
+    seen: list[tuple[str, str]] = []
+    s.on_bad_value = lambda what, problem: seen.append((what, problem))
+    yield s, seen
+
+
+@pytest.mark.parametrize("counter", ["abc", "9007199254740992", "1e300", "0", "-5", "1.5", " 7"])
+def test_corrupt_token_counter_stops_the_job_instead_of_reusing_tokens(
+    redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]], counter: str
+) -> None:
+    s, seen = store
+    redis_client.hset(key("a", "meta"), "tk", counter)
+    bad, good = s.vote([vote("a", T0), vote("b", T0)])
+    assert bad.status == VoteStatus.DECIDED and bad.slot.state == SlotState.ABSENT
+    assert good.status == VoteStatus.COMMITTED and good.slot.token == 1
+    assert any("token counter" in p for _, p in seen), seen
+    assert redis_client.hget(key("a", "meta"), "tk") == counter.encode()  # untouched
+    assert redis_client.get(key("a", f"slot:{T0}")) is None
+
+
+def test_wrong_type_ledger_refuses_finish_whole(
+    redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]]
+) -> None:
+    s, _ = store
+    [res] = s.vote([vote("a", T0)])
+    assert res.status == VoteStatus.COMMITTED
+    assert s.start("a", T0, "n1", res.slot.token, 10_000).ok
+    redis_client.set(key("a", "ledger"), "not a stream")
+    with pytest.raises(StoreError, match="ledger is a string"):
+        s.finish("a", T0, "n1", res.slot.token, True, "exit 0")
+    assert s.slot("a", T0).state == SlotState.RUNNING  # nothing applied
+    redis_client.delete(key("a", "ledger"))
+    done = s.finish("a", T0, "n1", res.slot.token, True, "exit 0")
+    assert done.ok and done.slot.state == SlotState.SUCCEEDED
+    assert [e.state for e in s.ledger("a", 10)] == [SlotState.SUCCEEDED]
+
+
+def test_garbage_members_are_skipped_and_own_garbage_entry_is_overwritten(
+    redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]]
+) -> None:
+    s, seen = store
+    assert s.heartbeat("n1", "inc1", 10_000, {"host": "a"}).ok
+    members_key = f"qc:{{{NS}}}:members"
+    redis_client.hset(members_key, "deep", "[" * 5000 + "]" * 5000)
+    redis_client.hset(members_key, "huge", json.dumps(["i", 1, 2**60, "{}"]))
+    redis_client.hset(members_key, "spec", json.dumps(["i", T0, T0 + 10_000, "x" * 60_000]))
+    redis_client.hset(members_key, "n2", "not json")
+    assert [m.node for m in s.members()] == ["n1"]
+    assert {w.split()[1].rstrip(":") for w, _ in seen} >= {"'deep'", "'huge'", "'spec'", "'n2'"}
+    assert s.heartbeat("n2", "inc2", 10_000, {}).ok  # its own corrupt entry does not block it
+    assert [m.node for m in s.members()] == ["n1", "n2"]
+
+
+def test_one_bad_ledger_entry_does_not_hide_the_others(
+    redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]]
+) -> None:
+    s, seen = store
+    for fire in (T0, T0 + 100):
+        [res] = s.vote([vote("a", fire)])
+        s.start("a", fire, "n1", res.slot.token, 10_000)
+        s.finish("a", fire, "n1", res.slot.token, True, "exit 0")
+    redis_client.xadd(key("a", "ledger"), {"fire": "9" * 400, "state": "succeeded", "finished": "1"})
+    redis_client.xadd(key("a", "ledger"), {"fire": "1", "state": "nonsense", "finished": "1"})
+    redis_client.xadd(key("a", "ledger"), {"fire": "1", "state": "failed", "finished": "1", "voters": "[[[["})
+    assert [e.fire_ms for e in s.ledger("a", 10)] == [T0 + 100, T0]
+    assert len(seen) == 3
+
+
+# -- hypothesis: garbage into every key and channel value the project reads ------------------
+
+_GARBAGE = st.one_of(
+    st.binary(max_size=64),
+    st.text(max_size=64),
+    st.integers().map(str),
+    st.just("[" * 3000 + "]" * 3000),
+    st.just("9" * 500),
+    st.just(f"proposed {T0 + 10**9} 0 " + "{" * 2000),
+    st.just(f"committed {T0 + 10**9} " + json.dumps({"st": "committed", "ex": "n1", "tk": "1e300"})),
+    st.just(f"running {T0 + 10**9} " + json.dumps({"st": "running", "ex": "n1", "tk": 2**60, "lu": "x"})),
+    st.just(f"succeeded {T0 + 10**9} " + json.dumps({"st": "succeeded", "v": [[[]]]})),
+    st.just(json.dumps(["inc", 0, 2**70, "{" * 100])),
+)
+# (key suffix, redis type to write it as)
+_TARGETS = st.sampled_from(
+    [
+        ("meta", "hash:tk"),
+        ("meta", "hash:q"),
+        ("meta", "hash:p"),
+        ("meta", "hash:pb"),
+        ("meta", "hash:pa"),
+        ("meta", "hash:hw"),
+        ("meta", "string"),
+        ("open", "zset"),
+        ("open", "string"),
+        ("slots", "zset"),
+        ("slots", "list"),
+        ("ledger", "stream"),
+        ("ledger", "string"),
+        ("audit", "stream"),
+        ("triggers", "zset"),
+        ("triggers", "string"),
+        (f"slot:{T0}", "string"),
+        (f"slot:{T0}", "hash"),
+        (f"slot:{T0}", "list"),
+        (f"slot:{T0 + 100}", "string"),
+        ("members", "hash"),
+        ("members", "string"),
+    ]
+)
+
+
+def _write(client: redis.Redis, suffix: str, kind: str, value: bytes | str) -> None:
+    k = f"qc:{{{NS}}}:members" if suffix == "members" else key("a", suffix)
+    if kind.startswith("hash:"):
+        if client.type(k) not in (b"hash", b"none"):
+            client.delete(k)
+        client.hset(k, kind[5:], value)
+    elif kind == "hash":
+        client.delete(k)
+        client.hset(k, "n9" if suffix == "members" else "x", value)
+    elif kind == "string":
+        client.delete(k)
+        client.set(k, value)
+    elif kind == "zset":
+        client.delete(k)
+        client.zadd(k, {value: T0})
+    elif kind == "list":
+        client.delete(k)
+        client.rpush(k, value)
+    elif kind == "stream":
+        client.delete(k)
+        client.xadd(k, {"fire": value, "state": value, "finished": value, "action": value, "at": value})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(writes=st.lists(st.tuples(_TARGETS, _GARBAGE), min_size=1, max_size=4))
+def test_garbage_in_one_job_never_breaks_the_other_or_runs_uncommitted(
+    redis_server: EmbeddedRedis, writes: list[tuple[tuple[str, str], bytes | str]]
+) -> None:
+    client = redis_server.client(retry=None, socket_timeout=5.0)
+    client.flushall()
+    clock = Clock()
+    s = RedisStore(client, NS, clock=clock)
+    s.on_bad_value = lambda what, problem: None
+    try:
+        s.heartbeat("n1", "i1", 60_000, {"host": "h"})
+        for (suffix, kind), value in writes:
+            _write(client, suffix, kind, value)
+        # Job "b" is untouched: its slot commits, runs and finishes as usual.
+        results = s.vote([vote("a", T0), vote("b", T0), vote("a", T0 + 100), vote("b", T0 + 100)])
+        b_results = [results[1], results[3]]
+        assert [r.status for r in b_results] == [VoteStatus.COMMITTED] * 2, results
+        assert [r.slot.token for r in b_results] == [1, 2]
+        # Whatever job "a" answered: a slot this node is told to run is committed to it with a token.
+        for r in (results[0], results[2]):
+            if r.slot.state == SlotState.COMMITTED and r.slot.executor == "n1":
+                assert r.slot.token >= 1
+                stored = s.slot("a", r.slot.fire_ms)
+                assert stored.state == SlotState.COMMITTED and stored.token == r.slot.token
+        clock.now += 5_000
+        s.sweep([SweepParams("a", 30_000, 60_000), SweepParams("b", 30_000, 60_000)])
+        for fire, r in zip((T0, T0 + 100), b_results, strict=True):
+            assert s.start("b", fire, "n1", r.slot.token, 10_000).ok
+            assert s.finish("b", fire, "n1", r.slot.token, True, "exit 0").ok
+        assert {e.fire_ms for e in s.ledger("b", 10)} == {T0, T0 + 100}
+        # Reads of "a" drop what is corrupt; single-key reads of a wrong-type
+        # key (the members hash itself, a's meta) raise a StoreError, nothing else.
+        s.slots("a", 0, T0 * 2)
+        reads = (s.members, lambda: s.ledger("a", 10), lambda: s.control("a"))
+        for op in (*reads, lambda: s.audit("a", 10), lambda: s.triggers("a", 0)):
+            with contextlib.suppress(StoreError):
+                op()
+    finally:
+        client.close()
