@@ -75,8 +75,12 @@ def test_agent_and_commands_work_with_the_documented_acl_user(tmp_path: Path) ->
                     denied()
             store = RedisStore(limited, "aclns")
             run_one_node(tmp_path, url, "aclns", store)
-            entries = store.ledger("tick", 10)
-            assert entries and all(e.state == SlotState.SUCCEEDED for e in entries[-2:])
+            entries = store.ledger("tick", 20)
+            # Runs recorded as the limited user (a slot missed while the node
+            # started, or skipped while paused, says nothing about permissions).
+            assert sum(e.state == SlotState.SUCCEEDED for e in entries) >= 2, entries
+            refused = [e for e in entries if e.state == SlotState.FAILED or "NOPERM" in e.reason + e.detail]
+            assert not refused, entries
             limited.close()
         finally:
             admin.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-import urllib.parse
 from pathlib import Path
 from typing import NoReturn
 
@@ -13,6 +12,7 @@ import click
 from quorum_cron.agent.setup import open_store
 from quorum_cron.config import Config, InvalidConfig, load_config
 from quorum_cron.errors import QuorumCronError
+from quorum_cron.store import urls as store_urls
 from quorum_cron.store.redis import RedisStore, redact_url
 
 __all__ = ["ago", "config_option", "fail", "fmt_ms", "load", "redis_option", "redis_url_problem", "store_for"]
@@ -67,49 +67,11 @@ def store_for(config: Config, redis_url: str | None) -> tuple[RedisStore, str]:
 def redis_url_problem(url: str) -> str | None:
     """Why ``url`` is not a usable Redis URL (one line, password-free), or None.
 
-    redis-py accepts more than it should: ``redis://:pw@/0`` connects to
-    localhost, ``redis://host/notadb`` to database 0. Both are refused here.
-    The userinfo is taken up to the last ``@`` (a password may hold ``/``).
+    The one parser of every URL form (:mod:`quorum_cron.store.urls`), which
+    also refuses what redis-py would misread (``redis://:pw@/0`` going to
+    localhost, ``/notadb`` going to database 0, an unencoded ``/`` in a password).
     """
-    shown = redact_url(url)
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme not in ("redis", "rediss", "unix"):
-        return f"Redis URL {shown!r}: expected redis://, rediss:// or unix://"
-    rest = rest[rest.rfind("@") + 1 :]
-    cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
-    hostport, path = rest[:cut], rest[cut:]
-    query = path.partition("?")[2].partition("#")[0]
-    path = path.partition("?")[0].partition("#")[0]
-    for pair in filter(None, query.split("&")):
-        key, _, value = pair.partition("=")
-        if key == "db" and not value.isdigit():
-            return f"Redis URL {shown!r}: database {value!r} is not a number (expected ?db=0)"
-    if scheme == "unix":
-        return None if path else f"Redis URL {shown!r} has no socket path (expected unix:///run/redis.sock)"
-    host, port = hostport, ""
-    if hostport.startswith("["):
-        host, _, port = hostport[1:].partition("]")
-        port = port.removeprefix(":")
-    elif ":" in hostport:
-        host, _, port = hostport.rpartition(":")
-    if not host:
-        return f"Redis URL {shown!r} has no host (expected e.g. redis://redis.internal:6379/0)"
-    if port and not (port.isdigit() and 0 < int(port) < 65536):
-        return f"Redis URL {shown!r}: port {port!r} is not a port number (expected 1-65535)"
-    db = path.strip("/")
-    if db and not db.isdigit():
-        return f"Redis URL {shown!r}: database {db!r} is not a number (expected e.g. /0)"
-    try:
-        parsed_host = urllib.parse.urlsplit(url).hostname or ""
-    except ValueError:
-        parsed_host = ""
-    if parsed_host.lower() != host.lower():
-        # The client reads the userinfo only up to the first / ? #: it would connect elsewhere.
-        return (
-            f"Redis URL {shown!r}: the user or password holds '/', '?', '#' or '@' "
-            f"(expected them percent-encoded: %2F %3F %23 %40)"
-        )
-    return None
+    return store_urls.redis_url_problem(url)
 
 
 def fmt_ms(ms: int) -> str:

@@ -164,17 +164,54 @@ def parse_redis_url(url: str) -> RedisTarget:
 
 
 def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
-    if "," in url.partition("://")[2].partition("/")[0]:
+    """A ``redis://``, ``rediss://`` or ``unix://`` URL, refusing what redis-py would misread.
+
+    ``redis://:pw@/0`` would go to localhost and ``redis://host/notadb`` to
+    database 0; a password holding an unencoded ``/ ? #`` makes the client's
+    ``urlsplit`` cut the userinfo there and connect to another host. So the
+    host is read here up to the LAST ``@`` and must be the one the client sees.
+    """
+    rest = url.partition("://")[2]
+    if "," in rest.partition("/")[0]:
         raise _bad(shown, "names several hosts (expected redis+sentinel:// or redis+cluster:// for several)")
+    rest = rest[rest.rfind("@") + 1 :]
+    cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    hostport, path = rest[:cut], rest[cut:]
+    query = path.partition("?")[2].partition("#")[0]
+    path = path.partition("?")[0].partition("#")[0]
+    for pair in filter(None, query.split("&")):
+        key, _, value = pair.partition("=")
+        if key == "db" and not value.isdigit():
+            raise _bad(shown, f"has ?db=, but database {value!r} is not a number (expected ?db=0)")
+    if scheme == "unix":
+        if not path:
+            raise _bad(shown, "has no socket path (expected e.g. 'unix:///run/redis.sock')")
+        return RedisTarget(mode="standalone", url=url, shown=shown)
+    host = hostport
+    if hostport.startswith("["):
+        host = hostport[1:].partition("]")[0]
+    elif ":" in hostport:
+        host = hostport.rpartition(":")[0]
+    if not host:
+        raise _bad(shown, "has no host (expected e.g. 'redis://redis.internal:6379/0')")
     try:
         parts = urllib.parse.urlsplit(url)
+        client_host = parts.hostname or ""
+    except ValueError as exc:
+        raise _bad(shown, f"is not a valid URL ({exc})") from None
+    if client_host.lower() != host.lower():
+        raise _bad(
+            shown,
+            "has '/', '?', '#' or '@' in its user or password "
+            "(expected them percent-encoded: %2F %3F %23 %40)",
+        )
+    try:
         _ = parts.port
     except ValueError as exc:
         raise _bad(shown, f"is not a valid URL ({exc})") from None
-    if scheme == "unix" and not parts.path:
-        raise _bad(shown, "has no socket path (expected e.g. 'unix:///run/redis.sock')")
-    if scheme != "unix" and not parts.hostname:
-        raise _bad(shown, "has no host (expected e.g. 'redis://redis.internal:6379/0')")
+    db = path.strip("/")
+    if db and not db.isdigit():
+        raise _bad(shown, f"has a path, but database {db!r} is not a number (expected e.g. /0)")
     return RedisTarget(mode="standalone", url=url, shown=shown, tls=scheme == "rediss")
 
 
