@@ -231,6 +231,8 @@ def check(records: Sequence[Record]) -> Report:
     commit_log: list[tuple[int, tuple[str, int], int, str, str]] = []
     """(t, slot, token, executor, by) of every commit, to forget those a failover lost."""
     ledger: dict[tuple[str, int], str] = {}
+    deadlines: dict[tuple[str, int], int] = {}
+    """Per slot, the largest deadline a counted vote carried: the store judges the window by it."""
     health = _Health()
     out = report.violations
     for r in records:
@@ -348,7 +350,7 @@ def check(records: Sequence[Record]) -> Report:
                     )
                 )
         elif ev == "vote":
-            _on_vote(r, sc, out, counted)
+            _on_vote(r, sc, out, counted, deadlines)
         elif ev == "decided":
             first_decided.setdefault(r["job"], r["t"])
         elif ev == "boot":
@@ -574,13 +576,20 @@ def _on_local_run(r: Record, report: Report, seen: set[tuple[str, int, str, int]
 
 
 def _on_vote(
-    r: Record, sc: Scenario, out: list[Violation], counted: dict[tuple[str, int], dict[str, str]]
+    r: Record,
+    sc: Scenario,
+    out: list[Violation],
+    counted: dict[tuple[str, int], dict[str, str]],
+    deadlines: dict[tuple[str, int], int],
 ) -> None:
     st = r["st"]
-    for job, fire, status, deadline, spec in r["slots"]:
+    for job, fire, status, own_deadline, spec in r["slots"]:
         if status not in ("recorded", "committed"):
             continue
         counted.setdefault((job, fire), {})[r["node"]] = spec
+        # A proposed slot keeps the largest deadline any vote carried (a run-once catch-up
+        # widens it; docs/protocol.md): a later vote with a shorter one is judged by that.
+        deadline = deadlines[(job, fire)] = max(deadlines.get((job, fire), 0), own_deadline)
         if st < fire - sc.settings.max_skew_ms:
             out.append(
                 Violation(
