@@ -307,6 +307,8 @@ class NodeCore(VotingSide, RunningSide):
             waits.extend(max(0, at - now.mono_ms) for at in js.awaiting.values() if at >= 0)
             waits.extend(max(0, at - now.wall_ms) for _, at in js.deferred.values())
             waits.extend(max(0, r.renew_at_mono - now.mono_ms) for r in js.running.values() if not r.renewing)
+            if self._killed_at_lease_end(js):
+                waits.extend(max(0, r.lease_until_mono - now.mono_ms) for r in js.running.values())
         waits.extend(
             max(0, self._finish_retry_mono.get(k, 0) - now.mono_ms)
             for k in self._finishes
@@ -364,9 +366,12 @@ class NodeCore(VotingSide, RunningSide):
                 if at < wake_wall:
                     wake_wall = at
         if js.running:
+            kills = self._killed_at_lease_end(js)
             for r in js.running.values():
                 if not r.renewing and r.renew_at_mono < wake_mono:
                     wake_mono = r.renew_at_mono
+                if kills and r.lease_until_mono < wake_mono:
+                    wake_mono = r.lease_until_mono  # killed at its lease end
         self._timers.update(js.index, wake_wall, wake_mono, visit_wall, visit_mono)
 
     def on_assigned(self, job: str, fire_ms: int, token: int, now: Now) -> list[Action]:

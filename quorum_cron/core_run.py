@@ -6,7 +6,10 @@ backoff) has come (``_maybe_start``, ``_defer``), its start reply turns into
 reply was lost is adopted from a read (``_adopt_start``), the lease is
 renewed every lease/3 counted from when the renew was *sent* (``_on_renew``),
 and a run the store no longer lets this node hold is killed
-(``_drop_stale_run``, ``_lease_check``). ``_on_view`` dispatches whatever
+(``_drop_stale_run``, ``_lease_check``). Under at-least-once a run is also
+killed on a timer at its lease end (``_renewals_due``), counted from when
+the last accepted renew (or the start) was sent, less :func:`lease_margin`:
+a renew whose reply has not come by then does not keep it alive. ``_on_view`` dispatches whatever
 slot state a call revealed.
 """
 
@@ -37,7 +40,25 @@ from quorum_cron.timers import NEVER
 
 _NEVER = NEVER
 
-__all__ = ["RunningSide"]
+__all__ = ["RunningSide", "lease_end", "lease_margin"]
+
+
+def lease_margin(lease_ms: int) -> int:
+    """How long before its lease ends in the store (by the node's clock) a run is killed.
+
+    The node measures the lease on its monotonic clock from when it *sent*
+    the start or renew, so the store's lease (set when the call arrived)
+    ends later by the network delay; what is left to cover is the two
+    clocks running at different rates. 1% (10,000 ppm) is twice the
+    simulator's largest drift and a hundred times a typical crystal's
+    (docs/protocol.md, "Leases").
+    """
+    return max(1, lease_ms // 100)
+
+
+def lease_end(sent_mono: int, lease_ms: int) -> int:
+    """The node's monotonic time at which a lease granted to a call sent at ``sent_mono`` is over."""
+    return sent_mono + lease_ms - lease_margin(lease_ms)
 
 
 class RunningSide(CoreState):
@@ -53,15 +74,30 @@ class RunningSide(CoreState):
     def _renewals_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
         for fire_ms in sorted(js.running):
             r = js.running[fire_ms]
+            if r.lease_until_mono <= now.mono_ms and self._killed_at_lease_end(js):
+                # No renew sent since was accepted in time: the lease is over in the store.
+                del js.running[fire_ms]
+                self._dirty.add(js.index)
+                out.append(Kill(js.job.name, fire_ms, r.token, "lease ended before a renew was accepted"))
+                continue
             if not r.renewing and r.renew_at_mono <= now.mono_ms:
                 r.renewing = True
                 r.renew_sent_mono = now.mono_ms
                 out.append(Renew(js.job.name, fire_ms, r.token, self.settings.lease_ms))
 
+    def _killed_at_lease_end(self, js: _JobState) -> bool:
+        """Whether the job's runs are killed on a timer at their lease end.
+
+        Under at-least-once only: there the store hands an expired lease to
+        another node, which runs the slot again. (Under at-most-once the
+        store marks the slot ``lost`` and never re-runs it.)
+        """
+        return js.job.delivery == Delivery.AT_LEAST_ONCE
+
     def _lease_check(self, js: _JobState, fire_ms: int, now: Now) -> list[Action]:
         """Unrenewable lease under at-least-once: another node may re-run, so stop ours."""
         r = js.running.get(fire_ms)
-        if r is None or now.mono_ms < r.lease_until_mono or js.job.delivery != Delivery.AT_LEAST_ONCE:
+        if r is None or now.mono_ms < r.lease_until_mono or not self._killed_at_lease_end(js):
             return []
         del js.running[fire_ms]
         self._dirty.add(js.index)
@@ -127,7 +163,7 @@ class RunningSide(CoreState):
         js.running[fire_ms] = _Running(
             token=view.token,
             renew_at_mono=sent + max(1, lease // 3),
-            lease_until_mono=sent + lease,
+            lease_until_mono=lease_end(sent, lease),
         )
         self._dirty.add(js.index)
         return [Run(js.job.name, fire_ms, view.token, js.job.timeout_ms)]
@@ -216,7 +252,7 @@ class RunningSide(CoreState):
         js.running[action.fire_ms] = _Running(
             token=action.token,
             renew_at_mono=sent + max(1, lease // 3),
-            lease_until_mono=sent + lease,
+            lease_until_mono=lease_end(sent, lease),
         )
         return [Run(action.job, action.fire_ms, action.token, js.job.timeout_ms)]
 
@@ -231,7 +267,7 @@ class RunningSide(CoreState):
             # The lease was extended after the renew was sent, not when we heard.
             lease = self.settings.lease_ms
             r.renew_at_mono = r.renew_sent_mono + max(1, lease // 3)
-            r.lease_until_mono = r.renew_sent_mono + lease
+            r.lease_until_mono = lease_end(r.renew_sent_mono, lease)
             return self._lease_check(js, action.fire_ms, now)
         del js.running[action.fire_ms]
         return [Kill(action.job, action.fire_ms, action.token, f"renew refused: {reply.reason}")]

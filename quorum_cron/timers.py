@@ -3,7 +3,7 @@
 A job's timers are four instants (see :class:`JobTimers`): when it must
 wake the node, by the wall clock (a fire time less the vote lead, a
 deferred start, an abstained slot's drop time) and by the monotonic clock
-(a retry, a poll, a renewal); and when a tick should *visit* it although
+(a retry, a poll, a renewal, a run's lease end); and when a tick should *visit* it although
 nothing woke the node for it (``VISIT_*``: a failed vote's slot passing its
 deadline before its retry, say). The core computes them from a job's state
 whenever the job changed; this module keeps them in one heap per kind with

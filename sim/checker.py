@@ -17,6 +17,13 @@ It proves, for the run it reads (not for all runs):
 * **every due slot is accounted for** — each fire time of each job between
   the start and the end of the run (less a tail long enough for a slot to
   finish) has a terminal entry in the store's final ledger;
+* **no run outlives its lease** — an ``at-least-once`` run (the delivery
+  under which the store hands an expired lease to another node) ends, or is
+  killed, no later by store time than the lease the store last granted it
+  (on its start or an accepted renew); the core kills it ``lease_margin``
+  before then by its own clock. A run whose node was paused meanwhile is
+  exempt (a documented limit: a paused process cannot be stopped), as is
+  one whose last lease was granted in writes a failover lost;
 * **liveness** — a due slot whose whole window (from ``max_skew + sweep``
   plus the largest clock error the scenario can cause before the fire time,
   to its deadline) saw at least ``Q`` healthy
@@ -47,6 +54,7 @@ __all__ = [
     "KNOWN_LIMITS",
     "LATE_RUN",
     "NEVER_SEEN",
+    "OUTLIVED_LEASE",
     "UNVOTED",
     "Report",
     "Violation",
@@ -58,6 +66,7 @@ RAN_STATES = frozenset({"succeeded", "failed", "skipped"})
 BUSY_LOOP = "busy wakeup loop"
 UNVOTED = "slot nobody could vote for left unaccounted"
 LATE_RUN = "run started after its lease expired"
+OUTLIVED_LEASE = "run outlived its lease in the store"
 FAILOVER_LOSS = "slot forgotten by a failover that lost writes"
 FAILOVER_STALL = "slot whose window fell in writes a failover lost"
 NEVER_SEEN = "slot of a job the store never saw, forgotten by a restart of every node"
@@ -210,6 +219,10 @@ def check(records: Sequence[Record]) -> Report:
     retry_at: dict[tuple[str, int, int], int] = {}
     """(job, fire, token) of a retry → store time before which it must not start."""
     alive: dict[tuple[str, int], tuple[str, int]] = {}
+    leases: dict[tuple[str, str, int, int], tuple[int, int]] = {}
+    """(node, job, fire, token) of a run → (store time its lease ends, true time it was granted)."""
+    unbound: set[tuple[str, str, int, int]] = set()
+    """Runs exempt from the lease rule: their node was paused, or their lease lost by a failover."""
     """Slots whose job process is alive: (node, token) of the run."""
     local_seen: set[tuple[str, int, str, int]] = set()
     first_decided: dict[str, int] = {}
@@ -218,6 +231,8 @@ def check(records: Sequence[Record]) -> Report:
     commit_log: list[tuple[int, tuple[str, int], int, str, str]] = []
     """(t, slot, token, executor, by) of every commit, to forget those a failover lost."""
     ledger: dict[tuple[str, int], str] = {}
+    deadlines: dict[tuple[str, int], int] = {}
+    """Per slot, the largest deadline a counted vote carried: the store judges the window by it."""
     health = _Health()
     out = report.violations
     for r in records:
@@ -244,13 +259,20 @@ def check(records: Sequence[Record]) -> Report:
             alive[key] = (r["node"], r["token"])
             _on_run(r, report, jobs, committed, runs, quorum_mode, late, forgotten, retry_tokens)
         elif ev in ("end", "kill"):
+            _check_lease(r, report, jobs, leases, unbound, quorum_mode)
             key = (r["job"], r["fire"])
             if alive.get(key) == (r["node"], r["token"]):
                 del alive[key]
         elif ev == "run_local":
             _on_local_run(r, report, local_seen, len(boots.get(r["node"], ())))
+        elif ev == "renew" and r["ok"] and "lease" in r:
+            leases[(r["node"], r["job"], r["fire"], r["token"])] = (r["lease"], r["t"])
+        elif ev == "pause":
+            unbound.update(k for k in leases if k[0] == r["node"])
         elif ev == "start" and r["ok"]:
             started[(r["node"], r["job"], r["fire"], r["token"])] = r["t"]
+            if "lease" in r:
+                leases[(r["node"], r["job"], r["fire"], r["token"])] = (r["lease"], r["t"])
             slot_starts.setdefault((r["job"], r["fire"]), []).append(r["t"])
             not_before = retry_at.get((r["job"], r["fire"], r["token"]))
             if not_before is not None and r.get("st", not_before) < not_before:
@@ -266,6 +288,7 @@ def check(records: Sequence[Record]) -> Report:
                 )
         elif ev == "fault" and r["kind"] == "store_failover" and r["phase"] == "begin":
             lagging.append((r["t"] - r["lost_ms"], r["t"]))
+            unbound.update(k for k, (_, granted) in leases.items() if granted >= r["t"] - r["lost_ms"])
             if not waits:
                 lost.append((r["t"] - r["lost_ms"], r["t"]))
             else:
@@ -327,7 +350,7 @@ def check(records: Sequence[Record]) -> Report:
                     )
                 )
         elif ev == "vote":
-            _on_vote(r, sc, out, counted)
+            _on_vote(r, sc, out, counted, deadlines)
         elif ev == "decided":
             first_decided.setdefault(r["job"], r["t"])
         elif ev == "boot":
@@ -375,6 +398,36 @@ def check(records: Sequence[Record]) -> Report:
         lambda job, fire: _never_seen(fire, job, first_decided, boots, sc),
     )
     return report
+
+
+def _check_lease(
+    r: Record,
+    report: Report,
+    jobs: Mapping[str, JobDef],
+    leases: dict[tuple[str, str, int, int], tuple[int, int]],
+    unbound: set[tuple[str, str, int, int]],
+    quorum_mode: bool,
+) -> None:
+    """A run's end (or kill) came no later, by store time, than the lease the store last granted it."""
+    key = (r["node"], r["job"], r["fire"], r["token"])
+    lease = leases.pop(key, None)
+    if key in unbound:
+        unbound.discard(key)
+        return
+    job = jobs.get(r["job"])
+    if lease is None or not quorum_mode or job is None or job.delivery != Delivery.AT_LEAST_ONCE:
+        return
+    if "st" in r and r["st"] > lease[0]:
+        report.violations.append(
+            Violation(
+                OUTLIVED_LEASE,
+                r["job"],
+                r["fire"],
+                r["t"],
+                f"{r['node']}'s run of token {r['token']} {r['ev']}ed at store time {r['st']}, "
+                f"{r['st'] - lease[0]} ms after its lease ended",
+            )
+        )
 
 
 def _on_run(
@@ -523,13 +576,20 @@ def _on_local_run(r: Record, report: Report, seen: set[tuple[str, int, str, int]
 
 
 def _on_vote(
-    r: Record, sc: Scenario, out: list[Violation], counted: dict[tuple[str, int], dict[str, str]]
+    r: Record,
+    sc: Scenario,
+    out: list[Violation],
+    counted: dict[tuple[str, int], dict[str, str]],
+    deadlines: dict[tuple[str, int], int],
 ) -> None:
     st = r["st"]
-    for job, fire, status, deadline, spec in r["slots"]:
+    for job, fire, status, own_deadline, spec in r["slots"]:
         if status not in ("recorded", "committed"):
             continue
         counted.setdefault((job, fire), {})[r["node"]] = spec
+        # A proposed slot keeps the largest deadline any vote carried (a run-once catch-up
+        # widens it; docs/protocol.md): a later vote with a shorter one is judged by that.
+        deadline = deadlines[(job, fire)] = max(deadlines.get((job, fire), 0), own_deadline)
         if st < fire - sc.settings.max_skew_ms:
             out.append(
                 Violation(

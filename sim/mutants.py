@@ -16,6 +16,9 @@ mutant                 what is broken
 ``untrusted-votes``    the core votes although its clock is not trusted
 ``retry-no-backoff``   the store lets a retry start at once, ignoring backoff
 ``same-executor``      a retry or takeover goes to the executor it had
+``lease-from-reply``   the core counts a renewed lease from the renew's reply,
+                       not from when it was sent, and kills no run on a
+                       timer at its lease end
 =====================  =======================================================
 """
 
@@ -23,7 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from quorum_cron.actions import Action, Now, Renew
 from quorum_cron.core import NodeCore
+from quorum_cron.core_state import _JobState
 from quorum_cron.model import (
     DECIDED_STATES,
     SlotState,
@@ -135,6 +140,24 @@ class _UntrustedVotes(QuorumStrategy):
         return process
 
 
+class _LeaseFromReplyCore(NodeCore):
+    def _killed_at_lease_end(self, js: _JobState) -> bool:
+        return False
+
+    def _on_renew(self, action: Renew, reply: TransitionResult, now: Now) -> list[Action]:
+        r = self._jobs[action.job].running.get(action.fire_ms)
+        if r is not None and r.token == action.token and reply.ok:
+            r.renew_sent_mono = now.mono_ms  # as if the lease began when the reply came
+        return super()._on_renew(action, reply, now)
+
+
+class _LeaseFromReply(QuorumStrategy):
+    def make_process(self, world: World, node: SimNode) -> QuorumProcess:
+        process = super().make_process(world, node)
+        process.core = _LeaseFromReplyCore(process.core.settings, self.core_jobs(world, node))
+        return process
+
+
 class _NoBackoffStore(MemoryStore):
     def finish(
         self,
@@ -170,6 +193,7 @@ MUTANTS: dict[str, str] = {
     "untrusted-votes": "the core votes although its clock is not trusted",
     "retry-no-backoff": "the store lets a retry start at once, ignoring its backoff",
     "same-executor": "a retry or takeover goes back to the executor the slot had",
+    "lease-from-reply": "the core counts a renewed lease from the reply, and kills no run at its lease end",
 }
 
 
@@ -191,4 +215,6 @@ def make_mutant(name: str) -> QuorumStrategy:
         return QuorumStrategy(store_factory=lambda w: _NoBackoffStore(_store_clock(w)))
     if name == "same-executor":
         return QuorumStrategy(store_factory=lambda w: _SameExecutorStore(_store_clock(w)))
+    if name == "lease-from-reply":
+        return _LeaseFromReply()
     raise ValueError(f"unknown mutant {name!r}: expected one of {', '.join(MUTANTS)}")

@@ -242,6 +242,7 @@ class QuorumStrategy:
                 ok=res.ok,
                 why=res.reason,
                 st=res.now_ms,
+                lease=res.slot.lease_until_ms,
             )
             if not res.ok and res.slot.token > action.token:
                 world.reached("stale executor refused by the fenced start", node=node.id)
@@ -249,7 +250,13 @@ class QuorumStrategy:
                 world.on_started(node)
         elif kind is Renew:
             res = reply  # type: ignore[assignment]
-            if not res.ok:
+            if res.ok:
+                # The checker's evidence of the lease the store now holds (store time).
+                world.trace.emit(
+                    t, "renew", node=node.id, job=action.job, fire=action.fire_ms, token=action.token,
+                    ok=True, st=res.now_ms, lease=res.slot.lease_until_ms,
+                )
+            else:
                 self._transition(world, node, "renew", action.job, action.fire_ms, action.token, res)
         elif kind is Finish:
             res = reply  # type: ignore[assignment]

@@ -252,7 +252,10 @@ class World:
         if not node.up:
             return
         for job, fire_ms, token in sorted(node.runs):
-            self.trace.emit(self.loop.now, "kill", node=node.id, job=job, fire=fire_ms, token=token, why=why)
+            self.trace.emit(
+                self.loop.now, "kill", node=node.id, job=job, fire=fire_ms, token=token, why=why,
+                st=self.store.clock.wall(self.loop.now),
+            )
         node.runs.clear()
         node.inbox.clear()
         node.up = False
@@ -453,14 +456,20 @@ class World:
             return
         del node.runs[key]
         job, fire_ms, token = key
-        self.trace.emit(self.loop.now, "end", node=node.id, job=job, fire=fire_ms, token=token, ok=ok)
+        self.trace.emit(
+            self.loop.now, "end", node=node.id, job=job, fire=fire_ms, token=token, ok=ok,
+            st=self.store.clock.wall(self.loop.now),
+        )
         if node.process is not None:
             self._deliver(node, incarnation, node.process.run_finished, job, fire_ms, token, ok, detail)
 
     def kill_run(self, node: SimNode, job: str, fire_ms: int, token: int, why: str) -> None:
         """Stop a job process (the side effect of its start cannot be undone)."""
         if node.runs.pop((job, fire_ms, token), None) is not None:
-            self.trace.emit(self.loop.now, "kill", node=node.id, job=job, fire=fire_ms, token=token, why=why)
+            self.trace.emit(
+                self.loop.now, "kill", node=node.id, job=job, fire=fire_ms, token=token, why=why,
+                st=self.store.clock.wall(self.loop.now),
+            )
 
     def on_started(self, executor: SimNode) -> None:
         """The store just let ``executor`` start a slot (its reply is on the way): "pause on start"."""

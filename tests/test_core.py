@@ -411,3 +411,32 @@ def test_a_missed_record_the_store_keeps_failing_backs_off_to_sixteen_retries() 
 def core_view_missed(record: RecordMissed) -> object:
     store = MemoryStore(lambda: record.fire_ms + 10_000)
     return store.record_missed(record.job, record.fire_ms, record.deadline_ms, record.reason)
+
+
+@pytest.mark.parametrize("delivery", [Delivery.AT_LEAST_ONCE, Delivery.AT_MOST_ONCE])
+def test_an_at_least_once_run_is_killed_at_its_lease_end_counted_from_the_accepted_renews_send(
+    delivery: Delivery,
+) -> None:
+    from quorum_cron.core_run import lease_margin
+    from quorum_cron.model import SlotView
+
+    lease = 3000
+    settings = NodeSettings(node_id="n1", quorum=1, lease_ms=lease)
+    core = NodeCore(settings, [job("a", 60_000, delivery=delivery)])
+    core.set_trust(True)
+    (start,) = core.on_assigned("a", T0, 1, Now(T0, 0))
+    running = TransitionResult(True, SlotView("a", T0, SlotState.RUNNING, token=1, executor="n1"), T0)
+    assert core.on_reply(start, running, Now(T0 + 100, 100)) == [Run("a", T0, 1, 60_000)]
+    (renew,) = [a for a in core.tick(Now(T0 + 1000, 1000)) if isinstance(a, Renew)]
+    assert core.on_reply(renew, running, Now(T0 + 1800, 1800)) == []  # accepted; the reply was slow
+    (late,) = [a for a in core.tick(Now(T0 + 2000, 2000)) if isinstance(a, Renew)]  # never answered
+    end = 1000 + lease - lease_margin(lease)  # from the accepted renew's send, not its reply (1800)
+    if delivery == Delivery.AT_LEAST_ONCE:
+        assert core.next_wakeup(Now(T0 + 3000, 3000)) <= end - 3000  # the timer wakes the node
+    assert not [a for a in core.tick(Now(T0 + end - 1, end - 1)) if isinstance(a, Kill)]
+    kills = [a for a in core.tick(Now(T0 + end, end)) if isinstance(a, Kill)]
+    if delivery == Delivery.AT_LEAST_ONCE:
+        assert kills == [Kill("a", T0, 1, "lease ended before a renew was accepted")]
+        assert core.on_reply(late, running, Now(T0 + end + 5, end + 5)) == []  # too late: stays killed
+    else:
+        assert kills == []  # the store marks the slot lost; it is never run again
