@@ -32,12 +32,12 @@ import signal
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from quorum_cron.agent.connect import default_node_id
+from quorum_cron.agent.build import agent_job, agent_settings, open_store, replica_shortfall
+from quorum_cron.agent.jobprocess import CallableTarget, JobContext
 from quorum_cron.agent.logs import configure_logging, event
 from quorum_cron.agent.metrics import Metrics
-from quorum_cron.agent.runner import CallableTarget, JobContext
+from quorum_cron.agent.redisclient import default_node_id
 from quorum_cron.agent.runtime import Agent
-from quorum_cron.agent.setup import agent_job, agent_settings, open_store, replica_shortfall
 from quorum_cron.config import AUTO, ClusterConfig, Config, JobSpec, NtpUnreachable
 from quorum_cron.durations import parse_duration
 from quorum_cron.errors import ConfigError

@@ -425,7 +425,7 @@ def test_abstain_without_ntp_servers_is_refused(tmp_path: Path) -> None:
 
 
 def test_wait_replicas_reaches_the_store(tmp_path: Path) -> None:
-    from quorum_cron.agent.setup import open_store
+    from quorum_cron.agent.build import open_store
 
     text = MINIMAL.replace("size = 3", 'size = 3\nwait_replicas = 1\nwait_timeout = "250ms"')
     cluster = load_config(write(tmp_path, text)).cluster
@@ -454,7 +454,7 @@ def test_bad_wait_settings_are_refused(tmp_path: Path, line: str, fragment: str)
 
 
 def test_wait_replicas_on_a_standalone_redis_is_named_at_start(redis_server: EmbeddedRedis) -> None:
-    from quorum_cron.agent.setup import open_store, replica_shortfall
+    from quorum_cron.agent.build import open_store, replica_shortfall
 
     cluster = ClusterConfig(namespace="wait", size=3, wait_replicas=1)
     store = open_store(redis_server.url, cluster)

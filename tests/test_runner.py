@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from quorum_cron.agent.runner import (
+from quorum_cron.agent.jobprocess import (
     CallableTarget,
     CommandTarget,
     JobContext,

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from quorum_cron.agent.runner import CommandTarget, JobRun
+from quorum_cron.agent.jobprocess import CommandTarget, JobRun
 
 SLOT_MS = 1_700_000_000_123
 

@@ -4,16 +4,20 @@ Modules, each owning one thing:
 
 * :mod:`.runtime` — the node loop around :class:`~quorum_cron.core.NodeCore`:
   dispatching its actions, triggers, start and graceful stop;
-* :mod:`.settings` — what an agent is built from (its jobs and settings);
+* :mod:`.spec` — what an agent is built from (its jobs and settings);
 * :mod:`.storeio` — store calls on a worker thread, in order;
 * :mod:`.notify` — assignment notices and operator triggers over Redis pub/sub;
-* :mod:`.runs` — the job processes of a node (and ``run-local`` runs);
-* :mod:`.runner` — running one slot's job (subprocess or Python callable);
+* :mod:`.executions` — the job processes of a node (and ``run-local`` runs);
+* :mod:`.jobprocess` — running one slot's job (subprocess or Python callable);
+* :mod:`.jobenv` — the clean environment jobs and alert commands start from;
+* :mod:`.triggers` — acting only on triggers stored with their audit entry;
+* :mod:`.badvalues` — reporting values read from Redis that fail to parse;
 * :mod:`.health` — store up/down, clock trust and membership, wired together;
 * :mod:`.membership` — heartbeats, incarnations, quorum health;
 * :mod:`.clocktrust` — the clock skew guard, fed by store TIME and NTP;
 * :mod:`.observe`, :mod:`.alerts`, :mod:`.metrics`, :mod:`.logs` — telling people;
-* :mod:`.connect`, :mod:`.setup` — building an agent from a config.
+* :mod:`.redisclient`, :mod:`.build`, :mod:`.preflight` — building an agent from a config and
+  checking the server before it starts.
 
 ``python -m quorum_cron.agent`` is ``quorum-cron agent``.
 """

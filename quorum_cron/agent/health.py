@@ -32,7 +32,7 @@ from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.membership import Membership, NodeIdTaken, QuorumHealth
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.observe import Observer
-from quorum_cron.agent.settings import AgentJob, AgentSettings
+from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.clock import Clock
 from quorum_cron.errors import StoreError, StoreOutOfMemory, StoreUnavailable

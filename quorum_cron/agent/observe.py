@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.metrics import Metrics
-from quorum_cron.agent.settings import AgentJob
+from quorum_cron.agent.spec import AgentJob
 from quorum_cron.core import (
     Abstain,
     Finish,

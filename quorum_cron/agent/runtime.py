@@ -21,7 +21,7 @@ actions and triggers. The rest lives in
 modules that each own one thing:
 
 * :mod:`.health` — store up/down, clock trust, membership and quorum health;
-* :mod:`.runs` — the job processes (and ``run-local`` runs);
+* :mod:`.executions` — the job processes (and ``run-local`` runs);
 * :mod:`.observe` — logs, metrics and alerts from store replies.
 
 **Triggers.** ``quorum-cron trigger JOB`` makes the store publish the slot
@@ -58,14 +58,14 @@ import redis
 from redis.cluster import RedisCluster
 
 from quorum_cron.agent.alerts import AlertHook
+from quorum_cron.agent.executions import Runs
 from quorum_cron.agent.health import NodeHealth
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.membership import NodeIdTaken
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.notify import Notice, NoticeListener, Trigger
 from quorum_cron.agent.observe import Observer
-from quorum_cron.agent.runs import Runs
-from quorum_cron.agent.settings import AgentJob, AgentSettings
+from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.agent.triggers import MAX_VERIFYING, stored_triggers
 from quorum_cron.clock import Clock, SystemClock

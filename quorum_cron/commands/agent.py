@@ -29,13 +29,13 @@ from typing import NoReturn
 import click
 
 from quorum_cron.agent.badvalues import BadValueReporter
-from quorum_cron.agent.connect import default_node_id
+from quorum_cron.agent.build import agent_job, agent_settings, replica_shortfall
 from quorum_cron.agent.logs import EVENT_LOGGER, configure_logging, event, scrub
 from quorum_cron.agent.membership import NodeIdTaken, node_id_problem
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.preflight import PreflightError, check_server, eviction_problem
+from quorum_cron.agent.redisclient import default_node_id
 from quorum_cron.agent.runtime import EXIT_ID_TAKEN, Agent
-from quorum_cron.agent.setup import agent_job, agent_settings, replica_shortfall
 from quorum_cron.commands.common import config_option, load, redis_option, store_for
 from quorum_cron.durations import parse_duration
 from quorum_cron.errors import ConfigError, QuorumCronError

@@ -9,7 +9,7 @@ from typing import NoReturn
 
 import click
 
-from quorum_cron.agent.setup import open_store
+from quorum_cron.agent.build import open_store
 from quorum_cron.config import Config, InvalidConfig, load_config
 from quorum_cron.errors import QuorumCronError
 from quorum_cron.store import urls as store_urls

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from quorum_cron.agent.connect import connect_store
-from quorum_cron.agent.runner import CommandTarget, Target
-from quorum_cron.agent.settings import AgentJob, AgentSettings
+from quorum_cron.agent.jobprocess import CommandTarget, Target
+from quorum_cron.agent.redisclient import connect_store
+from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.config import ClusterConfig, JobSpec
 from quorum_cron.core import CoreJob, NodeSettings
 from quorum_cron.errors import QuorumCronError
@@ -21,7 +21,7 @@ __all__ = ["agent_job", "agent_settings", "core_job", "open_store", "replica_sho
 
 
 def open_store(url: str, cluster: ClusterConfig) -> RedisStore:
-    """The cluster's store on a fail-fast client (see :mod:`.connect`)."""
+    """The cluster's store on a fail-fast client (see :mod:`.redisclient`)."""
     return connect_store(
         url,
         cluster.namespace,

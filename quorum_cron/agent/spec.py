@@ -1,7 +1,7 @@
 """What an agent is built from: its jobs (:class:`AgentJob`) and its settings (:class:`AgentSettings`).
 
 Plain frozen values with no behaviour, so that every part of the agent (and
-:mod:`.setup`, which builds them from a config) can import them without
+:mod:`.build`, which builds them from a config) can import them without
 importing the runtime.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from quorum_cron.agent.clocktrust import DEFAULT_CHECK_INTERVAL_MS
-from quorum_cron.agent.runner import DEFAULT_TAIL_BYTES, Target
+from quorum_cron.agent.jobprocess import DEFAULT_TAIL_BYTES, Target
 from quorum_cron.core import CoreJob, NodeSettings
 
 __all__ = ["AgentJob", "AgentSettings"]

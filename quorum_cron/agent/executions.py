@@ -1,7 +1,7 @@
 """Job-process bookkeeping: which slots run on this node, under which token, and what became of them.
 
 The core says *when* to run (``Run``) and *when to stop* (``Kill``); this
-module starts the process (:class:`~quorum_cron.agent.runner.JobRun`), logs
+module starts the process (:class:`~quorum_cron.agent.jobprocess.JobRun`), logs
 its start with the delay from the nominal time, and reports its end through
 ``report`` (the runtime hands it to the core, which records the result).
 
@@ -25,10 +25,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from functools import partial
 
+from quorum_cron.agent.jobprocess import JobRun, RunOutcome
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.metrics import Metrics
-from quorum_cron.agent.runner import JobRun, RunOutcome
-from quorum_cron.agent.settings import AgentJob
+from quorum_cron.agent.spec import AgentJob
 from quorum_cron.clock import Clock
 from quorum_cron.core import Kill, Run, RunLocal
 from quorum_cron.model import SlotView
