@@ -298,6 +298,11 @@ class JobSpec:
     """``False``: the command gets only ``env`` and the slot's ``QUORUM_CRON_*`` facts, like cron."""
     cwd: str | None = None
     """Absolute working directory of the command (cron starts jobs in ``$HOME``); default: the agent's."""
+    env_passthrough: tuple[str, ...] = ()
+    """Names of the agent's environment variables the command also gets (e.g. ``AWS_PROFILE``).
+
+    Never a ``QUORUM_CRON_*`` name: those are the agent's own settings, the Redis URL among them.
+    """
 
     @classmethod
     def create(
@@ -337,6 +342,17 @@ class JobSpec:
             _fail(where, "stdin", "an in-process job has no process ('stdin', 'cwd', 'inherit_env')")
         if self.stdin is not None and len(self.stdin) > _MAX_STDIN:
             _fail(where, "stdin", f"has {len(self.stdin)} characters (expected at most {_MAX_STDIN})")
+        object.__setattr__(self, "env_passthrough", tuple(self.env_passthrough))
+        for name in self.env_passthrough:
+            if not _ENV_KEY_RE.fullmatch(name) or name.upper().startswith("QUORUM_CRON_"):
+                _fail(
+                    where,
+                    "env_passthrough",
+                    f"{name!r} is not a variable a job may inherit (expected a variable name, "
+                    f"not QUORUM_CRON_*: the agent's own settings hold the Redis URL)",
+                )
+        if self.in_process and self.env_passthrough:
+            _fail(where, "env_passthrough", "an in-process job has no process environment")
         if self.cwd is not None and not os.path.isabs(self.cwd):
             _fail(where, "cwd", f"{self.cwd!r} is not an absolute path (expected e.g. '/var/lib/app')")
         if self.starting_deadline_ms == AUTO:
@@ -402,6 +418,7 @@ class JobSpec:
             **({"stdin": self.stdin} if self.stdin is not None else {}),
             **({"inherit_env": False} if not self.inherit_env else {}),
             **({"cwd": self.cwd} if self.cwd is not None else {}),
+            **({"env_passthrough": sorted(self.env_passthrough)} if self.env_passthrough else {}),
         }
 
     @functools.cached_property

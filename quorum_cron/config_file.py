@@ -96,6 +96,7 @@ _JOB_KEYS = (
     "stdin",
     "inherit_env",
     "cwd",
+    "env_passthrough",
 )
 
 
@@ -328,6 +329,11 @@ def _parse_job(raw: object, index: int, source: str, errors: list[str]) -> JobSp
     stdin = t.get("stdin", str, "a string (the command's standard input)", None)
     inherit_env = t.get("inherit_env", bool, "true or false", True)
     cwd = t.get("cwd", str, "an absolute directory path", None)
+    passthrough = (
+        t.str_list("env_passthrough", "names of the agent's variables the job gets", max_items=_MAX_ENV)
+        if "env_passthrough" in raw
+        else ()
+    )
     if not t.ok or name is None or schedule is None:
         return None
     try:
@@ -348,6 +354,7 @@ def _parse_job(raw: object, index: int, source: str, errors: list[str]) -> JobSp
             stdin=stdin,
             inherit_env=True if inherit_env is None else inherit_env,
             cwd=cwd,
+            env_passthrough=passthrough or (),
         )
     except ConfigError as exc:  # a rule only the constructor checks
         errors.append(f"{source}: {exc}")

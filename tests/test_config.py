@@ -466,3 +466,22 @@ def test_wait_replicas_on_a_standalone_redis_is_named_at_start(redis_server: Emb
         assert replica_shortfall(store, 0, "redis://test") is None
     finally:
         store.close()
+
+
+# --------------------------------------------------------------------------- env_passthrough
+
+
+def test_env_passthrough_names_agent_variables_and_never_quorum_crons_own(tmp_path: Path) -> None:
+    text = MINIMAL + 'env_passthrough = ["AWS_PROFILE", "HTTPS_PROXY"]\n'
+    job = load_config(write(tmp_path, text)).job("backup")
+    assert job.env_passthrough == ("AWS_PROFILE", "HTTPS_PROXY")
+    # Absent, the spec hash is the one it always was (a rolling upgrade keeps its quorum).
+    plain = load_config(write(tmp_path, MINIMAL)).job("backup")
+    assert plain.env_passthrough == () and job.spec_hash != plain.spec_hash
+    assert plain.spec_hash == JobSpec.create("backup", "30 2 * * *", command=["/bin/backup"]).spec_hash
+    line = only_error(tmp_path, MINIMAL + 'env_passthrough = ["QUORUM_CRON_REDIS_URL"]\n')
+    assert "env_passthrough" in line and "'QUORUM_CRON_REDIS_URL'" in line and "Redis URL" in line
+    line = only_error(tmp_path, MINIMAL + 'env_passthrough = ["not a name"]\n')
+    assert "'not a name'" in line
+    line = only_error(tmp_path, MINIMAL + 'env_passthrough = "AWS_PROFILE"\n')
+    assert "env_passthrough" in line and "array of strings" in line

@@ -204,3 +204,14 @@ def test_alert_command_gets_the_clean_environment(tmp_path: Path, monkeypatch: p
     text = out.read_text()
     assert "hunter2" not in text and "QUORUM_CRON_REDIS_URL" not in text
     assert "QUORUM_CRON_ALERT=quorum_lost" in text and "PATH=" in text
+
+
+def test_env_passthrough_passes_the_named_variables_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUORUM_CRON_REDIS_URL", "redis://:hunter2@r:6379/0")
+    monkeypatch.setenv("AWS_PROFILE", "reports")
+    monkeypatch.setenv("SOME_AGENT_SECRET", "s3cret")
+    target = CommandTarget(shell="env", passthrough=("AWS_PROFILE", "UNSET_HERE", "QUORUM_CRON_REDIS_URL"))
+    out = asyncio.run(run(target).run())
+    assert out.succeeded
+    assert "AWS_PROFILE=reports" in out.detail and "UNSET_HERE" not in out.detail
+    assert "hunter2" not in out.detail and "s3cret" not in out.detail

@@ -85,6 +85,7 @@ def agent_job(spec: JobSpec, target: Target | None = None) -> AgentJob:
             cwd=spec.cwd,
             stdin=None if spec.stdin is None else spec.stdin.encode("utf-8"),
             inherit_env=spec.inherit_env,
+            passthrough=spec.env_passthrough,
         )
     return AgentJob(
         core=core_job(spec),

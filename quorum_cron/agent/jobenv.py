@@ -6,8 +6,11 @@ service manager set. A job now gets only:
 
 - the variables in :data:`INHERITED` (and ``LC_*``), taken from the agent's
   environment when set there — what a shell and common tools need to work;
-- the job's own ``env`` table from the config (the way to pass anything
-  else; explicit, per job, reviewed with the config);
+- the agent's variables the job names in ``env_passthrough`` (never a
+  ``QUORUM_CRON_*`` one; the config refuses those names, and
+  :func:`passthrough` drops them again);
+- the job's own ``env`` table from the config (explicit values, per job,
+  reviewed with the config);
 - the slot's facts (``QUORUM_CRON_JOB`` ... ``QUORUM_CRON_NODE``) or, for an
   alert command, ``QUORUM_CRON_ALERT``.
 
@@ -20,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-__all__ = ["INHERITED", "base_environment"]
+__all__ = ["INHERITED", "base_environment", "passthrough"]
 
 INHERITED: Final = (
     "PATH",
@@ -45,3 +48,8 @@ def base_environment(source: Mapping[str, str]) -> dict[str, str]:
     env.update({k: v for k, v in source.items() if k.startswith("LC_")})
     env.setdefault("PATH", _DEFAULT_PATH)
     return env
+
+
+def passthrough(source: Mapping[str, str], names: tuple[str, ...]) -> dict[str, str]:
+    """The variables of ``source`` named in ``names`` that are set there, never ``QUORUM_CRON_*``."""
+    return {k: source[k] for k in names if k in source and not k.upper().startswith("QUORUM_CRON_")}

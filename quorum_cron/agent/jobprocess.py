@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from quorum_cron.agent.jobenv import base_environment
+from quorum_cron.agent.jobenv import base_environment, passthrough
 
 __all__ = [
     "ENV_JOB",
@@ -114,6 +114,8 @@ class CommandTarget:
     """Written to the process's standard input, then closed; ``None``: stdin is /dev/null."""
     inherit_env: bool = True
     """``False``: the process gets only ``env`` and the slot's facts (cron's clean environment)."""
+    passthrough: tuple[str, ...] = ()
+    """Names of the agent's own variables the process also gets (the job's ``env_passthrough``)."""
 
     def __post_init__(self) -> None:
         if (not self.argv) == (self.shell is None):
@@ -183,8 +185,10 @@ class JobRun:
         """
         inherit = not isinstance(self.target, CommandTarget) or self.target.inherit_env
         env = base_environment(os.environ) if inherit else {}
-        if isinstance(self.target, CommandTarget) and self.target.env:
-            env.update(self.target.env)
+        if isinstance(self.target, CommandTarget):
+            env.update(passthrough(os.environ, self.target.passthrough))
+            if self.target.env:
+                env.update(self.target.env)
         env.update(
             {
                 ENV_JOB: self.job,
