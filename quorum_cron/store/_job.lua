@@ -476,3 +476,20 @@ local function assign(r)
   end
   return true
 end
+
+-- An error raised by a call the server cannot serve now — out of memory, a
+-- cluster slot in migration ("non local key", ASK, MOVED, TRYAGAIN), a
+-- cluster down, a demoted master (READONLY), a server loading — is an outage:
+-- it fails the whole call so the caller retries, and is never taken for a
+-- corrupt value of one job (which would drop that job's vote for good).
+local TRANSIENT = {'OOM', 'non local key', 'TRYAGAIN', 'CLUSTERDOWN', 'MOVED ', 'ASK ', 'READONLY',
+                   'LOADING', 'MASTERDOWN', 'BUSY'}
+local function transient(err)
+  local msg = tostring(type(err) == 'table' and err.err or err)
+  for _, p in ipairs(TRANSIENT) do
+    if string.find(msg, p, 1, true) then
+      return true
+    end
+  end
+  return false
+end

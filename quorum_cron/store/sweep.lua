@@ -69,8 +69,8 @@ for g = 1, #KEYS do
       if r then
         local swept, changes = pcall(sweep_one, r, deadline, start_timeout, delivery)
         if not swept then
-          if string.find(tostring(type(changes) == 'table' and changes.err or changes), 'OOM', 1, true) then
-            error(changes) -- out of memory is an outage, not a corrupt slot
+          if transient(changes) then
+            error(changes) -- an outage (out of memory, a slot moving), not a corrupt slot
           end
           M, M_dirty = nil, nil
         elseif changes then

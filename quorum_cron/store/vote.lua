@@ -137,14 +137,15 @@ while i <= nargs do
     end
     -- A corrupt value of one job fails that vote only (code X, the error as
     -- its value), never the batch; what it left in memory is dropped.
-    -- Out of memory is not corruption: it fails the whole call (nothing was
-    -- written; the caller retries like any outage).
+    -- An outage (out of memory, a slot in migration, a demoted master: see
+    -- ``transient`` in _job.lua) is not corruption: it fails the whole call
+    -- and the caller retries.
     local ok, code, val = pcall(vote_one, fire, firen, ARGV[i], q)
     if ok then
       codes[v], out[v + 2] = code, val
     else
       local msg = tostring(type(code) == 'table' and code.err or code)
-      if string.find(msg, 'OOM', 1, true) then
+      if transient(code) then
         error(code)
       end
       codes[v], out[v + 2] = 'X', string.sub(msg, 1, 300)
