@@ -411,6 +411,10 @@ class EmbeddedCluster(_Topology):
         return slot
 
 
+FAILOVER_TIMEOUT_MS = 3000
+"""The sentinels' ``failover-timeout``: a split leader election is retried after twice this."""
+
+
 class EmbeddedSentinel(_Topology):
     """A master, ``replicas`` replicas and ``sentinels`` Sentinels (quorum 2) watching it as ``name``.
 
@@ -477,7 +481,11 @@ class EmbeddedSentinel(_Topology):
                 f"port {port}\nbind 127.0.0.1\ndir {self.dir}\n"
                 f"sentinel monitor {self.name} 127.0.0.1 {master_port} 2\n"
                 f"sentinel down-after-milliseconds {self.name} {self.down_after_ms}\n"
-                f"sentinel failover-timeout {self.name} 10000\n"
+                # A short failover timeout: when the sentinels' leader election splits
+                # (each voted for itself), the failover is retried after twice this, so
+                # 10 s (an election wait of 10 s, a retry after 20 s) could outlast a
+                # test's bounded wait; on loopback a promotion takes milliseconds.
+                f"sentinel failover-timeout {self.name} {FAILOVER_TIMEOUT_MS}\n"
                 f"sentinel parallel-syncs {self.name} 1\n"
             )
             args = (
@@ -523,6 +531,8 @@ class EmbeddedSentinel(_Topology):
                     return False
                 if int(v["num-other-sentinels"]) < self.sentinels_n - 1:
                     return False
+                if int(v["num-slaves"]) < live_replicas:  # a failover needs a replica to promote
+                    return False
             try:
                 m = self.master()
             except EmbeddedRedisError:  # the sentinels do not agree yet
@@ -554,6 +564,11 @@ class EmbeddedSentinel(_Topology):
                 finally:
                     c.close()
                 parts.append(f"{d.name}:{d.port} {rep.get('role')} replicas {rep.get('connected_slaves')}")
+        for s in self.sentinels:  # the failover's steps as each sentinel logged them
+            lines = s.tail().splitlines()
+            events = [ln.split(" # ", 1)[-1] for ln in lines if "failover" in ln or "leader" in ln]
+            if events:
+                parts.append(f"{s.name} log: " + " | ".join(events[-6:]))
         return "; ".join(parts)
 
     def await_failover(self, old: ServerProc, timeout: float = 30.0) -> ServerProc:
@@ -576,5 +591,5 @@ class EmbeddedSentinel(_Topology):
             found.append(m)
             return True
 
-        _await(f"the sentinels to promote a replica of {old.name}", moved, timeout, 0.1)
+        _await(f"the sentinels to promote a replica of {old.name}", moved, timeout, 0.1, self.describe)
         return found[-1]
