@@ -67,17 +67,27 @@ recent to go on, servers disagree, NTP unreachable under ``abstain``). Only
 ``TRUSTED`` allows voting. Safety never depends on this guard: the store's
 script refuses early votes by its own clock. The guard keeps a node with a
 bad clock from voting at the wrong time and says why.
+
+This module owns the guard (:class:`ClockGuard`, how the evidence is
+weighed). The evidence and the answers are values in their own modules —
+:mod:`quorum_cron.ntp_evidence` (NTP), :mod:`quorum_cron.clock_evidence`
+(readings, jumps, the store TIME probe), :mod:`quorum_cron.skew_policy`
+(policy and verdicts) — and are re-exported here, so ``quorum_cron.skew``
+stays the one import for the guard's users.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from quorum_cron.clock import Clock
-from quorum_cron.errors import QuorumCronError
+from quorum_cron.clock_evidence import (
+    ClockError,
+    ClockReading,
+    Reading,
+    StoreTimeCheck,
+    detect_jump,
+    wall_step_ms,
+)
 from quorum_cron.ntp_evidence import (
     DEFAULT_MAX_ROOT_DISTANCE_MS,
     NtpCheck,
@@ -95,6 +105,15 @@ from quorum_cron.ntp_evidence import (
     rejection_reason,
     root_distance_ms,
     uncertainty_ms,
+)
+from quorum_cron.skew_policy import (
+    DEFAULT_CHECK_INTERVAL_MS,
+    DEFAULT_MAX_SKEW_MS,
+    Trust,
+    TrustPolicy,
+    UnreachablePolicy,
+    Verdict,
+    default_unreachable_policy,
 )
 
 __all__ = [
@@ -128,190 +147,8 @@ __all__ = [
     "uncertainty_ms",
 ]
 
-DEFAULT_MAX_SKEW_MS = 250
-DEFAULT_CHECK_INTERVAL_MS = 60_000
+
 DEFAULT_NTP_RETRY_MS = 10_000
-
-
-class ClockError(QuorumCronError):
-    """A clock measurement could not be made or makes no sense."""
-
-
-# -- store TIME ----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class StoreTimeCheck:
-    """The store's clock against ours: ``offset = store - local``, bounded by the round trip."""
-
-    offset_ms: float
-    rtt_ms: float
-
-    @classmethod
-    def from_readings(cls, local_before_ms: int, store_ms: int, local_after_ms: int) -> StoreTimeCheck:
-        """From the local wall clock read just before and just after asking the store.
-
-        The store's reading was taken somewhere in between, so the offset is
-        measured against the midpoint and can be off by at most half the
-        round trip.
-        """
-        rtt = local_after_ms - local_before_ms
-        if rtt < 0:
-            raise ClockError(
-                f"local clock went back {-rtt} ms during a store TIME probe: expected after >= before"
-            )
-        return cls(offset_ms=store_ms - (local_before_ms + local_after_ms) / 2, rtt_ms=float(rtt))
-
-    @property
-    def bound_ms(self) -> float:
-        """How far the local clock may be from the store's: |offset| + rtt/2."""
-        return abs(self.offset_ms) + self.rtt_ms / 2
-
-    def evidence(self) -> str:
-        return f"offset {fmt_signed_ms(self.offset_ms)} ms, rtt {fmt_ms(self.rtt_ms)} ms"
-
-
-# -- readings and jumps ----------------------------------------------------------
-
-
-class Reading(Protocol):
-    """Anything holding one reading of both clocks (e.g. :class:`ClockReading`, ``core.Now``)."""
-
-    @property
-    def wall_ms(self) -> int: ...
-
-    @property
-    def mono_ms(self) -> int: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ClockReading:
-    """One reading of the node's wall (epoch ms) and monotonic (ms) clocks."""
-
-    wall_ms: int
-    mono_ms: int
-
-    @classmethod
-    def of(cls, clock: Clock) -> ClockReading:
-        """Read ``clock`` (a :class:`~quorum_cron.clock.Clock`) once."""
-        return cls(wall_ms=clock.wall_ms(), mono_ms=clock.monotonic_ms())
-
-
-def _step_ms(earlier: Reading, later: Reading) -> int:
-    """How far the wall clock was stepped between two readings (wall delta - monotonic delta).
-
-    Both clocks read whole milliseconds, at slightly different instants, so
-    a difference of 1 ms is rounding, not a step, and counts as 0.
-    """
-    step = (later.wall_ms - earlier.wall_ms) - (later.mono_ms - earlier.mono_ms)
-    return 0 if abs(step) <= 1 else step
-
-
-def detect_jump(earlier: Reading, later: Reading, max_skew_ms: int) -> int | None:
-    """The wall-clock step between two readings when it exceeds ``max_skew_ms``, else ``None``."""
-    step = _step_ms(earlier, later)
-    return step if abs(step) > max_skew_ms else None
-
-
-# -- the guard -------------------------------------------------------------------
-
-
-class UnreachablePolicy(enum.StrEnum):
-    """What a node does while no NTP server gives a usable reply."""
-
-    ABSTAIN = "abstain"
-    """Do not vote (cannot tell)."""
-    STORE_TIME = "store-time"
-    """Trust the store TIME check alone."""
-
-
-class Trust(enum.StrEnum):
-    """A verdict's kind; its value doubles as the check-clock wording."""
-
-    TRUSTED = "trusted"
-    NOT_TRUSTED = "not trusted"
-    UNKNOWN = "cannot tell"
-
-    @property
-    def exit_code(self) -> int:
-        """``check-clock``'s exit status: 0 trusted, 1 not trusted, 2 cannot tell."""
-        return {Trust.TRUSTED: 0, Trust.NOT_TRUSTED: 1, Trust.UNKNOWN: 2}[self]
-
-
-def default_unreachable_policy(ntp_servers: Sequence[str]) -> UnreachablePolicy:
-    """The ``ntp_unreachable`` default, the one place it is decided: ``abstain`` when NTP servers
-    are listed (the operator asked for NTP evidence), else ``store-time`` (the only evidence there is:
-    ``abstain`` with no servers would never vote)."""
-    return UnreachablePolicy.ABSTAIN if ntp_servers else UnreachablePolicy.STORE_TIME
-
-
-@dataclass(frozen=True, slots=True)
-class TrustPolicy:
-    """How strict the guard is (validated on construction)."""
-
-    max_skew_ms: int = DEFAULT_MAX_SKEW_MS
-    check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS
-    """A measurement older than this is no longer evidence."""
-    ntp_unreachable: UnreachablePolicy = UnreachablePolicy.ABSTAIN
-    require_store_check: bool = True
-    """The agent always checks the store; ``check-clock`` without Redis does not."""
-    max_root_distance_ms: float = DEFAULT_MAX_ROOT_DISTANCE_MS
-
-    def __post_init__(self) -> None:
-        if self.max_skew_ms <= 0:
-            raise ClockError(f"invalid max skew {self.max_skew_ms} ms: expected > 0")
-        if self.check_interval_ms <= 0:
-            raise ClockError(f"invalid clock check interval {self.check_interval_ms} ms: expected > 0")
-        if self.max_root_distance_ms <= 0:
-            raise ClockError(f"invalid max root distance {self.max_root_distance_ms} ms: expected > 0")
-        # Accept the plain config string too ("abstain" / "store-time").
-        try:
-            object.__setattr__(self, "ntp_unreachable", UnreachablePolicy(self.ntp_unreachable))
-        except ValueError:
-            raise ClockError(
-                f"invalid ntp_unreachable policy {self.ntp_unreachable!r}: expected 'abstain' or 'store-time'"
-            ) from None
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """Whether the clock may be used to vote, why, and the figures behind it."""
-
-    trust: Trust
-    reasons: tuple[str, ...]
-    """Why (for TRUSTED: the evidence); each names the measured figures."""
-    ntp_bound_ms: float | None = None
-    store_bound_ms: float | None = None
-    offset_ms: float | None = None
-    """Best estimate of ``reference - local`` (NTP when known, else store)."""
-    max_skew_ms: int = DEFAULT_MAX_SKEW_MS
-
-    @property
-    def trusted(self) -> bool:
-        return self.trust is Trust.TRUSTED
-
-    @property
-    def reason(self) -> str:
-        return "; ".join(self.reasons)
-
-    def __str__(self) -> str:
-        head = {
-            Trust.TRUSTED: "clock trusted",
-            Trust.NOT_TRUSTED: "clock not trusted",
-            Trust.UNKNOWN: "clock trust unknown",
-        }[self.trust]
-        return f"{head}: {self.reason}" if self.reasons else head
-
-    def as_info(self) -> dict[str, str]:
-        """Flat strings for a membership heartbeat's info / status output."""
-        info = {"clock": self.trust.value, "clock_reason": self.reason}
-        if self.offset_ms is not None:
-            info["clock_offset_ms"] = f"{self.offset_ms:.1f}"
-        if self.ntp_bound_ms is not None:
-            info["clock_ntp_bound_ms"] = f"{self.ntp_bound_ms:.1f}"
-        if self.store_bound_ms is not None:
-            info["clock_store_bound_ms"] = f"{self.store_bound_ms:.1f}"
-        return info
 
 
 @dataclass(frozen=True, slots=True)
@@ -485,7 +322,7 @@ class ClockGuard:
             at, check = self._ntp
             if check.outcome is NtpOutcome.NO_MAJORITY:
                 return _Component(Trust.UNKNOWN, f"NTP servers disagree, no majority ({check.evidence()})")
-            step = _step_ms(at, reading)
+            step = wall_step_ms(at, reading)
             low, high = check.low_ms - step, check.high_ms - step
             bound = max(abs(low), abs(high))
             stepped = f", wall clock stepped {fmt_signed_ms(step)} ms since" if step else ""
@@ -525,7 +362,7 @@ class ClockGuard:
             return _Component(Trust.UNKNOWN, self._stale("store TIME check", at, reading) + failed)
         if self._before_jump(at):
             return _Component(Trust.NOT_TRUSTED, self._jump_reason(reading))
-        step = _step_ms(at, reading)
+        step = wall_step_ms(at, reading)
         offset = check.offset_ms - step
         bound = abs(offset) + check.rtt_ms / 2
         stepped = f", wall clock stepped {fmt_signed_ms(step)} ms since" if step else ""
