@@ -1,0 +1,286 @@
+"""What every part of :class:`~quorum_cron.store.redis.RedisStore` shares: settings, client, boundary.
+
+:class:`RedisBase` holds the validated settings and the client (and says
+where it points without a password), translates redis-py errors and
+malformed replies into the library's family at this one boundary
+(:meth:`RedisBase._boundary`), reports bad values once
+(:meth:`RedisBase._bad`), and builds the job key prefix and one-job script
+calls every operation needs. The operations themselves live in the modules
+that subclass it — :mod:`.redis_batch` and :mod:`.redis_writes` (votes,
+fenced transitions, deadlines), :mod:`.redis_reads`, :mod:`.redis_control`
+— and :mod:`.redis` puts them together.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+from redis.exceptions import (
+    AskError,
+    AuthenticationError,
+    ClusterDownError,
+    ClusterError,
+    InvalidResponse,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from quorum_cron.errors import ConfigError, StoreError, StoreOutOfMemory, StoreUnavailable
+from quorum_cron.store import keys as store_keys
+from quorum_cron.store import parse
+from quorum_cron.store.base import (
+    JobControl,
+    SlotView,
+)
+from quorum_cron.store.cluster import ClusterScriptRunner
+from quorum_cron.store.keys import (
+    DEFAULT_AUDIT_MAXLEN,
+    DEFAULT_LEDGER_MAXLEN,
+    DEFAULT_RETENTION_MS,
+    DEFAULT_TRIGGER_MAXLEN,
+)
+from quorum_cron.store.scripts import (
+    Call,
+    ScriptRunner,
+    Wait,
+    WaitShortfall,
+)
+
+__all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_WAIT_TIMEOUT_MS", "RedisBase", "as_list", "as_text"]
+
+_log = logging.getLogger("quorum_cron.store")
+
+DEFAULT_MAX_BATCH = 200
+"""Votes (or sweep parameter sets) per script call on a standalone server:
+large enough to amortise the call, small enough that one call blocks the
+server for about a millisecond at most."""
+DEFAULT_WAIT_TIMEOUT_MS = 100
+"""How long ``WAIT`` waits for replica acknowledgements when ``wait_replicas`` > 0."""
+
+# With an injected clock, store time and real time are unrelated, so the
+# physical key TTL (garbage collection only) must not fire before the logical
+# expiry that the scripts check against the injected time.
+_KEY_TTL_FLOOR_WITH_CLOCK_MS = 24 * 3600 * 1000
+
+
+def _where(client: redis.Redis | RedisCluster) -> str:
+    """The server address of ``client`` as a password-free URL."""
+    if isinstance(client, RedisCluster):
+        seeds = ",".join(f"{n.host}:{n.port}" for n in client.nodes_manager.startup_nodes.values())
+        return f"redis+cluster://{seeds}"
+    pool: Any = client.connection_pool
+    kw = pool.connection_kwargs
+    service = getattr(pool, "service_name", None)
+    if service is not None:  # a Sentinel-managed pool
+        sentinels = ",".join(
+            "{host}:{port}".format(**s.connection_pool.connection_kwargs)
+            for s in pool.sentinel_manager.sentinels
+        )
+        return f"redis+sentinel://{sentinels}/{service}/{kw.get('db', 0)}"
+    db = kw.get("db", 0)
+    if kw.get("path"):
+        return f"unix://{kw['path']}?db={db}"
+    return f"redis://{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{db}"
+
+
+def _no_script(message: str) -> str:
+    """A redis-py error message without the script source some versions append (4 KB of Lua)."""
+    cut = message.find("\n")
+    message = message if cut < 0 else message[:cut]
+    return message if len(message) <= 500 else message[:500] + "..."
+
+
+def as_text(value: object) -> str:
+    return parse.text(value, "reply value")
+
+
+def as_list(value: object) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected an array in the reply, got {type(value).__name__}")
+    return value
+
+
+class RedisBase:
+    """The state and plumbing the parts of :class:`~quorum_cron.store.redis.RedisStore` share.
+
+    The constructor's arguments are documented on ``RedisStore``.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis | RedisCluster,
+        namespace: str,
+        *,
+        clock: Callable[[], int] | None = None,
+        retention_ms: int = DEFAULT_RETENTION_MS,
+        ledger_maxlen: int = DEFAULT_LEDGER_MAXLEN,
+        cluster: bool = False,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        audit_maxlen: int = DEFAULT_AUDIT_MAXLEN,
+        trigger_maxlen: int = DEFAULT_TRIGGER_MAXLEN,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
+    ) -> None:
+        if not namespace or any(c in namespace for c in store_keys.FORBIDDEN_NAMESPACE_CHARS):
+            raise ConfigError(
+                f"invalid store namespace {namespace!r}: expected a non-empty name without '{{', '}}' or ':'"
+            )
+        for name, value in (
+            ("retention_ms", retention_ms),
+            ("ledger_maxlen", ledger_maxlen),
+            ("max_batch", max_batch),
+            ("audit_maxlen", audit_maxlen),
+            ("trigger_maxlen", trigger_maxlen),
+        ):
+            if value <= 0:
+                raise ConfigError(f"invalid {name} {value}: expected > 0")
+        if wait_replicas < 0:
+            raise ConfigError(f"invalid wait_replicas {wait_replicas}: expected >= 0")
+        if wait_replicas and wait_timeout_ms <= 0:
+            # WAIT n 0 would block forever.
+            raise ConfigError(f"invalid wait_timeout_ms {wait_timeout_ms}: expected > 0")
+        self._wait = Wait(wait_replicas, wait_timeout_ms) if wait_replicas else None
+        self._client = client
+        self._ns = namespace
+        self._clock = clock
+        self._retention_ms = retention_ms
+        self._ledger_maxlen = ledger_maxlen
+        self._audit_maxlen = audit_maxlen
+        self._trigger_maxlen = trigger_maxlen
+        self._sharded = isinstance(client, RedisCluster)
+        self._cluster = cluster or self._sharded
+        self._max_batch = max_batch
+        self._key_ttl_ms = retention_ms if clock is None else max(retention_ms, _KEY_TTL_FLOOR_WITH_CLOCK_MS)
+        self._where = _where(client)
+        self._cluster_runner = ClusterScriptRunner(client) if isinstance(client, RedisCluster) else None
+        self._scripts: ScriptRunner | ClusterScriptRunner = (
+            self._cluster_runner if self._cluster_runner is not None else ScriptRunner(client)  # type: ignore[arg-type]
+        )
+        self._prefixes: dict[str, str] = {}
+        self._members_key = store_keys.members_key(namespace)
+        self._assign_prefix = store_keys.assign_prefix(namespace)
+        self._trigger_channel = store_keys.trigger_channel(namespace)
+        # ARGV[2..6] of every per-job script (see _job.lua); ARGV[1] is now.
+        self._common_tail: tuple[str | int, ...] = (
+            retention_ms,
+            self._key_ttl_ms,
+            ledger_maxlen,
+            "" if self._cluster else self._assign_prefix,
+            store_keys.job_name_offset(namespace),
+        )
+        self.on_bad_value: Callable[[str, str], None] | None = None
+        """Called once per distinct bad value read (what, problem); see :meth:`_bad`."""
+        self._bad_seen: set[str] = set()
+        self.bad_values = 0
+        """How many bad values were read (each distinct one counted once)."""
+
+    def __repr__(self) -> str:
+        mode = "injected clock" if self._clock is not None else "server clock"
+        return f"RedisStore({self._where}, namespace={self._ns!r}, {mode})"
+
+    @property
+    def members_key(self) -> str:
+        """The members hash ``qc:{<ns>}:members`` (checked by the agent before it starts)."""
+        return self._members_key
+
+    @property
+    def client(self) -> redis.Redis | RedisCluster:
+        """The underlying redis-py client (for tests and diagnostics)."""
+        return self._client
+
+    @property
+    def sharded(self) -> bool:
+        """True on a Redis Cluster: notices are sharded, one channel per job (see :meth:`notice_channels`)."""
+        return self._sharded
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self._client.close()
+
+    @contextmanager
+    def _boundary(self, op: str) -> Iterator[None]:
+        """Translate redis-py errors and malformed replies into the library's family."""
+        try:
+            yield
+        except AuthenticationError as exc:
+            raise StoreError(f"redis at {self._where} refused {op}: {exc}") from exc
+        except (RedisConnectionError, RedisTimeoutError, ReadOnlyError, InvalidResponse) as exc:
+            # READONLY: the server we wrote to was demoted (Sentinel failover):
+            # a lost reply, like a dropped connection; the caller retries.
+            # InvalidResponse: whatever answered does not speak RESP — not Redis, or a broken proxy.
+            why = _no_script(str(exc))
+            raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {why}") from exc
+        except (ClusterDownError, TryAgainError, AskError, ClusterError, RedisClusterException) as exc:
+            # A cluster between owners (failover, migration) after bounded re-sends.
+            raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {exc}") from exc
+        except WaitShortfall as exc:
+            raise StoreUnavailable(
+                f"redis at {self._where}: outcome of {op} unknown, not replicated as required: {exc}"
+            ) from exc
+        except RedisError as exc:
+            if isinstance(exc, OutOfMemoryError) or "> 'maxmemory'" in str(exc):
+                why = f"redis at {self._where} refused {op}: {_no_script(str(exc))}"
+                raise StoreOutOfMemory(StoreOutOfMemory.PREFIX + why) from exc
+            raise StoreError(f"redis at {self._where} failed {op}: {_no_script(str(exc))}") from exc
+        except (TypeError, ValueError, KeyError, IndexError) as exc:
+            raise StoreError(f"unexpected reply from redis at {self._where} to {op}: {exc}") from exc
+
+    def _bad(self, what: str, problem: str) -> None:
+        """A value read from Redis was not what the scripts write: skip it, say so once.
+
+        Only the entry it belongs to (a slot, a member, a ledger entry) is
+        dropped from the reply; the caller goes on with the rest. Reported
+        once per distinct (what, problem) — a corrupt member is read on every
+        heartbeat — to the log and to :attr:`on_bad_value` (the agent turns
+        it into a metric and an alert).
+        """
+        key = f"{what}\n{problem}"
+        if key in self._bad_seen:
+            return
+        if len(self._bad_seen) < 10_000:
+            self._bad_seen.add(key)
+        self.bad_values += 1
+        _log.warning("bad value in redis at %s: %s: %s", self._where, what, problem)
+        hook = self.on_bad_value
+        if hook is not None:
+            hook(what, problem)
+
+    def _now_arg(self) -> str:
+        return "" if self._clock is None else str(self._clock())
+
+    def _job_prefix(self, job: str) -> str:
+        """The job's key prefix ``qc:{<ns>:<job>}:``: every key of the job is it plus a suffix."""
+        prefix = self._prefixes.get(job)
+        if prefix is None:
+            prefix = store_keys.job_prefix(self._ns, job)
+            if len(self._prefixes) < 10_000:
+                self._prefixes[job] = prefix
+        return prefix
+
+    def _job_call(self, script: Any, job: str, now: str, args: Sequence[str | int]) -> Call:
+        """A one-job script call: KEYS[1] the job's meta key, its own arguments from ``ARGV[7]``."""
+        return Call(script, (self._job_prefix(job) + store_keys.META,), [now, *self._common_tail, *args])
+
+    def _views(self, job: str, emitted: Sequence[object]) -> list[SlotView]:
+        """Decode ``emit(fire, slot)`` elements; a corrupt one is reported and left out."""
+        out = []
+        for e in emitted:
+            try:
+                out.append(parse.slot_view(job, as_list(e)))
+            except parse.BadValue as exc:
+                self._bad(exc.what, exc.problem)
+        return out
+
+    @staticmethod
+    def _job_control(job: str, paused: object, by: object, at: object, reason: object) -> JobControl:
+        return parse.job_control(job, paused, by, at, reason)

@@ -1,0 +1,85 @@
+"""Operator control on Redis: pause, resume, manual triggers (each audited), and reading them back.
+
+All writes go through the one ``control`` script, which updates the job's
+meta hash, its trigger set and its audit stream in one step and publishes a
+trigger's notice; it also lists a job's kept triggers. The job's control
+fields are read with a plain ``HMGET``. Separate
+from the node's own writes (:mod:`.redis_writes`): these calls come from
+operators (CLI, web face), never from the protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quorum_cron.store import keys as store_keys
+from quorum_cron.store import parse
+from quorum_cron.store.base import (
+    JobControl,
+)
+from quorum_cron.store.redis_base import RedisBase, as_list, as_text
+from quorum_cron.store.scripts import (
+    CONTROL,
+    Call,
+)
+
+__all__ = ["RedisControl"]
+
+
+class RedisControl(RedisBase):
+    """Operator control (see :class:`quorum_cron.store.base.Store`)."""
+
+    def _control_call(self, op: str, job: str, by: str | int, reason: str = "") -> list[Any]:
+        base = self._job_prefix(job)
+        names = (base + store_keys.META, base + store_keys.TRIGGERS, base + store_keys.AUDIT)
+        args: list[str | int] = [
+            self._now_arg(),
+            op,
+            job,
+            by,
+            reason,
+            self._retention_ms,
+            self._key_ttl_ms,
+            self._trigger_maxlen,
+            self._audit_maxlen,
+            "" if self._cluster else self._trigger_channel,
+        ]
+        return as_list(self._scripts.call(Call(CONTROL, names, args)))
+
+    def pause(self, job: str, by: str, reason: str) -> JobControl:
+        with self._boundary("pause"):
+            reply = self._control_call("p", job, by, reason)
+            if len(reply) != 5:
+                raise ValueError(f"pause reply has {len(reply)} elements, expected 5")
+            return self._job_control(job, *reply[1:])
+
+    def resume(self, job: str, by: str) -> JobControl:
+        with self._boundary("resume"):
+            reply = self._control_call("r", job, by)
+            if len(reply) != 5:
+                raise ValueError(f"resume reply has {len(reply)} elements, expected 5")
+            return self._job_control(job, *reply[1:])
+
+    def control(self, job: str) -> JobControl:
+        with self._boundary("control"):
+            fields = ["p", "pb", "pa", "pr"]
+            paused, by, at, reason = self._client.hmget(self._job_prefix(job) + store_keys.META, fields)
+            return self._job_control(job, paused, by, at, reason)
+
+    def trigger(self, job: str, by: str) -> int:
+        with self._boundary("trigger"):
+            reply = self._control_call("t", job, by)
+            if len(reply) != 2:
+                raise ValueError(f"trigger reply has {len(reply)} elements, expected 2")
+            return int(as_text(reply[1]))
+
+    def triggers(self, job: str, since_ms: int) -> list[int]:
+        with self._boundary("triggers"):
+            reply = self._control_call("l", job, since_ms)
+            out = []
+            for f in reply[1:]:
+                try:
+                    out.append(parse.bounded_int(f, f"trigger of {job}", 0))
+                except parse.BadValue as exc:
+                    self._bad(exc.what, exc.problem)
+            return out

@@ -1,0 +1,193 @@
+"""The state changes a node acts on: votes, fenced start / renew / finish, sweeps, missed records.
+
+Each is one script call (or a batch of them, packed by :mod:`.redis_batch`)
+whose reply is decoded here into :class:`~quorum_cron.store.base.VoteResult`,
+:class:`~quorum_cron.store.base.TransitionResult` and
+:class:`~quorum_cron.store.base.SlotView` values; these are the calls that
+``wait_replicas`` follows with ``WAIT``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from quorum_cron.errors import StoreError
+from quorum_cron.store import parse
+from quorum_cron.store.base import (
+    Delivery,
+    SlotState,
+    SlotView,
+    SweepParams,
+    TransitionResult,
+    VoteRequest,
+    VoteResult,
+    VoteStatus,
+)
+from quorum_cron.store.redis_base import as_list, as_text
+from quorum_cron.store.redis_batch import RedisBatching
+from quorum_cron.store.scripts import (
+    FENCE,
+    MISSED,
+    SWEEP,
+    Call,
+)
+
+__all__ = ["RedisWrites"]
+
+_DELIVERY = {Delivery.AT_MOST_ONCE: "m", Delivery.AT_LEAST_ONCE: "l"}
+_STATUS = {
+    "R": VoteStatus.RECORDED,
+    "C": VoteStatus.COMMITTED,
+    "D": VoteStatus.DECIDED,
+    "E": VoteStatus.EARLY,
+    "M": VoteStatus.MISSED,
+    "S": VoteStatus.SKIPPED,
+}
+
+
+def _slot_view(job: str, fire_ms: int, emitted: Sequence[object]) -> SlotView:
+    """Decode an ``emit(code, slot)`` reply: ``{code, slot value}``."""
+    return parse.slot_view(job, emitted, fire_ms)
+
+
+def _slot_value(job: str, fire_ms: int, record: object) -> SlotView:
+    return parse.slot_value(job, fire_ms, record)
+
+
+class RedisWrites(RedisBatching):
+    """Votes, fenced transitions and deadlines on Redis (see :class:`quorum_cron.store.base.Store`)."""
+
+    def vote(self, requests: Sequence[VoteRequest]) -> list[VoteResult]:
+        if not requests:
+            return []
+
+        def build(items: Sequence[int], singles: bool) -> list[tuple[Call, list[int]]]:
+            return self._vote_calls([requests[i] for i in items], singles=singles)
+
+        results: list[VoteResult | None] = [None] * len(requests)
+        with self._boundary("vote"):
+            for order, raw in self._run_grouped(build, len(requests), self._wait):
+                reply = as_list(raw)
+                codes = as_text(reply[1]) if len(reply) > 1 else ""
+                if len(reply) != len(order) + 2 or len(codes) != len(order):
+                    raise ValueError(
+                        f"vote reply has {len(reply) - 2} values, {len(codes)} codes for {len(order)} votes"
+                    )
+                now_ms = int(reply[0])
+                for i, code, record in zip(order, codes, reply[2:], strict=True):
+                    results[i] = self._vote_result(requests[i], code, record, now_ms)
+        return [r for r in results if r is not None]
+
+    def _vote_result(self, req: VoteRequest, code: str, record: object, now_ms: int) -> VoteResult:
+        """One vote's result; a corrupt slot or job state fails this vote only.
+
+        Such a vote is reported (:meth:`_bad`) and answered as decided with
+        an absent slot: the node stops voting for the slot and runs nothing
+        (it has no committed slot with a token of its own).
+        """
+        problem = ""
+        status = _STATUS.get(code)
+        if status is None:
+            try:
+                problem = parse.text(record, "vote error", 300) if code == "X" else f"vote code {code!r}"
+            except parse.BadValue as exc:
+                problem = str(exc)
+        else:
+            try:
+                slot = _slot_value(req.job, req.fire_ms, record)
+                return VoteResult(status=status, slot=slot, now_ms=now_ms)
+            except parse.BadValue as exc:
+                problem = exc.problem
+        self._bad(f"slot {req.job}@{req.fire_ms}", problem)
+        absent = SlotView(job=req.job, fire_ms=req.fire_ms, state=SlotState.ABSENT)
+        return VoteResult(status=VoteStatus.DECIDED, slot=absent, now_ms=now_ms)
+
+    def _fenced(
+        self, op: str, job: str, fire_ms: int, node: str, token: int, *extra: str | int
+    ) -> TransitionResult:
+        name = {"s": "start", "r": "renew", "f": "finish"}[op]
+        with self._boundary(name):
+            reply = as_list(
+                self._scripts.call(
+                    self._job_call(FENCE, job, self._now_arg(), [op, fire_ms, node, token, *extra]),
+                    self._wait,
+                )
+            )
+            if len(reply) != 3:
+                raise ValueError(f"{name} reply has {len(reply)} elements, expected 3")
+            now_ms, why = int(reply[0]), as_text(reply[1])
+            slot = _slot_view(job, fire_ms, as_list(reply[2]))
+        if not why:
+            return TransitionResult(True, slot, now_ms)
+        want = SlotState.COMMITTED if op == "s" else SlotState.RUNNING
+        reasons = {
+            "U": "unknown slot",
+            "S": f"slot is {slot.state}, not {want}",
+            "T": f"stale token {token}, current is {slot.token}",
+            "X": f"executor is {slot.executor!r}, not {node!r}",
+            "D": "starting deadline passed",
+            "N": f"retry not due before {slot.not_before_ms}",
+        }
+        if why not in reasons:
+            raise StoreError(f"unexpected refusal code {why!r} from redis at {self._where} to {name}")
+        return TransitionResult(False, slot, now_ms, reasons[why])
+
+    def start(self, job: str, fire_ms: int, node: str, token: int, lease_ms: int) -> TransitionResult:
+        return self._fenced("s", job, fire_ms, node, token, lease_ms)
+
+    def renew(self, job: str, fire_ms: int, node: str, token: int, lease_ms: int) -> TransitionResult:
+        return self._fenced("r", job, fire_ms, node, token, lease_ms)
+
+    def finish(
+        self,
+        job: str,
+        fire_ms: int,
+        node: str,
+        token: int,
+        succeeded: bool,
+        detail: str,
+        retries: int = 0,
+        retry_backoff_ms: int = 0,
+    ) -> TransitionResult:
+        return self._fenced(
+            "f", job, fire_ms, node, token, "1" if succeeded else "0", detail, retries, retry_backoff_ms
+        )
+
+    # -- deadlines -----------------------------------------------------------
+
+    def sweep(self, params: Sequence[SweepParams]) -> list[SlotView]:
+        if not params:
+            return []
+
+        def item(i: int) -> tuple[int, int, str]:
+            p = params[i]
+            return (p.deadline_ms, p.start_timeout_ms, _DELIVERY[p.delivery])
+
+        now = self._now_arg()
+
+        def build(items: Sequence[int], singles: bool) -> list[tuple[Call, list[int]]]:
+            return self._grouped_calls(
+                SWEEP, now, [params[i].job for i in items], lambda k: item(items[k]), singles=singles
+            )
+
+        per_param: list[list[SlotView]] = [[] for _ in params]
+        with self._boundary("sweep"):
+            for order, raw in self._run_grouped(build, len(params), None):
+                reply = as_list(raw)
+                if len(reply) != len(order) + 1:
+                    raise ValueError(f"sweep reply has {len(reply) - 1} sets for {len(order)} parameter sets")
+                for i, changed in zip(order, reply[1:], strict=True):
+                    per_param[i] = self._views(params[i].job, as_list(changed))
+        return [view for views in per_param for view in views]
+
+    def record_missed(self, job: str, fire_ms: int, deadline_ms: int, reason: str) -> SlotView:
+        with self._boundary("record_missed"):
+            reply = as_list(
+                self._scripts.call(
+                    self._job_call(MISSED, job, self._now_arg(), [fire_ms, deadline_ms, reason]),
+                    self._wait,
+                )
+            )
+            if len(reply) != 2:
+                raise ValueError(f"record_missed reply has {len(reply)} elements, expected 2")
+            return _slot_view(job, fire_ms, as_list(reply[1]))
