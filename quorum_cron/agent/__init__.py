@@ -3,7 +3,8 @@
 Modules, each owning one thing:
 
 * :mod:`.runtime` — the node loop around :class:`~quorum_cron.core.NodeCore`:
-  dispatching its actions, triggers, start and graceful stop;
+  dispatching its actions, start and graceful stop;
+* :mod:`.intake` — what the node hears (assignment notices, operator triggers) into the core;
 * :mod:`.spec` — what an agent is built from (its jobs and settings);
 * :mod:`.storeio` — store calls on a worker thread, in order;
 * :mod:`.notify` — assignment notices and operator triggers over Redis pub/sub;

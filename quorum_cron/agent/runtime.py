@@ -16,21 +16,14 @@ even while a call is on the wire; at a slot's fire time the node wakes,
 votes in one batch and — when the reply or a notice names it executor —
 starts the process after one more round trip.
 
-This module owns the loop, start and stop, the dispatch of the core's
-actions and triggers. The rest lives in
-modules that each own one thing:
+This module owns the loop, start and stop, and the dispatch of the core's
+actions. The rest lives in modules that each own one thing:
 
+* :mod:`.intake` — assignment notices and operator triggers (the subscription,
+  catch-up reads after a reconnect or an outage);
 * :mod:`.health` — store up/down, clock trust, membership and quorum health;
 * :mod:`.executions` — the job processes (and ``run-local`` runs);
 * :mod:`.observe` — logs, metrics and alerts from store replies.
-
-**Triggers.** ``quorum-cron trigger JOB`` makes the store publish the slot
-on the trigger channel, which the listener hears on the same connection as
-assignments. Since a notice can be lost while the subscription or the store
-is down, the node also reads the job's recent triggers
-(``store.triggers(job, now - deadline)``) when its subscription comes up —
-at start and after every reconnect — and whenever the store answers again
-after an outage.
 
 **Slot outcomes are the core's.** A slot this node could not vote for
 (clock untrusted, store unreachable or refusing) is recorded ``missed`` by
@@ -50,7 +43,6 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections import OrderedDict
 from collections.abc import Coroutine, Sequence
 from functools import partial
 
@@ -60,14 +52,13 @@ from redis.cluster import RedisCluster
 from quorum_cron.agent.alerts import AlertHook
 from quorum_cron.agent.executions import Runs
 from quorum_cron.agent.health import NodeHealth
+from quorum_cron.agent.intake import Intake
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.membership import NodeIdTaken
 from quorum_cron.agent.metrics import Metrics
-from quorum_cron.agent.notify import Notice, NoticeListener, Trigger
 from quorum_cron.agent.observe import Observer
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
-from quorum_cron.agent.triggers import MAX_VERIFYING, stored_triggers
 from quorum_cron.clock import Clock, SystemClock
 from quorum_cron.core import (
     Abstain,
@@ -85,7 +76,6 @@ from quorum_cron.core import (
 )
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.model import SlotState, SlotView, TransitionResult
-from quorum_cron.store import keys as store_keys
 from quorum_cron.store.base import Store
 
 __all__ = ["EXIT_ID_TAKEN", "EXIT_OK", "Agent", "AgentJob", "AgentSettings"]
@@ -95,10 +85,6 @@ log = logging.getLogger(EVENT_LOGGER)
 EXIT_OK = 0
 EXIT_ID_TAKEN = 3
 
-MAX_SEEN_TRIGGERS = 1_000
-"""Bound on triggers remembered as already handed to the core (catch-up reads repeat them)."""
-LISTENER_READY_S = 2.0
-"""How long the start waits for the notice subscription (it works without, only slower)."""
 FLUSH_TIMEOUT_MS = 10_000
 """After the last job ended at shutdown, how long results may take to reach the store."""
 
@@ -150,17 +136,26 @@ class Agent:
             report=self._run_ended,
             poke=self._poke,
         )
-        self._notices_client = notices
+        self.intake = Intake(
+            settings,
+            self.jobs,
+            store,
+            self._worker,
+            core=self.core,
+            clock=self.clock,
+            health=self.health,
+            notices=notices,
+            dispatch=self._dispatch,
+            now=self.now,
+            poke=self._poke,
+            background=self._background,
+            stopping=lambda: self._stopping,
+        )
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._listener: NoticeListener | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._bg: set[asyncio.Task[None]] = set()
         self._finishing: set[tuple[str, int]] = set()
-        self._seen_triggers: OrderedDict[tuple[str, int], None] = OrderedDict()
-        self._verifying: set[tuple[str, int]] = set()
-        self._catching_up = False
-        self._catch_up_again = False
         self._stopping = False
         self._stop_deadline_mono = 0
         self._grace_expired = False
@@ -206,7 +201,7 @@ class Agent:
         self._wake = asyncio.Event()
         try:
             await self._join()
-            await self._start_listener()
+            await self.intake.start(self._loop)
             self._tasks.append(asyncio.ensure_future(self.health.loop(self._on_id_taken)))
             self.ready.set()
             await self._main_loop()
@@ -240,33 +235,6 @@ class Agent:
             pid=os.getpid(),
         )
 
-    async def _start_listener(self) -> None:
-        """Subscribe to assignments and triggers before the first vote (else first slots fall to polling)."""
-        client = self._notices_client
-        if client is None:
-            # e.g. a MemoryStore: the core's polls find assignments, reads find triggers.
-            self._catch_up_triggers("start")
-            return
-        loop = self._loop
-        assert loop is not None
-        ns = self.settings.namespace
-        assignments, triggers = [store_keys.assign_channel(ns, self.node)], [store_keys.trigger_channel(ns)]
-        per_job = getattr(self.store, "notice_channels", None)
-        if per_job is not None:
-            # RedisStore: per job on a cluster (sharded pub/sub), else the two above.
-            assignments, triggers = per_job(self.node, sorted(self.jobs))
-
-        def deliver(item: Notice | Trigger) -> None:
-            loop.call_soon_threadsafe(self._on_notice, item)
-
-        def subscribed() -> None:
-            loop.call_soon_threadsafe(self._catch_up_triggers, "subscribed")
-
-        self._listener = NoticeListener(client, assignments, triggers, deliver, subscribed)
-        self._listener.start()
-        if not await asyncio.to_thread(self._listener.subscribed.wait, LISTENER_READY_S):
-            event(log, logging.WARNING, "notices", "notice channels not subscribed yet: polling meanwhile")
-
     async def _leave(self) -> None:
         tasks = [*self._tasks, *self._bg]
         for task in tasks:
@@ -274,9 +242,7 @@ class Agent:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        if self._listener is not None:
-            self._listener.stop()
-            await asyncio.to_thread(self._listener.join, 2.0)
+        await self.intake.stop()
         await self.health.leave()
         await self.alerts.aclose()
         self._worker.shutdown()
@@ -309,7 +275,7 @@ class Agent:
 
     def _store_back(self) -> None:
         self.core.set_store_reachable(True)
-        self._catch_up_triggers("store reachable again")
+        self.intake.catch_up("store reachable again")
 
     def _poke(self) -> None:
         if self._wake is not None:
@@ -410,101 +376,6 @@ class Agent:
         task = asyncio.ensure_future(coro)
         self._bg.add(task)
         task.add_done_callback(self._bg.discard)
-
-    # -- notices and triggers ------------------------------------------------
-
-    def _on_notice(self, item: Notice | Trigger) -> None:
-        if isinstance(item, Trigger):
-            # A notice is a hint (issue 11): act only on a trigger stored with its audit entry.
-            key = (item.job, item.fire_ms)
-            fresh = key not in self._seen_triggers and key not in self._verifying
-            if item.job in self.jobs and fresh and len(self._verifying) < MAX_VERIFYING:
-                self._verifying.add(key)
-                self._background(self._verify_trigger(item.job, item.fire_ms))
-            return
-        event(
-            log,
-            logging.DEBUG,
-            "notice",
-            f"assigned {item.job}@{item.fire_ms} token {item.token}",
-            job=item.job,
-            slot=item.fire_ms,
-            token=item.token,
-        )
-        self._dispatch(self.core.on_assigned(item.job, item.fire_ms, item.token, self.now()))
-        self._poke()
-
-    def _on_trigger(self, job: str, fire_ms: int, how: str) -> None:
-        key = (job, fire_ms)
-        if job not in self.jobs or key in self._seen_triggers:
-            return
-        self._seen_triggers[key] = None
-        while len(self._seen_triggers) > MAX_SEEN_TRIGGERS:
-            self._seen_triggers.popitem(last=False)
-        event(
-            log,
-            logging.INFO,
-            "trigger",
-            f"{job}@{fire_ms} triggered by an operator ({how}): voting for it",
-            job=job,
-            slot=fire_ms,
-            how=how,
-        )
-        self._dispatch(self.core.on_trigger(job, fire_ms, self.now()))
-        self._poke()
-
-    async def _verify_trigger(self, job: str, fire_ms: int) -> None:
-        try:
-            found = await self._worker.background(partial(stored_triggers, self.store, job, fire_ms - 1))
-        except StoreError as exc:
-            event(log, logging.WARNING, "trigger", f"cannot check trigger {job}@{fire_ms}: {exc}")
-            return
-        finally:
-            self._verifying.discard((job, fire_ms))
-        if fire_ms in found:
-            self._on_trigger(job, fire_ms, "notice")
-        else:
-            event(
-                log,
-                logging.WARNING,
-                "trigger",
-                f"{job}@{fire_ms}: trigger notice without a stored, audited trigger: ignored",
-                job=job,
-                slot=fire_ms,
-            )
-
-    def _catch_up_triggers(self, why: str) -> None:
-        """Read each job's triggers still inside their deadline (one read at a time, coalesced)."""
-        if self._stopping or not self.jobs:
-            return
-        if self._catching_up:
-            self._catch_up_again = True
-            return
-        self._catching_up = True
-        self._background(self._read_triggers(why))
-
-    async def _read_triggers(self, why: str) -> None:
-        try:
-            while True:
-                self._catch_up_again = False
-                wall = self.clock.wall_ms()
-                found: list[tuple[str, int]] = []
-                for job in self.jobs.values():
-                    since = wall - job.core.deadline_ms
-                    read = partial(stored_triggers, self.store, job.name, since)
-                    fires = await self._worker.background(read)
-                    found.extend((job.name, t) for t in fires)
-                for name, fire_ms in found:
-                    self._on_trigger(name, fire_ms, f"catch-up: {why}")
-                if not self._catch_up_again:
-                    return
-        except StoreError as exc:
-            # Retried when the store is back (``on_store_back``).
-            event(log, logging.WARNING, "trigger", f"cannot read triggers ({why}): {exc}")
-            if isinstance(exc, StoreUnavailable):
-                self.health.store_down(str(exc))
-        finally:
-            self._catching_up = False
 
     # -- abstentions -----------------------------------------------------------
 

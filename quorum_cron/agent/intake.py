@@ -1,0 +1,220 @@
+"""What the node hears: assignment notices and operator triggers, into the core.
+
+``quorum-cron trigger JOB`` makes the store publish the slot on the trigger
+channel, which the listener (:mod:`.notify`) hears on the same connection as
+assignments. A trigger notice is a hint: the node acts on it only once
+:func:`~quorum_cron.agent.triggers.stored_triggers` finds it stored with its
+audit entry. Since a notice can be lost while the subscription or the store
+is down, the node also reads the job's recent triggers
+(``store.triggers(job, now - deadline)``) when its subscription comes up —
+at start and after every reconnect — and whenever the store answers again
+after an outage.
+
+Separate from :mod:`.runtime` (the loop and the dispatch of the core's
+actions): this module owns the subscription and the bookkeeping of which
+triggers were handed to the core, checked, or are being read; it hands the
+core only what it heard, through the callbacks the runtime gives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine, Mapping
+from functools import partial
+
+import redis
+from redis.cluster import RedisCluster
+
+from quorum_cron.agent.health import NodeHealth
+from quorum_cron.agent.logs import EVENT_LOGGER, event
+from quorum_cron.agent.notify import Notice, NoticeListener, Trigger
+from quorum_cron.agent.spec import AgentJob, AgentSettings
+from quorum_cron.agent.storeio import StoreWorker
+from quorum_cron.agent.triggers import MAX_VERIFYING, stored_triggers
+from quorum_cron.clock import Clock
+from quorum_cron.core import Action, NodeCore, Now
+from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.store import keys as store_keys
+from quorum_cron.store.base import Store
+
+__all__ = ["LISTENER_READY_S", "MAX_SEEN_TRIGGERS", "Intake"]
+
+log = logging.getLogger(EVENT_LOGGER)
+
+MAX_SEEN_TRIGGERS = 1_000
+"""Bound on triggers remembered as already handed to the core (catch-up reads repeat them)."""
+LISTENER_READY_S = 2.0
+"""How long the start waits for the notice subscription (it works without, only slower)."""
+
+
+class Intake:
+    """The notice subscription and the operator triggers of one node (see the module docstring).
+
+    ``dispatch`` carries out the core's actions, ``now`` reads the clocks,
+    ``poke`` wakes the loop, ``background`` runs a coroutine the runtime
+    cancels at shutdown, ``stopping`` says whether the node is stopping
+    (no more catch-up reads then).
+    """
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        jobs: Mapping[str, AgentJob],
+        store: Store,
+        worker: StoreWorker,
+        *,
+        core: NodeCore,
+        clock: Clock,
+        health: NodeHealth,
+        notices: redis.Redis | RedisCluster | None,
+        dispatch: Callable[[list[Action]], None],
+        now: Callable[[], Now],
+        poke: Callable[[], None],
+        background: Callable[[Coroutine[object, object, None]], None],
+        stopping: Callable[[], bool],
+    ) -> None:
+        self._settings = settings
+        self._node = settings.node_id
+        self._jobs = jobs
+        self._store = store
+        self._worker = worker
+        self._core = core
+        self._clock = clock
+        self._health = health
+        self._client = notices
+        self._dispatch = dispatch
+        self._now = now
+        self._poke = poke
+        self._background = background
+        self._stopping = stopping
+        self._listener: NoticeListener | None = None
+        self._seen_triggers: OrderedDict[tuple[str, int], None] = OrderedDict()
+        self._verifying: set[tuple[str, int]] = set()
+        self._catching_up = False
+        self._catch_up_again = False
+
+    async def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Subscribe to assignments and triggers before the first vote (else first slots fall to polling)."""
+        client = self._client
+        if client is None:
+            # e.g. a MemoryStore: the core's polls find assignments, reads find triggers.
+            self.catch_up("start")
+            return
+        ns = self._settings.namespace
+        assignments, triggers = [store_keys.assign_channel(ns, self._node)], [store_keys.trigger_channel(ns)]
+        per_job = getattr(self._store, "notice_channels", None)
+        if per_job is not None:
+            # RedisStore: per job on a cluster (sharded pub/sub), else the two above.
+            assignments, triggers = per_job(self._node, sorted(self._jobs))
+
+        def deliver(item: Notice | Trigger) -> None:
+            loop.call_soon_threadsafe(self._on_notice, item)
+
+        def subscribed() -> None:
+            loop.call_soon_threadsafe(self.catch_up, "subscribed")
+
+        self._listener = NoticeListener(client, assignments, triggers, deliver, subscribed)
+        self._listener.start()
+        if not await asyncio.to_thread(self._listener.subscribed.wait, LISTENER_READY_S):
+            event(log, logging.WARNING, "notices", "notice channels not subscribed yet: polling meanwhile")
+
+    async def stop(self) -> None:
+        """Stop the listener thread (bounded wait for it to end)."""
+        if self._listener is not None:
+            self._listener.stop()
+            await asyncio.to_thread(self._listener.join, 2.0)
+
+    def _on_notice(self, item: Notice | Trigger) -> None:
+        if isinstance(item, Trigger):
+            # A notice is a hint (issue 11): act only on a trigger stored with its audit entry.
+            key = (item.job, item.fire_ms)
+            fresh = key not in self._seen_triggers and key not in self._verifying
+            if item.job in self._jobs and fresh and len(self._verifying) < MAX_VERIFYING:
+                self._verifying.add(key)
+                self._background(self._verify_trigger(item.job, item.fire_ms))
+            return
+        event(
+            log,
+            logging.DEBUG,
+            "notice",
+            f"assigned {item.job}@{item.fire_ms} token {item.token}",
+            job=item.job,
+            slot=item.fire_ms,
+            token=item.token,
+        )
+        self._dispatch(self._core.on_assigned(item.job, item.fire_ms, item.token, self._now()))
+        self._poke()
+
+    def _on_trigger(self, job: str, fire_ms: int, how: str) -> None:
+        key = (job, fire_ms)
+        if job not in self._jobs or key in self._seen_triggers:
+            return
+        self._seen_triggers[key] = None
+        while len(self._seen_triggers) > MAX_SEEN_TRIGGERS:
+            self._seen_triggers.popitem(last=False)
+        event(
+            log,
+            logging.INFO,
+            "trigger",
+            f"{job}@{fire_ms} triggered by an operator ({how}): voting for it",
+            job=job,
+            slot=fire_ms,
+            how=how,
+        )
+        self._dispatch(self._core.on_trigger(job, fire_ms, self._now()))
+        self._poke()
+
+    async def _verify_trigger(self, job: str, fire_ms: int) -> None:
+        try:
+            found = await self._worker.background(partial(stored_triggers, self._store, job, fire_ms - 1))
+        except StoreError as exc:
+            event(log, logging.WARNING, "trigger", f"cannot check trigger {job}@{fire_ms}: {exc}")
+            return
+        finally:
+            self._verifying.discard((job, fire_ms))
+        if fire_ms in found:
+            self._on_trigger(job, fire_ms, "notice")
+        else:
+            event(
+                log,
+                logging.WARNING,
+                "trigger",
+                f"{job}@{fire_ms}: trigger notice without a stored, audited trigger: ignored",
+                job=job,
+                slot=fire_ms,
+            )
+
+    def catch_up(self, why: str) -> None:
+        """Read each job's triggers still inside their deadline (one read at a time, coalesced)."""
+        if self._stopping() or not self._jobs:
+            return
+        if self._catching_up:
+            self._catch_up_again = True
+            return
+        self._catching_up = True
+        self._background(self._read_triggers(why))
+
+    async def _read_triggers(self, why: str) -> None:
+        try:
+            while True:
+                self._catch_up_again = False
+                wall = self._clock.wall_ms()
+                found: list[tuple[str, int]] = []
+                for job in self._jobs.values():
+                    since = wall - job.core.deadline_ms
+                    read = partial(stored_triggers, self._store, job.name, since)
+                    fires = await self._worker.background(read)
+                    found.extend((job.name, t) for t in fires)
+                for name, fire_ms in found:
+                    self._on_trigger(name, fire_ms, f"catch-up: {why}")
+                if not self._catch_up_again:
+                    return
+        except StoreError as exc:
+            # Retried when the store is back (``on_store_back``).
+            event(log, logging.WARNING, "trigger", f"cannot read triggers ({why}): {exc}")
+            if isinstance(exc, StoreUnavailable):
+                self._health.store_down(str(exc))
+        finally:
+            self._catching_up = False
