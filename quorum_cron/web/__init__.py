@@ -7,7 +7,9 @@ nothing below imports it. Modules:
 * :mod:`.timeline` — expected slots from the schedule against the slots the store recorded (pure);
 * :mod:`.live` — server-sent events: one watcher of the store fans out to every open page;
 * :mod:`.tokens` — admin tokens (trigger, pause, resume), from a file or the environment;
-* :mod:`.app` — the Starlette app: routes, sessions, CSRF checks, security headers;
+* :mod:`.app` — the Starlette app: routes, sessions, CSRF checks;
+* :mod:`.inputs` — what a request may carry (query, body, form, origin), checked where it enters;
+* :mod:`.present` — templates and their filters, security headers;
 * :mod:`.server` — uvicorn, in the foreground or on a thread of the agent.
 
 Needs the ``web`` extra (Starlette, uvicorn, Jinja2). Importing this package

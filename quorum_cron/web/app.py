@@ -33,14 +33,11 @@ import hmac
 import json
 import secrets
 import time
-import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
-from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -54,15 +51,14 @@ from starlette.responses import (
 )
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from quorum_cron.commands.control import MAX_REASON
 from quorum_cron.config import Config
-from quorum_cron.durations import format_duration, parse_duration
-from quorum_cron.errors import ConfigError, StoreError
+from quorum_cron.errors import StoreError
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.web import views
+from quorum_cron.web.inputs import Refused, body_of, check_reason, form_of, job_args, same_origin
 from quorum_cron.web.live import Broadcaster
+from quorum_cron.web.present import SecurityHeaders, environment
 from quorum_cron.web.tokens import AdminTokens
 
 __all__ = ["WebContext", "create_app"]
@@ -71,15 +67,6 @@ HERE = Path(__file__).resolve().parent
 SESSION_COOKIE = "qc_session"
 SESSION_TTL_S = 12 * 3600
 MAX_SESSIONS = 1000
-MIN_WINDOW_MS = 60_000
-MAX_WINDOW_MS = 31 * 86_400_000
-MAX_PAGE = 1000
-MAX_BODY = 16 * 1024
-"""Forms and JSON bodies are small; a larger body is refused before it is read whole."""
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-)
 ACTIONS = ("trigger", "pause", "resume")
 
 
@@ -102,77 +89,9 @@ class WebContext:
     sessions: dict[str, _Session] = field(default_factory=dict)
 
 
-class _SecurityHeaders:
-    """Adds the security headers to every response (a pure ASGI middleware: SSE keeps streaming)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                headers += [
-                    (b"content-security-policy", CSP.encode()),
-                    (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"same-origin"),
-                    (b"x-frame-options", b"DENY"),
-                ]
-                message["headers"] = headers
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
-
-
-class _Refused(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(HERE / "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    env.filters["t"] = views.fmt_ms
-    env.filters["dur"] = _fmt_dur
-    env.filters["ago"] = _ago
-    env.filters["spark"] = _spark
-    return env
-
-
-def _spark(states: list[str]) -> Markup:
-    """Recent outcomes, oldest first, as a strip of coloured marks (built here: hundreds per page)."""
-    counts: dict[str, int] = {}
-    for s in states:
-        counts[s] = counts.get(s, 0) + 1
-    label = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    marks = "".join(f'<i class="f-{escape(s)}"></i>' for s in states)
-    return Markup(f'<span class="spark" title="last {len(states)}: {escape(label)}">{marks}</span>')
-
-
-def _fmt_dur(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    if abs(ms) < 1000:
-        return f"{ms} ms"
-    if abs(ms) < 120_000:
-        return f"{ms / 1000:.1f} s"
-    return format_duration(ms - ms % 1000) if ms % 60_000 else format_duration(ms)
-
-
-def _ago(ms: int, now: int) -> str:
-    delta = now - ms
-    text = _fmt_dur(abs(delta))
-    return f"{text} ago" if delta >= 0 else f"in {text}"
-
-
 def create_app(ctx: WebContext) -> Starlette:
     """The ASGI app for ``ctx`` (``uvicorn`` serves it; tests may call it in process)."""
-    env = _environment()
+    env = environment()
     jobs = [s.name for s in ctx.config.jobs]
     broadcaster = Broadcaster(ctx.store, jobs, members_every_s=ctx.config.cluster.heartbeat_ms / 1000)
     recent = views.RecentLedger()
@@ -218,37 +137,19 @@ def create_app(ctx: WebContext) -> Starlette:
         try:
             return await run_in_threadpool(fn, *args, **kw)
         except StoreError as exc:
-            raise _Refused(503, f"cannot read the store at {ctx.shown_url}: {exc}") from None
+            raise Refused(503, f"cannot read the store at {ctx.shown_url}: {exc}") from None
 
     def job_of(request: Request) -> str:
         job = str(request.path_params["job"])
         if job not in jobs:
-            raise _Refused(404, f"unknown job {job!r}: this server's config defines {len(jobs)} job(s)")
+            raise Refused(404, f"unknown job {job!r}: this server's config defines {len(jobs)} job(s)")
         return job
-
-    def job_args(request: Request) -> dict[str, Any]:
-        q = request.query_params
-        out: dict[str, Any] = {}
-        if q.get("window"):
-            try:
-                ms = parse_duration(q["window"], what="window")
-            except ConfigError as exc:
-                raise _Refused(400, str(exc)) from None
-            if not MIN_WINDOW_MS <= ms <= MAX_WINDOW_MS:
-                raise _Refused(400, f"window {q['window']!r} is out of range (expected 1m to 31d)")
-            out["window_ms"] = ms
-        for key, name, lo, hi in (("to", "to_ms", 1, 10**15), ("page", "page", 0, MAX_PAGE)):
-            if q.get(key):
-                if not q[key].isdigit() or not lo <= int(q[key]) <= hi:
-                    raise _Refused(400, f"{key} {q[key]!r} is not a whole number from {lo} to {hi}")
-                out[name] = int(q[key])
-        return out
 
     def handle(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def wrapped(request: Request) -> Response:
             try:
                 return await fn(request)
-            except _Refused as exc:
+            except Refused as exc:
                 return problem(request, exc.status, exc.message)
 
         return wrapped
@@ -264,9 +165,7 @@ def create_app(ctx: WebContext) -> Starlette:
     async def jobs_data(request: Request) -> dict[str, Any]:
         state = request.query_params.get("state", "all")
         if state not in views.FILTERS:
-            raise _Refused(
-                400, f"state {state!r} is not a filter: expected one of {', '.join(views.FILTERS)}"
-            )
+            raise Refused(400, f"state {state!r} is not a filter: expected one of {', '.join(views.FILTERS)}")
         data: dict[str, Any] = await read(request, views.jobs_view, ctx.store, ctx.config, state, recent)
         return data
 
@@ -281,7 +180,7 @@ def create_app(ctx: WebContext) -> Starlette:
         job = job_of(request)
         raw = str(request.path_params["fire_ms"])
         if not raw.isdigit() or len(raw) > 15:
-            raise _Refused(400, f"slot {raw!r} is not a fire time in epoch milliseconds")
+            raise Refused(400, f"slot {raw!r} is not a fire time in epoch milliseconds")
         data: dict[str, Any] = await read(request, views.slot_view, ctx.store, ctx.config, job, int(raw))
         return data
 
@@ -329,33 +228,6 @@ def create_app(ctx: WebContext) -> Starlette:
 
     # -- acting --------------------------------------------------------------
 
-    async def body_of(request: Request) -> bytes:
-        size = request.headers.get("content-length", "")
-        if size.isdigit() and int(size) > MAX_BODY:
-            raise _Refused(413, f"request body of {size} bytes is too large (expected at most {MAX_BODY})")
-        chunks: list[bytes] = []
-        total = 0
-        async for chunk in request.stream():
-            total += len(chunk)
-            if total > MAX_BODY:
-                raise _Refused(413, f"request body is too large (expected at most {MAX_BODY} bytes)")
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    async def form_of(request: Request) -> dict[str, str]:
-        """An ``application/x-www-form-urlencoded`` body (what the pages' forms send), bounded."""
-        text = (await body_of(request)).decode("utf-8", errors="replace")
-        try:
-            return dict(urllib.parse.parse_qsl(text, keep_blank_values=True, max_num_fields=20))
-        except ValueError:
-            raise _Refused(400, "form has more than 20 fields (expected a page's form)") from None
-
-    def same_origin(request: Request) -> bool:
-        origin = request.headers.get("origin")
-        if origin is None:
-            return True  # not a browser, or an old one: the CSRF token still decides
-        return origin == f"{request.url.scheme}://{request.url.netloc}"
-
     async def act(job: str, action: str, who: str, reason: str) -> dict[str, Any]:
         def call() -> dict[str, Any]:
             if action == "trigger":
@@ -367,32 +239,24 @@ def create_app(ctx: WebContext) -> Starlette:
         try:
             return await run_in_threadpool(call)
         except StoreError as exc:
-            raise _Refused(
+            raise Refused(
                 503, f"cannot {action} {job!r} through the store at {ctx.shown_url}: {exc}"
             ) from None
-
-    def check_reason(reason: str) -> str:
-        reason = reason.strip()
-        if len(reason) > MAX_REASON or "\n" in reason or "\r" in reason:
-            raise _Refused(
-                400, f"reason is {len(reason)} characters: expected one line of at most {MAX_REASON}"
-            )
-        return reason
 
     async def page_action(request: Request) -> Response:
         job = job_of(request)
         action = str(request.path_params["action"])
         if action not in ACTIONS:
-            raise _Refused(404, f"unknown action {action!r}: expected one of {', '.join(ACTIONS)}")
+            raise Refused(404, f"unknown action {action!r}: expected one of {', '.join(ACTIONS)}")
         if not ctx.tokens.enabled:
-            raise _Refused(403, "refused: this server is read-only (started without an admin token)")
+            raise Refused(403, "refused: this server is read-only (started without an admin token)")
         session = session_of(request)
         if session is None:
-            raise _Refused(403, "refused: log in with an admin token to trigger, pause or resume")
+            raise Refused(403, "refused: log in with an admin token to trigger, pause or resume")
         form = await form_of(request)
         sent = form.get("csrf", "")
         if not same_origin(request) or not hmac.compare_digest(sent.encode(), session.csrf.encode()):
-            raise _Refused(403, "refused: the request did not come from this server's page (CSRF check)")
+            raise Refused(403, "refused: the request did not come from this server's page (CSRF check)")
         await act(job, action, session.name, check_reason(form.get("reason", "")))
         return RedirectResponse(f"{prefix(request)}/jobs/{job}?done={action}", status_code=303)
 
@@ -400,13 +264,13 @@ def create_app(ctx: WebContext) -> Starlette:
         job = job_of(request)
         action = str(request.path_params["action"])
         if action not in ACTIONS:
-            raise _Refused(404, f"unknown action {action!r}: expected one of {', '.join(ACTIONS)}")
+            raise Refused(404, f"unknown action {action!r}: expected one of {', '.join(ACTIONS)}")
         if not ctx.tokens.enabled:
-            raise _Refused(403, "refused: this server is read-only (started without an admin token)")
+            raise Refused(403, "refused: this server is read-only (started without an admin token)")
         scheme, _, presented = request.headers.get("authorization", "").partition(" ")
         who = ctx.tokens.check(presented) if scheme.lower() == "bearer" else None
         if who is None:
-            raise _Refused(
+            raise Refused(
                 403, "refused: expected 'Authorization: Bearer NAME:SECRET' with a current admin token"
             )
         reason = ""
@@ -415,9 +279,9 @@ def create_app(ctx: WebContext) -> Starlette:
             try:
                 body = json.loads(raw) if raw.strip() else {}
             except ValueError:
-                raise _Refused(400, 'body is not JSON: expected {"reason": "..."}') from None
+                raise Refused(400, 'body is not JSON: expected {"reason": "..."}') from None
             if not isinstance(body, dict) or not isinstance(body.get("reason", ""), str):
-                raise _Refused(400, 'body is not {"reason": "..."}')
+                raise Refused(400, 'body is not {"reason": "..."}')
             reason = check_reason(str(body.get("reason", "")))
         return JSONResponse(await act(job, action, who, reason))
 
@@ -427,9 +291,9 @@ def create_app(ctx: WebContext) -> Starlette:
         if request.method == "GET":
             return render(request, "login.html", {"error": ""})
         if not ctx.tokens.enabled:
-            raise _Refused(403, "refused: this server is read-only (started without an admin token)")
+            raise Refused(403, "refused: this server is read-only (started without an admin token)")
         if not same_origin(request):
-            raise _Refused(403, "refused: the request did not come from this server's page (CSRF check)")
+            raise Refused(403, "refused: the request did not come from this server's page (CSRF check)")
         form = await form_of(request)
         presented = form.get("token", "")
         name = ctx.tokens.check(presented)
@@ -499,5 +363,5 @@ def create_app(ctx: WebContext) -> Starlette:
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.broadcaster = broadcaster
-    app.add_middleware(_SecurityHeaders)
+    app.add_middleware(SecurityHeaders)
     return app

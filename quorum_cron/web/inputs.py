@@ -1,0 +1,101 @@
+"""What a request to the web face may carry, checked where it enters: query arguments, bodies, forms, origin.
+
+Each check either returns the value or raises :class:`Refused` with the
+HTTP status and a message that names the offending value and what was
+expected; :mod:`.app` turns a refusal into an error page or JSON. Bodies
+are bounded before they are read whole. Separate from :mod:`.app` so that
+every rule on untrusted input is in one short module, next to its limits.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any
+
+from starlette.requests import Request
+
+from quorum_cron.commands.control import MAX_REASON
+from quorum_cron.durations import parse_duration
+from quorum_cron.errors import ConfigError
+
+__all__ = [
+    "MAX_BODY",
+    "MAX_PAGE",
+    "MAX_WINDOW_MS",
+    "MIN_WINDOW_MS",
+    "Refused",
+    "body_of",
+    "check_reason",
+    "form_of",
+    "job_args",
+    "same_origin",
+]
+
+MIN_WINDOW_MS = 60_000
+MAX_WINDOW_MS = 31 * 86_400_000
+MAX_PAGE = 1000
+MAX_BODY = 16 * 1024
+"""Forms and JSON bodies are small; a larger body is refused before it is read whole."""
+
+
+class Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def job_args(request: Request) -> dict[str, Any]:
+    q = request.query_params
+    out: dict[str, Any] = {}
+    if q.get("window"):
+        try:
+            ms = parse_duration(q["window"], what="window")
+        except ConfigError as exc:
+            raise Refused(400, str(exc)) from None
+        if not MIN_WINDOW_MS <= ms <= MAX_WINDOW_MS:
+            raise Refused(400, f"window {q['window']!r} is out of range (expected 1m to 31d)")
+        out["window_ms"] = ms
+    for key, name, lo, hi in (("to", "to_ms", 1, 10**15), ("page", "page", 0, MAX_PAGE)):
+        if q.get(key):
+            if not q[key].isdigit() or not lo <= int(q[key]) <= hi:
+                raise Refused(400, f"{key} {q[key]!r} is not a whole number from {lo} to {hi}")
+            out[name] = int(q[key])
+    return out
+
+
+async def body_of(request: Request) -> bytes:
+    size = request.headers.get("content-length", "")
+    if size.isdigit() and int(size) > MAX_BODY:
+        raise Refused(413, f"request body of {size} bytes is too large (expected at most {MAX_BODY})")
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > MAX_BODY:
+            raise Refused(413, f"request body is too large (expected at most {MAX_BODY} bytes)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def form_of(request: Request) -> dict[str, str]:
+    """An ``application/x-www-form-urlencoded`` body (what the pages' forms send), bounded."""
+    text = (await body_of(request)).decode("utf-8", errors="replace")
+    try:
+        return dict(urllib.parse.parse_qsl(text, keep_blank_values=True, max_num_fields=20))
+    except ValueError:
+        raise Refused(400, "form has more than 20 fields (expected a page's form)") from None
+
+
+def same_origin(request: Request) -> bool:
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True  # not a browser, or an old one: the CSRF token still decides
+    return origin == f"{request.url.scheme}://{request.url.netloc}"
+
+
+def check_reason(reason: str) -> str:
+    reason = reason.strip()
+    if len(reason) > MAX_REASON or "\n" in reason or "\r" in reason:
+        raise Refused(400, f"reason is {len(reason)} characters: expected one line of at most {MAX_REASON}")
+    return reason
