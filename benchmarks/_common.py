@@ -14,6 +14,7 @@ import json
 import math
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -39,6 +40,7 @@ __all__ = [
     "AgentCluster",
     "EmbeddedRedis",
     "Reaper",
+    "keep_latest",
     "machine",
     "now_ms",
     "percentile",
@@ -303,12 +305,45 @@ def machine() -> dict[str, object]:
     }
 
 
-def write_result(name: str, doc: dict[str, Any], label: str = "") -> Path:
-    """Write ``doc`` as ``benchmarks/results/<name>-<stamp>[-label].json``; returns the path."""
+def write_result(name: str, doc: dict[str, Any], label: str = "", *, variant: str = "") -> Path:
+    """Write ``doc`` as ``benchmarks/results/<name>-<stamp>[-label].json`` and return the path;
+    then remove the older results of ``name`` and ``variant`` (:func:`keep_latest`).
+
+    ``variant`` names what one benchmark measures in several ways whose
+    results stand side by side (``store_vote``'s reply parser, ``fire_latency``'s
+    topology); it is recorded in the file as ``"variant"``.
+    """
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     path = RESULTS / f"{name}-{stamp}{'-' + label if label else ''}.json"
-    doc = {"benchmark": name, "when": stamp, "label": label, "machine": machine(), **doc}
+    doc = {"benchmark": name, "when": stamp, "label": label, "variant": variant, "machine": machine(), **doc}
     path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
     print(f"\nwrote {path.relative_to(ROOT)}")
+    for old in keep_latest(name, path, variant):
+        print(f"removed the older {old.relative_to(ROOT)}")
     return path
+
+
+def keep_latest(name: str, latest: Path, variant: str = "") -> list[Path]:
+    """Remove every result of ``name`` and ``variant`` in ``latest``'s directory but ``latest``.
+
+    The standard for ``benchmarks/results/``: the latest run of each
+    benchmark (and variant) is kept, git keeps the history. A result is a
+    file ``<name>-<stamp>[-label].json`` (the stamp right after the name
+    keeps ``a`` from matching ``a-b-<stamp>.json``) whose ``"variant"`` (absent: ``""``) is
+    ``variant``. A file that does not parse as a JSON object is left alone.
+    Returns the removed paths.
+    """
+    pattern = re.compile(rf"{re.escape(name)}-\d{{8}}T\d{{6}}(-.+)?\.json")
+    removed = []
+    for path in sorted(latest.parent.glob(f"{name}-*.json")):
+        if path == latest or not pattern.fullmatch(path.name):
+            continue
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and doc.get("variant", "") == variant:
+            path.unlink()
+            removed.append(path)
+    return removed

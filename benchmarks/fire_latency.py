@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("steady", "one_killed", "reference_steady", "reference_one_killed"):
         res[key].pop("_job_delays", None)
     res["table"] = rows
-    write_result("fire_latency", res, args.label)
+    write_result("fire_latency", res, args.label, variant=args.topology)
     return 0
 
 

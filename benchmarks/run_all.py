@@ -9,6 +9,8 @@ loopback port, its own clean-up), with a wall-clock bound; its JSON lands in
 ``benchmarks/results/`` with the label ``all-<stamp>``. Then this script
 prints a summary table, writes ``benchmarks/results/summary-<stamp>.json``
 and ``benchmarks/results/latest.md`` (the table for the README).
+``benchmarks/results/`` keeps the latest run of each benchmark (and variant)
+and the latest summary: writing one removes the older ones; git keeps the history.
 
 ``store_vote`` runs twice, with redis-py's pure-Python reply parser and
 with ``hiredis`` (when installed), to measure what the ``hiredis`` extra buys.
@@ -31,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from _common import keep_latest
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -405,6 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     path = RESULTS / f"summary-{stamp}.json"
     path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    keep_latest("summary", path)
     md = RESULTS / "latest.md"
     md.write_text(markdown(rows, stamp, meta))
     print(f"\nwrote {path.relative_to(ROOT)} and {md.relative_to(ROOT)}")

@@ -60,7 +60,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
-import json
 import multiprocessing as mp
 import os
 import platform
@@ -78,6 +77,9 @@ from redis.crc import key_slot
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _common import write_result  # noqa: E402
 
 from quorum_cron.embedded import EmbeddedRedis  # noqa: E402
 from quorum_cron.embedded_topology import EmbeddedCluster  # noqa: E402
@@ -326,14 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if r.master_cpu_share:
             print(f"{'':14} per master: redis CPU {r.master_cpu_share}, slots {r.master_slot_share}")
-    out_dir = ROOT / "benchmarks" / "results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    path = out_dir / f"store_vote-{stamp}{'-' + args.label if args.label else ''}.json"
     doc = {
-        "benchmark": "store_vote",
-        "when": stamp,
-        "label": args.label,
         "redis": version,
         "redis_binary": server.binary,
         "python": platform.python_version(),
@@ -344,8 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "results": [asdict(r) for r in results],
     }
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"\nwrote {path.relative_to(ROOT)}")
+    write_result("store_vote", doc, args.label, variant=parser)
     return 0
 
 
