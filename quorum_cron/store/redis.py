@@ -27,19 +27,13 @@ from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
-from redis.exceptions import (
-    RedisClusterException,
-    RedisError,
-)
+from redis.exceptions import RedisClusterException, RedisError
 
 from quorum_cron.errors import StoreUnavailable
 from quorum_cron.redact import redact_url
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store import parse
-from quorum_cron.store.base import (
-    HeartbeatResult,
-    Member,
-)
+from quorum_cron.store.base import HeartbeatResult, Member
 from quorum_cron.store.keys import (
     DEFAULT_AUDIT_MAXLEN,
     DEFAULT_LEDGER_MAXLEN,
@@ -50,10 +44,7 @@ from quorum_cron.store.redis_base import DEFAULT_MAX_BATCH, DEFAULT_WAIT_TIMEOUT
 from quorum_cron.store.redis_control import RedisControl
 from quorum_cron.store.redis_reads import RedisReads
 from quorum_cron.store.redis_writes import RedisWrites
-from quorum_cron.store.scripts import (
-    MEMBERS,
-    Call,
-)
+from quorum_cron.store.scripts import MEMBERS, Call
 from quorum_cron.store.urls import RedisTarget, open_client, parse_redis_url
 
 __all__ = ["RedisStore", "redact_url"]

@@ -38,10 +38,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from quorum_cron.errors import ConfigError, StoreError, StoreOutOfMemory, StoreUnavailable
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store import parse
-from quorum_cron.store.base import (
-    JobControl,
-    SlotView,
-)
+from quorum_cron.store.base import JobControl, SlotView
 from quorum_cron.store.cluster import ClusterScriptRunner
 from quorum_cron.store.keys import (
     DEFAULT_AUDIT_MAXLEN,
@@ -49,12 +46,7 @@ from quorum_cron.store.keys import (
     DEFAULT_RETENTION_MS,
     DEFAULT_TRIGGER_MAXLEN,
 )
-from quorum_cron.store.scripts import (
-    Call,
-    ScriptRunner,
-    Wait,
-    WaitShortfall,
-)
+from quorum_cron.store.scripts import Call, ScriptRunner, Wait, WaitShortfall
 
 __all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_WAIT_TIMEOUT_MS", "RedisBase", "as_list", "as_text"]
 

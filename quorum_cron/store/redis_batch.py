@@ -16,17 +16,10 @@ from typing import Any
 
 from quorum_cron.errors import StoreError
 from quorum_cron.store import keys as store_keys
-from quorum_cron.store.base import (
-    Overlap,
-    VoteRequest,
-)
+from quorum_cron.store.base import Overlap, VoteRequest
 from quorum_cron.store.cluster import REDIRECTED
 from quorum_cron.store.redis_base import RedisBase
-from quorum_cron.store.scripts import (
-    VOTE,
-    Call,
-    Wait,
-)
+from quorum_cron.store.scripts import VOTE, Call, Wait
 
 __all__ = ["RedisBatching"]
 

@@ -14,14 +14,9 @@ from typing import Any
 
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store import parse
-from quorum_cron.store.base import (
-    JobControl,
-)
+from quorum_cron.store.base import JobControl
 from quorum_cron.store.redis_base import RedisBase, as_list, as_text
-from quorum_cron.store.scripts import (
-    CONTROL,
-    Call,
-)
+from quorum_cron.store.scripts import CONTROL, Call
 
 __all__ = ["RedisControl"]
 

@@ -17,17 +17,9 @@ from typing import Any
 from quorum_cron.errors import StoreError
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store import parse
-from quorum_cron.store.base import (
-    AuditEntry,
-    JobControl,
-    LedgerEntry,
-    SlotState,
-    SlotView,
-)
+from quorum_cron.store.base import AuditEntry, JobControl, LedgerEntry, SlotState, SlotView
 from quorum_cron.store.redis_base import RedisBase, as_list, as_text
-from quorum_cron.store.scripts import (
-    READ,
-)
+from quorum_cron.store.scripts import READ
 
 __all__ = ["RedisReads"]
 

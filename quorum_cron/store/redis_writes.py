@@ -25,12 +25,7 @@ from quorum_cron.store.base import (
 )
 from quorum_cron.store.redis_base import as_list, as_text
 from quorum_cron.store.redis_batch import RedisBatching
-from quorum_cron.store.scripts import (
-    FENCE,
-    MISSED,
-    SWEEP,
-    Call,
-)
+from quorum_cron.store.scripts import FENCE, MISSED, SWEEP, Call
 
 __all__ = ["RedisWrites"]
 
