@@ -93,10 +93,12 @@ def _no_script(message: str) -> str:
 
 
 def as_text(value: object) -> str:
+    """A reply element as text (:func:`quorum_cron.store.parse.text`; a bad one raises ``BadValue``)."""
     return parse.text(value, "reply value")
 
 
 def as_list(value: object) -> list[Any]:
+    """A reply element that must be an array; anything else is a malformed reply (``TypeError``)."""
     if not isinstance(value, list):
         raise TypeError(f"expected an array in the reply, got {type(value).__name__}")
     return value
