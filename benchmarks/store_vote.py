@@ -339,7 +339,10 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "results": [asdict(r) for r in results],
     }
-    write_result("store_vote", doc, args.label, variant=parser)
+    # A run with the cluster modes is its own variant: a later standalone-only
+    # run (run_all's default) must not prune the cluster figures the docs cite.
+    variant = f"{parser}-cluster" if any(m in ("cluster", "store-cluster") for m in modes) else parser
+    write_result("store_vote", doc, args.label, variant=variant)
     return 0
 
 
