@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -82,6 +83,69 @@ def test_wrong_type_ledger_refuses_finish_whole(
     done = s.finish("a", T0, "n1", res.slot.token, True, "exit 0")
     assert done.ok and done.slot.state == SlotState.SUCCEEDED
     assert [e.state for e in s.ledger("a", 10)] == [SlotState.SUCCEEDED]
+
+
+@pytest.mark.parametrize(
+    ("op", "bad_key", "bad_type"),
+    [
+        ("pause", "audit", "string"),
+        ("pause", "audit", "hash"),
+        ("resume", "audit", "string"),
+        ("trigger", "audit", "string"),
+        ("trigger", "audit", "list"),
+        ("trigger", "triggers", "string"),
+    ],
+)
+def test_wrong_type_key_refuses_pause_and_trigger_whole(
+    redis_client: redis.Redis,
+    store: tuple[RedisStore, list[tuple[str, str]]],
+    op: str,
+    bad_key: str,
+    bad_type: str,
+) -> None:
+    s, _ = store
+    if op == "resume":
+        s.pause("a", "ops", "before")
+        redis_client.delete(key("a", "audit"))
+    meta_before = redis_client.hgetall(key("a", "meta"))
+    if bad_key == "triggers":
+        redis_client.delete(key("a", "triggers"))
+    bad = key("a", bad_key)
+    if bad_type == "string":
+        redis_client.set(bad, "not a stream")
+    elif bad_type == "hash":
+        redis_client.hset(bad, "x", "1")
+    else:
+        redis_client.rpush(bad, "x")
+    calls = {"pause": lambda: s.pause("a", "ops", "why"), "resume": lambda: s.resume("a", "ops")}
+    calls["trigger"] = lambda: s.trigger("a", "ops")
+    expected = {"audit": "stream", "triggers": "zset"}[bad_key]
+    with pytest.raises(
+        StoreError,
+        match=rf"failed {op}: corrupt store: {re.escape(bad)} is a {bad_type} "
+        rf"\(expected a {expected}\)",
+    ):
+        calls[op]()
+    assert redis_client.hgetall(key("a", "meta")) == meta_before  # not paused, not resumed
+    assert redis_client.type(bad).decode() == bad_type  # the bad key itself is left for the operator
+    if bad_key != "triggers":
+        assert not redis_client.exists(key("a", "triggers"))  # no unaudited trigger
+    else:
+        assert not redis_client.exists(key("a", "audit"))  # no audit entry for a trigger that is not stored
+    assert s.control("a").paused == (op == "resume")
+    # Once the operator removes the bad key, the same call goes through, audited.
+    redis_client.delete(bad)
+    calls[op]()
+    assert [e.action.value for e in s.audit("a", 10)] == [op]
+
+
+def test_garbage_trigger_set_does_not_block_pause(
+    redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]]
+) -> None:
+    s, _ = store
+    redis_client.set(key("a", "triggers"), "garbage")
+    assert s.pause("a", "ops", "incident").paused
+    assert [e.action.value for e in s.audit("a", 10)] == ["pause"]
 
 
 def test_garbage_members_are_skipped_and_own_garbage_entry_is_overwritten(

@@ -1,5 +1,7 @@
 -- control.lua: operator control of one job (Store.pause, resume, trigger,
 -- triggers; MemoryStore is the model). Prepended: _clock.lua only.
+-- Error reply "corrupt store: <key> is a <type> (expected a <type>)" when a
+-- key a write op touches has the wrong type; nothing is written then.
 --
 -- KEYS[1]  qc:{ns:job}:meta      HASH  p "1" while paused, pb by, pa at ms, pr reason
 -- KEYS[2]  qc:{ns:job}:triggers  ZSET  trigger fire times, member = score = fire_ms
@@ -36,10 +38,33 @@ local function audit(action, detail)
   redis.call('XADD', K_AUDIT, 'MAXLEN', ARGV[9], '*', unpack(e))
 end
 
+-- Hostile store contents (issue 11): a key of the wrong type where one of
+-- the job's keys belongs makes its command fail. Every write op checks the
+-- types of the keys it writes before its first write, so the call fails
+-- whole (an error reply) instead of applying part-way: pausing a job with no
+-- audit entry, or leaving an unaudited trigger in the set. Each op checks
+-- only the keys it touches: a garbage trigger set does not block a pause.
+local KEY_TYPES = {
+  p = {{K_META, 'hash'}, {K_AUDIT, 'stream'}},
+  r = {{K_META, 'hash'}, {K_AUDIT, 'stream'}},
+  t = {{K_TRIG, 'zset'}, {K_AUDIT, 'stream'}},
+}
+
+local function check_types()
+  for _, kt in ipairs(KEY_TYPES[op] or {}) do
+    local t = redis.call('TYPE', kt[1]).ok
+    if t ~= 'none' and t ~= kt[2] then
+      error({err = 'corrupt store: ' .. kt[1] .. ' is a ' .. t .. ' (expected a ' .. kt[2] .. ')'})
+    end
+  end
+end
+
 local function control()
   local c = redis.call('HMGET', K_META, 'p', 'pb', 'pa', 'pr')
   return {NOW, c[1] or '', c[2] or '', c[3] or '0', c[4] or ''}
 end
+
+check_types()
 
 if op == 'p' then
   local c = redis.call('HMGET', K_META, 'p', 'pb', 'pr')
