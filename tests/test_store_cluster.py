@@ -1,4 +1,4 @@
-"""RedisStore on a real Redis Cluster: sharded notices in the job's slot, store time, URL, WAIT per node.
+"""RedisStore on a real Redis Cluster: sharded notices, store time, URL, WAIT and reads per node, NOSCRIPT.
 
 The contract suite (tests/test_store_contract.py) proves the rules equal to
 the model on the cluster; these tests check what only a cluster has.
@@ -18,10 +18,13 @@ from quorum_cron.agent.notify import Notice, NoticeListener, Trigger
 from quorum_cron.commands.control import pause, trigger
 from quorum_cron.commands.history import history
 from quorum_cron.commands.status import status
-from quorum_cron.embedded_topology import EmbeddedCluster
+from quorum_cron.embedded_topology import EmbeddedCluster, ServerProc
+from quorum_cron.embedded_topology.procs import command
 from quorum_cron.errors import StoreUnavailable
 from quorum_cron.model import VoteRequest, VoteStatus
+from quorum_cron.store.cluster import cluster_variant
 from quorum_cron.store.redis import RedisStore
+from quorum_cron.store.scripts import VOTE
 from tests.agent_cluster import Cluster, job_toml
 from tests.topologies import cluster_client
 
@@ -186,3 +189,139 @@ def test_votes_follow_ask_and_moved_while_a_jobs_slot_moves(redis_cluster: Embed
         if redis_cluster.master_of(key) is not source:
             redis_cluster.migrate_slot(key, source)
         client.close()
+
+
+def _jobs_per_master(cluster: EmbeddedCluster, ns: str, per_master: int) -> dict[int, list[str]]:
+    """Job names, ``per_master`` on each master (by the nodes' own slot map), by master port."""
+    by_master: dict[int, list[str]] = {m.port: [] for m in cluster.masters()}
+    for i in range(1000):
+        port = cluster.master_of(f"qc:{{{ns}:job{i}}}:meta").port
+        if len(by_master[port]) < per_master:
+            by_master[port].append(f"job{i}")
+        if all(len(v) == per_master for v in by_master.values()):
+            return by_master
+    raise AssertionError(f"no spread over every master found: {by_master}")
+
+
+def _stat(server: ServerProc, section: str, name: str) -> int:
+    c = server.client()
+    try:
+        value = c.info(section).get(name, 0)
+    finally:
+        c.close()
+    return int(value.get("calls", 0)) if isinstance(value, dict) else int(value)
+
+
+def test_ledgers_of_jobs_on_every_master_fan_out_one_round_trip_per_master(
+    redis_cluster: EmbeddedCluster,
+) -> None:
+    """``ledgers`` (what ``history`` reads) equals ``ledger`` job by job, for jobs on all three
+    masters; each master serves exactly its own jobs' XREVRANGEs, and reads them from its socket
+    in one read event (a pipeline), not one per job."""
+    client = cluster_client(redis_cluster)
+    client.flushall()
+    now = [1_700_000_000_000]
+    s = RedisStore(client, "lg", clock=lambda: now[0])
+    per_master = 8
+    spread = _jobs_per_master(redis_cluster, "lg", per_master)
+    jobs = sorted(j for names in spread.values() for j in names)
+    # One connection per master for the counters, opened before measuring: a new connection's
+    # handshake would be read events of its own.
+    watch = {m.port: m.client() for m in redis_cluster.masters()}
+
+    def counters() -> dict[int, tuple[int, int]]:
+        out = {}
+        for port, c in watch.items():
+            stats, cmds = c.info("stats"), c.info("commandstats")
+            out[port] = (int(stats["total_reads_processed"]), int(cmds["cmdstat_xrevrange"]["calls"]))
+        return out
+
+    try:
+        for k, job in enumerate(jobs):  # 1 to 3 missed entries per job, so the limit cuts some
+            for i in range(1 + k % 3):
+                s.record_missed(job, now[0] - 60_000 * (i + 1), 1_000, f"outage {i}")
+        expected = {job: s.ledger(job, 2) for job in jobs}
+        assert sum(len(v) for v in expected.values()) > len(jobs)  # some jobs have 2 entries
+        before = counters()
+        got = s.ledgers(jobs, 2)
+        after = counters()
+        assert dict(zip(jobs, got, strict=True)) == expected
+        for port, names in spread.items():
+            reads, served = (a - b for a, b in zip(after[port], before[port], strict=True))
+            assert served == len(names), (port, served, names)
+            # The pipeline and the counters' own INFO (a replica's REPLCONF ACK, once a second,
+            # may add one); a round trip per job would be per_master + 1.
+            assert reads <= 3, (port, reads, before, after)
+        assert s.ledgers(jobs, 0) == [[] for _ in jobs]
+        assert s.ledgers([], 5) == []
+    finally:
+        s.close()
+        for c in watch.values():
+            c.close()
+
+
+def test_history_of_every_job_reads_the_ledgers_of_all_masters(
+    redis_cluster: EmbeddedCluster, tmp_path: Path
+) -> None:
+    """``history`` without a job, on a cluster URL: the entries of jobs on every master, merged."""
+    spread = _jobs_per_master(redis_cluster, "hi", 1)
+    jobs = sorted(j for names in spread.values() for j in names)
+    c = Cluster(tmp_path, redis_cluster.url, 3, namespace="hi")
+    cfg = str(c.config("".join(job_toml(j, "0 3 * * *", c.out) for j in jobs)))
+    client = cluster_client(redis_cluster)
+    client.flushall()
+    s = RedisStore(client, "hi")
+    try:
+        fire = (s.time_ms() - 3_600_000) // 1000 * 1000
+        for k, job in enumerate(jobs):
+            s.record_missed(job, fire + k * 1000, 1_000, "outage")
+        out = CliRunner().invoke(history, ["--config", cfg, "--redis", redis_cluster.url, "--json"])
+        assert out.exit_code == 0, out.output
+        docs = [json.loads(line) for line in out.output.splitlines()]
+        assert [(d["job"], d["slot_ms"], d["state"]) for d in docs] == [
+            (job, fire + k * 1000, "missed") for k, job in reversed(list(enumerate(jobs)))
+        ]
+    finally:
+        s.close()
+        c.close()
+
+
+def test_a_master_that_lost_its_scripts_gets_them_again_and_the_vote_runs(
+    redis_cluster: EmbeddedCluster,
+) -> None:
+    """SCRIPT FLUSH on one master (what a restarted or promoted node looks like): the store's next
+    vote meets NOSCRIPT there, loads the script on that master and re-sends — one ``vote`` call
+    over jobs on every master still returns every vote's outcome."""
+    client = cluster_client(redis_cluster)
+    client.flushall()
+    s = RedisStore(client, "ns")
+    spread = _jobs_per_master(redis_cluster, "ns", 2)
+    jobs = sorted(j for names in spread.values() for j in names)
+    masters = {m.port: m for m in redis_cluster.masters()}
+    flushed_port = sorted(spread)[0]
+    flushed = masters[flushed_port]
+    try:
+        fire = s.time_ms() // 1000 * 1000
+        first = s.vote([VoteRequest(j, fire, "n1", "h", 2, 5_000, 60_000) for j in jobs])
+        assert [r.status for r in first] == [VoteStatus.RECORDED] * len(jobs)
+        sha = cluster_variant(VOTE).sha  # what a cluster call runs (see store/cluster.py)
+        c = flushed.client()
+        try:
+            assert command(c, "SCRIPT", "EXISTS", sha) == [1]
+            command(c, "SCRIPT", "FLUSH")
+            assert command(c, "SCRIPT", "EXISTS", sha) == [0]
+        finally:
+            c.close()
+        loads = {p: _stat(m, "commandstats", "cmdstat_script|load") for p, m in masters.items()}
+        second = s.vote([VoteRequest(j, fire, "n2", "h", 2, 5_000, 60_000) for j in jobs])
+        assert [r.status for r in second] == [VoteStatus.COMMITTED] * len(jobs), second
+        for port, m in masters.items():
+            reloaded = _stat(m, "commandstats", "cmdstat_script|load") - loads[port]
+            assert reloaded == (1 if port == flushed_port else 0), (port, reloaded)
+        c = flushed.client()
+        try:
+            assert command(c, "SCRIPT", "EXISTS", sha) == [1]
+        finally:
+            c.close()
+    finally:
+        s.close()

@@ -1,7 +1,8 @@
 """``quorum-cron history [JOB]``: the ledger — what happened to each slot, and why.
 
 Newest first. Without ``JOB``, the ledgers of every configured job are
-merged by fire time. ``--json`` prints one object per entry for scripts.
+read in one pipelined call (per master on a cluster) and merged by fire
+time. ``--json`` prints one object per entry for scripts.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from quorum_cron.commands.common import config_option, fail, fmt_ms, load, redis
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.printable import cell, printable
 from quorum_cron.store.base import LedgerEntry, SlotState
+from quorum_cron.store.redis import RedisStore
 
 __all__ = ["history"]
 
@@ -51,14 +53,7 @@ def history(
         )
     store, shown = store_for(config, redis_url)
     try:
-        entries: list[LedgerEntry] = []
-        for name in [job] if job else names:
-            try:
-                entries.extend(store.ledger(name, limit))
-            except StoreUnavailable:
-                raise
-            except StoreError as exc:  # this job's ledger is corrupt: say so, show the others
-                click.echo(f"warning: ledger of {name!r} unreadable: {printable(str(exc), 300)}", err=True)
+        entries = _read(store, [job] if job else names, limit)
     except StoreError as exc:
         fail(f"cannot read the store at {shown}: {exc}")
     finally:
@@ -92,6 +87,30 @@ def history(
             row.append(cell(e.detail, 4000, newlines=True))
         table.add_row(*row)
     Console().print(table)
+
+
+def _read(store: RedisStore, names: list[str], limit: int) -> list[LedgerEntry]:
+    """Every named job's newest ``limit`` entries: pipelined (per master on a cluster), not per job.
+
+    A corrupt ledger (a key that is not a stream) fails the pipelined read;
+    then the jobs are read one by one so that job is named in a warning and
+    the others are still shown.
+    """
+    try:
+        return [e for got in store.ledgers(names, limit) for e in got]
+    except StoreUnavailable:
+        raise
+    except StoreError:
+        pass
+    entries: list[LedgerEntry] = []
+    for name in names:
+        try:
+            entries.extend(store.ledger(name, limit))
+        except StoreUnavailable:
+            raise
+        except StoreError as exc:  # this job's ledger is corrupt: say so, show the others
+            click.echo(f"warning: ledger of {name!r} unreadable: {printable(str(exc), 300)}", err=True)
+    return entries
 
 
 def _doc(e: LedgerEntry) -> dict[str, object]:

@@ -1,10 +1,11 @@
 """Reads: slots, the high-water mark, ledger and audit streams, and what the web face follows.
 
 Nothing here changes state: the slot reads run ``read.lua``, which writes
-nothing. The web face's reads fan out over many jobs:
+nothing. The reads that span jobs (the web face's, ``status``, ``history``) fan out:
 :meth:`RedisReads.follow` is one blocking ``XREAD`` over every job's
-streams (a bounded poll on a cluster), :meth:`RedisReads.ledger_tails` one
-pipeline per 500 jobs. A corrupt entry is reported and left out, the rest of
+streams (a bounded poll on a cluster); :meth:`RedisReads.ledger_tails` and
+:meth:`RedisReads.ledgers` (``history``) one pipeline per 500 jobs, split per
+master on a cluster. A corrupt entry is reported and left out, the rest of
 the reply still counts.
 """
 
@@ -135,6 +136,32 @@ class RedisReads(RedisBase):
                     cursor[f"{kind}:{job}"] = as_text(entries[-1][0])
                 out.extend(self._entries(job, kind, entries))
             return out
+
+    def ledgers(self, jobs: Sequence[str], limit: int) -> list[list[LedgerEntry]]:
+        """:meth:`ledger` of many jobs: per job, in job order, its newest ``limit`` entries, newest first.
+
+        ``history`` without a job reads every configured job's ledger; one
+        ``XREVRANGE`` round trip per job would make it as slow as the job
+        list is long. Read in pipelined batches instead, one round trip per
+        500 jobs — on a cluster redis-py's cluster pipeline splits each batch
+        into one pipeline per master (on that master's connection), so the
+        read fans out per node and follows MOVED / ASK like any command. A
+        job whose ledger key is not a stream (corrupt) fails the whole call
+        with :class:`StoreError`; a caller that wants the other jobs' entries
+        then reads job by job.
+        """
+        if limit <= 0:
+            return [[] for _ in jobs]
+        out: list[list[LedgerEntry]] = []
+        with self._boundary("ledgers"):
+            for i in range(0, len(jobs), 500):
+                batch = jobs[i : i + 500]
+                pipe = self._client.pipeline(transaction=False)
+                for job in batch:
+                    pipe.xrevrange(self._job_prefix(job) + store_keys.LEDGER, count=limit)
+                for job, raw in zip(batch, pipe.execute(), strict=True):
+                    out.append(self._entries(job, "ledger", raw or []))
+        return out
 
     def ledger_tails(
         self, jobs: Sequence[str], limit: int, after: Mapping[str, str]
