@@ -67,10 +67,9 @@ from quorum_cron.actions import (
     Sweep,
     Vote,
 )
-from quorum_cron.core_run import RunningSide
+from quorum_cron.core_inspect import Inspection
 from quorum_cron.core_state import MAX_PENDING_FINISHES, MAX_RETRY_DOUBLINGS, _JobState, _Pending
 from quorum_cron.core_vote import VotingSide
-from quorum_cron.lifecycle import Phase
 from quorum_cron.model import (
     SlotState,
     SlotView,
@@ -104,7 +103,7 @@ __all__ = [
 
 _NEVER = NEVER
 
-class NodeCore(VotingSide, RunningSide):
+class NodeCore(VotingSide, Inspection):
     """One node's protocol state. Drive it with :meth:`tick` and the ``on_*`` methods.
 
     Every method returns the actions to carry out now, in order. Each store
@@ -252,70 +251,6 @@ class NodeCore(VotingSide, RunningSide):
         if wait == _NEVER:
             return self.settings.sweep_ms
         return max(0, wait)
-
-    def slot_phase(self, job: str, fire_ms: int) -> Phase:
-        """What this node is doing about slot ``(job, fire_ms)`` (:mod:`quorum_cron.lifecycle`)."""
-        js = self._jobs.get(job)
-        if js is None:
-            return Phase.NONE
-        if fire_ms in js.running:
-            return Phase.RUNNING
-        if fire_ms in js.starting:
-            return Phase.STARTING
-        if (job, fire_ms) in self._finishes:
-            return Phase.FINISHING
-        if fire_ms in js.deferred:
-            return Phase.DEFERRED
-        p = js.pending.get(fire_ms)
-        if p is not None:
-            if p.in_flight:
-                return Phase.VOTING
-            if p.local == 1:
-                return Phase.LOCAL
-            if p.abstained and not self._trusted:
-                return Phase.ABSTAINED
-            return Phase.DUE
-        if fire_ms in js.awaiting:
-            return Phase.AWAITING
-        key = (job, fire_ms)
-        if any(isinstance(a, RecordMissed) and (a.job, a.fire_ms) == key for *_, a in self._retries):
-            return Phase.MISSED
-        return Phase.NONE
-
-    def reference_wakeup(self, now: Now) -> int:
-        """:meth:`next_wakeup` computed from scratch from every timer of every job (slow).
-
-        The reference the incremental timers must equal; ``tests/test_core_incremental.py``
-        checks it at every call of whole simulated runs.
-        """
-        s = self.settings
-        waits = [max(0, self._next_sweep_mono - now.mono_ms)] if not self._sweeping else []
-        for js in self._jobs.values():
-            if not self._stopping:
-                nf = js.job.schedule.next_after(js.cursor_ms)
-                waits.append(max(0, nf - s.vote_lead_ms - now.wall_ms))
-                for p in js.pending.values():
-                    if p.in_flight:
-                        continue
-                    if js.job.run_local and not self._reachable and p.local == 0:
-                        waits.append(max(0, p.fire_ms - now.wall_ms))
-                    if self._trusted:
-                        if js.caught_up:
-                            waits.append(max(0, p.retry_at_mono - now.mono_ms))
-                    elif p.local != 1 and js.caught_up:
-                        waits.append(max(0, p.fire_ms + p.deadline_ms + s.max_skew_ms + 1 - now.wall_ms))
-            waits.extend(max(0, at - now.mono_ms) for at in js.awaiting.values() if at >= 0)
-            waits.extend(max(0, at - now.wall_ms) for _, at in js.deferred.values())
-            waits.extend(max(0, r.renew_at_mono - now.mono_ms) for r in js.running.values() if not r.renewing)
-            if self._killed_at_lease_end(js):
-                waits.extend(max(0, r.lease_until_mono - now.mono_ms) for r in js.running.values())
-        waits.extend(
-            max(0, self._finish_retry_mono.get(k, 0) - now.mono_ms)
-            for k in self._finishes
-            if k not in self._finishing
-        )
-        waits.extend(max(0, at - now.mono_ms) for at, _, _ in self._retries)
-        return min(waits) if waits else s.sweep_ms
 
     def _refresh(self, js: _JobState) -> None:
         """Recompute the job's earliest timers; push the ones that changed.

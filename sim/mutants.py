@@ -37,7 +37,8 @@ from quorum_cron.model import (
     VoteResult,
     VoteStatus,
 )
-from quorum_cron.store.memory import MemoryStore, _Job, _Slot
+from quorum_cron.store.memory import MemoryStore
+from quorum_cron.store.memory_records import _Job, _Slot
 from sim.quorum import QuorumProcess, QuorumStrategy
 from sim.world import SimNode, World
 

@@ -14,17 +14,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from quorum_cron.model import (
     DECIDED_STATES,
-    AuditAction,
-    AuditEntry,
     Delivery,
-    HeartbeatResult,
-    JobControl,
     LedgerEntry,
-    Member,
     Overlap,
     SlotState,
     SlotView,
@@ -40,62 +35,14 @@ from quorum_cron.store.keys import (
     DEFAULT_RETENTION_MS,
     DEFAULT_TRIGGER_MAXLEN,
 )
+from quorum_cron.store.memory_control import ControlModel
+from quorum_cron.store.memory_records import _Job, _Slot
 from quorum_cron.store.rendezvous import pick_executor
 
 __all__ = ["MemoryStore"]
 
-NOT_PAUSED = JobControl(paused=False, by="", at_ms=0, reason="")
 
-
-@dataclass
-class _Slot:
-    """A slot record: the fields the Redis slot hash holds."""
-
-    fire_ms: int
-    state: SlotState = SlotState.PROPOSED
-    votes: dict[str, str] = field(default_factory=dict)
-    spec_hash: str = ""
-    executor: str = ""
-    assigned: list[str] = field(default_factory=list)
-    token: int = 0
-    reason: str = ""
-    deadline_ms: int = 0
-    """The largest ``deadline_ms`` any vote carried (the start deadline once committed)."""
-    committed_ms: int = 0
-    started_ms: int = 0
-    lease_until_ms: int = 0
-    finished_ms: int = 0
-    runs: int = 0
-    detail: str = ""
-    not_before_ms: int = 0
-    expires_ms: int = 0
-
-
-@dataclass
-class _Job:
-    """Everything of one job: the Redis keys under one hash tag."""
-
-    slots: dict[int, _Slot] = field(default_factory=dict)
-    open: set[int] = field(default_factory=set)
-    token: int = 0
-    quorum: int = 0
-    hwm: int = 0
-    ledger: deque[LedgerEntry] = field(default_factory=deque)
-    control: JobControl = field(default_factory=lambda: NOT_PAUSED)
-    triggers: list[int] = field(default_factory=list)
-    """Sorted ascending, no duplicates."""
-    audit: deque[AuditEntry] = field(default_factory=deque)
-
-
-@dataclass
-class _Member:
-    incarnation: str
-    seen_ms: int
-    expires_ms: int
-    info: dict[str, str]
-
-
-class MemoryStore:
+class MemoryStore(ControlModel):
     """The store contract in memory, on an injected clock.
 
     ``clock`` returns the store's time in epoch ms: in the simulator it is the
@@ -116,21 +63,13 @@ class MemoryStore:
         self._ledger_maxlen = ledger_maxlen
         self._audit_maxlen = audit_maxlen
         self._trigger_maxlen = trigger_maxlen
-        self._jobs: dict[str, _Job] = {}
-        self._members: dict[str, _Member] = {}
+        self._jobs = {}
+        self._members = {}
 
     def __repr__(self) -> str:
         return f"MemoryStore(jobs={len(self._jobs)}, members={len(self._members)})"
 
     # -- helpers -------------------------------------------------------------
-
-    def _job(self, name: str) -> _Job:
-        job = self._jobs.get(name)
-        if job is None:
-            job = self._jobs[name] = _Job(
-                ledger=deque(maxlen=self._ledger_maxlen), audit=deque(maxlen=self._audit_maxlen)
-            )
-        return job
 
     def _get(self, job: _Job, fire_ms: int, now: int) -> _Slot | None:
         """The slot record, or None when absent or past retention (Redis: key TTL)."""
@@ -425,69 +364,6 @@ class MemoryStore:
     def ledger(self, job: str, limit: int) -> list[LedgerEntry]:
         entries = self._job(job).ledger
         return list(reversed(entries))[: max(limit, 0)]
-
-    # -- operator control ----------------------------------------------------
-
-    def pause(self, job: str, by: str, reason: str) -> JobControl:
-        now = self._clock()
-        j = self._job(job)
-        cur = j.control
-        if not (cur.paused and cur.by == by and cur.reason == reason):
-            j.control = JobControl(True, by, now, reason)
-            j.audit.append(AuditEntry(job, AuditAction.PAUSE, by, now, reason))
-        return j.control
-
-    def resume(self, job: str, by: str) -> JobControl:
-        now = self._clock()
-        j = self._job(job)
-        if j.control.paused:
-            j.control = JobControl(False, by, now, "")
-            j.audit.append(AuditEntry(job, AuditAction.RESUME, by, now, ""))
-        return j.control
-
-    def control(self, job: str) -> JobControl:
-        return self._job(job).control
-
-    def trigger(self, job: str, by: str) -> int:
-        now = self._clock()
-        j = self._job(job)
-        kept = sorted({f for f in j.triggers if f >= now - self._retention_ms} | {now})
-        j.triggers = kept[-self._trigger_maxlen :]
-        j.audit.append(AuditEntry(job, AuditAction.TRIGGER, by, now, str(now)))
-        return now
-
-    def triggers(self, job: str, since_ms: int) -> list[int]:
-        low = max(since_ms + 1, self._clock() - self._retention_ms)
-        return [f for f in self._job(job).triggers if f >= low]
-
-    def audit(self, job: str, limit: int) -> list[AuditEntry]:
-        return list(reversed(self._job(job).audit))[: max(limit, 0)]
-
-    # -- membership ----------------------------------------------------------
-
-    def heartbeat(self, node: str, incarnation: str, ttl_ms: int, info: dict[str, str]) -> HeartbeatResult:
-        now = self._clock()
-        cur = self._members.get(node)
-        if cur is not None and cur.incarnation != incarnation and cur.expires_ms > now:
-            return HeartbeatResult(ok=False, now_ms=now, holder=cur.incarnation)
-        self._members[node] = _Member(incarnation, now, now + ttl_ms, dict(sorted(info.items())))
-        return HeartbeatResult(ok=True, now_ms=now)
-
-    def leave(self, node: str, incarnation: str) -> None:
-        cur = self._members.get(node)
-        if cur is not None and cur.incarnation == incarnation:
-            del self._members[node]
-
-    def members(self) -> list[Member]:
-        now = self._clock()
-        return [
-            Member(node=n, incarnation=m.incarnation, seen_ms=m.seen_ms, expires_ms=m.expires_ms, info=m.info)
-            for n, m in sorted(self._members.items())
-            if m.expires_ms > now
-        ]
-
-    def time_ms(self) -> int:
-        return self._clock()
 
     # -- simulator hooks -----------------------------------------------------
 

@@ -1,0 +1,69 @@
+"""The records of the memory model: what one Redis key (or hash tag) of the store holds.
+
+:class:`_Slot` is a slot hash, :class:`_Job` everything under one job's hash
+tag (slots, open set, token counter, ledger and audit streams, control and
+triggers), :class:`_Member` one field of the members hash. They live apart
+from :class:`quorum_cron.store.memory.MemoryStore` so that its parts (the
+protocol in ``memory.py``, operator control and membership in
+``memory_control.py``) and the simulator's planted bugs (``sim/mutants.py``)
+share one definition.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from quorum_cron.model import AuditEntry, JobControl, LedgerEntry, SlotState
+
+__all__ = ["NOT_PAUSED", "_Job", "_Member", "_Slot"]
+
+NOT_PAUSED = JobControl(paused=False, by="", at_ms=0, reason="")
+
+
+@dataclass
+class _Slot:
+    """A slot record: the fields the Redis slot hash holds."""
+
+    fire_ms: int
+    state: SlotState = SlotState.PROPOSED
+    votes: dict[str, str] = field(default_factory=dict)
+    spec_hash: str = ""
+    executor: str = ""
+    assigned: list[str] = field(default_factory=list)
+    token: int = 0
+    reason: str = ""
+    deadline_ms: int = 0
+    """The largest ``deadline_ms`` any vote carried (the start deadline once committed)."""
+    committed_ms: int = 0
+    started_ms: int = 0
+    lease_until_ms: int = 0
+    finished_ms: int = 0
+    runs: int = 0
+    detail: str = ""
+    not_before_ms: int = 0
+    expires_ms: int = 0
+
+
+@dataclass
+class _Job:
+    """Everything of one job: the Redis keys under one hash tag."""
+
+    slots: dict[int, _Slot] = field(default_factory=dict)
+    open: set[int] = field(default_factory=set)
+    token: int = 0
+    quorum: int = 0
+    hwm: int = 0
+    ledger: deque[LedgerEntry] = field(default_factory=deque)
+    control: JobControl = field(default_factory=lambda: NOT_PAUSED)
+    triggers: list[int] = field(default_factory=list)
+    """Sorted ascending, no duplicates."""
+    audit: deque[AuditEntry] = field(default_factory=deque)
+
+
+@dataclass
+class _Member:
+    incarnation: str
+    seen_ms: int
+    expires_ms: int
+    info: dict[str, str]
