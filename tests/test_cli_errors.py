@@ -1,8 +1,9 @@
 """Bad input gets one line naming the value and what was expected, a non-zero exit, no traceback (issue 11).
 
 Real processes (``python -m quorum_cron ...``) against real redis-servers:
-one with a password, one with an evicting ``maxmemory-policy``, one socket
-that is not Redis at all.
+one with a password, one with a ``maxmemory-policy`` other than
+``noeviction``, one socket that is not Redis at all. Passwords of every
+shape stay out of what the commands print.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from quorum_cron.agent.preflight import eviction_problem
 from quorum_cron.embedded import EmbeddedRedis
 
 CLI = [sys.executable, "-m", "quorum_cron"]
@@ -220,15 +222,42 @@ def test_own_corrupt_member_entry_does_not_stop_the_start(tmp_path: Path, own_re
         client.close()
 
 
+@pytest.mark.parametrize(
+    "policy", ["allkeys-lru", "volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"]
+)
+def test_any_policy_but_noeviction_is_refused(tmp_path: Path, own_redis: EmbeddedRedis, policy: str) -> None:
+    # volatile-* evicts keys with a TTL: every slot key has one.
+    admin: redis.Redis = own_redis.client()
+    admin.config_set("maxmemory-policy", policy)
+    try:
+        cfg = config(tmp_path, own_redis.url, "evict")
+        line = one_line_error(run("agent", "--config", str(cfg), "--node-id", "n1"), 1)
+        assert f"maxmemory-policy {policy}," in line and "expected noeviction" in line
+        assert "--allow-evicting-redis" in line
+    finally:
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.close()
+
+
+def test_eviction_check_is_an_allowlist() -> None:
+    url = "redis://h:6379/0"
+    assert eviction_problem("noeviction", url) is None
+    # A policy a later Redis adds is refused until someone checks what it evicts.
+    problem = eviction_problem("allkeys-newfangled", url)
+    assert problem is not None and "maxmemory-policy allkeys-newfangled," in problem
+    # Unknown (no INFO in the ACL, Redis not up yet): no verdict, the agent starts without the check.
+    assert eviction_problem(None, url) is None and eviction_problem("", url) is None
+
+
 def test_evicting_maxmemory_policy_is_refused_unless_overridden(
     tmp_path: Path, own_redis: EmbeddedRedis
 ) -> None:
     admin: redis.Redis = own_redis.client()
-    admin.config_set("maxmemory-policy", "allkeys-lru")
+    admin.config_set("maxmemory-policy", "volatile-ttl")
     try:
         cfg = config(tmp_path, own_redis.url, "evict")
         line = one_line_error(run("agent", "--config", str(cfg), "--node-id", "n1"), 1)
-        assert "maxmemory-policy allkeys-lru" in line and "--allow-evicting-redis" in line
+        assert "maxmemory-policy volatile-ttl" in line and "--allow-evicting-redis" in line
         proc = _start_agent(cfg, "--allow-evicting-redis")
         try:
             lines = _wait_for(proc, '"event":"joined"')
@@ -237,4 +266,54 @@ def test_evicting_maxmemory_policy_is_refused_unless_overridden(
             assert _stop(proc) == 0
     finally:
         admin.config_set("maxmemory-policy", "noeviction")
+        admin.close()
+
+
+@pytest.fixture
+def silent_ntp() -> Iterator[str]:
+    """An NTP server address on loopback that never answers (a bound UDP socket)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.mark.parametrize(
+    ("password", "userinfo", "secrets"),
+    [
+        ("se/cr#et", ":se%2Fcr%23et", ("se/cr#et", "se%2Fcr%23et", "se%2F", "cr#et", "cr%23et")),
+        ("PwOnly", "PwOnly", ("PwOnly",)),
+    ],
+)
+def test_validate_and_check_clock_never_print_the_password(
+    tmp_path: Path,
+    own_redis: EmbeddedRedis,
+    silent_ntp: str,
+    password: str,
+    userinfo: str,
+    secrets: tuple[str, ...],
+) -> None:
+    """A percent-encoded ``/`` (and ``#``) in the password; a bare ``redis://PwOnly@host``."""
+    url = own_redis.url.replace("redis://", f"redis://{userinfo}@")
+    admin: redis.Redis = own_redis.client()
+    if password != "PwOnly":
+        admin.config_set("requirepass", password)
+    try:
+        cfg = config(tmp_path, url, "secret")
+        res = run("validate", str(cfg))
+        out = res.stdout + res.stderr
+        assert res.returncode == 0, out
+        assert (
+            "redis: redis://***@127.0.0.1:" if password == "PwOnly" else "redis: redis://:***@127.0.0.1:"
+        ) in out
+        args = ("--server", silent_ntp, "--samples", "1", "--timeout", "0.05", "--sample-interval", "0")
+        res = run("check-clock", *args, "--redis", url)
+        out = res.stdout + res.stderr
+        assert "Traceback" not in out, out
+        assert "store TIME (redis://" in out, out
+        if password != "PwOnly":  # the right password: the store's clock was read
+            assert "store TIME (redis://:***@" in out and "failed" not in out.split("store TIME", 1)[1], out
+        for secret in secrets:
+            assert secret not in out, (secret, out)
+    finally:
+        admin.config_set("requirepass", "")
         admin.close()

@@ -5,11 +5,12 @@ and what is expected, so ``quorum-cron agent`` can exit with it instead of
 a traceback:
 
 - wrong credentials, or a server that does not speak Redis;
-- a ``maxmemory-policy`` that may evict keys. Under any policy but
-  ``noeviction`` Redis deletes keys when memory runs out: a pause flag (the
-  job resumes), a token counter (tokens are reused), a committed slot (it
-  never starts). The agent refuses such a server unless the operator passes
-  ``--allow-evicting-redis``, and then says so loudly in its log;
+- a ``maxmemory-policy`` other than ``noeviction`` (an allowlist of one,
+  :data:`SAFE_POLICY`). Under any other policy Redis deletes keys when
+  memory runs out: a pause flag (the job resumes), a token counter (tokens
+  are reused), a committed slot (it never starts). The agent refuses such
+  a server unless the operator passes ``--allow-evicting-redis``, and then
+  says so loudly in its log;
 - a members key of the wrong type (no node could ever heartbeat).
 
 A server that cannot be reached at all is not an error here: nodes may start
@@ -28,32 +29,29 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quorum_cron.errors import StoreError
 
-__all__ = ["EVICTING_POLICIES", "PreflightError", "check_server", "eviction_problem"]
+__all__ = ["SAFE_POLICY", "PreflightError", "check_server", "eviction_problem"]
 
-EVICTING_POLICIES: Final = frozenset(
-    {
-        "allkeys-lru",
-        "allkeys-lfu",
-        "allkeys-random",
-        "volatile-lru",
-        "volatile-lfu",
-        "volatile-random",
-        "volatile-ttl",
-    }
-)
-"""Every policy but ``noeviction``: volatile-* evicts keys with a TTL, and every slot key has one."""
+SAFE_POLICY: Final = "noeviction"
+"""The one ``maxmemory-policy`` an agent runs on. An allowlist, not a denylist of
+the evicting ones: ``volatile-*`` evicts keys with a TTL (every slot key has
+one), ``allkeys-*`` any key, and a policy a later Redis adds is refused until
+someone checks what it evicts."""
 
 
 class PreflightError(StoreError):
     """The Redis server is not one an agent can safely run on."""
 
 
-def eviction_problem(policy: str, shown_url: str) -> str | None:
-    """A one-line explanation when ``policy`` may evict quorum-cron's keys, else None."""
-    if policy not in EVICTING_POLICIES:
+def eviction_problem(policy: str | None, shown_url: str) -> str | None:
+    """A one-line explanation when ``policy`` is not ``noeviction``, else None.
+
+    ``None`` or ``""``: the policy could not be read (no ``INFO`` in the
+    user's ACL, Redis not up yet): no verdict, the agent starts without it.
+    """
+    if not policy or policy == SAFE_POLICY:
         return None
     return (
-        f"redis at {shown_url} has maxmemory-policy {policy}, which can evict quorum-cron's keys "
+        f"redis at {shown_url} has maxmemory-policy {policy[:100]}, which can evict quorum-cron's keys "
         f"(pause flags, token counters, committed slots) when memory runs out: expected noeviction "
         f"(CONFIG SET maxmemory-policy noeviction; see docs/operations.md)"
     )
@@ -112,7 +110,7 @@ def check_server(client: redis.Redis | RedisCluster, shown_url: str, members_key
     if policy is None and info and all(isinstance(v, dict) for v in info.values()):
         # A cluster client answers per node: any node with an evicting policy is the one to report.
         found = sorted({str(v["maxmemory_policy"]) for v in info.values() if "maxmemory_policy" in v})
-        evicting = [p for p in found if p != "noeviction"]
+        evicting = [p for p in found if p != SAFE_POLICY]
         chosen = evicting or found
         return chosen[0] if chosen else None
     return str(policy) if policy is not None else None
