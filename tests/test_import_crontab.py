@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import pwd
 import random
 import re
+import shlex
 import tomllib
+import zoneinfo
 from pathlib import Path
 
 import cronsim
@@ -22,7 +25,7 @@ from click.testing import CliRunner
 from quorum_cron.cli import main
 from quorum_cron.config import InvalidConfig, JobSpec, load_config, parse_config
 from quorum_cron.crontab import parse_crontab, translate
-from quorum_cron.crontab.parse import split_percent
+from quorum_cron.crontab.parse import CRON_ALIASES, split_percent
 from quorum_cron.crontab.translate import cron_runs
 from quorum_cron.errors import ConfigError
 
@@ -491,3 +494,301 @@ def test_imported_jobs_fire_when_cronsim_says(tmp_path: Path) -> None:
             assert code == 0, nerr
             got = [line.split()[1] for line in nout.splitlines()]
             assert got == expected, exprs[i]
+
+
+# --------------------------------------------------------------------------- system crontabs, end to end
+
+ETC_CRONTAB = """\
+# /etc/crontab: system-wide crontab (Debian's)
+SHELL=/bin/sh
+PATH=/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin
+
+# m h dom mon dow user\tcommand
+17 *\t* * *\troot    cd / && run-parts --report /etc/cron.hourly
+25 6\t* * *\troot\ttest -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.daily; }
+47 6\t* * 7\troot\ttest -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.weekly; }
+52 6\t1 * *\troot\ttest -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.monthly; }
+"""
+
+CRON_D_APP = """\
+# /etc/cron.d/app: installed by the app's package
+MAILTO=""
+HOME=/srv/app
+CRON_TZ=Europe/Berlin
+*/10 6-22 * * 1-5  www-data  [ -x /srv/app/bin/sync ] && /srv/app/bin/sync --quiet
+@daily\tapp-batch\t/srv/app/bin/report%to: ops%done
+"""
+
+
+def job_comments(toml: str) -> dict[str, list[str]]:
+    """Each job's name and the comment lines written just above its ``[[jobs]]`` table."""
+    found: dict[str, list[str]] = {}
+    for block in toml.split("\n\n"):
+        lines = block.splitlines()
+        if "[[jobs]]" not in lines:
+            continue
+        at = lines.index("[[jobs]]")
+        (name,) = re.findall(r'^name = "(.*)"$', lines[at + 1])
+        found[name] = [line for line in lines[:at] if line.startswith("# ")]
+    return found
+
+
+def import_system_file(tmp_path: Path, name: str, text: str) -> tuple[str, list[str], dict[str, JobSpec]]:
+    """``import-crontab --system`` on ``text``; the config is checked by ``quorum-cron validate``.
+
+    ``--user alice`` is given to show that the user column, not the option, says whose job it is.
+    """
+    tab = tmp_path / name
+    tab.write_text(text)
+    args = ["import-crontab", "--system", str(tab), "--timezone", "UTC", "--user", "alice"]
+    code, out, err = run_cli(*args, "--dst-from", "2026-01-01")
+    assert code == 0, err
+    cfg = tmp_path / f"{name}.toml"
+    cfg.write_text(out)
+    vcode, vout, verr = run_cli("validate", str(cfg))
+    assert vcode == 0 and f"{cfg}: ok" in vout, verr
+    return out, err.splitlines(), {j.name: j for j in load_config(cfg).jobs}
+
+
+def test_cli_imports_etc_crontab_with_its_user_column(tmp_path: Path) -> None:
+    out, err, jobs = import_system_file(tmp_path, "crontab", ETC_CRONTAB)
+    root_home = pwd.getpwnam("root").pw_dir
+    path = "/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin"
+    by_schedule = {j.schedule_expr: j for j in jobs.values()}
+    assert sorted(by_schedule) == ["17 * * * *", "25 6 * * *", "47 6 * * 7", "52 6 1 * *"]
+    assert by_schedule["17 * * * *"].shell == "cd / && run-parts --report /etc/cron.hourly"
+    assert by_schedule["52 6 1 * *"].shell == (
+        "test -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.monthly; }"
+    )
+    for job in jobs.values():
+        assert job.timezone == "UTC" and job.stdin is None and job.cwd == root_home
+        assert dict(job.env) == {
+            "SHELL": "/bin/sh",
+            "PATH": path,
+            "HOME": root_home,
+            "LOGNAME": "root",
+            "USER": "root",
+        }
+    for name, comments in job_comments(out).items():
+        assert "# user: cron ran this as 'root'; the agent runs it as its own user" in comments, name
+        assert any(c.startswith("# MAILTO: cron mailed its output to root;") for c in comments), name
+    assert (
+        "note: user: cron ran these jobs as root; the agent runs every job as the user it runs as "
+        "(environment and working directory are kept)"
+    ) in err
+    assert any(line.startswith("note: MAILTO: 4 job(s) had their output mailed to root;") for line in err)
+    assert err[-1].endswith("imported 4 job(s) from " + str(tmp_path / "crontab"))
+
+
+def test_cli_imports_a_cron_d_file_with_its_user_column(tmp_path: Path) -> None:
+    out, err, jobs = import_system_file(tmp_path, "app", CRON_D_APP)
+    by_user = {j.env["USER"]: j for j in jobs.values()}
+    assert sorted(by_user) == ["app-batch", "www-data"]
+    sync, report = by_user["www-data"], by_user["app-batch"]
+    assert (sync.schedule_expr, sync.timezone) == ("*/10 6-22 * * 1-5", "Europe/Berlin")
+    assert sync.shell == "[ -x /srv/app/bin/sync ] && /srv/app/bin/sync --quiet" and sync.stdin is None
+    assert (report.schedule_expr, report.timezone) == ("@daily", "Europe/Berlin")
+    assert report.shell == "/srv/app/bin/report" and report.stdin == "to: ops\ndone\n"
+    for user, job in by_user.items():
+        assert job.cwd == "/srv/app"
+        assert dict(job.env) == {
+            "MAILTO": "",
+            "HOME": "/srv/app",
+            "CRON_TZ": "Europe/Berlin",
+            "SHELL": "/bin/sh",
+            "PATH": "/usr/bin:/bin",
+            "LOGNAME": user,
+            "USER": user,
+        }
+    comments = job_comments(out)
+    assert "# user: cron ran this as 'www-data'; the agent runs it as its own user" in comments[sync.name]
+    assert "# user: cron ran this as 'app-batch'; the agent runs it as its own user" in comments[report.name]
+    assert not any("MAILTO" in c for c in comments[sync.name] + comments[report.name])  # MAILTO="": no mail
+    assert (
+        "note: user: cron ran these jobs as app-batch, www-data; the agent runs every job as the user "
+        "it runs as (environment and working directory are kept)"
+    ) in err
+    assert not any("MAILTO" in line for line in err)
+
+
+# --------------------------------------------------------------------------- the @ aliases
+
+# crontab(5): what each alias stands for, and (by hand, from a calendar) its first
+# fire time after 2026-01-01T00:00:30Z, a Thursday.
+CRONTAB5_ALIASES = {
+    "@yearly": ("0 0 1 1 *", "2027-01-01T00:00:00+00:00"),
+    "@annually": ("0 0 1 1 *", "2027-01-01T00:00:00+00:00"),
+    "@monthly": ("0 0 1 * *", "2026-02-01T00:00:00+00:00"),
+    "@weekly": ("0 0 * * 0", "2026-01-04T00:00:00+00:00"),
+    "@daily": ("0 0 * * *", "2026-01-02T00:00:00+00:00"),
+    "@midnight": ("0 0 * * *", "2026-01-02T00:00:00+00:00"),
+    "@hourly": ("0 * * * *", "2026-01-01T01:00:00+00:00"),
+}
+
+
+def fire_times(cfg: Path, job: str, after: dt.datetime, n: int = 20) -> list[tuple[str, str]]:
+    """``quorum-cron next``: ``(time in the job's zone, time in UTC)`` for the next ``n`` fires."""
+    code, out, err = run_cli("next", job, "--config", str(cfg), "-n", str(n), "--after", after.isoformat())
+    assert code == 0, err
+    return [(zone, utc) for zone, utc in (line.split() for line in out.splitlines())]
+
+
+def cronsim_times(expr: str, after: dt.datetime, n: int = 20) -> list[tuple[str, str]]:
+    it = cronsim.CronSim(expr, after)
+    times = [next(it) for _ in range(n)]
+    return [(t.isoformat(), t.astimezone(dt.UTC).isoformat()) for t in times]
+
+
+def test_crontab5_covers_every_alias_cron_accepts() -> None:
+    assert set(CRONTAB5_ALIASES) | {"@reboot"} == set(CRON_ALIASES)
+
+
+@pytest.mark.parametrize("alias", sorted(CRONTAB5_ALIASES))
+def test_each_alias_fires_as_crontab5_says(alias: str, tmp_path: Path) -> None:
+    fields, first = CRONTAB5_ALIASES[alias]
+    code, out, err = run_cli("import-crontab", "-", "--timezone", "UTC", stdin=f"{alias} /usr/bin/job\n")
+    assert code == 0, err
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text(out)
+    (job,) = load_config(cfg).jobs
+    assert job.schedule_expr == alias and job.timezone == "UTC"
+    start = dt.datetime(2026, 1, 1, 0, 0, 30, tzinfo=dt.UTC)
+    got = fire_times(cfg, job.name, start)
+    assert got[0][1] == first
+    assert got == cronsim_times(fields, start)
+
+
+def test_reboot_is_refused_by_the_command_with_its_reason() -> None:
+    code, out, err = run_cli("import-crontab", "-", "--timezone", "UTC", stdin="@reboot /usr/bin/warm\n")
+    assert code == 1 and out == ""
+    assert err.splitlines() == [
+        "error: <stdin>: line 1: @reboot refused: in a cluster it is not a time on the clock (each node "
+        "boots at its own time); start it from the node's init system instead: '@reboot /usr/bin/warm'",
+        "error: <stdin>: 1 line(s) not imported; fix them or pass --skip-bad",
+    ]
+
+
+# --------------------------------------------------------------------------- against cronsim, under CRON_TZ
+
+BERLIN_CHANGES_S = (calendar.timegm((2026, 3, 29, 1, 0, 0)), calendar.timegm((2026, 10, 25, 1, 0, 0)))
+"""Europe/Berlin's DST changes in 2026 (01:00 UTC): 02:00 CET -> 03:00 CEST, 03:00 CEST -> 02:00 CET."""
+
+
+def _hour_not_2(rng: random.Random) -> str:
+    """An hour field that never matches 2: Berlin's skipped and repeated hour.
+
+    At those wall times cronie with CRON_TZ (run twice / never) and cronsim
+    (Debian cron on a Berlin host) differ from each other and from
+    quorum-cron; what the importer says about them is checked by
+    ``test_dst_with_cron_tz_is_stated_and_every_is_offered_when_it_reproduces_cron``.
+    """
+    hour = _item(rng, 3, 23, (), star=False)
+    return f"{rng.choice((0, 1))},{hour}" if rng.random() < 0.3 else hour
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("zone", ["Asia/Kolkata", "Europe/Berlin"])
+def test_imported_jobs_under_cron_tz_fire_when_cronsim_says(zone: str, tmp_path: Path) -> None:
+    """60 seeded lines under ``CRON_TZ=zone``, on a UTC host: 20 fire times each equal cronsim's.
+
+    Asia/Kolkata has no DST and a half-hour offset (+05:30).  In Europe/Berlin
+    every line starts up to a day before one of the year's DST changes, so
+    that its fire times cross it, and its hour field leaves out 2.
+    """
+    rng = random.Random(f"15 CRON_TZ={zone}")
+    tzinfo = zoneinfo.ZoneInfo(zone)
+    exprs, starts = [], []
+    for _ in range(60):
+        expr = _random_line(rng)
+        if zone == "Europe/Berlin":
+            fields = expr.split()
+            fields[1] = _hour_not_2(rng)
+            if rng.random() < 0.5:
+                fields[0] = str(rng.randint(0, 59))  # sparser lines: more of them reach the change
+            expr = " ".join(fields)
+            at = rng.choice(BERLIN_CHANGES_S) - rng.randrange(0, 86_400, 60) + 30
+        else:
+            at = NOW_S + rng.randrange(0, 365 * 86_400, 60) + 30
+        try:
+            JobSpec.create("probe", expr, shell="x")
+        except ConfigError:
+            continue  # never fires (e.g. 30 feb)
+        exprs.append(expr)
+        starts.append(dt.datetime.fromtimestamp(at, tzinfo))
+    assert len(exprs) >= 50
+    crossed = 0
+    for first in range(0, len(exprs), 20):
+        chunk = range(first, min(first + 20, len(exprs)))
+        tab = tmp_path / f"crontab{first}"
+        tab.write_text(f"CRON_TZ={zone}\n" + "".join(f"{exprs[i]} echo {i}\n" for i in chunk))
+        code, out, err = run_cli("import-crontab", str(tab), "--timezone", "UTC", "--dst-from", "2026-01-01")
+        assert code == 0, err
+        cfg = tmp_path / f"cluster{first}.toml"
+        cfg.write_text(out)
+        jobs = {job.shell: job for job in load_config(cfg).jobs}
+        for i in chunk:
+            job = jobs[f"echo {i}"]
+            assert job.timezone == zone
+            got = fire_times(cfg, job.name, starts[i])
+            assert got == cronsim_times(exprs[i], starts[i]), (exprs[i], starts[i].isoformat())
+            crossed += len({local[-6:] for local, _ in got}) > 1
+    if zone == "Europe/Berlin":
+        assert crossed >= 10, crossed  # enough lines whose fire times span a change of offset
+    else:
+        assert crossed == 0
+
+
+# --------------------------------------------------------------------------- docs/migrating.md
+
+MIGRATING_MD = Path(__file__).resolve().parents[1] / "docs" / "migrating.md"
+
+
+def worked_example() -> tuple[str, list[tuple[list[str], list[str]]], str]:
+    """docs/migrating.md's worked example: the crontab, each command with what it prints, the config."""
+    section = MIGRATING_MD.read_text().split("\n## A worked example\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^```(\w+)\n(.*?)^```$", section, re.S | re.M)
+    assert [kind for kind, _ in blocks] == ["text", "console", "console", "toml"], "example reshaped?"
+    runs = []
+    for _, console in blocks[1:3]:
+        command, *printed = console.splitlines()
+        assert command.startswith("$ "), command
+        runs.append((shlex.split(command[2:]), printed))
+    return blocks[0][1], runs, blocks[3][1]
+
+
+@pytest.mark.skipif(pwd.getpwnam("root").pw_dir != "/root", reason="the example shows root's home as /root")
+def test_migrating_md_worked_example_is_what_the_command_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    crontab, runs, config = worked_example()
+    # The page says: the first run refuses @reboot; the line is deleted; the second run imports.
+    without_reboot = "".join(line for line in crontab.splitlines(True) if not line.startswith("@reboot"))
+    assert without_reboot != crontab
+    monkeypatch.chdir(tmp_path)
+    for (argv, printed), text, expected_out in zip(
+        runs, [crontab, without_reboot], ["", config], strict=True
+    ):
+        # The shown command is complete: the zone cron ran in and the DST year are fixed in it.
+        assert argv[:3] == ["quorum-cron", "import-crontab", "crontab"] and argv[-2:] == [">", "cluster.toml"]
+        assert "--timezone" in argv and "--dst-from" in argv, argv
+        Path("crontab").write_text(text)
+        code, out, err = run_cli(*argv[1:-2])
+        assert err.splitlines() == printed
+        assert out == expected_out
+        assert code == (1 if printed[0].startswith("error:") else 0)
+    Path("cluster.toml").write_text(config)
+    code, vout, verr = run_cli("validate", "cluster.toml")
+    assert code == 0 and "cluster.toml: ok" in vout, verr
+
+
+def test_dst_from_fixes_the_year_of_dst_changes_compared() -> None:
+    tab = "CRON_TZ=Europe/Berlin\n30 2 * * * /bin/night\n"
+    for day, dates in [
+        ("2026-01-01", ("2026-03-29", "2026-10-25")),
+        ("2026-12-01", ("2027-03-28", "2027-10-31")),
+    ]:
+        code, out, err = run_cli("import-crontab", "-", "--timezone", "UTC", "--dst-from", day, stdin=tab)
+        assert code == 0, err
+        assert f"on {dates[0]} cron does not run it" in out and f"on {dates[1]} cron runs it at 02:30" in out
+    code, _, err = run_cli("import-crontab", "-", "--dst-from", "1 Dec", stdin=tab)
+    assert code == 2 and "'1 Dec' does not match the format '%Y-%m-%d'" in err, err

@@ -1,8 +1,10 @@
 """``quorum-cron import-crontab FILE|-``: a crontab in, a quorum-cron config (TOML) out.
 
 Reading and translating are :mod:`quorum_cron.crontab`; this module owns the
-command's edges: the file (or stdin), the host's zone and the users' home
-directories (the only facts the translation needs from this machine), the
+command's edges: the file (or stdin), the host's zone, the users' home
+directories and the clock (the only facts the translation needs from this
+machine; the clock only says where the year of DST changes compared
+starts, and ``--dst-from`` fixes it for output that must not change), the
 TOML on stdout, and on stderr one line per refused crontab line and per
 difference worth knowing.  The generated TOML is validated with the same
 parser the agent uses before it is printed, so what comes out loads.
@@ -13,6 +15,8 @@ printed without it when ``--skip-bad`` is given, and then the status is 0).
 
 from __future__ import annotations
 
+import calendar
+import datetime as dt
 import getpass
 import os
 import pwd
@@ -96,8 +100,20 @@ def _read(file: str) -> tuple[str, str]:
 )
 @click.option("--user", metavar="NAME", help="Owner of a user crontab (HOME, LOGNAME, USER). Default: you.")
 @click.option("--skip-bad", is_flag=True, help="Leave out lines that cannot be imported and exit 0.")
+@click.option(
+    "--dst-from",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    metavar="DATE",
+    help="Compare the DST changes of the year from DATE (YYYY-MM-DD, 00:00 UTC). Default: now.",
+)
 def import_crontab(
-    file: str, system: bool, cluster_name: str, tz: str | None, user: str | None, skip_bad: bool
+    file: str,
+    system: bool,
+    cluster_name: str,
+    tz: str | None,
+    user: str | None,
+    skip_bad: bool,
+    dst_from: dt.datetime | None,
 ) -> None:
     """Translate a crontab FILE (or - for stdin) into a quorum-cron config on stdout.
 
@@ -129,7 +145,7 @@ def import_crontab(
         host_tz=zone,
         owner=owner,
         home_of=_home_of,
-        now_s=int(time.time()),
+        now_s=int(time.time()) if dst_from is None else calendar.timegm(dst_from.timetuple()),
     )
     try:
         parse_config(tomllib.loads(result.toml), source="<import-crontab>")
