@@ -104,7 +104,7 @@ class _NonAtomicCommitStore(MemoryStore):
             return super()._vote_one(req, now)  # decided, early and late votes as usual
         if rec is None:
             rec = job.slots[req.fire_ms] = _Slot(fire_ms=req.fire_ms)
-            job.open.add(req.fire_ms)
+            self._open_slot(job, req.fire_ms)
         rec.votes[req.node] = req.spec_hash
         self._touch(rec, now)
         job.quorum = max(job.quorum, req.quorum)

@@ -32,6 +32,7 @@ class ControlModel:
         job = self._jobs.get(name)
         if job is None:
             job = self._jobs[name] = _Job(
+                name=name,
                 ledger=deque(maxlen=self._ledger_maxlen), audit=deque(maxlen=self._audit_maxlen)
             )
         return job

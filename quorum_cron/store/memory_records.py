@@ -49,8 +49,10 @@ class _Slot:
 class _Job:
     """Everything of one job: the Redis keys under one hash tag."""
 
+    name: str = ""
     slots: dict[int, _Slot] = field(default_factory=dict)
     open: set[int] = field(default_factory=set)
+    """Fire times of the slots not yet ended (changed by ``MemoryStore._open_slot``/``_close_slot``)."""
     token: int = 0
     quorum: int = 0
     hwm: int = 0
