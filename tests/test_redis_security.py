@@ -1,8 +1,11 @@
 """Redis with a least-privilege ACL user, and Redis over TLS only (docs/operations.md, issue 11).
 
 The ACL rules are read from docs/operations.md, so what is documented is
-what is tested. The TLS server uses certificates this test generates with
-``openssl`` (CA, server for 127.0.0.1, client); it has no plain port.
+what is tested: on one server and on every node of a Redis Cluster, an
+agent, the CLI and the web face's store reads (live view included) run as
+that user, and the servers' ``ACL LOG`` records nothing refused. The TLS
+server uses certificates this test generates with ``openssl`` (CA, server
+for 127.0.0.1, client); it has no plain port.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from quorum_cron.store.base import SlotState
 from quorum_cron.store.redis import RedisStore
 from tests.agent_cluster import Cluster, free_port, job_toml
 from tests.tools import require_tool
+from tests.topologies import own_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -59,20 +63,57 @@ def run_one_node(tmp_path: Path, url: str, ns: str, store: RedisStore) -> None:
         c.close()
 
 
-def test_agent_and_commands_work_with_the_documented_acl_user(tmp_path: Path) -> None:
+def web_reads(store: RedisStore, job: str) -> None:
+    """Every store read the web face makes (pages, API, live view) succeeds for the limited user."""
+    cursor: dict[str, str] = {}
+    start = store.follow_cursor()
+    store.trigger(job, "acl-test")  # an audit entry for the live view (XREAD) to see
+    deadline = time.monotonic() + 10
+    seen: list[object] = []
+    while not seen and time.monotonic() < deadline:
+        seen = list(store.follow([job], cursor, start, 200))
+    assert seen, "the live view (XREAD) saw no audit entry"
+    assert store.server_info().get("maxmemory_policy") == "noeviction"
+    store.members()  # empty once the node left; a refused read would raise
+    assert store.slots(job, 0, 2**52) and store.ledger(job, 5)
+    assert store.ledger_tails([job], 5, {})
+    store.slot(job, store.slots(job, 0, 2**52)[0].fire_ms)
+    assert [e.action.value for e in store.audit(job, 5)][:1] == ["trigger"]
+    store.control(job)
+    store.triggers(job, 0)
+    store.time_ms()
+
+
+def denied(clients: list[redis.Redis]) -> list[str]:
+    """What the servers' ACL LOG recorded as refused to the quorum-cron user (command or key)."""
+    out = []
+    for c in clients:
+        for e in c.acl_log():
+            if e.get("username") == "quorum-cron":
+                out.append(f"{e.get('reason')} {e.get('object')} ({e.get('context')})")
+    return out
+
+
+def limit(admin: redis.Redis) -> None:
+    admin.execute_command("ACL", "SETUSER", "quorum-cron", "reset", *documented_acl())
+    admin.execute_command("ACL", "SETUSER", "quorum-cron", ">acl-pass")
+    admin.execute_command("ACL", "LOG", "RESET")
+
+
+def test_agent_commands_and_web_reads_work_with_the_documented_acl_user(tmp_path: Path) -> None:
     with EmbeddedRedis() as server:
         admin = server.client()
         try:
-            admin.execute_command("ACL", "SETUSER", "quorum-cron", "reset", *documented_acl())
-            admin.execute_command("ACL", "SETUSER", "quorum-cron", ">acl-pass")
+            limit(admin)
             admin.set("other:key", "not yours")
             url = server.url.replace("redis://", "redis://quorum-cron:acl-pass@")
             limited = redis.Redis.from_url(url)
             # The user is really limited: other keys, admin commands are refused.
             denials = (lambda: limited.get("other:key"), limited.flushall, lambda: limited.config_get("*"))
-            for denied in denials:
+            for refused_call in denials:
                 with pytest.raises(redis.exceptions.NoPermissionError):
-                    denied()
+                    refused_call()
+            admin.execute_command("ACL", "LOG", "RESET")
             store = RedisStore(limited, "aclns")
             run_one_node(tmp_path, url, "aclns", store)
             entries = store.ledger("tick", 20)
@@ -81,9 +122,34 @@ def test_agent_and_commands_work_with_the_documented_acl_user(tmp_path: Path) ->
             assert sum(e.state == SlotState.SUCCEEDED for e in entries) >= 2, entries
             refused = [e for e in entries if e.state == SlotState.FAILED or "NOPERM" in e.reason + e.detail]
             assert not refused, entries
+            web_reads(store, "tick")
+            # Nothing was refused along the way, not even what a client swallows.
+            assert denied([admin]) == []
             limited.close()
         finally:
             admin.close()
+
+
+def test_agent_and_commands_work_on_a_cluster_with_the_documented_acl_user(tmp_path: Path) -> None:
+    """The same rules on every node of a Redis Cluster: sharded pub/sub, CLUSTER SLOTS, COMMAND (GETKEYS)."""
+    with own_cluster() as cluster:
+        admins = [redis.Redis(host="127.0.0.1", port=p, socket_timeout=5.0) for p in cluster.ports]
+        try:
+            for admin in admins:
+                limit(admin)
+            url = cluster.url.replace("redis+cluster://", "redis+cluster://quorum-cron:acl-pass@")
+            store = RedisStore.from_url(url, "aclcl", socket_timeout=5.0)
+            try:
+                run_one_node(tmp_path, url, "aclcl", store)
+                entries = store.ledger("tick", 20)
+                assert sum(e.state == SlotState.SUCCEEDED for e in entries) >= 2, entries
+                web_reads(store, "tick")
+            finally:
+                store.close()
+            assert denied(admins) == []
+        finally:
+            for admin in admins:
+                admin.close()
 
 
 # -- TLS ----------------------------------------------------------------------------------------
