@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -23,10 +24,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
+from quorum_cron.agent.alerts import ALERTS_MAXLEN, Alert, AlertHook, AlertJournal, AlertKind
+from quorum_cron.agent.build import agent_settings
+from quorum_cron.agent.runtime import Agent
 from quorum_cron.config import ClusterConfig, Config, JobSpec
 from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.schedule import Schedule
 from quorum_cron.store.base import SlotState, SlotView, SweepParams, VoteRequest
+from quorum_cron.store.keys import alerts_key
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.rendezvous import pick_executor
 from quorum_cron.web.app import WebContext, create_app
@@ -306,6 +311,187 @@ def test_live_events_report_ledger_and_audit_entries(world: World) -> None:
     ledger = json.loads(events[1].split("\n")[1].removeprefix("data: "))
     assert audit["job"] == "other" and audit["action"] == "trigger" and audit["by"] == "carol"
     assert ledger == {"job": "tick", "slot_ms": T0 + 10_000, "state": "succeeded"}
+
+
+async def _await_event(queue: asyncio.Queue[str], name: str, timeout: float = 10) -> dict[str, object]:
+    """The data of the next ``event: name`` on ``queue`` (other events skipped), within ``timeout`` s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        left = deadline - loop.time()
+        if left <= 0:
+            raise AssertionError(f"no 'event: {name}' within {timeout} s")
+        try:
+            text = await asyncio.wait_for(queue.get(), left)
+        except TimeoutError:
+            raise AssertionError(f"no 'event: {name}' within {timeout} s") from None
+        head, data = text.split("\n")[:2]
+        if head == f"event: {name}":
+            doc: dict[str, object] = json.loads(data.removeprefix("data: "))
+            return doc
+
+
+def test_live_events_report_a_member_joining_and_its_heartbeat_expiring(world: World) -> None:
+    async def scenario() -> list[dict[str, object]]:
+        b = Broadcaster(world.store, ["tick", "other"], members_every_s=0.1)
+        queue = b.subscribe()
+        try:
+            await asyncio.wait_for(b.watching.wait(), 10)
+            # The watcher has read the (empty) member list once: what follows is a change.
+            assert world.store.members() == []
+            await asyncio.to_thread(world.store.heartbeat, "n9", "i-9", 5_000, {"voting": "yes"})
+            joined = await _await_event(queue, "members")
+            world.now += 6_000  # past the heartbeat's expiry on the store's (injected) clock
+            expired = await _await_event(queue, "members")
+            return [joined, expired]
+        finally:
+            await b.close()
+
+    joined, expired = asyncio.run(scenario())
+    assert joined == {"alive": 1, "voting": 1}
+    assert expired == {"alive": 0, "voting": 0}
+
+
+# --------------------------------------------------------------------------- stored alerts
+
+
+def _raise_alerts(
+    client: redis.Redis, namespace: str, *alerts: tuple[str, str, dict[str, object]]
+) -> AlertHook:
+    """Raise ``alerts`` through an agent's alert hook keeping them in the store, and flush."""
+    hook = AlertHook("n1", journal=AlertJournal(client, namespace))
+
+    async def scenario() -> None:
+        for kind, message, fields in alerts:
+            hook.raise_(kind, message, **fields)
+        await hook.aclose(flush_s=10)
+
+    asyncio.run(scenario())
+    return hook
+
+
+def test_alerts_raised_by_the_agent_hook_appear_on_the_cluster_api_and_page(
+    world: World, redis_client: redis.Redis
+) -> None:
+    secret_url = "redis://ops:s3cret-pw@db.internal:6379/0"
+    hook = _raise_alerts(
+        redis_client,
+        "w",
+        (AlertKind.STORE_UNAVAILABLE, f"store unreachable: Error 111 connecting to {secret_url}", {}),
+        (AlertKind.BAD_VALUE, f"bad value in the store, ignored: slot: {XSS}", {"what": f"slot {XSS}"}),
+        (AlertKind.QUORUM_LOST, "quorum lost: 1 of 3 alive, need 2", {"alive": 1, "url": secret_url}),
+    )
+    assert hook.journal is not None and hook.journal.written == 3 and hook.journal.failed == 0
+    # Entries that no agent wrote: skipped and counted, never shown, never a failed page.
+    key = alerts_key("w")
+    redis_client.xadd(key, {"kind": "<b>x</b>", "node": "n2", "ts_ms": "1", "message": "m", "fields": "{}"})
+    redis_client.xadd(key, {"kind": "quorum_lost", "node": "n2", "ts_ms": "1e300", "fields": "{}"})
+    redis_client.xadd(key, {"kind": "quorum_lost", "node": "n2", "ts_ms": "1", "fields": "[" * 10_000})
+    with TestClient(world.app) as client:
+        api = client.get("/api/cluster")
+        page = client.get("/cluster")
+    assert api.status_code == page.status_code == 200
+    doc = api.json()
+    kinds = [a["kind"] for a in doc["alerts"]]
+    assert kinds == [AlertKind.QUORUM_LOST, AlertKind.BAD_VALUE, AlertKind.STORE_UNAVAILABLE]  # newest first
+    assert doc["alerts_skipped"] == 3 and doc["alerts_error"] == ""
+    quorum_lost = doc["alerts"][0]
+    assert quorum_lost["node"] == "n1" and quorum_lost["message"] == "quorum lost: 1 of 3 alive, need 2"
+    assert quorum_lost["fields"] == {"alive": "1", "url": "redis://ops:***@db.internal:6379/0"}
+    assert quorum_lost["at_ms"] == hook.sent[-1].ts_ms
+    # No secret in the store, the API or the page; markup from an alert is text.
+    stored = json.dumps([[str(v) for v in f.values()] for _, f in redis_client.xrange(key)])
+    assert "s3cret-pw" not in stored and "s3cret-pw" not in api.text and "s3cret-pw" not in page.text
+    assert XSS not in page.text and "&lt;script&gt;" in page.text
+    assert page.text.count('<tr class="alert" ') == 3 and 'data-kind="quorum_lost"' in page.text
+
+
+def test_an_alert_raised_by_a_real_agent_appears_on_the_cluster_api(redis_client: redis.Redis) -> None:
+    """One agent of a 3-node cluster alone: it raises quorum_lost; the dashboard shows it."""
+    cluster = ClusterConfig(namespace="ra", size=3, heartbeat_ms=100, lease_ms=1_000)
+    config = Config(cluster, (JobSpec.create("tick", "@every 1h", command=("true",)),))
+    store = RedisStore(redis_client, "ra")
+    agent = Agent(agent_settings(cluster, "n1"), [], store)
+    # (Wiring the agent's hook to the store here, as runtime.py is to do for every agent.)
+    agent.alerts.journal = AlertJournal.for_store(store, "ra")
+    app = create_app(WebContext(config, store, "redis://x/0", AdminTokens()))
+
+    async def scenario() -> dict[str, Any]:
+        watcher = Broadcaster(store, ["tick"], members_every_s=0.1, namespace="ra")
+        queue = watcher.subscribe()
+        running = asyncio.create_task(agent.run())
+        try:
+            await asyncio.wait_for(watcher.watching.wait(), 10)
+            for _ in range(len(vars(AlertKind))):  # each new alert is announced; quorum_lost among the first
+                await _await_event(queue, "alerts", 15)
+                doc: dict[str, Any] = await asyncio.to_thread(
+                    lambda: TestClient(app).get("/api/cluster").json()
+                )
+                if any(a["kind"] == AlertKind.QUORUM_LOST for a in doc["alerts"]):
+                    return doc
+            raise AssertionError(f"no quorum_lost among the alerts stored: {agent.alerts.sent}")
+        finally:
+            agent.request_stop("test over")
+            await asyncio.wait_for(running, 15)
+            await watcher.close()
+
+    doc = asyncio.run(scenario())
+    [lost] = [a for a in doc["alerts"] if a["kind"] == AlertKind.QUORUM_LOST]
+    assert lost["node"] == "n1" and lost["message"] == "quorum lost: 1 of 3 alive, need 2", lost
+    assert lost["fields"] == {"alive": "1"}
+    assert [a.kind for a in agent.alerts.sent if a.kind == AlertKind.QUORUM_LOST] == [AlertKind.QUORUM_LOST]
+
+
+def test_the_alert_stream_stays_bounded(redis_client: redis.Redis) -> None:
+    journal = AlertJournal(redis_client, "cap")
+    for i in range(3 * ALERTS_MAXLEN):
+        assert journal.write(Alert(AlertKind.SLOT_MISSED, "n1", f"slot {i} missed", {"job": "j"}, i + 1))
+    length = redis_client.xlen(alerts_key("cap"))
+    # MAXLEN ~ trims whole stream nodes (100 entries each by default): about the bound, never all of them.
+    assert ALERTS_MAXLEN <= length < ALERTS_MAXLEN + 100, length
+    [(_, newest)] = redis_client.xrevrange(alerts_key("cap"), count=1)
+    assert newest[b"message"] == f"slot {3 * ALERTS_MAXLEN - 1} missed".encode()
+
+
+def test_an_unreachable_store_costs_the_alert_hook_one_log_line_and_no_exception(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    dead = redis.Redis.from_url(
+        "redis://ops:s3cret@127.0.0.1:1/0", socket_connect_timeout=0.5, socket_timeout=0.5
+    )
+    hook = AlertHook("n1", journal=AlertJournal(dead, "w"))
+
+    async def scenario() -> None:
+        for i in range(5):
+            hook.raise_(AlertKind.STORE_UNAVAILABLE, f"store unreachable ({i})")
+        await asyncio.wait_for(hook.aclose(flush_s=10), 15)
+
+    with caplog.at_level("WARNING"):
+        asyncio.run(scenario())
+    assert hook.journal is not None and hook.journal.failed == 5 and hook.journal.written == 0
+    assert len(hook.sent) == 5  # raised (and logged) all the same
+    kept = [r for r in caplog.records if "could not keep alert" in r.getMessage()]
+    assert len(kept) == 1, [r.getMessage() for r in kept]
+    assert "s3cret" not in caplog.text
+    dead.close()
+
+
+def test_the_cluster_page_hears_a_new_alert_live(world: World, redis_client: redis.Redis) -> None:
+    async def scenario() -> dict[str, object]:
+        b = Broadcaster(world.store, ["tick", "other"], members_every_s=0.1, namespace="w")
+        queue = b.subscribe()
+        try:
+            await asyncio.wait_for(b.watching.wait(), 10)
+            hook = AlertHook("n2", journal=AlertJournal(redis_client, "w"))
+            hook.raise_(AlertKind.CLOCK_ABSTAIN, "clock offset 900 ms > max_skew 250 ms")
+            await hook.aclose(flush_s=10)
+            return await _await_event(queue, "alerts")
+        finally:
+            await b.close()
+
+    event = asyncio.run(scenario())
+    [(newest, _)] = redis_client.xrevrange(alerts_key("w"), count=1)
+    assert event == {"id": newest.decode()}
 
 
 def test_tokens_are_validated_where_they_enter(tmp_path: Path) -> None:

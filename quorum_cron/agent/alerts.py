@@ -11,6 +11,15 @@ kind in its environment) or POSTed to a URL, from a background task with a
 bounded queue: a slow or failing hook can delay alerts, never the node.
 Repeated conditions (``quorum_lost`` on every heartbeat) are sent once per
 change by the caller; the hook itself only bounds and delivers.
+
+With an :class:`AlertJournal` every alert is also kept in the store, in the
+capped stream ``qc:{<ns>}:alerts`` (:func:`~quorum_cron.store.keys.alerts_key`,
+``XADD MAXLEN ~`` :data:`ALERTS_MAXLEN`), which the web dashboard's Cluster
+page shows. That write is best-effort and off the loop (its own bounded
+queue, a worker thread): a store that cannot take it costs one log line per
+outage, never an exception, a blocked loop, or another alert. The entry
+holds the kind, node, time, message and fields, with URL passwords masked
+and every text cut to a bound — nothing of the hook's command or URL.
 """
 
 from __future__ import annotations
@@ -23,18 +32,31 @@ import os
 import signal
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Final
+
+import redis
+from redis.cluster import RedisCluster
 
 from quorum_cron.agent.jobenv import base_environment
 from quorum_cron.agent.logs import EVENT_LOGGER, event, scrub
+from quorum_cron.store.keys import alerts_key
+from quorum_cron.store.redis import RedisStore
 
-__all__ = ["Alert", "AlertHook", "AlertKind"]
+__all__ = ["ALERTS_MAXLEN", "Alert", "AlertHook", "AlertJournal", "AlertKind"]
 
 log = logging.getLogger(EVENT_LOGGER)
 
 MAX_QUEUED = 100
 HOOK_TIMEOUT_S = 10.0
+ALERTS_MAXLEN: Final = 200
+"""Alerts kept in the store's stream (about: ``XADD MAXLEN ~`` trims whole nodes of the stream)."""
+MAX_MESSAGE_CHARS: Final = 1000
+"""A stored alert's message is cut to this many characters."""
+MAX_STORED_FIELDS: Final = 16
+MAX_FIELD_CHARS: Final = 200
+"""A stored alert keeps at most this many fields, each name and value cut to this many characters."""
 
 
 class AlertKind:
@@ -73,11 +95,123 @@ class Alert:
         return json.dumps(doc, sort_keys=True).encode()
 
 
-class AlertHook:
-    """Delivers alerts to a command and/or a URL; logs every alert regardless."""
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class AlertJournal:
+    """Keeps alerts in the store's capped stream ``qc:{<ns>}:alerts``; best-effort, never raises.
+
+    :meth:`write` is blocking (one ``XADD``) and is called by :class:`AlertHook`
+    on a worker thread. A failed write is counted in :attr:`failed` and logged
+    once until a write succeeds again; it raises no alert of its own (that
+    alert would go to the same store, and fail the same way).
+    """
 
     def __init__(
-        self, node: str, *, command: Sequence[str] | str | None = None, url: str | None = None
+        self, client: redis.Redis | RedisCluster, namespace: str, *, maxlen: int = ALERTS_MAXLEN
+    ) -> None:
+        if maxlen <= 0:
+            raise ValueError(f"invalid alert stream maxlen {maxlen}: expected > 0")
+        self._client = client
+        self.key = alerts_key(namespace)
+        self.maxlen = maxlen
+        self.written = 0
+        self.failed = 0
+        self._failing = False
+
+    @classmethod
+    def for_store(cls, store: object, namespace: str) -> AlertJournal | None:
+        """A journal on ``store``'s connection when it is a :class:`RedisStore`; None otherwise."""
+        return cls(store.client, namespace) if isinstance(store, RedisStore) else None
+
+    def __repr__(self) -> str:
+        return f"AlertJournal(key={self.key!r}, maxlen={self.maxlen})"
+
+    @staticmethod
+    def entry(alert: Alert) -> dict[str, str]:
+        """The stream entry of ``alert``: bounded, URL passwords masked."""
+        fields = {
+            _cut(scrub(k), MAX_FIELD_CHARS): _cut(scrub(v), MAX_FIELD_CHARS)
+            for k, v in sorted(alert.fields.items())[:MAX_STORED_FIELDS]
+        }
+        return {
+            "kind": _cut(alert.kind, 64),
+            "node": _cut(alert.node, 200),
+            "ts_ms": str(alert.ts_ms),
+            "message": _cut(scrub(alert.message), MAX_MESSAGE_CHARS),
+            "fields": json.dumps(fields, sort_keys=True),
+        }
+
+    def write(self, alert: Alert) -> bool:
+        """Append ``alert``; False (logged once per outage) when the store did not take it."""
+        try:
+            self._client.xadd(self.key, self.entry(alert), maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
+        except Exception as exc:  # best-effort: an unreachable, full or refusing store, a closed pool
+            self.failed += 1
+            if not self._failing:
+                self._failing = True
+                event(
+                    log,
+                    logging.WARNING,
+                    "alert",
+                    f"could not keep alert {alert.kind} in {self.key}: {scrub(str(exc))} "
+                    "(alerts are still logged and sent to the hook; next failures are only counted)",
+                    kind=alert.kind,
+                )
+            return False
+        self.written += 1
+        if self._failing:
+            self._failing = False
+            event(log, logging.INFO, "alert", f"alerts are kept in {self.key} again ({self.failed} not kept)")
+        return True
+
+
+class _Lane:
+    """One bounded queue drained in order by one task; created on first use, on the running loop."""
+
+    def __init__(self, deliver: Callable[[Alert], Awaitable[None]]) -> None:
+        self._deliver = deliver
+        self._queue: asyncio.Queue[Alert] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.dropped = 0
+
+    def put(self, alert: Alert) -> None:
+        if self._queue is None:
+            self._queue = asyncio.Queue(MAX_QUEUED)
+            self._task = asyncio.ensure_future(self._loop())
+        try:
+            self._queue.put_nowait(alert)
+        except asyncio.QueueFull:
+            self.dropped += 1
+
+    async def _loop(self) -> None:
+        assert self._queue is not None
+        while True:
+            alert = await self._queue.get()
+            try:
+                await self._deliver(alert)
+            finally:
+                self._queue.task_done()
+
+    async def aclose(self, flush_s: float) -> None:
+        if self._task is None or self._queue is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._queue.join(), flush_s)
+        self._task.cancel()
+
+
+class AlertHook:
+    """Delivers alerts to a command and/or a URL, keeps them in the store's stream; logs every alert."""
+
+    def __init__(
+        self,
+        node: str,
+        *,
+        command: Sequence[str] | str | None = None,
+        url: str | None = None,
+        journal: AlertJournal | None = None,
     ) -> None:
         self.node = node
         if isinstance(command, str):
@@ -85,11 +219,17 @@ class AlertHook:
         else:
             self.command = tuple(command or ())
         self.url = url or None
-        self._queue: asyncio.Queue[Alert] | None = None
-        self._task: asyncio.Task[None] | None = None
-        self.dropped = 0
+        self.journal = journal
+        """Where alerts are kept in the store (None: nowhere); set before the first alert."""
+        self._hook = _Lane(self._deliver_logged)
+        self._journal = _Lane(self._keep)
         self.sent: list[Alert] = []
         """The last alerts raised (bounded), for tests and status."""
+
+    @property
+    def dropped(self) -> int:
+        """Alerts not delivered to the hook because its queue was full."""
+        return self._hook.dropped
 
     @property
     def enabled(self) -> bool:
@@ -103,26 +243,21 @@ class AlertHook:
         event(log, logging.WARNING, "alert", f"{kind}: {message}", kind=kind, **fields)
         self.sent.append(alert)
         del self.sent[:-MAX_QUEUED]
-        if not self.enabled:
-            return
-        if self._queue is None:
-            self._queue = asyncio.Queue(MAX_QUEUED)
-            self._task = asyncio.ensure_future(self._deliver_loop())
-        try:
-            self._queue.put_nowait(alert)
-        except asyncio.QueueFull:
-            self.dropped += 1
+        if self.journal is not None:
+            self._journal.put(alert)
+        if self.enabled:
+            self._hook.put(alert)
 
-    async def _deliver_loop(self) -> None:
-        assert self._queue is not None
-        while True:
-            alert = await self._queue.get()
-            try:
-                await self._deliver(alert)
-            except Exception as exc:
-                event(log, logging.ERROR, "alert", f"alert hook failed for {alert.kind}: {scrub(str(exc))}")
-            finally:
-                self._queue.task_done()
+    async def _keep(self, alert: Alert) -> None:
+        journal = self.journal
+        if journal is not None:
+            await asyncio.to_thread(journal.write, alert)
+
+    async def _deliver_logged(self, alert: Alert) -> None:
+        try:
+            await self._deliver(alert)
+        except Exception as exc:
+            event(log, logging.ERROR, "alert", f"alert hook failed for {alert.kind}: {scrub(str(exc))}")
 
     async def _deliver(self, alert: Alert) -> None:
         body = alert.document()
@@ -149,12 +284,8 @@ class AlertHook:
             await asyncio.to_thread(_post, url, body)
 
     async def aclose(self, flush_s: float = 2.0) -> None:
-        """Give queued alerts ``flush_s`` to go out, then stop."""
-        if self._task is None or self._queue is None:
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._queue.join(), flush_s)
-        self._task.cancel()
+        """Give queued alerts ``flush_s`` to go out (to the hook and the store, side by side), then stop."""
+        await asyncio.gather(self._hook.aclose(flush_s), self._journal.aclose(flush_s))
 
 
 def _post(url: str, body: bytes) -> None:

@@ -31,6 +31,7 @@ __all__ = [
     "SLOTS",
     "TRIGGER",
     "TRIGGERS",
+    "alerts_key",
     "assign_channel",
     "assign_prefix",
     "job_assign_channel",
@@ -102,6 +103,11 @@ def job_name_offset(namespace: str) -> int:
 def members_key(namespace: str) -> str:
     """``qc:{<ns>}:members``: HASH node → its last heartbeat."""
     return f"qc:{{{namespace}}}:members"
+
+
+def alerts_key(namespace: str) -> str:
+    """``qc:{<ns>}:alerts``: STREAM of the agents' recent alerts (capped, best-effort; no node reads it)."""
+    return f"qc:{{{namespace}}}:alerts"
 
 
 def assign_prefix(namespace: str) -> str:

@@ -3,7 +3,7 @@
 Routes (the JSON API is documented in ``docs/web.md``)::
 
     GET  /                      jobs (filter ?state=failed|missed|paused)
-    GET  /cluster               members, quorum health, store, recent problems
+    GET  /cluster               members, quorum health, store, recent alerts and problems
     GET  /jobs/{job}            expected-vs-actual timeline (?window=1h&to=<ms>), history (?page=N)
     GET  /jobs/{job}/slots/{ms} one slot: votes, quorum, executor and why, token, output
     GET  /audit                 operator actions
@@ -93,7 +93,12 @@ def create_app(ctx: WebContext) -> Starlette:
     """The ASGI app for ``ctx`` (``uvicorn`` serves it; tests may call it in process)."""
     env = environment()
     jobs = [s.name for s in ctx.config.jobs]
-    broadcaster = Broadcaster(ctx.store, jobs, members_every_s=ctx.config.cluster.heartbeat_ms / 1000)
+    broadcaster = Broadcaster(
+        ctx.store,
+        jobs,
+        members_every_s=ctx.config.cluster.heartbeat_ms / 1000,
+        namespace=ctx.config.cluster.namespace,
+    )
     recent = views.RecentLedger()
 
     # -- helpers -------------------------------------------------------------

@@ -5,13 +5,16 @@ store with one blocking read over every job's ledger and audit streams
 (:meth:`RedisStore.follow`), so a new ledger entry or operator action
 reaches the pages within milliseconds, and the browser never polls a job.
 Membership has no stream: the watcher compares the member list once per
-``members_every_s`` (one read for the whole cluster) and announces changes.
+``members_every_s`` (one read for the whole cluster) and announces changes;
+at the same pace it reads the id of the newest stored alert (one
+``XREVRANGE … COUNT 1``) and announces a new one.
 
 Events (``event:`` name, JSON ``data:``):
 
 * ``ledger`` — ``{"job", "slot_ms", "state"}`` for each new ledger entry;
 * ``audit`` — ``{"job", "action", "by", "at_ms"}`` for each operator action;
 * ``members`` — ``{"alive", "voting"}`` when a member joined, left or changed its vote;
+* ``alerts`` — ``{"id"}`` (the newest alert's stream id) when an agent stored a new alert;
 * ``store`` — ``{"ok": false, "error"}`` while the store cannot be read, ``{"ok": true}`` when back;
 * ``resync`` — this page fell behind (its queue was full): reload everything.
 
@@ -30,6 +33,7 @@ from collections.abc import Callable, Sequence
 from quorum_cron.errors import StoreError
 from quorum_cron.store.base import AuditEntry, LedgerEntry, Member
 from quorum_cron.store.redis import RedisStore
+from quorum_cron.web.alerts import newest_alert_id
 
 __all__ = ["Broadcaster", "sse"]
 
@@ -59,13 +63,18 @@ class Broadcaster:
         *,
         members_every_s: float = 1.0,
         monotonic: Callable[[], float] = time.monotonic,
+        namespace: str = "",
     ) -> None:
+        """``namespace``: whose alert stream to watch (empty: none)."""
         self._store = store
+        self._namespace = namespace
         self._jobs = list(jobs)
         self._members_every_s = members_every_s
         self._monotonic = monotonic
         self._queues: set[asyncio.Queue[str]] = set()
         self._task: asyncio.Task[None] | None = None
+        self._members: tuple[tuple[str, str, str], ...] | None = None
+        self._alert: str | None = None
         self.watching = asyncio.Event()
         """Set once the watcher has its starting point: every store change after it is reported."""
 
@@ -103,25 +112,25 @@ class Broadcaster:
     async def _watch(self) -> None:
         cursor: dict[str, str] = {}
         start = ""
-        members: tuple[tuple[str, str, str], ...] | None = None
+        self._members = None
+        self._alert = None
         next_members = 0.0
         backoff = 0.2
         down = False
         while self._queues:
             try:
                 if not start:
+                    # The starting points (stream cursor, members, newest alert) are all read
+                    # before `watching` is set: every change after it is reported.
                     start = await asyncio.to_thread(self._store.follow_cursor)
+                    await self._compare_members()
+                    next_members = self._monotonic() + self._members_every_s
                     self.watching.set()
                 entries = await asyncio.to_thread(self._store.follow, self._jobs, cursor, start, BLOCK_MS)
                 for e in entries:
                     self.publish(self._event(e))
                 if self._monotonic() >= next_members:
-                    now_members = await asyncio.to_thread(self._store.members)
-                    sig = _member_sig(now_members)
-                    if members is not None and sig != members:
-                        voting = sum(1 for m in now_members if m.info.get("voting") == "yes")
-                        self.publish(sse("members", {"alive": len(now_members), "voting": voting}))
-                    members = sig
+                    await self._compare_members()
                     next_members = self._monotonic() + self._members_every_s
                 if down:
                     down = False
@@ -133,6 +142,20 @@ class Broadcaster:
                     self.publish(sse("store", {"ok": False, "error": str(exc)}))
                 await asyncio.sleep(backoff)
                 backoff = min(BACKOFF_MAX_S, backoff * 2)
+
+    async def _compare_members(self) -> None:
+        """Read the members (and the newest alert's id); announce what changed since the last read."""
+        now_members = await asyncio.to_thread(self._store.members)
+        sig = _member_sig(now_members)
+        if self._members is not None and sig != self._members:
+            voting = sum(1 for m in now_members if m.info.get("voting") == "yes")
+            self.publish(sse("members", {"alive": len(now_members), "voting": voting}))
+        self._members = sig
+        if self._namespace:
+            newest = await asyncio.to_thread(newest_alert_id, self._store, self._namespace)
+            if self._alert is not None and newest and newest != self._alert:
+                self.publish(sse("alerts", {"id": newest}))
+            self._alert = newest
 
     @staticmethod
     def _event(e: LedgerEntry | AuditEntry) -> str:

@@ -26,6 +26,7 @@ from quorum_cron.errors import StoreError
 from quorum_cron.store.base import AuditEntry, JobControl, LedgerEntry, Member, SlotState, SlotView
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.rendezvous import weight
+from quorum_cron.web.alerts import recent_alerts
 from quorum_cron.web.timeline import timeline, walk_start
 
 __all__ = [
@@ -165,7 +166,12 @@ def _member_doc(m: Member, now: int, config: Config) -> dict[str, Any]:
 def cluster_view(
     store: RedisStore, config: Config, shown_url: str, recent: RecentLedger | None = None
 ) -> dict[str, Any]:
-    """Members, quorum health, the store, and recent problems (derived from the ledger and members)."""
+    """Members, quorum health, the store, the agents' recent alerts (stored), and problems seen now.
+
+    ``problems`` are derived on each read (member state, each job's newest
+    ledger entries); ``alerts`` are what the agents raised, newest first,
+    from the store's capped alert stream (:mod:`.alerts`).
+    """
     cluster = config.cluster
     now = store.time_ms()
     members = store.members()
@@ -204,6 +210,7 @@ def cluster_view(
                     }
                 )
     problems.sort(key=lambda p: int(p["at_ms"]), reverse=True)
+    alerts = recent_alerts(store, cluster.namespace)
     return {
         "namespace": cluster.namespace,
         "store_time_ms": now,
@@ -215,6 +222,9 @@ def cluster_view(
         "quorum_ok": health.ok,
         "members": member_docs,
         "problems": problems[:50],
+        "alerts": alerts["alerts"],
+        "alerts_skipped": alerts["skipped"],
+        "alerts_error": alerts["error"],
     }
 
 
