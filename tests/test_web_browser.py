@@ -3,7 +3,8 @@
 What a person sees: the jobs page lists the jobs with their outcomes; a
 slot page names its voters and token; job output with markup shows as
 text; trigger is refused without an admin token and works with one (the
-run and the audit entry appear live, without reloading); with two of three
+run appears live on the job page, and the audit entry on the audit page
+kept open in a second window, neither reloaded); with two of three
 nodes killed the quorum is lost and the job's timeline shows the missed
 slot. Screenshots of each page go to the test's temp directory
 (``<tmp>/screens``).
@@ -177,6 +178,11 @@ def _attrs(driver: webdriver.Chrome, selector: str, attr: str) -> list[str]:
     return [a or "" for a in driver.execute_script(_READ, selector, attr)]
 
 
+def _refreshed_by(driver: webdriver.Chrome) -> str:
+    """What brought the page's content last (live.js: ``open`` on connecting, else the event's name)."""
+    return str(driver.execute_script("return document.body.getAttribute('data-refreshed-by') || '';"))
+
+
 def test_dashboard_in_a_real_browser(
     tmp_path: Path, cluster: Cluster, web: tuple[str, Path], browser: webdriver.Chrome
 ) -> None:
@@ -252,13 +258,24 @@ def test_dashboard_in_a_real_browser(
     assert "refused" in message and "log in" in message, message
     assert store.audit("manual", 10) == [] and store.triggers("manual", 0) == []
 
-    # Log in with the token, trigger: the audit entry is there, the run appears live.
+    # Log in with the token; keep the audit page open in a second window, never reloaded.
     browser.get(base + "/login")
     browser.save_screenshot(str(shots / "login.png"))
     browser.find_element(By.ID, "token").send_keys(TOKEN)
     browser.find_element(By.ID, "login").click()
     _wait(browser, "the login", lambda d: d.find_elements(By.ID, "user"))
     browser.get(base + "/jobs/manual")
+    job_window = browser.current_window_handle
+    browser.switch_to.new_window("window")
+    browser.get(base + "/audit")
+    audit_window = browser.current_window_handle
+    assert _texts(browser, "#audit tr.audit") == []
+    # Connected, and its refresh on connecting done: the next refresh is an event's.
+    _wait(browser, "the audit page's stream to connect", lambda d: _refreshed_by(d) == "open")
+    browser.execute_script("window.__sameDocument = true;")
+
+    # Trigger in the first window: the audit entry is there, the run appears live.
+    browser.switch_to.window(job_window)
     browser.find_element(By.ID, "trigger").click()
     _wait(browser, "the trigger to be done", lambda d: d.find_elements(By.ID, "done"))
     browser.execute_script("window.__sameDocument = true;")
@@ -271,12 +288,23 @@ def test_dashboard_in_a_real_browser(
     assert _attrs(browser, "tr.entry", "data-state") == ["succeeded"]
     assert _attrs(browser, "tr.entry", "data-slot") == [audit.detail]  # the trigger's fire time
     assert browser.execute_script("return window.__sameDocument === true;"), "the page was reloaded"
-    refreshed_by = browser.execute_script("return document.body.getAttribute('data-refreshed-by');")
+    refreshed_by = _refreshed_by(browser)
     assert refreshed_by == "ledger", refreshed_by  # the ledger entry's event brought it, not a reload
     browser.save_screenshot(str(shots / "job-triggered.png"))
-    browser.get(base + "/audit")
-    assert _texts(browser, "#audit tr.audit td.by") == ["alice"]
+    # The audit page, open since before the trigger, shows the action without a reload.
+    browser.switch_to.window(audit_window)
+    by = _wait(
+        browser,
+        "the audit entry to appear live",
+        lambda d: _texts(d, "#audit tr.audit[data-action=trigger] td.by"),
+    )
+    assert by == ["alice"], by
+    assert browser.execute_script("return window.__sameDocument === true;"), "the audit page was reloaded"
+    refreshed_by = _refreshed_by(browser)
+    assert refreshed_by == "audit", refreshed_by  # the audit entry's event brought it
     browser.save_screenshot(str(shots / "audit.png"))
+    browser.close()
+    browser.switch_to.window(job_window)
 
     # Kill two of three: quorum lost; the open timeline shows the missed slot when it is decided.
     browser.get(base + "/jobs/tick")
