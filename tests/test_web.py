@@ -412,8 +412,7 @@ def test_an_alert_raised_by_a_real_agent_appears_on_the_cluster_api(redis_client
     config = Config(cluster, (JobSpec.create("tick", "@every 1h", command=("true",)),))
     store = RedisStore(redis_client, "ra")
     agent = Agent(agent_settings(cluster, "n1"), [], store)
-    # (Wiring the agent's hook to the store here, as runtime.py is to do for every agent.)
-    agent.alerts.journal = AlertJournal.for_store(store, "ra")
+    assert agent.alerts.journal is not None  # every agent on a RedisStore keeps its alerts there
     app = create_app(WebContext(config, store, "redis://x/0", AdminTokens()))
 
     async def scenario() -> dict[str, Any]:

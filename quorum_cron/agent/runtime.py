@@ -49,7 +49,7 @@ from functools import partial
 import redis
 from redis.cluster import RedisCluster
 
-from quorum_cron.agent.alerts import AlertHook
+from quorum_cron.agent.alerts import AlertHook, AlertJournal
 from quorum_cron.agent.executions import Runs
 from quorum_cron.agent.health import NodeHealth
 from quorum_cron.agent.intake import Intake
@@ -110,7 +110,11 @@ class Agent:
         self.clock = clock if clock is not None else SystemClock()
         self.core = NodeCore(settings.node, [j.core for j in jobs])
         self.metrics = metrics if metrics is not None else Metrics()
-        self.alerts = AlertHook(self.node, command=settings.alert_command, url=settings.alert_url)
+        # Every alert is also kept in the store (a capped stream the web face's Cluster page reads).
+        journal = AlertJournal.for_store(store, settings.namespace)
+        self.alerts = AlertHook(
+            self.node, command=settings.alert_command, url=settings.alert_url, journal=journal
+        )
         self.observer = Observer(self.node, self.jobs, self.metrics, self.alerts)
         self._worker = StoreWorker(store, self.node)
         self.health = NodeHealth(
