@@ -7,11 +7,16 @@ node's assignment channel and the cluster's trigger channel. Then, for the
 agent:
 
 - it is still alive, still heartbeating, and logged no unexpected exception
-  (every loop survived);
-- job ``b`` (untouched) ran its next slots as usual;
-- every run it started was of a slot the store committed to it, with the
-  token the run was given (ground truth from the job's own output against
-  the ledger / slot record).
+  and no ``Traceback`` (every loop survived);
+- job ``b`` (untouched) ran its next slots as usual, and every slot of it
+  that ended has its ledger entry;
+- every run it started in this example — a corrupted slot of ``a``
+  included — was of a slot the store committed to it, with the token the
+  run was given (ground truth from the job's own output against the ledger
+  / slot record); a corrupted slot with no such record never started.
+
+The agent runs for the whole test (one process across the examples); each
+example checks only the runs of slots due after it began.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from hypothesis import strategies as st
 
 from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.store.base import SlotState
-from tests.agent_cluster import Cluster, job_toml
+from tests.agent_cluster import Cluster, JobLine, job_toml
 
 pytestmark = pytest.mark.slow
 
@@ -96,6 +101,9 @@ def test_garbage_everywhere_never_breaks_the_agent(
     c, client = running
     node = c.nodes["n1"]
     now = c.store.time_ms()
+    # This example's runs: slots due after the previous example's repair (a
+    # vote comes at most max_skew, 250 ms, before its slot).
+    current = now + 500
     next_fire = (now // 1000 + 2) * 1000
     garbled: set[int] = set()
     for target, value in keys:
@@ -108,31 +116,47 @@ def test_garbage_everywhere_never_breaks_the_agent(
     for channel, payload in notices:
         client.publish(f"qc:{{{NS}}}:assign:n1" if channel == "assign" else f"qc:{{{NS}}}:trigger", payload)
 
-    # b keeps running: two more slots after the garbage.
-    c.wait(
-        "b to run twice more",
-        lambda: len([x for x in c.lines("start", "b") if x.slot > now + 1000]) >= 2 or None,
-        20,
-    )
+    def mine(kind: str, job: str) -> list[JobLine]:
+        return [x for x in c.lines(kind, job) if x.slot > current]
+
+    # b keeps running: two more slots after the garbage, each ended and recorded.
+    c.wait("b to run twice more", lambda: len(mine("end", "b")) >= 2 or None, 20)
     assert node.proc.poll() is None, c.describe()
+    ended = {x.slot: x for x in mine("end", "b")}
+    c.wait(
+        f"a ledger entry for every slot of b that ended ({sorted(ended)})",
+        lambda: set(ended) <= set(c.ledger("b")) or None,
+        10,
+    )
+    b_ledger = c.ledger("b")
+    for fire, line in ended.items():
+        entry = b_ledger[fire]
+        assert (entry.state, entry.executor, entry.token) == (SlotState.SUCCEEDED, "n1", line.token), (
+            line,
+            entry,
+        )
     members_now = {m.node: m for m in c.store.members()}
     assert "n1" in members_now and members_now["n1"].seen_ms >= now, c.describe()
     errors = [e for e in node.events if e.get("level") in ("error", "critical")]
     unexpected = [e for e in errors if "exc" in e or "unexpected" in str(e)]
     assert not unexpected, json.dumps(unexpected)[:3000]
-    # Every run the agent started was committed to it, with that token.
+    output = "\n".join(node.text) + json.dumps(node.events)
+    assert "Traceback" not in output, c.describe()
+    # Every run of this example the agent started, of a corrupted slot of a or
+    # any other, was of a slot the store committed to it, with that token: its
+    # ledger entry or its slot record says so (a corrupted slot that was never
+    # overwritten by a commit has neither, and must not have started).
     for job in ("a", "b"):
         ledger = c.ledger(job)
-        for line in c.lines("start", job):
-            if job == "a" and line.slot in garbled:
-                continue
+        for line in mine("start", job):
             entry = ledger.get(line.slot)
             if entry is not None:
                 assert (entry.executor, entry.token) == ("n1", line.token), (line, entry)
-            else:  # not in the ledger (yet, or a's ledger was repaired away): the slot record says
-                view = c.store.slot(job, line.slot)
-                if view.state != SlotState.ABSENT:
-                    assert (view.executor, view.token) == ("n1", line.token), (line, view)
+                continue
+            view = c.store.slot(job, line.slot)
+            what = "a corrupted slot" if job == "a" and line.slot in garbled else "a slot"
+            assert view.state != SlotState.ABSENT, f"{what} started with no record: {line}"
+            assert (view.executor, view.token) == ("n1", line.token), (line, view)
     # Repair a (the next example starts from a clean job a).
     for key in client.scan_iter(match=f"qc:{{{NS}:a}}:*"):
         client.delete(key)
