@@ -32,12 +32,18 @@ _SCHEME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRST
 _SPACE: Final = frozenset(" \t\r\n\v\f")
 
 
+def _secret_param(key: str) -> bool:
+    """``password`` and the like, also prefixed: ``sentinel_password`` (a Sentinel URL's) is as secret."""
+    name = key.lower()
+    return name in _SECRET_PARAMS or name.rpartition("_")[2] in _SECRET_PARAMS
+
+
 def _redact_query(query: str) -> str:
-    """``a=1&password=x`` → ``a=1&password=***``; linear."""
+    """``a=1&password=x&sentinel_password=y`` → ``a=1&password=***&sentinel_password=***``; linear."""
     out = []
     for pair in query.split("&"):
         key, sep, _value = pair.partition("=")
-        out.append(f"{key}={MASK}" if sep and key.lower() in _SECRET_PARAMS else pair)
+        out.append(f"{key}={MASK}" if sep and _secret_param(key) else pair)
     return "&".join(out)
 
 
