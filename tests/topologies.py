@@ -11,6 +11,7 @@ handle when the fixture ends, also on failure. Outside CI a missing
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from redis.cluster import RedisCluster
@@ -22,7 +23,7 @@ from tests.tools import require_tool
 __all__ = ["cluster_client", "own_cluster", "own_sentinel", "redis_cluster"]
 
 
-def own_cluster(**kwargs: int) -> EmbeddedCluster:
+def own_cluster(**kwargs: Any) -> EmbeddedCluster:
     """A started 3 + 3 cluster (the caller stops it: ``with own_cluster() as c``)."""
     require_tool("redis-cli")
     try:
@@ -31,8 +32,9 @@ def own_cluster(**kwargs: int) -> EmbeddedCluster:
         pytest.fail(f"the cluster tests need a redis-server binary: {exc}", pytrace=False)
 
 
-def own_sentinel(**kwargs: int) -> EmbeddedSentinel:
-    """A started master + 2 replicas + 3 sentinels (the caller stops it)."""
+def own_sentinel(**kwargs: Any) -> EmbeddedSentinel:
+    """A started master + 2 replicas + 3 sentinels (the caller stops it); ``kwargs`` as
+    :class:`EmbeddedSentinel` takes them (``password=``, ``sentinel_password=``...)."""
     require_tool("redis-sentinel")
     try:
         return EmbeddedSentinel(**kwargs).start()

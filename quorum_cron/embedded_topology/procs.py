@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -95,13 +95,18 @@ def await_until(
 
 @dataclass
 class ServerProc:
-    """One server process the topology owns: its role name, port and process."""
+    """One server process the topology owns: its role name, port and process.
+
+    ``password``: the server's ``requirepass``, used by :meth:`client` (and so
+    by every readiness check) unless the caller passes its own.
+    """
 
     name: str
     port: int
     args: list[str]
     log: Path
     proc: subprocess.Popen[bytes] | None = None
+    password: str | None = field(default=None, repr=False)
 
     @property
     def running(self) -> bool:
@@ -116,6 +121,7 @@ class ServerProc:
     def client(self, **kwargs: Any) -> redis.Redis:
         kwargs.setdefault("socket_timeout", 2.0)
         kwargs.setdefault("socket_connect_timeout", 1.0)
+        kwargs.setdefault("password", self.password)
         return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
 
     def ping(self) -> bool:
@@ -165,8 +171,8 @@ class Topology:
         self.dir = Path(self._dir.name)
         self.servers: list[ServerProc] = []
 
-    def _server(self, name: str, port: int, args: list[str]) -> ServerProc:
-        proc = ServerProc(name, port, args, self.dir / f"{name}-{port}.log")
+    def _server(self, name: str, port: int, args: list[str], password: str | None = None) -> ServerProc:
+        proc = ServerProc(name, port, args, self.dir / f"{name}-{port}.log", password=password)
         self.servers.append(proc)
         proc.start()
         return proc

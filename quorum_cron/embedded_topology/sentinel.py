@@ -10,11 +10,19 @@ from __future__ import annotations
 
 import shutil
 from typing import Any
+from urllib.parse import quote
 
 from quorum_cron.embedded import EmbeddedRedisError, find_redis_server
 from quorum_cron.embedded_topology.procs import ServerProc, Topology, await_until, command, free_ports
 
 __all__ = ["FAILOVER_TIMEOUT_MS", "EmbeddedSentinel"]
+
+
+def _conf_word(value: str) -> str:
+    """``value`` as one word of a sentinel config line (quoted, so a space or ``#`` stays in it)."""
+    if any(c in value for c in "\"\\\n\r"):
+        raise EmbeddedRedisError("a fixture password must not hold quotes, backslashes or newlines")
+    return f'"{value}"'
 
 
 FAILOVER_TIMEOUT_MS = 3000
@@ -26,6 +34,13 @@ class EmbeddedSentinel(Topology):
 
     ``down_after_ms``: how long a silent master takes to be judged down
     (the failover starts then).
+
+    ``password``: the data servers' ``requirepass`` (and ``masterauth``, so a
+    replica — and a demoted master — can sync); the sentinels are told it
+    with ``sentinel auth-pass``. ``sentinel_password``: the sentinels' own
+    ``requirepass`` (and ``sentinel sentinel-pass``, so they can talk to each
+    other). The two differ in real deployments, which is why the URL carries
+    them apart (:mod:`quorum_cron.store.urls`); :attr:`url` includes both.
     """
 
     def __init__(
@@ -35,6 +50,8 @@ class EmbeddedSentinel(Topology):
         *,
         name: str = "qc",
         down_after_ms: int = 2000,
+        password: str | None = None,
+        sentinel_password: str | None = None,
         binary: str | None = None,
         startup_timeout: float = 30.0,
     ) -> None:
@@ -45,15 +62,20 @@ class EmbeddedSentinel(Topology):
         self.replicas_n = replicas
         self.sentinels_n = sentinels
         self.down_after_ms = down_after_ms
+        self.password = password
+        self.sentinel_password = sentinel_password
         self.startup_timeout = startup_timeout
         self.data: list[ServerProc] = []
         self.sentinels: list[ServerProc] = []
 
     @property
     def url(self) -> str:
-        """``redis+sentinel://`` URL naming every sentinel and the master name, DB 0."""
+        """``redis+sentinel://`` URL naming every sentinel and the master name, DB 0, with the passwords."""
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
-        return f"redis+sentinel://{hosts}/{self.name}/0"
+        auth = "" if self.password is None else f":{quote(self.password, safe='')}@"
+        sp = self.sentinel_password
+        query = "" if sp is None else f"?sentinel_password={quote(sp, safe='')}"
+        return f"redis+sentinel://{auth}{hosts}/{self.name}/0{query}"
 
     def __enter__(self) -> EmbeddedSentinel:
         return self if self.servers else self.start()
@@ -69,16 +91,19 @@ class EmbeddedSentinel(Topology):
     def _data_args(self, port: int) -> list[str]:
         d = self.dir / str(port)
         d.mkdir(exist_ok=True)
+        pw = self.password
+        auth = [] if pw is None else ["--requirepass", pw, "--masterauth", pw]
         return [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "no", "--dir", str(d)]  # fmt: skip
+                "--appendonly", "no", "--dir", str(d), *auth]  # fmt: skip
 
     def _start(self) -> None:
         ports = free_ports(1 + self.replicas_n + self.sentinels_n, bus=False)
         master_port = ports[0]
-        self.data.append(self._server("master", master_port, self._data_args(master_port)))
+        pw = self.password
+        self.data.append(self._server("master", master_port, self._data_args(master_port), pw))
         for i, port in enumerate(ports[1 : 1 + self.replicas_n]):
             args = [*self._data_args(port), "--replicaof", "127.0.0.1", str(master_port)]
-            self.data.append(self._server(f"replica{i}", port, args))
+            self.data.append(self._server(f"replica{i}", port, args, pw))
         for s in self.data:
             await_until(f"{s.name} to answer PING", s.ping, self.startup_timeout)
         for i, port in enumerate(ports[1 + self.replicas_n :]):
@@ -93,13 +118,20 @@ class EmbeddedSentinel(Topology):
                 # test's bounded wait; on loopback a promotion takes milliseconds.
                 f"sentinel failover-timeout {self.name} {FAILOVER_TIMEOUT_MS}\n"
                 f"sentinel parallel-syncs {self.name} 1\n"
+                + ("" if pw is None else f"sentinel auth-pass {self.name} {_conf_word(pw)}\n")
+                + (
+                    ""
+                    if self.sentinel_password is None
+                    else f"requirepass {_conf_word(self.sentinel_password)}\n"
+                    f"sentinel sentinel-pass {_conf_word(self.sentinel_password)}\n"
+                )
             )
             args = (
                 [self.sentinel_binary, str(conf)]
                 if self.sentinel_binary
                 else [self.binary, str(conf), "--sentinel"]
             )
-            self.sentinels.append(self._server(f"sentinel{i}", port, args))
+            self.sentinels.append(self._server(f"sentinel{i}", port, args, self.sentinel_password))
         self.await_healthy()
 
     def sentinel_view(self, s: ServerProc) -> dict[str, Any]:

@@ -228,7 +228,8 @@ def open_client(target: RedisTarget, **client_kwargs: Any) -> redis.Redis | Redi
     """The redis-py client for ``target``; ``client_kwargs`` (timeouts, retry) go to every connection."""
     import redis
     from redis.cluster import ClusterNode, RedisCluster
-    from redis.sentinel import Sentinel
+
+    from quorum_cron.store.sentinels import Sentinels
 
     try:
         if target.mode == "standalone":
@@ -241,7 +242,8 @@ def open_client(target: RedisTarget, **client_kwargs: Any) -> redis.Redis | Redi
                 sentinel_kwargs["username"] = target.sentinel_username
             if target.sentinel_password is not None:
                 sentinel_kwargs["password"] = target.sentinel_password
-            sentinel = Sentinel(  # type: ignore[no-untyped-call]
+            # Sentinels: a refused sentinel password is said so in one line (store/sentinels.py).
+            sentinel = Sentinels(
                 list(target.hosts), sentinel_kwargs=sentinel_kwargs, **client_kwargs
             )
             master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
