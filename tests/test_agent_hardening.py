@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import redis
 
 from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.store.base import SlotState
-from tests.agent_cluster import Cluster, job_toml
+from tests.agent_cluster import Cluster, due, free_port, job_toml
 
 pytestmark = pytest.mark.slow
 
@@ -141,6 +142,17 @@ def test_demo_cleans_up_on_sigterm(tmp_path: Path) -> None:
     assert [line for line in ps.splitlines() if str(tmp_path) in line] == []
 
 
+def _metrics(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        return str(resp.read().decode())
+
+
+def _sample(text: str, name: str, **labels: str) -> float:
+    """The value of one Prometheus sample (``name{labels}``), 0 when absent."""
+    want = name + ("{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else "")
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.split(" ", 1)[0] == want)
+
+
 def test_garbage_in_redis_is_reported_and_harms_only_its_own_job(
     tmp_path: Path, redis_server: EmbeddedRedis, made: list[Cluster]
 ) -> None:
@@ -148,7 +160,8 @@ def test_garbage_in_redis_is_reported_and_harms_only_its_own_job(
     made.append(c)
     allow = '"allow"'
     cfg = c.config("".join(job_toml(j, "@every 1s", c.out, overlap=allow) for j in ("a", "b")))
-    node = c.start("n1", cfg)
+    port = free_port()
+    node = c.start("n1", cfg, "--metrics-port", str(port), "--metrics-addr", "127.0.0.1")
     c.wait("b to run", lambda: c.lines("start", "b"), 30)
     client = redis_server.client(retry=None, socket_timeout=5.0)
     try:
@@ -159,14 +172,30 @@ def test_garbage_in_redis_is_reported_and_harms_only_its_own_job(
         seen_before = {m.node: m.seen_ms for m in c.store.members()}["n1"]
         c.wait(
             "three more runs of b",
-            lambda: len([x for x in c.lines("start", "b") if x.slot > injected + 1000]) >= 3 or None,
+            lambda: len([x for x in c.lines("end", "b") if x.slot > injected + 1000]) >= 3 or None,
             30,
         )
         alerts = node.logged("alert", kind="bad_value")
-        assert any("member 'evil'" in str(e.get("msg")) for e in alerts), c.describe()
+        # Read on every heartbeat (several since), alerted once.
+        evil = [e for e in alerts if "member 'evil'" in str(e.get("msg"))]
+        assert len(evil) == 1, c.describe()
         assert any("token counter" in str(e.get("msg")) for e in alerts), c.describe()
+        text = _metrics(port)
+        # The member once (however many heartbeats read it); the token counter with a's slots.
+        assert _sample(text, "quorum_cron_bad_values_total", kind="member") == 1, text
+        assert _sample(text, "quorum_cron_bad_values_total", kind="slot") >= 1, text
         # Heartbeats go on (the node is still a live member, seen again since).
         assert {m.node: m.seen_ms for m in c.store.members()}["n1"] > seen_before
+        # b missed no slot after the garbage: every slot due up to its last run ran and is recorded.
+        last = max(x.slot for x in c.lines("end", "b"))
+        expected = due(1000, injected + 1000, last)
+        c.wait(
+            "b's ledger to cover every slot due since the garbage",
+            lambda: set(expected) <= set(c.ledger("b")) or None,
+            10,
+        )
+        ledger = c.ledger("b")
+        assert {t: ledger[t].state for t in expected} == dict.fromkeys(expected, SlotState.SUCCEEDED), ledger
         # Job a never ran on a guessed token after its counter went bad.
         late_a = [x for x in c.lines("start", "a") if x.slot > injected + 1000]
         assert late_a == [], late_a
@@ -176,36 +205,69 @@ def test_garbage_in_redis_is_reported_and_harms_only_its_own_job(
     assert c.stop()["n1"] == 0, c.describe()
 
 
+def _trigger(cfg: Path) -> None:
+    """``quorum-cron trigger t``: stored, audited, published."""
+    res = subprocess.run(
+        [sys.executable, "-m", "quorum_cron", "trigger", "t", "--config", str(cfg), "--by", "tester"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert res.returncode == 0, res.stderr
+
+
 def test_raw_trigger_notice_without_stored_audited_trigger_is_ignored(
     tmp_path: Path, redis_server: EmbeddedRedis, made: list[Cluster]
 ) -> None:
     c = Cluster(tmp_path, redis_server.url, 1, namespace="rawtrig")
     made.append(c)
     cfg = c.config(job_toml("t", "@yearly", c.out))
-    node = c.start("n1", cfg)
-    c.wait_joined(["n1"])
     client = redis_server.client(retry=None, socket_timeout=5.0)
+    trigger_set, channel = "qc:{rawtrig:t}:triggers", "qc:{rawtrig}:trigger"
+
+    def real_triggers() -> list[int]:
+        return sorted(int(e.detail) for e in c.store.audit("t", 50) if e.action.value == "trigger")
+
     try:
-        channel = "qc:{rawtrig}:trigger"
+        # Catch-up path: before the node starts, a trigger ZADDed to the set
+        # with no audit entry, then a real one; the node reads both at start.
+        forged_set = c.store.time_ms() - 2_000
+        client.zadd(trigger_set, {str(forged_set): forged_set})
+        _trigger(cfg)
+        [real_1] = real_triggers()
+        node = c.start("n1", cfg)
+        caught = c.wait("the catch-up read", lambda: node.logged("trigger", job="t", slot=real_1), 30)
+        assert str(caught[0].get("how", "")).startswith("catch-up"), caught
         subscribed = lambda: dict(client.pubsub_numsub(channel)).get(channel.encode())  # noqa: E731
         c.wait("the agent's subscription", subscribed, 20)
-        fire = c.store.time_ms()
-        client.publish(channel, f"t\n{fire}")
-        c.wait("the notice to be refused", lambda: node.logged("trigger", job="t", slot=fire), 20)
-        assert "ignored" in str(node.logged("trigger", job="t", slot=fire)[0]["msg"])
+        # Live path: a bare PUBLISH, and a trigger ZADDed to the set with no audit entry, then published.
+        forged_notice = c.store.time_ms()
+        client.publish(channel, f"t\n{forged_notice}")
+        forged_live = forged_notice + 1
+        client.zadd(trigger_set, {str(forged_live): forged_live})
+        client.publish(channel, f"t\n{forged_live}")
+        for fire in (forged_notice, forged_live):
+            c.wait(
+                f"the notice {fire} to be refused", lambda f=fire: node.logged("trigger", job="t", slot=f), 20
+            )
+            assert "ignored" in str(node.logged("trigger", job="t", slot=fire)[0]["msg"])
         # A real trigger (stored, audited, then published) runs.
-        res = subprocess.run(
-            [sys.executable, "-m", "quorum_cron", "trigger", "t", "--config", str(cfg), "--by", "tester"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        assert res.returncode == 0, res.stderr
-        c.wait("the triggered run", lambda: c.lines("start", "t"), 20)
-        assert [x.slot for x in c.lines("start", "t")] != [fire]
+        _trigger(cfg)
+        real = real_triggers()
+        assert len(real) == 2 and real[0] == real_1, real
+        c.wait("both real runs to end", lambda: len(c.lines("end", "t")) >= 2 or None, 20)
+        c.wait("their ledger entries", lambda: set(real) <= set(c.ledger("t")) or None, 10)
     finally:
         client.close()
     assert c.stop()["n1"] == 0
+    # Exactly the real triggers ran, once each; no forged slot started or was voted for.
+    forged = {forged_set, forged_notice, forged_live}
+    started = [x.slot for x in c.lines("start", "t")]
+    assert sorted(started) == real, (started, real)
+    assert not forged & set(started), (forged, started)
+    assert sorted(c.ledger("t")) == real
+    voted = [e for e in node.events if e.get("event") == "trigger" and "voting" in str(e.get("msg"))]
+    assert sorted(int(str(e["slot"])) for e in voted) == real, voted
 
 
 def test_out_of_memory_is_its_own_state_reported_once(tmp_path: Path, made: list[Cluster]) -> None:
