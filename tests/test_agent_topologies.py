@@ -1,8 +1,10 @@
 """Real agents on a real Redis Cluster and through a real Sentinel set, with the failures that matter.
 
 * Cluster: 5 agents, jobs on all three masters, ``wait_replicas = 1``. While
-  votes flow one job's hash slot is migrated to another master (the source
-  answers ASK once the job's keys left, then MOVED), and one master is
+  votes flow one job's hash slot is migrated to another master, held open
+  until votes met each stage (the source refusing a script on the MIGRATING
+  slot; then ASK, once the job's keys left, until the importing master
+  served ASKING calls and the job ran through them; then MOVED), and one master is
   SIGKILLed so that its replica is promoted; the killed node is restarted
   and rejoins as a replica (so WAIT can be satisfied again on that shard).
 * Sentinel: 5 agents through ``redis+sentinel://``, ``wait_replicas = 1``,
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from quorum_cron.embedded_topology import EmbeddedCluster
+from quorum_cron.embedded_topology import EmbeddedCluster, ServerProc
 from quorum_cron.store.base import SlotState
 from tests.agent_cluster import Cluster, due, job_toml, now_ms, sleep_until_half_second
 from tests.topologies import own_cluster, own_sentinel
@@ -98,19 +100,50 @@ def test_cluster_failover_and_slot_migration_lose_nothing_and_run_nothing_twice(
         first = now_ms() + 500
         c.wait("runs on every master", lambda: all(c.lines("start", j) for j in jobs) or None, 20)
 
-        # 1. Migrate one job's slot from its master to another, slowly enough
-        #    (the slot stays MIGRATING for 2 s) that votes meet it.
+        # 1. Migrate one job's slot from its master to another, held open at both
+        #    stages until votes have met it: while the slot is MIGRATING with the
+        #    job's keys still on the source, until the source has refused a script
+        #    (the new slot's key is "non local": transient, retried); once the keys
+        #    moved (the source answers ASK), until the importing master has served
+        #    ASKING calls and the job has run a slot that fell due in that window.
         ports = sorted(spread)
         moved_job = spread[ports[0]][0]
-        target = cluster.server(ports[1])
+        source, target = cluster.server(ports[0]), cluster.server(ports[1])
         migrating_at = now_ms()
-        hold_until = migrating_at + 2000
+        ask_window: dict[str, int] = {}
 
-        def hold() -> None:
-            c.wait("votes to meet the MIGRATING slot", lambda: now_ms() >= hold_until or None, 10)
+        def calls(server: ServerProc, command: str, field: str = "calls") -> int:
+            client = server.client()
+            try:
+                return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get(field, 0))
+            finally:
+                client.close()
 
-        cluster.migrate_slot(f"qc:{{{ns}:{moved_job}}}:meta", target, between=hold)
+        def hold_migrating() -> None:
+            refused = calls(source, "evalsha", "failed_calls")
+            c.wait(
+                "a script to meet the MIGRATING slot",
+                lambda: calls(source, "evalsha", "failed_calls") > refused or None,
+                20,
+            )
+
+        def hold_asking() -> None:
+            held_at, asking = now_ms(), calls(target, "asking")
+            ran = c.wait(
+                f"{moved_job} to run a slot through ASK",
+                lambda: [x for x in c.lines("start", moved_job) if x.slot >= held_at]
+                if calls(target, "asking") >= asking + 5
+                else None,
+                30,
+            )
+            ask_window.update(asking=calls(target, "asking") - asking, slot=ran[0].slot, held=held_at)
+
+        cluster.migrate_slot(
+            f"qc:{{{ns}:{moved_job}}}:meta", target, between=hold_migrating, moved=hold_asking
+        )
         assert cluster.master_of(f"qc:{{{ns}:{moved_job}}}:meta") is target
+        # The ASK window was held open while votes flowed: redirections really happened.
+        assert ask_window["asking"] >= 5 and ask_window["slot"] >= ask_window["held"], ask_window
         moved_at = now_ms()
         c.wait(
             f"{moved_job} to run on its new master",
