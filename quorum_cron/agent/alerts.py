@@ -154,10 +154,10 @@ class AlertJournal:
                 event(
                     log,
                     logging.WARNING,
-                    "alert",
+                    "alert_journal",  # not "alert": the alert itself was logged already
                     f"could not keep alert {alert.kind} in {self.key}: {scrub(str(exc))} "
                     "(alerts are still logged and sent to the hook; next failures are only counted)",
-                    kind=alert.kind,
+                    alert=alert.kind,
                 )
             return False
         self.written += 1
