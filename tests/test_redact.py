@@ -33,6 +33,15 @@ def test_user_name_and_plain_urls_kept() -> None:
     assert redact_url("secret@host") == "***@host"
 
 
+def test_secret_query_parameters_are_redacted() -> None:
+    """A Sentinel URL's separate credentials (and any ``*_password``/``*_token`` parameter) are masked."""
+    url = "redis+sentinel://:mpw@s1:26379,s2:26379/mymaster/0?sentinel_username=sen&sentinel_password=S3nt!n3l"
+    shown = redact_url(url)
+    assert "S3nt!n3l" not in shown and "mpw" not in shown, shown
+    assert shown.endswith("?sentinel_username=sen&sentinel_password=***"), shown
+    assert "S3nt!n3l" not in redact_text(f"cannot reach {url}: refused")
+
+
 def test_text_scrub_finds_every_url_and_keeps_the_rest() -> None:
     text = "connecting to 'redis://u:a/b#c@h:1/0' and rediss://x@y, token=7 user@example"
     out = redact_text(text)
