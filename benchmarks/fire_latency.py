@@ -282,14 +282,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--label", default="")
     ap.add_argument(
         "--topology",
-        choices=["standalone", "cluster"],
+        choices=["standalone", "cluster", "both"],
         default="standalone",
-        help="one redis-server, or a local 3-master Redis Cluster (agents use a redis+cluster:// URL)",
+        help="one redis-server, a local 3-master Redis Cluster (agents use a redis+cluster:// URL), "
+        "or both one after the other in this run",
     )
     args = ap.parse_args(argv)
+    # "both": standalone then cluster in one invocation, so the two are compared
+    # under the same load (each still written as its own variant).
+    topologies = ["standalone", "cluster"] if args.topology == "both" else [args.topology]
+    for topology in topologies:
+        measure_one(args, topology)
+    return 0
+
+
+def measure_one(args: argparse.Namespace, topology: str) -> None:
+    """Run, print and write the result of one topology."""
     with tempfile.TemporaryDirectory(prefix="qc-bench-fire-") as tmp:
         try:
-            res = run(args.nodes, args.jobs, args.before, args.after, Path(tmp), topology=args.topology)
+            res = run(args.nodes, args.jobs, args.before, args.after, Path(tmp), topology=topology)
         finally:
             REAPER.reap()
     rows = []
@@ -313,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     cols = ["phase", "slots", "missed", "dup", "ledger p50", "ledger p99", "ledger max"]
     cols += ["pre-spawn p50", "pre-spawn p99", "job p50", "job p99", "job max"]
-    print_table(rows, cols, f"fire latency ({args.topology}), ms after the nominal fire time")
+    print_table(rows, cols, f"fire latency ({topology}), ms after the nominal fire time")
     print(
         f"killed {res['victim']}: next job start {res['kill_to_next_start_ms']:.0f} ms after the kill; "
         f"executors after: {res['one_killed']['executors']}"
@@ -321,8 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("steady", "one_killed", "reference_steady", "reference_one_killed"):
         res[key].pop("_job_delays", None)
     res["table"] = rows
-    write_result("fire_latency", res, args.label, variant=args.topology)
-    return 0
+    write_result("fire_latency", res, args.label, variant=topology)
 
 
 if __name__ == "__main__":
