@@ -3,6 +3,7 @@
     python -m chaos run --seed 1 --seconds 130          # one run, checked; exit 1 on a violation
     python -m chaos run --seed 1 --seed 2 --minutes 60  # the soak: each seed for 60 minutes
     python -m chaos run --seed 1 --scheduler leader     # the same schedule on the leader-lease baseline
+    python -m chaos run --seed 2 --results              # also benchmarks/results/chaos-<stamp>-<variant>.json
     python -m chaos check RUN_DIR                       # judge a stored run again
     python -m chaos plan --seed 1 --seconds 130         # the schedule a seed gives, without running
     python -m chaos clean                               # namespaces left by a crashed run
@@ -16,6 +17,7 @@ out: a node that would not restart...), 2 bad usage or a missing tool.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -24,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from chaos.check import check_dir
 from chaos.netns import clean_stale
@@ -31,6 +34,8 @@ from chaos.plan import KINDS, plan
 from chaos.run import Options, libfaketime, run
 
 __all__ = ["main", "missing_tools"]
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def missing_tools() -> list[str]:
@@ -76,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--start-timeout-ms", type=int, default=500, help="the cluster's start_timeout")
     r.add_argument("--dir", type=Path, help="run directory (default: a new one under /tmp)")
     r.add_argument("--json", type=Path, help="write the summaries (one per seed) to this file")
+    r.add_argument(
+        "--results",
+        action="store_true",
+        help="also write the summaries and reports to benchmarks/results/chaos-<stamp>-<variant>.json "
+        "(variant: the scheduler, -standalone without the replica; older files of the variant removed)",
+    )
     c = sub.add_parser("check", help="check a stored run directory again")
     c.add_argument("run_dir", type=Path)
     p = sub.add_parser("plan", help="print the fault schedule of a seed")
@@ -117,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         kinds = tuple(k for k in kinds if k != "promotion")
     base = args.dir or Path(tempfile.mkdtemp(prefix="qc-chaos-"))
     summaries = []
+    reports: list[list[str]] = []
     failed = False
     for seed in args.seed or [1]:
         opts = Options(
@@ -146,10 +158,32 @@ def main(argv: list[str] | None = None) -> int:
             "dir": str(opts.workdir),
         }
         summaries.append(summary)
+        reports.append(report.render(max_lines=1000).splitlines())
         failed |= not report.ok
     if args.json is not None:
         args.json.write_text(json.dumps(summaries, indent=1))
+    if args.results and summaries:
+        variant = args.scheduler + ("-standalone" if args.no_replica else "")
+        command = ["python", "-m", "chaos", *(argv if argv is not None else sys.argv[1:])]
+        doc = {"command": " ".join(command), "seconds": seconds, "runs": summaries, "reports": reports}
+        _write_result("chaos", doc, variant)
     return 1 if failed else 0
+
+
+def _write_result(name: str, doc: dict[str, Any], variant: str) -> Path:
+    """``benchmarks/_common.py``'s :func:`write_result`: ``benchmarks/results/<name>-<stamp>-<variant>.json``
+    with the machine's facts, the older results of the same variant removed (git keeps them).
+
+    Loaded from its file: ``benchmarks/`` is not a package.
+    """
+    spec = importlib.util.spec_from_file_location("bench_common", ROOT / "benchmarks" / "_common.py")
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot load {ROOT / 'benchmarks' / '_common.py'}")
+    common = importlib.util.module_from_spec(spec)
+    sys.modules["bench_common"] = common  # its dataclasses look their module up by name
+    spec.loader.exec_module(common)
+    path: Path = common.write_result(name, doc, variant, variant=variant)
+    return path
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from chaos.servers import Procs, RedisServer
 from quorum_cron.embedded import find_redis_server
 from quorum_cron.store.redis import RedisStore
 
-__all__ = ["Options", "RunRecord", "libfaketime", "run"]
+__all__ = ["Options", "RunRecord", "libfaketime", "run", "run_start_ms"]
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "chaos"
@@ -451,6 +451,21 @@ def _signal(pid: int, sig: signal.Signals) -> None:
         os.kill(pid, sig)
 
 
+def run_start_ms(now_ms: int, period_ms: int) -> int:
+    """The run's start: the first instant at least 1 s after ``now_ms`` that lies half a period
+    past a fire time.
+
+    The schedule's times are relative to the start, so a fixed phase of the start against
+    the jobs' fire times makes where each fault falls between two slots a property of the
+    seed, not of the second the run happened to begin in. Half a period keeps a fault
+    planned at a whole second (the first one, at 4 s) from racing a fire time: with a 2 s
+    period, seed 2's +3.6 s clock step starts 1 s after a fire time on every run, so on the
+    baseline its leader jumps past the next fire time and never runs that slot.
+    """
+    half = period_ms // 2
+    return -(-(now_ms + 1000 - half) // period_ms) * period_ms + half
+
+
 def _on_alarm(signum: int, frame: FrameType | None) -> None:
     raise _Ceiling("the run exceeded its time ceiling")
 
@@ -471,7 +486,7 @@ def run(opts: Options, *, echo: bool = True) -> RunRecord:
     try:
         with Harness(opts) as h:
             h.up()
-            t0 = (_now_ms() // 1000 + 1) * 1000
+            t0 = run_start_ms(_now_ms(), opts.period_ms)
             record = RunRecord(
                 asdict(opts) | {"workdir": str(opts.workdir)}, t0, t0 + int(opts.seconds * 1000)
             )

@@ -6,9 +6,15 @@ so that a green harness run means something. Then the real thing, as CI runs
 it: ``python -m chaos run`` with the fixed seed whose schedule covers every
 fault kind, against real agents in network namespaces (root, ``ip``, ``nft``,
 libfaketime, redis-server; outside CI a missing one skips, naming it), and the
-same schedule against the leader-lease baseline, which the checker must
-catch. Last, the harness must leave no namespace or process behind when it is
-interrupted, and must clean what a SIGKILLed run left.
+same schedule against the leader-lease baseline, in which the checker must
+find slots that never ran (or ran twice). Last, the harness must leave no
+namespace or process behind when it is interrupted, and must clean what a
+SIGKILLed run left.
+
+The real runs share a budget of FILE_BUDGET_S (the issue's "<= 5 minutes"):
+each has its own share, enforced as its pytest timeout and, a little shorter,
+as the timeout of the harness process it starts; a unit test checks that the
+shares add up to no more than the budget.
 """
 
 from __future__ import annotations
@@ -25,19 +31,38 @@ from typing import Any
 
 import pytest
 
-from chaos.check import COVERAGE_MIN, Run, check
+from chaos.check import COVERAGE_MIN, Run, check, check_dir, load_truth
 from chaos.plan import KINDS, plan
+from chaos.run import run_start_ms
 from tests.tools import require_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 NODES = [f"n{i}" for i in range(1, 6)]
+PERIOD_MS = 2000
+"""The harness's jobs run ``@every 2s`` (chaos.run.Options.period_ms)."""
+JOBS = 3
 CI_SEED = 2
-"""The seed CI runs: its schedule in CI_SECONDS holds every fault kind, and it opens with a
-+3.6 s clock step aimed at the node that ran the latest job (asserted below) — on the
-baseline, its leader, which must then fire early, whatever else the timing does."""
+"""The seed CI runs: its schedule in CI_SECONDS holds every fault kind, and it opens, 4 s
+into the run, with a +3.6 s clock step aimed at the node that ran the latest job (asserted
+below). A run starts half a period past a fire time (chaos.run.run_start_ms), so the step
+begins 1 s after a fire time S. On the baseline the aimed node is its leader: its clock
+jumps to S + 4.6 s, it fires S + 4 s about 3 s early and never fires S + 2 s (it runs only
+the latest due slot): one unaccounted slot per job on every run, not by luck."""
 CI_SECONDS = 130
 BASELINE_SECONDS = 30
 """The baseline runs the first faults of the same schedule (a shorter run is a prefix of it)."""
+
+FILE_BUDGET_S = 300
+"""The real runs of this file must finish within 5 minutes (issue 13) on the 2-vCPU CI machine."""
+RUN_BUDGET_S = 175
+"""The seed run: CI_SECONDS + bring-up, the tail (deadline, stop, ledger) and cleanup;
+140 s measured at load average 4 on the 2-vCPU machine."""
+BASELINE_BUDGET_S = 65
+"""The baseline run: BASELINE_SECONDS + the same overheads; 44 s measured."""
+INTERRUPT_BUDGET_S = 30
+"""Two runs brought up and interrupted (SIGINT; SIGKILL, then ``chaos clean``); 2 s measured."""
+CLEANUP_S = 15
+"""What a harness that overran gets, after SIGTERM, to remove its processes and namespaces."""
 
 
 # -- the schedule ----------------------------------------------------------------------
@@ -52,7 +77,23 @@ def test_same_seed_same_schedule_and_the_ci_seed_covers_every_kind() -> None:
     short = plan(CI_SEED, BASELINE_SECONDS, NODES, quorum=3)
     assert short and short == a[: len(short)]
     step = short[0]
-    assert (step.kind, step.aim) == ("clock-step", True) and step.params["step_ms"] >= 2500
+    assert (step.kind, step.aim, len(step.targets)) == ("clock-step", True, 1)
+    # It starts on a whole second of the run, so half a period after a fire time (below), and
+    # jumps over the next fire time (1 s away) by more than 0.5 s: S + 1 s + step >= S + 4.5 s.
+    assert step.at_s == int(step.at_s) and step.params["step_ms"] >= 3500
+
+
+def test_a_run_starts_half_a_period_past_a_fire_time() -> None:
+    for now in (0, 1, 999, 1000, 1001, 5999, 1_764_620_000_123):
+        t0 = run_start_ms(now, PERIOD_MS)
+        assert t0 % PERIOD_MS == PERIOD_MS // 2
+        assert now + 1000 <= t0 < now + 1000 + PERIOD_MS
+
+
+def test_the_real_runs_fit_the_file_budget() -> None:
+    shares = [RUN_BUDGET_S, BASELINE_BUDGET_S, INTERRUPT_BUDGET_S]
+    assert sum(shares) <= FILE_BUDGET_S - 5  # 5 s for everything else in the file
+    assert RUN_BUDGET_S - CLEANUP_S > CI_SECONDS and BASELINE_BUDGET_S - CLEANUP_S > BASELINE_SECONDS
 
 
 def test_faults_never_overlap_and_stay_inside_the_run() -> None:
@@ -190,16 +231,32 @@ def _require_harness() -> None:
         pytest.skip(message)
 
 
-def _chaos(*args: str, timeout: float) -> tuple[int, str]:
-    done = subprocess.run(
+def _chaos(*args: str, budget: float) -> tuple[int, str]:
+    """``python -m chaos ARGS``; a run still going after ``budget - CLEANUP_S`` seconds gets
+    SIGTERM (it removes its processes and namespaces) and fails the test."""
+    proc = subprocess.Popen(
         [sys.executable, "-m", "chaos", *args],
         cwd=ROOT,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=timeout,
-        check=False,
     )
-    return done.returncode, done.stdout + done.stderr
+    try:
+        out, _ = proc.communicate(timeout=budget - CLEANUP_S)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            out, _ = proc.communicate(timeout=CLEANUP_S - 5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            subprocess.run([sys.executable, "-m", "chaos", "clean"], cwd=ROOT, timeout=5, check=False)
+        pytest.fail(
+            f"python -m chaos {' '.join(args)} overran its {budget - CLEANUP_S:.0f} s "
+            f"(of the file's {FILE_BUDGET_S} s budget):\n{out}",
+            pytrace=False,
+        )
+    return proc.returncode, out
 
 
 def _our_namespaces(pid: int) -> list[str]:
@@ -208,7 +265,7 @@ def _our_namespaces(pid: int) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(RUN_BUDGET_S)
 def test_bounded_run_every_fault_kind_no_violation(tmp_path: Path) -> None:
     _require_harness()
     out = tmp_path / "summary.json"
@@ -222,7 +279,7 @@ def test_bounded_run_every_fault_kind_no_violation(tmp_path: Path) -> None:
         str(tmp_path),
         "--json",
         str(out),
-        timeout=400,
+        budget=RUN_BUDGET_S,
     )
     assert code == 0, text
     (summary,) = json.loads(out.read_text())
@@ -234,8 +291,8 @@ def test_bounded_run_every_fault_kind_no_violation(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_leader_baseline_under_the_same_schedule_is_caught(tmp_path: Path) -> None:
+@pytest.mark.timeout(BASELINE_BUDGET_S)
+def test_leader_baseline_under_the_same_schedule_misses_slots_the_checker_reports(tmp_path: Path) -> None:
     _require_harness()
     out = tmp_path / "summary.json"
     code, text = _chaos(
@@ -250,19 +307,31 @@ def test_leader_baseline_under_the_same_schedule_is_caught(tmp_path: Path) -> No
         str(tmp_path),
         "--json",
         str(out),
-        timeout=280,
+        budget=BASELINE_BUDGET_S,
     )
     assert code == 1, text
     (summary,) = json.loads(out.read_text())
-    # The leader's clock jumps >= 2.5 s ahead: its next poll fires a slot >= 0.5 s early.
-    assert summary["early"] > 0, text
+    assert summary["duplicates"] + summary["unaccounted"] > 0, text
+    # Where they come from (CI_SEED): the opening clock step hit the leader, which jumped
+    # over a fire time — one slot of each job never ran and left no trace — and fired the
+    # next one early.
+    run_dir = tmp_path / f"leader-seed{CI_SEED}"
+    record = json.loads((run_dir / "run.json").read_text())
+    step = record["faults"][0]
+    before = [r for r in load_truth(run_dir / "ground-truth.log") if r.start_ms < step["start_ms"]]
+    leader = max(before, key=lambda r: r.start_ms).node
+    assert (step["kind"], step["targets"]) == ("clock-step", [leader]), text
+    row = check_dir(run_dir).rows[0]
+    assert row.unaccounted >= JOBS and row.early > 0, text
     print(text)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(INTERRUPT_BUDGET_S)
 def test_interrupted_run_leaves_nothing_and_a_killed_one_is_cleaned(tmp_path: Path) -> None:
     _require_harness()
+    # Each of the two runs gets half the budget, bring-up and cleanup included.
+    share = (INTERRUPT_BUDGET_S - 5) / 2
     for sig in (signal.SIGINT, signal.SIGKILL):
         proc = subprocess.Popen(
             [sys.executable, "-m", "chaos", "run", "--seconds", "60", "--dir", str(tmp_path / sig.name)],
@@ -271,28 +340,28 @@ def test_interrupted_run_leaves_nothing_and_a_killed_one_is_cleaned(tmp_path: Pa
             stderr=subprocess.PIPE,
             text=True,
         )
+        deadline = time.monotonic() + share
         try:
-            deadline = time.monotonic() + 60
-            # Wait for the nodes to be up (their namespaces exist and the run started logging faults).
+            # Wait for the network to be up (every namespace exists once the config is written).
             while not (tmp_path / sig.name / "quorum-seed1" / "cluster.toml").exists():
                 assert proc.poll() is None, proc.communicate()[1]
-                assert time.monotonic() < deadline, "the harness did not come up within 60 s"
+                assert time.monotonic() < deadline, f"the harness did not come up within {share:.0f} s"
                 time.sleep(0.2)
             assert len(_our_namespaces(proc.pid)) == 8  # hub, r1, r2, n1..n5
             proc.send_signal(sig)
-            proc.wait(timeout=60)
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-                _chaos("clean", timeout=60)  # what this test failed to see done
+                _chaos("clean", budget=CLEANUP_S + 10)  # what this test failed to see done
         if sig == signal.SIGINT:
             assert proc.returncode == 130
             assert _our_namespaces(proc.pid) == []
         else:
             left = _our_namespaces(proc.pid)
             assert left, "a SIGKILLed harness cannot clean up; expected namespaces left behind"
-            code, text = _chaos("clean", timeout=60)
+            code, text = _chaos("clean", budget=CLEANUP_S + 10)
             assert code == 0, text
             assert sorted(line.split()[-1] for line in text.splitlines()) == sorted(left)
             assert _our_namespaces(proc.pid) == []
