@@ -444,6 +444,8 @@ class NodeCore(VotingSide, Inspection):
                 self._dirty.add(js.index)
             case Renew():
                 js = self._jobs[action.job]
+                if action.fire_ms in js.confirming:
+                    return self._confirmed(js, action, None, now)
                 r = js.running.get(action.fire_ms)
                 if r is not None:
                     r.renewing = False

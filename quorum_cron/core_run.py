@@ -140,9 +140,10 @@ class RunningSide(CoreState):
         """The store runs the slot under our start though we never heard it accepted: run the job.
 
         (The reply to the start was lost, or an earlier send of it landed
-        after a later one.) As for a held start reply: only while less than
-        half a lease has passed since the start was first sent, as the lease
-        began after that and another node may take the slot over once it ends.
+        after a later one.) As for a held start reply: at once while less
+        than half a lease has passed since the start was first sent, as the
+        lease began after that and another node may take the slot over once
+        it ends; later, only once a renew confirms the slot is still ours.
         """
         fire_ms = view.fire_ms
         first = js.start_first.get(fire_ms)
@@ -157,16 +158,11 @@ class RunningSide(CoreState):
         del js.start_first[fire_ms]
         sent = first[1]
         lease = self.settings.lease_ms
-        if now.mono_ms - sent >= lease // 2:
-            return []
         js.start_sent.pop(fire_ms, None)
-        js.running[fire_ms] = _Running(
-            token=view.token,
-            renew_at_mono=sent + max(1, lease // 3),
-            lease_until_mono=lease_end(sent, lease),
-        )
         self._dirty.add(js.index)
-        return [Run(js.job.name, fire_ms, view.token, js.job.timeout_ms)]
+        if now.mono_ms - sent >= lease // 2:
+            return self._confirm(js, fire_ms, view.token, now)
+        return self._run(js, fire_ms, view.token, sent)
 
     def _stop_polling(self, js: _JobState, fire_ms: int) -> None:
         at = js.awaiting.pop(fire_ms, None)
@@ -247,17 +243,50 @@ class RunningSide(CoreState):
         if now.mono_ms - sent >= lease // 2:
             # The reply was held (a pause, a slow link) for half the lease:
             # the lease, which began after we sent the start, may be gone and
-            # the slot taken over. Running now could run it twice.
-            return []
-        js.running[action.fire_ms] = _Running(
-            token=action.token,
-            renew_at_mono=sent + max(1, lease // 3),
-            lease_until_mono=lease_end(sent, lease),
+            # the slot taken over, so running now could run it twice. Renew
+            # first: the store accepts only while the slot is still ours under
+            # this token, and then the lease runs from the renew's send.
+            return self._confirm(js, action.fire_ms, action.token, now)
+        return self._run(js, action.fire_ms, action.token, sent)
+
+    def _confirm(self, js: _JobState, fire_ms: int, token: int, now: Now) -> list[Action]:
+        """Renew before running a start heard of half a lease late (docs/protocol.md, "Leases")."""
+        js.starting[fire_ms] = token
+        js.confirming[fire_ms] = now.mono_ms
+        return [Renew(js.job.name, fire_ms, token, self.settings.lease_ms)]
+
+    def _run(self, js: _JobState, fire_ms: int, token: int, lease_from: int) -> list[Action]:
+        """Run the job under a lease granted to a call sent at ``lease_from`` (monotonic)."""
+        lease = self.settings.lease_ms
+        js.running[fire_ms] = _Running(
+            token=token,
+            renew_at_mono=lease_from + max(1, lease // 3),
+            lease_until_mono=lease_end(lease_from, lease),
         )
-        return [Run(action.job, action.fire_ms, action.token, js.job.timeout_ms)]
+        return [Run(js.job.name, fire_ms, token, js.job.timeout_ms)]
+
+    def _confirmed(
+        self, js: _JobState, action: Renew, reply: TransitionResult | None, now: Now
+    ) -> list[Action]:
+        """The outcome of a confirming renew (``reply`` None: the call failed): run, or let the slot go.
+
+        A refusal means the slot is no longer ours (taken over, or ended
+        ``lost``); a failure or another held reply leaves it to the store as
+        before (it ends ``lost``, or goes to another node): one confirmation
+        per start, so a node never loops on a link that holds every reply.
+        """
+        sent = js.confirming.pop(action.fire_ms)
+        if js.starting.get(action.fire_ms) == action.token:
+            del js.starting[action.fire_ms]
+        self._dirty.add(js.index)
+        if reply is None or not reply.ok or now.mono_ms - sent >= self.settings.lease_ms // 2:
+            return []
+        return self._run(js, action.fire_ms, action.token, sent)
 
     def _on_renew(self, action: Renew, reply: TransitionResult, now: Now) -> list[Action]:
         js = self._jobs[action.job]
+        if action.fire_ms in js.confirming:
+            return self._confirmed(js, action, reply, now)
         r = js.running.get(action.fire_ms)
         if r is None or r.token != action.token:
             return []

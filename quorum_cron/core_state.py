@@ -95,7 +95,10 @@ class _JobState:
     awaiting: dict[int, int] = field(default_factory=dict)
     """Voted, not assigned to us yet: fire_ms → monotonic time of the next poll."""
     starting: dict[int, int] = field(default_factory=dict)
-    """Start sent: fire_ms → token."""
+    """Start sent (or its confirming renew, see ``confirming``): fire_ms → token."""
+    confirming: dict[int, int] = field(default_factory=dict)
+    """An accepted start whose reply came half a lease late, confirmed by a renew before the
+    job runs: fire_ms → monotonic time that renew was sent (the extended lease began after it)."""
     start_sent: dict[int, int] = field(default_factory=dict)
     """Start sent: fire_ms → monotonic time it was sent (the lease began after it)."""
     start_first: dict[int, tuple[int, int]] = field(default_factory=dict)

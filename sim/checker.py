@@ -266,7 +266,12 @@ def check(records: Sequence[Record]) -> Report:
         elif ev == "run_local":
             _on_local_run(r, report, local_seen, len(boots.get(r["node"], ())))
         elif ev == "renew" and r["ok"] and "lease" in r:
-            leases[(r["node"], r["job"], r["fire"], r["token"])] = (r["lease"], r["t"])
+            key4 = (r["node"], r["job"], r["fire"], r["token"])
+            leases[key4] = (r["lease"], r["t"])
+            if key4 in started:
+                # A renew accepted before the run began (a start reply held half a lease is
+                # confirmed this way) extends the lease the run may start under.
+                started[key4] = r["t"]
         elif ev == "pause":
             unbound.update(k for k in leases if k[0] == r["node"])
         elif ev == "start" and r["ok"]:

@@ -355,15 +355,45 @@ def test_an_abstaining_node_sleeps_until_its_pending_slot_is_too_late() -> None:
     assert core.next_wakeup(Now(T0 + 1, 1)) == 500 + 250 + 1 - 1
 
 
-def test_a_start_reply_held_past_half_the_lease_does_not_run_the_job() -> None:
+@pytest.mark.parametrize("outcome", ["accepted", "refused", "failed", "held again"])
+def test_a_start_reply_held_past_half_the_lease_is_confirmed_by_a_renew_before_the_job_runs(
+    outcome: str,
+) -> None:
+    """A held start reply: the lease that began after the start's send may be nearly over, and the
+    slot taken over once it is. The node renews first and runs only if the store accepts in time,
+    with the lease counted from the renew's send."""
+    from quorum_cron.lifecycle import Phase
+    from quorum_cron.model import SlotView
+
     core = NodeCore(NodeSettings(node_id="n1", quorum=1, lease_ms=3000), [job("a", 60_000)])
     core.set_trust(True)
     (start,) = core.on_assigned("a", T0, 1, Now(T0, 0))
     assert isinstance(start, Start)
-    from quorum_cron.model import SlotView
-
-    ok = TransitionResult(True, SlotView("a", T0, SlotState.RUNNING, token=1, executor="n1"), T0)
-    assert core.on_reply(start, ok, Now(T0 + 1500, 1500)) == []  # paused in between
+    running = SlotView("a", T0, SlotState.RUNNING, token=1, executor="n1")
+    ok = TransitionResult(True, running, T0)
+    # Held 1500 ms (half the lease): no run yet, a renew of the same token instead.
+    assert core.on_reply(start, ok, Now(T0 + 1500, 1500)) == [Renew("a", T0, 1, 3000)]
+    assert core.slot_phase("a", T0) == Phase.STARTING
+    # Meanwhile an assignment notice or a read of the slot must not start it a second time.
+    assert core.on_assigned("a", T0, 1, Now(T0 + 1600, 1600)) == []
+    renew = Renew("a", T0, 1, 3000)
+    if outcome == "accepted":
+        assert core.on_reply(renew, ok, Now(T0 + 1700, 1700)) == [Run("a", T0, 1, 60_000)]
+        assert core.slot_phase("a", T0) == Phase.RUNNING
+        # The lease runs from the renew's send (1500): the next renew is due lease/3 later.
+        assert not [a for a in core.tick(Now(T0 + 2499, 2499)) if isinstance(a, Renew)]
+        assert [a for a in core.tick(Now(T0 + 2500, 2500)) if isinstance(a, Renew)] == [renew]
+        return
+    if outcome == "refused":
+        lost = SlotView("a", T0, SlotState.LOST, token=1, executor="n1")
+        refused = TransitionResult(False, lost, T0, "slot is lost")
+        assert core.on_reply(renew, refused, Now(T0 + 1700, 1700)) == []
+    elif outcome == "failed":
+        assert core.on_failure(renew, Now(T0 + 1700, 1700)) == []
+    else:
+        assert core.on_reply(renew, ok, Now(T0 + 3000, 3000)) == []  # one confirmation per start
+    assert core.slot_phase("a", T0) == Phase.NONE
+    assert not [a for a in core.tick(Now(T0 + 4000, 4000)) if isinstance(a, Renew | Run | Start)]
 
 
 def test_an_executor_whose_start_reply_is_lost_runs_the_slot_it_reads_running_under_its_token() -> None:
@@ -380,9 +410,13 @@ def test_an_executor_whose_start_reply_is_lost_runs_the_slot_it_reads_running_un
         (read,) = [a for a in core.tick(Now(T0 + 900, 900)) if isinstance(a, ReadSlot)]
         view = SlotView("a", T0, SlotState.RUNNING, token=1, executor="n1")
         got = core.on_reply(read, view, Now(T0 + replied_at, replied_at))
-        assert got == ([Run("a", T0, 1, 60_000)] if runs else [])
+        # Half a lease or later: a renew confirms the slot is still ours before the job runs.
+        assert got == ([Run("a", T0, 1, 60_000)] if runs else [Renew("a", T0, 1, 3000)])
         renews = [a for a in core.tick(Now(T0 + 1_100, 1_100)) if isinstance(a, Renew)]
         assert len(renews) == runs  # renewed from the start's send (lease / 3 = 1000), not from the read
+        if not runs:
+            accepted = TransitionResult(True, view, T0)
+            assert core.on_reply(got[0], accepted, Now(T0 + 1_600, 1_600)) == [Run("a", T0, 1, 60_000)]
 
 
 def test_a_missed_record_the_store_keeps_failing_backs_off_to_sixteen_retries() -> None:
