@@ -444,6 +444,13 @@ def _ms(v: float | None, watched: float) -> str:
     return f"{v / 1000:.1f} s" if v >= 1000 else f"{v:.0f} ms"
 
 
+def _lateness(lat: dict[str, float] | None) -> str:
+    """p50 / p99 of the runs after the fault ("-" when none ran)."""
+    if not lat or not lat.get("n"):
+        return "-"
+    return f"{lat['p50']:.0f} / {lat['p99']:.0f} ms"
+
+
 def rows(doc: dict[str, Any]) -> list[dict[str, str]]:
     out = []
     for s in doc["scenarios"]:
@@ -462,6 +469,7 @@ def rows(doc: dict[str, Any]) -> list[dict[str, str]]:
                 "duplicated": f"{af['duplicated']}",
                 "steady missed / dup": f"{st['missed']} / {st['duplicated']}",
                 "steady lateness p50 / p99": f"{lat['p50']:.0f} / {lat['p99']:.0f} ms",
+                "after lateness p50 / p99": _lateness(af.get("lateness_ms")),
             }
         )
     return out
@@ -475,6 +483,7 @@ COLUMNS = [
     "duplicated",
     "steady missed / dup",
     "steady lateness p50 / p99",
+    "after lateness p50 / p99",
 ]
 
 
