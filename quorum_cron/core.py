@@ -445,7 +445,7 @@ class NodeCore(VotingSide, Inspection):
             case Renew():
                 js = self._jobs[action.job]
                 if action.fire_ms in js.confirming:
-                    return self._confirmed(js, action, None, now)
+                    return self._confirmed(js, action, None, now, retry_at)
                 r = js.running.get(action.fire_ms)
                 if r is not None:
                     r.renewing = False

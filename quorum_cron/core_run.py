@@ -137,13 +137,17 @@ class RunningSide(CoreState):
         return []
 
     def _adopt_start(self, js: _JobState, view: SlotView, now: Now) -> list[Action]:
-        """The store runs the slot under our start though we never heard it accepted: run the job.
+        """The store runs the slot under our start though we never heard it accepted: confirm, then run.
 
         (The reply to the start was lost, or an earlier send of it landed
-        after a later one.) As for a held start reply: at once while less
-        than half a lease has passed since the start was first sent, as the
-        lease began after that and another node may take the slot over once
-        it ends; later, only once a renew confirms the slot is still ours.
+        after a later one.) What a read shows is not enough to act on: it
+        may be a write no replica acknowledged yet (``wait_replicas``), which
+        a failover then loses while another node is given the slot (explorer
+        seed 31090), and the lease began when the start arrived, however long
+        ago. So a renew of the token confirms it first (:meth:`_confirm`): a
+        write like any other, waited for like the start, that gives a fresh
+        lease when accepted. A failed confirmation reads the slot again, for
+        at most a lease after the start was first sent.
         """
         fire_ms = view.fire_ms
         first = js.start_first.get(fire_ms)
@@ -151,18 +155,16 @@ class RunningSide(CoreState):
             first is None
             or first[0] != view.token
             or fire_ms in js.running
-            or js.starting.get(fire_ms) == view.token  # a start in flight: its reply tells
+            or js.starting.get(fire_ms) == view.token  # a start (or its confirmation) in flight
             or self._ran(js, fire_ms, view.token)
         ):
             return []
-        del js.start_first[fire_ms]
-        sent = first[1]
-        lease = self.settings.lease_ms
         js.start_sent.pop(fire_ms, None)
         self._dirty.add(js.index)
-        if now.mono_ms - sent >= lease // 2:
-            return self._confirm(js, fire_ms, view.token, now)
-        return self._run(js, fire_ms, view.token, sent)
+        if now.mono_ms - first[1] >= self.settings.lease_ms:
+            del js.start_first[fire_ms]  # long past: the store decides (lost, or another voter)
+            return []
+        return self._confirm(js, fire_ms, view.token, now)
 
     def _stop_polling(self, js: _JobState, fire_ms: int) -> None:
         at = js.awaiting.pop(fire_ms, None)
@@ -237,20 +239,23 @@ class RunningSide(CoreState):
             elif js.start_first.get(action.fire_ms, (-1, 0))[0] == action.token:
                 del js.start_first[action.fire_ms]
             return []
-        if js.start_first.get(action.fire_ms, (-1, 0))[0] == action.token:
-            del js.start_first[action.fire_ms]
-        lease = self.settings.lease_ms
-        if now.mono_ms - sent >= lease // 2:
+        if now.mono_ms - sent >= self.settings.lease_ms // 2:
             # The reply was held (a pause, a slow link) for half the lease:
             # the lease, which began after we sent the start, may be gone and
             # the slot taken over, so running now could run it twice. Renew
             # first: the store accepts only while the slot is still ours under
             # this token, and then the lease runs from the renew's send.
             return self._confirm(js, action.fire_ms, action.token, now)
+        if js.start_first.get(action.fire_ms, (-1, 0))[0] == action.token:
+            del js.start_first[action.fire_ms]
         return self._run(js, action.fire_ms, action.token, sent)
 
     def _confirm(self, js: _JobState, fire_ms: int, token: int, now: Now) -> list[Action]:
-        """Renew before running a start heard of half a lease late (docs/protocol.md, "Leases")."""
+        """Renew before running a start heard of late or only by a read (docs/protocol.md, "Leases").
+
+        The slot stays ``starting``; ``start_first`` is kept, so that a read
+        after a failed confirmation can adopt the start again.
+        """
         js.starting[fire_ms] = token
         js.confirming[fire_ms] = now.mono_ms
         return [Renew(js.job.name, fire_ms, token, self.settings.lease_ms)]
@@ -266,20 +271,28 @@ class RunningSide(CoreState):
         return [Run(js.job.name, fire_ms, token, js.job.timeout_ms)]
 
     def _confirmed(
-        self, js: _JobState, action: Renew, reply: TransitionResult | None, now: Now
+        self, js: _JobState, action: Renew, reply: TransitionResult | None, now: Now, retry_at: int = 0
     ) -> list[Action]:
-        """The outcome of a confirming renew (``reply`` None: the call failed): run, or let the slot go.
+        """The outcome of a confirming renew: run, read the slot again, or let it go.
 
-        A refusal means the slot is no longer ours (taken over, or ended
-        ``lost``); a failure or another held reply leaves it to the store as
-        before (it ends ``lost``, or goes to another node): one confirmation
-        per start, so a node never loops on a link that holds every reply.
+        ``reply`` None: the call failed (not known whether it landed), so the
+        slot is read again at ``retry_at`` and a read showing it ours under
+        this token is confirmed again (:meth:`_adopt_start`, bounded by a
+        lease since the first start). A refusal means the slot is no longer
+        ours (taken over, or ended ``lost``); a reply held half a lease again
+        leaves it to the store too: a renew that keeps being accepted but
+        never heard in time must not hold the slot forever.
         """
         sent = js.confirming.pop(action.fire_ms)
         if js.starting.get(action.fire_ms) == action.token:
             del js.starting[action.fire_ms]
         self._dirty.add(js.index)
-        if reply is None or not reply.ok or now.mono_ms - sent >= self.settings.lease_ms // 2:
+        if reply is None:
+            js.awaiting[action.fire_ms] = retry_at
+            return []
+        if js.start_first.get(action.fire_ms, (-1, 0))[0] == action.token:
+            del js.start_first[action.fire_ms]
+        if not reply.ok or now.mono_ms - sent >= self.settings.lease_ms // 2:
             return []
         return self._run(js, action.fire_ms, action.token, sent)
 

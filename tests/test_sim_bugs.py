@@ -83,3 +83,16 @@ def test_a_run_whose_result_is_in_flight_is_not_started_again_by_a_late_start() 
     rep = sim.run(sim.load(BUGS / "late-start-reran-a-finished-run.toml"), 7766).report
     assert rep.violations == [] and rep.duplicates == 0, rep.summary()
     assert rep.retries > 0
+
+
+def test_a_start_seen_only_by_a_read_is_confirmed_before_the_job_runs() -> None:
+    """Explorer seed 31090: a start WAIT failed (its replica had stopped) was adopted from a read of
+    the primary, and the job ran; the failover lost the start and the slot ran again under a new
+    token. A read now leads to a renew of the token, a waited-for write, before anything runs."""
+    result = sim.run(sim.load(BUGS / "adopted-unacknowledged-start.toml"), 31090)
+    rep = result.report
+    assert rep.duplicates == 0 and rep.violations == [], rep.summary()
+    assert rep.reached["write held unacknowledged by WAIT"] > 0 and rep.reached["failover lost writes"] > 0
+    fire = 1700001210000  # the slot that ran twice before the fix
+    runs = [r for r in result.trace.records if r["ev"] == "run" and r["fire"] == fire]
+    assert len(runs) == 1, runs
