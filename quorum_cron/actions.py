@@ -26,7 +26,7 @@ __all__ = [
     "NodeSettings",
     "Now",
     "ReadHighWater",
-    "ReadSlot",
+    "ReadSlots",
     "RecordMissed",
     "Renew",
     "Run",
@@ -166,11 +166,16 @@ class Sweep:
 
 
 @dataclass(frozen=True, slots=True)
-class ReadSlot:
-    """Call ``store.slot(job, fire_ms)``; reply with the view."""
+class ReadSlots:
+    """Call ``store.read_slots(slots)``; reply with the views, in order.
 
-    job: str
-    fire_ms: int
+    The polls of every slot a tick finds due go in one call (one pipeline on
+    Redis, one message in the simulator): when no quorum forms, a node with
+    100 jobs awaiting would otherwise read each slot on its own every poll.
+    """
+
+    slots: tuple[tuple[str, int], ...]
+    """(job, fire_ms) of each slot to read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +238,6 @@ class Abstain:
     reason: str
 
 
-StoreAction = Vote | Start | Renew | Finish | Sweep | ReadSlot | ReadHighWater | RecordMissed
+StoreAction = Vote | Start | Renew | Finish | Sweep | ReadSlots | ReadHighWater | RecordMissed
 """Actions the runtime carries out as a store call, answering with ``on_reply``/``on_failure``."""
 Action = StoreAction | Run | RunLocal | Kill | Abstain

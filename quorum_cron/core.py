@@ -18,8 +18,9 @@ slot ``t`` comes due   ``Vote`` (wall clock ≥ ``t - vote_lead``; batched;
                        still in flight is known)
 vote reply             ``Start`` when the reply names this node executor
                        (deferred until the wall clock reaches ``t``);
-                       otherwise the slot is awaited (``ReadSlot`` poll as a
-                       fallback for a lost assignment notice)
+                       otherwise the slot is awaited (a ``ReadSlots`` poll,
+                       one per tick for every slot due, as a fallback for a
+                       lost assignment notice)
 start reply ok         ``Run`` (the runtime starts the job process); also
                        when a read shows the slot running under a start
                        whose reply was lost (within half a lease of it)
@@ -56,7 +57,7 @@ from quorum_cron.actions import (
     NodeSettings,
     Now,
     ReadHighWater,
-    ReadSlot,
+    ReadSlots,
     RecordMissed,
     Renew,
     Run,
@@ -68,7 +69,7 @@ from quorum_cron.actions import (
     Vote,
 )
 from quorum_cron.core_inspect import Inspection
-from quorum_cron.core_state import MAX_PENDING_FINISHES, MAX_RETRY_DOUBLINGS, _JobState, _Pending
+from quorum_cron.core_state import MAX_PENDING_FINISHES, _JobState, _Pending
 from quorum_cron.core_vote import VotingSide
 from quorum_cron.model import (
     SlotState,
@@ -89,7 +90,7 @@ __all__ = [
     "NodeSettings",
     "Now",
     "ReadHighWater",
-    "ReadSlot",
+    "ReadSlots",
     "RecordMissed",
     "Renew",
     "Run",
@@ -138,11 +139,10 @@ class NodeCore(VotingSide, Inspection):
         learns it from its calls: a reply means reachable, an ``UNREACHABLE`` failure not)."""
         if reachable != self._reachable:
             self._dirty.update(self._local_jobs)  # (only run-local jobs' timers depend on it)
-            if reachable and self._retries:
+            if reachable:
                 # Back: the high-water reads (which votes wait for) and missed records that
                 # backed off while it was away go at the next tick, in the order they failed.
-                self._retries = sorted((0, seq, a) for _, seq, a in self._retries)
-                self._retry_failures.clear()
+                self._retries.release()
         self._reachable = reachable
         if not reachable:
             self._unreachable_reason = reason or "store unreachable"
@@ -178,6 +178,7 @@ class NodeCore(VotingSide, Inspection):
         self._timers.pop_due(now.wall_ms, mono, visit)
         if visit:
             requests: list[VoteRequest] = []
+            reads: list[tuple[str, int]] = []
             voting = not self._stopping
             for i in sorted(visit):
                 js = by_index[i]
@@ -186,13 +187,15 @@ class NodeCore(VotingSide, Inspection):
                     if js.pending:
                         requests.extend(self._votes_due(js, now, out))
                 if js.awaiting:
-                    self._polls_due(js, now, out)
+                    self._polls_due(js, now, reads)
                 if js.deferred:
                     self._deferred_due(js, now, out)
                 if js.running:
                     self._renewals_due(js, now, out)
             if requests:
                 out.append(Vote(tuple(requests)))
+            if reads:
+                out.append(ReadSlots(tuple(reads)))
             if self._dirty:
                 visit |= self._dirty
                 self._dirty = set()
@@ -200,14 +203,8 @@ class NodeCore(VotingSide, Inspection):
                 self._refresh(by_index[i])
         if self._finish_heap and self._finish_heap[0][0] <= mono:
             self._finishes_due(now, out)
-        retries = self._retries
-        if retries and retries[0][0] <= mono:
-            due: list[tuple[int, ReadHighWater | RecordMissed]] = []
-            while retries and retries[0][0] <= now.mono_ms:
-                _, seq, action = heappop(retries)
-                due.append((seq, action))
-            due.sort(key=lambda e: e[0])  # in the order they failed
-            out.extend(a for _, a in due)
+        if self._retries:
+            out.extend(self._retries.due(mono, self._reachable))
         if not self._sweeping and mono >= self._next_sweep_mono:
             self._sweeping = True
             out.append(self._sweep)
@@ -246,8 +243,10 @@ class NodeCore(VotingSide, Inspection):
             heappop(heap_f)
         if heap_f and heap_f[0][0] - now.mono_ms < wait:
             wait = heap_f[0][0] - now.mono_ms
-        if self._retries and self._retries[0][0] - now.mono_ms < wait:
-            wait = self._retries[0][0] - now.mono_ms
+        if self._retries:
+            at = self._retries.next_at(self._reachable)
+            if at != _NEVER and at - now.mono_ms < wait:
+                wait = at - now.mono_ms
         if wait == _NEVER:
             return self.settings.sweep_ms
         return max(0, wait)
@@ -388,23 +387,27 @@ class NodeCore(VotingSide, Inspection):
                 for view in reply:
                     out.extend(self._on_view(view, now))
                 return out
-            case ReadSlot():
-                assert isinstance(reply, SlotView)
-                self._stop_polling(self._jobs[action.job], action.fire_ms)
-                return self._on_view(reply, now, poll_again=True)
+            case ReadSlots():
+                assert isinstance(reply, list)
+                out = []
+                for (job, fire_ms), view in zip(action.slots, reply, strict=True):
+                    assert isinstance(view, SlotView)
+                    self._stop_polling(self._jobs[job], fire_ms)
+                    out.extend(self._on_view(view, now, poll_again=True))
+                return out
             case ReadHighWater():
                 assert isinstance(reply, int)
-                self._retry_failures.pop(action, None)
+                self._retries.answered(action)
                 js = self._jobs[action.job]
                 js.caught_up = True
                 self._dirty.add(js.index)
                 return self._catch_up(js, reply, now)
             case RecordMissed():
                 assert isinstance(reply, SlotView)
-                self._retry_failures.pop(action, None)
+                self._retries.answered(action)
                 if reply.state in (SlotState.ABSENT, SlotState.PROPOSED):
                     # Store time has not passed the deadline yet: ask again.
-                    self._retry(now.mono_ms + self.settings.retry_ms, action)
+                    self._retries.add(now.mono_ms + self.settings.retry_ms, action)
                 return []
         raise TypeError(f"not a store action: {action!r}")
 
@@ -460,17 +463,14 @@ class NodeCore(VotingSide, Inspection):
             case Sweep():
                 self._sweeping = False
                 self._next_sweep_mono = retry_at
-            case ReadSlot():
-                js = self._jobs[action.job]
-                if action.fire_ms in js.awaiting:
-                    js.awaiting[action.fire_ms] = retry_at
-                    self._dirty.add(js.index)
+            case ReadSlots():
+                for job, fire_ms in action.slots:
+                    js = self._jobs[job]
+                    if fire_ms in js.awaiting:
+                        js.awaiting[fire_ms] = retry_at
+                        self._dirty.add(js.index)
             case ReadHighWater() | RecordMissed():
-                # Backing off: while the store is away a node may hold one
-                # record per slot it could not vote for, and each failed call
-                # can cost a connect timeout in the agent.
-                failures = self._retry_failures.get(action, 0)
-                self._retry_failures[action] = failures + 1
-                backoff = self.settings.retry_ms << min(failures, MAX_RETRY_DOUBLINGS)
-                self._retry(now.mono_ms + backoff, action)
+                # Backing off (one probe at a time while the store is unreachable):
+                # quorum_cron.core_retries.
+                self._retries.failed(action, now.mono_ms, self._reachable)
         return []

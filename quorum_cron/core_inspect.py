@@ -15,6 +15,7 @@ from __future__ import annotations
 from quorum_cron.actions import Now, RecordMissed
 from quorum_cron.core_run import RunningSide
 from quorum_cron.lifecycle import Phase
+from quorum_cron.timers import NEVER
 
 __all__ = ["Inspection"]
 
@@ -47,7 +48,7 @@ class Inspection(RunningSide):
         if fire_ms in js.awaiting:
             return Phase.AWAITING
         key = (job, fire_ms)
-        if any(isinstance(a, RecordMissed) and (a.job, a.fire_ms) == key for *_, a in self._retries):
+        if any(isinstance(a, RecordMissed) and (a.job, a.fire_ms) == key for _, a in self._retries.pending()):
             return Phase.MISSED
         return Phase.NONE
 
@@ -83,5 +84,7 @@ class Inspection(RunningSide):
             for k in self._finishes
             if k not in self._finishing
         )
-        waits.extend(max(0, at - now.mono_ms) for at, _, _ in self._retries)
+        retry_at = self._retries.next_at(self._reachable)  # (the queue's own rule: tested there)
+        if retry_at != NEVER:
+            waits.append(max(0, retry_at - now.mono_ms))
         return min(waits) if waits else s.sweep_ms

@@ -19,7 +19,6 @@ from quorum_cron.actions import (
     Action,
     Kill,
     Now,
-    ReadSlot,
     Renew,
     Run,
     Start,
@@ -64,12 +63,13 @@ def lease_end(sent_mono: int, lease_ms: int) -> int:
 class RunningSide(CoreState):
     """Committed slots → starts, runs, renewals, kills."""
 
-    def _polls_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
+    def _polls_due(self, js: _JobState, now: Now, reads: list[tuple[str, int]]) -> None:
+        """Add the job's slots whose poll is due to ``reads`` (the tick sends them in one call)."""
         for fire_ms in sorted(js.awaiting):
             at = js.awaiting[fire_ms]
             if 0 <= at <= now.mono_ms:
                 js.awaiting[fire_ms] = -1  # a read is in flight
-                out.append(ReadSlot(js.job.name, fire_ms))
+                reads.append((js.job.name, fire_ms))
 
     def _renewals_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
         for fire_ms in sorted(js.running):

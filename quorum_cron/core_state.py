@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from heapq import heappush
 
 from quorum_cron.actions import (
     Action,
@@ -23,10 +22,9 @@ from quorum_cron.actions import (
     Finish,
     NodeSettings,
     Now,
-    ReadHighWater,
-    RecordMissed,
     Sweep,
 )
+from quorum_cron.core_retries import MAX_RETRY_DOUBLINGS, RetryQueue
 from quorum_cron.model import (
     SlotView,
     SweepParams,
@@ -38,8 +36,6 @@ __all__ = ["MAX_CATCHUP_SLOTS", "MAX_PENDING_FINISHES", "MAX_RAN_LOCAL", "MAX_RE
 
 MAX_CATCHUP_SLOTS = 1000
 """At most this many unvoted past slots per job are accounted for at start-up."""
-MAX_RETRY_DOUBLINGS = 4
-"""A failed missed-record or high-water read is retried after ``retry_ms`` doubling up to 16x."""
 
 MAX_RAN_LOCAL = 10_000
 """Bound on slots remembered as run locally here (each runs locally at most once)."""
@@ -130,7 +126,6 @@ class CoreState:
         """Each job's earliest timers (:mod:`quorum_cron.timers`), set by :meth:`_refresh`."""
         self._finish_heap: list[tuple[int, tuple[str, int]]] = []
         """(retry time, key) of failed finishes; stale unless the key still waits for that time."""
-        self._retry_seq = 0
         self._trusted = False
         self._trust_reason = "clock not checked yet"
         self._reachable = True
@@ -143,20 +138,14 @@ class CoreState:
         self._finishes: dict[tuple[str, int], Finish] = {}
         self._finish_retry_mono: dict[tuple[str, int], int] = {}
         self._finishing: set[tuple[str, int]] = set()
-        self._retries: list[tuple[int, int, ReadHighWater | RecordMissed]] = []
-        self._retry_failures: dict[ReadHighWater | RecordMissed, int] = {}
-        """Consecutive failures of a retried record or read (its backoff doubles, up to a cap)."""
-        """A heap of (retry time, sequence number, action)."""
+        self._retries = RetryQueue(settings.retry_ms)
+        """Failed missed records and high-water reads (:mod:`quorum_cron.core_retries`)."""
         self._sweep = Sweep(tuple(self._sweep_params()))
         self._stopping = False
         self.dropped_finishes = 0
         """Results dropped because the buffer was full (reported by the runtime)."""
 
     # -- inputs --------------------------------------------------------------
-
-    def _retry(self, at: int, action: ReadHighWater | RecordMissed) -> None:
-        self._retry_seq += 1
-        heappush(self._retries, (at, self._retry_seq, action))
 
     # -- internals -----------------------------------------------------------
 

@@ -53,7 +53,8 @@ class VotingSide(CoreState):
             # late to vote for them, but not too late to account for them.
             late = itertools.islice(js.job.schedule.fire_times(js.cursor_ms, floor), MAX_CATCHUP_SLOTS)
             reason = f"{self.settings.node_id} was not running when the slot was due"
-            out.extend(RecordMissed(js.job.name, t, js.job.deadline_ms, reason) for t in late)
+            for t in late:
+                self._record_missed(RecordMissed(js.job.name, t, js.job.deadline_ms, reason), now, out)
             js.cursor_ms = floor
         horizon = now.wall_ms + self.settings.vote_lead_ms
         while (t := self._next_fire(js)) <= horizon:
@@ -82,7 +83,9 @@ class VotingSide(CoreState):
                 # keeps the slot from ending unaccounted (the store checks the
                 # deadline by its own clock and ignores decided slots).
                 del js.pending[fire_ms]
-                out.append(RecordMissed(js.job.name, fire_ms, p.deadline_ms, self._missed_reason(p)))
+                self._record_missed(
+                    RecordMissed(js.job.name, fire_ms, p.deadline_ms, self._missed_reason(p)), now, out
+                )
                 continue
             if self._local_due(js, p, now):
                 p.local = 1
@@ -103,6 +106,18 @@ class VotingSide(CoreState):
             if p.request is None:
                 p.request = self._vote_request(js.job, fire_ms, p.deadline_ms)
             yield p.request
+
+    def _record_missed(self, action: RecordMissed, now: Now, out: list[Action]) -> None:
+        """Send a missed record, or while the store is unreachable hold it with the retries.
+
+        (Those go one at a time while it is away, and all at once when it
+        answers again: a node cut off for an hour must not send a record per
+        slot into the void, each costing a connect timeout in the agent.)
+        """
+        if self._reachable:
+            out.append(action)
+        else:
+            self._retries.add(now.mono_ms, action)
 
     def _local_due(self, js: _JobState, p: _Pending, now: Now) -> bool:
         """``run-local``: only while the store is unreachable, never before the fire time by this

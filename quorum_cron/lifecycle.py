@@ -39,19 +39,20 @@ class Phase(enum.StrEnum):
     RUNNING = "running"
     FINISHING = "finishing"
     MISSED = "missed"
-    """A missed record failed: sent again after a backoff until the store answers."""
+    """A missed record failed, or was held while the store is unreachable: sent again after a
+    backoff until the store answers (one probe at a time while it is unreachable)."""
 
 
 P = Phase
 TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     P.NONE: frozenset({P.DUE, P.VOTING, P.ABSTAINED, P.AWAITING, P.DEFERRED, P.STARTING, P.MISSED}),
-    P.DUE: frozenset({P.VOTING, P.ABSTAINED, P.LOCAL, P.NONE}),
+    P.DUE: frozenset({P.VOTING, P.ABSTAINED, P.LOCAL, P.AWAITING, P.MISSED, P.NONE}),
     P.VOTING: frozenset({P.DUE, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.RUNNING, P.NONE}),
-    P.ABSTAINED: frozenset({P.DUE, P.VOTING, P.NONE}),
+    P.ABSTAINED: frozenset({P.DUE, P.VOTING, P.MISSED, P.NONE}),
     P.LOCAL: frozenset({P.DUE, P.VOTING, P.AWAITING, P.DEFERRED, P.STARTING, P.NONE}),
     P.AWAITING: frozenset({P.DEFERRED, P.STARTING, P.RUNNING, P.NONE}),
     P.DEFERRED: frozenset({P.STARTING, P.NONE}),
-    P.STARTING: frozenset({P.DUE, P.RUNNING, P.AWAITING, P.DEFERRED, P.NONE}),
+    P.STARTING: frozenset({P.DUE, P.LOCAL, P.RUNNING, P.AWAITING, P.DEFERRED, P.NONE}),
     P.RUNNING: frozenset({P.FINISHING, P.NONE}),
     P.FINISHING: frozenset({P.DUE, P.VOTING, P.DEFERRED, P.STARTING, P.NONE}),
     P.MISSED: frozenset({P.NONE}),

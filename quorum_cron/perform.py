@@ -18,7 +18,7 @@ from __future__ import annotations
 from quorum_cron.core import (
     Finish,
     ReadHighWater,
-    ReadSlot,
+    ReadSlots,
     RecordMissed,
     Renew,
     Start,
@@ -57,8 +57,8 @@ def perform(store: Store, node: str, action: StoreAction) -> object:
             )
         case Sweep():
             return store.sweep(action.params)
-        case ReadSlot():
-            return store.slot(action.job, action.fire_ms)
+        case ReadSlots():
+            return store.read_slots(action.slots)
         case ReadHighWater():
             return store.high_water(action.job)
         case RecordMissed():

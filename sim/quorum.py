@@ -26,7 +26,7 @@ from quorum_cron.core import (
     NodeSettings,
     Now,
     ReadHighWater,
-    ReadSlot,
+    ReadSlots,
     RecordMissed,
     Renew,
     Run,
@@ -181,7 +181,7 @@ class QuorumStrategy:
 
     @staticmethod
     def mutates(payload: Any) -> bool:
-        return not isinstance(payload, (ReadSlot, ReadHighWater))
+        return not isinstance(payload, (ReadSlots, ReadHighWater))
 
     @staticmethod
     def waits(payload: Any) -> bool:
@@ -466,7 +466,10 @@ class QuorumProcess:
 
     def reply(self, payload: Any, reply: Any) -> None:
         now = self._now()
-        self._apply(self.core.on_reply(payload, reply, now), now, self.bounds.reply[type(payload)])
+        core = self.core
+        # A reply that ends an outage releases the retries held back meanwhile: due at once.
+        bound = self.bounds.reply[type(payload)] if core.store_reachable else 0
+        self._apply(core.on_reply(payload, reply, now), now, bound)
 
     def failure(self, payload: Any, refused: str = "") -> None:
         now = self._now()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import pytest
@@ -10,7 +11,9 @@ from hypothesis import strategies as st
 
 from quorum_cron.core import (
     Abstain,
+    Action,
     CoreJob,
+    Failure,
     Finish,
     Kill,
     NodeCore,
@@ -391,14 +394,14 @@ def test_a_start_reply_held_past_half_the_lease_is_confirmed_by_a_renew_before_t
     elif outcome == "failed":
         # Not known whether it landed: the slot is read again, and a read showing it ours is
         # confirmed again before anything runs.
-        from quorum_cron.core import ReadSlot
+        from quorum_cron.core import ReadSlots
 
         assert core.on_failure(renew, Now(T0 + 1700, 1700)) == []
         assert core.slot_phase("a", T0) == Phase.AWAITING
         due = core.tick(Now(T0 + 2200, 2200))
-        (read,) = [a for a in due if isinstance(a, ReadSlot | Renew | Run | Start)]
-        assert read == ReadSlot("a", T0)
-        assert core.on_reply(read, running, Now(T0 + 2300, 2300)) == [renew]
+        (read,) = [a for a in due if isinstance(a, ReadSlots | Renew | Run | Start)]
+        assert read == ReadSlots((("a", T0),))
+        assert core.on_reply(read, [running], Now(T0 + 2300, 2300)) == [renew]
         assert core.on_reply(renew, ok, Now(T0 + 2400, 2400)) == [Run("a", T0, 1, 60_000)]
         return
     else:
@@ -411,7 +414,7 @@ def test_an_executor_whose_start_reply_is_lost_confirms_the_slot_it_reads_runnin
     """A read showing the slot running under our token may show a write no replica acknowledged
     (a failover then loses it: explorer seed 31090): a renew of the token confirms it, and the
     job runs under the lease that renew was granted; a read long after the start changes nothing."""
-    from quorum_cron.core import ReadSlot
+    from quorum_cron.core import ReadSlots
     from quorum_cron.model import SlotView
 
     for replied_at, confirms in ((1_000, True), (1_500, True), (3_000, False)):
@@ -420,9 +423,9 @@ def test_an_executor_whose_start_reply_is_lost_confirms_the_slot_it_reads_runnin
         (start,) = core.on_assigned("a", T0, 1, Now(T0, 0))
         assert isinstance(start, Start)
         assert core.on_failure(start, Now(T0 + 400, 400)) == []  # the start landed; its reply was lost
-        (read,) = [a for a in core.tick(Now(T0 + 900, 900)) if isinstance(a, ReadSlot)]
+        (read,) = [a for a in core.tick(Now(T0 + 900, 900)) if isinstance(a, ReadSlots)]
         view = SlotView("a", T0, SlotState.RUNNING, token=1, executor="n1")
-        got = core.on_reply(read, view, Now(T0 + replied_at, replied_at))
+        got = core.on_reply(read, [view], Now(T0 + replied_at, replied_at))
         if not confirms:
             assert got == []  # a lease after the first start: the store decides (lost, or a takeover)
             continue
@@ -437,7 +440,7 @@ def test_an_executor_whose_start_reply_is_lost_confirms_the_slot_it_reads_runnin
         assert [a for a in core.tick(Now(T0 + t, t)) if isinstance(a, Renew)] == [Renew("a", T0, 1, 3000)]
 
 
-def test_a_missed_record_the_store_keeps_failing_backs_off_to_sixteen_retries() -> None:
+def test_a_missed_record_the_store_keeps_refusing_backs_off_to_sixteen_retries() -> None:
     settings = NodeSettings(node_id="n1", quorum=2, retry_ms=500)
     core = NodeCore(settings, [job("a", 1000, deadline_ms=500)])
     core.set_trust(True)
@@ -446,7 +449,7 @@ def test_a_missed_record_the_store_keeps_failing_backs_off_to_sixteen_retries() 
     record = next(a for a in acts if isinstance(a, RecordMissed))
     sent_at = 2_200
     for gap in (500, 1000, 2000, 4000, 8000, 8000, 8000):
-        core.on_failure(record, Now(T0 + sent_at, sent_at))
+        core.on_failure(record, Now(T0 + sent_at, sent_at), Failure.REFUSED, "OOM")
         # The record comes back once its backoff has passed, not before.
         early = sent_at + gap - 1
         assert record not in core.tick(Now(T0 + early, early)), gap
@@ -455,9 +458,62 @@ def test_a_missed_record_the_store_keeps_failing_backs_off_to_sixteen_retries() 
         assert record in core.tick(Now(T0 + sent_at, sent_at)), gap
     # A reply resets it: the next failure is retried after retry_ms again.
     core.on_reply(record, core_view_missed(record), Now(T0 + sent_at, sent_at))
-    core.on_failure(record, Now(T0 + sent_at, sent_at))
+    core.on_failure(record, Now(T0 + sent_at, sent_at), Failure.REFUSED, "OOM")
     assert record not in core.tick(Now(T0 + sent_at + 499, sent_at + 499))
     assert record in core.tick(Now(T0 + sent_at + 500, sent_at + 500))
+
+
+def test_while_the_store_is_unreachable_missed_records_go_one_probe_at_a_time() -> None:
+    """A node cut off from the store holds its missed records and sends one at a time, each
+    failed probe doubling the gap before the next (up to 16x retry_ms); the first reply sends
+    every held record at the next tick."""
+    settings = NodeSettings(node_id="n1", quorum=2, retry_ms=500)
+    core = NodeCore(settings, [job("a", 1000, deadline_ms=500)])
+    core.set_trust(True)
+    for a in core.tick(Now(T0, 0)):
+        if isinstance(a, ReadHighWater):
+            core.on_reply(a, 0, Now(T0, 0))
+        elif isinstance(a, Sweep):
+            core.on_reply(a, [], Now(T0, 0))
+
+    def records(acts: list[Action]) -> list[RecordMissed]:
+        return [a for a in acts if isinstance(a, RecordMissed)]
+
+    # Slept through T0 .. T0 + 3000: four records at once, the store still reachable.
+    acts = core.tick(Now(T0 + 4_000, 4_000))
+    assert sorted(r.fire_ms for r in records(acts)) == [T0, T0 + 1000, T0 + 2000, T0 + 3000]
+    for a in acts:
+        if isinstance(a, RecordMissed | Vote | Sweep):
+            core.on_failure(a, Now(T0 + 4_010, 4_010))  # no answer: unreachable
+    assert not core.store_reachable
+    probes: list[int] = []
+    t = 4_010
+    while t < 60_000:
+        t += 10
+        acts = core.tick(Now(T0 + t, t))
+        sent = records(acts)
+        assert len(sent) <= 1, f"{len(sent)} records sent at once while the store is unreachable"
+        for a in acts:
+            if isinstance(a, Vote | Sweep):
+                core.on_failure(a, Now(T0 + t, t))  # votes and sweeps get no answer either
+        for r in sent:
+            probes.append(t)
+            # Nothing more goes while the probe is in flight, though later slots come due.
+            assert records(core.tick(Now(T0 + t + 5, t + 5))) == []
+            core.on_failure(r, Now(T0 + t + 5, t + 5))
+    gaps = [b - a for a, b in itertools.pairwise(probes)]
+    assert len(gaps) >= 8
+    for i, gap in enumerate(gaps):
+        want = 500 << min(i, 4)  # counted from the failure, 5 ms after the probe was sent
+        assert want <= gap < want + 20, (i, gaps)
+    # The store answers (any reply): every slot that passed its deadline meanwhile (dozens,
+    # though only a few probes went) is recorded at the next tick.
+    core.on_reply(Sweep(()), [], Now(T0 + t, t))
+    assert core.store_reachable
+    assert core.next_wakeup(Now(T0 + t, t)) == 0
+    released = {r.fire_ms for r in records(core.tick(Now(T0 + t, t)))}
+    assert set(range(T0, T0 + t - 2_000, 1000)) <= released
+    assert max(released) < T0 + t
 
 
 def core_view_missed(record: RecordMissed) -> object:

@@ -18,7 +18,7 @@ import pytest
 
 import sim
 import sim.quorum
-from quorum_cron.core import Action, CoreJob, NodeCore, NodeSettings, Now, RecordMissed, Vote
+from quorum_cron.core import Action, CoreJob, Failure, NodeCore, NodeSettings, Now, RecordMissed, Vote
 from sim.explore import explore_scenario
 from tests.core_driver import Every, boot
 
@@ -105,10 +105,12 @@ def test_a_vote_in_flight_past_its_deadline_waits_for_its_outcome() -> None:
     # recorded missed (bugs/vote-in-flight-at-deadline.toml).
     assert not any(isinstance(a, RecordMissed) for a in core.tick(Now(T0 + 800, 800)))
     assert T0 in core._jobs["a"].pending
-    core.on_failure(vote, Now(T0 + 900, 900))
+    # (The store answered with an error: it is reachable, so the records go at once; an
+    # unreachable store's records go one probe at a time, tests/test_core.py.)
+    core.on_failure(vote, Now(T0 + 900, 900), Failure.REFUSED, "OOM")
     missed = [a for a in core.tick(Now(T0 + 1400, 1400)) if isinstance(a, RecordMissed)]
     assert [(a.job, a.fire_ms) for a in missed] == [("a", T0), ("b", T0)]
-    assert "could not vote" in missed[0].reason
+    assert "could not vote: store refused the vote (OOM)" in missed[0].reason
 
 
 def test_an_untrusted_node_abstains_at_the_first_tick_after_its_retry() -> None:

@@ -164,13 +164,17 @@ def test_reads_that_backed_off_go_at_once_when_the_store_answers_again() -> None
     (read,) = [a for a in first if isinstance(a, ReadHighWater)]
     for a in first:
         core.on_failure(a, clock.at(T0 + 3_000), Failure.UNREACHABLE, "connection refused")
-    reads = 0
-    for _ in range(4):  # every call fails again: the read's backoff doubles (a sweep retries faster)
-        for a in core.tick(clock.at(clock.wall + 10_000)):
-            if isinstance(a, ReadHighWater | Sweep):
-                reads += isinstance(a, ReadHighWater)
+    probes = reads = 0
+    for _ in range(4):  # every call fails again: the probes' gap doubles (a sweep retries faster)
+        acts = core.tick(clock.at(clock.wall + 10_000))
+        held = [a for a in acts if isinstance(a, ReadHighWater | RecordMissed)]
+        assert len(held) == 1, "while the store is away, one read or record at a time probes it"
+        probes += 1
+        reads += isinstance(held[0], ReadHighWater)
+        for a in acts:
+            if isinstance(a, ReadHighWater | RecordMissed | Sweep):
                 core.on_failure(a, clock.at(clock.wall), Failure.UNREACHABLE, "connection refused")
-    assert reads >= 2
+    assert probes == 4 and reads >= 1
     later = core.tick(clock.at(clock.wall + 600))
     assert [a for a in later if isinstance(a, ReadHighWater)] == []  # still backing off
     sweeps = [a for a in later if isinstance(a, Sweep)]

@@ -48,7 +48,8 @@ def _observing(seen: list[str]) -> type[NodeCore]:
             name = js.job.name
             fires = set(js.pending) | set(js.awaiting) | set(js.starting) | set(js.deferred) | set(js.running)
             fires |= {f for (j, f) in core._finishes if j == name}
-            fires |= {a.fire_ms for *_, a in core._retries if getattr(a, "fire_ms", None) and a.job == name}
+            retried = [a for _, a in core._retries.pending() if a.job == name]
+            fires |= {a.fire_ms for a in retried if getattr(a, "fire_ms", None)}
             for f in fires:
                 out[(name, f)] = core.slot_phase(name, f)
         return out

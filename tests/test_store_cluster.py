@@ -325,3 +325,31 @@ def test_a_master_that_lost_its_scripts_gets_them_again_and_the_vote_runs(
             c.close()
     finally:
         s.close()
+
+
+def test_read_slots_of_jobs_on_every_master_equals_slot_by_slot(redis_cluster: EmbeddedCluster) -> None:
+    """``read_slots`` (a node's polls in one call) reads jobs of all three masters, one pipeline
+    per master, and answers each slot as ``slot`` does, in the order asked, unknown ones ABSENT."""
+    client = cluster_client(redis_cluster)
+    client.flushall()
+    now = [1_700_000_000_000]
+    s = RedisStore(client, "rs", clock=lambda: now[0])
+    try:
+        spread = _jobs_per_master(redis_cluster, "rs", 2)
+        jobs = sorted(j for names in spread.values() for j in names)
+        fire = now[0] - 1_000
+        reqs = [
+            VoteRequest(
+                job=j, fire_ms=fire, node=n, spec_hash="h", quorum=2, max_skew_ms=250, deadline_ms=5_000
+            )
+            for j in jobs[::2]
+            for n in ("n1", "n2")
+        ]
+        s.vote(reqs)
+        asked = [(j, f) for j in reversed(jobs) for f in (fire, fire + 60_000)]
+        got = s.read_slots(asked)
+        assert got == [s.slot(j, f) for j, f in asked]
+        assert {v.state.value for v in got} == {"committed", "absent"}
+        assert s.read_slots([]) == []
+    finally:
+        s.close()

@@ -434,7 +434,7 @@ class StoreParity(RuleBasedStateMachine):
 
     @rule(
         data=st.data(),
-        what=st.sampled_from(("slot", "slots", "ledger", "members")),
+        what=st.sampled_from(("slot", "read_slots", "slots", "ledger", "members")),
         a=fire_offsets,
         b=fire_offsets,
         limit=st.integers(min_value=0, max_value=6),
@@ -444,6 +444,11 @@ class StoreParity(RuleBasedStateMachine):
         if what == "slot":
             job, fire = self.pick_slot(data)
             self.same("slot", self.redis.slot(job, fire), self.model.slot(job, fire))
+            return
+        if what == "read_slots":
+            # Several slots in one call (a node's polls), repeats and unknown slots included.
+            keys = [self.pick_slot(data) for _ in range(data.draw(st.integers(0, 4), label="reads"))]
+            self.same("read_slots", self.redis.read_slots(keys), self.model.read_slots(keys))
             return
         job = data.draw(st.sampled_from(JOBS), label="job")
         if what == "slots":

@@ -20,7 +20,7 @@ from quorum_cron.core import (
     Abstain,
     Finish,
     ReadHighWater,
-    ReadSlot,
+    ReadSlots,
     RecordMissed,
     Renew,
     Start,
@@ -86,7 +86,7 @@ class Observer:
                 assert isinstance(reply, SlotView)
                 if reply.state == SlotState.MISSED and reply.reason == action.reason:
                     self.missed(reply, "accounted at start-up")
-            case ReadSlot() | ReadHighWater():
+            case ReadSlots() | ReadHighWater():
                 pass
 
     def abstain(self, action: Abstain, cause: str) -> None:

@@ -217,6 +217,14 @@ class Store(Protocol):
         """Read one slot (``ABSENT`` when unknown). Read-only."""
         ...
 
+    def read_slots(self, slots: Sequence[tuple[str, int]]) -> list[SlotView]:
+        """Read each ``(job, fire_ms)`` as :meth:`slot` would, in the order given. Read-only.
+
+        One call for many slots (a node's polls of every slot it awaits: one
+        pipeline on Redis); each read stands alone, they are not one snapshot.
+        """
+        ...
+
     def slots(self, job: str, from_ms: int, to_ms: int) -> list[SlotView]:
         """Read the job's known slots with ``from_ms <= fire_ms <= to_ms``, by fire time."""
         ...

@@ -388,6 +388,10 @@ class MemoryStore(ControlModel):
     def slot(self, job: str, fire_ms: int) -> SlotView:
         return self._view(job, fire_ms, self._get(self._job(job), fire_ms, self._clock()))
 
+    def read_slots(self, slots: Sequence[tuple[str, int]]) -> list[SlotView]:
+        now = self._clock()
+        return [self._view(job, fire_ms, self._get(self._job(job), fire_ms, now)) for job, fire_ms in slots]
+
     def slots(self, job: str, from_ms: int, to_ms: int) -> list[SlotView]:
         now = self._clock()
         j = self._job(job)

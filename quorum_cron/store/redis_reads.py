@@ -48,6 +48,24 @@ class RedisReads(RedisBase):
             raise StoreError(f"redis at {self._where} returned {len(views)} slots for {job!r} at {fire_ms}")
         return views[0] if views else SlotView(job=job, fire_ms=fire_ms, state=SlotState.ABSENT)
 
+    def read_slots(self, slots: Sequence[tuple[str, int]]) -> list[SlotView]:
+        """One ``read.lua`` call per slot, in one pipeline (one per master on a cluster)."""
+        if not slots:
+            return []
+        with self._boundary("read"):
+            now = self._now_arg()
+            calls = [self._job_call(READ, job, now, [fire_ms, fire_ms]) for job, fire_ms in slots]
+            replies = self._scripts.call_many(calls)
+            out = []
+            for (job, fire_ms), raw in zip(slots, replies, strict=True):
+                views = self._views(job, as_list(raw)[1:])
+                if len(views) > 1:
+                    raise StoreError(
+                        f"redis at {self._where} returned {len(views)} slots for {job!r} at {fire_ms}"
+                    )
+                out.append(views[0] if views else SlotView(job=job, fire_ms=fire_ms, state=SlotState.ABSENT))
+            return out
+
     def slots(self, job: str, from_ms: int, to_ms: int) -> list[SlotView]:
         return self._read(job, from_ms, to_ms)
 

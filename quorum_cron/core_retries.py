@@ -1,0 +1,116 @@
+"""The node core's retried store calls: missed records and high-water reads that failed.
+
+A node must eventually land every missed record it owes (the slot is
+unaccounted for otherwise) and its high-water read of each job (its votes
+wait for it). When one fails it goes into this queue, to be sent again:
+
+* while the store *answers* (an error reply: OOM, ``READONLY``), each call
+  backs off on its own, ``retry_ms`` doubling up to 16x;
+* while the store is *unreachable*, the calls are held and only one at a
+  time is sent (the probe); a failed probe doubles the gap before the next
+  one. A node cut off for an hour with a hundred per-minute jobs would
+  otherwise send thousands of records into the void, each costing a connect
+  timeout in the agent;
+* when the store answers again (any reply), every held call goes at once,
+  in the order they failed (:meth:`RetryQueue.release`).
+
+Pure: monotonic readings come in as arguments.
+"""
+
+from __future__ import annotations
+
+from heapq import heappop, heappush
+
+from quorum_cron.actions import ReadHighWater, RecordMissed
+from quorum_cron.timers import NEVER
+
+__all__ = ["MAX_RETRY_DOUBLINGS", "Retried", "RetryQueue"]
+
+MAX_RETRY_DOUBLINGS = 4
+"""A failed missed-record or high-water read is retried after ``retry_ms`` doubling up to 16x."""
+
+Retried = ReadHighWater | RecordMissed
+
+
+class RetryQueue:
+    """Failed records and reads, each with the monotonic time it may be sent again."""
+
+    __slots__ = ("_failures", "_heap", "_probe", "_probe_at", "_probe_failures", "_retry_ms", "_seq")
+
+    def __init__(self, retry_ms: int) -> None:
+        self._retry_ms = retry_ms
+        self._heap: list[tuple[int, int, Retried]] = []
+        """(retry time, sequence number, action): the sequence keeps the order they failed."""
+        self._seq = 0
+        self._failures: dict[Retried, int] = {}
+        """Consecutive failures of each call (its own backoff doubles, up to a cap)."""
+        self._probe: Retried | None = None
+        """While the store is unreachable, the one call in flight (the probe)."""
+        self._probe_at = 0
+        """While the store is unreachable, no call goes before this monotonic time."""
+        self._probe_failures = 0
+        """Consecutive failed probes of this outage (the gap before the next one doubles)."""
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+    def add(self, at: int, action: Retried) -> None:
+        """Send ``action`` at monotonic time ``at`` (or later, while the store is unreachable)."""
+        self._seq += 1
+        heappush(self._heap, (at, self._seq, action))
+
+    def pending(self) -> list[tuple[int, Retried]]:
+        """(retry time, action) of every call waiting, for inspection."""
+        return [(at, a) for at, _, a in self._heap]
+
+    def due(self, mono_ms: int, reachable: bool) -> list[Retried]:
+        """The calls to send now (reachable: every one whose time came, in the order they
+        failed; unreachable: at most one, the probe, once the probe gap is over)."""
+        heap = self._heap
+        if not heap or heap[0][0] > mono_ms:
+            return []
+        if not reachable:
+            if self._probe is not None or mono_ms < self._probe_at:
+                return []
+            self._probe = heappop(heap)[2]
+            return [self._probe]
+        due: list[tuple[int, Retried]] = []
+        while heap and heap[0][0] <= mono_ms:
+            _, seq, action = heappop(heap)
+            due.append((seq, action))
+        due.sort(key=lambda e: e[0])
+        return [a for _, a in due]
+
+    def next_at(self, reachable: bool) -> int:
+        """The monotonic time :meth:`due` next has something (``NEVER``: nothing until an input)."""
+        if not self._heap:
+            return NEVER
+        if reachable:
+            return self._heap[0][0]
+        if self._probe is not None:
+            return NEVER  # its reply or failure comes first
+        return max(self._heap[0][0], self._probe_at)
+
+    def answered(self, action: Retried) -> None:
+        """The store answered ``action``."""
+        if action is self._probe:
+            self._probe = None
+        self._failures.pop(action, None)
+
+    def failed(self, action: Retried, mono_ms: int, reachable: bool) -> None:
+        """``action`` failed at ``mono_ms`` (``reachable``: the store answered with an error)."""
+        if action is self._probe:
+            self._probe = None
+            if not reachable:
+                gap = self._retry_ms << min(self._probe_failures, MAX_RETRY_DOUBLINGS)
+                self._probe_at = mono_ms + gap
+                self._probe_failures += 1
+        failures = self._failures.get(action, 0)
+        self._failures[action] = failures + 1
+        self.add(mono_ms + (self._retry_ms << min(failures, MAX_RETRY_DOUBLINGS)), action)
+
+    def release(self) -> None:
+        """The store answers again: every waiting call is due now, in the order they failed."""
+        self._heap = sorted((0, seq, a) for _, seq, a in self._heap)
+        self._failures.clear()
+        self._probe_at = self._probe_failures = 0
