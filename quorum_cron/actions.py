@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from quorum_cron.fastinit import fast_frozen_init
 from quorum_cron.model import Delivery, Overlap, SweepParams, VoteRequest
 
 __all__ = [
@@ -107,6 +108,7 @@ class NodeSettings:
             )
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Now:
     """One reading of the node's clocks: wall (epoch ms) and monotonic (ms)."""

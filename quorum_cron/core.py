@@ -265,12 +265,13 @@ class NodeCore(VotingSide, Inspection):
         if not self._stopping:
             wake_wall = (
                 js.next_fire_ms if js.next_fire_for == js.cursor_ms else self._next_fire(js)
-            ) - self.settings.vote_lead_ms
-            if js.pending:
+            ) - self._lead_ms
+            pending = js.pending
+            if pending:
                 trusted = self._trusted
-                skew = self.settings.max_skew_ms + 1
+                skew = self._drop_after_ms
                 local = js.job.run_local and not self._reachable
-                for p in js.pending.values():
+                for p in pending.values():
                     if p.in_flight:
                         continue  # its reply or failure marks the job dirty
                     if local and p.local == 0 and p.fire_ms < wake_wall:
@@ -291,17 +292,20 @@ class NodeCore(VotingSide, Inspection):
                             wake_wall = drop
                         if not p.abstained and p.retry_at_mono < visit_mono:
                             visit_mono = p.retry_at_mono
-        if js.awaiting:
-            for at in js.awaiting.values():
+        awaiting = js.awaiting
+        if awaiting:
+            for at in awaiting.values():
                 if 0 <= at < wake_mono:
                     wake_mono = at
-        if js.deferred:
-            for _, at in js.deferred.values():
+        deferred = js.deferred
+        if deferred:
+            for _, at in deferred.values():
                 if at < wake_wall:
                     wake_wall = at
-        if js.running:
+        running = js.running
+        if running:
             kills = self._killed_at_lease_end(js)
-            for r in js.running.values():
+            for r in running.values():
                 if not r.renewing and r.renew_at_mono < wake_mono:
                     wake_mono = r.renew_at_mono
                 if kills and r.lease_until_mono < wake_mono:

@@ -49,7 +49,7 @@ _NEVER = NEVER
 # -- state -------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class _Pending:
     """A due slot this node has not yet had a definite vote reply for."""
 
@@ -67,7 +67,7 @@ class _Pending:
     local_detail: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Running:
     token: int
     renew_at_mono: int
@@ -76,7 +76,7 @@ class _Running:
     renew_sent_mono: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class _JobState:
     job: CoreJob
     cursor_ms: int = 0
@@ -117,6 +117,9 @@ class CoreState:
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate job names in {names!r}: expected each job once")
         self.settings = settings
+        self._lead_ms = settings.vote_lead_ms
+        self._drop_after_ms = settings.max_skew_ms + 1
+        """A slot nobody got voted is dropped (recorded) this long after its deadline."""
         self._jobs: dict[str, _JobState] = {j.name: _JobState(job=j, index=i) for i, j in enumerate(jobs)}
         self._by_index: list[_JobState] = list(self._jobs.values())
         self._local_jobs = [js.index for js in self._by_index if js.job.run_local]

@@ -45,7 +45,11 @@ class VotingSide(CoreState):
     """Due slots → votes, abstentions, local runs, missed records."""
 
     def _collect_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
-        floor = now.wall_ms - js.job.deadline_ms
+        wall = now.wall_ms
+        nf = js.next_fire_ms if js.next_fire_for == js.cursor_ms else self._next_fire(js)
+        if nf > wall + self._lead_ms:
+            return  # (the common case: nothing new is due; the cursor is not behind the floor)
+        floor = wall - js.job.deadline_ms
         # (A cursor behind the floor with no fire time in between is left
         # where it is: moving it would change nothing but the cached fire time.)
         if js.cursor_ms < floor and self._next_fire(js) <= floor:
@@ -56,7 +60,7 @@ class VotingSide(CoreState):
             for t in late:
                 self._record_missed(RecordMissed(js.job.name, t, js.job.deadline_ms, reason), now, out)
             js.cursor_ms = floor
-        horizon = now.wall_ms + self.settings.vote_lead_ms
+        horizon = wall + self._lead_ms
         while (t := self._next_fire(js)) <= horizon:
             js.pending.setdefault(t, _Pending(fire_ms=t, deadline_ms=js.job.deadline_ms))
             js.cursor_ms = t

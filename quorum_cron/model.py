@@ -2,7 +2,8 @@
 
 Slots, votes, replies, ledger entries, membership and operator control, as
 plain frozen dataclasses and string enums. This module imports nothing but
-the standard library, so the pure parts (the core, the schedule, the config,
+the standard library (and :mod:`quorum_cron.fastinit`, which builds the
+hottest of them faster), so the pure parts (the core, the schedule, the config,
 the memory model, the simulator) load without a network client. The
 ``Store`` protocol that exchanges these values lives in
 :mod:`quorum_cron.store.base`.
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+
+from quorum_cron.fastinit import fast_frozen_init
 
 __all__ = [
     "DECIDED_STATES",
@@ -99,6 +102,7 @@ class VoteStatus(enum.StrEnum):
     """The job is paused: this vote ended the undecided slot ``skipped`` (no quorum needed)."""
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class VoteRequest:
     """One node's vote for one slot, with the parameters the script checks.
@@ -118,6 +122,7 @@ class VoteRequest:
     overlap: Overlap = Overlap.ALLOW
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class SlotView:
     """A snapshot of one slot as the store holds it."""
@@ -150,6 +155,7 @@ class SlotView:
         return tuple(node for node, _ in self.votes)
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class VoteResult:
     """The reply to one :class:`VoteRequest`."""
@@ -160,6 +166,7 @@ class VoteResult:
     """Store time at which the vote was handled."""
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class TransitionResult:
     """The reply to a fenced start or renew: ``ok`` or refused with a reason."""

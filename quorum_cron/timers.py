@@ -52,11 +52,13 @@ _WALL_KINDS = (True, False, True, False)
 class JobTimers:
     """The four earliest timers of each job (by index), in one heap per kind."""
 
-    __slots__ = ("_heaps", "_wakes")
+    __slots__ = ("_heaps", "_limit", "_wakes")
 
     def __init__(self, jobs: int) -> None:
         self._wakes: list[list[int]] = [[_UNSET] * 4 for _ in range(jobs)]
         self._heaps: tuple[list[tuple[int, int]], ...] = ([], [], [], [])
+        self._limit = 64 + 4 * jobs
+        """A heap longer than this holds mostly stale entries: it is rebuilt."""
 
     def update(self, job: int, wake_wall: int, wake_mono: int, visit_wall: int, visit_mono: int) -> None:
         """Job ``job``'s timers are now these (``NEVER``: none of that kind); push the changed ones."""
@@ -75,7 +77,7 @@ class JobTimers:
         if at != NEVER:
             heap = self._heaps[kind]
             heappush(heap, (at, job))
-            if len(heap) > 64 + 4 * len(self._wakes):
+            if len(heap) > self._limit:
                 self._compact(kind)
 
     def pop_due(self, wall_ms: int, mono_ms: int, into: set[int]) -> None:

@@ -164,6 +164,9 @@ class World:
         self.strategy = strategy
         self.streams = Streams(seed)
         self.net_rng = self.streams.fork("network")
+        self._net_below: Callable[[int], int] = self.net_rng._randbelow  # type: ignore[attr-defined]
+        """``randint(lo, hi)`` is ``lo + _net_below(hi - lo + 1)``, the same draw without its
+        argument checks (a draw per message: the simulator's hottest random call)."""
         self.fault_rng = self.streams.fork("faults")
         self.clock_rng = self.streams.fork("clocks")
         self.job_rng = self.streams.fork("jobs")
@@ -172,6 +175,7 @@ class World:
         self.start_ms = scenario.start_ms
         self.end_ms = scenario.start_ms + scenario.duration_ms
         self.settings = scenario.settings
+        self._timeout_ms = scenario.network.timeout_ms
         self.max_skew_ms = scenario.settings.max_skew_ms
         self.jobs: dict[str, JobDef] = {j.name: j for j in scenario.jobs}
         self.store = StoreHost(clock=HostClock(since=self.start_ms))
@@ -331,48 +335,52 @@ class World:
 
     def send(self, node: SimNode, payload: Any) -> None:
         """A store call from ``node``; the process hears ``reply`` or ``failure`` later."""
-        now = self.loop.now
+        loop = self.loop
+        now = loop.now
         link = node.link
-        deadline = node.clock.true_after(self.scenario.network.timeout_ms, now)
+        deadline = node.clock.true_after(self._timeout_ms, now)
         call = (node, node.incarnation, payload, deadline)
         if link.cuts or (link.loss and self.net_rng.random() < link.loss):
-            self.loop.at(deadline, self._failed, call)
+            loop.at(deadline, self._failed, call)
             return
         lo, hi = link.delay_ms
-        self.loop.at(now + (lo if lo == hi else self.net_rng.randint(lo, hi)), self._arrive, call)
+        loop.at(now + (lo if lo == hi else lo + self._net_below(hi - lo + 1)), self._arrive, call)
 
     def _arrive(self, call: tuple[SimNode, int, Any, int]) -> None:
         node, _, payload, deadline = call
         store = self.store
-        if node.link.cuts or not store.up:
-            self.loop.at(deadline, self._failed, call)
-            return
-        mutates = self.strategy.mutates(payload)
-        if mutates and store.refusing:
-            # The store answers at once, with an error: nothing ran.
-            self.reached("write refused by the store", node=node.id, call=type(payload).__name__)
-            lo, hi = node.link.delay_ms
-            arrive = self.loop.now + (lo if lo == hi else self.net_rng.randint(lo, hi))
-            if arrive <= deadline:
-                self.loop.at(arrive, self._refused, call, store.refusing)
-            else:
-                self.loop.at(deadline, self._failed, call)
-            return
-        if mutates:
-            store.writes += 1
-        reply = self.strategy.execute(self, node, payload)
-        waits = getattr(self.strategy, "waits", None)
-        if mutates and store.lagging and self.settings.wait_replicas and waits is not None and waits(payload):
-            # WAIT: no replica acknowledges the write before the failover that
-            # loses it, so the caller never hears it succeed (WAIT times out,
-            # or the connection dies with the primary): a failed call.
-            self.reached("write held unacknowledged by WAIT", node=node.id, call=type(payload).__name__)
-            self.loop.at(deadline, self._failed, call)
-            return
         link = node.link
-        now = self.loop.now
+        loop = self.loop
+        if link.cuts or not store.up:
+            loop.at(deadline, self._failed, call)
+            return
+        strategy = self.strategy
+        mutates = strategy.mutates(payload)
+        if mutates:
+            if store.refusing:
+                # The store answers at once, with an error: nothing ran.
+                self.reached("write refused by the store", node=node.id, call=type(payload).__name__)
+                lo, hi = link.delay_ms
+                arrive = loop.now + (lo if lo == hi else lo + self._net_below(hi - lo + 1))
+                if arrive <= deadline:
+                    loop.at(arrive, self._refused, call, store.refusing)
+                else:
+                    loop.at(deadline, self._failed, call)
+                return
+            store.writes += 1
+        reply = strategy.execute(self, node, payload)
+        if mutates and store.lagging and self.settings.wait_replicas:
+            waits = getattr(strategy, "waits", None)
+            if waits is not None and waits(payload):
+                # WAIT: no replica acknowledges the write before the failover that
+                # loses it, so the caller never hears it succeed (WAIT times out,
+                # or the connection dies with the primary): a failed call.
+                self.reached("write held unacknowledged by WAIT", node=node.id, call=type(payload).__name__)
+                loop.at(deadline, self._failed, call)
+                return
+        now = loop.now
         lo, hi = link.delay_ms
-        arrive = now + (lo if lo == hi else self.net_rng.randint(lo, hi))
+        arrive = now + (lo if lo == hi else lo + self._net_below(hi - lo + 1))
         if (link.reply_loss and self.net_rng.random() < link.reply_loss) or arrive > deadline:
             self.reached("reply lost after the call ran", node=node.id, call=type(payload).__name__)
             lost_commit = getattr(self.strategy, "reply_commits", None)
@@ -411,7 +419,7 @@ class World:
             return
         lo, hi = link.delay_ms
         self.loop.at(
-            self.loop.now + self.net_rng.randint(lo, hi), self._notified, node, node.incarnation, payload
+            self.loop.now + lo + self._net_below(hi - lo + 1), self._notified, node, node.incarnation, payload
         )
 
     def _notified(self, node: SimNode, incarnation: int, payload: Any) -> None:

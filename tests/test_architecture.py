@@ -12,6 +12,8 @@ PKG = ROOT / "quorum_cron"
 
 PURE = [
     "model",
+    "fastinit",
+    "core_retries",
     "core",
     "core_state",
     "core_vote",

@@ -100,24 +100,24 @@ class MemoryStore(ControlModel):
     @staticmethod
     def _view(name: str, fire_ms: int, rec: _Slot | None) -> SlotView:
         if rec is None:
-            return SlotView(job=name, fire_ms=fire_ms, state=SlotState.ABSENT)
-        return SlotView(
-            job=name,
-            fire_ms=fire_ms,
-            state=rec.state,
-            votes=tuple(sorted(rec.votes.items())),
-            spec_hash=rec.spec_hash,
-            executor=rec.executor,
-            token=rec.token,
-            attempt=len(rec.assigned),
-            reason=rec.reason,
-            committed_ms=rec.committed_ms,
-            started_ms=rec.started_ms,
-            lease_until_ms=rec.lease_until_ms,
-            finished_ms=rec.finished_ms,
-            detail=rec.detail,
-            not_before_ms=rec.not_before_ms,
-            runs=rec.runs,
+            return SlotView(name, fire_ms, SlotState.ABSENT)
+        return SlotView(  # (positional, in field order: built on every reply)
+            name,
+            fire_ms,
+            rec.state,
+            tuple(sorted(rec.votes.items())),
+            rec.spec_hash,
+            rec.executor,
+            rec.token,
+            len(rec.assigned),
+            rec.reason,
+            rec.committed_ms,
+            rec.started_ms,
+            rec.lease_until_ms,
+            rec.finished_ms,
+            rec.detail,
+            rec.not_before_ms,
+            rec.runs,
         )
 
     def _end(self, name: str, job: _Job, rec: _Slot, state: SlotState, reason: str, now: int) -> None:
@@ -177,14 +177,16 @@ class MemoryStore(ControlModel):
 
     def vote(self, requests: Sequence[VoteRequest]) -> list[VoteResult]:
         now = self._clock()
-        return [self._vote_one(req, now) for req in requests]
+        vote_one = self._vote_one
+        return [vote_one(req, now) for req in requests]
 
     def _vote_one(self, req: VoteRequest, now: int) -> VoteResult:
-        job = self._job(req.job)
+        job = self._jobs.get(req.job) or self._job(req.job)
         rec = self._get(job, req.fire_ms, now)
+        view = self._view
 
         def result(status: VoteStatus) -> VoteResult:
-            return VoteResult(status=status, slot=self._view(req.job, req.fire_ms, rec), now_ms=now)
+            return VoteResult(status, view(req.job, req.fire_ms, rec), now)
 
         if rec is not None and rec.state in DECIDED_STATES:
             return result(VoteStatus.DECIDED)
@@ -208,7 +210,7 @@ class MemoryStore(ControlModel):
         rec.votes[req.node] = req.spec_hash
         self._touch(rec, now)
         job.quorum = max(job.quorum, req.quorum)
-        agreeing = sum(1 for h in rec.votes.values() if h == req.spec_hash)
+        agreeing = list(rec.votes.values()).count(req.spec_hash)
         if agreeing < job.quorum:
             return result(VoteStatus.RECORDED)
         # Quorum reached: decide the slot in this same step.
