@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/sim_speed.py [--nodes 5] [--jobs 100] [--minutes 10] [--seed 1]
+    .venv/bin/python benchmarks/sim_speed.py [--nodes 5] [--jobs 100] [--minutes 10] [--seed 1] [--repeat 5]
 
 Runs the deterministic simulator (``sim.run``: the real ``NodeCore``, the
 memory store, virtual time) on a cluster of ``--nodes`` nodes with
@@ -19,11 +19,19 @@ For each: wall seconds (and CPU seconds of this process: steadier on a
 shared machine), speed-up (simulated s / wall s), events and events per
 wall second, and the checker's verdict (violations by kind). Target
 (issue 6): at least 3000x with faults on.
+
+Each run is repeated ``--repeat`` times (the runs are deterministic: the
+same events every time) and the fastest is reported, as ``timeit`` does:
+on this shared 2-vCPU machine the same code was measured from 1,500x to
+2,400x within a minute, and the slowest runs measure the neighbours, not
+the code. Every repetition's wall time is kept in the result file
+(``walls_s``), with the median beside the best in the printed table.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -74,17 +82,26 @@ def scenario(nodes: int, jobs: int, minutes: float, faults: bool) -> Scenario:
     )
 
 
-def measure(sc: Scenario, seed: int, label: str) -> dict[str, Any]:
-    t0, c0 = time.perf_counter(), time.process_time()
-    res = sim_run(sc, seed)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+def measure(sc: Scenario, seed: int, label: str, repeat: int = 1) -> dict[str, Any]:
+    """The fastest of ``repeat`` runs of ``sc`` (each the same deterministic run)."""
+    walls: list[float] = []
+    cpus: list[float] = []
+    for _ in range(max(1, repeat)):
+        t0, c0 = time.perf_counter(), time.process_time()
+        res = sim_run(sc, seed)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    wall, cpu = min(walls), min(cpus)
     rep = res.report
     return {
         "run": label,
         "simulated_s": sc.duration_ms / 1000,
         "wall_s": round(wall, 3),
+        "wall_median_s": round(statistics.median(walls), 3),
+        "walls_s": [round(w, 3) for w in walls],
         "cpu_s": round(cpu, 3),
         "speedup": round(sc.duration_ms / 1000 / wall, 1),
+        "speedup_median": round(sc.duration_ms / 1000 / statistics.median(walls), 1),
         "events": res.events,
         "events_per_s": round(res.events / wall),
         "faults": len(sc.faults),
@@ -95,19 +112,22 @@ def measure(sc: Scenario, seed: int, label: str) -> dict[str, Any]:
     }
 
 
-def bare_loop(events: int, duration_ms: int) -> dict[str, Any]:
-    """``events`` no-op events spread over ``duration_ms`` of virtual time."""
-    loop = Loop(0)
+def bare_loop(events: int, duration_ms: int, repeat: int = 1) -> dict[str, Any]:
+    """``events`` no-op events spread over ``duration_ms`` of virtual time (the fastest of ``repeat``)."""
     step = max(1, duration_ms // max(1, events))
 
     def noop() -> None:
         return None
 
-    t0 = time.perf_counter()
-    for i in range(events):
-        loop.at(i * step, noop)
-    loop.run_until(duration_ms)
-    wall = time.perf_counter() - t0
+    walls = []
+    for _ in range(max(1, repeat)):
+        loop = Loop(0)
+        t0 = time.perf_counter()
+        for i in range(events):
+            loop.at(i * step, noop)
+        loop.run_until(duration_ms)
+        walls.append(time.perf_counter() - t0)
+    wall = min(walls)
     return {
         "run": "bare loop",
         "simulated_s": duration_ms / 1000,
@@ -125,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=100)
     ap.add_argument("--minutes", type=float, default=10.0, help="simulated minutes per run")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=5, help="runs of each; the fastest is reported")
     ap.add_argument("--label", default="")
     args = ap.parse_args(argv)
     rows = []
@@ -134,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
             f"simulating {sc.name}: {args.nodes} nodes x {args.jobs} jobs, {args.minutes:g} min ...",
             flush=True,
         )
-        rows.append(measure(sc, args.seed, "faults" if faults else "no faults"))
-    rows.append(bare_loop(rows[0]["events"], int(args.minutes * MIN)))
+        rows.append(measure(sc, args.seed, "faults" if faults else "no faults", args.repeat))
+    rows.append(bare_loop(rows[0]["events"], int(args.minutes * MIN), args.repeat))
     print_table(
         rows,
         [
@@ -144,13 +165,15 @@ def main(argv: list[str] | None = None) -> int:
             "wall_s",
             "cpu_s",
             "speedup",
+            "speedup_median",
             "events",
             "events_per_s",
             "slots_due",
             "runs",
             "duplicates",
         ],
-        f"simulator speed ({args.nodes} nodes x {args.jobs} jobs every minute, seed {args.seed})",
+        f"simulator speed ({args.nodes} nodes x {args.jobs} jobs every minute, seed {args.seed}, "
+        f"fastest of {args.repeat} runs each)",
     )
     for r in rows[:2]:
         print(f"  {r['run']}: checker violations {r['violations'] or 'none'}")
@@ -161,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             "jobs": args.jobs,
             "minutes": args.minutes,
             "seed": args.seed,
+            "repeat": args.repeat,
             "fault_schedule": [
                 f"{f.kind}@{f.at_ms // 1000}s+{f.for_ms // 1000}s"
                 for f in faults_for(int(args.minutes * MIN))

@@ -162,7 +162,7 @@ class Finish:
 
 @dataclass(frozen=True, slots=True)
 class Sweep:
-    """Call ``store.sweep(params)``; reply with the changed slots."""
+    """Call ``store.sweep(params)``; reply with its :class:`~quorum_cron.model.SweepResult`."""
 
     params: tuple[SweepParams, ...]
 

@@ -29,8 +29,10 @@ job process ended      ``Finish`` (retried until the store answers); a
                        failed run with retries left comes back committed,
                        and is started when its backoff ends
 operator trigger       ``on_trigger``: the slot is voted like any other
-every sweep interval   ``Sweep`` of every job's deadlines; a slot handed to
-                       this node by a takeover → ``Start``
+sweep timer            ``Sweep`` of every job's deadlines; a slot handed to
+                       this node by a takeover → ``Start``; the next sweep
+                       when the reply says a slot can next be due (at least
+                       ``sweep_ms``, at most :func:`~quorum_cron.timers.sweep_gap`'s cap)
 first tick             ``ReadHighWater`` per job, then ``RecordMissed`` for
                        slots nobody voted for while the cluster was down
                        (or, under misfire ``run-once``, a vote for the
@@ -74,10 +76,11 @@ from quorum_cron.core_vote import VotingSide
 from quorum_cron.model import (
     SlotState,
     SlotView,
+    SweepResult,
     TransitionResult,
     VoteRequest,
 )
-from quorum_cron.timers import NEVER
+from quorum_cron.timers import NEVER, sweep_gap
 
 __all__ = [
     "Abstain",
@@ -384,11 +387,11 @@ class NodeCore(VotingSide, Inspection):
                 # A failed run with retries left comes back committed (maybe to us).
                 return self._on_view(reply.slot, now) if reply.ok else []
             case Sweep():
-                assert isinstance(reply, list)
+                assert isinstance(reply, SweepResult)
                 self._sweeping = False
-                self._next_sweep_mono = now.mono_ms + self.settings.sweep_ms
+                self._next_sweep_mono = now.mono_ms + sweep_gap(self.settings, reply.due_in_ms)
                 out: list[Action] = []
-                for view in reply:
+                for view in reply.changed:
                     out.extend(self._on_view(view, now))
                 return out
             case ReadSlots():

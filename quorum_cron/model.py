@@ -33,6 +33,7 @@ __all__ = [
     "SlotState",
     "SlotView",
     "SweepParams",
+    "SweepResult",
     "TransitionResult",
     "VoteRequest",
     "VoteResult",
@@ -176,6 +177,19 @@ class TransitionResult:
     now_ms: int
     reason: str = ""
 
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    """The reply to a sweep: the slots it changed, and when sweeping those jobs can next matter."""
+
+    changed: list[SlotView]
+    """The slots the sweep changed, by job then fire time."""
+    due_in_ms: int = 0
+    """Store milliseconds from this sweep until the earliest instant a sweep with the same
+    parameters could change one of those jobs' open slots as they now stand (a deadline, a
+    start timeout or a lease passing; always >= 1); 0 when none of them has an open slot.
+    Slots created after the sweep are not counted: see ``quorum_cron.timers.sweep_gap``."""
 
 
 @dataclass(frozen=True, slots=True)

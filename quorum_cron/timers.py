@@ -37,7 +37,17 @@ from quorum_cron.actions import (
     Vote,
 )
 
-__all__ = ["KINDS", "NEVER", "WAKE_MONO", "WAKE_WALL", "InputBounds", "JobTimers", "input_bounds"]
+__all__ = [
+    "KINDS",
+    "NEVER",
+    "WAKE_MONO",
+    "WAKE_WALL",
+    "InputBounds",
+    "JobTimers",
+    "input_bounds",
+    "max_sweep_gap",
+    "sweep_gap",
+]
 
 NEVER = 1 << 62
 """A timer that never comes."""
@@ -83,6 +93,8 @@ class JobTimers:
     def pop_due(self, wall_ms: int, mono_ms: int, into: set[int]) -> None:
         """Add to ``into`` every job with a timer due at these readings (its timers must then be updated)."""
         for kind, heap in enumerate(self._heaps):
+            if not heap:
+                continue
             limit = wall_ms if _WALL_KINDS[kind] else mono_ms
             while heap and heap[0][0] <= limit:
                 at, i = heappop(heap)
@@ -94,12 +106,17 @@ class JobTimers:
     def earliest_wait(self, wall_ms: int, mono_ms: int) -> int:
         """Milliseconds until the first ``WAKE`` timer (``NEVER`` if none; may be negative)."""
         wait = NEVER
-        for kind, reading in ((WAKE_WALL, wall_ms), (WAKE_MONO, mono_ms)):
-            heap = self._heaps[kind]
-            while heap and self._wakes[heap[0][1]][kind] != heap[0][0]:
-                heappop(heap)
-            if heap and heap[0][0] - reading < wait:
-                wait = heap[0][0] - reading
+        wakes = self._wakes
+        heap = self._heaps[WAKE_WALL]
+        while heap and wakes[heap[0][1]][WAKE_WALL] != heap[0][0]:
+            heappop(heap)
+        if heap:
+            wait = heap[0][0] - wall_ms
+        heap = self._heaps[WAKE_MONO]
+        while heap and wakes[heap[0][1]][WAKE_MONO] != heap[0][0]:
+            heappop(heap)
+        if heap and heap[0][0] - mono_ms < wait:
+            wait = heap[0][0] - mono_ms
         return wait
 
     def _compact(self, kind: int) -> None:
@@ -157,3 +174,33 @@ def input_bounds(s: NodeSettings, run_local: bool = False) -> InputBounds:
     if run_local:
         failure = dict.fromkeys(failure, 0)
     return InputBounds(reply=reply, failure=failure, notice=0, run_finished=0 if run_local else NEVER)
+
+
+def max_sweep_gap(sweep_ms: int, start_timeout_ms: int) -> int:
+    """The longest a node goes between two sweeps while nothing it knows of can be due.
+
+    Half the start timeout (at least ``sweep_ms``): a slot committed right
+    after a sweep, whose start timeout the next sweeps enforce, is seen by
+    this node's next sweep while it still has half its timeout to go, and
+    from then on the sweep replies' ``due_in_ms`` time the sweeps to it; so
+    a takeover still comes within ``sweep_ms`` of the timeout, as when every
+    node swept every ``sweep_ms``. Leases are longer than the start timeout
+    (a running slot is seen the same way); a proposed slot past its deadline
+    is also recorded ``missed`` by its voters, the sweep being the backstop.
+    """
+    return max(sweep_ms, start_timeout_ms // 2)
+
+
+def sweep_gap(s: NodeSettings, due_in_ms: int) -> int:
+    """How long after a sweep's reply the next sweep goes (docs/protocol.md, "Sweeps").
+
+    ``due_in_ms`` is the reply's: store time until one of the swept jobs'
+    open slots can next be changed by a sweep (0: none is open). Never
+    sooner than ``sweep_ms`` (a burst of timeouts is handled at the usual
+    rate), never later than :func:`max_sweep_gap` (slots created since the
+    sweep are unknown to it).
+    """
+    cap = max_sweep_gap(s.sweep_ms, s.start_timeout_ms)
+    if not due_in_ms:
+        return cap
+    return min(cap, max(s.sweep_ms, due_in_ms))

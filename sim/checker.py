@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from quorum_cron.model import Delivery
+from quorum_cron.timers import max_sweep_gap
 from sim.quorum import make_schedule
 from sim.scenario import JobDef, Scenario, loads
 from sim.trace import Record
@@ -659,7 +660,9 @@ def _end_clock_error(sc: Scenario) -> int:
 
 def _tail_ms(sc: Scenario, deadline_ms: int, run_hi: int) -> int:
     s = sc.settings
-    return deadline_ms + s.start_timeout_ms + s.lease_ms + run_hi + 3 * s.sweep_ms + 5_000
+    # (A slot created after a node's sweep waits for the next one, up to the sweep gap's cap.)
+    gap = max_sweep_gap(s.sweep_ms, s.start_timeout_ms)
+    return deadline_ms + s.start_timeout_ms + s.lease_ms + run_hi + 3 * gap + 5_000
 
 
 def _check_due(

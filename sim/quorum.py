@@ -228,7 +228,7 @@ class QuorumStrategy:
                 elif vr.status == VoteStatus.EARLY:
                     world.reached("vote refused as early by store time", node=node.id)
         elif kind is Sweep:
-            for view in reply:  # type: ignore[attr-defined]
+            for view in reply.changed:  # type: ignore[attr-defined]
                 self._decided(world, node, view, "takeover")
         elif kind is Start:
             res: TransitionResult = reply  # type: ignore[assignment]

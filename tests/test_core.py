@@ -27,7 +27,7 @@ from quorum_cron.core import (
     Sweep,
     Vote,
 )
-from quorum_cron.model import Delivery, SlotState, SweepParams, TransitionResult, VoteStatus
+from quorum_cron.model import Delivery, SlotState, SweepParams, SweepResult, TransitionResult, VoteStatus
 from quorum_cron.store.memory import MemoryStore
 from tests.core_driver import Driver, Every, boot
 
@@ -167,7 +167,7 @@ def test_paused_executor_is_replaced_and_cannot_start_late() -> None:
     assert first.state == SlotState.COMMITTED
     paused = first.executor  # pauses before it hears of its assignment
     clock[0] += 6000
-    (taken,) = store.sweep([SweepParams("a", 30_000, 5000)])
+    (taken,) = store.sweep([SweepParams("a", 30_000, 5000)]).changed
     assert taken.executor != paused and taken.token > first.token
     # The paused node wakes with the old notice: its start is fenced off.
     core = cores[paused]
@@ -474,7 +474,7 @@ def test_while_the_store_is_unreachable_missed_records_go_one_probe_at_a_time() 
         if isinstance(a, ReadHighWater):
             core.on_reply(a, 0, Now(T0, 0))
         elif isinstance(a, Sweep):
-            core.on_reply(a, [], Now(T0, 0))
+            core.on_reply(a, SweepResult([]), Now(T0, 0))
 
     def records(acts: list[Action]) -> list[RecordMissed]:
         return [a for a in acts if isinstance(a, RecordMissed)]
@@ -508,7 +508,7 @@ def test_while_the_store_is_unreachable_missed_records_go_one_probe_at_a_time() 
         assert want <= gap < want + 20, (i, gaps)
     # The store answers (any reply): every slot that passed its deadline meanwhile (dozens,
     # though only a few probes went) is recorded at the next tick.
-    core.on_reply(Sweep(()), [], Now(T0 + t, t))
+    core.on_reply(Sweep(()), SweepResult([]), Now(T0 + t, t))
     assert core.store_reachable
     assert core.next_wakeup(Now(T0 + t, t)) == 0
     released = {r.fire_ms for r in records(core.tick(Now(T0 + t, t)))}

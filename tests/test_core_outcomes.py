@@ -20,6 +20,7 @@ from quorum_cron.core import (
     Sweep,
     Vote,
 )
+from quorum_cron.model import SweepResult
 from tests.core_driver import Every
 
 T0 = 1_699_999_980_000
@@ -54,7 +55,8 @@ def boot(core: NodeCore, clock: Clock) -> None:
     """First tick, past the deadline of the slot at T0: the high-water read and the sweep answer."""
     for a in core.tick(clock.at(T0 + 3_000)):
         assert isinstance(a, (ReadHighWater, Sweep)), a
-        assert core.on_reply(a, 0 if isinstance(a, ReadHighWater) else [], clock.at(T0 + 3_000)) == []
+        reply = 0 if isinstance(a, ReadHighWater) else SweepResult([])
+        assert core.on_reply(a, reply, clock.at(T0 + 3_000)) == []
 
 
 def vote_for_next_slot(core: NodeCore, clock: Clock, fire: int) -> Vote:
@@ -179,6 +181,6 @@ def test_reads_that_backed_off_go_at_once_when_the_store_answers_again() -> None
     assert [a for a in later if isinstance(a, ReadHighWater)] == []  # still backing off
     sweeps = [a for a in later if isinstance(a, Sweep)]
     assert sweeps, "a sweep retry is what finds the store back"
-    core.on_reply(sweeps[0], [], clock.at(clock.wall))
+    core.on_reply(sweeps[0], SweepResult([]), clock.at(clock.wall))
     assert core.next_wakeup(clock.at(clock.wall)) == 0
     assert read in core.tick(clock.at(clock.wall))

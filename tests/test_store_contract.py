@@ -417,8 +417,8 @@ class StoreParity(RuleBasedStateMachine):
         """Time passes (swarm testing may have disabled ``advance``), then a sweeper runs."""
         self.now += dt
         got = self.redis.sweep(params)
-        self.same("sweep", got, self.model.sweep(params))
-        for view in got:
+        self.same("sweep", got, self.model.sweep(params))  # (due_in_ms too)
+        for view in got.changed:
             note(f"sweep -> {view.state} ({view.reason.split(' ')[0] or 'takeover'})")
             if view.state == SlotState.COMMITTED:
                 assert view.executor in [n for n, h in view.votes if h == view.spec_hash]
@@ -698,9 +698,12 @@ def test_widened_deadline_keeps_a_proposed_slot_from_being_swept(redis_server: E
         assert replies[0] == replies[1], f"redis replied\n  {replies[0]}\nmodel replied\n  {replies[1]}"
         first, second, swept, recorded, at_deadline, after = replies[1]
         assert [r.status for r in first + second] == [VoteStatus.RECORDED, VoteStatus.RECORDED]
-        assert swept == [] and at_deadline == []
+        assert swept.changed == [] and at_deadline.changed == []
+        # The sweeps say when the slot can next be due: 1 ms past the widened deadline.
+        assert (swept.due_in_ms, at_deadline.due_in_ms) == (widened - 120_000 + 1, 1)
         assert recorded.state == SlotState.PROPOSED
-        [missed] = after
+        [missed] = after.changed
+        assert after.due_in_ms == 0  # nothing open any more
         assert (missed.state, missed.reason) == (SlotState.MISSED, "deadline passed before quorum")
         assert missed.votes == (("n1", "h1"), ("n2", "h1"))
     finally:
@@ -727,7 +730,8 @@ def test_widened_deadline_carries_to_the_commit_and_start(redis_server: Embedded
         assert replies[0] == replies[1], f"redis replied\n  {replies[0]}\nmodel replied\n  {replies[1]}"
         _, votes_res, swept, started = replies[1]
         assert [r.status for r in votes_res] == [VoteStatus.RECORDED, VoteStatus.COMMITTED]
-        assert swept == []
+        assert swept.changed == []
+        assert swept.due_in_ms == 500_000 - 80_000 + 1  # the start timeout, counted from the commit
         assert started.ok and started.slot.state == SlotState.RUNNING
     finally:
         client.close()

@@ -222,18 +222,18 @@ def params(**kw: Any) -> list[SweepParams]:
 def test_sweep_misses_proposed_slots_past_deadline(store: MemoryStore, clock: Clock) -> None:
     store.vote([req("n1")])
     clock.now = T0 + DEADLINE
-    assert store.sweep(params()) == []
+    assert store.sweep(params()).changed == []
     clock.now += 1
-    [slot] = store.sweep(params())
+    [slot] = store.sweep(params()).changed
     assert (slot.state, slot.reason) == (SlotState.MISSED, "deadline passed before quorum")
 
 
 def test_sweep_reassigns_a_slot_not_started_in_time(store: MemoryStore, clock: Clock) -> None:
     first = commit(store)
     clock.now = T0 + 5_000
-    assert store.sweep(params()) == []  # boundary: not yet
+    assert store.sweep(params()).changed == []  # boundary: not yet
     clock.now += 1
-    [second] = store.sweep(params())
+    [second] = store.sweep(params()).changed
     fresh = [n for n in first.voters if n != first.executor]
     assert second.executor == pick_executor("j", T0, fresh)
     assert (second.token, second.attempt, second.committed_ms) == (first.token + 1, 2, clock.now)
@@ -246,7 +246,7 @@ def test_sweep_reassigns_among_all_voters_when_each_was_assigned(store: MemorySt
         clock.now += 5_001
         store.sweep(params())
     clock.now += 5_001
-    [slot] = store.sweep(params())
+    [slot] = store.sweep(params()).changed
     assert slot.attempt == 4 and slot.executor == pick_executor("j", T0, ["n1", "n2", "n3"])
 
 
@@ -255,7 +255,7 @@ def test_sweep_misses_a_committed_slot_never_started_before_deadline(
 ) -> None:
     slot = commit(store)
     clock.now = T0 + DEADLINE + 1
-    [missed] = store.sweep(params())
+    [missed] = store.sweep(params()).changed
     assert (missed.state, missed.reason) == (
         SlotState.MISSED,
         f"not started before deadline by {slot.executor}",
@@ -267,9 +267,9 @@ def test_sweep_expired_lease(store: MemoryStore, clock: Clock, delivery: Deliver
     slot = commit(store)
     store.start("j", T0, slot.executor, slot.token, 1_000)
     clock.now = T0 + 1_000
-    assert store.sweep(params(delivery=delivery)) == []
+    assert store.sweep(params(delivery=delivery)).changed == []
     clock.now += 1
-    [after] = store.sweep(params(delivery=delivery))
+    [after] = store.sweep(params(delivery=delivery)).changed
     if delivery == Delivery.AT_MOST_ONCE:
         assert (after.state, after.reason) == (SlotState.LOST, f"lease of {slot.executor} expired mid-run")
     else:
@@ -285,7 +285,7 @@ def test_sweep_returns_changes_by_job_then_fire(store: MemoryStore, clock: Clock
         for fire in (T0 + 1, T0):
             store.vote([req("n1", fire=fire, job=job)])
     clock.now = T0 + DEADLINE + 10
-    swept = store.sweep([SweepParams(j, DEADLINE, 5_000) for j in ("b", "a")])
+    swept = store.sweep([SweepParams(j, DEADLINE, 5_000) for j in ("b", "a")]).changed
     assert [(s.job, s.fire_ms) for s in swept] == [("b", T0), ("b", T0 + 1), ("a", T0), ("a", T0 + 1)]
 
 

@@ -93,7 +93,7 @@ def test_noscript_after_script_flush_reloads_and_retries(redis_client: redis.Red
     assert [r.status for r in results] == [VoteStatus.RECORDED, VoteStatus.RECORDED]
     redis_client.script_flush()
     assert store.slot("a", T0).state == SlotState.COMMITTED
-    assert store.sweep([SweepParams("a", 30_000, 5_000), SweepParams("b", 30_000, 5_000)]) == []
+    assert store.sweep([SweepParams("a", 30_000, 5_000), SweepParams("b", 30_000, 5_000)]).changed == []
 
 
 # -- key layout --------------------------------------------------------------------
@@ -363,7 +363,7 @@ def test_commit_takeover_and_retry_publish_assignment_notices(
         assert sub.next() == (store.assign_channel(first.executor), f"j\n{T0}\n{first.token}")
         # sweep takeover: the executor never started
         clock.now += 6_000
-        [taken] = store.sweep([SweepParams("j", 30_000, 5_000)])
+        [taken] = store.sweep([SweepParams("j", 30_000, 5_000)]).changed
         assert taken.executor != first.executor and taken.token > first.token
         assert sub.next() == (store.assign_channel(taken.executor), f"j\n{T0}\n{taken.token}")
         # a failed run with a retry left: re-assigned, announced

@@ -28,7 +28,15 @@ from quorum_cron.core import (
     Sweep,
     Vote,
 )
-from quorum_cron.store.base import LedgerEntry, SlotState, SlotView, TransitionResult, VoteResult, VoteStatus
+from quorum_cron.store.base import (
+    LedgerEntry,
+    SlotState,
+    SlotView,
+    SweepResult,
+    TransitionResult,
+    VoteResult,
+    VoteStatus,
+)
 
 __all__ = ["Observer"]
 
@@ -78,9 +86,8 @@ class Observer:
                 assert isinstance(reply, TransitionResult)
                 self._finish(action, reply)
             case Sweep():
-                assert isinstance(reply, list)
-                for view in reply:
-                    assert isinstance(view, SlotView)
+                assert isinstance(reply, SweepResult)
+                for view in reply.changed:
                     self._swept(view)
             case RecordMissed():
                 assert isinstance(reply, SlotView)

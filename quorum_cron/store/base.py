@@ -51,6 +51,7 @@ from quorum_cron.model import (
     SlotState,
     SlotView,
     SweepParams,
+    SweepResult,
     TransitionResult,
     VoteRequest,
     VoteResult,
@@ -72,6 +73,7 @@ __all__ = [
     "SlotView",
     "Store",
     "SweepParams",
+    "SweepResult",
     "TransitionResult",
     "VoteRequest",
     "VoteResult",
@@ -176,7 +178,7 @@ class Store(Protocol):
         """
         ...
 
-    def sweep(self, params: Sequence[SweepParams]) -> list[SlotView]:
+    def sweep(self, params: Sequence[SweepParams]) -> SweepResult:
         """Enforce deadlines on every undecided or active slot of the given jobs.
 
         Per job, atomically, with ``now`` the store's time:
@@ -194,7 +196,15 @@ class Store(Protocol):
         * ``running`` with ``now > lease_until_ms`` → ``lost`` under
           at-most-once; under at-least-once re-assigned like above.
 
-        Returns the slots it changed, by job then fire time.
+        Returns the slots it changed, by job then fire time, and
+        ``due_in_ms``: how long (store time) until the first instant at which
+        one of the rules above could apply to an open slot of these jobs as
+        they stand after the sweep — ``fire_ms + max(deadline_ms, D) + 1``
+        for a proposed slot, ``max(committed_ms, not_before_ms) +
+        start_timeout_ms + 1`` for a committed one, ``lease_until_ms + 1``
+        for a running one — minus ``now``; 0 when no such slot is open. A
+        node sweeps again then (or after ``sweep_ms``, whichever is later),
+        not every ``sweep_ms`` while nothing can be due.
         """
         ...
 

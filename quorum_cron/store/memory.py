@@ -24,6 +24,7 @@ from quorum_cron.model import (
     SlotState,
     SlotView,
     SweepParams,
+    SweepResult,
     TransitionResult,
     VoteRequest,
     VoteResult,
@@ -310,9 +311,10 @@ class MemoryStore(ControlModel):
 
     # -- deadlines -----------------------------------------------------------
 
-    def sweep(self, params: Sequence[SweepParams]) -> list[SlotView]:
+    def sweep(self, params: Sequence[SweepParams]) -> SweepResult:
         now = self._clock()
         changed: list[SlotView] = []
+        due = 0
         for p in self._sweep_due(params):
             job = self._jobs.get(p.job)
             if job is None or not job.open:
@@ -323,7 +325,21 @@ class MemoryStore(ControlModel):
                     continue
                 if self._sweep_one(p, job, rec, now):
                     changed.append(self._view(p.job, fire_ms, rec))
-        return changed
+                at = self._sweep_due_at(p, rec)
+                if at and (not due or at < due):
+                    due = at
+        return SweepResult(changed, due - now if due else 0)
+
+    @staticmethod
+    def _sweep_due_at(p: SweepParams, rec: _Slot) -> int:
+        """The first store time at which :meth:`_sweep_one` would change ``rec`` (0: never, it ended)."""
+        if rec.state == SlotState.PROPOSED:
+            return rec.fire_ms + max(rec.deadline_ms, p.deadline_ms) + 1
+        if rec.state == SlotState.COMMITTED:
+            return max(rec.committed_ms, rec.not_before_ms) + p.start_timeout_ms + 1
+        if rec.state == SlotState.RUNNING:
+            return rec.lease_until_ms + 1
+        return 0
 
     def _sweep_due(self, params: Sequence[SweepParams]) -> Sequence[SweepParams]:
         """The entries of ``params`` whose job has an open slot, in the order given (as Redis sweeps them).

@@ -18,6 +18,7 @@ from quorum_cron.store.base import (
     SlotState,
     SlotView,
     SweepParams,
+    SweepResult,
     TransitionResult,
     VoteRequest,
     VoteResult,
@@ -150,9 +151,9 @@ class RedisWrites(RedisBatching):
 
     # -- deadlines -----------------------------------------------------------
 
-    def sweep(self, params: Sequence[SweepParams]) -> list[SlotView]:
+    def sweep(self, params: Sequence[SweepParams]) -> SweepResult:
         if not params:
-            return []
+            return SweepResult([])
 
         def item(i: int) -> tuple[int, int, str]:
             p = params[i]
@@ -166,14 +167,31 @@ class RedisWrites(RedisBatching):
             )
 
         per_param: list[list[SlotView]] = [[] for _ in params]
+        due_in = 0
         with self._boundary("sweep"):
             for order, raw in self._run_grouped(build, len(params), None):
                 reply = as_list(raw)
-                if len(reply) != len(order) + 1:
-                    raise ValueError(f"sweep reply has {len(reply) - 1} sets for {len(order)} parameter sets")
-                for i, changed in zip(order, reply[1:], strict=True):
+                if len(reply) != len(order) + 2:
+                    raise ValueError(f"sweep reply has {len(reply) - 2} sets for {len(order)} parameter sets")
+                for i, changed in zip(order, reply[1:-1], strict=True):
                     per_param[i] = self._views(params[i].job, as_list(changed))
-        return [view for views in per_param for view in views]
+                # (Each call's own store time: on a cluster, each master's clock.)
+                call_due = self._due_in(reply[0], reply[-1])
+                if call_due and (not due_in or call_due < due_in):
+                    due_in = call_due
+        return SweepResult([view for views in per_param for view in views], due_in)
+
+    def _due_in(self, now: object, due: object) -> int:
+        """A sweep call's ``due`` (store time, 0: none) as milliseconds after its ``now``; a bad
+        value is reported and taken as "sweep again at the usual interval" (1)."""
+        try:
+            at = parse.bounded_int(due, "sweep due time", 0)
+            if not at:
+                return 0
+            return max(1, at - parse.bounded_int(now, "sweep store time", 0))
+        except parse.BadValue as exc:
+            self._bad(exc.what, exc.problem)
+            return 1
 
     def record_missed(self, job: str, fire_ms: int, deadline_ms: int, reason: str) -> SlotView:
         with self._boundary("record_missed"):

@@ -11,9 +11,12 @@
 -- A proposed slot is missed once now > fire + max(its dl, deadline_ms): dl
 -- is the largest deadline any of its votes carried (see vote.lua).
 --
--- Reply: {now, changed_1, ..., changed_N} over all parameter sets in
+-- Reply: {now, changed_1, ..., changed_N, due} over all parameter sets in
 -- argument order; changed_i = array of the slots set i changed, by fire
--- time, each emit(fire_ms, record).
+-- time, each emit(fire_ms, record); due = the earliest store time at which
+-- sweep_one could change one of the open slots as they stand after this
+-- call (due_at below; 0 when none is open): the caller sweeps again then
+-- (Store.sweep's due_in_ms; MemoryStore._sweep_due_at is the model).
 
 local function sweep_one(r, deadline, start_timeout, delivery)
   local st = r.f.st
@@ -45,7 +48,23 @@ local function sweep_one(r, deadline, start_timeout, delivery)
   return false
 end
 
+-- The first store time at which sweep_one(r, ...) would change r (0: r ended).
+local function due_at(r, deadline, start_timeout)
+  local st = r.f.st
+  if st == 'proposed' then
+    return r.firen + math.max(num(r.dl), deadline) + 1
+  end
+  if st == 'committed' then
+    return math.max(num(r.f.cm), num(r.f.nb)) + start_timeout + 1
+  end
+  if st == 'running' then
+    return num(r.f.lu) + 1
+  end
+  return 0
+end
+
 local out = {NOW}
+local due = 0
 local i = 7
 for g = 1, #KEYS do
   bind(g)
@@ -73,8 +92,14 @@ for g = 1, #KEYS do
             error(changes) -- an outage (out of memory, a slot moving), not a corrupt slot
           end
           M, M_dirty = nil, nil
-        elseif changes then
-          changed[#changed + 1] = emit(r.fire, r)
+        else
+          if changes then
+            changed[#changed + 1] = emit(r.fire, r)
+          end
+          local at = due_at(r, deadline, start_timeout)
+          if at > 0 and (due == 0 or at < due) then
+            due = at
+          end
         end
       elseif why == 'gone' then
         redis.call('ZREM', P .. 'open', f)
@@ -84,4 +109,5 @@ for g = 1, #KEYS do
   end
   meta_flush()
 end
+out[#out + 1] = due
 return out
