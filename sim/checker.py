@@ -241,7 +241,7 @@ def check(records: Sequence[Record]) -> Report:
         if ev == "run":
             started_at = started.get((r["node"], r["job"], r["fire"], r["token"]))
             late = started_at is not None and r["t"] - started_at > sc.settings.lease_ms
-            forgotten = any(
+            forgotten = bool(lost) and any(
                 lo <= s <= hi for s in slot_starts.get((r["job"], r["fire"]), ()) for lo, hi in lost
             )
             key = (r["job"], r["fire"])
