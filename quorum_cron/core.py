@@ -188,7 +188,7 @@ class NodeCore(VotingSide, Inspection):
                 if voting:
                     self._collect_due(js, now, out)
                     if js.pending:
-                        requests.extend(self._votes_due(js, now, out))
+                        self._votes_due(js, now, out, requests)
                 if js.awaiting:
                     self._polls_due(js, now, reads)
                 if js.deferred:

@@ -12,7 +12,6 @@ high-water mark and the first one voted are accounted for (``_catch_up``).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 
 from quorum_cron.actions import (
     Abstain,
@@ -65,10 +64,13 @@ class VotingSide(CoreState):
             js.pending.setdefault(t, _Pending(fire_ms=t, deadline_ms=js.job.deadline_ms))
             js.cursor_ms = t
 
-    def _votes_due(self, js: _JobState, now: Now, out: list[Action]) -> Iterator[VoteRequest]:
-        for fire_ms in sorted(js.pending):
-            p = js.pending[fire_ms]
-            if now.wall_ms > fire_ms + p.deadline_ms + self.settings.max_skew_ms:
+    def _votes_due(self, js: _JobState, now: Now, out: list[Action], requests: list[VoteRequest]) -> None:
+        """Add to ``requests`` the votes due for the job's pending slots; other actions to ``out``."""
+        pending = js.pending
+        wall, mono, skew = now.wall_ms, now.mono_ms, self._drop_after_ms - 1
+        for fire_ms in sorted(pending):  # (a copy: records delete from it)
+            p = pending[fire_ms]
+            if wall > fire_ms + p.deadline_ms + skew:
                 if p.local == 0:
                     p.local = 3  # too late to run it locally
                 if not js.caught_up:
@@ -86,18 +88,18 @@ class VotingSide(CoreState):
                 # Too late to vote. If nobody voted either, only this record
                 # keeps the slot from ending unaccounted (the store checks the
                 # deadline by its own clock and ignores decided slots).
-                del js.pending[fire_ms]
+                del pending[fire_ms]
                 self._record_missed(
                     RecordMissed(js.job.name, fire_ms, p.deadline_ms, self._missed_reason(p)), now, out
                 )
                 continue
-            if self._local_due(js, p, now):
+            if js.job.run_local and self._local_due(js, p, now):
                 p.local = 1
                 self._ran_local[(js.job.name, fire_ms)] = None
                 while len(self._ran_local) > MAX_RAN_LOCAL:
                     self._ran_local.popitem(last=False)
                 out.append(RunLocal(js.job.name, fire_ms, js.job.timeout_ms))
-            if p.in_flight or p.retry_at_mono > now.mono_ms:
+            if p.in_flight or p.retry_at_mono > mono:
                 continue
             if not self._trusted:
                 if not p.abstained:
@@ -109,7 +111,7 @@ class VotingSide(CoreState):
             p.in_flight = True
             if p.request is None:
                 p.request = self._vote_request(js.job, fire_ms, p.deadline_ms)
-            yield p.request
+            requests.append(p.request)
 
     def _record_missed(self, action: RecordMissed, now: Now, out: list[Action]) -> None:
         """Send a missed record, or while the store is unreachable hold it with the retries.

@@ -21,7 +21,7 @@ CASES = {
     "untrusted-votes": ("clock-jump", "vote sent by an untrusted node"),
     "retry-no-backoff": ("retries-and-refusals", "retry started before its backoff ended"),
     "same-executor": ("retries-and-refusals", "executor re-picked while another voter was left"),
-    "lease-from-reply": ("minority-partition", "run outlived its lease in the store"),
+    "lease-from-reply": ("majority-partition", "run outlived its lease in the store"),
 }
 
 
