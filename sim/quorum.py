@@ -128,6 +128,8 @@ class QuorumStrategy:
         self._store_factory = store_factory
         self._quorum = quorum
         self._schedules: dict[str, MemoSchedule] = {}
+        self._spec_hashes: dict[str, str] = {}
+        """Each job's ``base_spec_hash`` (every node boots with every job)."""
         self.exact_wakeups = exact_wakeups
         """Ask the core for its next wakeup after every input (slow; tests compare both modes)."""
 
@@ -143,7 +145,9 @@ class QuorumStrategy:
         for job in world.scenario.jobs:
             if job.name not in self._schedules:
                 self._schedules[job.name] = MemoSchedule(make_schedule(job))
-            spec = base_spec_hash(job)
+            spec = self._spec_hashes.get(job.name)
+            if spec is None:
+                spec = self._spec_hashes[job.name] = base_spec_hash(job)
             if job.name in node.specs:
                 spec = hashlib.sha256(f"{spec}|{node.specs[job.name]}".encode()).hexdigest()[:12]
             jobs.append(

@@ -59,7 +59,8 @@ def run(
     world = World(scenario, seed, make_strategy(strategy, mutant, exact_wakeups))
     with _fewer_collections():
         trace = world.run()
-    return RunResult(scenario, seed, world.strategy.name, trace, check(trace.records), world.loop.events)
+    report = check(trace.records, scenario)
+    return RunResult(scenario, seed, world.strategy.name, trace, report, world.loop.events)
 
 
 @contextmanager
