@@ -67,7 +67,7 @@ class VotingSide(CoreState):
     def _votes_due(self, js: _JobState, now: Now, out: list[Action], requests: list[VoteRequest]) -> None:
         """Add to ``requests`` the votes due for the job's pending slots; other actions to ``out``."""
         pending = js.pending
-        wall, mono, skew = now.wall_ms, now.mono_ms, self._drop_after_ms - 1
+        wall, mono, skew = now.wall_ms, now.mono_ms, self.settings.max_skew_ms
         for fire_ms in sorted(pending):  # (a copy: records delete from it)
             p = pending[fire_ms]
             if wall > fire_ms + p.deadline_ms + skew:

@@ -192,7 +192,7 @@ def max_sweep_gap(sweep_ms: int, start_timeout_ms: int) -> int:
 
 
 def sweep_gap(s: NodeSettings, due_in_ms: int) -> int:
-    """How long after a sweep's reply the next sweep goes (docs/protocol.md, "Sweeps").
+    """How long after a sweep's reply the next sweep goes (docs/protocol.md, "When a node sweeps").
 
     ``due_in_ms`` is the reply's: store time until one of the swept jobs'
     open slots can next be changed by a sweep (0: none is open). Never

@@ -333,6 +333,10 @@ class World:
         node.wake_at = None
         node.process.wake()
 
+    def _delay(self, lo: int, hi: int) -> int:
+        """One message's delay, ``randint(lo, hi)`` of the network stream (no draw when fixed)."""
+        return lo if lo == hi else lo + self._net_below(hi - lo + 1)
+
     def send(self, node: SimNode, payload: Any) -> None:
         """A store call from ``node``; the process hears ``reply`` or ``failure`` later."""
         loop = self.loop
@@ -344,7 +348,7 @@ class World:
             loop.at(deadline, self._failed, call)
             return
         lo, hi = link.delay_ms
-        loop.at(now + (lo if lo == hi else lo + self._net_below(hi - lo + 1)), self._arrive, call)
+        loop.at(now + self._delay(lo, hi), self._arrive, call)
 
     def _arrive(self, call: tuple[SimNode, int, Any, int]) -> None:
         node, _, payload, deadline = call
@@ -361,7 +365,7 @@ class World:
                 # The store answers at once, with an error: nothing ran.
                 self.reached("write refused by the store", node=node.id, call=type(payload).__name__)
                 lo, hi = link.delay_ms
-                arrive = loop.now + (lo if lo == hi else lo + self._net_below(hi - lo + 1))
+                arrive = loop.now + self._delay(lo, hi)
                 if arrive <= deadline:
                     loop.at(arrive, self._refused, call, store.refusing)
                 else:
@@ -380,7 +384,7 @@ class World:
                 return
         now = loop.now
         lo, hi = link.delay_ms
-        arrive = now + (lo if lo == hi else lo + self._net_below(hi - lo + 1))
+        arrive = now + self._delay(lo, hi)
         if (link.reply_loss and self.net_rng.random() < link.reply_loss) or arrive > deadline:
             self.reached("reply lost after the call ran", node=node.id, call=type(payload).__name__)
             lost_commit = getattr(self.strategy, "reply_commits", None)

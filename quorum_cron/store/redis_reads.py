@@ -43,7 +43,10 @@ class RedisReads(RedisBase):
             return 0 if value is None else parse.bounded_int(value, f"high-water mark of {job}", 0)
 
     def slot(self, job: str, fire_ms: int) -> SlotView:
-        views = self._read(job, fire_ms, fire_ms)
+        return self._one(job, fire_ms, self._read(job, fire_ms, fire_ms))
+
+    def _one(self, job: str, fire_ms: int, views: list[SlotView]) -> SlotView:
+        """The view of one slot from a read of exactly its fire time (``ABSENT`` when none)."""
         if len(views) > 1:
             raise StoreError(f"redis at {self._where} returned {len(views)} slots for {job!r} at {fire_ms}")
         return views[0] if views else SlotView(job=job, fire_ms=fire_ms, state=SlotState.ABSENT)
@@ -56,15 +59,10 @@ class RedisReads(RedisBase):
             now = self._now_arg()
             calls = [self._job_call(READ, job, now, [fire_ms, fire_ms]) for job, fire_ms in slots]
             replies = self._scripts.call_many(calls)
-            out = []
-            for (job, fire_ms), raw in zip(slots, replies, strict=True):
-                views = self._views(job, as_list(raw)[1:])
-                if len(views) > 1:
-                    raise StoreError(
-                        f"redis at {self._where} returned {len(views)} slots for {job!r} at {fire_ms}"
-                    )
-                out.append(views[0] if views else SlotView(job=job, fire_ms=fire_ms, state=SlotState.ABSENT))
-            return out
+            return [
+                self._one(job, fire_ms, self._views(job, as_list(raw)[1:]))
+                for (job, fire_ms), raw in zip(slots, replies, strict=True)
+            ]
 
     def slots(self, job: str, from_ms: int, to_ms: int) -> list[SlotView]:
         return self._read(job, from_ms, to_ms)
