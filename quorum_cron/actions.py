@@ -182,9 +182,14 @@ class ReadSlots:
 
 @dataclass(frozen=True, slots=True)
 class ReadHighWater:
-    """Call ``store.high_water(job)``; reply with the int."""
+    """Call ``store.high_waters(jobs)``; reply with the list of ints, in the order of ``jobs``.
 
-    job: str
+    One call for every job a node has: a node boots by reading each job's
+    high-water mark (its catch-up starts there), and with hundreds of jobs a
+    call per job was hundreds of round trips before its first vote.
+    """
+
+    jobs: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,11 +33,13 @@ sweep timer            ``Sweep`` of every job's deadlines; a slot handed to
                        this node by a takeover → ``Start``; the next sweep
                        when the reply says a slot can next be due (at least
                        ``sweep_ms``, at most :func:`~quorum_cron.timers.sweep_gap`'s cap)
-first tick             ``ReadHighWater`` per job, then ``RecordMissed`` for
-                       slots nobody voted for while the cluster was down
+first tick             one ``ReadHighWater`` for every job, then ``RecordMissed``
+                       for slots nobody voted for while the cluster was down
                        (or, under misfire ``run-once``, a vote for the
                        latest of them with a widened deadline)
-store call failed      the same call again after ``retry_ms``
+store call failed      the same call again after ``retry_ms``; with the store
+                       unreachable, votes and polls wait for it to answer
+                       (the sweep probes) and missed records go one at a time
 =====================  ===================================================
 
 Wall time decides *when a slot is due*; monotonic time paces durations
@@ -107,6 +109,7 @@ __all__ = [
 
 _NEVER = NEVER
 
+
 class NodeCore(VotingSide, Inspection):
     """One node's protocol state. Drive it with :meth:`tick` and the ``on_*`` methods.
 
@@ -130,6 +133,9 @@ class NodeCore(VotingSide, Inspection):
         """Tell the core whether this node's clock may be used to vote."""
         if trusted != self._trusted:
             self._dirty.update(range(len(self._by_index)))
+            if not trusted:
+                # Votes held for the store to answer become abstentions, which need no store.
+                self._release_held()
         self._trusted = trusted
         self._trust_reason = reason or ("clock trusted" if trusted else "clock not trusted")
 
@@ -143,9 +149,9 @@ class NodeCore(VotingSide, Inspection):
         if reachable != self._reachable:
             self._dirty.update(self._local_jobs)  # (only run-local jobs' timers depend on it)
             if reachable:
-                # Back: the high-water reads (which votes wait for) and missed records that
-                # backed off while it was away go at the next tick, in the order they failed.
+                # Back: what backed off or was held while it was away goes at the next tick.
                 self._retries.release()
+                self._release_held()
         self._reachable = reachable
         if not reachable:
             self._unreachable_reason = reason or "store unreachable"
@@ -171,7 +177,8 @@ class NodeCore(VotingSide, Inspection):
                 # Slots still inside their deadline are voted normally; older
                 # ones are accounted for once the high-water mark is known.
                 js.cursor_ms = js.boot_ms = now.wall_ms - js.job.deadline_ms
-                out.append(ReadHighWater(js.job.name))
+            if self._jobs:
+                out.append(ReadHighWater(tuple(self._jobs)))
             self._dirty.update(range(len(self._by_index)))
         # Only jobs that changed or have a timer due can have anything to do.
         visit = self._dirty
@@ -403,12 +410,16 @@ class NodeCore(VotingSide, Inspection):
                     out.extend(self._on_view(view, now, poll_again=True))
                 return out
             case ReadHighWater():
-                assert isinstance(reply, int)
+                assert isinstance(reply, list)
                 self._retries.answered(action)
-                js = self._jobs[action.job]
-                js.caught_up = True
-                self._dirty.add(js.index)
-                return self._catch_up(js, reply, now)
+                out = []
+                for job, hwm in zip(action.jobs, reply, strict=True):
+                    assert isinstance(hwm, int)
+                    js = self._jobs[job]
+                    js.caught_up = True
+                    self._dirty.add(js.index)
+                    out.extend(self._catch_up(js, hwm, now))
+                return out
             case RecordMissed():
                 assert isinstance(reply, SlotView)
                 self._retries.answered(action)
@@ -433,18 +444,7 @@ class NodeCore(VotingSide, Inspection):
             self.set_store_reachable(True)
         match action:
             case Vote():
-                if failure == Failure.UNREACHABLE:
-                    why = f"store unreachable ({reason})" if reason else "store unreachable"
-                else:
-                    why = f"store refused the vote ({reason})" if reason else "store refused the vote"
-                for req in action.requests:
-                    js = self._jobs[req.job]
-                    p = js.pending.get(req.fire_ms)
-                    if p is not None:
-                        p.in_flight = False
-                        p.retry_at_mono = retry_at
-                        p.why = why
-                        self._dirty.add(js.index)
+                self._vote_failed(action, failure, reason, retry_at)
             case Start():
                 # Not known whether it landed: a read tells, and a repeated
                 # start is refused harmlessly if it had.
@@ -471,11 +471,7 @@ class NodeCore(VotingSide, Inspection):
                 self._sweeping = False
                 self._next_sweep_mono = retry_at
             case ReadSlots():
-                for job, fire_ms in action.slots:
-                    js = self._jobs[job]
-                    if fire_ms in js.awaiting:
-                        js.awaiting[fire_ms] = retry_at
-                        self._dirty.add(js.index)
+                self._polls_failed(action, failure, retry_at)
             case ReadHighWater() | RecordMissed():
                 # Backing off (one probe at a time while the store is unreachable):
                 # quorum_cron.core_retries.

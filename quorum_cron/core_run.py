@@ -17,13 +17,17 @@ from __future__ import annotations
 
 from quorum_cron.actions import (
     Action,
+    Failure,
     Kill,
     Now,
+    ReadSlots,
     Renew,
     Run,
     Start,
 )
 from quorum_cron.core_state import (
+    HELD,
+    IN_FLIGHT,
     CoreState,
     _JobState,
     _Running,
@@ -68,7 +72,7 @@ class RunningSide(CoreState):
         for fire_ms in sorted(js.awaiting):
             at = js.awaiting[fire_ms]
             if 0 <= at <= now.mono_ms:
-                js.awaiting[fire_ms] = -1  # a read is in flight
+                js.awaiting[fire_ms] = IN_FLIGHT
                 reads.append((js.job.name, fire_ms))
 
     def _renewals_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
@@ -168,8 +172,22 @@ class RunningSide(CoreState):
 
     def _stop_polling(self, js: _JobState, fire_ms: int) -> None:
         at = js.awaiting.pop(fire_ms, None)
-        if at is not None and at >= 0:  # (-1, a read in flight, is no timer)
+        if at is not None and at >= 0:  # (IN_FLIGHT and HELD are no timer)
             self._dirty.add(js.index)
+
+    def _polls_failed(self, action: ReadSlots, failure: Failure, retry_at: int) -> None:
+        """A poll call failed: each slot is polled again at ``retry_at``, or, with the store
+        unreachable, once it answers (:meth:`~quorum_cron.core_state.CoreState._hold_until_answered`)."""
+        held = self._hold_until_answered(failure, retry_at)
+        for job, fire_ms in action.slots:
+            js = self._jobs[job]
+            if fire_ms in js.awaiting:
+                if held:
+                    js.awaiting[fire_ms] = HELD  # (no timer, as IN_FLIGHT was: the job's timers stand)
+                    self._held.add(js.index)
+                else:
+                    js.awaiting[fire_ms] = retry_at
+                    self._dirty.add(js.index)
 
     def _drop_stale_run(self, js: _JobState, view: SlotView) -> list[Action]:
         r = js.running.get(view.fire_ms)

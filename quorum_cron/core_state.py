@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from quorum_cron.actions import (
     Action,
     CoreJob,
+    Failure,
     Finish,
     NodeSettings,
     Now,
@@ -32,7 +33,15 @@ from quorum_cron.model import (
 )
 from quorum_cron.timers import NEVER, JobTimers
 
-__all__ = ["MAX_CATCHUP_SLOTS", "MAX_PENDING_FINISHES", "MAX_RAN_LOCAL", "MAX_RETRY_DOUBLINGS", "CoreState"]
+__all__ = [
+    "HELD",
+    "IN_FLIGHT",
+    "MAX_CATCHUP_SLOTS",
+    "MAX_PENDING_FINISHES",
+    "MAX_RAN_LOCAL",
+    "MAX_RETRY_DOUBLINGS",
+    "CoreState",
+]
 
 MAX_CATCHUP_SLOTS = 1000
 """At most this many unvoted past slots per job are accounted for at start-up."""
@@ -44,6 +53,11 @@ MAX_PENDING_FINISHES = 10_000
 """Bound on finished-job results buffered while the store is unreachable."""
 
 _NEVER = NEVER
+
+IN_FLIGHT = -1
+"""``awaiting`` value of a slot whose poll was sent (its reply or failure sets the next)."""
+HELD = -2
+"""``awaiting`` value of a slot whose poll waits for the store to answer again (it was unreachable)."""
 
 
 # -- state -------------------------------------------------------------------
@@ -65,6 +79,8 @@ class _Pending:
     local: int = 0
     """Run locally: 0 no, 1 running, 2 ended (``local_detail`` says how), 3 too late to."""
     local_detail: str = ""
+    held: bool = False
+    """Its vote failed with the store unreachable: sent again once the store answers."""
 
 
 @dataclass(slots=True)
@@ -133,6 +149,8 @@ class CoreState:
         self._trust_reason = "clock not checked yet"
         self._reachable = True
         self._unreachable_reason = ""
+        self._held: set[int] = set()
+        """Jobs with votes or polls held until the unreachable store answers again."""
         self._ran_local: OrderedDict[tuple[str, int], None] = OrderedDict()
         """Slots run locally on this node (at most once each)."""
         self._started = False
@@ -151,6 +169,39 @@ class CoreState:
     # -- inputs --------------------------------------------------------------
 
     # -- internals -----------------------------------------------------------
+
+    def _hold_until_answered(self, failure: Failure, retry_at: int) -> bool:
+        """Whether a failed vote or poll waits for the store to answer again instead of its retry.
+
+        While the store is unreachable, votes and polls sent again every
+        ``retry_ms`` reach nobody (in the agent each costs a connect timeout;
+        with a hundred jobs, a hundred slots each time). They are held, and
+        the sweep, brought forward to ``retry_at``, probes the store; any
+        reply releases them (:meth:`_release_held`), so they go one round
+        trip after the store is back. A store that answers with an error is
+        reachable: there each call keeps its own retry.
+        """
+        if failure != Failure.UNREACHABLE or self._reachable:
+            return False
+        if not self._sweeping and self._next_sweep_mono > retry_at:
+            self._next_sweep_mono = retry_at
+        return True
+
+    def _release_held(self) -> None:
+        """The store answers again: the votes and polls held while it was unreachable are due now."""
+        by_index = self._by_index
+        for i in self._held:
+            js = by_index[i]
+            awaiting = js.awaiting
+            for fire_ms, at in awaiting.items():
+                if at == HELD:
+                    awaiting[fire_ms] = 0
+            for p in js.pending.values():
+                if p.held:
+                    p.held = False
+                    p.retry_at_mono = 0
+            self._dirty.add(i)
+        self._held.clear()
 
     def _vote_request(self, job: CoreJob, fire_ms: int, deadline_ms: int) -> VoteRequest:
         return VoteRequest(

@@ -16,6 +16,7 @@ import itertools
 from quorum_cron.actions import (
     Abstain,
     Action,
+    Failure,
     Now,
     RecordMissed,
     RunLocal,
@@ -113,6 +114,28 @@ class VotingSide(CoreState):
                 p.request = self._vote_request(js.job, fire_ms, p.deadline_ms)
             requests.append(p.request)
 
+    def _vote_failed(self, action: Vote, failure: Failure, reason: str, retry_at: int) -> None:
+        """A vote call failed: each slot is voted again at ``retry_at``, or, with the store
+        unreachable, once it answers (:meth:`~quorum_cron.core_state.CoreState._hold_until_answered`)."""
+        if failure == Failure.UNREACHABLE:
+            why = f"store unreachable ({reason})" if reason else "store unreachable"
+        else:
+            why = f"store refused the vote ({reason})" if reason else "store refused the vote"
+        held = self._hold_until_answered(failure, retry_at)
+        for req in action.requests:
+            js = self._jobs[req.job]
+            p = js.pending.get(req.fire_ms)
+            if p is not None:
+                p.in_flight = False
+                p.why = why
+                self._dirty.add(js.index)
+                if held:
+                    p.held = True
+                    p.retry_at_mono = _NEVER
+                    self._held.add(js.index)
+                else:
+                    p.retry_at_mono = retry_at
+
     def _record_missed(self, action: RecordMissed, now: Now, out: list[Action]) -> None:
         """Send a missed record, or while the store is unreachable hold it with the retries.
 
@@ -157,15 +180,18 @@ class VotingSide(CoreState):
         for req, res in zip(action.requests, results, strict=True):
             assert isinstance(res, VoteResult)
             js = self._jobs[req.job]
-            self._dirty.add(js.index)
             p = js.pending.get(req.fire_ms)
             if res.status == VoteStatus.EARLY:
                 # Our clock runs ahead of the store's: try again shortly.
                 if p is not None:
                     p.in_flight = False
                     p.retry_at_mono = now.mono_ms + max(1, self.settings.max_skew_ms // 2)
+                    self._dirty.add(js.index)
                 continue
-            js.pending.pop(req.fire_ms, None)
+            if p is not None:
+                del js.pending[req.fire_ms]
+                if not p.in_flight:
+                    self._dirty.add(js.index)  # (a vote in flight has no timer: dropping it changes none)
             out.extend(self._on_view(res.slot, now, poll_again=True))
         return out
 

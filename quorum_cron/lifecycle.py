@@ -28,7 +28,8 @@ class Phase(enum.StrEnum):
     NONE = "none"
     """The node holds nothing of the slot: not due yet, or its part is over."""
     DUE = "due"
-    """Due (fire time less the vote lead came), no vote in flight."""
+    """Due (fire time less the vote lead came), no vote in flight (a failed one waits for its
+    retry, or, with the store unreachable, for the store to answer)."""
     VOTING = "voting"
     ABSTAINED = "abstained"
     LOCAL = "local"

@@ -60,7 +60,7 @@ def perform(store: Store, node: str, action: StoreAction) -> object:
         case ReadSlots():
             return store.read_slots(action.slots)
         case ReadHighWater():
-            return store.high_water(action.job)
+            return store.high_waters(action.jobs)
         case RecordMissed():
             return store.record_missed(action.job, action.fire_ms, action.deadline_ms, action.reason)
     raise TypeError(f"not a store action: {action!r}")

@@ -153,6 +153,6 @@ def boot(core: NodeCore, now: Now, high_water: int = 0) -> list[Action]:
     out = list(first)
     for a in first:
         if isinstance(a, ReadHighWater):
-            out.extend(core.on_reply(a, high_water, now))
+            out.extend(core.on_reply(a, [high_water] * len(a.jobs), now))
     out.extend(core.tick(now))
     return out

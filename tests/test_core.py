@@ -103,7 +103,7 @@ def test_core_votes_a_lead_before_the_slot_and_starts_only_when_it_is_due() -> N
     core.set_trust(True)
     first = core.tick(Now(T0 + 10, 0))
     assert [type(a) for a in first] == [ReadHighWater, Sweep]  # votes wait for the high-water read
-    assert core.on_reply(first[0], 0, Now(T0 + 10, 0)) == []
+    assert core.on_reply(first[0], [0], Now(T0 + 10, 0)) == []
     (vote,) = core.tick(Now(T0 + 10, 0))
     assert isinstance(vote, Vote)
     assert [r.fire_ms for r in vote.requests] == [T0]
@@ -128,8 +128,15 @@ def test_lost_vote_reply_is_retried_and_the_repeat_changes_nothing() -> None:
     core = d.nodes["n1"].core
     actions = boot(core, Now(T0, 0))
     vote = next(a for a in actions if isinstance(a, Vote))
+    (first_sweep,) = [a for a in actions if isinstance(a, Sweep)]
+    core.on_reply(first_sweep, d.store.sweep(first_sweep.params), Now(T0, 0))
     d.store.vote(vote.requests)  # the vote lands ...
     assert core.on_failure(vote, Now(T0, 0)) == []  # ... but the reply is lost
+    # The store may be gone: the vote waits for it to answer; the sweep, brought forward
+    # to the retry time, asks.
+    (sweep,) = core.tick(Now(T0 + 500, 500))
+    assert isinstance(sweep, Sweep)
+    core.on_reply(sweep, d.store.sweep(sweep.params), Now(T0 + 600, 600))
     retry = [a for a in core.tick(Now(T0 + 600, 600)) if isinstance(a, Vote)]
     assert retry and retry[0].requests == vote.requests
     results = d.store.vote(retry[0].requests)
@@ -204,7 +211,7 @@ def test_at_least_once_lease_expiry_reruns_with_a_higher_token() -> None:
 def test_restart_after_whole_cluster_outage_accounts_for_every_slot() -> None:
     d = Driver([job("a", 1000, deadline_ms=500)], n=3)
     d.run_until(T0 + 3_000)
-    hwm = d.store.high_water("a")
+    hwm = d.store.high_waters(["a"])[0]
     # Everyone goes down for a minute; fresh processes come back.
     d.now_ms += 60_000
     d.mono_ms += 60_000
@@ -242,7 +249,8 @@ def test_first_tick_reads_the_high_water_mark_and_records_missed() -> None:
     now = Now(T0 + 5_000, 0)
     acts = core.tick(now)
     hw = next(a for a in acts if isinstance(a, ReadHighWater))
-    out = core.on_reply(hw, T0 + 1000, now)
+    assert hw == ReadHighWater(("a",))
+    out = core.on_reply(hw, [T0 + 1000], now)
     assert [a.fire_ms for a in out if isinstance(a, RecordMissed)] == [T0 + 2000, T0 + 3000, T0 + 4000]
 
 
@@ -472,7 +480,7 @@ def test_while_the_store_is_unreachable_missed_records_go_one_probe_at_a_time() 
     core.set_trust(True)
     for a in core.tick(Now(T0, 0)):
         if isinstance(a, ReadHighWater):
-            core.on_reply(a, 0, Now(T0, 0))
+            core.on_reply(a, [0], Now(T0, 0))
         elif isinstance(a, Sweep):
             core.on_reply(a, SweepResult([]), Now(T0, 0))
 

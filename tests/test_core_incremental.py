@@ -117,7 +117,7 @@ def test_an_untrusted_node_abstains_at_the_first_tick_after_its_retry() -> None:
     core = _core(_job("a", deadline_ms=5000), _job("b", 1000, deadline_ms=5000))
     core.set_trust(True)
     vote = next(a for a in boot(core, Now(T0, 0)) if isinstance(a, Vote))
-    core.on_failure(vote, Now(T0 + 100, 100))  # retry at mono 600
+    core.on_failure(vote, Now(T0 + 100, 100), Failure.REFUSED, "OOM")  # retry at mono 600
     core.set_trust(False, "clock stepped")
     assert core.tick(Now(T0 + 200, 200)) == []
     abstained = {a.job for a in core.tick(Now(T0 + 700, 700)) if type(a).__name__ == "Abstain"}

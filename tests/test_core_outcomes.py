@@ -15,12 +15,13 @@ from quorum_cron.core import (
     NodeSettings,
     Now,
     ReadHighWater,
+    ReadSlots,
     RecordMissed,
     RunLocal,
     Sweep,
     Vote,
 )
-from quorum_cron.model import SweepResult
+from quorum_cron.model import SlotState, SlotView, SweepResult, VoteResult, VoteStatus
 from tests.core_driver import Every
 
 T0 = 1_699_999_980_000
@@ -55,7 +56,7 @@ def boot(core: NodeCore, clock: Clock) -> None:
     """First tick, past the deadline of the slot at T0: the high-water read and the sweep answer."""
     for a in core.tick(clock.at(T0 + 3_000)):
         assert isinstance(a, (ReadHighWater, Sweep)), a
-        reply = 0 if isinstance(a, ReadHighWater) else SweepResult([])
+        reply = [0] if isinstance(a, ReadHighWater) else SweepResult([])
         assert core.on_reply(a, reply, clock.at(T0 + 3_000)) == []
 
 
@@ -154,7 +155,7 @@ def test_a_reply_makes_the_store_reachable_again() -> None:
     boot(core, clock)
     core.set_store_reachable(False, "heartbeat failed")
     assert not core.store_reachable
-    core.on_reply(ReadHighWater("j"), 0, clock.at(T0 + 5))
+    core.on_reply(ReadHighWater(("j",)), [0], clock.at(T0 + 5))
     assert core.store_reachable
 
 
@@ -184,3 +185,71 @@ def test_reads_that_backed_off_go_at_once_when_the_store_answers_again() -> None
     core.on_reply(sweeps[0], SweepResult([]), clock.at(clock.wall))
     assert core.next_wakeup(clock.at(clock.wall)) == 0
     assert read in core.tick(clock.at(clock.wall))
+
+
+def test_while_the_store_is_unreachable_votes_wait_for_it_to_answer_and_the_sweep_asks() -> None:
+    """A vote that got no answer is not sent again every retry_ms into the void: it waits; the
+    sweep, brought forward to the retry time, probes the store; its reply sends the vote."""
+    core, clock = make(run_local=False), Clock(T0)
+    boot(core, clock)
+    fire = T0 + 10_000
+    first = core.tick(clock.at(fire - SETTINGS.vote_lead_ms))
+    (vote,) = [a for a in first if isinstance(a, Vote)]
+    for a in first:  # (the vote, and a sweep that came due meanwhile)
+        core.on_failure(a, clock.at(fire - 40), Failure.UNREACHABLE, "connection refused")
+    sweeps = 0
+    t = clock.wall
+    while t < fire + 1_000:  # half the deadline: three failed probes
+        t += 10
+        for a in core.tick(clock.at(t)):
+            assert not isinstance(a, Vote), "a vote went while the store was unreachable"
+            assert isinstance(a, Sweep), a
+            sweeps += 1
+            core.on_failure(a, clock.at(t), Failure.UNREACHABLE, "connection refused")
+    assert sweeps >= 2, "the sweep probes the store every retry_ms"
+    (sweep,) = [a for a in core.tick(clock.at(t + SETTINGS.retry_ms)) if isinstance(a, Sweep)]
+    assert core.on_reply(sweep, SweepResult([]), clock.at(clock.wall)) == []
+    assert core.next_wakeup(clock.at(clock.wall)) == 0
+    assert [a for a in core.tick(clock.at(clock.wall)) if isinstance(a, Vote)] == [vote]
+
+
+def test_a_refused_vote_is_retried_on_its_own_and_a_held_one_abstains_once_the_clock_is_untrusted() -> None:
+    core, clock = make(run_local=False), Clock(T0)
+    boot(core, clock)
+    fire = T0 + 10_000
+    vote = vote_for_next_slot(core, clock, fire)
+    core.on_failure(vote, clock.at(fire - 40), Failure.REFUSED, "OOM command not allowed")
+    again = core.tick(clock.at(fire - 40 + SETTINGS.retry_ms))
+    assert vote in again, "a store answering with an error is asked again after retry_ms"
+    core.on_failure(vote, clock.at(clock.wall), Failure.UNREACHABLE, "connection refused")
+    later = core.tick(clock.at(clock.wall + 2 * SETTINGS.retry_ms))
+    assert [a for a in later if not isinstance(a, Sweep)] == [], "held: the store is unreachable"
+    core.set_trust(False, "clock stepped")
+    assert core.tick(clock.at(clock.wall + 1)) == [Abstain("j", fire, "clock stepped")]
+
+
+def test_while_the_store_is_unreachable_polls_wait_for_it_to_answer() -> None:
+    """A node awaiting a slot (voted, no quorum yet) polls it; with the store unreachable the
+    poll waits for any reply instead of going every retry_ms, then goes at once."""
+    core, clock = make(run_local=False), Clock(T0)
+    boot(core, clock)
+    fire = T0 + 10_000
+    vote = vote_for_next_slot(core, clock, fire)
+    proposed = SlotView("j", fire, SlotState.PROPOSED, (("n1", "h"),), "h")
+    core.on_reply(vote, [VoteResult(VoteStatus.RECORDED, proposed, clock.wall)], clock.at(clock.wall))
+    polls: list[ReadSlots] = []
+    t = clock.wall
+    while not polls:  # the first poll, a fallback for a lost assignment notice
+        t += 10
+        polls = [a for a in core.tick(clock.at(t)) if isinstance(a, ReadSlots)]
+    assert polls[0].slots == (("j", fire),)
+    core.on_failure(polls[0], clock.at(t), Failure.UNREACHABLE, "connection refused")
+    for _ in range(10):
+        t += SETTINGS.retry_ms
+        acts = core.tick(clock.at(t))
+        assert not [a for a in acts if isinstance(a, ReadSlots)], "a poll went while the store was away"
+        for a in acts:
+            core.on_failure(a, clock.at(t), Failure.UNREACHABLE, "connection refused")
+    sweep = Sweep(())
+    core.on_reply(sweep, SweepResult([]), clock.at(t))  # any reply: the store is back
+    assert polls[0] in core.tick(clock.at(t))

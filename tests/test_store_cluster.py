@@ -329,7 +329,8 @@ def test_a_master_that_lost_its_scripts_gets_them_again_and_the_vote_runs(
 
 def test_read_slots_of_jobs_on_every_master_equals_slot_by_slot(redis_cluster: EmbeddedCluster) -> None:
     """``read_slots`` (a node's polls in one call) reads jobs of all three masters, one pipeline
-    per master, and answers each slot as ``slot`` does, in the order asked, unknown ones ABSENT."""
+    per master, and answers each slot as ``slot`` does, in the order asked, unknown ones ABSENT;
+    ``high_waters`` (a node's boot read) likewise gives each job's mark in the order asked."""
     client = cluster_client(redis_cluster)
     client.flushall()
     now = [1_700_000_000_000]
@@ -351,5 +352,8 @@ def test_read_slots_of_jobs_on_every_master_equals_slot_by_slot(redis_cluster: E
         assert got == [s.slot(j, f) for j, f in asked]
         assert {v.state.value for v in got} == {"committed", "absent"}
         assert s.read_slots([]) == []
+        marks = s.high_waters(list(reversed(jobs)))
+        assert marks == [fire if j in jobs[::2] else 0 for j in reversed(jobs)]
+        assert s.high_waters([]) == []
     finally:
         s.close()

@@ -540,9 +540,9 @@ class StoreParity(RuleBasedStateMachine):
 
     @invariant()
     def same_state(self) -> None:
+        self.same("high_waters", self.redis.high_waters(JOBS), self.model.high_waters(JOBS))
         for job in JOBS:
             self.same(f"slots({job})", self.redis.slots(job, 0, 2**52), self.model.slots(job, 0, 2**52))
-            self.same(f"high_water({job})", self.redis.high_water(job), self.model.high_water(job))
             self.same(f"ledger({job})", self.redis.ledger(job, 10), self.model.ledger(job, 10))
             self.same(f"control({job})", self.redis.control(job), self.model.control(job))
             self.same(f"audit({job})", self.redis.audit(job, 10), self.model.audit(job, 10))

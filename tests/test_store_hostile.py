@@ -164,6 +164,25 @@ def test_garbage_members_are_skipped_and_own_garbage_entry_is_overwritten(
     assert [m.node for m in s.members()] == ["n1", "n2"]
 
 
+@pytest.mark.parametrize("mark", ["abc", "-5", "9" * 400, "wrong type"])
+def test_a_corrupt_high_water_mark_reads_as_0_and_leaves_the_other_jobs_marks(
+    redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]], mark: str
+) -> None:
+    """A node's first votes wait for its one high-water read of every job: one job's bad mark
+    must not fail that read for all of them."""
+    s, seen = store
+    for job in ("a", "b"):
+        [res] = s.vote([vote(job, T0)])
+        assert res.status == VoteStatus.COMMITTED
+    if mark == "wrong type":
+        redis_client.delete(key("a", "meta"))
+        redis_client.set(key("a", "meta"), "x")
+    else:
+        redis_client.hset(key("a", "meta"), "hw", mark)
+    assert s.high_waters(["a", "b", "c"]) == [0, T0, 0]
+    assert [what for what, _ in seen] == ["high-water mark of a"]
+
+
 def test_one_bad_ledger_entry_does_not_hide_the_others(
     redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]]
 ) -> None:
@@ -276,6 +295,9 @@ def test_garbage_in_one_job_never_breaks_the_other_or_runs_uncommitted(
             assert s.start("b", fire, "n1", r.slot.token, 10_000).ok
             assert s.finish("b", fire, "n1", r.slot.token, True, "exit 0").ok
         assert {e.fire_ms for e in s.ledger("b", 10)} == {T0, T0 + 100}
+        # One call reads every job's high-water mark: a's garbage reads as a mark or 0, not b's.
+        hw_a, hw_b = s.high_waters(["a", "b"])
+        assert hw_b == T0 + 100 and hw_a >= 0
         # Reads of "a" drop what is corrupt; single-key reads of a wrong-type
         # key (the members hash itself, a's meta) raise a StoreError, nothing else.
         s.slots("a", 0, T0 * 2)

@@ -92,7 +92,7 @@ def test_rule3_late_vote_without_quorum_marks_the_slot_missed(store: MemoryStore
         "deadline passed before quorum",
         ("n1", "n2"),
     )
-    assert store.high_water("j") == T0
+    assert store.high_waters(["j"])[0] == T0
 
 
 def test_rule4_a_repeated_vote_overwrites(store: MemoryStore) -> None:
@@ -119,7 +119,7 @@ def test_rule5_commit_sets_token_time_and_attempt(store: MemoryStore, clock: Clo
     other_job = commit(store, job="k")
     assert (first.token, second.token, other_job.token) == (1, 2, 1)  # per-job counter
     assert (first.committed_ms, first.attempt, first.state) == (T0 + 5, 1, SlotState.COMMITTED)
-    assert store.high_water("j") == T0 + 1
+    assert store.high_waters(["j"])[0] == T0 + 1
 
 
 def test_rule5_quorum_is_the_highest_ever_sent(store: MemoryStore) -> None:

@@ -400,8 +400,8 @@ class MemoryStore(ControlModel):
 
     # -- reads ---------------------------------------------------------------
 
-    def high_water(self, job: str) -> int:
-        return self._job(job).hwm
+    def high_waters(self, jobs: Sequence[str]) -> list[int]:
+        return [self._job(job).hwm for job in jobs]
 
     def slot(self, job: str, fire_ms: int) -> SlotView:
         return self._view(job, fire_ms, self._get(self._job(job), fire_ms, self._clock()))

@@ -15,6 +15,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from quorum_cron.errors import StoreError
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store import parse
@@ -37,10 +39,34 @@ def _stream_replies(reply: object) -> list[Any]:
 class RedisReads(RedisBase):
     """The read side of the store contract on Redis, and the web face's observation reads."""
 
-    def high_water(self, job: str) -> int:
+    def high_waters(self, jobs: Sequence[str]) -> list[int]:
+        """One ``HGET`` per job, pipelined: a round trip per 500 jobs (split per master on a cluster).
+
+        A corrupt mark (or a ``meta`` key of the wrong type) is reported and
+        read as 0, no catch-up for that job: it must not hold back the other
+        jobs' first votes, which wait for this reply.
+        """
+        out: list[int] = []
         with self._boundary("high_water"):
-            value = self._client.hget(self._job_prefix(job) + store_keys.META, "hw")
-            return 0 if value is None else parse.bounded_int(value, f"high-water mark of {job}", 0)
+            for i in range(0, len(jobs), 500):
+                batch = jobs[i : i + 500]
+                pipe = self._client.pipeline(transaction=False)
+                for job in batch:
+                    pipe.hget(self._job_prefix(job) + store_keys.META, "hw")
+                # (A command's error reply comes back in its place; a lost connection still raises.)
+                for job, value in zip(batch, pipe.execute(raise_on_error=False), strict=True):
+                    out.append(self._mark(job, value))
+        return out
+
+    def _mark(self, job: str, value: object) -> int:
+        what = f"high-water mark of {job}"
+        try:
+            if isinstance(value, ResponseError):
+                raise parse.BadValue(what, parse.shorten(str(value)))
+            return 0 if value is None else parse.bounded_int(value, what, 0)
+        except parse.BadValue as exc:
+            self._bad(exc.what, exc.problem)
+            return 0
 
     def slot(self, job: str, fire_ms: int) -> SlotView:
         return self._one(job, fire_ms, self._read(job, fire_ms, fire_ms))
