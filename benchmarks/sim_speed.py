@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/sim_speed.py [--nodes 5] [--jobs 100] [--minutes 10] [--seed 1] [--repeat 5]
+    .venv/bin/python benchmarks/sim_speed.py [--nodes 5] [--jobs 100] [--minutes 10] [--seed 1] [--repeat 10]
 
 Runs the deterministic simulator (``sim.run``: the real ``NodeCore``, the
 memory store, virtual time) on a cluster of ``--nodes`` nodes with
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=100)
     ap.add_argument("--minutes", type=float, default=10.0, help="simulated minutes per run")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=5, help="runs of each; the fastest is reported")
+    ap.add_argument("--repeat", type=int, default=10, help="runs of each; the fastest is reported")
     ap.add_argument("--label", default="")
     args = ap.parse_args(argv)
     rows = []

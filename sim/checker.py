@@ -42,6 +42,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from quorum_cron.core_retries import MAX_RETRY_DOUBLINGS
 from quorum_cron.model import Delivery
 from quorum_cron.timers import max_sweep_gap
 from sim.quorum import make_schedule
@@ -126,6 +127,9 @@ class Report:
     misses: int = 0
     """Due slots that never ran (whatever the reason; for comparing strategies)."""
     liveness_checked: int = 0
+    cut_off: int = 0
+    """Due slots without a ledger entry whose accounting the end of the run cut off: no node was
+    healthy long enough after their deadline to record them (a fault lasting to the end)."""
     reached: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -689,6 +693,13 @@ def _check_due(
     before = sc.settings.max_skew_ms + sc.settings.sweep_ms + _clock_horizon(sc)
     # Long enough for one node to vote: a call timing out, the retry, and a second call.
     enough = 2 * sc.network.timeout_ms + sc.settings.retry_ms + sc.settings.max_skew_ms
+    # Long enough, once a node is healthy again, for the records it held to land: its probe's
+    # longest gap, then a sweep's, then a call (quorum_cron/core_retries.py).
+    settle = (
+        enough
+        + (sc.settings.retry_ms << MAX_RETRY_DOUBLINGS)
+        + max_sweep_gap(sc.settings.sweep_ms, sc.settings.start_timeout_ms)
+    )
     out = report.violations
     for job in sc.jobs:
         schedule = make_schedule(job)
@@ -725,6 +736,10 @@ def _check_due(
                         "before one could record it",
                     )
                 )
+            elif state is None and health.longest_healthy(fire + job.deadline_ms, end) < settle:
+                # Nobody could record it before the run ended (a fault lasting to the end):
+                # like a slot in the tail, not checkable in this run.
+                report.cut_off += 1
             elif state is None:
                 if health.longest_healthy(fire, fire + job.deadline_ms) >= enough:
                     out.append(
