@@ -190,10 +190,13 @@ class NodeCore(VotingSide, Inspection):
             requests: list[VoteRequest] = []
             reads: list[tuple[str, int]] = []
             voting = not self._stopping
+            horizon = now.wall_ms + self._lead_ms
             for i in sorted(visit):
                 js = by_index[i]
                 if voting:
-                    self._collect_due(js, now, out)
+                    nf = js.next_fire_ms if js.next_fire_for == js.cursor_ms else self._next_fire(js)
+                    if nf <= horizon:  # (_collect_due's first test: most visits have nothing new due)
+                        self._collect_due(js, now, out)
                     if js.pending:
                         self._votes_due(js, now, out, requests)
                 if js.awaiting:

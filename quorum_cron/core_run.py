@@ -114,8 +114,11 @@ class RunningSide(CoreState):
             return []
         me = self.settings.node_id
         if view.state == SlotState.COMMITTED:
-            self._stop_polling(js, view.fire_ms)
-            if view.executor == me and view.not_before_ms > now.wall_ms:
+            if js.awaiting:
+                self._stop_polling(js, view.fire_ms)
+            if view.executor != me:
+                return []  # (most replies: another voter runs it; _maybe_start would say the same)
+            if view.not_before_ms > now.wall_ms:
                 self._defer(js, view.fire_ms, view.token, view.not_before_ms)
                 return []
             return self._maybe_start(js, view.fire_ms, view.token, view.executor, now)

@@ -222,7 +222,8 @@ class QuorumStrategy:
                 node=node.id,
                 st=world.store.clock.wall(t),
                 slots=[
-                    [r.job, r.fire_ms, vr.status.value, r.deadline_ms, r.spec_hash]
+                    # (``_value_``: the plain value, without the ``value`` property's call per slot)
+                    [r.job, r.fire_ms, vr.status._value_, r.deadline_ms, r.spec_hash]
                     for r, vr in zip(action.requests, results, strict=True)
                 ],
             )
