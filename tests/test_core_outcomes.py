@@ -60,6 +60,14 @@ def boot(core: NodeCore, clock: Clock) -> None:
         assert core.on_reply(a, reply, clock.at(T0 + 3_000)) == []
 
 
+def voted(run_local: bool = True) -> tuple[NodeCore, Clock, int, Vote]:
+    """A booted core that just sent its vote for the slot at ``T0 + 10 s``: (core, clock, fire, vote)."""
+    core, clock = make(run_local), Clock(T0)
+    boot(core, clock)
+    fire = T0 + 10_000
+    return core, clock, fire, vote_for_next_slot(core, clock, fire)
+
+
 def vote_for_next_slot(core: NodeCore, clock: Clock, fire: int) -> Vote:
     """Tick at the vote lead before ``fire`` and return the vote emitted."""
     votes = [a for a in core.tick(clock.at(fire - SETTINGS.vote_lead_ms)) if isinstance(a, Vote)]
@@ -87,10 +95,7 @@ def drive(core: NodeCore, clock: Clock, until: int, failure: Failure) -> list[ob
 
 
 def test_run_local_while_unreachable_at_the_fire_time_never_before_and_once() -> None:
-    core, clock = make(), Clock(T0)
-    boot(core, clock)
-    fire = T0 + 10_000
-    vote = vote_for_next_slot(core, clock, fire)
+    core, clock, fire, vote = voted()
     assert core.on_failure(vote, clock.at(fire - 40), Failure.UNREACHABLE, "connection refused") == []
     assert not core.store_reachable
     # Before the fire time by this node's clock: nothing runs.
@@ -110,10 +115,7 @@ def test_run_local_while_unreachable_at_the_fire_time_never_before_and_once() ->
 
 
 def test_a_store_that_answers_with_an_error_is_no_reason_to_run_locally() -> None:
-    core, clock = make(), Clock(T0)
-    boot(core, clock)
-    fire = T0 + 10_000
-    vote = vote_for_next_slot(core, clock, fire)
+    core, clock, fire, vote = voted()
     core.on_failure(vote, clock.at(fire - 40), Failure.REFUSED, "OOM command not allowed")
     assert core.store_reachable
     seen = drive(core, clock, fire + 3_000, Failure.REFUSED)
@@ -125,10 +127,7 @@ def test_a_store_that_answers_with_an_error_is_no_reason_to_run_locally() -> Non
 
 
 def test_a_job_without_run_local_only_records_the_slot_missed() -> None:
-    core, clock = make(run_local=False), Clock(T0)
-    boot(core, clock)
-    fire = T0 + 10_000
-    vote = vote_for_next_slot(core, clock, fire)
+    core, clock, fire, vote = voted(run_local=False)
     core.on_failure(vote, clock.at(fire - 40), Failure.UNREACHABLE, "connection refused")
     seen = drive(core, clock, fire + 3_000, Failure.UNREACHABLE)
     assert not [a for a in seen if isinstance(a, RunLocal)]
@@ -214,10 +213,7 @@ def test_while_the_store_is_unreachable_votes_wait_for_it_to_answer_and_the_swee
 
 
 def test_a_refused_vote_is_retried_on_its_own_and_a_held_one_abstains_once_the_clock_is_untrusted() -> None:
-    core, clock = make(run_local=False), Clock(T0)
-    boot(core, clock)
-    fire = T0 + 10_000
-    vote = vote_for_next_slot(core, clock, fire)
+    core, clock, fire, vote = voted(run_local=False)
     core.on_failure(vote, clock.at(fire - 40), Failure.REFUSED, "OOM command not allowed")
     again = core.tick(clock.at(fire - 40 + SETTINGS.retry_ms))
     assert vote in again, "a store answering with an error is asked again after retry_ms"
@@ -231,10 +227,7 @@ def test_a_refused_vote_is_retried_on_its_own_and_a_held_one_abstains_once_the_c
 def test_while_the_store_is_unreachable_polls_wait_for_it_to_answer() -> None:
     """A node awaiting a slot (voted, no quorum yet) polls it; with the store unreachable the
     poll waits for any reply instead of going every retry_ms, then goes at once."""
-    core, clock = make(run_local=False), Clock(T0)
-    boot(core, clock)
-    fire = T0 + 10_000
-    vote = vote_for_next_slot(core, clock, fire)
+    core, clock, fire, vote = voted(run_local=False)
     proposed = SlotView("j", fire, SlotState.PROPOSED, (("n1", "h"),), "h")
     core.on_reply(vote, [VoteResult(VoteStatus.RECORDED, proposed, clock.wall)], clock.at(clock.wall))
     polls: list[ReadSlots] = []
