@@ -195,7 +195,7 @@ class NodeCore(VotingSide, Inspection):
                 js = by_index[i]
                 if voting:
                     nf = js.next_fire_ms if js.next_fire_for == js.cursor_ms else self._next_fire(js)
-                    if nf <= horizon:  # (_collect_due's first test: most visits have nothing new due)
+                    if nf <= horizon:  # (most visits: nothing new is due)
                         self._collect_due(js, now, out)
                     if js.pending:
                         self._votes_due(js, now, out, requests)

@@ -114,8 +114,7 @@ class RunningSide(CoreState):
             return []
         me = self.settings.node_id
         if view.state == SlotState.COMMITTED:
-            if js.awaiting:
-                self._stop_polling(js, view.fire_ms)
+            self._stop_polling(js, view.fire_ms)
             if view.executor != me:
                 return []  # (most replies: another voter runs it; _maybe_start would say the same)
             if view.not_before_ms > now.wall_ms:

@@ -45,10 +45,12 @@ class VotingSide(CoreState):
     """Due slots → votes, abstentions, local runs, missed records."""
 
     def _collect_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
+        """Make the job's fire times up to ``now`` plus the vote lead pending.
+
+        The tick calls it only when the job's next fire time is that close
+        (most visits have nothing new due, and that test is cheaper there).
+        """
         wall = now.wall_ms
-        nf = js.next_fire_ms if js.next_fire_for == js.cursor_ms else self._next_fire(js)
-        if nf > wall + self._lead_ms:
-            return  # (the common case: nothing new is due; the cursor is not behind the floor)
         floor = wall - js.job.deadline_ms
         # (A cursor behind the floor with no fire time in between is left
         # where it is: moving it would change nothing but the cached fire time.)

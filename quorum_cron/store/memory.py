@@ -215,24 +215,24 @@ class MemoryStore(ControlModel):
             return VoteResult(VoteStatus.RECORDED, self._view(name, fire_ms, rec), now)
         # Quorum reached: decide the slot in this same step.
         rec.spec_hash = req.spec_hash  # deadline_ms: the largest any vote carried (above)
-        job.hwm = max(job.hwm, req.fire_ms)
+        job.hwm = max(job.hwm, fire_ms)
         active = [
             f
             for f in sorted(job.open)
-            if f != req.fire_ms
+            if f != fire_ms
             and (other := self._get(job, f, now)) is not None
             and other.state in (SlotState.COMMITTED, SlotState.RUNNING)
         ]
         if active and req.overlap == Overlap.FORBID:
             reason = f"overlap forbidden: slot {active[0]} active"
-            self._end(req.job, job, rec, SlotState.SKIPPED, reason, now)
+            self._end(name, job, rec, SlotState.SKIPPED, reason, now)
             return VoteResult(VoteStatus.COMMITTED, self._view(name, fire_ms, rec), now)
         if active and req.overlap == Overlap.REPLACE:
             for f in active:
                 other = job.slots[f]
                 ended = SlotState.FAILED if other.state == SlotState.RUNNING else SlotState.SKIPPED
-                self._end(req.job, job, other, ended, f"replaced by slot {req.fire_ms}", now)
-        self._assign(req.job, job, rec, now)
+                self._end(name, job, other, ended, f"replaced by slot {fire_ms}", now)
+        self._assign(name, job, rec, now)
         return VoteResult(VoteStatus.COMMITTED, self._view(name, fire_ms, rec), now)
 
     # -- fenced transitions --------------------------------------------------

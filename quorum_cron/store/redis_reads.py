@@ -59,10 +59,12 @@ class RedisReads(RedisBase):
         return out
 
     def _mark(self, job: str, value: object) -> int:
+        """One job's mark from its ``HGET`` reply; a bad one is reported and read as 0."""
         what = f"high-water mark of {job}"
+        if isinstance(value, ResponseError):  # (WRONGTYPE: meta is not a hash)
+            self._bad(what, parse.shorten(str(value)))
+            return 0
         try:
-            if isinstance(value, ResponseError):
-                raise parse.BadValue(what, parse.shorten(str(value)))
             return 0 if value is None else parse.bounded_int(value, what, 0)
         except parse.BadValue as exc:
             self._bad(exc.what, exc.problem)
