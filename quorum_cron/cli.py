@@ -96,6 +96,10 @@ def validate(file: Path) -> None:
         f"cluster {cluster.namespace}: N={cluster.size} Q={cluster.quorum} "
         f"max_skew={format_duration(cluster.max_skew_ms)} lease={format_duration(cluster.lease_ms)}"
     )
+    if cluster.members:
+        click.echo(f"members: {', '.join(cluster.members)}")
+    else:
+        click.echo(f"members: the first {cluster.size} node ids to register (size mode)")
     click.echo(f"redis: {cluster.redacted_redis_url or '(not set)'}")
     click.echo(f"jobs: {len(config.jobs)}")
     rows = [_job_row(job, now) for job in config.jobs]

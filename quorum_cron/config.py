@@ -44,6 +44,7 @@ __all__ = [
     "NtpUnreachable",
     "StoreUnavailablePolicy",
     "load_config",
+    "members_problem",
     "parse_config",
     "redact_url",
 ]
@@ -154,6 +155,31 @@ def _alert_url_problem(url: str) -> str | None:
     return None
 
 
+def members_problem(members: object) -> str | None:
+    """Why ``members`` is not a list of 1-100 distinct node ids, or None (one line, naming the value)."""
+    if not isinstance(members, (list, tuple)):
+        return f"{members!r} is {_type_name(members)} (expected an array of node ids such as ['a', 'b', 'c'])"
+    if not members or len(members) > _MAX_SIZE:
+        return f"has {len(members)} node ids (expected 1-{_MAX_SIZE}, such as ['a', 'b', 'c'])"
+    seen: set[str] = set()
+    for item in members:
+        problem = _name_problem(item, "node id")
+        if problem is not None:
+            return problem
+        if item in seen:
+            return f"{item!r} is listed twice (expected distinct node ids)"
+        seen.add(item)
+    return None
+
+
+def size_vs_members(size: int, count: int) -> str:
+    """The one line for a ``size`` that contradicts the number of ``members``."""
+    return (
+        f"{size!r} disagrees with the {count} members listed "
+        f"(expected {count}, or leave size out: it is then the number of members)"
+    )
+
+
 def _fail(where: str, key: str, problem: str | None) -> None:
     if problem is not None:
         raise ConfigError(f"{where}: field {key!r}: {problem}")
@@ -167,7 +193,13 @@ class ClusterConfig:
     """The cluster every node of one namespace shares.
 
     ``size`` is the configured N (never derived from live members);
-    ``quorum`` defaults to ``size // 2 + 1``.  ``redis_url`` may hold a
+    ``quorum`` defaults to ``size // 2 + 1``.  ``members`` names the node
+    ids of the cluster (sorted, distinct); with members, ``size`` may be
+    :data:`AUTO` and is then ``len(members)`` (given, it must agree). Without
+    members, ``size = N`` keeps its meaning as "the first N distinct ids to
+    register" (docs/operations.md, "Membership"). The config only proposes
+    a membership: the store's record, created from the first node's config,
+    is what every vote is checked against.  ``redis_url`` may hold a
     password: it is kept out of ``repr``; show :attr:`redacted_redis_url`.
     """
 
@@ -190,10 +222,23 @@ class ClusterConfig:
     """A config file's default is :func:`~quorum_cron.skew.default_unreachable_policy` of its servers."""
     alert_command: tuple[str, ...] | None = None
     alert_url: str | None = field(default=None, repr=False)
+    members: tuple[str, ...] = ()
+    """The member node ids (sorted); empty: ``size`` mode, the first ``size`` ids to register."""
 
     def __post_init__(self) -> None:
         where = "cluster"
         _fail(where, "namespace", _name_problem(self.namespace, "namespace"))
+        if isinstance(self.members, str) or not isinstance(self.members, (tuple, list)):
+            _fail(where, "members", f"{self.members!r} is {_type_name(self.members)} (expected node ids)")
+        if self.members:
+            _fail(where, "members", members_problem(self.members))
+        object.__setattr__(self, "members", tuple(sorted(self.members)))
+        if self.members and self.size == AUTO:
+            object.__setattr__(self, "size", len(self.members))
+        if self.members and self.size != len(self.members):
+            _fail(where, "size", size_vs_members(self.size, len(self.members)))
+        if self.size == AUTO:
+            _fail(where, "size", "missing (expected size = N, or members = ['a', 'b', 'c'])")
         if isinstance(self.size, bool) or not isinstance(self.size, int):
             _fail(where, "size", f"{self.size!r} is {_type_name(self.size)} (expected an integer)")
         _fail(where, "size", _range_problem(self.size, 1, _MAX_SIZE))

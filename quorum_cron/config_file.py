@@ -41,6 +41,8 @@ from quorum_cron.config import (
     _redis_url_problem,
     _suggest,
     _type_name,
+    members_problem,
+    size_vs_members,
 )
 from quorum_cron.durations import format_duration, parse_duration
 from quorum_cron.errors import ConfigError, ScheduleError
@@ -61,6 +63,7 @@ _CLUSTER_KEYS = (
     "name",
     "namespace",
     "size",
+    "members",
     "quorum",
     "redis_url",
     "max_skew",
@@ -221,7 +224,22 @@ def _parse_cluster(raw: object, source: str, errors: list[str]) -> ClusterConfig
         problem = _name_problem(namespace, "namespace")
         if problem:
             t.error(name_key, problem)
-    size = t.integer("size", 1, _MAX_SIZE)
+    members: tuple[str, ...] = ()
+    if "members" in raw:
+        members_problem_line = members_problem(raw["members"])
+        if members_problem_line is not None:
+            t.error("members", members_problem_line)
+        else:
+            members = tuple(sorted(cast("list[str]", raw["members"])))
+    size: int | None = None
+    if "size" not in raw and "members" not in raw:
+        t.error("size", f"missing (expected size = N (1-{_MAX_SIZE}), or members = ['a', 'b', 'c'])")
+    elif "size" in raw:
+        size = t.integer("size", 1, _MAX_SIZE)
+        if size is not None and members and size != len(members):
+            t.error("size", size_vs_members(size, len(members)))
+    else:
+        size = len(members) or None
     quorum = t.integer("quorum", 1, _MAX_SIZE, default=AUTO) if "quorum" in raw else AUTO
     if size is not None and quorum is not None and quorum != AUTO and not size // 2 + 1 <= quorum <= size:
         t.error(
@@ -262,6 +280,7 @@ def _parse_cluster(raw: object, source: str, errors: list[str]) -> ClusterConfig
         return ClusterConfig(
             namespace=namespace,
             size=size,
+            members=members,
             quorum=cast(int, quorum),
             redis_url=redis_url,
             ledger_maxlen=cast(int, ledger_maxlen),
