@@ -484,12 +484,19 @@ end
 -- corrupt value of one job (which would drop that job's vote for good).
 local TRANSIENT = {'OOM', 'non local key', 'TRYAGAIN', 'CLUSTERDOWN', 'MOVED ', 'ASK ', 'READONLY',
                    'LOADING', 'MASTERDOWN', 'BUSY'}
+--
+-- Returns the error from its code on ("OOM command not allowed ..."), or nil
+-- when it is not an outage. The caller returns it with redis.error_reply
+-- rather than re-raising: Redis 7 raises a call's error as a table, which
+-- Redis 6.2's error handler cannot concatenate, and 6.2 prefixes a raised
+-- string with the script location, so redis-py would not see the code.
 local function transient(err)
   local msg = tostring(type(err) == 'table' and err.err or err)
   for _, p in ipairs(TRANSIENT) do
-    if string.find(msg, p, 1, true) then
-      return true
+    local at = string.find(msg, p, 1, true)
+    if at then
+      return string.sub(msg, at)
     end
   end
-  return false
+  return nil
 end

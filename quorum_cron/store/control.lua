@@ -44,6 +44,9 @@ end
 -- whole (an error reply) instead of applying part-way: pausing a job with no
 -- audit entry, or leaving an unaudited trigger in the set. Each op checks
 -- only the keys it touches: a garbage trigger set does not block a pause.
+-- The error is returned (redis.error_reply), not raised: Redis 6.2's error
+-- handler cannot raise a table, and a raised string gets a script-location
+-- prefix; a returned error reply reads the same on 6.2, 7 and Valkey.
 local KEY_TYPES = {
   p = {{K_META, 'hash'}, {K_AUDIT, 'stream'}},
   r = {{K_META, 'hash'}, {K_AUDIT, 'stream'}},
@@ -54,9 +57,10 @@ local function check_types()
   for _, kt in ipairs(KEY_TYPES[op] or {}) do
     local t = redis.call('TYPE', kt[1]).ok
     if t ~= 'none' and t ~= kt[2] then
-      error({err = 'corrupt store: ' .. kt[1] .. ' is a ' .. t .. ' (expected a ' .. kt[2] .. ')'})
+      return 'corrupt store: ' .. kt[1] .. ' is a ' .. t .. ' (expected a ' .. kt[2] .. ')'
     end
   end
+  return nil
 end
 
 local function control()
@@ -64,7 +68,10 @@ local function control()
   return {NOW, c[1] or '', c[2] or '', c[3] or '0', c[4] or ''}
 end
 
-check_types()
+local corrupt = check_types()
+if corrupt then
+  return redis.error_reply(corrupt)
+end
 
 if op == 'p' then
   local c = redis.call('HMGET', K_META, 'p', 'pb', 'pr')

@@ -88,8 +88,9 @@ for g = 1, #KEYS do
       if r then
         local swept, changes = pcall(sweep_one, r, deadline, start_timeout, delivery)
         if not swept then
-          if transient(changes) then
-            error(changes) -- an outage (out of memory, a slot moving), not a corrupt slot
+          local outage = transient(changes)
+          if outage then -- an outage (out of memory, a slot moving), not a corrupt slot
+            return redis.error_reply(outage)
           end
           M, M_dirty = nil, nil
         else

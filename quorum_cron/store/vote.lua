@@ -145,8 +145,9 @@ while i <= nargs do
       codes[v], out[v + 2] = code, val
     else
       local msg = tostring(type(code) == 'table' and code.err or code)
-      if transient(code) then
-        error(code)
+      local outage = transient(code)
+      if outage then
+        return redis.error_reply(outage)
       end
       codes[v], out[v + 2] = 'X', string.sub(msg, 1, 300)
       M, M_dirty = nil, nil
