@@ -42,11 +42,15 @@ from quorum_cron.model import (
     TERMINAL_STATES,
     AuditAction,
     AuditEntry,
+    Configuration,
     Delivery,
     HeartbeatResult,
     JobControl,
     LedgerEntry,
     Member,
+    Membership,
+    MembershipChange,
+    MembershipRecord,
     Overlap,
     SlotState,
     SlotView,
@@ -63,11 +67,15 @@ __all__ = [
     "TERMINAL_STATES",
     "AuditAction",
     "AuditEntry",
+    "Configuration",
     "Delivery",
     "HeartbeatResult",
     "JobControl",
     "LedgerEntry",
     "Member",
+    "Membership",
+    "MembershipChange",
+    "MembershipRecord",
     "Overlap",
     "SlotState",
     "SlotView",
@@ -99,6 +107,15 @@ class Store(Protocol):
         1. a slot in a :data:`DECIDED_STATES` state is returned unchanged
            (``DECIDED``);
         2. ``now < fire_ms - max_skew_ms``: refused (``EARLY``), not stored;
+        2a. membership (see ``docs/protocol.md``, "Membership and
+           reconfiguration"): a vote whose ``epoch`` is newer than the
+           job's record makes the job adopt the vote's record (a job only
+           moves forward; the legacy floor goes); then a vote with an older
+           epoch than the job's (epoch 0 included, once the job has a
+           record), or from a node outside the record's ``current`` or
+           ``old``, is refused (``REFUSED``, not stored; the result carries
+           the job's epoch, record and a reason). An epoch-0 vote on a job
+           without a record keeps the legacy rule (step 5);
         2b. the job is paused (:meth:`pause`): the vote is stored and the
            slot becomes ``skipped``, reason ``paused by <by>: <reason>``, with
            a ledger entry (``SKIPPED``) — a paused job commits nothing;
@@ -109,11 +126,13 @@ class Store(Protocol):
            outage widens its own, and the slot keeps it for everybody);
         4. the vote is stored (one per node; a repeat overwrites), and ``D``
            with it;
-        5. when ``Q`` distinct nodes voted with this request's spec hash
-           (``Q`` = the highest quorum ever sent for this job), the slot
-           commits: state ``committed``, executor = the rendezvous-hash
-           winner among those voters, token = next value of the job's
-           counter, ``committed_ms = now``, starting deadline ``D``
+        5. when the nodes that voted with this request's spec hash hold a
+           quorum of the job's record (of ``current`` and, while joint, of
+           ``old``; votes of other nodes stored earlier do not count) — or,
+           on a job without a record, ``Q`` of them, ``Q`` the highest quorum
+           any epoch-0 vote sent for this job — the slot commits: state
+           ``committed``, executor = the rendezvous-hash winner among those
+           voters, token = next value of the job's counter, ``committed_ms = now``, starting deadline ``D``
            (``COMMITTED``); the executor is
            notified (Redis: ``PUBLISH`` on its assignment channel). With overlap
            ``forbid`` and another slot of the job committed or running, it
@@ -249,11 +268,21 @@ class Store(Protocol):
         """The job's latest ``limit`` ledger entries, newest first."""
         ...
 
-    def heartbeat(self, node: str, incarnation: str, ttl_ms: int, info: dict[str, str]) -> HeartbeatResult:
-        """Announce that ``node`` (process ``incarnation``) is alive for ``ttl_ms``.
+    def heartbeat(
+        self, node: str, incarnation: str, ttl_ms: int, info: dict[str, str], epoch: int = 0
+    ) -> HeartbeatResult:
+        """Announce that ``node`` (process ``incarnation``, holding ``epoch``) is alive for ``ttl_ms``.
 
         Refused when a *different* incarnation of the same node id holds an
         unexpired heartbeat: a second process with the same id must not run.
+        The reply carries the namespace's membership record, so every node
+        learns a change within one heartbeat. An accepted heartbeat also
+        moves the record, atomically: in "size = N" mode (open seats, not
+        joint) a node that is not a member fills a seat (epoch + 1, by the
+        node, reason ``seat filled by <node>``); while joint, when ``epoch``
+        is the record's and every member of ``current`` has a live heartbeat
+        sent under it (this one included), the change finishes (epoch + 1,
+        ``current`` only, reason ``every member of epoch <e> holds it``).
         """
         ...
 
@@ -262,7 +291,46 @@ class Store(Protocol):
         ...
 
     def members(self) -> list[Member]:
-        """Every member with an unexpired heartbeat, by node id."""
+        """Every node with an unexpired heartbeat, by node id (members of the record or not)."""
+        ...
+
+    def membership(self) -> Membership | None:
+        """The namespace's membership record (None: none yet). Read-only."""
+        ...
+
+    def init_membership(self, current: Configuration, by: str) -> Membership:
+        """Create the record (epoch 1, reason ``created from the config``) if there is none;
+        return what is stored either way (a node compares it with its config)."""
+        ...
+
+    def change_membership(
+        self, expect_epoch: int, current: Configuration, by: str, reason: str
+    ) -> MembershipChange:
+        """Start a change: the stored record must be at ``expect_epoch`` and not joint; it becomes
+        joint (``old`` = its ``current``, ``current`` = the given one) at ``expect_epoch + 1``.
+
+        Audited (:meth:`membership_log`). Refused, with one line and nothing
+        changed, when there is no record, its epoch differs (someone changed
+        it meanwhile), a change is in progress, or nothing would change.
+        """
+        ...
+
+    def finish_membership(
+        self, expect_epoch: int, by: str, reason: str, force: bool = False
+    ) -> MembershipChange:
+        """Leave the joint state: the stored record must be the joint one at ``expect_epoch``; it
+        becomes its ``current`` alone at ``expect_epoch + 1`` (audited).
+
+        Without ``force``, refused (naming who) until every member of
+        ``current`` has a live heartbeat sent under ``expect_epoch``; the
+        heartbeat itself finishes it then. ``force`` finishes anyway: nodes
+        still on an older epoch are refused by every job that a newer vote
+        touched, but can still commit on a job none did (docs/protocol.md).
+        """
+        ...
+
+    def membership_log(self, limit: int) -> list[Membership]:
+        """The latest ``limit`` records the namespace held, newest first (bounded like a job's audit)."""
         ...
 
     def time_ms(self) -> int:

@@ -20,6 +20,7 @@ from quorum_cron.model import (
     DECIDED_STATES,
     Delivery,
     LedgerEntry,
+    MembershipRecord,
     Overlap,
     SlotState,
     SlotView,
@@ -29,6 +30,7 @@ from quorum_cron.model import (
     VoteRequest,
     VoteResult,
     VoteStatus,
+    refusal_reason,
 )
 from quorum_cron.store.keys import (
     DEFAULT_AUDIT_MAXLEN,
@@ -41,6 +43,14 @@ from quorum_cron.store.memory_records import _Job, _Slot
 from quorum_cron.store.rendezvous import pick_executor
 
 __all__ = ["MemoryStore"]
+
+
+def _adopt(req: VoteRequest) -> MembershipRecord:
+    """The record a vote carries (vote.lua refuses the same texts: code X, this vote only)."""
+    record = MembershipRecord.decode(req.membership)
+    if record.epoch != req.epoch:
+        raise ValueError(f"vote of epoch {req.epoch} carries a record of epoch {record.epoch}")
+    return record
 
 
 class MemoryStore(ControlModel):
@@ -66,6 +76,8 @@ class MemoryStore(ControlModel):
         self._trigger_maxlen = trigger_maxlen
         self._jobs = {}
         self._members = {}
+        self._membership = None
+        self._membership_log = deque(maxlen=audit_maxlen)
         self._open_jobs: dict[str, None] = {}
         """The jobs with a slot not yet ended: a sweep looks only at them."""
         self._sweep_index: dict[int, tuple[Sequence[SweepParams], dict[str, list[int]]]] = {}
@@ -190,6 +202,17 @@ class MemoryStore(ControlModel):
             return VoteResult(VoteStatus.DECIDED, self._view(name, fire_ms, rec), now)
         if now < fire_ms - req.max_skew_ms:
             return VoteResult(VoteStatus.EARLY, self._view(name, fire_ms, rec), now)
+        # Membership (undecided slots only: a decided vote never pays for it).
+        record = job.record
+        if req.epoch or record is not None:
+            if req.epoch > (record.epoch if record is not None else 0):
+                # A newer record: the job adopts it (only ever forward) and drops the legacy floor.
+                record = job.record = _adopt(req)
+                job.quorum = 0
+            if record is None or req.epoch < record.epoch or not record.is_member(req.node):
+                why = refusal_reason(req.node, req.epoch, record)
+                view = self._view(name, fire_ms, rec)
+                return VoteResult(VoteStatus.REFUSED, view, now, record.epoch if record else 0, record, why)
         if rec is None:
             rec = _Slot(fire_ms=fire_ms, deadline_ms=req.deadline_ms)
             job.slots[fire_ms] = rec
@@ -209,9 +232,12 @@ class MemoryStore(ControlModel):
             return VoteResult(VoteStatus.MISSED, self._view(name, fire_ms, rec), now)
         votes[req.node] = req.spec_hash
         rec.expires_ms = now + self._retention_ms  # (_touch)
-        if req.quorum > job.quorum:
-            job.quorum = req.quorum
-        if list(votes.values()).count(req.spec_hash) < job.quorum:
+        if record is None:  # (a job only legacy votes touched: the highest quorum any sent)
+            if req.quorum > job.quorum:
+                job.quorum = req.quorum
+            if list(votes.values()).count(req.spec_hash) < job.quorum:
+                return VoteResult(VoteStatus.RECORDED, self._view(name, fire_ms, rec), now)
+        elif not record.commits([n for n, h in votes.items() if h == req.spec_hash]):
             return VoteResult(VoteStatus.RECORDED, self._view(name, fire_ms, rec), now)
         # Quorum reached: decide the slot in this same step.
         rec.spec_hash = req.spec_hash  # deadline_ms: the largest any vote carried (above)
@@ -445,6 +471,7 @@ class MemoryStore(ControlModel):
                 open=set(job.open),
                 token=job.token,
                 quorum=job.quorum,
+                record=job.record,
                 hwm=job.hwm,
                 ledger=deque(job.ledger, maxlen=self._ledger_maxlen),
                 control=job.control,
@@ -452,5 +479,7 @@ class MemoryStore(ControlModel):
                 audit=deque(job.audit, maxlen=self._audit_maxlen),
             )
         copy._members = {n: replace(m, info=dict(m.info)) for n, m in self._members.items()}
+        copy._membership = self._membership
+        copy._membership_log = deque(self._membership_log, maxlen=self._audit_maxlen)
         copy._open_jobs = dict(self._open_jobs)
         return copy

@@ -11,10 +11,35 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from quorum_cron.model import AuditAction, AuditEntry, HeartbeatResult, JobControl, Member
+from quorum_cron.model import (
+    AuditAction,
+    AuditEntry,
+    Configuration,
+    HeartbeatResult,
+    JobControl,
+    Member,
+    Membership,
+    MembershipChange,
+    MembershipRecord,
+)
 from quorum_cron.store.memory_records import _Job, _Member
 
-__all__ = ["ControlModel"]
+__all__ = ["ControlModel", "change_refusal"]
+
+
+def change_refusal(ms: Membership | None, expect_epoch: int, *, joint: bool) -> str:
+    """Why a change (``joint=False``: start one) or a finish (``joint=True``) of the stored
+    record is refused, or "" (the same wording from control.lua's replies)."""
+    if ms is None:
+        return "no membership record yet (a node creates it from its config when it starts)"
+    rec = ms.record
+    if rec.epoch != expect_epoch:
+        return f"the membership is at epoch {rec.epoch}, not {expect_epoch} (changed meanwhile: look again)"
+    if joint and rec.old is None:
+        return f"epoch {rec.epoch} is not a joint configuration: nothing to finish"
+    if not joint and rec.old is not None:
+        return f"epoch {rec.epoch} is a change in progress: finish it first"
+    return ""
 
 
 class ControlModel:
@@ -27,13 +52,14 @@ class ControlModel:
     _trigger_maxlen: int
     _jobs: dict[str, _Job]
     _members: dict[str, _Member]
+    _membership: Membership | None
+    _membership_log: deque[Membership]
 
     def _job(self, name: str) -> _Job:
         job = self._jobs.get(name)
         if job is None:
             job = self._jobs[name] = _Job(
-                name=name,
-                ledger=deque(maxlen=self._ledger_maxlen), audit=deque(maxlen=self._audit_maxlen)
+                name=name, ledger=deque(maxlen=self._ledger_maxlen), audit=deque(maxlen=self._audit_maxlen)
             )
         return job
 
@@ -76,13 +102,28 @@ class ControlModel:
 
     # -- membership ----------------------------------------------------------
 
-    def heartbeat(self, node: str, incarnation: str, ttl_ms: int, info: dict[str, str]) -> HeartbeatResult:
+    def heartbeat(
+        self, node: str, incarnation: str, ttl_ms: int, info: dict[str, str], epoch: int = 0
+    ) -> HeartbeatResult:
         now = self._clock()
         cur = self._members.get(node)
         if cur is not None and cur.incarnation != incarnation and cur.expires_ms > now:
-            return HeartbeatResult(ok=False, now_ms=now, holder=cur.incarnation)
-        self._members[node] = _Member(incarnation, now, now + ttl_ms, dict(sorted(info.items())))
-        return HeartbeatResult(ok=True, now_ms=now)
+            return HeartbeatResult(ok=False, now_ms=now, holder=cur.incarnation, membership=self._membership)
+        self._members[node] = _Member(incarnation, now, now + ttl_ms, dict(sorted(info.items())), epoch)
+        ms = self._membership
+        if ms is not None:
+            rec = ms.record
+            if rec.old is None and rec.current.open_seats and not rec.current.has(node):
+                # "size = N": the first N distinct ids to register fill the seats, one epoch each.
+                cfg = rec.current
+                filled = Configuration.of((*cfg.members, node), cfg.size, cfg.quorum)
+                self._set_membership(
+                    MembershipRecord(rec.epoch + 1, filled), now, node, f"seat filled by {node}"
+                )
+            elif rec.old is not None and epoch >= rec.epoch and not self._lagging(rec, now):
+                why = f"every member of epoch {rec.epoch} holds it"
+                self._set_membership(MembershipRecord(rec.epoch + 1, rec.current), now, node, why)
+        return HeartbeatResult(ok=True, now_ms=now, membership=self._membership)
 
     def leave(self, node: str, incarnation: str) -> None:
         cur = self._members.get(node)
@@ -92,10 +133,70 @@ class ControlModel:
     def members(self) -> list[Member]:
         now = self._clock()
         return [
-            Member(node=n, incarnation=m.incarnation, seen_ms=m.seen_ms, expires_ms=m.expires_ms, info=m.info)
+            Member(n, m.incarnation, m.seen_ms, m.expires_ms, m.info, m.epoch)
             for n, m in sorted(self._members.items())
             if m.expires_ms > now
         ]
+
+    # -- the membership record ----------------------------------------------
+
+    def _lagging(self, rec: MembershipRecord, now: int) -> list[str]:
+        """Members of ``rec.current`` without a live heartbeat sent under ``rec.epoch`` (or later), sorted."""
+        have = self._members
+        return [
+            n
+            for n in rec.current.members
+            if n not in have or have[n].epoch < rec.epoch or have[n].expires_ms <= now
+        ]
+
+    def _set_membership(self, rec: MembershipRecord, now: int, by: str, reason: str) -> Membership:
+        ms = self._membership = Membership(rec, now, by, reason)
+        self._membership_log.append(ms)
+        return ms
+
+    def membership(self) -> Membership | None:
+        return self._membership
+
+    def init_membership(self, current: Configuration, by: str) -> Membership:
+        if self._membership is None:
+            return self._set_membership(
+                MembershipRecord(1, current), self._clock(), by, "created from the config"
+            )
+        return self._membership
+
+    def change_membership(
+        self, expect_epoch: int, current: Configuration, by: str, reason: str
+    ) -> MembershipChange:
+        ms = self._membership
+        why = change_refusal(ms, expect_epoch, joint=False)
+        if ms is not None and not why and current == ms.record.current:
+            why = f"the members are already {current.describe()}"
+        if why:
+            return MembershipChange(False, ms, why)
+        assert ms is not None
+        rec = MembershipRecord(expect_epoch + 1, current, ms.record.current)
+        return MembershipChange(True, self._set_membership(rec, self._clock(), by, reason))
+
+    def finish_membership(
+        self, expect_epoch: int, by: str, reason: str, force: bool = False
+    ) -> MembershipChange:
+        ms = self._membership
+        why = change_refusal(ms, expect_epoch, joint=True)
+        now = self._clock()
+        if ms is not None and not why and not force:
+            lagging = self._lagging(ms.record, now)
+            if lagging:
+                why = (
+                    f"waiting for {', '.join(lagging)} to heartbeat under epoch {expect_epoch} (or force it)"
+                )
+        if why:
+            return MembershipChange(False, ms, why)
+        assert ms is not None
+        rec = MembershipRecord(expect_epoch + 1, ms.record.current)
+        return MembershipChange(True, self._set_membership(rec, now, by, reason))
+
+    def membership_log(self, limit: int) -> list[Membership]:
+        return list(reversed(self._membership_log))[: max(limit, 0)]
 
     def time_ms(self) -> int:
         return self._clock()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from quorum_cron.model import AuditEntry, JobControl, LedgerEntry, SlotState
+from quorum_cron.model import AuditEntry, JobControl, LedgerEntry, MembershipRecord, SlotState
 
 __all__ = ["NOT_PAUSED", "_Job", "_Member", "_Slot"]
 
@@ -55,6 +55,9 @@ class _Job:
     """Fire times of the slots not yet ended (changed by ``MemoryStore._open_slot``/``_close_slot``)."""
     token: int = 0
     quorum: int = 0
+    """The legacy floor (``q``): the highest quorum an epoch-0 vote sent; dropped when a record is adopted."""
+    record: MembershipRecord | None = None
+    """The membership record the job enforces (Redis: meta ``mr``); only ever replaced by a newer one."""
     hwm: int = 0
     ledger: deque[LedgerEntry] = field(default_factory=deque)
     control: JobControl = field(default_factory=lambda: NOT_PAUSED)
@@ -69,3 +72,4 @@ class _Member:
     seen_ms: int
     expires_ms: int
     info: dict[str, str]
+    epoch: int = 0
