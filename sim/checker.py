@@ -15,8 +15,14 @@ It proves, for the run it reads (not for all runs):
   vote the store counted arrived, by store time, no earlier than
   ``fire - max_skew`` and no later than ``fire + deadline``;
 * **every due slot is accounted for** — each fire time of each job between
-  the start and the end of the run (less a tail long enough for a slot to
-  finish) has a terminal entry in the store's final ledger;
+  the start and the end of the run (less a tail long enough for a slot and
+  its retries to finish) has a terminal entry in the store's final ledger
+  (``retrying`` is not terminal: a retry chain must end);
+* **the ledger agrees with what ran** — ``succeeded``/``failed`` name a run
+  of that token by that executor that ended that way, recorded after it
+  ended; ``missed``/``skipped`` slots never ran; ``lost`` names a start the
+  store accepted and no finish it accepted; every voter named voted; a slot
+  ends once;
 * **no run outlives its lease** — an ``at-least-once`` run (the delivery
   under which the store hands an expired lease to another node) ends, or is
   killed, no later by store time than the lease the store last granted it
@@ -25,10 +31,18 @@ It proves, for the run it reads (not for all runs):
   exempt (a documented limit: a paused process cannot be stopped), as is
   one whose last lease was granted in writes a failover lost;
 * **liveness** — a due slot whose whole window (from ``max_skew + sweep``
-  plus the largest clock error the scenario can cause before the fire time,
-  to its deadline) saw at least ``Q`` healthy
-  nodes (up, unpaused, linked, trusted, clock within ``max_skew/2``, store
-  up) and no node change health, ran (or was skipped by the overlap policy).
+  plus the clock error the clock faults near the slot can cause, to its
+  deadline) saw at least ``Q`` healthy nodes (up, unpaused, linked,
+  trusted, clock within ``max_skew/2``, store up) and no node change
+  health, ran (or was skipped for a pause or by the overlap policy).
+
+Every exemption is counted under its own name (``Report.exempt`` and the
+known limits' violation kinds), never merged, and is as narrow as the
+physics: ``cut off`` only for slots no node could *reach the store* to
+record (an untrusted clock can, and must record "missed: clock
+untrusted"); the failover limits only for slots that had a write executed
+in the writes the failover lost; a paused node's lease exemption only for a
+pause that overlapped that lease.
 
 It cannot prove anything about runs it did not see, about slots whose
 window saw a health change (they are exempt from liveness), or about the
@@ -51,19 +65,32 @@ from sim.trace import Record
 
 __all__ = [
     "BUSY_LOOP",
+    "CUT_OFF",
+    "EARLY_OUTCOME",
+    "ENDED_TWICE",
     "FAILOVER_LOSS",
     "FAILOVER_STALL",
     "KNOWN_LIMITS",
     "LATE_RUN",
+    "LEASE_LOST",
+    "LEASE_PAUSED",
+    "LEDGER_CONTRADICTS",
+    "LIVENESS",
     "NEVER_SEEN",
     "OUTLIVED_LEASE",
+    "RETRY_UNENDED",
+    "STRAY_VOTER",
+    "UNACCOUNTED",
     "UNVOTED",
     "Report",
     "Violation",
     "check",
 ]
 
-RAN_STATES = frozenset({"succeeded", "failed", "skipped"})
+RAN_STATES = frozenset({"succeeded", "failed"})
+SKIP_REASONS = ("paused by ", "overlap forbidden: ", "replaced by slot ")
+"""The reasons a ``skipped`` slot counts as decided for liveness: an operator's pause, the overlap
+policy. A slot skipped for anything else (a bug) did not run when it should have."""
 
 BUSY_LOOP = "busy wakeup loop"
 UNVOTED = "slot nobody could vote for left unaccounted"
@@ -72,6 +99,16 @@ OUTLIVED_LEASE = "run outlived its lease in the store"
 FAILOVER_LOSS = "slot forgotten by a failover that lost writes"
 FAILOVER_STALL = "slot whose window fell in writes a failover lost"
 NEVER_SEEN = "slot of a job the store never saw, forgotten by a restart of every node"
+LEDGER_CONTRADICTS = "ledger contradicts the runs"
+EARLY_OUTCOME = "outcome recorded before the run ended"
+STRAY_VOTER = "ledger names a voter that never voted"
+RETRY_UNENDED = "retry chain never ended"
+ENDED_TWICE = "slot ended twice in the ledger"
+UNACCOUNTED = "due slot not accounted for"
+LIVENESS = "liveness"
+CUT_OFF = "cut off"
+LEASE_PAUSED = "lease: node paused during it"
+LEASE_LOST = "lease: granted in writes a failover lost"
 KNOWN_LIMITS = frozenset({FAILOVER_LOSS, FAILOVER_STALL, NEVER_SEEN})
 """Violation kinds that are documented limits of the design, not bugs (docs/protocol.md).
 
@@ -128,9 +165,17 @@ class Report:
     """Due slots that never ran (whatever the reason; for comparing strategies)."""
     liveness_checked: int = 0
     cut_off: int = 0
-    """Due slots without a ledger entry whose accounting the end of the run cut off: no node was
-    healthy long enough after their deadline to record them (a fault lasting to the end)."""
+    """Due slots without a ledger entry whose accounting the end of the run cut off: no node could
+    reach the store long enough after their deadline to record them (a fault lasting to the end)."""
+    exempt: Counter[str] = field(default_factory=Counter)
+    """Each exemption the checker granted, by name (``CUT_OFF``, ``LEASE_PAUSED``, ``LEASE_LOST``);
+    the known limits are violations of their own kinds (``by_kind``)."""
     reached: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def liveness_share(self) -> float:
+        """The share of due slots the liveness rule judged (the rest saw a health change)."""
+        return self.liveness_checked / self.due if self.due else 0.0
 
     @property
     def ok(self) -> bool:
@@ -192,6 +237,165 @@ class _Health:
         return healthy, stable
 
 
+_REACHABLE_WHYS = ("untrusted", "clock off by")
+"""Health reasons of a node that can still reach the store (the world's ``update_health`` lists
+reasons in order, so these mean up, unpaused, linked, and the store up and taking writes)."""
+
+
+class _Facts:
+    """What the world saw happen to each slot, for judging the ledger against it."""
+
+    __slots__ = ("decided", "ended", "finished", "ledger", "lost", "runs", "voted", "writes")
+
+    def __init__(self) -> None:
+        self.runs: dict[tuple[str, int], list[tuple[str, int, int]]] = {}
+        """Per slot, (node, token, t) of every ``run``."""
+        self.ended: dict[tuple[str, str, int, int], tuple[int, bool]] = {}
+        """(node, job, fire, token) → (t, ok) of the run's end; ok is False for a kill."""
+        self.finished: dict[tuple[str, str, int, int], list[int]] = {}
+        """(node, job, fire, token) → true times the store accepted its finish."""
+        self.voted: dict[tuple[str, int], set[str]] = {}
+        """Per slot, the nodes whose vote the store counted."""
+        self.decided: dict[tuple[str, int], list[tuple[int, str]]] = {}
+        """Per slot, (t, state) of each decision a sweep, vote or missed record made."""
+        self.ledger: dict[tuple[str, int], list[Record]] = {}
+        """Per slot, its ledger entries in the order written (``retrying`` ones, then the end)."""
+        self.lost: list[tuple[int, int, bool]] = []
+        """(from, to, waited) of each failover's lost writes, true time (the model's snapshot)."""
+        self.writes: dict[tuple[str, int], list[int]] = {}
+        """Per slot, true times the store executed a write for it."""
+
+    def wrote(self, job: str, fire: int, t: int) -> None:
+        self.writes.setdefault((job, fire), []).append(t)
+
+    def in_lost(self, key: tuple[str, int], *, unwaited_only: bool) -> bool:
+        """Whether the store executed a write for ``key`` inside the writes a failover lost (only
+        failovers without WAIT, whose lost writes had been acknowledged, if ``unwaited_only``)."""
+        ts = self.writes.get(key)
+        if not ts or not self.lost:
+            return False
+        return any(
+            lo <= t <= hi for lo, hi, waited in self.lost if not (unwaited_only and waited) for t in ts
+        )
+
+    def in_lost_window(self, t: int) -> bool:
+        return any(lo <= t <= hi for lo, hi, _ in self.lost)
+
+
+def _check_ledger(report: Report, facts: _Facts, started: Mapping[tuple[str, str, int, int], int]) -> None:
+    """Every ledger entry against the runs the world saw (succeeded/failed ↔ a run of that token by
+    that executor that ended that way, recorded after it ended; missed/skipped ↔ no run; lost ↔ an
+    accepted start and no accepted finish), its voters against the votes counted, and one end
+    per slot. A contradiction in a slot that had writes a failover without WAIT lost is that
+    limit (``FAILOVER_LOSS``), not a bug."""
+    out = report.violations
+    for key, entries in facts.ledger.items():
+        job, fire = key
+        excused = facts.in_lost(key, unwaited_only=True)
+        problems: list[tuple[str, str]] = []
+        ends = [e for e in entries if e["state"] != "retrying"]
+        if len(ends) > 1:
+            problems.append((ENDED_TWICE, ", then ".join(e["state"] for e in ends)))
+        voted = facts.voted.get(key, set())
+        for e in entries:
+            stray = sorted(set(e["voters"]) - voted)
+            if stray:
+                problems.append(
+                    (STRAY_VOTER, f"{e['state']} entry names {stray}; counted votes: {sorted(voted)}")
+                )
+            problem = _contradiction(e, key, facts, started)
+            if problem is not None:
+                problems.append(problem)
+        for kind, detail in problems:
+            if excused:
+                kind, detail = FAILOVER_LOSS, f"{kind}: {detail} (the slot had writes a failover lost)"
+            out.append(Violation(kind, job, fire, fire, detail))
+
+
+def _contradiction(
+    e: Record, key: tuple[str, int], facts: _Facts, started: Mapping[tuple[str, str, int, int], int]
+) -> tuple[str, str] | None:
+    """What is wrong with one ledger entry, judged by what ran (``None``: nothing)."""
+    state, node, token, why = e["state"], e["executor"], e["token"], e["why"]
+    key4 = (node, key[0], key[1], token)
+    runs = facts.runs.get(key, [])
+    if state in ("missed", "skipped"):
+        # A slot the overlap policy ``replace`` skipped while a retry (or a takeover) was
+        # committed ran under its earlier tokens; under the token it ended with, never.
+        if state == "skipped" and why.startswith("replaced by slot "):
+            runs = [run for run in runs if run[1] == token]
+        if runs:
+            ran = ", ".join(f"{n} token {tok}" for n, tok, _ in runs)
+            return LEDGER_CONTRADICTS, f"{state} ({why}) under token {token}, but {ran} ran"
+        return None
+    if state == "lost":
+        if key4 not in started:
+            return LEDGER_CONTRADICTS, f"lost under {node}'s token {token}, which the store never started"
+        kept = [t for t in facts.finished.get(key4, ()) if not facts.in_lost_window(t)]
+        if kept:
+            return LEDGER_CONTRADICTS, f"lost, but the store accepted {node}'s finish of token {token}"
+        return None
+    if state == "failed" and why.startswith("replaced by slot "):
+        # (The overlap policy ``replace`` ends a running slot: the store started it; the run may
+        # not have begun, or may still be going.)
+        if key4 not in started:
+            return LEDGER_CONTRADICTS, f"failed ({why}) under token {token}, which the store never started"
+        return None
+    if state not in ("succeeded", "failed", "retrying"):
+        return None
+    if not any(n == node and tok == token for n, tok, _ in runs):
+        return LEDGER_CONTRADICTS, f"{state} under {node}'s token {token}, which never ran"
+    end = facts.ended.get(key4)
+    finishes = facts.finished.get(key4, [])
+    if end is None or any(t < end[0] for t in finishes):
+        when = "never ended" if end is None else f"ended at t={end[1]}"
+        return EARLY_OUTCOME, f"{state} recorded for {node}'s token {token}, whose run {when}"
+    if end[1] != (state == "succeeded"):
+        how = "succeeded" if end[1] else "failed or was killed"
+        return LEDGER_CONTRADICTS, f"{state}, but {node}'s run of token {token} {how}"
+    return None
+
+
+def _near_clock_error(
+    sc: Scenario, faults: Sequence[tuple[int, int, int, tuple[str, ...]]], lo: int, hi: int
+) -> int:
+    """An upper bound on how far a node's wall clock can be from true time near ``[lo, hi]``.
+
+    A node whose clock runs ahead handles a slot early — and may give up on
+    it by its own clock — before the slot's window opens; the liveness check
+    looks back this far for health changes. Only the clock faults whose
+    effect can reach the slot count: one of error ``e`` in effect (a step or
+    lie until it is undone, a drift's offset for good) at some time in
+    ``[lo - e, hi]``. ``faults``: (begin, effect end, error, nodes) from
+    :func:`_clock_faults`.
+    """
+    base = sc.clocks.skew_ms + sc.clocks.drift_ppm * sc.duration_ms // 1_000_000
+    per_node: dict[str, int] = {}
+    for begin, until, error, nodes in faults:
+        if begin <= hi and until >= lo - error:
+            for node in nodes:
+                per_node[node] = per_node.get(node, 0) + error
+    return base + max(per_node.values(), default=0)
+
+
+def _clock_faults(sc: Scenario) -> list[tuple[int, int, int, tuple[str, ...]]]:
+    """(begin, end of its effect, largest error, nodes it may hit) of each clock fault, true time."""
+    out = []
+    forever = 1 << 62
+    for f in sc.faults:
+        begin = sc.start_ms + f.at_ms
+        if f.kind in ("clock_jump", "ntp_lie", "clock_strobe"):
+            error = abs(f.by_ms)
+            until = begin + f.for_ms if f.for_ms else forever
+        elif f.kind == "clock_drift":
+            error = abs(f.ppm) * (f.for_ms or sc.duration_ms) // 1_000_000
+            until = forever  # (the offset a drift accumulated stays after it ends)
+        else:
+            continue
+        out.append((begin, until, error, f.nodes or sc.node_ids))  # ``pick`` may choose any node
+    return out
+
+
 def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report:
     """Check one trace (the records of one run, in order).
 
@@ -212,7 +416,6 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
     committed: dict[tuple[str, int], int] = {}
     counted: dict[tuple[str, int], dict[str, str]] = {}
     executors: dict[tuple[str, int], list[str]] = {}
-    lossy_failovers: list[int] = []
     lagging: list[tuple[int, int]] = []
     """Windows in which the store's writes were about to be lost by a failover (WAIT or not)."""
     waits = sc.settings.wait_replicas > 0
@@ -241,14 +444,18 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
     boots: dict[str, list[int]] = {}
     commit_log: list[tuple[int, tuple[str, int], int, str, str]] = []
     """(t, slot, token, executor, by) of every commit, to forget those a failover lost."""
-    ledger: dict[tuple[str, int], str] = {}
     deadlines: dict[tuple[str, int], int] = {}
     """Per slot, the largest deadline a counted vote carried: the store judges the window by it."""
     health = _Health()
+    reach = _Health()
+    """Per node, whether it could reach the store (health without the clock: an untrusted node can)."""
+    facts = _Facts()
+    pauses: dict[str, list[tuple[int, int]]] = {}
     out = report.violations
     for r in records:
         ev = r["ev"]
         if ev == "run":
+            facts.runs.setdefault((r["job"], r["fire"]), []).append((r["node"], r["token"], r["t"]))
             started_at = started.get((r["node"], r["job"], r["fire"], r["token"]))
             late = started_at is not None and r["t"] - started_at > sc.settings.lease_ms
             forgotten = bool(lost) and any(
@@ -270,7 +477,8 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             alive[key] = (r["node"], r["token"])
             _on_run(r, report, jobs, committed, runs, quorum_mode, late, forgotten, retry_tokens)
         elif ev in ("end", "kill"):
-            _check_lease(r, report, jobs, leases, unbound, quorum_mode)
+            facts.ended.setdefault((r["node"], r["job"], r["fire"], r["token"]), (r["t"], r.get("ok", False)))
+            _check_lease(r, report, jobs, leases, unbound, quorum_mode, pauses)
             key = (r["job"], r["fire"])
             if alive.get(key) == (r["node"], r["token"]):
                 del alive[key]
@@ -278,15 +486,21 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             _on_local_run(r, report, local_seen, len(boots.get(r["node"], ())))
         elif ev == "renew" and r["ok"] and "lease" in r:
             key4 = (r["node"], r["job"], r["fire"], r["token"])
+            facts.wrote(r["job"], r["fire"], r["t"])
             leases[key4] = (r["lease"], r["t"])
             if key4 in started:
                 # A renew accepted before the run began (a start reply held half a lease is
                 # confirmed this way) extends the lease the run may start under.
                 started[key4] = r["t"]
         elif ev == "pause":
-            unbound.update(k for k in leases if k[0] == r["node"])
+            pauses.setdefault(r["node"], []).append((r["t"], r["t"] + r["ms"]))
+        elif ev == "finish":
+            if r["ok"]:
+                facts.wrote(r["job"], r["fire"], r["t"])
+                facts.finished.setdefault((r["node"], r["job"], r["fire"], r["token"]), []).append(r["t"])
         elif ev == "start" and r["ok"]:
             started[(r["node"], r["job"], r["fire"], r["token"])] = r["t"]
+            facts.wrote(r["job"], r["fire"], r["t"])
             if "lease" in r:
                 leases[(r["node"], r["job"], r["fire"], r["token"])] = (r["lease"], r["t"])
             slot_starts.setdefault((r["job"], r["fire"]), []).append(r["t"])
@@ -304,6 +518,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
                 )
         elif ev == "fault" and r["kind"] == "store_failover" and r["phase"] == "begin":
             lagging.append((r["t"] - r["lost_ms"], r["t"]))
+            facts.lost.append((r["t"] - r["lost_ms"], r["t"], waits))
             unbound.update(k for k, (_, granted) in leases.items() if granted >= r["t"] - r["lost_ms"])
             if not waits:
                 lost.append((r["t"] - r["lost_ms"], r["t"]))
@@ -313,6 +528,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
                 _forget_commits(r["t"] - r["lost_ms"], commit_log, committed, executors, retry_counts)
         elif ev == "commit":
             key = (r["job"], r["fire"])
+            facts.wrote(r["job"], r["fire"], r["t"])
             earlier_executors = executors.get(key, [])
             if r["by"] in ("retry", "takeover") and r["executor"] in earlier_executors:
                 fresh = [n for n, h in r["votes"] if h == r["spec"] and n not in earlier_executors]
@@ -328,8 +544,10 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
                         )
                     )
             previous = committed.get(key, 0)
-            if r["by"] == "takeover" and previous in retry_tokens.get(key, ()) and previous not in runs.get(
-                key, ()
+            if (
+                r["by"] == "takeover"
+                and previous in retry_tokens.get(key, ())
+                and previous not in runs.get(key, ())
             ):
                 # A retry that never started, taken over: the new token carries the same attempt.
                 retry_tokens[key].add(r["token"])
@@ -367,18 +585,24 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
                 )
         elif ev == "vote":
             _on_vote(r, sc, out, counted, deadlines)
+            for job_name, fire, status, _, _ in r["slots"]:
+                if status in ("recorded", "committed", "skipped", "missed"):
+                    facts.wrote(job_name, fire, r["t"])
+                if status in ("recorded", "committed", "skipped"):
+                    facts.voted.setdefault((job_name, fire), set()).add(r["node"])
         elif ev == "decided":
             first_decided.setdefault(r["job"], r["t"])
+            facts.wrote(r["job"], r["fire"], r["t"])
+            facts.decided.setdefault((r["job"], r["fire"]), []).append((r["t"], r["state"]))
         elif ev == "boot":
             boots.setdefault(r["node"], []).append(r["t"])
         elif ev == "health":
             health.add(r["node"], r["t"], r["ok"])
+            reach.add(r["node"], r["t"], r["ok"] or r["why"].startswith(_REACHABLE_WHYS))
         elif ev == "ledger":
-            ledger[(r["job"], r["fire"])] = r["state"]
+            facts.ledger.setdefault((r["job"], r["fire"]), []).append(r)
         elif ev == "reached":
             report.reached[r["what"]] += 1
-            if r["what"] == "failover lost writes" and not waits:
-                lossy_failovers.append(r["t"])
         elif ev == "untrusted_vote":
             out.append(
                 Violation(
@@ -400,15 +624,17 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
                 )
             )
     split = {key for key, sent in counted.items() if len(set(sent.values())) > 1}
+    if quorum_mode:
+        _check_ledger(report, facts, started)
     _check_due(
         sc,
         report,
         runs,
-        ledger,
+        facts,
         health,
+        reach,
         quorum_mode,
         executors,
-        lossy_failovers,
         split,
         lagging,
         lambda job, fire: _never_seen(fire, job, first_decided, boots, sc),
@@ -423,17 +649,29 @@ def _check_lease(
     leases: dict[tuple[str, str, int, int], tuple[int, int]],
     unbound: set[tuple[str, str, int, int]],
     quorum_mode: bool,
+    pauses: Mapping[str, list[tuple[int, int]]],
 ) -> None:
-    """A run's end (or kill) came no later, by store time, than the lease the store last granted it."""
+    """A run's end (or kill) came no later, by store time, than the lease the store last granted it.
+
+    Exempt (each counted in ``report.exempt``): a lease granted in writes a failover lost, and a
+    run whose node was paused at some time between that lease's grant and the run's end (a paused
+    process cannot stop its job); a pause before the grant or after the end excuses nothing.
+    """
     key = (r["node"], r["job"], r["fire"], r["token"])
     lease = leases.pop(key, None)
-    if key in unbound:
-        unbound.discard(key)
-        return
     job = jobs.get(r["job"])
     if lease is None or not quorum_mode or job is None or job.delivery != Delivery.AT_LEAST_ONCE:
+        unbound.discard(key)
         return
     if "st" in r and r["st"] > lease[0]:
+        if key in unbound:
+            unbound.discard(key)
+            report.exempt[LEASE_LOST] += 1
+            return
+        granted = lease[1]
+        if any(a <= r["t"] and granted <= b for a, b in pauses.get(r["node"], ())):
+            report.exempt[LEASE_PAUSED] += 1
+            return
         report.violations.append(
             Violation(
                 OUTLIVED_LEASE,
@@ -628,28 +866,6 @@ def _on_vote(
             )
 
 
-def _clock_horizon(sc: Scenario) -> int:
-    """An upper bound on how far any node's wall clock can be from true time in this scenario.
-
-    A node whose clock runs ahead handles a slot early — and may give up on
-    it by its own clock — before the slot's window opens; the liveness check
-    looks back this far for health changes, so such slots are exempt.
-    """
-    base = sc.clocks.skew_ms + sc.clocks.drift_ppm * sc.duration_ms // 1_000_000
-    per_node = dict.fromkeys(sc.node_ids, 0)
-    for f in sc.faults:
-        if f.kind in ("clock_jump", "ntp_lie", "clock_strobe"):
-            error = abs(f.by_ms)
-        elif f.kind == "clock_drift":
-            error = abs(f.ppm) * (f.for_ms or sc.duration_ms) // 1_000_000
-        else:
-            continue
-        for node in f.nodes or sc.node_ids:  # ``pick`` may choose any node
-            per_node[node] += error
-    horizon = base + max(per_node.values(), default=0)
-    return horizon
-
-
 def _end_clock_error(sc: Scenario) -> int:
     """An upper bound on how far a node's wall clock can be off near the end of the run: the steps
     and lies still in effect then, what drifts accumulated, and the initial skew and drift."""
@@ -668,29 +884,53 @@ def _end_clock_error(sc: Scenario) -> int:
     return base + max(per_node.values(), default=0)
 
 
-def _tail_ms(sc: Scenario, deadline_ms: int, run_hi: int) -> int:
+def _tail_ms(sc: Scenario, job: JobDef) -> int:
+    """How long before the end of the run a slot of ``job`` must be due to be judged: its deadline,
+    a start timeout, a lease and a run, three sweep gaps and a margin, and the retry bound."""
     s = sc.settings
     # (A slot created after a node's sweep waits for the next one, up to the sweep gap's cap.)
     gap = max_sweep_gap(s.sweep_ms, s.start_timeout_ms)
-    return deadline_ms + s.start_timeout_ms + s.lease_ms + run_hi + 3 * gap + 5_000
+    run_hi = min(job.run_ms[1], job.timeout_ms)
+    return (
+        job.deadline_ms + s.start_timeout_ms + s.lease_ms + run_hi + 3 * gap + 5_000 + _retry_bound(sc, job)
+    )
+
+
+def _retry_bound(sc: Scenario, job: JobDef) -> int:
+    """How long a ``retrying`` chain may last before its terminal entry: per retry, the backoff,
+    then a start (a start timeout and a sweep gap if its executor does not start it, so a
+    takeover), the run, and a lease and a sweep gap if its executor vanishes mid-run."""
+    s = sc.settings
+    gap = max_sweep_gap(s.sweep_ms, s.start_timeout_ms)
+    run_hi = min(job.run_ms[1], job.timeout_ms)
+    return job.retries * (job.retry_backoff_ms + s.start_timeout_ms + run_hi + s.lease_ms + 2 * gap)
+
+
+def _could_record(health: _Health, reach: _Health) -> _Health:
+    """The timeline the cut-off exemption reads: which nodes could reach the store. A node whose
+    clock is untrusted can, and must record "missed: clock untrusted" (``sim.mutants`` plants the
+    lenient reading, ``health``, to show a test catches it)."""
+    return reach
 
 
 def _check_due(
     sc: Scenario,
     report: Report,
     runs: dict[tuple[str, int], list[int]],
-    ledger: dict[tuple[str, int], str],
+    facts: _Facts,
     health: _Health,
+    reach: _Health,
     quorum_mode: bool,
     executors: dict[tuple[str, int], list[str]],
-    lossy_failovers: list[int],
     split: set[tuple[str, int]],
     lagging: list[tuple[int, int]],
     never_seen: Callable[[str, int], bool],
 ) -> None:
     q = sc.nodes // 2 + 1
     end = sc.start_ms + sc.duration_ms
-    before = sc.settings.max_skew_ms + sc.settings.sweep_ms + _clock_horizon(sc)
+    clock_faults = _clock_faults(sc)
+    end_error = _end_clock_error(sc)
+    early = sc.settings.max_skew_ms + sc.settings.sweep_ms
     # Long enough for one node to vote: a call timing out, the retry, and a second call.
     enough = 2 * sc.network.timeout_ms + sc.settings.retry_ms + sc.settings.max_skew_ms
     # Long enough, once a node is healthy again, for the records it held to land: its probe's
@@ -700,11 +940,12 @@ def _check_due(
         + (sc.settings.retry_ms << MAX_RETRY_DOUBLINGS)
         + max_sweep_gap(sc.settings.sweep_ms, sc.settings.start_timeout_ms)
     )
+    recorders = _could_record(health, reach)
     out = report.violations
     for job in sc.jobs:
         schedule = make_schedule(job)
         # (A node whose clock still runs behind at the end handles a slot that much later.)
-        last = end - _tail_ms(sc, job.deadline_ms, min(job.run_ms[1], job.timeout_ms)) - _end_clock_error(sc)
+        last = end - _tail_ms(sc, job) - end_error
         for fire in schedule.fire_times(sc.start_ms, last):
             key = (job.name, fire)
             report.due += 1
@@ -713,83 +954,130 @@ def _check_due(
                 report.misses += 1
             if not quorum_mode:
                 continue
-            state = ledger.get(key)
-            window_end = fire + job.deadline_ms + sc.settings.lease_ms + sc.settings.start_timeout_ms
-            if state is None and any(fire - before <= t <= window_end for t in lossy_failovers):
-                out.append(
-                    Violation(
-                        FAILOVER_LOSS,
-                        job.name,
-                        fire,
-                        fire,
-                        "the store failed over to a replica without the slot's writes",
-                    )
+            entries = facts.ledger.get(key, ())
+            final = next((e for e in reversed(entries) if e["state"] != "retrying"), None)
+            state = final["state"] if final is not None else None
+            if state is None:
+                _unaccounted(
+                    report,
+                    facts,
+                    job,
+                    fire,
+                    bool(entries),
+                    end,
+                    never_seen,
+                    health,
+                    recorders,
+                    enough,
+                    settle,
                 )
-            elif state is None and never_seen(job.name, fire):
-                out.append(
-                    Violation(
-                        NEVER_SEEN,
-                        job.name,
-                        fire,
-                        fire,
-                        "no store call had named the job before the slot, and every node restarted "
-                        "before one could record it",
-                    )
-                )
-            elif state is None and health.longest_healthy(fire + job.deadline_ms, end) < settle:
-                # Nobody could record it before the run ended (a fault lasting to the end):
-                # like a slot in the tail, not checkable in this run.
-                report.cut_off += 1
-            elif state is None:
-                if health.longest_healthy(fire, fire + job.deadline_ms) >= enough:
-                    out.append(
-                        Violation(
-                            "due slot not accounted for",
-                            job.name,
-                            fire,
-                            fire,
-                            "no terminal ledger entry at the end of the run",
-                        )
-                    )
-                else:
-                    out.append(
-                        Violation(
-                            UNVOTED,
-                            job.name,
-                            fire,
-                            fire,
-                            "no node could vote in its window (store unreachable or every "
-                            "clock untrusted) and no terminal ledger entry at the end",
-                        )
-                    )
-            lo, hi = fire - before, fire + job.deadline_ms
+            lo, hi = (
+                fire - early - _near_clock_error(sc, clock_faults, fire - early, fire + job.deadline_ms),
+                fire + job.deadline_ms,
+            )
             healthy, stable = health.stable_healthy(lo, hi)
             # A slot committed to an unhealthy executor waits for a takeover
             # (start timeout), which the deadline may not leave room for.
             sound = all(health.healthy_throughout(n, lo, hi) for n in executors.get(key, []))
             # Voters with different definitions (a deploy in progress) must not fire.
-            if stable and sound and key not in split and healthy >= q:
-                report.liveness_checked += 1
-                if not ran and state not in RAN_STATES and any(a <= hi and lo <= b for a, b in lagging):
-                    out.append(
-                        Violation(
-                            FAILOVER_STALL,
-                            job.name,
-                            fire,
-                            fire,
-                            f"{healthy} nodes healthy throughout the window, but its writes went to "
-                            f"a primary whose replica had stopped taking them; slot ended "
-                            f"{state or 'unaccounted'}",
-                        )
+            if not (stable and sound and key not in split and healthy >= q):
+                continue
+            report.liveness_checked += 1
+            decided = ran or state in RAN_STATES
+            if state == "skipped" and final is not None and final["why"].startswith(SKIP_REASONS):
+                decided = True
+            if decided:
+                continue
+            ended = state or ("retrying" if entries else "unaccounted")
+            if facts.in_lost(key, unwaited_only=False) and any(a <= hi and lo <= b for a, b in lagging):
+                out.append(
+                    Violation(
+                        FAILOVER_STALL,
+                        job.name,
+                        fire,
+                        fire,
+                        f"{healthy} nodes healthy throughout the window, but its writes went to "
+                        f"a primary whose replica had stopped taking them; slot ended {ended}",
                     )
-                elif not ran and state not in RAN_STATES:
-                    out.append(
-                        Violation(
-                            "liveness",
-                            job.name,
-                            fire,
-                            fire,
-                            f"{healthy} nodes healthy throughout the window, slot ended "
-                            f"{state or 'unaccounted'}",
-                        )
+                )
+            else:
+                why = f" ({final['why']})" if final is not None else ""
+                out.append(
+                    Violation(
+                        LIVENESS,
+                        job.name,
+                        fire,
+                        fire,
+                        f"{healthy} nodes healthy throughout the window, slot ended {ended}{why}",
                     )
+                )
+
+
+def _unaccounted(
+    report: Report,
+    facts: _Facts,
+    job: JobDef,
+    fire: int,
+    retrying: bool,
+    end: int,
+    never_seen: Callable[[str, int], bool],
+    health: _Health,
+    recorders: _Health,
+    enough: int,
+    settle: int,
+) -> None:
+    """A due slot with no terminal ledger entry: a known limit, cut off by the end of the run, or a
+    violation (the slot's retry chain never ended, nobody could vote, or nobody recorded it)."""
+    key = (job.name, fire)
+    out = report.violations
+    if facts.in_lost(key, unwaited_only=True):
+        out.append(
+            Violation(
+                FAILOVER_LOSS,
+                job.name,
+                fire,
+                fire,
+                "the store failed over to a replica without the slot's writes",
+            )
+        )
+    elif never_seen(job.name, fire):
+        out.append(
+            Violation(
+                NEVER_SEEN,
+                job.name,
+                fire,
+                fire,
+                "no store call had named the job before the slot, and every node restarted "
+                "before one could record it",
+            )
+        )
+    elif recorders.longest_healthy(fire + job.deadline_ms, end) < settle:
+        # Nobody could reach the store to record it before the run ended (a fault lasting to the
+        # end): like a slot in the tail, not checkable in this run.
+        report.cut_off += 1
+        report.exempt[CUT_OFF] += 1
+    elif retrying:
+        out.append(
+            Violation(
+                RETRY_UNENDED,
+                job.name,
+                fire,
+                fire,
+                "its last ledger entry is 'retrying': no retry ended it",
+            )
+        )
+    elif health.longest_healthy(fire, fire + job.deadline_ms) >= enough:
+        out.append(
+            Violation(UNACCOUNTED, job.name, fire, fire, "no terminal ledger entry at the end of the run")
+        )
+    else:
+        out.append(
+            Violation(
+                UNVOTED,
+                job.name,
+                fire,
+                fire,
+                "no node could vote in its window (store unreachable or every "
+                "clock untrusted) and no terminal ledger entry at the end",
+            )
+        )
