@@ -74,6 +74,10 @@ class AlertKind:
     """A value read from Redis was corrupt (or not written by quorum-cron) and was ignored."""
     STORE_OOM = "store_oom"
     """Redis refuses writes: out of memory under ``maxmemory-policy noeviction``."""
+    NOT_A_MEMBER = "not_a_member"
+    """This node is not a member of the store's membership record (or votes with a stale epoch)."""
+    MEMBERSHIP_MISMATCH = "membership_mismatch"
+    """This node's config proposes other members than the store's record: it does not vote."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from quorum_cron.agent.jobprocess import CommandTarget, Target
+from quorum_cron.agent.membership import config_configuration
 from quorum_cron.agent.redisclient import connect_store
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.config import ClusterConfig, JobSpec
@@ -100,8 +101,9 @@ def agent_settings(
     *,
     grace_ms: int = 30_000,
     assign_poll_ms: int = 1_000,
+    source: str = "the config",
 ) -> AgentSettings:
-    """Protocol and runtime settings for ``node_id`` in ``cluster``."""
+    """Protocol and runtime settings for ``node_id`` in ``cluster`` (``source``: the config's path)."""
     node = NodeSettings(
         node_id=node_id,
         quorum=cluster.quorum,
@@ -121,4 +123,6 @@ def agent_settings(
         clock_check_interval_ms=cluster.clock_check_interval_ms,
         alert_command=cluster.alert_command,
         alert_url=cluster.alert_url,
+        membership=config_configuration(cluster),
+        config_source=source,
     )

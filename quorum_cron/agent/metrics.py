@@ -57,6 +57,20 @@ class Metrics:
         self.store_oom = Gauge(
             "quorum_cron_store_oom", "1 while Redis refuses writes for lack of memory (OOM).", registry=r
         )
+        self.membership_epoch = Gauge(
+            "quorum_cron_membership_epoch", "Epoch of the membership record this node holds.", registry=r
+        )
+        self.member = Gauge(
+            "quorum_cron_member",
+            "1 while this node is a member of the record it holds (and its config agrees).",
+            registry=r,
+        )
+        self.membership_refusals = Counter(
+            "quorum_cron_membership_refusals",
+            "Times this node found itself refused: not a member of an epoch, or a vote refused as stale.",
+            ["kind"],
+            registry=r,
+        )
         self.running = Gauge("quorum_cron_running_jobs", "Job processes running on this node.", registry=r)
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:

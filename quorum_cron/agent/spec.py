@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from quorum_cron.agent.clocktrust import DEFAULT_CHECK_INTERVAL_MS
 from quorum_cron.agent.jobprocess import DEFAULT_TAIL_BYTES, Target
 from quorum_cron.core import CoreJob, NodeSettings
+from quorum_cron.model import Configuration
 
 __all__ = ["AgentJob", "AgentSettings"]
 
@@ -48,6 +49,12 @@ class AgentSettings:
     alert_url: str | None = None
     info: dict[str, str] = field(default_factory=dict)
     """Extra membership info (shown by ``status``)."""
+    membership: Configuration | None = None
+    """The membership this node's config proposes: the store's record is created from it if absent,
+    and a node whose config disagrees with the record does not vote. None: no record is created or
+    checked here (the node still follows whatever record the store holds)."""
+    config_source: str = "the config"
+    """Where ``membership`` came from, for the one-line disagreement (the config file's path)."""
 
     @property
     def node_id(self) -> str:

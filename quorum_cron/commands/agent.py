@@ -119,7 +119,7 @@ def agent(
     shortfall = replica_shortfall(store, config.cluster.wait_replicas, shown_url)
     if shortfall is not None:
         click.echo(f"warning: {shortfall}", err=True)
-    settings = agent_settings(config.cluster, node, grace_ms=grace_ms)
+    settings = agent_settings(config.cluster, node, grace_ms=grace_ms, source=config.source)
     jobs = [agent_job(spec) for spec in config.jobs if not spec.in_process]
     metrics = Metrics()
     if metrics_port is not None:

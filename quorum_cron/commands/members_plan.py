@@ -1,0 +1,89 @@
+"""What a ``quorum-cron members`` change asks for: the new member set, checked, as one line per problem.
+
+Pure (no store, no click), so that every refusal can be tested on its own:
+given the member ids the store enforces now and the operator's words
+(``add``, ``remove``, ``replace``, ``set``), :func:`plan` returns the new set
+or raises :class:`PlanError` with one line naming the value and what was
+expected. The store call that moves the cluster to the joint configuration
+is the command's (:mod:`.members`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from quorum_cron.agent.membership import node_id_problem
+
+__all__ = ["MAX_MEMBERS", "PlanError", "parse_id_list", "plan"]
+
+MAX_MEMBERS: Final = 100
+"""As many ids as ``[cluster] members`` may list."""
+
+
+class PlanError(ValueError):
+    """A change that cannot be made as asked (one line)."""
+
+
+def _shown(members: Sequence[str]) -> str:
+    return ", ".join(members) if members else "(none)"
+
+
+def _check_ids(ids: Sequence[str]) -> None:
+    for node in ids:
+        problem = node_id_problem(node)
+        if problem is not None:
+            raise PlanError(problem)
+    seen: set[str] = set()
+    for node in ids:
+        if node in seen:
+            raise PlanError(f"node id {node!r} is given twice (expected distinct node ids)")
+        seen.add(node)
+
+
+def parse_id_list(text: str) -> tuple[str, ...]:
+    """``a,b,c`` (spaces allowed around the commas) as ids, each checked; PlanError otherwise."""
+    ids = tuple(part.strip() for part in text.split(","))
+    if not text.strip() or any(not part for part in ids):
+        raise PlanError(f"{text!r} is not a list of node ids (expected e.g. 'node-a,node-b,node-c')")
+    _check_ids(ids)
+    return ids
+
+
+def plan(current: Sequence[str], op: str, args: Sequence[str]) -> tuple[str, ...]:
+    """The sorted member set after ``op`` (``add`` / ``remove`` / ``replace`` / ``set``) on ``current``."""
+    now = tuple(sorted(current))
+    members = set(now)
+    if op == "set":
+        (text,) = args
+        new = set(parse_id_list(text))
+    elif op == "add":
+        _check_ids(args)
+        for node in args:
+            if node in members:
+                raise PlanError(f"node {node!r} is already a member (members: {_shown(now)})")
+        new = members | set(args)
+    elif op == "remove":
+        _check_ids(args)
+        for node in args:
+            if node not in members:
+                raise PlanError(f"node {node!r} is not a member (members: {_shown(now)})")
+        new = members - set(args)
+    elif op == "replace":
+        old, fresh = args
+        _check_ids((old, fresh))
+        if old not in members:
+            raise PlanError(f"node {old!r} is not a member: nothing to replace (members: {_shown(now)})")
+        if fresh in members:
+            raise PlanError(f"node {fresh!r} is already a member (members: {_shown(now)})")
+        new = (members - {old}) | {fresh}
+    else:
+        raise ValueError(f"unknown membership change {op!r}")
+    if not new:
+        raise PlanError(f"that would leave no member (members: {_shown(now)}; expected at least one)")
+    if len(new) > MAX_MEMBERS:
+        raise PlanError(f"that would make {len(new)} members (expected at most {MAX_MEMBERS})")
+    result = tuple(sorted(new))
+    if result == now:
+        raise PlanError(f"the members are already {_shown(now)}: nothing to change")
+    return result

@@ -1,0 +1,58 @@
+"""``quorum-cron members`` changes computed from the operator's words: the new set, or one clear line."""
+
+from __future__ import annotations
+
+import pytest
+
+from quorum_cron.commands.members_plan import PlanError, parse_id_list, plan
+
+ABC = ("a", "b", "c")
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "new"),
+    [
+        ("add", ("e", "d"), ("a", "b", "c", "d", "e")),
+        ("remove", ("b",), ("a", "c")),
+        ("replace", ("b", "b2"), ("a", "b2", "c")),
+        ("set", ("c, d,e",), ("c", "d", "e")),
+    ],
+)
+def test_each_change_gives_the_sorted_new_set(op: str, args: tuple[str, ...], new: tuple[str, ...]) -> None:
+    assert plan(ABC, op, args) == new
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "line"),
+    [
+        ("add", ("b",), "node 'b' is already a member (members: a, b, c)"),
+        ("add", ("d", "d"), "node id 'd' is given twice (expected distinct node ids)"),
+        (
+            "add",
+            ("d e",),
+            "node id 'd e' is not valid: expected 1-100 characters from A-Z a-z 0-9 _ . -",
+        ),
+        ("remove", ("x",), "node 'x' is not a member (members: a, b, c)"),
+        ("remove", ABC, "that would leave no member (members: a, b, c; expected at least one)"),
+        ("replace", ("x", "y"), "node 'x' is not a member: nothing to replace (members: a, b, c)"),
+        ("replace", ("a", "b"), "node 'b' is already a member (members: a, b, c)"),
+        ("set", ("a,,b",), "'a,,b' is not a list of node ids (expected e.g. 'node-a,node-b,node-c')"),
+        ("set", ("",), "'' is not a list of node ids (expected e.g. 'node-a,node-b,node-c')"),
+        ("set", ("c,b,a",), "the members are already a, b, c: nothing to change"),
+    ],
+)
+def test_a_change_that_cannot_be_made_is_one_line(op: str, args: tuple[str, ...], line: str) -> None:
+    with pytest.raises(PlanError) as info:
+        plan(ABC, op, args)
+    assert str(info.value) == line
+
+
+def test_size_mode_members_may_be_fewer_than_seats_and_a_change_names_them_all() -> None:
+    assert plan(("a",), "add", ("b",)) == ("a", "b")
+    assert plan((), "set", ("a,b,c",)) == ABC
+
+
+def test_too_many_members_are_refused() -> None:
+    with pytest.raises(PlanError, match=r"that would make 101 members \(expected at most 100\)"):
+        plan([f"n{i}" for i in range(100)], "add", ("extra",))
+    assert parse_id_list("x") == ("x",)
