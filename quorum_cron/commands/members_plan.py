@@ -15,7 +15,7 @@ from typing import Final
 
 from quorum_cron.agent.membership import node_id_problem
 
-__all__ = ["MAX_MEMBERS", "PlanError", "parse_id_list", "plan"]
+__all__ = ["MAX_MEMBERS", "PlanError", "check_words", "parse_id_list", "plan"]
 
 MAX_MEMBERS: Final = 100
 """As many ids as ``[cluster] members`` may list."""
@@ -48,6 +48,15 @@ def parse_id_list(text: str) -> tuple[str, ...]:
         raise PlanError(f"{text!r} is not a list of node ids (expected e.g. 'node-a,node-b,node-c')")
     _check_ids(ids)
     return ids
+
+
+def check_words(op: str, args: Sequence[str]) -> None:
+    """The ids themselves (valid, distinct), before the store is read: bad input is refused first."""
+    if op == "set":
+        (text,) = args
+        parse_id_list(text)
+    else:
+        _check_ids(args)
 
 
 def plan(current: Sequence[str], op: str, args: Sequence[str]) -> tuple[str, ...]:

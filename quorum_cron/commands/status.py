@@ -1,11 +1,14 @@
 """``quorum-cron status``: is the cluster able to run its jobs right now, and did it?
 
-Reads only: members (with their last heartbeat and clock trust — a node
-that does not trust its clock says why, with the measured offset), quorum
-health against the configured size, and per job the next fire time (from
-this config's schedule), whether it is paused (by whom, when, why) and the
-last ledger entry. ``--json`` prints the same as one JSON document. Exit
-status 0 when a quorum of members is alive, 1 when not or when the store
+Reads only: the membership record the store enforces (epoch, members,
+quorum, a joint configuration in progress, live nodes it refuses — never
+the config's quorum), the live nodes (with their last heartbeat, epoch and
+clock trust — a node that does not trust its clock says why, with the
+measured offset), quorum health against the record, and per job the next
+fire time (from this config's schedule), whether it is paused (by whom,
+when, why) and the last ledger entry. ``--json`` prints the same as one
+JSON document. Exit status 0 when a quorum of members is alive and this
+config agrees with the store's record; 1 when not, or when the store
 cannot be read (usable as a monitoring check).
 """
 
@@ -19,9 +22,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from quorum_cron.agent.membership import QuorumHealth
+from quorum_cron import model
+from quorum_cron.agent.membership import MembershipFacts, membership_facts
 from quorum_cron.commands.common import ago, config_option, fail, fmt_ms, load, redis_option, store_for
 from quorum_cron.commands.control import describe_control
+from quorum_cron.commands.members import describe_facts, role
 from quorum_cron.config import JobSpec
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.printable import cell
@@ -51,6 +56,7 @@ def status(config_path: Path, redis_url: str | None, as_json: bool) -> None:
     try:
         now = store.time_ms()
         members = store.members()
+        stored = store.membership()
         last: dict[str, LedgerEntry | None] = {}
         controls: dict[str, JobControl] = {}
         unreadable: dict[str, str] = {}
@@ -80,10 +86,12 @@ def status(config_path: Path, redis_url: str | None, as_json: bool) -> None:
         fail(f"cannot read the store at {shown}: {exc}")
     finally:
         store.close()
-    health = QuorumHealth(len(members), cluster.size, cluster.quorum)
+    facts = membership_facts(stored, members, cluster, config.source)
+    health = facts.health
+    code = 0 if health.ok and facts.disagreement is None else 1
     if as_json:
-        click.echo(json.dumps(_doc(cluster.namespace, health, members, jobs, last, controls, now), indent=2))
-        sys.exit(0 if health.ok else 1)
+        click.echo(json.dumps(_doc(cluster.namespace, facts, members, jobs, last, controls, now), indent=2))
+        sys.exit(code)
     console = Console()
     style = "green" if health.ok else "bold red"
     voting = sum(1 for m in members if m.info.get("voting") == "yes")
@@ -93,7 +101,10 @@ def status(config_path: Path, redis_url: str | None, as_json: bool) -> None:
         + ("" if voting >= health.alive else f" ([yellow]{voting} voting[/])")
         + ("" if health.ok else " — QUORUM LOST: no slot can run")
     )
-    console.print(_members_table(members, now))
+    for line in describe_facts(facts):
+        bad = "REFUSED" in line or "DISAGREES" in line or "PROGRESS" in line
+        console.print(f"[yellow]{cell(line, 0)}[/]" if bad else cell(line, 0), soft_wrap=True)
+    console.print(_members_table(members, stored, now))
     console.print(_jobs_table(jobs, last, controls, now))
     for name, problem in unreadable.items():
         console.print(f"[red]{name}: store state unreadable[/]: {cell(problem, 300)}", soft_wrap=True)
@@ -101,15 +112,25 @@ def status(config_path: Path, redis_url: str | None, as_json: bool) -> None:
         if control.paused:
             why = cell(describe_control(control), 0)
             console.print(f"[yellow]{name} is PAUSED[/]: {why}", soft_wrap=True)
-    sys.exit(0 if health.ok else 1)
+    sys.exit(code)
 
 
-def _members_table(members: list[Member], now: int) -> Table:
-    table = Table(title="members", title_justify="left")
-    for col in ("node", "host", "incarnation", "last heartbeat", "clock", "offset ms", "voting"):
+def _members_table(members: list[Member], stored: model.Membership | None, now: int) -> Table:
+    table = Table(title="nodes (live)", title_justify="left")
+    for col in (
+        "node",
+        "role",
+        "epoch",
+        "host",
+        "incarnation",
+        "last heartbeat",
+        "clock",
+        "offset ms",
+        "voting",
+    ):
         table.add_column(col)
     if not members:
-        table.add_row("[red]none alive[/]", "", "", "", "", "", "")
+        table.add_row("[red]none alive[/]", "", "", "", "", "", "", "", "")
     for m in members:
         clock = m.info.get("clock", "?")
         clock_cell = (
@@ -117,8 +138,11 @@ def _members_table(members: list[Member], now: int) -> Table:
             if clock == "trusted"
             else f"[red]{cell(clock, 40)}[/]: {cell(m.info.get('clock_reason', ''))}"
         )
+        node_role = role(m.node, stored)
         table.add_row(
             cell(m.node, 100),
+            f"[red]{node_role}[/]" if node_role == "REFUSED" else node_role,
+            str(m.epoch) if m.epoch else "-",
             cell(m.info.get("host", ""), 100),
             cell(m.incarnation[:8]),
             ago(m.seen_ms, now),
@@ -182,7 +206,7 @@ def _jobs_table(
 
 def _doc(
     namespace: str,
-    health: QuorumHealth,
+    facts: MembershipFacts,
     members: list[Member],
     jobs: list[JobSpec],
     last: dict[str, LedgerEntry | None],
@@ -203,13 +227,12 @@ def _doc(
     return {
         "namespace": namespace,
         "store_time_ms": now,
-        "alive": health.alive,
-        "size": health.size,
-        "quorum": health.quorum,
-        "quorum_ok": health.ok,
+        **facts.doc(),
         "members": [
             {
                 "node": m.node,
+                "epoch": m.epoch,
+                "role": role(m.node, facts.stored).lower(),
                 "incarnation": m.incarnation,
                 "seen_ms": m.seen_ms,
                 "host": m.info.get("host", ""),

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from quorum_cron.agent.membership import QuorumHealth
+from quorum_cron import model
+from quorum_cron.agent.membership import membership_facts
 from quorum_cron.config import Config, JobSpec
 from quorum_cron.errors import StoreError
 from quorum_cron.store.base import AuditEntry, JobControl, LedgerEntry, Member, SlotState, SlotView
@@ -139,7 +140,16 @@ class RecentLedger:
         return out
 
 
-def _member_doc(m: Member, now: int, config: Config) -> dict[str, Any]:
+def _role(node: str, stored: model.Membership | None) -> str:
+    if stored is None:
+        return "-"
+    record = stored.record
+    if record.current.has(node):
+        return "joining" if record.old is not None and not record.old.has(node) else "member"
+    return "leaving" if record.old is not None and record.old.has(node) else "refused"
+
+
+def _member_doc(m: Member, now: int, config: Config, stored: model.Membership | None) -> dict[str, Any]:
     voting = m.info.get("voting", "")
     clock = m.info.get("clock", "")
     why_not = ""
@@ -149,6 +159,8 @@ def _member_doc(m: Member, now: int, config: Config) -> dict[str, Any]:
     differs = sorted(s.name for s in config.jobs if s.name in hashes and hashes[s.name] != s.spec_hash)
     return {
         "node": m.node,
+        "role": _role(m.node, stored),
+        "epoch": m.epoch,
         "host": m.info.get("host", ""),
         "incarnation": m.incarnation,
         "seen_ms": m.seen_ms,
@@ -175,15 +187,28 @@ def cluster_view(
     cluster = config.cluster
     now = store.time_ms()
     members = store.members()
+    stored = store.membership()
     try:
         server = store.server_info()
     except StoreError as exc:
         server = {"error": str(exc)}
-    health = QuorumHealth(len(members), cluster.size, cluster.quorum)
-    member_docs = [_member_doc(m, now, config) for m in members]
+    facts = membership_facts(stored, members, cluster, config.source)
+    health = facts.health
+    member_docs = [_member_doc(m, now, config, stored) for m in members]
     problems: list[dict[str, Any]] = []
     if not health.ok:
         problems.append({"kind": "quorum_lost", "at_ms": now, "message": f"quorum lost: {health}"})
+    for refused in facts.refused:
+        problems.append(
+            {
+                "kind": "not_a_member",
+                "at_ms": refused.seen_ms,
+                "message": f"{refused.node} (epoch {refused.epoch}) is alive but not a member: "
+                f"the store refuses its votes",
+            }
+        )
+    if facts.disagreement is not None:
+        problems.append({"kind": "membership_mismatch", "at_ms": now, "message": _cut(facts.disagreement)})
     for m in member_docs:
         if m["voting"] != "yes":
             problems.append(
@@ -215,11 +240,8 @@ def cluster_view(
         "namespace": cluster.namespace,
         "store_time_ms": now,
         "store": {"url": shown_url, **server},
-        "size": cluster.size,
-        "quorum": cluster.quorum,
-        "alive": health.alive,
-        "voting": sum(1 for m in member_docs if m["voting"] == "yes"),
-        "quorum_ok": health.ok,
+        **facts.doc(),
+        "voting": sum(1 for m in member_docs if m["voting"] == "yes" and m["role"] != "refused"),
         "members": member_docs,
         "problems": problems[:50],
         "alerts": alerts["alerts"],
@@ -370,13 +392,17 @@ def slot_view(store: RedisStore, config: Config, job: str, fire_ms: int) -> dict
     agreed = [str(v["node"]) for v in votes if v["spec_hash"] == view.spec_hash] if view.spec_hash else []
     candidates = agreed or [str(v["node"]) for v in votes]
     state = str(view.state) if view.state != SlotState.ABSENT or final is None else str(final.state)
+    # The quorum the store enforces (the namespace's record), never the config's.
+    stored = store.membership()
+    conf = stored.record.current if stored is not None else None
     return {
         "job": job,
         "slot_ms": fire_ms,
         "state": state,
         "in_store": view.state != SlotState.ABSENT,
-        "quorum": config.cluster.quorum,
-        "size": config.cluster.size,
+        "quorum": conf.quorum if conf is not None else config.cluster.quorum,
+        "size": conf.size if conf is not None else config.cluster.size,
+        "membership": stored.record.describe() if stored is not None else "",
         "local_spec_hash": spec.spec_hash,
         "agreed_spec_hash": view.spec_hash,
         "votes": votes,

@@ -1,0 +1,191 @@
+"""``quorum-cron members`` and the membership part of ``status`` against a real redis-server.
+
+No agents here: heartbeats are sent with the store's own call (as an agent
+does), so each test sets exactly the facts it checks. Every change is read
+back from the store (the record and its audit), never only from the
+command's output.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+import pytest
+import redis
+from click.testing import CliRunner, Result
+
+from quorum_cron.commands.members import members
+from quorum_cron.commands.status import status
+from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.model import Configuration
+from quorum_cron.store.redis import RedisStore
+
+NS = "mem"
+
+
+@pytest.fixture
+def store(redis_client: redis.Redis, redis_server: EmbeddedRedis) -> Iterator[RedisStore]:
+    s = RedisStore.from_url(redis_server.url, NS, socket_timeout=5.0)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def config(tmp_path: Path, url: str, cluster: str = 'members = ["a", "b", "c"]') -> Path:
+    path = tmp_path / "cluster.toml"
+    path.write_text(f'[cluster]\nname = "{NS}"\n{cluster}\nredis_url = "{url}"\n')
+    return path
+
+
+def run(command: click.Command, *args: str) -> Result:
+    return CliRunner().invoke(command, list(args), env={"COLUMNS": "250"})
+
+
+def beat(store: RedisStore, node: str, epoch: int) -> None:
+    assert store.heartbeat(node, f"inc-{node}", 30_000, {"voting": "yes"}, epoch=epoch).ok
+
+
+def test_show_without_a_record_says_who_creates_it(tmp_path: Path, redis_server: EmbeddedRedis) -> None:
+    cfg = config(tmp_path, redis_server.url)
+    res = run(members, "show", "--config", str(cfg))
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        f"error: the store at {redis_server.url} has no membership record for 'mem' yet: "
+        "the first agent to start creates it from its config"
+    ]
+    res = run(members, "add", "d", "--reason", "grow", "--config", str(cfg))
+    assert res.exit_code == 1 and "has no membership record yet" in res.output
+
+
+def test_grow_through_a_joint_configuration_audited_and_ended_by_the_heartbeats(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
+) -> None:
+    cfg = config(tmp_path, redis_server.url)
+    store.init_membership(Configuration.of(["a", "b", "c"]), "a")
+    for node in "abc":
+        beat(store, node, 1)
+
+    res = run(members, "show", "--config", str(cfg), "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["membership"]["epoch"] == 1 and doc["membership"]["current"]["members"] == ["a", "b", "c"]
+    assert (doc["quorum"], doc["size"], doc["alive"], doc["config_agrees"]) == (2, 3, 3, True)
+
+    # A change needs a reason: click refuses a missing one, the command a bad one (one line each).
+    assert run(members, "add", "d", "e", "--config", str(cfg)).exit_code == 2
+    res = run(members, "add", "d", "--reason", "x" * 501, "--config", str(cfg))
+    assert res.exit_code == 1
+    assert res.output.strip() == (
+        "error: --reason is 501 characters: expected one line of 1-500 printable characters "
+        "saying why the membership changes"
+    )
+    res = run(members, "add", "b", "--reason", "grow", "--config", str(cfg))
+    assert (res.exit_code, res.output.strip()) == (
+        1,
+        "error: node 'b' is already a member (members: a, b, c)",
+    )
+    assert store.membership() is not None and store.membership().record.epoch == 1  # type: ignore[union-attr]
+
+    res = run(members, "add", "d", "e", "--reason", "more capacity", "--by", "alice", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    assert "membership epoch 2: joint, old a, b, c (quorum 2 of 3) -> new a, b, c, d, e (quorum 3 of 5)" in (
+        res.output
+    )
+    assert "next: start d, e" in res.output
+    stored = store.membership()
+    assert stored is not None and stored.record.joint and stored.record.epoch == 2
+    assert (stored.by, stored.reason) == ("alice", "more capacity")
+    assert store.membership_log(5)[0] == stored
+
+    # One change at a time; finishing early is refused, naming who has not heartbeated yet.
+    res = run(members, "remove", "a", "--reason", "x", "--config", str(cfg))
+    assert res.exit_code == 1 and res.output.startswith("error: a change is in progress (epoch 2: joint")
+    res = run(members, "finish", "--reason", "done", "--config", str(cfg))
+    assert res.exit_code == 1 and res.output.startswith("error: cannot finish the change: ")
+    assert "d" in res.output and "e" in res.output and len(res.output.strip().splitlines()) == 1
+
+    # status: the store's quorum (the tighter of the two while joint), the change in progress.
+    res = run(status, "--config", str(cfg))
+    assert "CHANGE IN PROGRESS (joint)" in res.output, res.output
+    assert "membership epoch 2:" in res.output
+
+    for node in "abcde":
+        beat(store, node, 2)
+    stored = store.membership()
+    assert stored is not None and not stored.record.joint and stored.record.epoch == 3
+    assert stored.record.current == Configuration.of("abcde")
+
+    # The old config now disagrees: status says so, and exits 1 although the quorum is alive.
+    res = run(status, "--config", str(cfg))
+    assert res.exit_code == 1, res.output
+    assert "CONFIG DISAGREES" in res.output and "5 of 5 alive, need 3" in res.output
+    new_cfg = config(tmp_path, redis_server.url, 'members = ["a", "b", "c", "d", "e"]')
+    res = run(status, "--config", str(new_cfg), "--json")
+    doc = json.loads(res.output)
+    assert res.exit_code == 0 and doc["config_agrees"] and (doc["quorum"], doc["size"]) == (3, 5)
+
+
+def test_shrink_replace_and_forced_finish(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
+) -> None:
+    cfg = config(tmp_path, redis_server.url)
+    store.init_membership(Configuration.of("abcde"), "a")
+    res = run(members, "remove", "x", "--reason", "shrink", "--config", str(cfg))
+    assert (res.exit_code, res.output.strip()) == (
+        1,
+        "error: node 'x' is not a member (members: a, b, c, d, e)",
+    )
+    res = run(members, "remove", "d", "e", "--reason", "shrink", "--config", str(cfg), "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output.split("\nwarning")[0])
+    assert doc["joint"] and doc["current"]["members"] == ["a", "b", "c"] and doc["old"]["size"] == 5
+
+    res = run(members, "finish", "--force", "--reason", "d and e are gone", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    stored = store.membership()
+    assert stored is not None and stored.record.epoch == 3 and not stored.record.joint
+    assert stored.reason == "d and e are gone"
+    res = run(members, "finish", "--reason", "again", "--config", str(cfg))
+    assert res.exit_code == 1 and "no change is in progress (epoch 3: a, b, c (quorum 2 of 3))" in res.output
+
+    res = run(members, "replace", "c", "c2", "--reason", "c's disk died", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    stored = store.membership()
+    assert stored is not None and stored.record.old == Configuration.of("abc")
+    assert stored.record.current == Configuration.of(["a", "b", "c2"])
+    res = run(members, "set", "a,,b", "--reason", "x", "--config", str(cfg))
+    assert res.exit_code == 1 and "is not a list of node ids" in res.output
+
+
+def test_status_lists_a_refused_non_member_and_never_the_configs_quorum(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
+) -> None:
+    # The config says 1 node; the store enforces three: status prints the store's.
+    cfg = config(tmp_path, redis_server.url, "size = 1")
+    store.init_membership(Configuration.of("abc"), "a")
+    for node in "abc":
+        beat(store, node, 1)
+    beat(store, "intruder", 1)
+    res = run(status, "--config", str(cfg), "--json")
+    doc = json.loads(res.output)
+    assert (doc["alive"], doc["size"], doc["quorum"]) == (3, 3, 2)
+    assert doc["refused"] == [{"node": "intruder", "epoch": 1, "seen_ms": doc["refused"][0]["seen_ms"]}]
+    assert not doc["config_agrees"] and res.exit_code == 1
+    assert (
+        "size = 1 (quorum 1 of 1) but the store enforces epoch 1: a, b, c (quorum 2 of 3)"
+        in (doc["config_problem"])
+    )
+    roles = {m["node"]: m["role"] for m in doc["members"]}
+    assert roles == {"a": "member", "b": "member", "c": "member", "intruder": "refused"}
+    res = run(status, "--config", str(cfg))
+    assert (
+        "3 of 3 alive, need 2" in res.output
+        and "REFUSED" in res.output
+        and "intruder (epoch 1)" in res.output
+    )
+    res = run(members, "show", "--config", str(cfg))
+    assert res.exit_code == 0 and "intruder  REFUSED  epoch 1" in res.output, res.output
