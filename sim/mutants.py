@@ -19,14 +19,29 @@ mutant                 what is broken
 ``lease-from-reply``   the core counts a renewed lease from the renew's reply,
                        not from when it was sent, and kills no run on a
                        timer at its lease end
+``never-record-missed`` the core never sends a missed record
+``no-catch-up``        a booting core does not account for the slots due
+                       since the job's high-water mark
+``skip-wrongly``       the store skips every third slot it should commit
+``succeeded-early``    the node reports a run succeeded as it starts it
+``forget-retry``       the store logs a retry, then forgets the slot
 =====================  =======================================================
+
+The last five break accounting and liveness, not safety: the checker catches
+them by the ledger (against what ran), the due-slot and the liveness rules.
+
+``CHECKER_MUTANTS`` break the checker itself (:func:`checker_mutant` plants one
+for the length of a ``with`` block): a test that still passes with one planted
+checks less than it claims.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
-from quorum_cron.actions import Action, Now, Renew
+import sim.checker
+from quorum_cron.actions import Action, Now, RecordMissed, Renew, Run
 from quorum_cron.core import NodeCore
 from quorum_cron.core_state import _JobState
 from quorum_cron.model import (
@@ -42,7 +57,7 @@ from quorum_cron.store.memory_records import _Job, _Slot
 from sim.quorum import QuorumProcess, QuorumStrategy
 from sim.world import SimNode, World
 
-__all__ = ["MUTANTS", "make_mutant"]
+__all__ = ["CHECKER_MUTANTS", "MUTANTS", "checker_mutant", "make_mutant"]
 
 
 def _store_clock(world: World) -> Callable[[], int]:
@@ -185,6 +200,70 @@ class _SameExecutorStore(MemoryStore):
         return True
 
 
+class _NeverMissedCore(NodeCore):
+    def _record_missed(self, action: RecordMissed, now: Now, out: list[Action]) -> None:
+        return  # the slot it could not vote for is left for someone else (nobody)
+
+    def _catch_up(self, js: _JobState, hwm: int, now: Now) -> list[Action]:
+        return [a for a in super()._catch_up(js, hwm, now) if not isinstance(a, RecordMissed)]
+
+
+class _NoCatchUpCore(NodeCore):
+    def _catch_up(self, js: _JobState, hwm: int, now: Now) -> list[Action]:
+        return []
+
+
+class _CoreMutant(QuorumStrategy):
+    """The real strategy, with each node's core of class ``core_class``."""
+
+    def __init__(self, core_class: type[NodeCore]) -> None:
+        super().__init__()
+        self._core_class = core_class
+
+    def make_process(self, world: World, node: SimNode) -> QuorumProcess:
+        process = super().make_process(world, node)
+        process.core = self._core_class(process.core.settings, self.core_jobs(world, node))
+        return process
+
+
+class _SkipWronglyStore(MemoryStore):
+    """Every third slot that reaches quorum is skipped, for no reason the design has."""
+
+    def _assign(self, name: str, job: _Job, rec: _Slot, now: int) -> bool:
+        if rec.state == SlotState.PROPOSED and (rec.fire_ms // 1000) % 3 == 0:
+            self._end(name, job, rec, SlotState.SKIPPED, "skipped", now)
+            return True
+        return super()._assign(name, job, rec, now)
+
+
+class _ForgetRetryStore(MemoryStore):
+    """A failed run with retries left is logged ``retrying``, then the slot is dropped."""
+
+    def _assign(self, name: str, job: _Job, rec: _Slot, now: int) -> bool:
+        if rec.state == SlotState.RUNNING and rec.not_before_ms:
+            rec.state = SlotState.FAILED  # (no ledger entry: the retry is forgotten)
+            self._close_slot(job, rec.fire_ms)
+            return True
+        return super()._assign(name, job, rec, now)
+
+
+class _SucceededEarlyProcess(QuorumProcess):
+    __slots__ = ()
+
+    def _apply(self, actions: Sequence[Action], now: Now, bound: int | None) -> None:
+        super()._apply(actions, now, bound)
+        for a in actions:
+            if isinstance(a, Run):  # reports the run's success as it starts it
+                self.run_finished(a.job, a.fire_ms, a.token, True, "exit 0")
+
+
+class _SucceededEarly(QuorumStrategy):
+    def make_process(self, world: World, node: SimNode) -> QuorumProcess:
+        process = super().make_process(world, node)
+        process.__class__ = _SucceededEarlyProcess
+        return process
+
+
 MUTANTS: dict[str, str] = {
     "quorum-n-over-2": "every node configured with quorum N // 2",
     "no-spec-hash": "the store counts votes whatever their spec hash",
@@ -195,7 +274,30 @@ MUTANTS: dict[str, str] = {
     "retry-no-backoff": "the store lets a retry start at once, ignoring its backoff",
     "same-executor": "a retry or takeover goes back to the executor the slot had",
     "lease-from-reply": "the core counts a renewed lease from the reply, and kills no run at its lease end",
+    "never-record-missed": "the core never sends a missed record",
+    "no-catch-up": "a booting core does not account for the slots due since the job's high-water mark",
+    "skip-wrongly": "the store skips every third slot it should commit",
+    "succeeded-early": "the node reports a run succeeded as it starts it",
+    "forget-retry": "the store logs a retry, then forgets the slot",
 }
+
+CHECKER_MUTANTS: dict[str, str] = {
+    "lenient-cut-off": "the cut-off exemption also excuses slots whose nodes could reach the store "
+    "but whose clocks were untrusted (they must record 'missed: clock untrusted')",
+}
+
+
+@contextmanager
+def checker_mutant(name: str) -> Iterator[None]:
+    """Plant the named checker mutant for the length of the ``with`` block (tests only)."""
+    if name not in CHECKER_MUTANTS:
+        raise ValueError(f"unknown checker mutant {name!r}: expected one of {', '.join(CHECKER_MUTANTS)}")
+    real = sim.checker._could_record
+    sim.checker._could_record = lambda health, reach: health
+    try:
+        yield
+    finally:
+        sim.checker._could_record = real
 
 
 def make_mutant(name: str) -> QuorumStrategy:
@@ -218,4 +320,14 @@ def make_mutant(name: str) -> QuorumStrategy:
         return QuorumStrategy(store_factory=lambda w: _SameExecutorStore(_store_clock(w)))
     if name == "lease-from-reply":
         return _LeaseFromReply()
+    if name == "never-record-missed":
+        return _CoreMutant(_NeverMissedCore)
+    if name == "no-catch-up":
+        return _CoreMutant(_NoCatchUpCore)
+    if name == "skip-wrongly":
+        return QuorumStrategy(store_factory=lambda w: _SkipWronglyStore(_store_clock(w)))
+    if name == "succeeded-early":
+        return _SucceededEarly()
+    if name == "forget-retry":
+        return QuorumStrategy(store_factory=lambda w: _ForgetRetryStore(_store_clock(w)))
     raise ValueError(f"unknown mutant {name!r}: expected one of {', '.join(MUTANTS)}")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import sim
+from sim.checker import EARLY_OUTCOME, LIVENESS, RETRY_UNENDED, UNVOTED
 from sim.mutants import MUTANTS
 
 SCENARIO_DIR = Path(sim.__file__).parent / "scenarios"
@@ -22,7 +23,14 @@ CASES = {
     "retry-no-backoff": ("retries-and-refusals", "retry started before its backoff ended"),
     "same-executor": ("retries-and-refusals", "executor re-picked while another voter was left"),
     "lease-from-reply": ("majority-partition", "run outlived its lease in the store"),
+    "never-record-missed": ("whole-cluster-outage", UNVOTED),
+    "no-catch-up": ("whole-cluster-outage", UNVOTED),
+    "skip-wrongly": ("majority-partition", LIVENESS),
+    "succeeded-early": ("whole-cluster-outage", EARLY_OUTCOME),
+    "forget-retry": ("retries-and-refusals", RETRY_UNENDED),
 }
+ACCOUNTING = ("never-record-missed", "no-catch-up", "skip-wrongly", "succeeded-early", "forget-retry")
+"""Mutants that break accounting or liveness, not safety: each makes exactly its one rule report."""
 
 
 def test_every_mutant_has_a_case() -> None:
@@ -40,3 +48,14 @@ def test_checker_catches_the_mutant(mutant: str) -> None:
             if not clean.unexpected():  # the same seed passes with the real protocol
                 return
     pytest.fail(f"{mutant} not caught as {kind!r} within {MAX_SEEDS} seeds of {scenario_name}")
+
+
+@pytest.mark.parametrize("mutant", ACCOUNTING)
+def test_an_accounting_mutant_is_caught_by_exactly_its_rule_on_the_first_seed(mutant: str) -> None:
+    """Seed 0 is enough: these bugs break every slot they touch, and nothing but the one rule
+    (the ledger against what ran, the due-slot rules, liveness) may notice — no safety rule."""
+    scenario_name, kind = CASES[mutant]
+    sc = sim.load(SCENARIO_DIR / f"{scenario_name}.toml")
+    caught = sim.run(sc, 0, mutant=mutant).report
+    assert set(caught.by_kind()) == {kind} and caught.duplicates == 0, caught.summary()
+    assert sim.run(sc, 0).report.violations == []
