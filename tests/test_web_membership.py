@@ -59,6 +59,17 @@ def test_cluster_page_and_api_show_the_record_a_change_in_progress_and_refused_n
     assert 'id="config-disagrees"' in page
     assert "grow &lt;b&gt;now&lt;/b&gt;" in page and "<b>now</b>" not in page
 
+    # The change is in the audit, as pauses and triggers are, with who and why.
+    with TestClient(app) as client:
+        audit = client.get("/api/audit").json()["entries"]
+        audit_page = client.get("/audit").text
+    assert [(a["action"], a["by"]) for a in audit] == [("membership", "alice"), ("membership", "a")]
+    assert (
+        audit[0]["detail"].startswith("epoch 2: joint, old a, b, c")
+        and "grow <b>now</b>" in audit[0]["detail"]
+    )
+    assert 'data-action="membership"' in audit_page and "(cluster)" in audit_page
+
 
 def test_cluster_page_without_a_record_says_so(redis_client: redis.Redis) -> None:
     store = RedisStore(redis_client, "wm0")

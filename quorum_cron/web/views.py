@@ -422,10 +422,21 @@ def slot_view(store: RedisStore, config: Config, job: str, fire_ms: int) -> dict
     }
 
 
+def _membership_audit_doc(m: model.Membership) -> dict[str, Any]:
+    return {
+        "job": "",
+        "action": "membership",
+        "by": m.by,
+        "at_ms": m.changed_ms,
+        "detail": _cut(f"{m.record.describe()}: {m.reason}"),
+    }
+
+
 def audit_view(store: RedisStore, config: Config, limit: int = 200) -> dict[str, Any]:
-    """Operator actions on every configured job, newest first."""
+    """Operator actions on every configured job and the membership's changes, newest first."""
     entries: list[AuditEntry] = []
     for spec in config.jobs:
         entries.extend(store.audit(spec.name, limit))
-    entries.sort(key=lambda a: a.at_ms, reverse=True)
-    return {"store_time_ms": store.time_ms(), "entries": [audit_doc(a) for a in entries[:limit]]}
+    docs = [audit_doc(a) for a in entries] + [_membership_audit_doc(m) for m in store.membership_log(limit)]
+    docs.sort(key=lambda a: int(a["at_ms"]), reverse=True)
+    return {"store_time_ms": store.time_ms(), "entries": docs[:limit]}
