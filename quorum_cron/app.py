@@ -4,7 +4,7 @@
 
     from quorum_cron.app import App, JobContext
 
-    app = App(namespace="shop", size=3, redis_url="redis://redis:6379/0")
+    app = App(namespace="shop", members=["web-1", "web-2", "web-3"], redis_url="redis://redis:6379/0")
 
     @app.cron("*/5 * * * *", name="sync-prices", timeout="2m")
     def sync_prices(ctx: JobContext) -> None:
@@ -77,6 +77,7 @@ class App:
         *,
         namespace: str | None = None,
         size: int | None = None,
+        members: tuple[str, ...] | list[str] = (),
         redis_url: str | None = None,
         node_id: str | None = None,
         quorum: int | None = None,
@@ -93,13 +94,15 @@ class App:
         (set it when Redis has a replica it may fail over to). ``store`` replaces the Redis
         connection (e.g. a MemoryStore in a test of your jobs). Without NTP servers the Redis
         TIME check alone decides clock trust (``ntp_unreachable="store-time"``); pass servers
-        for the full check.
+        for the full check. ``members``: the node ids of the cluster (``size`` is then their
+        number); without it, ``size`` ids fill the seats as they register (docs/operations.md,
+        "Membership").
         """
         if config is not None:
             self.cluster = config.cluster
         else:
-            if namespace is None or size is None:
-                raise ConfigError("App needs namespace=... and size=... (or config=...)")
+            if namespace is None or (size is None and not members):
+                raise ConfigError("App needs namespace=... and members=... or size=... (or config=...)")
             unknown = sorted(set(durations) - set(_DURATIONS))
             if unknown:
                 raise ConfigError(
@@ -110,7 +113,8 @@ class App:
             }
             self.cluster = ClusterConfig(
                 namespace=namespace,
-                size=size,
+                size=size if size is not None else AUTO,
+                members=tuple(members),
                 quorum=quorum if quorum is not None else AUTO,
                 redis_url=redis_url,
                 ntp_servers=tuple(ntp_servers),
