@@ -11,7 +11,10 @@
 -- that exists whenever any state of the job does: while the job's cluster
 -- slot is being migrated the source node serves the call until meta has
 -- left, and only then redirects it (ASK) to the node that has the state.
---   meta    HASH  tk = token counter, q = quorum floor,
+--   meta    HASH  tk = token counter, mr = the membership record the job
+--                 enforces (MembershipRecord.encode text; see vote.lua),
+--                 q = legacy quorum floor (jobs only epoch-0 votes touched;
+--                 dropped when the job adopts a record),
 --                 hw = high-water mark (latest decided fire_ms),
 --                 p/pb/pa/pr = paused "1", by, at ms, reason
 --   open    ZSET  slots in proposed/committed/running (what sweep scans),
@@ -140,11 +143,12 @@ end
 
 -- M.q quorum floor (number), M.p paused, M.tk / M.hw token counter and
 -- high-water mark as stored (decimal text, false when unset; converted only
--- by the commit / end that needs them), M.pb / M.pr paused by, reason.
+-- by the commit / end that needs them), M.pb / M.pr paused by, reason,
+-- M.mr the membership record's text (false when unset; vote.lua parses it).
 local function meta()
   if M == nil then
-    local m = redis.call('HMGET', P .. 'meta', 'q', 'p', 'tk', 'hw')
-    M = {q = tonumber(m[1]) or 0, p = m[2] == '1', tk = m[3], hw = m[4]}
+    local m = redis.call('HMGET', P .. 'meta', 'q', 'p', 'tk', 'hw', 'mr')
+    M = {q = tonumber(m[1]) or 0, p = m[2] == '1', tk = m[3], hw = m[4], mr = m[5]}
     if M.p then
       local w = redis.call('HMGET', P .. 'meta', 'pb', 'pr')
       M.pb, M.pr = w[1] or '', w[2] or ''
@@ -165,13 +169,19 @@ end
 
 local function meta_flush()
   if M_dirty ~= nil then
+    if M_dirty.q == false then -- (a job adopting a record drops the legacy floor)
+      M_dirty.q = nil
+      redis.call('HDEL', P .. 'meta', 'q')
+    end
     local args, n = {}, 0
     for k, v in pairs(M_dirty) do
       args[n + 1] = k
       args[n + 2] = v
       n = n + 2
     end
-    redis.call('HSET', P .. 'meta', unpack(args))
+    if n > 0 then
+      redis.call('HSET', P .. 'meta', unpack(args))
+    end
     M_dirty = nil
   end
 end

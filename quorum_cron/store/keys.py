@@ -39,6 +39,8 @@ __all__ = [
     "job_prefix",
     "job_trigger_channel",
     "members_key",
+    "membership_key",
+    "membership_log_key",
     "trigger_channel",
 ]
 
@@ -103,6 +105,19 @@ def job_name_offset(namespace: str) -> int:
 def members_key(namespace: str) -> str:
     """``qc:{<ns>}:members``: HASH node → its last heartbeat."""
     return f"qc:{{{namespace}}}:members"
+
+
+def membership_key(namespace: str) -> str:
+    """``qc:{<ns>}:membership``: HASH, the namespace's membership record: ``r`` its text
+    (``MembershipRecord.encode``), ``at`` store ms of the change that made it, ``by``, ``why``.
+    Same hash tag as the members hash, so one heartbeat script reads both."""
+    return f"qc:{{{namespace}}}:membership"
+
+
+def membership_log_key(namespace: str) -> str:
+    """``qc:{<ns>}:membership:log``: STREAM, every record the namespace held (fields as the
+    hash's), capped at the audit length."""
+    return f"qc:{{{namespace}}}:membership:log"
 
 
 def alerts_key(namespace: str) -> str:

@@ -1,17 +1,43 @@
--- members.lua: membership heartbeats (Store.heartbeat, leave, members).
+-- members.lua: membership heartbeats and the namespace's membership record
+-- (Store.heartbeat, leave, members, membership, init_membership,
+-- change_membership, finish_membership; memory_control.py is the model).
 --
 -- KEYS[1]  qc:{ns}:members  HASH node -> cjson array
---          [incarnation, seen_ms, expires_ms, info JSON (sorted keys)]
+--          [incarnation, seen_ms, expires_ms, info JSON (sorted keys), epoch]
+--          (epoch: the membership epoch the heartbeat carried; absent in
+--          entries of older agents, read as 0)
+-- KEYS[2]  qc:{ns}:membership  HASH r = record text (_membership.lua), at =
+--          store ms of the change that made it, by, why
+-- KEYS[3]  qc:{ns}:membership:log  STREAM one entry per record (r, at, by, why)
 -- ARGV[1]  now ms or "" (see _clock.lua)
--- ARGV[2]  op: "h" heartbeat | "l" leave | "m" list
--- heartbeat: ARGV[3] node, ARGV[4] incarnation, ARGV[5] ttl_ms, ARGV[6] info JSON
+-- ARGV[2]  op: "h" heartbeat | "l" leave | "m" list | "g" get record |
+--          "i" init | "c" change | "f" finish
+-- heartbeat: ARGV[3] node, ARGV[4] incarnation, ARGV[5] ttl_ms, ARGV[6] info
+--            JSON, ARGV[7] epoch, ARGV[8] log MAXLEN
 -- leave:     ARGV[3] node, ARGV[4] incarnation
+-- init:      ARGV[3] configuration text, ARGV[4] by, ARGV[5] log MAXLEN
+-- change:    ARGV[3] expected epoch, ARGV[4] configuration text, ARGV[5] by,
+--            ARGV[6] reason, ARGV[7] log MAXLEN
+-- finish:    ARGV[3] expected epoch, ARGV[4] by, ARGV[5] reason, ARGV[6]
+--            "1" force | "", ARGV[7] log MAXLEN
 --
--- Replies: heartbeat {now, 1 | 0, holder incarnation on refusal};
--- leave {now}; list {now, node, value, node, value, ...} of unexpired
--- members (expired ones are deleted on the way: nobody can observe them).
+-- Replies: heartbeat {now, 1 | 0, holder incarnation on refusal, r, at, by,
+-- why}; leave {now}; list {now, node, value, node, value, ...} of unexpired
+-- members (expired ones are deleted on the way: nobody can observe them);
+-- get / init {now, r, at, by, why} ("" fields: no record); change / finish
+-- {now, code, detail, r, at, by, why}: code "" done, or why it was refused:
+-- "N" no record, "E" epoch differs, "J" a change is in progress, "K" not
+-- joint (nothing to finish), "S" no change, "W" waiting for the members in
+-- detail (comma-separated) to heartbeat under the joint epoch, "X" the
+-- stored record is corrupt (detail: the problem; nothing changed).
+--
+-- The record moves only forward, one epoch per step, and only these ways:
+-- created (epoch 1) if absent; current C -> joint (old C, new C') by a
+-- change; joint -> its new configuration alone by a finish (forced, or once
+-- every new member has a live heartbeat under the joint epoch — a heartbeat
+-- does it too); in "size = N" mode a registering id fills an open seat.
 
-local K = KEYS[1]
+local K, KR, KL = KEYS[1], KEYS[2], KEYS[3]
 local op = ARGV[2]
 
 -- A member value, or nil when it is not one (anyone can write the hash):
@@ -24,17 +50,76 @@ local function entry(raw)
   return nil
 end
 
+-- The stored record: fields {r, at, by, why} ({'', '', '', ''} when absent)
+-- and the parsed record (nil when absent), or nil plus the problem.
+local function stored()
+  local f = redis.call('HMGET', KR, 'r', 'at', 'by', 'why')
+  if not f[1] then
+    return {'', '', '', ''}, nil
+  end
+  local rec, problem = parse_record(f[1])
+  if not rec then
+    return {f[1], f[2] or '', f[3] or '', f[4] or ''}, nil, problem
+  end
+  return {f[1], f[2] or '', f[3] or '', f[4] or ''}, rec
+end
+
+local function put(text, by, why, maxlen)
+  redis.call('HSET', KR, 'r', text, 'at', NOW, 'by', by, 'why', why)
+  redis.call('XADD', KL, 'MAXLEN', maxlen, '*', 'r', text, 'at', NOW, 'by', by, 'why', why)
+  return {text, NOW, by, why}
+end
+
+-- Members of rec.cur without a live heartbeat sent under rec.epoch or later.
+local function lagging(rec)
+  local out = {}
+  for _, m in ipairs(rec.cur.members) do
+    local raw = redis.call('HGET', K, m)
+    local c = raw and entry(raw)
+    if not (c and tonumber(c[3]) > now and (tonumber(c[5]) or 0) >= rec.epoch) then
+      out[#out + 1] = m
+    end
+  end
+  return out
+end
+
+local function with_fields(head, f)
+  for _, v in ipairs(f) do
+    head[#head + 1] = v
+  end
+  return head
+end
+
 if op == 'h' then
   local node, inc = ARGV[3], ARGV[4]
   local cur = redis.call('HGET', K, node)
   local c = cur and entry(cur)
   if c then
     if c[1] ~= inc and tonumber(c[3]) > now then
-      return {NOW, 0, c[1]}
+      local f = stored()
+      return with_fields({NOW, 0, c[1]}, f)
     end
   end
-  redis.call('HSET', K, node, cjson.encode({inc, NOW, fmt(now + tonumber(ARGV[5])), ARGV[6]}))
-  return {NOW, 1, ''}
+  local epoch = tonumber(ARGV[7]) or 0
+  redis.call('HSET', K, node, cjson.encode({inc, NOW, fmt(now + tonumber(ARGV[5])), ARGV[6], fmt(epoch)}))
+  local f, rec = stored()
+  if rec then
+    if rec.old == nil and rec.cur.size > #rec.cur.members and not rec.cur.set[node] then
+      -- "size = N": the first N distinct ids to register fill the seats.
+      local ms = {}
+      for _, m in ipairs(rec.cur.members) do
+        ms[#ms + 1] = m
+      end
+      ms[#ms + 1] = node
+      table.sort(ms, mbytes_lt)
+      local filled = {size = rec.cur.size, quorum = rec.cur.quorum, members = ms}
+      f = put(record_text(rec.epoch + 1, filled), node, 'seat filled by ' .. node, ARGV[8])
+    elseif rec.old ~= nil and epoch >= rec.epoch and #lagging(rec) == 0 then
+      f = put(record_text(rec.epoch + 1, rec.cur), node, 'every member of epoch ' .. fmt(rec.epoch) .. ' holds it',
+              ARGV[8])
+    end
+  end
+  return with_fields({NOW, 1, ''}, f)
 end
 
 if op == 'l' then
@@ -45,6 +130,64 @@ if op == 'l' then
     redis.call('HDEL', K, node)
   end
   return {NOW}
+end
+
+if op == 'g' then
+  local f = stored()
+  return with_fields({NOW}, f)
+end
+
+if op == 'i' then
+  local f, rec, problem = stored()
+  if f[1] == '' then
+    local conf, p = parse_record('1;' .. ARGV[3])
+    if not conf then
+      return redis.error_reply('init_membership: ' .. p)
+    end
+    f = put(conf.text, ARGV[4], 'created from the config', ARGV[5])
+  end
+  return with_fields({NOW}, f)
+end
+
+if op == 'c' or op == 'f' then
+  local f, rec, problem = stored()
+  local function refuse(code, detail)
+    return with_fields({NOW, code, detail}, f)
+  end
+  if f[1] == '' then
+    return refuse('N', '')
+  end
+  if not rec then
+    return refuse('X', problem)
+  end
+  if fmt(rec.epoch) ~= ARGV[3] then
+    return refuse('E', '')
+  end
+  if op == 'c' then
+    if rec.old ~= nil then
+      return refuse('J', '')
+    end
+    local new, p = parse_record('1;' .. ARGV[4])
+    if not new then
+      return redis.error_reply('change_membership: ' .. p)
+    end
+    if conf_text(new.cur) == conf_text(rec.cur) then
+      return refuse('S', '')
+    end
+    f = put(record_text(rec.epoch + 1, new.cur, rec.cur), ARGV[5], ARGV[6], ARGV[7])
+    return with_fields({NOW, '', ''}, f)
+  end
+  if rec.old == nil then
+    return refuse('K', '')
+  end
+  if ARGV[6] ~= '1' then
+    local waiting = lagging(rec)
+    if #waiting > 0 then
+      return refuse('W', table.concat(waiting, ','))
+    end
+  end
+  f = put(record_text(rec.epoch + 1, rec.cur), ARGV[4], ARGV[5], ARGV[7])
+  return with_fields({NOW, '', ''}, f)
 end
 
 local out = {NOW}

@@ -24,7 +24,7 @@ from quorum_cron.model import (
 )
 from quorum_cron.store.memory_records import _Job, _Member
 
-__all__ = ["ControlModel", "change_refusal"]
+__all__ = ["ControlModel", "change_refusal", "same_refusal", "waiting_refusal"]
 
 
 def change_refusal(ms: Membership | None, expect_epoch: int, *, joint: bool) -> str:
@@ -40,6 +40,14 @@ def change_refusal(ms: Membership | None, expect_epoch: int, *, joint: bool) -> 
     if not joint and rec.old is not None:
         return f"epoch {rec.epoch} is a change in progress: finish it first"
     return ""
+
+
+def same_refusal(current: Configuration) -> str:
+    return f"the members are already {current.describe()}"
+
+
+def waiting_refusal(lagging: list[str], epoch: int) -> str:
+    return f"waiting for {', '.join(lagging)} to heartbeat under epoch {epoch} (or force it)"
 
 
 class ControlModel:
@@ -170,7 +178,7 @@ class ControlModel:
         ms = self._membership
         why = change_refusal(ms, expect_epoch, joint=False)
         if ms is not None and not why and current == ms.record.current:
-            why = f"the members are already {current.describe()}"
+            why = same_refusal(current)
         if why:
             return MembershipChange(False, ms, why)
         assert ms is not None

@@ -27,12 +27,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from quorum_cron.errors import StoreError
+from quorum_cron.model import MAX_ENCODED
 from quorum_cron.store.base import (
     AuditAction,
     AuditEntry,
     JobControl,
     LedgerEntry,
     Member,
+    MembershipRecord,
     SlotState,
     SlotView,
 )
@@ -46,6 +48,7 @@ __all__ = [
     "job_control",
     "ledger_entry",
     "member_entry",
+    "membership_record",
     "shorten",
     "slot_value",
     "slot_view",
@@ -276,13 +279,15 @@ def audit_entry(job: str, raw: Mapping[Any, Any]) -> AuditEntry:
 
 
 def member_entry(node: object, entry: object) -> Member:
-    """A members-hash field and value: node id -> JSON ``[incarnation, seen, expires, info JSON]``."""
+    """A members-hash field and value: node id -> JSON ``[incarnation, seen, expires, info JSON, epoch]``
+    (``epoch``, the membership epoch of the heartbeat, is absent in entries of older agents: 0)."""
     name = text(node, "member name", MAX_NAME_CHARS)
     what = f"member {shorten(name, 40)}"
     doc = bounded_json(entry, what, MAX_MEMBER_BYTES)
-    if not isinstance(doc, list) or len(doc) != 4:
-        raise BadValue(what, f"{shorten(entry)} is not [incarnation, seen, expires, info]")
-    inc, seen, expires, info_json = doc
+    if not isinstance(doc, list) or len(doc) not in (4, 5):
+        raise BadValue(what, f"{shorten(entry)} is not [incarnation, seen, expires, info, epoch]")
+    inc, seen, expires, info_json = doc[:4]
+    epoch = bounded_int(doc[4], f"{what}: epoch", 0) if len(doc) == 5 else 0
     if not isinstance(inc, str) or len(inc) > MAX_NAME_CHARS:
         raise BadValue(what, f"incarnation {shorten(inc)} is not a short string")
     info = bounded_json(info_json, f"{what} info", MAX_MEMBER_BYTES)
@@ -296,6 +301,7 @@ def member_entry(node: object, entry: object) -> Member:
         seen_ms=bounded_int(seen, f"{what}: seen"),
         expires_ms=bounded_int(expires, f"{what}: expires"),
         info=info,
+        epoch=epoch,
     )
 
 
@@ -308,3 +314,12 @@ def job_control(job: str, paused: object, by: object, at: object, reason: object
         at_ms=bounded_int(at or "0", f"{what}: at", 0),
         reason=text(reason or "", f"{what}: reason", MAX_FIELD_CHARS),
     )
+
+
+def membership_record(value: object, what: str) -> MembershipRecord:
+    """A membership record's text as stored (:meth:`MembershipRecord.decode`, bounded)."""
+    raw = text(value, what, MAX_ENCODED)
+    try:
+        return MembershipRecord.decode(raw)
+    except ValueError as exc:
+        raise BadValue(what, str(exc)) from None

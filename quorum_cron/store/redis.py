@@ -21,7 +21,6 @@ reply.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,25 +31,23 @@ from redis.exceptions import RedisClusterException, RedisError
 from quorum_cron.errors import StoreUnavailable
 from quorum_cron.redact import redact_url
 from quorum_cron.store import keys as store_keys
-from quorum_cron.store import parse
-from quorum_cron.store.base import HeartbeatResult, Member
 from quorum_cron.store.keys import (
     DEFAULT_AUDIT_MAXLEN,
     DEFAULT_LEDGER_MAXLEN,
     DEFAULT_RETENTION_MS,
     DEFAULT_TRIGGER_MAXLEN,
 )
-from quorum_cron.store.redis_base import DEFAULT_MAX_BATCH, DEFAULT_WAIT_TIMEOUT_MS, as_list, as_text
+from quorum_cron.store.redis_base import DEFAULT_MAX_BATCH, DEFAULT_WAIT_TIMEOUT_MS
 from quorum_cron.store.redis_control import RedisControl
+from quorum_cron.store.redis_membership import RedisMembership
 from quorum_cron.store.redis_reads import RedisReads
 from quorum_cron.store.redis_writes import RedisWrites
-from quorum_cron.store.scripts import MEMBERS, Call
 from quorum_cron.store.urls import RedisTarget, open_client, parse_redis_url
 
 __all__ = ["RedisStore", "redact_url"]
 
 
-class RedisStore(RedisWrites, RedisReads, RedisControl):
+class RedisStore(RedisWrites, RedisReads, RedisControl, RedisMembership):
     """The store contract on Redis (see :class:`quorum_cron.store.base.Store`).
 
     ``clock`` is for tests and simulator parity only: when given, every
@@ -162,37 +159,6 @@ class RedisStore(RedisWrites, RedisReads, RedisControl):
             [store_keys.job_assign_channel(ns, j, node) for j in jobs],
             [store_keys.job_trigger_channel(ns, j) for j in jobs],
         )
-
-    # -- membership ----------------------------------------------------------
-
-    def _members_call(self, op: str, *args: str | int) -> list[Any]:
-        return as_list(self._scripts.call(Call(MEMBERS, (self._members_key,), [self._now_arg(), op, *args])))
-
-    def heartbeat(self, node: str, incarnation: str, ttl_ms: int, info: dict[str, str]) -> HeartbeatResult:
-        info_json = json.dumps(info, sort_keys=True, separators=(",", ":"))
-        with self._boundary("heartbeat"):
-            reply = self._members_call("h", node, incarnation, ttl_ms, info_json)
-            if len(reply) != 3:
-                raise ValueError(f"heartbeat reply has {len(reply)} elements, expected 3")
-            return HeartbeatResult(ok=int(reply[1]) == 1, now_ms=int(reply[0]), holder=as_text(reply[2]))
-
-    def leave(self, node: str, incarnation: str) -> None:
-        with self._boundary("leave"):
-            self._members_call("l", node, incarnation)
-
-    def members(self) -> list[Member]:
-        with self._boundary("members"):
-            reply = self._members_call("m")
-            _, pairs = int(reply[0]), reply[1:]
-            if len(pairs) % 2:
-                raise ValueError("odd number of elements in the members reply")
-            out = []
-            for i in range(0, min(len(pairs), 2 * parse.MAX_MEMBERS), 2):
-                try:
-                    out.append(parse.member_entry(pairs[i], pairs[i + 1]))
-                except parse.BadValue as exc:
-                    self._bad(exc.what, exc.problem)
-            return sorted(out, key=lambda m: m.node)
 
     def time_ms(self) -> int:
         """Store time: the server's ``TIME``, or the injected clock when one was given.

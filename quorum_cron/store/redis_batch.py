@@ -125,17 +125,18 @@ class RedisBatching(RedisBase):
         """The vote script calls for ``requests`` and each call's request indices, in vote order.
 
         The fields a node's votes share (node, quorum, skew, deadline,
-        overlap) go once per call as numbered parameter sets. Votes travel in
+        overlap, membership epoch and record) go once per call as numbered
+        parameter sets. Votes travel in
         segments that share a parameter set and a fire time (at a schedule
         boundary most of a batch does): per segment set, fire_ms, count; per
         vote one key (its job's meta key) and its spec hash. A job's votes
         stay together and in order; jobs are independent, so their groups
         are ordered to make segments long (on a cluster: by node first).
         """
-        param_index: dict[tuple[str, int, int, int, str], int] = {}
+        param_index: dict[tuple[str, int, int, int, str, int, str], int] = {}
         vote_params: list[int] = []
         for r in requests:
-            key = (r.node, r.quorum, r.max_skew_ms, r.deadline_ms, _OVERLAP[r.overlap])
+            key = (r.node, r.quorum, r.max_skew_ms, r.deadline_ms, _OVERLAP[r.overlap], r.epoch, r.membership)
             k = param_index.get(key)
             if k is None:
                 k = param_index[key] = len(param_index) + 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from quorum_cron.errors import StoreError
+from quorum_cron.model import MAX_ENCODED, refusal_reason
 from quorum_cron.store import parse
 from quorum_cron.store.base import (
     Delivery,
@@ -83,7 +84,12 @@ class RedisWrites(RedisBatching):
         """
         problem = ""
         status = _STATUS.get(code)
-        if status is None:
+        if code == "F":
+            try:
+                return self._refused(req, record, now_ms)
+            except parse.BadValue as exc:
+                problem = exc.problem
+        elif status is None:
             try:
                 problem = parse.text(record, "vote error", 300) if code == "X" else f"vote code {code!r}"
             except parse.BadValue as exc:
@@ -97,6 +103,15 @@ class RedisWrites(RedisBatching):
         self._bad(f"slot {req.job}@{req.fire_ms}", problem)
         absent = SlotView(job=req.job, fire_ms=req.fire_ms, state=SlotState.ABSENT)
         return VoteResult(status=VoteStatus.DECIDED, slot=absent, now_ms=now_ms)
+
+    def _refused(self, req: VoteRequest, record: object, now_ms: int) -> VoteResult:
+        """A vote the job's membership record refused: ``<record text>\n<slot value>``."""
+        raw = parse.text(record, "refused vote", parse.MAX_SLOT_BYTES + MAX_ENCODED + 1)
+        head, _, value = raw.partition("\n")
+        rec = parse.membership_record(head, f"membership record of job {req.job}")
+        slot = _slot_value(req.job, req.fire_ms, value)
+        why = refusal_reason(req.node, req.epoch, rec)
+        return VoteResult(VoteStatus.REFUSED, slot, now_ms, rec.epoch, rec, why)
 
     def _fenced(
         self, op: str, job: str, fire_ms: int, node: str, token: int, *extra: str | int

@@ -72,12 +72,12 @@ def _assemble(name: str, *parts: str) -> Script:
 
 _JOB = ("_clock.lua", "_job.lua")
 
-VOTE = _assemble("vote", *_JOB, "vote.lua")
+VOTE = _assemble("vote", *_JOB, "_membership.lua", "vote.lua")
 SWEEP = _assemble("sweep", *_JOB, "sweep.lua")
 FENCE = _assemble("fence", *_JOB, "fence.lua")
 MISSED = _assemble("missed", *_JOB, "missed.lua")
 READ = _assemble("read", *_JOB, "read.lua")
-MEMBERS = _assemble("members", "_clock.lua", "members.lua")
+MEMBERS = _assemble("members", "_clock.lua", "_membership.lua", "members.lua")
 CONTROL = _assemble("control", "_clock.lua", "control.lua")
 
 

@@ -4,10 +4,11 @@
 -- KEYS[i]   vote i's job meta key (see _job.lua; a job's votes are
 --             consecutive, consecutive equal keys share the job's meta read)
 -- ARGV[1..6] see _job.lua.
--- ARGV[7]   p, the number of parameter sets that follow, each 5 fields:
+-- ARGV[7]   p, the number of parameter sets that follow, each 7 fields:
 --             node, quorum, max_skew_ms, deadline_ms, overlap ("a" allow |
---             "f" forbid | "r" replace) — the fields a node's votes share,
---             sent once per call
+--             "f" forbid | "r" replace), epoch, membership record text
+--             ("" with epoch 0) — the fields a node's votes share, sent once
+--             per call (the record too: it is parsed only when a job adopts it)
 -- then      segments up to the end of ARGV, each: parameter set (1-based
 --             index), fire_ms, n, then the spec_hash of each of its n votes.
 --             Votes are handled in order (vote i is the i-th spec hash over
@@ -19,12 +20,67 @@
 --   R recorded | C committed (or skipped by overlap forbid) | D decided
 --   E early (not stored) | M missed | S skipped because the job is paused
 --   X the job's stored state is corrupt (nothing written; value_i the error)
+--   F refused by membership (not stored): value_i is the job's record text,
+--     a newline, then the slot's value
 --   and value_i the slot's value as stored afterwards ("" when absent).
+--
+-- Membership (undecided slots only: a decided vote reads no meta). A job
+-- enforces the record in its meta (mr). A vote with a newer epoch makes the
+-- job adopt the vote's record (a job only moves forward) and drops the
+-- legacy floor q. Then a vote with an older epoch (0 included, once the job
+-- has a record) or from a node in neither current nor old is refused (F).
+-- A slot commits when the voters agreeing with this vote hold a quorum of
+-- current and, while joint, of old; stored votes of others do not count.
+-- An epoch-0 vote on a job without a record keeps the legacy rule: the
+-- highest quorum any such vote sent (q) agreeing votes commit.
 --
 -- A slot's deadline is the largest deadline_ms any of its votes carried
 -- (dl, kept on the proposed slot): a vote's missed check uses it, so a node
 -- that widened its deadline (catch-up after an outage) keeps the slot open
 -- for the others too.
+
+-- Parsed records by text, for this call: the jobs of a call nearly always
+-- share one record, parsed once.
+local RECORDS = {}
+
+-- The record the job enforces (parsed from meta mr, cached in M), or false.
+-- A corrupt one fails this job's votes only (code X), never the batch.
+local function job_record(m)
+  if m.rec == nil then
+    if not m.mr then
+      m.rec = false
+    else
+      local rec = RECORDS[m.mr]
+      if not rec then
+        local problem
+        rec, problem = parse_record(m.mr)
+        if not rec then
+          error('corrupt store: ' .. P .. 'meta mr: ' .. problem)
+        end
+        RECORDS[m.mr] = rec
+      end
+      m.rec = rec
+    end
+  end
+  return m.rec
+end
+
+-- The record a vote's parameter set carries (parsed once per call).
+local function vote_record(q)
+  local rec = RECORDS[q[10]]
+  if not rec then
+    local problem
+    rec, problem = parse_record(q[10])
+    if not rec then
+      error('vote of epoch ' .. fmt(q[9]) .. ': ' .. problem)
+    end
+    RECORDS[q[10]] = rec
+  end
+  if rec.epoch ~= q[9] then
+    error('vote of epoch ' .. fmt(q[9]) .. ' carries a record of epoch ' .. fmt(rec.epoch))
+  end
+  return rec
+end
 
 local function vote_one(fire, firen, spec, q)
   local key = P .. 'slot:' .. fire
@@ -38,11 +94,27 @@ local function vote_one(fire, firen, spec, q)
   if now < firen - q[3] then
     return 'E', value(r)
   end
+  local node = q[1]
+  local m = meta()
+  local rec = false
+  local ep = q[9]
+  if ep > 0 or m.mr then
+    rec = job_record(m)
+    if ep > (rec and rec.epoch or 0) then
+      rec = vote_record(q)
+      m.rec, m.mr = rec, rec.text
+      meta_set('mr', rec.text, rec.text)
+      if m.q > 0 then
+        meta_set('q', 0, false)
+      end
+    end
+    if ep < rec.epoch or not is_member(rec, node) then
+      return 'F', rec.text .. '\n' .. value(r)
+    end
+  end
   if not r then
     r = new_slot(key, fire, firen)
   end
-  local node = q[1]
-  local m = meta()
   if m.p then
     set_vote(r, node, spec)
     end_slot(r, 'skipped', 'paused by ' .. m.pb .. ': ' .. m.pr)
@@ -65,16 +137,28 @@ local function vote_one(fire, firen, spec, q)
     return 'M', r.json
   end
   set_vote(r, node, spec)
-  if q[2] > m.q then
-    meta_set('q', q[2], q[8])
-  end
-  local agreeing = 0
-  for _, h in pairs(r.votes) do
-    if h == spec then
-      agreeing = agreeing + 1
+  local decided
+  if rec then
+    local agreeing = {}
+    for n, h in pairs(r.votes) do
+      if h == spec then
+        agreeing[n] = true
+      end
     end
+    decided = commits(rec, agreeing)
+  else
+    if q[2] > m.q then
+      meta_set('q', q[2], q[8])
+    end
+    local agreeing = 0
+    for _, h in pairs(r.votes) do
+      if h == spec then
+        agreeing = agreeing + 1
+      end
+    end
+    decided = agreeing >= m.q
   end
-  if agreeing < m.q then
+  if not decided then
     index_open(r)
     write_proposed(r)
     return 'R', r.json
@@ -113,14 +197,15 @@ end
 
 -- Parameter sets: node, quorum, skew, deadline, overlap, deadline text,
 -- physical TTL of a proposed slot this set's vote creates (see _job.lua),
--- quorum text.
+-- quorum text, epoch, record text (parsed on first use: vote_record).
 local PS = {}
 local i = 8
 for k = 1, tonumber(ARGV[7]) do
   local skew, deadline = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   PS[fmt(k)] = {ARGV[i], tonumber(ARGV[i + 1]), skew, deadline, ARGV[i + 4], ARGV[i + 3],
-                fmt(KEY_TTLN + math.max(deadline, 0) + math.max(skew, 0)), ARGV[i + 1]}
-  i = i + 5
+                fmt(KEY_TTLN + math.max(deadline, 0) + math.max(skew, 0)), ARGV[i + 1],
+                tonumber(ARGV[i + 5]) or 0, ARGV[i + 6]}
+  i = i + 7
 end
 local out, codes = {NOW, ''}, {}
 local v = 0

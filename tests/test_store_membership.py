@@ -1,0 +1,518 @@
+"""Membership in the store (issue 22): the Redis scripts against the memory model, and the rules themselves.
+
+A hypothesis state machine drives a ``RedisStore`` on a real redis-server
+(and, in a second test, on a real Redis Cluster) and a ``MemoryStore`` on one
+virtual clock through reconfiguration sequences — create, change to a joint
+configuration, finish (waiting or forced), heartbeats carrying epochs (which
+fill "size = N" seats and finish a joint change), votes carrying the record
+their node holds (current, older, none at all: a legacy agent) from members
+and non-members — and demands identical replies and identical state (the
+namespace record, its log, the members, each job's enforced record and
+legacy floor). On top of equality it checks the safety rule on the model:
+every commit had agreeing votes from a quorum of each configuration of the
+record the job enforced (both while joint), epochs a job enforces only grow,
+and a refused vote is never stored.
+
+Directed tests pin the individual rules (refusal reasons, joint commits,
+migration of the legacy ``q`` floor, heartbeat side effects) and that a
+hostile stored record harms only its own job.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import hypothesis.strategies as st
+import pytest
+import redis
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from redis.cluster import RedisCluster
+
+from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.embedded_topology import EmbeddedCluster
+from quorum_cron.errors import StoreError
+from quorum_cron.model import (
+    Configuration,
+    MembershipRecord,
+    SlotState,
+    VoteRequest,
+    VoteStatus,
+)
+from quorum_cron.store import keys as store_keys
+from quorum_cron.store.memory import MemoryStore
+from quorum_cron.store.redis import RedisStore
+from tests.topologies import cluster_client
+
+NODES = ("a", "b", "c", "d", "e", "x")
+"""``x`` is never made a member by the machine's changes (an extra node with a copy of the config)."""
+CANDIDATES = NODES[:5]
+JOBS = ("alpha", "beta")
+BASE_MS = 1_700_000_000_000
+GRID_MS = 20_000
+SKEW_MS = 250
+DEADLINE_MS = 30_000
+TTL_MS = 10_000
+AUDIT_MAXLEN = 4
+
+SETTINGS = settings(
+    max_examples=80,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+STATS: Counter[str] = Counter()
+"""What the walk reached (checked under CI's derandomized profile, as in test_store_contract.py)."""
+WALK_GOALS = (
+    "change ok",
+    "change refused",
+    "finish ok",
+    "finish refused",
+    "heartbeat finished a joint change",
+    "heartbeat filled a seat",
+    "vote refused",
+    "vote committed",
+    "vote committed while joint",
+    "job adopted a newer record",
+)
+
+member_sets = st.lists(st.sampled_from(CANDIDATES), min_size=1, max_size=5, unique=True)
+
+
+def _conf(members: list[str], open_seats: int = 0) -> Configuration:
+    return Configuration.of(members, len(members) + open_seats)
+
+
+class MembershipParity(RuleBasedStateMachine):
+    """The same membership operations on Redis and on the model, replies and state compared."""
+
+    server: EmbeddedRedis | None = None
+    cluster: EmbeddedCluster | None = None
+    namespace = "mship"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = BASE_MS + 1_000
+        self.client: redis.Redis | RedisCluster
+        if self.cluster is not None:
+            self.client = cluster_client(self.cluster)
+        else:
+            assert self.server is not None
+            self.client = self.server.client(retry=None, socket_timeout=5.0)
+        self.client.flushall()
+        self.redis = RedisStore(
+            self.client, self.namespace, clock=self.clock, audit_maxlen=AUDIT_MAXLEN, max_batch=3
+        )
+        self.model = MemoryStore(self.clock, audit_maxlen=AUDIT_MAXLEN)
+        self.records: list[MembershipRecord] = []
+        """Every record the namespace held, in order (what nodes may still hold)."""
+        self.job_epochs: dict[str, int] = dict.fromkeys(JOBS, 0)
+
+    def clock(self) -> int:
+        return self.now
+
+    def teardown(self) -> None:
+        self.client.close()
+
+    def same(self, op: str, got: Any, want: Any) -> None:
+        assert got == want, f"{op}: redis replied\n  {got!r}\nmodel replied\n  {want!r}"
+
+    def _saw(self, ms: Any) -> None:
+        if ms is not None and (not self.records or ms.record.epoch > self.records[-1].epoch):
+            self.records.append(ms.record)
+
+    # -- the namespace record -------------------------------------------------
+
+    @initialize(members=member_sets, seats=st.sampled_from((0, 0, 0, 1, 2)), now=st.booleans())
+    def first_start(self, members: list[str], seats: int, now: bool) -> None:
+        """Mostly a record from the start; sometimes votes and heartbeats come first (an old store)."""
+        if now:
+            self.init(members, seats)
+
+    @rule(members=member_sets, seats=st.sampled_from((0, 0, 0, 1, 2)))
+    def init(self, members: list[str], seats: int) -> None:
+        cfg = _conf(members, seats)
+        got = self.redis.init_membership(cfg, "boot")
+        self.same("init_membership", got, self.model.init_membership(cfg, "boot"))
+        self._saw(got)
+
+    @rule(members=member_sets, seats=st.sampled_from((0, 0, 1)), stale=st.sampled_from((0, 0, 0, 1)))
+    def change(self, members: list[str], seats: int, stale: int) -> None:
+        ms = self.model.membership()
+        expect = (ms.record.epoch if ms else 1) - stale
+        cfg = _conf(members, seats)
+        got = self.redis.change_membership(expect, cfg, "ops", "grow")
+        self.same("change_membership", got, self.model.change_membership(expect, cfg, "ops", "grow"))
+        STATS["change ok" if got.ok else "change refused"] += 1
+        if got.ok:
+            assert got.membership is not None and got.membership.record.old == ms.record.current  # type: ignore[union-attr]
+        self._saw(got.membership)
+
+    @rule(force=st.sampled_from((False, False, True)), stale=st.sampled_from((0, 0, 0, 1)))
+    def finish(self, force: bool, stale: int) -> None:
+        ms = self.model.membership()
+        expect = (ms.record.epoch if ms else 1) - stale
+        got = self.redis.finish_membership(expect, "ops", "done", force)
+        self.same("finish_membership", got, self.model.finish_membership(expect, "ops", "done", force))
+        STATS["finish ok" if got.ok else "finish refused"] += 1
+        self._saw(got.membership)
+
+    @rule(
+        node=st.sampled_from(NODES),
+        inc=st.sampled_from(("i1", "i1", "i2")),
+        which=st.sampled_from(("now", "now", "old", "none")),
+    )
+    def heartbeat(self, node: str, inc: str, which: str) -> None:
+        epoch = self._epoch(which)
+        got = self.redis.heartbeat(node, inc, TTL_MS, {"v": "1"}, epoch)
+        before = self.records[-1].epoch if self.records else 0
+        self.same("heartbeat", got, self.model.heartbeat(node, inc, TTL_MS, {"v": "1"}, epoch))
+        if got.membership is not None and got.membership.record.epoch > before:
+            STATS[
+                "heartbeat filled a seat"
+                if got.membership.reason.startswith("seat")
+                else "heartbeat finished a joint change"
+            ] += 1
+        self._saw(got.membership)
+
+    @rule(nodes=st.lists(st.sampled_from(NODES), min_size=3, max_size=6, unique=True))
+    def heartbeat_round(self, nodes: list[str]) -> None:
+        """Nodes heartbeat under the newest epoch, one after the other (as their agents would)."""
+        for node in nodes:
+            self.heartbeat(node, "i1", "now")
+
+    def _epoch(self, which: str) -> int:
+        if which == "none" or not self.records:
+            return 0
+        return self.records[-1 if which == "now" else 0].epoch
+
+    @rule(dt=st.sampled_from((100, 1_000, 6_000, 11_000)))
+    def advance(self, dt: int) -> None:
+        self.now += dt
+
+    # -- votes ------------------------------------------------------------------
+
+    @rule(
+        job=st.sampled_from(JOBS),
+        voters=st.lists(
+            st.tuples(st.sampled_from(NODES), st.sampled_from(("now", "now", "now", "old", "none"))),
+            min_size=1,
+            max_size=5,
+            unique_by=lambda v: v[0],
+        ),
+        spec=st.sampled_from(("h1", "h1", "h2")),
+        quorum=st.sampled_from((2, 3, 4)),
+        offset=st.sampled_from((0, 0, -1)),
+    )
+    def vote(self, job: str, voters: list[tuple[str, str]], spec: str, quorum: int, offset: int) -> None:
+        fire = (self.now // GRID_MS + offset) * GRID_MS
+        reqs = []
+        for node, which in voters:
+            rec = None if which == "none" or not self.records else self.records[-1 if which == "now" else 0]
+            reqs.append(
+                VoteRequest(
+                    job, fire, node, spec, quorum, SKEW_MS, DEADLINE_MS,
+                    epoch=rec.epoch if rec else 0, membership=rec.encode() if rec else "",
+                )
+            )  # fmt: skip
+        before = self.model.slot(job, fire)
+        got = self.redis.vote(reqs)
+        want = self.model.vote(reqs)
+        self.same("vote", got, want)
+        record = self.model._jobs[job].record if job in self.model._jobs else None
+        for req, res in zip(reqs, want, strict=True):
+            STATS[f"vote {res.status}"] += 1
+            if res.status == VoteStatus.COMMITTED and record is not None and record.joint:
+                STATS["vote committed while joint"] += 1
+            if res.status == VoteStatus.REFUSED:
+                assert req.node not in dict(res.slot.votes) or req.node in dict(before.votes), res
+                assert res.reason and res.record is not None and res.epoch == res.record.epoch
+            if (
+                res.status == VoteStatus.COMMITTED
+                and res.slot.state == SlotState.COMMITTED
+                and record is not None
+            ):
+                agreeing = [n for n, h in res.slot.votes if h == res.slot.spec_hash]
+                assert record.commits(agreeing), (record, res.slot)
+        epoch = record.epoch if record else 0
+        assert epoch >= self.job_epochs[job], "a job's enforced epoch went back"
+        if epoch > self.job_epochs[job]:
+            STATS["job adopted a newer record"] += 1
+        self.job_epochs[job] = epoch
+
+    # -- whole state --------------------------------------------------------------
+
+    @invariant()
+    def same_state(self) -> None:
+        self.same("membership", self.redis.membership(), self.model.membership())
+        self.same("membership_log", self.redis.membership_log(10), self.model.membership_log(10))
+        self.same("members", self.redis.members(), self.model.members())
+        for job in JOBS:
+            meta = self.client.hmget(f"qc:{{{self.namespace}:{job}}}:meta", ["mr", "q"])
+            j = self.model._jobs.get(job)
+            want_mr = j.record.encode().encode() if j is not None and j.record is not None else None
+            want_q = str(j.quorum).encode() if j is not None and j.quorum else None
+            self.same(f"{job} meta mr, q", meta, [want_mr, want_q])
+
+
+def test_membership_store_matches_model(redis_server: EmbeddedRedis) -> None:
+    """Reconfiguration sequences: the scripts and the model never disagree, and the model keeps
+    the commit rule. Under CI's derandomized profile the walk must reach every goal."""
+    STATS.clear()
+    MembershipParity.server = redis_server
+    try:
+        run_state_machine_as_test(MembershipParity, settings=SETTINGS)
+    finally:
+        MembershipParity.server = None
+    if settings().derandomize:
+        missing = [goal for goal in WALK_GOALS if not STATS[goal]]
+        assert not missing, f"the derandomized walk never reached {missing}: {dict(sorted(STATS.items()))}"
+
+
+@pytest.mark.slow
+def test_membership_store_on_a_cluster_matches_model(redis_cluster: EmbeddedCluster) -> None:
+    """The same machine on a real 3-master cluster: each job enforces its own copy of the record
+    in its own hash slot, the namespace record lives in the members hash's slot."""
+    ns = "mc"
+    masters = {redis_cluster.master_of(k).port for k in (f"qc:{{{ns}:{j}}}:meta" for j in JOBS)}
+    masters.add(redis_cluster.master_of(store_keys.membership_key(ns)).port)
+    assert len(masters) >= 2, "the jobs and the namespace record should not all share one master"
+    MembershipParity.cluster, MembershipParity.namespace = redis_cluster, ns
+    try:
+        run_state_machine_as_test(MembershipParity, settings=settings(SETTINGS, max_examples=25))
+    finally:
+        MembershipParity.cluster, MembershipParity.namespace = None, "mship"
+
+
+# -- directed: the rules, on both stores ------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = BASE_MS
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def both(redis_server: EmbeddedRedis) -> Iterator[tuple[Clock, redis.Redis, list[Any]]]:
+    clock = Clock()
+    client = redis_server.client(retry=None, socket_timeout=5.0)
+    client.flushall()
+    try:
+        yield clock, client, [RedisStore(client, "m", clock=clock), MemoryStore(clock)]
+    finally:
+        client.close()
+
+
+ABC = MembershipRecord(1, Configuration.of(["a", "b", "c"]))
+GROW = MembershipRecord(2, Configuration.of(["a", "b", "c", "d", "e"]), ABC.current)
+GROWN = MembershipRecord(3, GROW.current)
+
+
+def _vote(
+    store: Any, node: str, rec: MembershipRecord | None, fire: int = BASE_MS, job: str = "j", quorum: int = 2
+) -> Any:
+    req = VoteRequest(
+        job, fire, node, "h", quorum, SKEW_MS, DEADLINE_MS,
+        epoch=rec.epoch if rec else 0, membership=rec.encode() if rec else "",
+    )  # fmt: skip
+    return store.vote([req])[0]
+
+
+def test_non_member_is_refused_not_stored_and_named(both: tuple[Clock, redis.Redis, list[Any]]) -> None:
+    _, _, stores = both
+    for s in stores:
+        res = _vote(s, "d", ABC)
+        assert res.status == VoteStatus.REFUSED
+        assert res.reason == "d is not a member of epoch 1: a, b, c (quorum 2 of 3)"
+        assert res.epoch == 1 and res.record == ABC
+        assert s.slot("j", BASE_MS).state == SlotState.ABSENT
+
+
+def test_stale_epoch_refused_newer_adopted_never_back(both: tuple[Clock, redis.Redis, list[Any]]) -> None:
+    _, _, stores = both
+    for s in stores:
+        assert _vote(s, "a", GROW).status == VoteStatus.RECORDED  # the job adopts epoch 2
+        res = _vote(s, "b", ABC)
+        assert res.status == VoteStatus.REFUSED and res.epoch == 2 and res.record == GROW
+        assert res.reason == "b votes with membership epoch 1, the job enforces epoch 2"
+        legacy = _vote(s, "c", None)
+        assert legacy.status == VoteStatus.REFUSED and legacy.reason.startswith(
+            "c votes with membership epoch 0"
+        )
+
+
+def test_joint_commit_needs_both_majorities(both: tuple[Clock, redis.Redis, list[Any]]) -> None:
+    _, _, stores = both
+    for s in stores:
+        # Growing 3 -> 5: d and e and a are a new majority but only one of the old three.
+        for n in ("d", "e", "a"):
+            assert _vote(s, n, GROW).status == VoteStatus.RECORDED, n
+        assert _vote(s, "b", GROW).status == VoteStatus.COMMITTED
+        # After the change, the new majority alone commits.
+        for n, want in (("c", VoteStatus.RECORDED), ("d", VoteStatus.RECORDED), ("e", VoteStatus.COMMITTED)):
+            assert _vote(s, n, GROWN, job="k").status == want, n
+
+
+def test_joint_commit_needs_the_new_majority_too(both: tuple[Clock, redis.Redis, list[Any]]) -> None:
+    clock, _, stores = both
+    shrink = MembershipRecord(
+        2, Configuration.of(["a", "b", "c"]), Configuration.of(["a", "b", "c", "d", "e"])
+    )
+    for s in stores:
+        # Shrinking 5 -> 3: d, e and a are an old majority but only one of the new three.
+        for n in ("d", "e", "a"):
+            assert _vote(s, n, shrink).status == VoteStatus.RECORDED, n
+        clock.now += DEADLINE_MS + 1
+        assert _vote(s, "b", shrink).status == VoteStatus.MISSED
+        clock.now = BASE_MS
+
+
+def test_legacy_floor_kept_for_old_agents_then_dropped_by_a_record(
+    both: tuple[Clock, redis.Redis, list[Any]],
+) -> None:
+    clock, client, stores = both
+    redis_store = stores[0]
+    for s in stores:
+        clock.now = BASE_MS
+        # A rolling upgrade: epoch-0 votes keep the highest-quorum floor (a node once sent 3).
+        assert _vote(s, "a", None, quorum=3).status == VoteStatus.RECORDED
+        assert _vote(s, "b", None, quorum=2).status == VoteStatus.RECORDED
+        assert _vote(s, "c", None, quorum=2).status == VoteStatus.COMMITTED
+        # Next slot: the first vote with a record migrates the job; 2 of 3 then commit.
+        fire = clock.now = BASE_MS + GRID_MS
+        assert _vote(s, "a", None, fire=fire, quorum=3).status == VoteStatus.RECORDED
+        assert _vote(s, "b", ABC, fire=fire).status == VoteStatus.COMMITTED
+    assert client.hmget("qc:{m:j}:meta", ["q", "mr"]) == [None, b"1;3,2,a,b,c"]
+    assert redis_store.slot("j", BASE_MS + GRID_MS).state == SlotState.COMMITTED
+
+
+def test_decided_slot_answers_every_vote_without_membership(
+    both: tuple[Clock, redis.Redis, list[Any]],
+) -> None:
+    """The fast path: a decided slot is DECIDED for anyone, member or not, stale or not."""
+    _, _, stores = both
+    for s in stores:
+        _vote(s, "a", ABC)
+        assert _vote(s, "b", ABC).status == VoteStatus.COMMITTED
+        for node, rec in (("x", ABC), ("c", None), ("a", GROW)):
+            assert _vote(s, node, rec).status == VoteStatus.DECIDED
+
+
+def test_change_finish_and_the_log(both: tuple[Clock, redis.Redis, list[Any]]) -> None:
+    clock, _, stores = both
+    results = []
+    for s in stores:
+        out = []
+        out.append(s.change_membership(1, ABC.current, "ops", "x"))  # no record yet
+        ms = s.init_membership(ABC.current, "a")
+        out.append(s.init_membership(Configuration.of(["q"]), "b"))  # already there: unchanged
+        out.append(s.change_membership(1, ABC.current, "ops", "same"))
+        out.append(s.finish_membership(1, "ops", "nothing"))
+        grow = s.change_membership(1, GROW.current, "ops", "grow to 5")
+        out.append(grow)
+        out.append(s.change_membership(2, GROWN.current, "ops", "again"))
+        out.append(s.change_membership(1, GROWN.current, "ops", "stale"))
+        out.append(s.finish_membership(2, "ops", "early"))
+        for n in ("a", "b", "c", "d"):
+            out.append(s.heartbeat(n, "i", TTL_MS, {}, 2))
+        out.append(s.finish_membership(2, "ops", "still early"))
+        clock.now += 1
+        last = s.heartbeat("e", "i", TTL_MS, {}, 2)  # the last new member: the heartbeat finishes it
+        out.append(last)
+        out.append(s.membership_log(10))
+        clock.now = BASE_MS
+        assert ms.record == ABC and grow.ok and grow.membership.record == GROW
+        assert last.membership is not None and last.membership.record == GROWN
+        assert last.membership.reason == "every member of epoch 2 holds it" and last.membership.by == "e"
+        results.append(out)
+    assert results[0] == results[1]
+    reasons = [r.reason for r in results[1] if hasattr(r, "reason") and hasattr(r, "ok") and not r.ok]
+    assert reasons == [
+        "no membership record yet (a node creates it from its config when it starts)",
+        "the members are already a, b, c (quorum 2 of 3)",
+        "epoch 1 is not a joint configuration: nothing to finish",
+        "epoch 2 is a change in progress: finish it first",
+        "the membership is at epoch 2, not 1 (changed meanwhile: look again)",
+        "waiting for a, b, c, d, e to heartbeat under epoch 2 (or force it)",
+        "waiting for e to heartbeat under epoch 2 (or force it)",
+    ]
+
+
+def test_forced_finish_and_size_mode_seats(both: tuple[Clock, redis.Redis, list[Any]]) -> None:
+    clock, _, stores = both
+    for s in stores:
+        s.init_membership(Configuration.of([], 3), "first")
+        assert s.heartbeat("b", "i", TTL_MS, {}, 0).membership.record.current.members == ("b",)
+        assert s.heartbeat("b", "i", TTL_MS, {}, 2).membership.record.epoch == 2  # a member already
+        got = s.heartbeat("a", "i", TTL_MS, {}, 2).membership
+        assert (
+            got.record == MembershipRecord(3, Configuration(("a", "b"), 3, 2))
+            and got.reason == "seat filled by a"
+        )
+        s.heartbeat("c", "i", TTL_MS, {}, 3)
+        assert s.heartbeat("z", "i", TTL_MS, {}, 4).membership.record.current.members == ("a", "b", "c")
+        s.change_membership(4, Configuration.of(["a", "b"]), "ops", "shrink")
+        forced = s.finish_membership(5, "ops", "c is gone", force=True)
+        assert forced.ok and forced.membership.record == MembershipRecord(6, Configuration.of(["a", "b"]))
+        assert [m.epoch for m in s.members()] == [2, 2, 3, 4]
+        clock.now = BASE_MS
+
+
+# -- hostile values: a bad record harms only its own job ----------------------------
+
+
+def test_a_corrupt_job_record_fails_only_that_job(both: tuple[Clock, redis.Redis, list[Any]]) -> None:
+    _, client, stores = both
+    store: RedisStore = stores[0]
+    bad: list[tuple[str, str]] = []
+    store.on_bad_value = lambda what, problem: bad.append((what, problem))
+    for value in ("1;3,2,b,a", "9" * 40, "1;3,2,a,b,c;" + "x," * 200, "x" * 100_000, "1;3,1,a,b,c"):
+        client.flushall()
+        client.hset("qc:{m:j}:meta", "mr", value)
+        reqs = [VoteRequest(j, BASE_MS, n, "h", 2, SKEW_MS, DEADLINE_MS, epoch=1, membership=ABC.encode())
+                for j in ("j", "k") for n in ("a", "b")]  # fmt: skip
+        got = store.vote(reqs)
+        assert [r.status for r in got[2:]] == [VoteStatus.RECORDED, VoteStatus.COMMITTED], value
+        assert [r.status for r in got[:2]] == [VoteStatus.DECIDED] * 2, value  # reported, nothing run
+        assert bad and "corrupt store" in bad[-1][1] and "meta mr" in bad[-1][1], bad[-1:]
+        assert len(bad[-1][1]) < 400
+        assert client.hget("qc:{m:j}:meta", "mr") == value.encode()  # untouched
+
+
+def test_a_corrupt_namespace_record_is_reported_and_read_as_none(
+    both: tuple[Clock, redis.Redis, list[Any]],
+) -> None:
+    _, client, stores = both
+    store: RedisStore = stores[0]
+    bad: list[tuple[str, str]] = []
+    store.on_bad_value = lambda what, problem: bad.append((what, problem))
+    client.hset(store_keys.membership_key("m"), mapping={"r": "1;3,2,a,a,b", "at": "1", "by": "x", "why": ""})
+    hb = store.heartbeat("a", "i", TTL_MS, {}, 1)
+    assert hb.ok and hb.membership is None
+    assert bad and "membership record" in bad[-1][0], bad
+    change = store.change_membership(1, ABC.current, "ops", "fix")
+    assert not change.ok and "corrupt" in change.reason
+    with pytest.raises(StoreError, match="corrupt"):
+        store.init_membership(ABC.current, "a")
+
+
+def test_a_vote_with_a_bad_record_fails_only_that_vote(both: tuple[Clock, redis.Redis, list[Any]]) -> None:
+    _, _, stores = both
+    store: RedisStore = stores[0]
+    bad: list[tuple[str, str]] = []
+    store.on_bad_value = lambda what, problem: bad.append((what, problem))
+    reqs = [
+        VoteRequest("j", BASE_MS, "a", "h", 2, SKEW_MS, DEADLINE_MS, epoch=3, membership=ABC.encode()),
+        VoteRequest("k", BASE_MS, "a", "h", 2, SKEW_MS, DEADLINE_MS, epoch=1, membership=ABC.encode()),
+    ]
+    got = store.vote(reqs)
+    assert [r.status for r in got] == [VoteStatus.DECIDED, VoteStatus.RECORDED]
+    assert "carries a record of epoch 1" in bad[-1][1]
+    with pytest.raises(ValueError, match="carries a record of epoch 1"):
+        stores[1].vote(reqs[:1])
