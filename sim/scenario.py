@@ -153,9 +153,12 @@ class SettingsDef:
     retry_ms: int = 500
     sweep_ms: int = 1_000
     assign_poll_ms: int = 1_000
-    wait_replicas: int = 0
+    wait_replicas: int = 1
     """The store's ``wait_replicas``: a write is acknowledged only once a replica
-    has it (Redis ``WAIT``), so a failover loses no acknowledged write."""
+    has it (Redis ``WAIT``), so a failover loses no acknowledged write. On by
+    default, as docs/store.md asks of a replicated store that can fail over;
+    ``0`` simulates a store without ``WAIT`` (its limits are the checker's
+    ``FAILOVER_LOSS``: see ``sim/scenarios/limits/``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,7 +426,7 @@ def loads(text: str, source: str = "<scenario>") -> Scenario:
         retry_ms=st.duration("retry", 500),
         sweep_ms=st.duration("sweep", 1_000),
         assign_poll_ms=st.duration("assign_poll", 1_000),
-        wait_replicas=st.int_("wait_replicas", 0, lo=0),
+        wait_replicas=st.int_("wait_replicas", SettingsDef().wait_replicas, lo=0),
     )
     st.done()
     r.done()
