@@ -153,13 +153,16 @@ def _member_doc(m: Member, now: int, config: Config, stored: model.Membership | 
     voting = m.info.get("voting", "")
     clock = m.info.get("clock", "")
     why_not = ""
+    role = _role(m.node, stored)
     if voting != "yes":
         why_not = m.info.get("clock_reason", "") if clock != "trusted" else "voting stopped"
+    if role == "refused":
+        why_not = "not a member of the store's membership record"
     hashes = _spec_hashes(m)
     differs = sorted(s.name for s in config.jobs if s.name in hashes and hashes[s.name] != s.spec_hash)
     return {
         "node": m.node,
-        "role": _role(m.node, stored),
+        "role": role,
         "epoch": m.epoch,
         "host": m.info.get("host", ""),
         "incarnation": m.incarnation,
@@ -210,7 +213,7 @@ def cluster_view(
     if facts.disagreement is not None:
         problems.append({"kind": "membership_mismatch", "at_ms": now, "message": _cut(facts.disagreement)})
     for m in member_docs:
-        if m["voting"] != "yes":
+        if m["voting"] != "yes" and m["role"] != "refused":  # a refused node is its own problem (above)
             problems.append(
                 {"kind": "not_voting", "at_ms": m["seen_ms"], "message": f"{m['node']}: {m['why_not']}"}
             )
