@@ -51,6 +51,6 @@ class StoreWorker:
         return await loop.run_in_executor(self._background, fn)
 
     def shutdown(self) -> None:
-        """Stop accepting work; calls already queued still run (no waiting here)."""
+        """Stop accepting work: a call on the wire finishes, queued ones are cancelled (no waiting)."""
         self._protocol.shutdown(wait=False, cancel_futures=True)
         self._background.shutdown(wait=False, cancel_futures=True)
