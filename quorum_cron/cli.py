@@ -184,11 +184,12 @@ def _register() -> None:
     """Add the commands defined elsewhere; each module exports plain click commands."""
     from quorum_cron.clockcheck import check_clock
     from quorum_cron.commands import COMMANDS
+    from quorum_cron.commands.check_store import check_store
     from quorum_cron.commands.import_crontab import import_crontab
     from quorum_cron.commands.web import web
     from quorum_cron.sim_cli import sim_group
 
-    for command in (*COMMANDS, web, check_clock, sim_group, import_crontab):
+    for command in (*COMMANDS, web, check_clock, check_store, sim_group, import_crontab):
         main.add_command(command)
 
 

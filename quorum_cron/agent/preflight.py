@@ -11,7 +11,10 @@ a traceback:
   are reused), a committed slot (it never starts). The agent refuses such
   a server unless the operator passes ``--allow-evicting-redis``, and then
   says so loudly in its log;
-- a members key of the wrong type (no node could ever heartbeat).
+- a members key of the wrong type (no node could ever heartbeat);
+- a server outside the support matrix (Redis < 7.0, Valkey < 7.2: see
+  :mod:`quorum_cron.store.server`), named with its version and what it
+  lacks, before any script could fail on it opaquely.
 
 A server that cannot be reached at all is not an error here: nodes may start
 before Redis, and the agent waits for it (see ``health.first_contact``).
@@ -28,6 +31,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quorum_cron.errors import StoreError
+from quorum_cron.store.server import parse_server_info, unsupported
 
 __all__ = ["SAFE_POLICY", "PreflightError", "check_server", "eviction_problem"]
 
@@ -58,10 +62,11 @@ def eviction_problem(policy: str | None, shown_url: str) -> str | None:
 
 
 def check_server(client: redis.Redis | RedisCluster, shown_url: str, members_key: str) -> str | None:
-    """Ping, read ``maxmemory_policy``, check the members key type; returns the policy (None: unknown).
+    """Ping, check the version, read ``maxmemory_policy``, check the members key type; returns the policy.
 
     Raises :class:`PreflightError` (one line) when the server refuses the
-    credentials, is not Redis, or holds a members key of another type.
+    credentials, is not Redis, is outside the support matrix, or holds a
+    members key of another type. The returned policy is None when unknown.
     Returns None without raising when the server cannot be reached.
     """
     try:
@@ -92,6 +97,14 @@ def check_server(client: redis.Redis | RedisCluster, shown_url: str, members_key
         raise PreflightError(f"redis at {shown_url} refused PING: {_first_line(exc)}") from None
     except redis.RedisError as exc:
         raise PreflightError(_not_redis(shown_url, exc)) from None
+    try:
+        server_info = client.info("server")
+    except redis.RedisError:
+        server_info = None  # e.g. an ACL user without INFO: the version stays unchecked
+    if server_info:
+        problem = unsupported(parse_server_info(server_info), shown_url)
+        if problem is not None:
+            raise PreflightError(problem)
     try:
         kind = client.type(members_key)
         kind = kind.decode() if isinstance(kind, bytes) else str(kind)

