@@ -69,6 +69,8 @@ def _print_report(console: Console, report: object, events: int, seconds: float,
         str(len(report.violations)),
     )
     console.print(table)
+    if report.exempt:
+        console.print("exempt: " + ", ".join(f"{k} x{n}" for k, n in sorted(report.exempt.items())))
     for kind, n in sorted(report.by_kind().items()):
         known = " (a known limit of the design: docs/protocol.md)" if kind in KNOWN_LIMITS else ""
         console.print(f"[red]✗[/red] {kind}: {n}{known}")
@@ -224,6 +226,16 @@ def explore_cmd(
         for kind, n in sorted(violations.items()):
             vt.add_row(f"{kind} [known limit]" if kind in KNOWN_LIMITS else kind, str(n))
         console.print(vt)
+    exempt: Counter[str] = Counter()
+    for r in results:
+        exempt.update(r.exempt)
+    due = sum(r.due for r in results)
+    checked = sum(r.liveness_checked for r in results)
+    console.print(f"liveness judged {checked} of {due} due slots ({checked / max(due, 1):.0%})")
+    console.print(
+        "exempt (each by its own rule, docs/protocol.md): "
+        + (", ".join(f"{k} x{n}" for k, n in sorted(exempt.items())) or "none")
+    )
     if reached:
         console.print("reached: " + ", ".join(f"{k} x{n}" for k, n in sorted(reached.items())))
     failing = [r for r in results if not r.ok]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from sim.checker import KNOWN_LIMITS, Report
 from sim.gen import RandomChooser, random_scenario
@@ -38,6 +38,11 @@ class SeedResult:
     misses: int
     events: int
     reached: dict[str, int]
+    exempt: dict[str, int] = field(default_factory=dict)
+    """The checker's exemptions by name (``Report.exempt``: cut off, the lease exemptions); the
+    known limits are in ``violations``, each under its own kind."""
+    liveness_checked: int = 0
+    """Due slots the liveness rule judged (of ``due``)."""
 
 
 def explore_scenario(
@@ -72,6 +77,8 @@ def _one(args: tuple[int, int, int, float, str, frozenset[str], int]) -> SeedRes
         misses=rep.misses,
         events=result.events,
         reached=dict(rep.reached),
+        exempt=dict(rep.exempt),
+        liveness_checked=rep.liveness_checked,
     )
 
 

@@ -262,6 +262,7 @@ def test_cli_explore_lists_failing_seeds_with_replay_commands(tmp_path: Path) ->
         ],
     )
     assert "3 seeds x 5 nodes x 3 jobs" in res.output
+    assert "liveness judged" in res.output and "exempt (each by its own rule" in res.output
     if res.exit_code == 1:
         assert "quorum-cron sim replay" in res.output
         written = sorted(tmp_path.glob("*.toml"))
