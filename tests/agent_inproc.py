@@ -84,21 +84,22 @@ class OutageStore(MemoryStore):
 
     While ``down`` is non-empty every store call raises ``StoreUnavailable(down)``
     before touching the model (nothing is written, as when Redis refuses the
-    connection). Each call, failed or not, sets the attached :class:`Signal`.
+    connection); while ``broken`` is set, every call raises it instead (a store
+    that answers with an error, or a bug). Each call, failed or not, sets the
+    attached :class:`Signal`.
     """
 
     def __init__(self, clock: ManualClock) -> None:
         super().__init__(clock.wall_ms)
         self.down = ""
+        self.broken: Exception | None = None
         self.calls: dict[str, int] = {}
         self.signal: Signal | None = None
         self._lock = threading.Lock()
 
     def __getattribute__(self, name: str) -> Any:
         attr = super().__getattribute__(name)
-        if name.startswith("_") or not callable(attr) or name in ("signal", "down", "calls"):
-            return attr
-        if name not in _STORE_CALLS:
+        if name.startswith("_") or name not in _STORE_CALLS:
             return attr
 
         def call(*args: object, **kwargs: object) -> object:
@@ -107,6 +108,8 @@ class OutageStore(MemoryStore):
             try:
                 if self.down:
                     raise StoreUnavailable(self.down)
+                if self.broken is not None:
+                    raise self.broken
                 return attr(*args, **kwargs)
             finally:
                 if self.signal is not None:
