@@ -93,6 +93,9 @@ class OutageStore(MemoryStore):
         super().__init__(clock.wall_ms)
         self.down = ""
         self.broken: Exception | None = None
+        self.gate = threading.Event()
+        """Cleared: every call is counted, then held until it is set again (a call on the wire)."""
+        self.gate.set()
         self.calls: dict[str, int] = {}
         self.signal: Signal | None = None
         self._lock = threading.Lock()
@@ -105,6 +108,10 @@ class OutageStore(MemoryStore):
         def call(*args: object, **kwargs: object) -> object:
             with self._lock:
                 self.calls[name] = self.calls.get(name, 0) + 1
+            if not self.gate.is_set():
+                if self.signal is not None:
+                    self.signal.set_threadsafe()
+                self.gate.wait(10)
             try:
                 if self.down:
                     raise StoreUnavailable(self.down)
