@@ -155,31 +155,6 @@ def _alert_url_problem(url: str) -> str | None:
     return None
 
 
-def members_problem(members: object) -> str | None:
-    """Why ``members`` is not a list of 1-100 distinct node ids, or None (one line, naming the value)."""
-    if not isinstance(members, (list, tuple)):
-        return f"{members!r} is {_type_name(members)} (expected an array of node ids such as ['a', 'b', 'c'])"
-    if not members or len(members) > _MAX_SIZE:
-        return f"has {len(members)} node ids (expected 1-{_MAX_SIZE}, such as ['a', 'b', 'c'])"
-    seen: set[str] = set()
-    for item in members:
-        problem = _name_problem(item, "node id")
-        if problem is not None:
-            return problem
-        if item in seen:
-            return f"{item!r} is listed twice (expected distinct node ids)"
-        seen.add(item)
-    return None
-
-
-def size_vs_members(size: int, count: int) -> str:
-    """The one line for a ``size`` that contradicts the number of ``members``."""
-    return (
-        f"{size!r} disagrees with the {count} members listed "
-        f"(expected {count}, or leave size out: it is then the number of members)"
-    )
-
-
 def _fail(where: str, key: str, problem: str | None) -> None:
     if problem is not None:
         raise ConfigError(f"{where}: field {key!r}: {problem}")
@@ -515,5 +490,6 @@ def _deadline_vs_skew(source: str, job: JobSpec, cluster: ClusterConfig) -> str:
     )
 
 
-# The file reader is its own module; it imports the values above, hence last.
+# The file reader and the members' rules are their own modules; they import the values above, hence last.
 from quorum_cron.config_file import load_config, parse_config  # noqa: E402
+from quorum_cron.config_members import members_problem, size_vs_members  # noqa: E402

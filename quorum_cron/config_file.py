@@ -41,9 +41,8 @@ from quorum_cron.config import (
     _redis_url_problem,
     _suggest,
     _type_name,
-    members_problem,
-    size_vs_members,
 )
+from quorum_cron.config_members import members_problem, size_vs_members
 from quorum_cron.durations import format_duration, parse_duration
 from quorum_cron.errors import ConfigError, ScheduleError
 from quorum_cron.model import Delivery, Overlap
