@@ -8,7 +8,9 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from quorum_cron.commands.demo import demo
+from quorum_cron.commands.demo import _Node, _verdict, demo
+from quorum_cron.model import LedgerEntry
+from quorum_cron.store.base import SlotState
 
 pytestmark = pytest.mark.slow
 
@@ -27,3 +29,24 @@ def test_demo_runs_every_slot_once_and_cleans_up() -> None:
     # Every process the demo started is gone (their command lines name the demo's temp dir).
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     assert [line for line in ps.splitlines() if "quorum-cron-demo-" in line] == []
+
+
+def test_a_failed_verdict_is_one_line_naming_each_slot_and_what_the_ledger_says() -> None:
+    """The run that exited 1 (issue 24): its last line says which slot and why, not just "some slots"."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    nodes = [_Node("node1", proc), _Node("node3", proc, killed=True)]
+    fire = 1_796_215_146_000  # 12:39:06 UTC
+    blank = {"token": 0, "committed_ms": 0, "started_ms": 0, "finished_ms": 0, "detail": ""}
+    why = "overlap forbidden: slot 1796215145000 active\n"
+    skipped = LedgerEntry("tick", fire, SlotState.SKIPPED, why, ("node1", "node2"), "", **blank)
+    lost = LedgerEntry("tick", fire - 1000, SlotState.LOST, "", ("node1", "node3"), "node3", **blank)
+    wrong = [("tick", fire - 1000, 2), ("tick", fire, 0), ("report", fire, 0)]
+    entries = {("tick", fire): skipped, ("tick", fire - 1000): lost}
+    line = _verdict(wrong, ["x@1: ledger says succeeded, the job wrote 0 line(s)"], entries, nodes)
+    assert "\n" not in line
+    head = "FAILED: 3 slot(s) not run exactly once: tick@12:39:05.000 ran 2 times (ledger: lost; "
+    assert line.startswith(head), line
+    assert "executor node3 was killed" in line
+    assert "tick@12:39:06.000 missed (ledger: skipped, overlap forbidden: slot 1796215145000 active" in line
+    assert "report@12:39:06.000 missed (no ledger entry); and 1 more (see `quorum-cron history`)" in line
