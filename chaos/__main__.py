@@ -1,9 +1,11 @@
 """``python -m chaos``: run the fault harness, re-check a run, print a schedule, clean leftovers.
 
     python -m chaos run --seed 1 --seconds 130          # one run, checked; exit 1 on a violation
-    python -m chaos run --seed 1 --seed 2 --minutes 60  # the soak: each seed for 60 minutes
+    python -m chaos run --seed 1 --seed 2 --minutes 60  # long runs: each seed for 60 minutes
     python -m chaos run --seed 1 --scheduler leader     # the same schedule on the leader-lease baseline
     python -m chaos run --seed 2 --results              # also benchmarks/results/chaos-<stamp>-<variant>.json
+    python -m chaos soak --seeds 1-20 --kinds kill,pause,redis-restart,clock-step --seconds 60
+                                                        # repeated runs, coverage per repetition
     python -m chaos check RUN_DIR                       # judge a stored run again
     python -m chaos plan --seed 1 --seconds 130         # the schedule a seed gives, without running
     python -m chaos clean                               # namespaces left by a crashed run
@@ -32,6 +34,7 @@ from chaos.check import check_dir
 from chaos.netns import clean_stale
 from chaos.plan import KINDS, plan
 from chaos.run import Options, libfaketime, run
+from chaos.soak import parse_seeds, soak, soak_summary
 
 __all__ = ["main", "missing_tools"]
 
@@ -63,14 +66,28 @@ def _kinds(text: str) -> tuple[str, ...]:
     return kinds
 
 
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m chaos", description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="run and check")
-    r.add_argument("--seed", type=int, action="append", help="repeatable; default 1")
+def _seeds(text: str) -> list[int]:
+    try:
+        return parse_seeds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--repeat {text!r}: expected a whole number >= 1")
+    return n
+
+
+def _run_options(r: argparse.ArgumentParser) -> None:
+    """The options of one run, shared by ``run`` and ``soak``."""
     length = r.add_mutually_exclusive_group()
     length.add_argument("--seconds", type=float, help="length of each run (default 130: every kind once)")
-    length.add_argument("--minutes", type=float, help="length of each run in minutes (the soak)")
+    length.add_argument("--minutes", type=float, help="length of each run in minutes (long runs)")
     r.add_argument("--scheduler", choices=["quorum", "leader"], default="quorum")
     r.add_argument("--nodes", type=int, default=5)
     r.add_argument("--no-replica", action="store_true", help="standalone Redis (drops the promotion fault)")
@@ -80,13 +97,30 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--start-timeout-ms", type=int, default=500, help="the cluster's start_timeout")
     r.add_argument("--dir", type=Path, help="run directory (default: a new one under /tmp)")
-    r.add_argument("--json", type=Path, help="write the summaries (one per seed) to this file")
+    r.add_argument("--json", type=Path, help="write the summaries (one per run) to this file")
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m chaos", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run and check")
+    r.add_argument("--seed", type=int, action="append", help="repeatable; default 1")
+    _run_options(r)
     r.add_argument(
         "--results",
         action="store_true",
         help="also write the summaries and reports to benchmarks/results/chaos-<stamp>-<variant>.json "
         "(variant: the scheduler, -standalone without the replica; older files of the variant removed)",
     )
+    s = sub.add_parser("soak", help="repeat runs over seeds; one coverage line per repetition")
+    s.add_argument(
+        "--seeds", type=_seeds, default=[1, 2, 3, 4, 5], help="e.g. 1-20 or 1,4,9-11 (default 1-5)"
+    )
+    s.add_argument("--repeat", type=_positive, default=1, help="runs per seed (default 1)")
+    s.add_argument(
+        "--full", action="store_true", help="also fail (exit 1) when a repetition is below full coverage"
+    )
+    _run_options(s)
     c = sub.add_parser("check", help="check a stored run directory again")
     c.add_argument("run_dir", type=Path)
     p = sub.add_parser("plan", help="print the fault schedule of a seed")
@@ -127,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_replica:
         kinds = tuple(k for k in kinds if k != "promotion")
     base = args.dir or Path(tempfile.mkdtemp(prefix="qc-chaos-"))
+    if args.cmd == "soak":
+        return _soak(args, base, seconds, kinds)
     summaries = []
     reports: list[list[str]] = []
     failed = False
@@ -168,6 +204,38 @@ def main(argv: list[str] | None = None) -> int:
         doc = {"command": " ".join(command), "seconds": seconds, "runs": summaries, "reports": reports}
         _write_result("chaos", doc, variant)
     return 1 if failed else 0
+
+
+def _soak(args: argparse.Namespace, base: Path, seconds: float, kinds: tuple[str, ...]) -> int:
+    """``python -m chaos soak``: one line per repetition as it ends, then the summary."""
+    opts = Options(
+        seed=0,
+        seconds=seconds,
+        workdir=base,
+        scheduler=args.scheduler,
+        nodes=args.nodes,
+        replica=not args.no_replica,
+        kinds=kinds,
+        starting_deadline_ms=args.starting_deadline_ms,
+        start_timeout_ms=args.start_timeout_ms,
+    )
+    print(
+        f"chaos soak: {args.scheduler}, {args.nodes} nodes, seeds {args.seeds} x {args.repeat}, "
+        f"{seconds:.0f} s each, kinds {','.join(kinds)}; run dirs under {base}",
+        flush=True,
+    )
+    reps = soak(opts, args.seeds, args.repeat)
+    text, passed = soak_summary(reps, full=args.full)
+    print(text)
+    if args.json is not None:
+        docs = [
+            {"rep": r.number, "seed": r.seed, "dir": str(r.workdir), "wall_s": round(r.wall_s, 1)}
+            | (r.report.summary() | {"eligible_ran": r.report.eligible_ran, "uncovered": r.report.uncovered}
+               if r.report is not None else {"error": r.error})
+            for r in reps
+        ]  # fmt: skip
+        args.json.write_text(json.dumps(docs, indent=1))
+    return 0 if passed else 1
 
 
 def _write_result(name: str, doc: dict[str, Any], variant: str) -> Path:
