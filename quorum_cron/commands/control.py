@@ -25,6 +25,7 @@ from pathlib import Path
 
 import click
 
+from quorum_cron.agent.membership import membership_facts
 from quorum_cron.commands.common import config_option, fail, fmt_ms, load, redis_option, store_for
 from quorum_cron.config import Config
 from quorum_cron.errors import StoreError
@@ -83,16 +84,16 @@ def trigger(job: str, config_path: Path, redis_url: str | None, by: str | None) 
     store, shown = store_for(config, redis_url)
     try:
         fire_ms = store.trigger(job, who)
-        alive = len(store.members())
+        # The quorum the store enforces (its membership record), not this config's.
+        health = membership_facts(store.membership(), store.members(), config.cluster).health
     except StoreError as exc:
         fail(f"cannot trigger {job!r} through the store at {shown}: {exc}")
     finally:
         store.close()
     click.echo(f"triggered {job}: slot {fire_ms} ({fmt_ms(fire_ms)}) by {who}")
-    quorum = config.cluster.quorum
-    if alive < quorum:
+    if not health.ok:
         click.echo(
-            f"warning: only {alive} of {config.cluster.size} nodes alive, need {quorum}: "
+            f"warning: only {health.alive} of {health.size} nodes alive, need {health.quorum}: "
             f"the slot will be missed unless enough nodes vote before its deadline",
             err=True,
         )
