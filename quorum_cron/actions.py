@@ -4,7 +4,7 @@
 and failures (:class:`Failure`) in, and returns actions: store actions
 (carried out by :func:`quorum_cron.perform.perform`, answered with
 ``on_reply`` / ``on_failure``) and local ones (``Run``, ``RunLocal``,
-``Kill``, ``Abstain``). Plain frozen values; no logic.
+``Kill``, ``Abstain``, ``Refused``). Plain frozen values; no logic.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ __all__ = [
     "ReadHighWater",
     "ReadSlots",
     "RecordMissed",
+    "Refused",
     "Renew",
     "Run",
     "RunLocal",
@@ -245,6 +246,23 @@ class Abstain:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """The store refused a vote by membership (no store call; for one log line, a metric, an alert).
+
+    Emitted at most once per membership epoch this node holds: a node that is
+    not a member would otherwise report every slot of every job. ``epoch`` is
+    the node's, ``store_epoch`` the one the job enforces, ``reason`` the
+    store's one line (it names the node and both epochs, or the members).
+    """
+
+    job: str
+    fire_ms: int
+    epoch: int
+    store_epoch: int
+    reason: str
+
+
 StoreAction = Vote | Start | Renew | Finish | Sweep | ReadSlots | ReadHighWater | RecordMissed
 """Actions the runtime carries out as a store call, answering with ``on_reply``/``on_failure``."""
-Action = StoreAction | Run | RunLocal | Kill | Abstain
+Action = StoreAction | Run | RunLocal | Kill | Abstain | Refused

@@ -63,6 +63,7 @@ from quorum_cron.actions import (
     ReadHighWater,
     ReadSlots,
     RecordMissed,
+    Refused,
     Renew,
     Run,
     RunLocal,
@@ -76,6 +77,7 @@ from quorum_cron.core_inspect import Inspection
 from quorum_cron.core_state import MAX_PENDING_FINISHES, _JobState, _Pending
 from quorum_cron.core_vote import VotingSide
 from quorum_cron.model import (
+    MembershipRecord,
     SlotState,
     SlotView,
     SweepResult,
@@ -97,6 +99,7 @@ __all__ = [
     "ReadHighWater",
     "ReadSlots",
     "RecordMissed",
+    "Refused",
     "Renew",
     "Run",
     "RunLocal",
@@ -138,6 +141,28 @@ class NodeCore(VotingSide, Inspection):
                 self._release_held()
         self._trusted = trusted
         self._trust_reason = reason or ("clock trusted" if trusted else "clock not trusted")
+        self._may_vote = trusted and self._member
+
+    def set_membership(self, record: MembershipRecord) -> bool:
+        """Hold the namespace's membership ``record`` if it is newer than the one held.
+
+        Feed it every record the runtime learns (a heartbeat's reply, the
+        record read at start); a vote refused by a newer record updates it
+        too. Returns True when the held record changed. A node that is not a
+        member of it abstains (``Abstain`` once per slot, the reason naming
+        the members) instead of voting.
+        """
+        return self._adopt(record)
+
+    @property
+    def membership(self) -> MembershipRecord | None:
+        """The record this node holds (None: legacy mode, epoch-0 votes)."""
+        return self._record
+
+    @property
+    def is_member(self) -> bool:
+        """Whether this node may vote under the record it holds (True in legacy mode)."""
+        return self._member
 
     @property
     def trusted(self) -> bool:
@@ -281,7 +306,7 @@ class NodeCore(VotingSide, Inspection):
             ) - self._lead_ms
             pending = js.pending
             if pending:
-                trusted = self._trusted
+                trusted = self._may_vote
                 skew = self._drop_after_ms
                 local = js.job.run_local and not self._reachable
                 for p in pending.values():

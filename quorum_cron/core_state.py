@@ -27,6 +27,7 @@ from quorum_cron.actions import (
 )
 from quorum_cron.core_retries import MAX_RETRY_DOUBLINGS, RetryQueue
 from quorum_cron.model import (
+    MembershipRecord,
     SlotView,
     SweepParams,
     VoteRequest,
@@ -128,7 +129,9 @@ class _JobState:
 class CoreState:
     """State shared by the parts of :class:`~quorum_cron.core.NodeCore` (see the module docstring)."""
 
-    def __init__(self, settings: NodeSettings, jobs: Sequence[CoreJob]) -> None:
+    def __init__(
+        self, settings: NodeSettings, jobs: Sequence[CoreJob], membership: MembershipRecord | None = None
+    ) -> None:
         names = [j.name for j in jobs]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate job names in {names!r}: expected each job once")
@@ -147,6 +150,17 @@ class CoreState:
         """(retry time, key) of failed finishes; stale unless the key still waits for that time."""
         self._trusted = False
         self._trust_reason = "clock not checked yet"
+        self._record: MembershipRecord | None = None
+        """The membership record this node holds (None: legacy, epoch-0 votes; see set_membership)."""
+        self._record_text = ""
+        self._member = True
+        self._member_reason = ""
+        self._may_vote = False
+        """Clock trusted and a member: what lets a due slot be voted (else it is abstained)."""
+        self._refused_reported = -1
+        """The highest own epoch a ``Refused`` was emitted for (at most one per epoch)."""
+        if membership is not None:
+            self._adopt(membership)
         self._reachable = True
         self._unreachable_reason = ""
         self._held: set[int] = set()
@@ -204,16 +218,44 @@ class CoreState:
         self._held.clear()
 
     def _vote_request(self, job: CoreJob, fire_ms: int, deadline_ms: int) -> VoteRequest:
+        record = self._record
         return VoteRequest(
-            job=job.name,
-            fire_ms=fire_ms,
-            node=self.settings.node_id,
-            spec_hash=job.spec_hash,
-            quorum=self.settings.quorum,
-            max_skew_ms=self.settings.max_skew_ms,
-            deadline_ms=deadline_ms,
-            overlap=job.overlap,
+            job.name,
+            fire_ms,
+            self.settings.node_id,
+            job.spec_hash,
+            self.settings.quorum,
+            self.settings.max_skew_ms,
+            deadline_ms,
+            job.overlap,
+            record.epoch if record is not None else 0,
+            self._record_text,
         )
+
+    def _adopt(self, record: MembershipRecord) -> bool:
+        """Hold ``record`` if it is newer than the one held (epochs only grow); True when it changed.
+
+        Pending slots' requests are rebuilt (they carry the epoch), and every
+        job is visited: a node that stopped or started being a member
+        abstains or votes from the next tick.
+        """
+        held = self._record
+        if held is not None and record.epoch <= held.epoch:
+            return False
+        self._record, self._record_text = record, record.encode()
+        me = self.settings.node_id
+        self._member = record.is_member(me)
+        self._member_reason = "" if self._member else f"{me} is not a member of {record.describe()}"
+        self._may_vote = self._trusted and self._member
+        for js in self._by_index:
+            for p in js.pending.values():
+                p.request = None
+        self._dirty.update(range(len(self._by_index)))
+        return True
+
+    def _abstain_reason(self) -> str:
+        """Why a due slot is not voted: the clock first (it is what a member would fix), then membership."""
+        return self._trust_reason if not self._trusted else self._member_reason
 
     @staticmethod
     def _next_fire(js: _JobState) -> int:

@@ -19,6 +19,7 @@ from quorum_cron.actions import (
     Failure,
     Now,
     RecordMissed,
+    Refused,
     RunLocal,
     Vote,
 )
@@ -104,10 +105,10 @@ class VotingSide(CoreState):
                 out.append(RunLocal(js.job.name, fire_ms, js.job.timeout_ms))
             if p.in_flight or p.retry_at_mono > mono:
                 continue
-            if not self._trusted:
+            if not self._may_vote:
                 if not p.abstained:
                     p.abstained = True
-                    out.append(Abstain(js.job.name, fire_ms, self._trust_reason))
+                    out.append(Abstain(js.job.name, fire_ms, self._abstain_reason()))
                 continue
             if not js.caught_up:
                 continue  # the high-water read's reply marks the job dirty
@@ -167,8 +168,8 @@ class VotingSide(CoreState):
         me = self.settings.node_id
         if p.local == 2:
             return f"no quorum before the deadline; ran locally on {me} ({p.local_detail})"
-        if p.abstained and not self._trusted:
-            why = f"{me} abstained: {self._trust_reason}"
+        if p.abstained and not self._may_vote:
+            why = f"{me} abstained: {self._abstain_reason()}"
         elif p.why:
             why = f"{me} could not vote: {p.why}"
         elif p.abstained:
@@ -183,6 +184,9 @@ class VotingSide(CoreState):
             assert isinstance(res, VoteResult)
             js = self._jobs[req.job]
             p = js.pending.get(req.fire_ms)
+            if res.status == VoteStatus.REFUSED:
+                self._on_refused(js.index, req, res, p, out)
+                continue
             if res.status == VoteStatus.EARLY:
                 # Our clock runs ahead of the store's: try again shortly.
                 if p is not None:
@@ -196,6 +200,27 @@ class VotingSide(CoreState):
                     self._dirty.add(js.index)  # (a vote in flight has no timer: dropping it changes none)
             out.extend(self._on_view(res.slot, now, poll_again=True))
         return out
+
+    def _on_refused(
+        self, index: int, req: VoteRequest, res: VoteResult, p: _Pending | None, out: list[Action]
+    ) -> None:
+        """The job's membership record refused the vote: report it (once per epoch this node
+        held), hold the job's record if it is newer, and vote again under it — or, still refused
+        or no longer a member, leave the slot to be accounted for at its deadline."""
+        if req.epoch > self._refused_reported:
+            self._refused_reported = req.epoch
+            out.append(Refused(req.job, req.fire_ms, req.epoch, res.epoch, res.reason))
+        newer = res.record is not None and self._adopt(res.record)
+        if p is None:
+            return
+        p.in_flight = False
+        p.request = None
+        self._dirty.add(index)
+        if newer:
+            p.retry_at_mono = 0  # a member votes again at once, a non-member abstains
+        else:
+            p.why = f"refused by membership: {res.reason}"
+            p.retry_at_mono = _NEVER
 
     def _catch_up(self, js: _JobState, hwm: int, now: Now) -> list[Action]:
         """Account for slots between the high-water mark and the first one we vote for."""

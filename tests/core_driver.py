@@ -21,6 +21,7 @@ from quorum_cron.core import (
     NodeSettings,
     Now,
     ReadHighWater,
+    Refused,
     Run,
 )
 from quorum_cron.model import SlotState, SlotView
@@ -36,6 +37,7 @@ class DriverNode:
     runs: list[Run] = field(default_factory=list)
     kills: list[Kill] = field(default_factory=list)
     abstains: list[Abstain] = field(default_factory=list)
+    refused: list[Refused] = field(default_factory=list)
 
 
 class Driver:
@@ -83,6 +85,8 @@ class Driver:
                 self._ends = [e for e in self._ends if not (e[1] == name and e[2].fire_ms == action.fire_ms)]
             elif isinstance(action, Abstain):
                 node.abstains.append(action)
+            elif isinstance(action, Refused):
+                node.refused.append(action)
             else:
                 reply = perform(self.store, name, action)
                 queue.extend(node.core.on_reply(action, reply, self._now(node)))
