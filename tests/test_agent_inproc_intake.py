@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Coroutine
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from quorum_cron.actions import Action, Start
 from quorum_cron.agent import intake as intake_module
@@ -380,3 +383,28 @@ def test_an_assignment_published_by_the_store_reaches_the_core(redis_client: red
             node.close()
 
     asyncio.run(main())
+
+
+def test_a_subscription_that_cannot_be_made_does_not_hold_the_start(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(intake_module, "LISTENER_READY_S", 0.05)
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # No retries (the agent's client retries once, without backoff): the listener stops at once.
+    nowhere = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
+    store, clock = _memory()
+
+    async def main() -> None:
+        node = Node(store, clock, notices=nowhere)
+        await asyncio.wait_for(node.intake.start(asyncio.get_running_loop()), 10)
+        await node.intake.stop()
+        assert node.tasks == []  # never subscribed: no catch-up was asked for by the listener
+        node.close()
+
+    asyncio.run(main())
+    nowhere.close()
+    assert [r.getMessage() for r in events(caplog.records, "notices")] == [
+        "notice channels not subscribed yet: polling meanwhile"
+    ]
