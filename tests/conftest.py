@@ -37,7 +37,15 @@ if os.environ.get("CI"):
 
 pytest_plugins = ["tests.topologies"]  # redis_cluster: a real Redis Cluster (and Sentinel helpers)
 
-SERVER_FILES = ("test_store_", "test_agent_", "test_cli_", "test_redis_security", "test_ops_commands")
+SERVER_FILES = (
+    "test_store_",
+    "test_agent_",
+    "test_cli_",
+    "test_redis_security",
+    "test_ops_commands",
+    "test_check_store",
+    "test_demo",
+)
 """Test files whose outcome depends on the server: marked ``servers`` (run per server in CI)."""
 
 
