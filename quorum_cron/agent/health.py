@@ -11,9 +11,17 @@
   is what ``quorum-cron status`` shows;
 * **membership** (:mod:`.membership`): heartbeats, duplicate-id refusal,
   quorum health and its alerts, and peers announcing another definition of
-  a job.
+  a job;
+* **the membership record**: created from the config at first contact if
+  the store has none; every heartbeat reply carries the store's record, and
+  a newer one goes to the core (``on_record``). A node whose config
+  disagrees with the record at start does not vote (one line, alert
+  ``membership_mismatch``) until a record it agrees with arrives; a node
+  that is not a member of the record it holds says so once per epoch (one
+  line, metric, alert ``not_a_member``), as does a vote the store refused.
 
-The core hears one thing from here: ``set_trust(trusted, reason)``.
+The core hears two things from here: ``set_trust(trusted, reason)`` and
+``on_record(record)``.
 """
 
 from __future__ import annotations
@@ -26,16 +34,25 @@ import socket
 from collections.abc import Callable, Mapping
 from functools import partial
 
+from quorum_cron import model
+from quorum_cron.actions import Refused
 from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.clocktrust import ClockTrust
 from quorum_cron.agent.logs import EVENT_LOGGER, event
-from quorum_cron.agent.membership import Membership, NodeIdTaken, QuorumHealth
+from quorum_cron.agent.membership import (
+    Membership,
+    NodeIdTaken,
+    QuorumHealth,
+    config_disagreement,
+    record_health,
+)
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.observe import Observer
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.clock import Clock
 from quorum_cron.errors import StoreError, StoreOutOfMemory, StoreUnavailable
+from quorum_cron.model import MembershipRecord
 from quorum_cron.store.base import Member, Store
 
 __all__ = ["BACKOFF_MAX_MS", "BACKOFF_MIN_MS", "NodeHealth"]
@@ -97,6 +114,15 @@ class NodeHealth:
         self.voting_stopped = False
         self._quiet_until_mono = clock.monotonic_ms() + 2 * settings.heartbeat_ttl_ms
         """No quorum_lost alert before this, unless a quorum was seen: peers may still be starting."""
+        self.record: MembershipRecord | None = None
+        """The newest membership record this node has seen (None: none yet)."""
+        self.on_record: Callable[[MembershipRecord], None] = lambda record: None
+        """Called with each newer record (the runtime hands it to the core)."""
+        self.membership_problem: str | None = None
+        """Set when this node's config disagreed with the record at start: it does not vote."""
+        self._joined = False
+        self._reported_epoch = 0
+        """The last epoch whose "not a member" was reported (once per epoch)."""
 
     # -- store up and down ---------------------------------------------------
 
@@ -169,6 +195,8 @@ class NodeHealth:
             self._clock_ok = verdict.trusted
         if not self.store_up:
             trusted, reason = False, f"store unreachable ({self._down_reason})"
+        elif self.membership_problem is not None:
+            trusted, reason = False, self.membership_problem
         else:
             trusted, reason = verdict.trusted, str(verdict)
         self.metrics.clock_trusted.set(1 if trusted else 0)
@@ -194,7 +222,7 @@ class NodeHealth:
             "jobs": ",".join(
                 f"{j.name}={j.core.spec_hash}" for j in sorted(self.jobs.values(), key=lambda j: j.name)
             ),
-            "voting": "no" if self.voting_stopped or not self._trusted else "yes",
+            "voting": "no" if self.voting_stopped or not self._trusted or self.is_refused_member() else "yes",
             **verdict.as_info(),
             **self.settings.info,
         }
@@ -209,7 +237,12 @@ class NodeHealth:
         backoff = BACKOFF_MIN_MS
         while True:
             try:
-                await self.worker.background(partial(self.membership.beat, self.info()))
+                proposed = self.settings.membership
+                if proposed is not None:
+                    self.membership_seen(
+                        await self.worker.background(partial(self.store.init_membership, proposed, self.node))
+                    )
+                await self._beat()
                 await self.trust.check(self.store.time_ms, self.worker.background)
                 self.store_ok()
                 break
@@ -220,15 +253,24 @@ class NodeHealth:
                     return False
                 await asyncio.sleep(backoff * (0.5 + random.random()) / 1000)
                 backoff = min(BACKOFF_MAX_MS, backoff * 2)
+        self._joined = True
+        self._check_config()
+        self._check_member()
         self.update_trust()
         return True
+
+    async def _beat(self) -> None:
+        epoch = self.record.epoch if self.record is not None else 0
+        result = await self.worker.background(partial(self.membership.beat, self.info(), epoch))
+        if result.membership is not None:
+            self.membership_seen(result.membership)
 
     async def loop(self, on_id_taken: Callable[[NodeIdTaken], None]) -> None:
         """Heartbeat and clock check every ``heartbeat_ms``; while the store is down, probe with backoff."""
         backoff = BACKOFF_MIN_MS
         while True:
             try:
-                await self.worker.background(partial(self.membership.beat, self.info()))
+                await self._beat()
                 await self.trust.check(self.store.time_ms, self.worker.background)
                 members = await self.worker.background(self.membership.members)
                 self.store_ok()
@@ -263,7 +305,10 @@ class NodeHealth:
 
     def observe_members(self, live: list[Member]) -> None:
         """Quorum health alerts (once per change) and peers running another definition of a job."""
-        health = QuorumHealth(len(live), self.settings.size, self.settings.node.quorum)
+        if self.record is not None:
+            health = record_health(self.record, live)
+        else:
+            health = QuorumHealth(len(live), self.settings.size, self.settings.node.quorum)
         self.metrics.members_alive.set(health.alive)
         if not health.ok and self._quorum_ok is None and self.clock.monotonic_ms() < self._quiet_until_mono:
             return  # a cluster starting up: the others are still joining
@@ -280,3 +325,103 @@ class NodeHealth:
                 name, _, spec = item.partition("=")
                 if name in self.jobs:
                     self.observer.mismatch(name, spec, m.node, "run")
+
+    # -- the membership record -------------------------------------------------
+
+    def membership_seen(self, stored: model.Membership) -> None:
+        """A record read from the store (creation, heartbeat reply): adopt it if newer, report it."""
+        record = stored.record
+        if self.record is not None and record.epoch <= self.record.epoch:
+            return
+        first = self.record is None
+        self.record = record
+        self.on_record(record)
+        self.metrics.membership_epoch.set(record.epoch)
+        how = "" if first else f" (by {stored.by}: {stored.reason})"
+        event(
+            log,
+            logging.INFO,
+            "membership",
+            f"membership {record.describe()}{how}",
+            epoch=record.epoch,
+            joint=record.joint,
+            members=",".join(record.current.members),
+            member=record.is_member(self.node),
+        )
+        if not self._joined:
+            return
+        proposed = self.settings.membership
+        if (
+            self.membership_problem is not None
+            and proposed is not None
+            and config_disagreement(proposed, record) is None
+        ):
+            self.membership_problem = None
+            event(log, logging.INFO, "membership", f"the config agrees with epoch {record.epoch}: voting")
+        self._check_member()
+        self.update_trust()
+
+    def _check_config(self) -> None:
+        """At start: a config that disagrees with the stored record means this node does not vote."""
+        proposed, record = self.settings.membership, self.record
+        if proposed is None or record is None:
+            return
+        problem = config_disagreement(proposed, record, self.settings.config_source)
+        if problem is None:
+            return
+        self.membership_problem = f"not voting: {problem}"
+        self.metrics.membership_refusals.labels("config_mismatch").inc()
+        event(log, logging.ERROR, "membership_mismatch", self.membership_problem, epoch=record.epoch)
+        self.alerts.raise_(AlertKind.MEMBERSHIP_MISMATCH, self.membership_problem, epoch=record.epoch)
+
+    def _check_member(self) -> None:
+        """Not a member of the record held: one line, one count and one alert per epoch."""
+        record = self.record
+        if record is None:
+            return
+        member = record.is_member(self.node)
+        self.metrics.member.set(1 if member and self.membership_problem is None else 0)
+        if member:
+            if self._reported_epoch:
+                self._reported_epoch = 0
+                event(log, logging.INFO, "membership", f"{self.node} is a member of epoch {record.epoch}")
+            return
+        if self._reported_epoch == record.epoch:
+            return
+        self._reported_epoch = record.epoch
+        message = (
+            f"node {self.node} (epoch {record.epoch}) is not a member of the store's {record.describe()}: "
+            f"it does not vote (add it with `quorum-cron members add {self.node}`, or stop it)"
+        )
+        self.metrics.membership_refusals.labels("not_member").inc()
+        event(log, logging.ERROR, "not_a_member", message, epoch=record.epoch, store_epoch=record.epoch)
+        self.alerts.raise_(AlertKind.NOT_A_MEMBER, message, epoch=record.epoch)
+
+    def is_refused_member(self) -> bool:
+        """True while this node holds a record it is not a member of (its abstentions are not news)."""
+        return self.record is not None and not self.record.is_member(self.node)
+
+    def refused(self, action: Refused) -> None:
+        """The store refused a vote (stale epoch, or not a member of the job's record): once per epoch."""
+        message = (
+            f"vote for {action.job}@{action.fire_ms} refused by the store: {action.reason} "
+            f"(node {self.node} holds epoch {action.epoch}, the job enforces epoch {action.store_epoch})"
+        )
+        self.metrics.membership_refusals.labels("vote").inc()
+        event(
+            log,
+            logging.ERROR,
+            "not_a_member",
+            message,
+            job=action.job,
+            slot=action.fire_ms,
+            epoch=action.epoch,
+            store_epoch=action.store_epoch,
+        )
+        self.alerts.raise_(
+            AlertKind.NOT_A_MEMBER,
+            message,
+            job=action.job,
+            epoch=action.epoch,
+            store_epoch=action.store_epoch,
+        )

@@ -109,10 +109,7 @@ class Membership:
         Returns the reply, which carries the namespace's membership record.
         Raises :class:`NodeIdTaken` when another live process holds the id.
         """
-        if epoch:
-            result = self.store.heartbeat(self.node, self.incarnation, self.ttl_ms, info, epoch=epoch)
-        else:  # TEMPORARY (A2): until the Redis store takes the epoch
-            result = self.store.heartbeat(self.node, self.incarnation, self.ttl_ms, info)
+        result = self.store.heartbeat(self.node, self.incarnation, self.ttl_ms, info, epoch=epoch)
         if not result.ok:
             raise NodeIdTaken(
                 f"node id {self.node!r} is held by another live process (incarnation {result.holder}); "

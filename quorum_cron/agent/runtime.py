@@ -49,6 +49,7 @@ from functools import partial
 import redis
 from redis.cluster import RedisCluster
 
+from quorum_cron.actions import Refused
 from quorum_cron.agent.alerts import AlertHook, AlertJournal
 from quorum_cron.agent.executions import Runs
 from quorum_cron.agent.health import NodeHealth
@@ -75,7 +76,7 @@ from quorum_cron.core import (
     StoreAction,
 )
 from quorum_cron.errors import StoreError, StoreUnavailable
-from quorum_cron.model import SlotState, SlotView, TransitionResult
+from quorum_cron.model import MembershipRecord, SlotState, SlotView, TransitionResult
 from quorum_cron.store.base import Store
 
 __all__ = ["EXIT_ID_TAKEN", "EXIT_OK", "Agent", "AgentJob", "AgentSettings"]
@@ -130,6 +131,7 @@ class Agent:
             poke=self._poke,
         )
         self.health.on_store_back = self._store_back
+        self.health.on_record = self._on_record
         self.health.on_store_down = partial(self.core.set_store_reachable, False)
         self.runs = Runs(
             self.node,
@@ -228,12 +230,18 @@ class Agent:
                 "clock, so it will never vote; set cluster.ntp_servers, or ntp_unreachable = 'store-time'",
             )
         jobs = ", ".join(f"{j.name}={j.core.spec_hash[:12]}" for j in self.jobs.values())
+        record = self.health.record
+        held = (
+            f"membership {record.describe()}"
+            if record is not None
+            else f"N={self.settings.size}, Q={self.settings.node.quorum}"
+        )
         event(
             log,
             logging.INFO,
             "joined",
-            f"node {self.node} joined {self.settings.namespace!r} (N={self.settings.size}, "
-            f"Q={self.settings.node.quorum}); jobs: {jobs or 'none'}",
+            f"node {self.node} joined {self.settings.namespace!r} ({held}); jobs: {jobs or 'none'}",
+            epoch=record.epoch if record is not None else 0,
             incarnation=self.health.membership.incarnation,
             jobs=len(self.jobs),
             pid=os.getpid(),
@@ -322,6 +330,8 @@ class Agent:
                     self.runs.kill(action)
                 case Abstain():
                     self._on_abstain(action)
+                case Refused():
+                    self.health.refused(action)
                 case _:
                     self._call_store(action)
 
@@ -384,4 +394,14 @@ class Agent:
     # -- abstentions -----------------------------------------------------------
 
     def _on_abstain(self, action: Abstain) -> None:
+        if self.health.store_up and (self.health.is_refused_member() or self.health.membership_problem):
+            # Said once per epoch (or at start) by the health: a line per due slot would be noise.
+            self.metrics.abstentions.labels(action.job, "membership").inc()
+            return
         self.observer.abstain(action, "store" if not self.health.store_up else "clock")
+
+    # -- membership ------------------------------------------------------------
+
+    def _on_record(self, record: MembershipRecord) -> None:
+        """A newer membership record (at start, or from a heartbeat reply): the core votes under it."""
+        self.core.set_membership(record)

@@ -1,0 +1,170 @@
+"""One agent in process on a real redis-server: what it does with the store's membership record.
+
+* it creates the record from its config when the store has none;
+* a node that is not a member says so ONCE (one line, one alert
+  ``not_a_member``, one count), and never votes;
+* a node whose config disagrees with the stored record says so in one line
+  (alert ``membership_mismatch``) and does not vote;
+* a node hears a new record with its next heartbeat.
+
+Each test waits on facts (alerts raised, heartbeats seen by the store, due
+slots passing), never a sleep that hopes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import pytest
+import redis
+
+from quorum_cron.agent.alerts import AlertKind
+from quorum_cron.agent.build import agent_job, agent_settings
+from quorum_cron.agent.runtime import Agent
+from quorum_cron.config import AUTO, ClusterConfig, JobSpec
+from quorum_cron.model import Configuration
+from quorum_cron.store.redis import RedisStore
+
+JOB = JobSpec.create("tick", "@every 1s", command=("true",), starting_deadline_ms=900)
+
+
+def cluster(ns: str, *members: str, size: int = AUTO) -> ClusterConfig:
+    return ClusterConfig(
+        namespace=ns, size=size, members=members, heartbeat_ms=100, lease_ms=1_000, start_timeout_ms=500
+    )
+
+
+async def until(what: str, check: Callable[[], bool], timeout: float = 15) -> None:
+    """Poll ``check`` (a store read or an in-memory fact) until true; the deadline only bounds a failure."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def run_agent(agent: Agent, scenario: Callable[[], Awaitable[None]]) -> None:
+    async def main() -> None:
+        running = asyncio.create_task(agent.run())
+        try:
+            await asyncio.wait_for(agent.ready.wait(), 15)
+            await scenario()
+        finally:
+            agent.request_stop("test over")
+            await asyncio.wait_for(running, 15)
+
+    asyncio.run(main())
+
+
+def beats_under(store: RedisStore, node: str, epoch: int, count: int) -> Callable[[], bool]:
+    """True once the store saw ``count`` more heartbeats of ``node`` under ``epoch`` (from the first call)."""
+    seen: list[int] = []
+
+    def check() -> bool:
+        for m in store.members():
+            if m.node == node and m.epoch == epoch and (not seen or m.seen_ms != seen[-1]):
+                seen.append(m.seen_ms)
+        return len(seen) > count
+
+    return check
+
+
+def test_the_first_agent_creates_the_record_from_its_config(redis_client: redis.Redis) -> None:
+    store = RedisStore(redis_client, "first")
+    agent = Agent(agent_settings(cluster("first", "a", "b", "c"), "a"), [], store)
+
+    async def scenario() -> None:
+        await until("a heartbeat under epoch 1", beats_under(store, "a", 1, 0))
+
+    run_agent(agent, scenario)
+    stored = store.membership()
+    assert stored is not None and stored.record.epoch == 1
+    assert stored.record.current == Configuration.of("abc") and stored.by == "a"
+    assert not [
+        a for a in agent.alerts.sent if a.kind in (AlertKind.NOT_A_MEMBER, AlertKind.MEMBERSHIP_MISMATCH)
+    ]
+
+
+def test_a_node_that_is_not_a_member_says_so_once_and_never_votes(
+    redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = RedisStore(redis_client, "extra")
+    store.init_membership(Configuration.of("abc"), "a")
+    settings = agent_settings(cluster("extra", "a", "b", "c"), "intruder")
+    agent = Agent(settings, [agent_job(JOB)], store)
+
+    async def scenario() -> None:
+        await until(
+            "the not_a_member alert", lambda: any(a.kind == AlertKind.NOT_A_MEMBER for a in agent.alerts.sent)
+        )
+        # Three due slots and several heartbeats later, it is still one line, one alert, one count.
+        start = time.time_ns() // 1_000_000
+        await until("three due slots", lambda: time.time_ns() // 1_000_000 > (start // 1000 + 3) * 1000 + 100)
+        await until("two more heartbeats", beats_under(store, "intruder", 1, 2))
+
+    with caplog.at_level(logging.INFO, logger="quorum_cron.agent"):
+        run_agent(agent, scenario)
+    lines = [r.getMessage() for r in caplog.records if getattr(r, "qc_event", "") == "not_a_member"]
+    assert lines == [
+        "node intruder (epoch 1) is not a member of the store's epoch 1: a, b, c (quorum 2 of 3): "
+        "it does not vote (add it with `quorum-cron members add intruder`, or stop it)"
+    ], lines
+    assert [a.kind for a in agent.alerts.sent].count(AlertKind.NOT_A_MEMBER) == 1
+    refusals = agent.metrics.registry.get_sample_value(
+        "quorum_cron_membership_refusals_total", {"kind": "not_member"}
+    )
+    assert refusals == 1
+    assert agent.metrics.registry.get_sample_value("quorum_cron_member") == 0
+    votes = [s for m in agent.metrics.votes.collect() for s in m.samples if s.name.endswith("_total")]
+    assert votes == [], votes
+    abstained = agent.metrics.registry.get_sample_value(
+        "quorum_cron_abstentions_total", {"job": "tick", "cause": "membership"}
+    )
+    assert abstained is not None and abstained >= 2
+
+
+def test_a_config_that_disagrees_with_the_record_does_not_vote(redis_client: redis.Redis) -> None:
+    store = RedisStore(redis_client, "drift")
+    store.init_membership(Configuration.of("abc"), "a")
+    settings = agent_settings(cluster("drift", "a", "b", "d"), "a")
+    agent = Agent(settings, [agent_job(JOB)], store)
+
+    async def scenario() -> None:
+        await until(
+            "the membership_mismatch alert",
+            lambda: any(a.kind == AlertKind.MEMBERSHIP_MISMATCH for a in agent.alerts.sent),
+        )
+        start = time.time_ns() // 1_000_000
+        await until("two due slots", lambda: time.time_ns() // 1_000_000 > (start // 1000 + 2) * 1000 + 100)
+
+    run_agent(agent, scenario)
+    (alert,) = [a for a in agent.alerts.sent if a.kind == AlertKind.MEMBERSHIP_MISMATCH]
+    assert alert.message == (
+        "not voting: the config proposes members a, b, d (quorum 2 of 3) but the store enforces "
+        "epoch 1: a, b, c (quorum 2 of 3); expected the same (update the config to the store's members, "
+        "or change them with `quorum-cron members`)"
+    )
+    votes = [s for m in agent.metrics.votes.collect() for s in m.samples if s.name.endswith("_total")]
+    assert votes == [], votes
+
+
+def test_a_node_hears_a_new_record_with_its_next_heartbeat(redis_client: redis.Redis) -> None:
+    store = RedisStore(redis_client, "hear")
+    agent = Agent(agent_settings(cluster("hear", "a"), "a"), [], store)
+
+    async def scenario() -> None:
+        await until("a heartbeat under epoch 1", beats_under(store, "a", 1, 0))
+        assert store.change_membership(1, Configuration.of("ab"), "op", "grow").ok
+        # a alone is not every new member: the joint epoch 2 stays until b heartbeats.
+        await until("a heartbeat under epoch 2", beats_under(store, "a", 2, 0))
+        assert agent.core.membership is not None and agent.core.membership.epoch == 2
+        assert store.heartbeat("b", "ib", 5_000, {}, epoch=2).ok
+        await until("a heartbeat under epoch 3", beats_under(store, "a", 3, 0))
+
+    run_agent(agent, scenario)
+    stored = store.membership()
+    assert stored is not None and stored.record.epoch == 3 and stored.record.current == Configuration.of("ab")
+    assert agent.metrics.registry.get_sample_value("quorum_cron_membership_epoch") == 3
