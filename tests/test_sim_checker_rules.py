@@ -461,3 +461,15 @@ def test_a_lenient_cut_off_planted_in_the_checker_is_caught(name: str) -> None:
     with checker_mutant(name), pytest.raises(AssertionError):
         _untrusted_slots_are_accounted_for_and_never_cut_off()
     _untrusted_slots_are_accounted_for_and_never_cut_off()  # (and the real checker is back)
+
+
+def test_the_tail_grows_by_the_retry_bound() -> None:
+    """A slot due so late that its retries could not have ended by the end of the run is not judged:
+    the tail left at the end grows, per retry, by the backoff, a start timeout, a run, a lease and
+    two sweep gaps."""
+    plain = sim.loads(_text())
+    retried = sim.loads(_text(retries=1))
+    s = plain.settings
+    gap = checker.max_sweep_gap(s.sweep_ms, s.start_timeout_ms)
+    per_retry = 2_000 + s.start_timeout_ms + 1_000 + s.lease_ms + 2 * gap
+    assert checker._tail_ms(retried, retried.jobs[0]) - checker._tail_ms(plain, plain.jobs[0]) == per_retry
