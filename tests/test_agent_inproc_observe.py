@@ -162,6 +162,18 @@ def test_a_refused_start_is_logged_with_the_store_reason(
     assert events(caplog.records, "retry_wait") == []
 
 
+def test_a_start_refused_past_its_deadline_is_a_refusal_not_a_wait(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    executor, token = world.commit()
+    world.clock.advance(DEADLINE + 1)  # still committed to us, same token: but too late to start
+    action = Start(JOB, FIRE, token, 10_000)
+    world.observer.reply(action, world.store.start(JOB, FIRE, executor, token, 10_000))
+    [refused] = events(caplog.records, "start_refused")
+    assert refused.qc_fields["reason"] == "starting deadline passed"  # type: ignore[attr-defined]
+    assert events(caplog.records, "retry_wait") == []
+
+
 def test_an_accepted_start_reports_nothing(world: World, caplog: pytest.LogCaptureFixture) -> None:
     executor, token = world.commit()
     action = Start(JOB, FIRE, token, 10_000)
