@@ -7,11 +7,18 @@ reader thread per node collects the log events, and tests wait for events
 
 Ground truth is what the jobs themselves append to a file
 (``examples/record_slot.sh``): one ``start`` and one ``end`` line per run.
+
+Faults are timed by the store's facts, not by the wall clock: a node is
+killed, or Redis is, only while the store holds none of the slots the fault
+could interrupt (:meth:`Cluster.between_slots`), and a test's checked window
+opens at a slot the ledger shows succeeded for every job
+(:meth:`Cluster.running_since`), not some time after the nodes joined.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -20,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -28,13 +35,17 @@ from typing import TypeVar
 import redis
 
 from quorum_cron.embedded import find_redis_server
-from quorum_cron.store.base import LedgerEntry, SlotState
+from quorum_cron.store.base import LedgerEntry, SlotState, SlotView
 from quorum_cron.store.redis import RedisStore
 
-__all__ = ["RECORD", "Cluster", "JobLine", "Node", "OwnedRedis", "free_port", "job_toml"]
+__all__ = ["IN_FLIGHT", "RECORD", "Cluster", "JobLine", "Node", "OwnedRedis", "free_port", "job_toml"]
 
 RECORD = Path(__file__).resolve().parent.parent / "examples" / "record_slot.sh"
 T = TypeVar("T")
+IN_FLIGHT = frozenset({SlotState.PROPOSED, SlotState.COMMITTED, SlotState.RUNNING})
+"""Slot states a fault can interrupt: votes stored without a decision, a commit not started, a run."""
+LOOK_MS = 120_000
+"""How far around now :meth:`Cluster.in_flight` looks for slots (the tests' slots are seconds apart)."""
 AGENT = [sys.executable, "-m", "quorum_cron.agent"]
 
 
@@ -253,6 +264,95 @@ class Cluster:
     def succeeded(self, job: str) -> set[int]:
         return {t for t, e in self.ledger(job).items() if e.state == SlotState.SUCCEEDED}
 
+    def running_since(self, jobs: Iterable[str], timeout: float = 30) -> int:
+        """The fire time after which every job has run: the latest of the jobs' first
+        succeeded slots, once each has one.
+
+        A node that logged ``joined`` may still be a second or two from its first vote on a
+        loaded machine (its first tick reads the high-water marks first), so "every node
+        joined" does not make the next slot runnable; a succeeded ledger entry for every job
+        shows a quorum voting and an executor starting jobs.
+        """
+        names = list(jobs)
+
+        def check() -> int | None:
+            firsts = []
+            for job in names:
+                done = self.succeeded(job)
+                if not done:
+                    return None
+                firsts.append(min(done))
+            return max(firsts)
+
+        return self.wait(f"every job of {names} to succeed once", check, timeout)
+
+    def in_flight(self, jobs: Iterable[str], node: str | None = None) -> list[SlotView]:
+        """Slots of ``jobs`` (fire times within :data:`LOOK_MS` of now) that the store holds in
+        :data:`IN_FLIGHT`; with ``node``, only those it could still take part in: proposed with
+        its vote (the vote may complete a quorum that assigns it the slot), or committed to it,
+        or running on it.
+
+        Each job's slots are read twice and the second read is used: a command an agent wrote
+        to its connection before it was stopped is in the server's socket buffer by then, and
+        the server has handled it before it handles a command sent after the first reply.
+        """
+        now = now_ms()
+        out = []
+        for job in jobs:
+            self.store.slots(job, now - LOOK_MS, now + LOOK_MS)
+            for v in self.store.slots(job, now - LOOK_MS, now + LOOK_MS):
+                if v.state not in IN_FLIGHT:
+                    continue
+                if node is None or (
+                    node in v.voters if v.state == SlotState.PROPOSED else v.executor == node
+                ):
+                    out.append(v)
+        return out
+
+    def _moved_on(self, views: list[SlotView]) -> bool:
+        """Every slot of ``views`` changed state or executor since it was read."""
+        return all(
+            (now.state, now.executor) != (was.state, was.executor)
+            for was, now in zip(views, (self.store.slot(v.job, v.fire_ms) for v in views), strict=True)
+        )
+
+    @contextlib.contextmanager
+    def between_slots(
+        self, jobs: Iterable[str], names: Iterable[str] | None = None, *, involving: str | None = None,
+        timeout: float = 30,
+    ) -> Iterator[None]:  # fmt: skip
+        """Hold the agents ``names`` (default: all) stopped with SIGSTOP at a moment when the
+        store holds no slot of ``jobs`` in flight (only those ``involving`` that node, if given):
+        the body's fault (a SIGKILL, Redis killed) then interrupts no vote, commit or run of
+        theirs. The agents get SIGCONT when the body ends.
+
+        Stopped, an agent sends nothing more, so what the store shows cannot change under it
+        (:meth:`in_flight` sees what it had already sent). While a slot is in flight the
+        agents run on and this waits for the ledger to move that slot on, then tries again.
+        """
+        jobs, chosen = list(jobs), list(names or self.nodes)
+        deadline = time.monotonic() + timeout
+        while True:
+            for n in chosen:
+                self.signal(n, signal.SIGSTOP)
+            busy = self.in_flight(jobs, involving)
+            if not busy:
+                break
+            for n in chosen:
+                self.signal(n, signal.SIGCONT)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no moment between slots in {timeout:.0f} s: {busy}\n{self.describe()}")
+            self.wait(
+                f"slots {[(v.job, v.fire_ms) for v in busy]} to move on",
+                functools.partial(self._moved_on, busy),
+                max(0.1, deadline - time.monotonic()),
+            )
+        try:
+            yield
+        finally:
+            for n in chosen:
+                self.signal(n, signal.SIGCONT)
+
 
 def due(period_ms: int, first_after: int, last: int) -> list[int]:
     """Fire times of an ``@every`` schedule with ``first_after < t <= last``."""
@@ -261,12 +361,6 @@ def due(period_ms: int, first_after: int, last: int) -> list[int]:
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def sleep_until_half_second() -> None:
-    """Wait for the next x.5 s: every ``@every`` job fires on whole seconds, so nodes are idle then."""
-    frac = now_ms() % 1000
-    time.sleep(((500 - frac) % 1000) / 1000)
 
 
 def free_port() -> int:

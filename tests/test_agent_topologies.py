@@ -27,7 +27,7 @@ import pytest
 
 from quorum_cron.embedded_topology import EmbeddedCluster, ServerProc
 from quorum_cron.store.base import SlotState
-from tests.agent_cluster import Cluster, due, job_toml, now_ms, sleep_until_half_second
+from tests.agent_cluster import Cluster, due, job_toml, now_ms
 from tests.topologies import own_cluster, own_sentinel
 
 pytestmark = pytest.mark.slow
@@ -97,8 +97,8 @@ def test_cluster_failover_and_slot_migration_lose_nothing_and_run_nothing_twice(
         for n in NODES:
             c.start(n, cfg)
         c.wait_joined(NODES)
-        first = now_ms() + 500
-        c.wait("runs on every master", lambda: all(c.lines("start", j) for j in jobs) or None, 20)
+        # Checked from the first slot after every job (so every master) ran once: the ledger's fact.
+        first = c.running_since(jobs)
 
         # 1. Migrate one job's slot from its master to another, held open at both
         #    stages until votes have met it: while the slot is MIGRATING with the
@@ -131,9 +131,11 @@ def test_cluster_failover_and_slot_migration_lose_nothing_and_run_nothing_twice(
             held_at, asking = now_ms(), calls(target, "asking")
             ran = c.wait(
                 f"{moved_job} to run a slot through ASK",
-                lambda: [x for x in c.lines("start", moved_job) if x.slot >= held_at]
-                if calls(target, "asking") >= asking + 5
-                else None,
+                lambda: (
+                    [x for x in c.lines("start", moved_job) if x.slot >= held_at]
+                    if calls(target, "asking") >= asking + 5
+                    else None
+                ),
                 30,
             )
             ask_window.update(asking=calls(target, "asking") - asking, slot=ran[0].slot, held=held_at)
@@ -155,9 +157,9 @@ def test_cluster_failover_and_slot_migration_lose_nothing_and_run_nothing_twice(
         #    killed node, which rejoins as the new master's replica.
         victim = cluster.server(ports[2])
         replica = cluster.replica_of(victim)
-        sleep_until_half_second()
-        victim.kill(signal.SIGKILL)
-        killed_at = now_ms()
+        with c.between_slots(jobs):  # the master dies with no vote, commit or run in flight
+            victim.kill(signal.SIGKILL)
+            killed_at = now_ms()
         c.wait(
             "the replica to be promoted",
             lambda: cluster.roles().get(replica.port) == "master" or None,
@@ -169,10 +171,10 @@ def test_cluster_failover_and_slot_migration_lose_nothing_and_run_nothing_twice(
         healed_at = now_ms()
         c.wait(
             "runs on the promoted master",
-            lambda: all(
-                any(x.slot > healed_at + 1000 for x in c.lines("start", j)) for j in spread[ports[2]]
-            )
-            or None,
+            lambda: (
+                all(any(x.slot > healed_at + 1000 for x in c.lines("start", j)) for j in spread[ports[2]])
+                or None
+            ),
             30,
         )
         c.wait("a few more slots", lambda: now_ms() >= healed_at + 5000 or None, 10)
@@ -209,12 +211,12 @@ def test_sentinel_failover_agents_carry_on_without_duplicates(tmp_path: Path, ag
         for n in NODES:
             c.start(n, cfg)
         c.wait_joined(NODES)
-        first = now_ms() + 500
+        first = c.running_since(jobs)
         c.wait("runs before the failover", lambda: len(c.lines("start")) >= 6 or None, 20)
         old = sentinels.master()
-        sleep_until_half_second()
-        old.kill(signal.SIGKILL)
-        killed_at = now_ms()
+        with c.between_slots(jobs):  # the master dies with no vote, commit or run in flight
+            old.kill(signal.SIGKILL)
+            killed_at = now_ms()
         new = sentinels.await_failover(old, 30)
         promoted_at = now_ms()
         assert new is not old
