@@ -262,13 +262,10 @@ class _BrokenRun(JobRun):
 
 @inproc
 async def test_a_bug_in_the_runner_is_reported_as_a_failed_run_not_a_dead_node(node: Node) -> None:
-    original = executions.JobRun
-    executions.JobRun = _BrokenRun  # type: ignore[misc]
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(executions, "JobRun", _BrokenRun)
         node.runs.start(Run("job", FIRE, 2, 60_000))
         await node.reported(1)
-    finally:
-        executions.JobRun = original  # type: ignore[misc]
     assert node.reports == [("job", FIRE, 2, False, "agent error while running the job: runner bug")]
     assert len(node.runs) == 0
 

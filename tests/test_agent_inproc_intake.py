@@ -32,6 +32,7 @@ from quorum_cron.agent.notify import Notice, Trigger
 from quorum_cron.agent.observe import Observer
 from quorum_cron.agent.spec import AgentJob
 from quorum_cron.agent.storeio import StoreWorker
+from quorum_cron.agent.triggers import MAX_VERIFYING
 from quorum_cron.clock import ManualClock
 from quorum_cron.core import NodeCore, Now
 from quorum_cron.errors import StoreError
@@ -282,12 +283,12 @@ def test_a_flood_of_trigger_notices_is_checked_a_bounded_number_at_a_time() -> N
 
     async def main() -> None:
         node = Node(store, clock)
-        for i in range(intake_module.MAX_VERIFYING + 4):
+        for i in range(MAX_VERIFYING + 4):
             node.intake._on_notice(Trigger("a", T0 + i))
-        assert len(node.tasks) == intake_module.MAX_VERIFYING
+        assert len(node.tasks) == MAX_VERIFYING
         await node.settle()
         node.intake._on_notice(Trigger("a", T0 + 100))  # the checks ended: room again
-        assert len(node.tasks) == intake_module.MAX_VERIFYING + 1
+        assert len(node.tasks) == MAX_VERIFYING + 1
         await node.settle()
         node.close()
 
