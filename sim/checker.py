@@ -78,6 +78,7 @@ __all__ = [
     "LIVENESS",
     "NEVER_SEEN",
     "OUTLIVED_LEASE",
+    "RETRY_SLOW",
     "RETRY_UNENDED",
     "STRAY_VOTER",
     "UNACCOUNTED",
@@ -103,6 +104,7 @@ LEDGER_CONTRADICTS = "ledger contradicts the runs"
 EARLY_OUTCOME = "outcome recorded before the run ended"
 STRAY_VOTER = "ledger names a voter that never voted"
 RETRY_UNENDED = "retry chain never ended"
+RETRY_SLOW = "retry chain outlasted its bound"
 ENDED_TWICE = "slot ended twice in the ledger"
 UNACCOUNTED = "due slot not accounted for"
 LIVENESS = "liveness"
@@ -282,13 +284,21 @@ class _Facts:
         return any(lo <= t <= hi for lo, hi, _ in self.lost)
 
 
-def _check_ledger(report: Report, facts: _Facts, started: Mapping[tuple[str, str, int, int], int]) -> None:
+def _check_ledger(
+    sc: Scenario,
+    report: Report,
+    facts: _Facts,
+    started: Mapping[tuple[str, str, int, int], int],
+    health: _Health,
+) -> None:
     """Every ledger entry against the runs the world saw (succeeded/failed ↔ a run of that token by
     that executor that ended that way, recorded after it ended; missed/skipped ↔ no run; lost ↔ an
     accepted start and no accepted finish), its voters against the votes counted, and one end
-    per slot. A contradiction in a slot that had writes a failover without WAIT lost is that
+    per slot; a retry chain ends within its bound (:func:`_retry_bound`) while its voters stay
+    healthy. A contradiction in a slot that had writes a failover without WAIT lost is that
     limit (``FAILOVER_LOSS``), not a bug."""
     out = report.violations
+    jobs = {j.name: j for j in sc.jobs}
     for key, entries in facts.ledger.items():
         job, fire = key
         excused = facts.in_lost(key, unwaited_only=True)
@@ -306,10 +316,41 @@ def _check_ledger(report: Report, facts: _Facts, started: Mapping[tuple[str, str
             problem = _contradiction(e, key, facts, started)
             if problem is not None:
                 problems.append(problem)
+        job_def = jobs.get(job)
+        if job_def is not None and len(ends) == 1 and len(entries) > 1:
+            overrun = _retry_overrun(sc, job_def, key, entries, facts, health)
+            if overrun is not None:
+                problems.append((RETRY_SLOW, overrun))
         for kind, detail in problems:
             if excused:
                 kind, detail = FAILOVER_LOSS, f"{kind}: {detail} (the slot had writes a failover lost)"
             out.append(Violation(kind, job, fire, fire, detail))
+
+
+def _retry_overrun(
+    sc: Scenario, job: JobDef, key: tuple[str, int], entries: Sequence[Record], facts: _Facts, health: _Health
+) -> str | None:
+    """How a retry chain outlasted its bound, from the first failed attempt's accepted finish to the
+    terminal entry's (a finish, or the sweep's decision), while every voter stayed healthy
+    throughout the bound (``None``: it did not, or the times are unknown)."""
+    first, last = entries[0], entries[-1]
+    if first["state"] != "retrying":
+        return None
+    begin = facts.finished.get((first["executor"], key[0], key[1], first["token"]))
+    if not begin:
+        return None
+    t0 = min(begin)
+    if last["state"] in ("succeeded", "failed"):
+        ends = facts.finished.get((last["executor"], key[0], key[1], last["token"]), [])
+    else:
+        ends = [t for t, state in facts.decided.get(key, ()) if state == last["state"]]
+    if not ends:
+        return None
+    bound = _retry_bound(sc, job)
+    took = max(ends) - t0
+    if took <= bound or not all(health.healthy_throughout(n, t0, t0 + bound) for n in last["voters"]):
+        return None
+    return f"{len(entries) - 1} retries took {took} ms, bound {bound} ms, with every voter healthy"
 
 
 def _contradiction(
@@ -625,7 +666,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             )
     split = {key for key, sent in counted.items() if len(set(sent.values())) > 1}
     if quorum_mode:
-        _check_ledger(report, facts, started)
+        _check_ledger(sc, report, facts, started, health)
     _check_due(
         sc,
         report,
