@@ -205,9 +205,11 @@ class StoreParity(RuleBasedStateMachine):
         self.same("model time_ms", self.model.time_ms(), self.now)
         before = self.server_ms()
         got = self.live.time_ms()
-        beat = self.live.heartbeat("probe", "i-probe", 1_000, {})
         after = self.server_ms()
         assert before <= got <= after, f"time_ms {got} outside the server's TIME [{before}, {after}]"
+        before = self.server_ms()
+        beat = self.live.heartbeat("probe", "i-probe", 1_000, {})
+        after = self.server_ms()
         assert before <= beat.now_ms <= after, (
             f"a script's now {beat.now_ms} outside the server's TIME [{before}, {after}]"
         )
@@ -730,6 +732,7 @@ COVERAGE_GOALS = (
     "pause",
     "resume",
     "trigger",
+    "op time_ms",
 )
 """Outcomes the suite must exercise. Reached by :func:`test_contract_reaches_every_goal` on a fixed
 path, so a goal that the random walk happens to miss on some run never turns CI red."""
@@ -854,6 +857,7 @@ def _fixed_walk() -> None:
         m.advance(31_000)
         m.sweep([SweepParams("gamma", 30_000, 8_000)], 0)  # gamma's lone vote: missed
         step()
+        m.check_store_time()
     finally:
         m.teardown()
 
