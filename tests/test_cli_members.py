@@ -161,6 +161,22 @@ def test_shrink_replace_and_forced_finish(
     assert res.exit_code == 1 and "is not a list of node ids" in res.output
 
 
+def test_a_change_in_size_mode_closes_the_open_seats_and_says_so(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
+) -> None:
+    cfg = config(tmp_path, redis_server.url, "size = 3")
+    store.init_membership(Configuration.of([], size=3), "a")
+    beat(store, "a", 1)  # fills a seat: epoch 2, a + 2 open seats
+    stored = store.membership()
+    assert stored is not None and stored.record.current.describe() == "a + 2 open seats (quorum 2 of 3)"
+    res = run(members, "add", "b", "--reason", "name them", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    assert "note: the 2 open seat(s) of size mode are closed: the new members are exactly a, b" in res.output
+    stored = store.membership()
+    assert stored is not None and stored.record.current == Configuration.of("ab")
+    assert stored.record.old == Configuration.of(["a"], size=3)
+
+
 def test_status_lists_a_refused_non_member_and_never_the_configs_quorum(
     tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
 ) -> None:

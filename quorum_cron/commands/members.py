@@ -232,6 +232,12 @@ def _change(
         store.close()
     after = _accepted(result, "change the membership")
     _report(after, as_json)
+    if record.current.open_seats:
+        click.echo(
+            f"note: the {record.current.open_seats} open seat(s) of size mode are closed: the new members "
+            f"are exactly {', '.join(after.record.current.members)}",
+            err=True,
+        )
     if after.record.old is not None:
         _warn_quorum(after.record.current, live, "new")
         joining = [n for n in after.record.current.members if not after.record.old.has(n)]
