@@ -105,6 +105,13 @@ def test_grow_shrink_replace_and_an_unlisted_node(cluster: Cluster) -> None:
     c.wait_joined(["n4", "n5"])
     wait_epoch(c, 3, ("n1", "n2", "n3", "n4", "n5"))
     wait_runs_after(c, now_ms())
+    # The procedure's last step, a rolling restart with the new file: n1 agrees with the store and votes.
+    assert c.stop(["n1"]) == {"n1": 0}
+    c.start("n1", cfg5)
+    c.wait_joined(["n1"])
+    c.wait("n1 voting again", lambda: c.nodes["n1"].logged("trust", trusted=True), 20)
+    assert not c.nodes["n1"].logged("membership_mismatch")
+    wait_runs_after(c, now_ms())
 
     # Shrink 5 -> 3: joint (epoch 4) until n1..n3 hold it (epoch 5); then n4, n5 stop.
     change(cfg5, "remove", "n4", "n5")
