@@ -26,6 +26,7 @@ from quorum_cron.embedded import (
     binary_version,
     find_redis_server,
 )
+from quorum_cron.embedded_topology import EmbeddedCluster
 from quorum_cron.store.server import parse_server_info, unsupported
 from tests.test_redis_security import documented_acl
 
@@ -179,3 +180,12 @@ def test_a_server_below_the_matrix_on_path_is_passed_over(
         RedisServerNotFound, match=r"passed over .*/old/redis-server \(Redis 6\.2\.14, below 7\.0\)"
     ):
         find_redis_server()
+
+
+def test_check_store_knows_a_cluster_and_a_url_of_the_wrong_kind(redis_cluster: EmbeddedCluster) -> None:
+    code, out = run(redis_cluster.url)
+    assert code == 0, out
+    assert "ok      mode      cluster" in out and "(the fewest of any master)" in out
+    code, out = run(f"redis://127.0.0.1:{redis_cluster.ports[0]}/0")
+    assert code == 1, out
+    assert "PROBLEM mode      this server is a Redis Cluster node: use redis+cluster://" in out

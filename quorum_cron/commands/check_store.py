@@ -253,6 +253,8 @@ def _check(client: redis.Redis | RedisCluster, target: RedisTarget, acl_user: st
     else:
         _line("ok", "server", f"{server} at {target.shown}")
     problems += _mode(server, target)
+    if server.mode == "sentinel":
+        return problems  # a Sentinel holds no data: the other checks would describe the wrong server
     try:
         policy = _one(client.info("memory")).get("maxmemory_policy")
     except redis.RedisError:
