@@ -6,10 +6,12 @@ test itself, on a :class:`~quorum_cron.clock.ManualClock` and the memory
 model of the store, so each behaviour is checked without processes, wall
 clock waits or a Redis server. :class:`OutageStore` is the memory store
 with an outage switch (every call then raises ``StoreUnavailable``, as the
-Redis store does when the connection is refused): the only fault the agent
-distinguishes. Tests wait for facts with :func:`until`, which wakes on
-every store call and every callback the test hands the agent
-(:meth:`Signal.set`), never on a timer; its deadline only bounds a failure.
+Redis store does when the connection is refused: what the agent treats as
+an outage), an error switch (any other error: a refusal, or a bug) and a
+gate that holds calls on the wire. Tests wait for facts with :func:`until`,
+which wakes on every store call and every callback the test hands the
+agent (:meth:`Signal.set`), never on a timer; its deadline only bounds a
+failure.
 """
 
 from __future__ import annotations
