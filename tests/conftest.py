@@ -18,6 +18,10 @@ Under CI (``CI`` set) hypothesis draws the same examples every run
 property test drew a new example that day. Outside CI every run draws
 afresh and keeps what failed in ``.hypothesis/``, which is where new
 examples are explored (and ``quorum-cron sim explore`` for the simulator).
+Neither has hypothesis's per-example deadline (200 ms): on a loaded machine
+(a fresh one running the README's command beside other work) a pure example
+took 332 ms once and failed as "flaky" — a test failing on unchanged code;
+nor the "too slow" health check, which times example generation the same way.
 """
 
 from __future__ import annotations
@@ -27,13 +31,14 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 from quorum_cron.embedded import EmbeddedRedis, RedisServerNotFound, binary_version, find_redis_server
 
-settings.register_profile("ci", derandomize=True, database=None)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+_UNTIMED = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile("ci", derandomize=True, database=None, **_UNTIMED)
+settings.register_profile("local", **_UNTIMED)
+settings.load_profile("ci" if os.environ.get("CI") else "local")
 
 pytest_plugins = ["tests.topologies"]  # redis_cluster: a real Redis Cluster (and Sentinel helpers)
 
