@@ -8,7 +8,10 @@ modules as plain :class:`click.Command` objects; adding one is one line in
 
 Conventions: results go to stdout; problems go to stderr as one line
 ``error: ...`` per problem, with exit status 1.  Click's own usage errors
-(unknown option, missing argument) keep click's exit status 2.  The CLI may
+(unknown option, missing argument, a value out of range) take the same
+shape: :class:`_Main` turns them into one ``error: ...`` line naming the
+command's ``--help``, exit status 1 (click's default was three lines and
+exit 2, unlike every other error of the tool).  The CLI may
 read the real clock (``next`` defaults ``--after`` to now); the library never
 does.
 """
@@ -21,7 +24,7 @@ import sys
 import time
 import zoneinfo
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 
@@ -29,7 +32,7 @@ from quorum_cron.config import Config, InvalidConfig, JobSpec, load_config
 from quorum_cron.durations import format_duration
 from quorum_cron.errors import QuorumCronError
 
-__all__ = ["main"]
+__all__ = ["OneLineError", "main"]
 
 _MAX_NEXT = 1000
 
@@ -69,7 +72,60 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class OneLineError(click.ClickException):
+    """A click error shown the way every quorum-cron error is: one ``error: ...`` line, exit 1."""
+
+    exit_code = 1
+
+    def show(self, file: object = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+def _one_line(exc: click.ClickException) -> OneLineError:
+    message = " ".join(exc.format_message().split())
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click.UsageError) and ctx is not None:
+        message = f"{message} (see '{ctx.command_path} --help')"
+    return OneLineError(message)
+
+
+class _Main(click.Group):
+    """The top-level group: every click error below it becomes one ``error: ...`` line with exit 1.
+
+    Why here and not per command: click raises usage errors while parsing,
+    before any command code runs; the group is the one place that sees the
+    parsing of every subcommand (nested groups included).
+    """
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except OneLineError:
+            raise
+        except click.ClickException as exc:
+            raise _one_line(exc) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except OneLineError:
+            raise
+        except click.ClickException as exc:
+            raise _one_line(exc) from None
+
+
 @click.group(
+    cls=_Main,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(_version(), "--version", "-V", prog_name="quorum-cron")

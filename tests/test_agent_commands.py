@@ -56,7 +56,7 @@ def test_status_and_history_show_the_cluster(tmp_path: Path, redis_server: Embed
         res = runner.invoke(history, ["--config", str(cfg)], env={"COLUMNS": "220"})
         assert res.exit_code == 0 and "succeeded" in res.output and "exit 0" in res.output, res.output
         res = runner.invoke(history, ["nope", "--config", str(cfg)])
-        assert res.exit_code == 2 and "unknown job 'nope'" in res.output
+        assert res.exit_code == 1 and "unknown job 'nope'" in res.output
 
         c.stop()
         res = runner.invoke(status, ["--config", str(cfg)], env={"COLUMNS": "220"})

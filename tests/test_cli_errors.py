@@ -98,7 +98,7 @@ def test_next_after_out_of_range_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize("node_id", ["", "a\nb", "x}:{y", "n" * 100_000, "bad id", "\x1b[31m"])
 def test_invalid_node_ids_are_refused(tmp_path: Path, node_id: str) -> None:
     cfg = config(tmp_path, "redis://127.0.0.1:1/0")
-    line = one_line_error(run("agent", "--config", str(cfg), "--node-id", node_id, timeout=30), 2)
+    line = one_line_error(run("agent", "--config", str(cfg), "--node-id", node_id, timeout=30), 1)
     assert "node id" in line and "expected 1-100 characters" in line
     assert "\x1b" not in line
 
@@ -157,10 +157,10 @@ def test_metrics_port_in_use_and_bad_address(tmp_path: Path, redis_server: Embed
         busy.listen(1)
         port = str(busy.getsockname()[1])
         args = ("agent", "--config", str(cfg), "--node-id", "m1", "--metrics-addr", "127.0.0.1")
-        line = one_line_error(run(*args, "--metrics-port", port), 2)
+        line = one_line_error(run(*args, "--metrics-port", port), 1)
         assert port in line and "cannot serve metrics" in line
     args = ("agent", "--config", str(cfg), "--node-id", "m1", "--metrics-port", "0")
-    line = one_line_error(run(*args, "--metrics-addr", "not an address"), 2)
+    line = one_line_error(run(*args, "--metrics-addr", "not an address"), 1)
     assert "'not an address'" in line
 
 

@@ -9,12 +9,14 @@ on, so it stops like SIGTERM and the service manager restarts the agent
 with the new config (its default action, killing the agent on the spot,
 orphaned the running job and left its slot ``running``).
 
-Exit status: 0 after a graceful stop; 1 for a bad config, or a Redis server
-that refuses the credentials, is not Redis, holds corrupt membership or has
-a ``maxmemory-policy`` that can evict keys (unless ``--allow-evicting-redis``;
-see ``agent/preflight.py``); 2 for a bad option (node id, ``--grace``,
-metrics address); 3 when another live process holds the node id. Every
-error is one line on stderr.
+Exit status: 0 after a graceful stop; 1 for bad input — a bad config, a
+bad option (node id, ``--grace``, metrics address), or a Redis server that
+refuses the credentials, is not Redis, holds corrupt membership or has a
+``maxmemory-policy`` that can evict keys (unless ``--allow-evicting-redis``;
+see ``agent/preflight.py``); 3 when another live process holds the node id.
+Every error is one line on stderr. With ``--log-json`` everything the agent
+writes after its options are checked is a JSON line (the start banner and
+the replica warning included), so a log shipper never sees plain text.
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ __all__ = ["STOP_SIGNALS", "agent"]
 
 log = logging.getLogger(EVENT_LOGGER)
 
-EXIT_USAGE = 2
-"""A bad option (node id, duration, metrics address)."""
+EXIT_USAGE = 1
+"""A bad option (node id, duration, metrics address): bad input, like every other command's."""
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 """Each starts a graceful stop; a second one ends the grace period."""
@@ -118,7 +120,10 @@ def agent(
         event(log, logging.ERROR, "eviction", f"UNSAFE (--allow-evicting-redis): {eviction}", policy=policy)
     shortfall = replica_shortfall(store, config.cluster.wait_replicas, shown_url)
     if shortfall is not None:
-        click.echo(f"warning: {shortfall}", err=True)
+        if log_json:
+            event(log, logging.WARNING, "replicas", shortfall)
+        else:
+            click.echo(f"warning: {shortfall}", err=True)
     settings = agent_settings(config.cluster, node, grace_ms=grace_ms, source=config.source)
     jobs = [agent_job(spec) for spec in config.jobs if not spec.in_process]
     metrics = Metrics()
@@ -135,7 +140,11 @@ def agent(
         from quorum_cron.commands.web import start_web_thread
 
         web_server = start_web_thread(config, redis_url, web_addr, web_port)
-    click.echo(f"quorum-cron agent {node}: {len(jobs)} job(s), store {shown_url}", err=True)
+    banner = f"quorum-cron agent {node}: {len(jobs)} job(s), store {shown_url}"
+    if log_json:
+        event(log, logging.INFO, "starting", banner, jobs=len(jobs), store=shown_url)
+    else:
+        click.echo(banner, err=True)
     try:
         code = asyncio.run(_serve(runtime, store, bad_values))
     except NodeIdTaken as exc:
@@ -166,7 +175,7 @@ async def _serve(runtime: Agent, store: RedisStore, bad_values: BadValueReporter
         signals += 1
         name = signal.Signals(signum).name
         if signals == 1:
-            runtime.request_stop(f"{name} received")
+            runtime.request_stop(f"{name} received (a second signal stops running jobs at once)")
         else:
             runtime.end_grace(f"second {name}")
 

@@ -111,8 +111,14 @@ def pause(job: str, config_path: Path, redis_url: str | None, reason: str, by: s
     _known(config, job)
     who = _by(by)
     reason = reason.strip()
-    if len(reason) > MAX_REASON or not reason.isprintable():
-        fail(f"--reason is {len(reason)} characters: expected one line of at most {MAX_REASON} (printable)")
+    if not reason.isprintable():
+        bad = next(ch for ch in reason if not ch.isprintable())
+        fail(
+            f"--reason {printable(reason, 80)!r} contains {printable(bad)!r}: "
+            "expected one line of printable text (no newline, tab or control character)"
+        )
+    if len(reason) > MAX_REASON:
+        fail(f"--reason is {len(reason)} characters: expected at most {MAX_REASON}")
     control = _call(config, redis_url, job, lambda s: s.pause(job, who, reason), "pause")
     click.echo(f"paused {job}: {describe_control(control)}")
 

@@ -48,9 +48,7 @@ def history(
     config = load(config_path)
     names = [s.name for s in config.jobs]
     if job is not None and job not in names:
-        raise click.UsageError(
-            f"unknown job {job!r}: expected one of {', '.join(names) or '(none configured)'}"
-        )
+        fail(f"unknown job {job!r}: expected one of {', '.join(names) or '(none configured)'}")
     store, shown = store_for(config, redis_url)
     try:
         entries = _read(store, [job] if job else names, limit)
