@@ -3,7 +3,15 @@
 Queries every NTP server (several samples each), optionally probes the
 store's clock with Redis ``TIME``, runs the result through the same
 :class:`~quorum_cron.skew.ClockGuard` the agent uses, prints every sample
-and the verdict. Exit status: 0 trusted, 1 not trusted, 2 cannot tell.
+and the verdict. Exit status: 0 trusted, 1 not trusted, 2 cannot tell;
+bad input is one ``error: ...`` line with exit 1, like every command.
+
+With no NTP server configured (the default config has none) the check is
+the agent's: Redis ``TIME`` alone decides (``ntp_unreachable =
+"store-time"``, the default without servers). While NTP samples are taken
+(up to ``samples x (timeout + interval)`` seconds against silent servers)
+a progress line per server goes to stderr, so a slow check is not mistaken
+for a hung one; the report on stdout stays the same.
 
 Registered in the main group by ``quorum_cron.cli`` (``main.add_command(check_clock)``).
 """
@@ -11,7 +19,11 @@ Registered in the main group by ``quorum_cron.cli`` (``main.add_command(check_cl
 from __future__ import annotations
 
 import dataclasses
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -26,7 +38,7 @@ from quorum_cron.ntp import (
     MAX_SAMPLES,
     NtpServer,
     probe_store_time,
-    query_servers,
+    query_server,
 )
 from quorum_cron.skew import (
     ClockGuard,
@@ -96,19 +108,75 @@ def run_check(
     redis_url: str | None = None,
     clock: Clock | None = None,
 ) -> Verdict:
-    """Do one full check, printing as it goes; returns the verdict."""
+    """Do one full check, printing as it goes; returns the verdict.
+
+    No ``servers``: NTP is not consulted at all and, as in the agent, the
+    store ``TIME`` probe decides alone (the policy must then be
+    ``store-time`` and ``redis_url`` given, which the command ensures).
+    """
     clock = clock if clock is not None else SystemClock()
     guard = ClockGuard(policy)
     guard.observe_reading(ClockReading.of(clock))
-    reports = query_servers(
-        servers, samples=samples, clock=clock, timeout_s=timeout_s, sample_interval_s=sample_interval_s
-    )
-    check = assess_ntp(reports, max_root_distance_ms=policy.max_root_distance_ms)
-    guard.observe_ntp(check, ClockReading.of(clock))
-    _print_ntp(reports, check, policy)
+    if servers:
+        reports = _query_with_progress(
+            servers, samples=samples, clock=clock, timeout_s=timeout_s, sample_interval_s=sample_interval_s
+        )
+        check = assess_ntp(reports, max_root_distance_ms=policy.max_root_distance_ms)
+        guard.observe_ntp(check, ClockReading.of(clock))
+        _print_ntp(reports, check, policy)
+    else:
+        click.echo("NTP: no server configured: Redis TIME alone decides (ntp_unreachable = store-time)")
+        guard.observe_ntp(
+            assess_ntp((), max_root_distance_ms=policy.max_root_distance_ms), ClockReading.of(clock)
+        )
     if redis_url is not None:
         _probe_redis(guard, clock, redis_url)
     return guard.verdict(ClockReading.of(clock))
+
+
+def _query_with_progress(
+    servers: tuple[NtpServer, ...],
+    *,
+    samples: int,
+    clock: Clock,
+    timeout_s: float,
+    sample_interval_s: float,
+) -> tuple[ServerReport, ...]:
+    """Query every server concurrently, saying on stderr what is awaited and each server as it ends."""
+    worst_s = samples * timeout_s + (samples - 1) * sample_interval_s
+    click.echo(
+        f"querying {len(servers)} NTP server(s), {samples} sample(s) each "
+        f"(at most {worst_s:.1f} s if a server stays silent)...",
+        err=True,
+    )
+    started = time.monotonic()
+    reports: dict[int, ServerReport] = {}
+    with ThreadPoolExecutor(max_workers=min(len(servers), 16)) as pool:
+        futures = {
+            pool.submit(
+                query_server,
+                server,
+                samples=samples,
+                clock=clock,
+                timeout_s=timeout_s,
+                sample_interval_s=sample_interval_s,
+            ): i
+            for i, server in enumerate(servers)
+        }
+        for future in as_completed(futures):
+            report = future.result()
+            reports[futures[future]] = report
+            click.echo(
+                f"  {report.server}: {len(report.samples)} of {samples} replied "
+                f"({time.monotonic() - started:.1f} s)",
+                err=True,
+            )
+    return tuple(reports[i] for i in range(len(servers)))
+
+
+def _usage(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(1)
 
 
 def _probe_redis(guard: ClockGuard, clock: Clock, url: str) -> None:
@@ -194,7 +262,10 @@ def check_clock(
     timeout_s: float,
     sample_interval_s: float,
 ) -> None:
-    """Measure this machine's clock against NTP (and Redis TIME); exit 0 trusted, 1 not, 2 cannot tell."""
+    """Measure this machine's clock against NTP (and Redis TIME); exit 0 trusted, 1 not, 2 cannot tell.
+
+    Without NTP servers (none in --config, no --server) Redis TIME alone decides, as in the agent.
+    """
     policy = TrustPolicy()
     config_servers: tuple[str, ...] = ()
     try:
@@ -213,11 +284,15 @@ def check_clock(
         policy = dataclasses.replace(policy, require_store_check=redis_url is not None)
         servers = tuple(NtpServer.parse(s) for s in (server_specs or config_servers))
     except (ConfigError, ValueError) as exc:
-        raise click.UsageError(str(exc)) from None
+        _usage(str(exc))
     if not servers:
-        raise click.UsageError(
-            "no NTP servers: pass --server HOST[:PORT] or set cluster.ntp_servers in --config"
-        )
+        if redis_url is None:
+            _usage(
+                "nothing to check against: no NTP servers and no Redis URL "
+                "(expected --server HOST[:PORT], --redis URL, or a --config with "
+                "cluster.ntp_servers or cluster.redis_url)"
+            )
+        policy = dataclasses.replace(policy, ntp_unreachable=UnreachablePolicy.STORE_TIME)
     verdict = run_check(
         servers,
         policy,

@@ -110,14 +110,52 @@ def test_unreachable_redis_cannot_tell_and_hides_the_password(ntp: NtpResponder)
 
 
 def test_usage_errors() -> None:
+    """Bad input: one ``error: ...`` line, exit 1 (2 is kept for the "cannot tell" verdict)."""
     none = run()
-    assert none.exit_code == 2
-    assert "no NTP servers: pass --server HOST[:PORT]" in none.output
+    assert none.exit_code == 1
+    assert none.output.startswith("error: nothing to check against: no NTP servers and no Redis URL")
+    assert len(none.output.splitlines()) == 1
     bad = run("--server", "127.0.0.1:123", "--max-skew", "250")
-    assert bad.exit_code == 2
-    assert "--max-skew: '250' has no unit" in bad.output
+    assert bad.exit_code == 1
+    assert bad.output.startswith("error: ") and "--max-skew: '250' has no unit" in bad.output
     port = run("--server", "host:x")
+    assert port.exit_code == 1
     assert "invalid NTP server 'host:x'" in port.output
+
+
+def readme_config(tmp_path: Path, redis_url: str) -> Path:
+    """The README's "Configuration" example, pointed at the test's Redis (its only change)."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Configuration", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    assert "ntp_servers" not in block  # the case under test: the default config names no NTP server
+    path = tmp_path / "cluster.toml"
+    path.write_text(re.sub(r'redis_url = "[^"]*"', f'redis_url = "{redis_url}"', block))
+    return path
+
+
+def test_default_config_without_ntp_servers_is_checked_against_redis_time(
+    redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    result = run("--config", str(readme_config(tmp_path, redis_server.url)))
+    assert result.exit_code == 0, result.output
+    assert "NTP: no server configured: Redis TIME alone decides" in result.output
+    assert re.search(r"store TIME \(redis://127\.0\.0\.1:\d+/0\): offset", result.output), result.output
+    assert result.output.splitlines()[-1].startswith("verdict: clock trusted: store TIME bound")
+
+
+def test_progress_is_shown_while_a_silent_server_is_sampled(redis_server: EmbeddedRedis) -> None:
+    with NtpResponder(Behaviour(silent=True)) as silent:
+        result = CliRunner().invoke(
+            check_clock,
+            ["--server", silent.address, "--samples", "2", "--timeout", "0.2", "--sample-interval", "0"],
+        )
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0] == (
+        "querying 1 NTP server(s), 2 sample(s) each (at most 0.4 s if a server stays silent)..."
+    ), result.stderr
+    assert re.fullmatch(rf"  {re.escape(silent.address)}: 0 of 2 replied \(\d+\.\d s\)", lines[1]), lines
+    assert "verdict:" not in result.stderr  # the report itself stays on stdout
 
 
 def write_config(tmp_path: Path, **cluster: str | list[str]) -> Path:
