@@ -28,6 +28,7 @@ from quorum_cron.core import (
     ReadHighWater,
     ReadSlots,
     RecordMissed,
+    Refused,
     Renew,
     Run,
     RunLocal,
@@ -35,7 +36,15 @@ from quorum_cron.core import (
     Sweep,
     Vote,
 )
-from quorum_cron.model import SlotState, SlotView, TransitionResult, VoteResult, VoteStatus
+from quorum_cron.model import (
+    Configuration,
+    MembershipRecord,
+    SlotState,
+    SlotView,
+    TransitionResult,
+    VoteResult,
+    VoteStatus,
+)
 from quorum_cron.perform import perform
 from quorum_cron.schedule import Schedule
 from quorum_cron.store.memory import MemoryStore
@@ -100,6 +109,8 @@ StoreFactory = Callable[[World], MemoryStore]
 
 _CAUSES = (
     ("ran locally on", "local run recorded as its slot's missed entry"),
+    ("refused by membership", "slot missed: votes refused by membership"),
+    ("is not a member of", "slot missed: a non-member abstained"),
     ("store refused the vote", "slot missed: the store refused writes"),
     ("store unreachable", "slot missed: the store was unreachable"),
     ("abstained", "slot missed: clock untrusted"),
@@ -135,10 +146,34 @@ class QuorumStrategy:
 
     def make_stores(self, world: World) -> MemoryStore:
         if self._store_factory is not None:
-            return self._store_factory(world)
-        store_clock = world.store.clock
-        loop = world.loop
-        return MemoryStore(lambda: store_clock.wall(loop.now))
+            store = self._store_factory(world)
+        else:
+            store_clock = world.store.clock
+            loop = world.loop
+            store = MemoryStore(lambda: store_clock.wall(loop.now))
+        first = self.first_record(world)
+        if first is not None:
+            store.init_membership(first.current, "sim")
+        return store
+
+    def first_record(self, world: World) -> MembershipRecord | None:
+        """The membership record the cluster starts with: every scenario node, the scenario's quorum
+        (epoch 1, as an agent creates it from its config). None — legacy epoch-0 votes and the
+        store's highest-quorum floor — when the quorum is below a majority (a strategy override)."""
+        n = world.scenario.nodes
+        quorum = self._quorum or world.scenario.quorum
+        if not n // 2 + 1 <= quorum <= n:
+            return None
+        return MembershipRecord(1, Configuration.of(world.scenario.node_ids, n, quorum))
+
+    def record_for(self, world: World) -> MembershipRecord | None:
+        """What a node holds when its process starts: the store's record, as the agent reads it
+        at start (the first record when the store has none, or under a legacy quorum)."""
+        first = self.first_record(world)
+        if first is None:
+            return None
+        held = world.store.state.membership() if world.store.state is not None else None
+        return held.record if held is not None else first
 
     def core_jobs(self, world: World, node: SimNode) -> list[CoreJob]:
         jobs = []
@@ -181,7 +216,10 @@ class QuorumStrategy:
         )
         jobs = self.core_jobs(world, node)
         bounds = input_bounds(settings, run_local=any(j.run_local for j in jobs))
-        return QuorumProcess(world, node, NodeCore(settings, jobs), bounds, self.exact_wakeups)
+        record = self.record_for(world)
+        process = QuorumProcess(world, node, NodeCore(settings, jobs, record), bounds, self.exact_wakeups)
+        process.record = record
+        return process
 
     @staticmethod
     def mutates(payload: Any) -> bool:
@@ -258,8 +296,15 @@ class QuorumStrategy:
             if res.ok:
                 # The checker's evidence of the lease the store now holds (store time).
                 world.trace.emit(
-                    t, "renew", node=node.id, job=action.job, fire=action.fire_ms, token=action.token,
-                    ok=True, st=res.now_ms, lease=res.slot.lease_until_ms,
+                    t,
+                    "renew",
+                    node=node.id,
+                    job=action.job,
+                    fire=action.fire_ms,
+                    token=action.token,
+                    ok=True,
+                    st=res.now_ms,
+                    lease=res.slot.lease_until_ms,
                 )
             else:
                 self._transition(world, node, "renew", action.job, action.fire_ms, action.token, res)
@@ -346,6 +391,7 @@ class QuorumProcess:
         "core",
         "exact",
         "node",
+        "record",
         "spinning",
         "world",
     )
@@ -361,6 +407,8 @@ class QuorumProcess:
         self.exact = exact
         """Ask the core for its next wakeup after every input (tests compare both modes)."""
         self.spinning = False
+        self.record: MembershipRecord | None = None
+        """The membership record the node booted with (set by the strategy)."""
         self._wake_gen = -1
         """``node.wake_gen`` of the wake this process last scheduled ..."""
         self._wake_target = 0
@@ -427,6 +475,13 @@ class QuorumProcess:
                 world.trace.emit(
                     world.loop.now, "abstain", node=node.id, job=a.job, fire=a.fire_ms, why=a.reason
                 )
+            elif kind is Refused:
+                assert isinstance(a, Refused)
+                world.trace.emit(
+                    world.loop.now, "refused", node=node.id, job=a.job, fire=a.fire_ms,
+                    epoch=a.epoch, store_epoch=a.store_epoch, why=a.reason,
+                )  # fmt: skip
+                world.reached("vote refused by membership", node=node.id)
             else:
                 if kind is Vote and not node.trusted:
                     # The world's own trust verdict, not the core's: the checker's evidence.
@@ -447,7 +502,14 @@ class QuorumProcess:
         self._wake_in(SPIN_FLOOR_MS if wait == 0 and self.spinning else wait, now)
 
     def boot(self) -> None:
+        if self.record is not None:
+            self.core.set_membership(self.record)  # (a strategy may have replaced the core since)
         self.wake()
+
+    def set_membership(self, record: MembershipRecord) -> None:
+        """The node learns a membership record (a heartbeat's reply in the agent): a change wakes it."""
+        if self.core.set_membership(record) and not self.node.paused and self.node.up:
+            self.world.wake_in(self.node, 0)
 
     def wake(self) -> None:
         now = self._now()

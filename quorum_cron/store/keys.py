@@ -58,7 +58,7 @@ FORBIDDEN_NAMESPACE_CHARS = "{}:"
 
 # Suffixes of a job's keys (after job_prefix).
 META = "meta"
-"""HASH: token counter, quorum floor, high-water mark, pause state."""
+"""HASH: token counter, membership record (legacy: quorum floor), high-water mark, pause state."""
 OPEN = "open"
 """ZSET: slots proposed, committed or running (what sweep scans)."""
 SLOTS = "slots"
