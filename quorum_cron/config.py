@@ -162,6 +162,11 @@ def _fail(where: str, key: str, problem: str | None) -> None:
 
 # --------------------------------------------------------------------------- values
 
+DEFAULT_OUTPUT_TAIL: Final = 2048
+"""Bytes of each stream of a run kept in the ledger, by default."""
+DEFAULT_OUTPUT_LOG_LINES: Final = 100
+DEFAULT_OUTPUT_LOG_RATE: Final = 50
+
 
 @dataclass(frozen=True)
 class ClusterConfig:
@@ -199,6 +204,12 @@ class ClusterConfig:
     alert_url: str | None = field(default=None, repr=False)
     members: tuple[str, ...] = ()
     """The member node ids (sorted); empty: ``size`` mode, the first ``size`` ids to register."""
+    output_tail: int = DEFAULT_OUTPUT_TAIL
+    """Bytes of each of a run's stdout and stderr kept in the ledger (the end of each)."""
+    output_log_lines: int = DEFAULT_OUTPUT_LOG_LINES
+    """Output lines of one run copied to the agent's log (0: none); the rest are counted."""
+    output_log_rate: int = DEFAULT_OUTPUT_LOG_RATE
+    """Output lines per second the agent logs over all its runs; lines beyond are counted."""
 
     def __post_init__(self) -> None:
         where = "cluster"
@@ -252,6 +263,8 @@ class ClusterConfig:
             )
         if self.alert_command is not None and (not self.alert_command or not self.alert_command[0]):
             _fail(where, "alert_command", "expected a non-empty argv list")
+        for key, lo, hi in _CLUSTER_OUTPUT_BOUNDS:
+            _fail(where, key, _range_problem(getattr(self, key), lo, hi))
 
     @property
     def redacted_redis_url(self) -> str | None:
@@ -280,6 +293,28 @@ _CLUSTER_DURATION_BOUNDS: tuple[tuple[str, int, int], ...] = (
     ("wait_timeout_ms", 1, 10 * _SECOND),
 )
 _MAX_WAIT_REPLICAS = 16
+
+_CLUSTER_OUTPUT_BOUNDS: tuple[tuple[str, int, int], ...] = (
+    ("output_tail", 0, 65_536),
+    ("output_log_lines", 0, 100_000),
+    ("output_log_rate", 1, 10_000),
+)
+
+ALERT_ON_KINDS: Final = ("failed", "recovered", "missed", "lost")
+"""What a job's ``alert_on`` may name: ``job_failed``, ``job_recovered``, ``slot_missed``, ``slot_lost``."""
+DEFAULT_ALERT_ON: Final = ALERT_ON_KINDS
+"""Every job outcome alert, unless the job says otherwise (``alert_on = []``: none)."""
+
+
+def alert_on_problem(value: object) -> str | None:
+    """One line when ``value`` is not a list of :data:`ALERT_ON_KINDS`; None when it is."""
+    expected = "a list of " + ", ".join(repr(k) for k in ALERT_ON_KINDS)
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        return f"{value!r} is {_type_name(value)} (expected {expected})"
+    for item in value:
+        if item not in ALERT_ON_KINDS:
+            return f"{item!r} is not an alert kind (expected {expected})"
+    return None
 
 
 def default_starting_deadline_ms(schedule: Schedule) -> int:
@@ -323,6 +358,10 @@ class JobSpec:
 
     Never a ``QUORUM_CRON_*`` name: those are the agent's own settings, the Redis URL among them.
     """
+    alert_on: tuple[str, ...] = DEFAULT_ALERT_ON
+    """Which outcomes of this job raise an alert (:data:`ALERT_ON_KINDS`). Not part of
+    :attr:`spec_hash`: it changes who is told, not what runs, so nodes may differ on it during
+    a rollout without splitting the quorum."""
 
     @classmethod
     def create(
@@ -373,6 +412,8 @@ class JobSpec:
                 )
         if self.in_process and self.env_passthrough:
             _fail(where, "env_passthrough", "an in-process job has no process environment")
+        _fail(where, "alert_on", alert_on_problem(self.alert_on))
+        object.__setattr__(self, "alert_on", tuple(dict.fromkeys(self.alert_on)))
         if self.cwd is not None and not os.path.isabs(self.cwd):
             _fail(where, "cwd", f"{self.cwd!r} is not an absolute path (expected e.g. '/var/lib/app')")
         if self.starting_deadline_ms == AUTO:

@@ -17,6 +17,7 @@ from typing import Final, TypeVar, cast, get_args
 
 from quorum_cron.config import (
     _CLUSTER_DURATION_BOUNDS,
+    _CLUSTER_OUTPUT_BOUNDS,
     _DAY,
     _ENV_KEY_RE,
     _HOUR,
@@ -26,6 +27,7 @@ from quorum_cron.config import (
     _MAX_WAIT_REPLICAS,
     _SECOND,
     AUTO,
+    DEFAULT_ALERT_ON,
     ClusterConfig,
     Config,
     InvalidConfig,
@@ -41,6 +43,7 @@ from quorum_cron.config import (
     _redis_url_problem,
     _suggest,
     _type_name,
+    alert_on_problem,
 )
 from quorum_cron.config_members import members_problem, size_vs_members
 from quorum_cron.durations import format_duration, parse_duration
@@ -78,6 +81,9 @@ _CLUSTER_KEYS = (
     "ntp_unreachable",
     "alert_command",
     "alert_url",
+    "output_tail",
+    "output_log_lines",
+    "output_log_rate",
 )
 _JOB_KEYS = (
     "name",
@@ -99,6 +105,7 @@ _JOB_KEYS = (
     "inherit_env",
     "cwd",
     "env_passthrough",
+    "alert_on",
 )
 
 
@@ -273,6 +280,10 @@ def _parse_cluster(raw: object, source: str, errors: list[str]) -> ClusterConfig
         "ntp_unreachable", get_args(NtpUnreachable), default_unreachable_policy(ntp_servers).value
     )
     alert_command = t.str_list("alert_command", "an argv list", max_items=_MAX_ARGV)
+    output = {
+        key: cast(int, t.integer(key, lo, hi, default=cast(int, defaults[key].default)))
+        for key, lo, hi in _CLUSTER_OUTPUT_BOUNDS
+    }
     if not t.ok or namespace is None or size is None:
         return None
     try:
@@ -288,6 +299,7 @@ def _parse_cluster(raw: object, source: str, errors: list[str]) -> ClusterConfig
             ntp_unreachable=cast(NtpUnreachable, ntp_unreachable),
             alert_command=alert_command,
             alert_url=alert_url,
+            **output,
             **durations,
         )
     except ConfigError as exc:  # a rule only the constructor checks
@@ -352,6 +364,9 @@ def _parse_job(raw: object, index: int, source: str, errors: list[str]) -> JobSp
         if "env_passthrough" in raw
         else ()
     )
+    alert_on = raw.get("alert_on", list(DEFAULT_ALERT_ON))
+    if (problem := alert_on_problem(alert_on)) is not None:
+        t.error("alert_on", problem)
     if not t.ok or name is None or schedule is None:
         return None
     try:
@@ -373,6 +388,7 @@ def _parse_job(raw: object, index: int, source: str, errors: list[str]) -> JobSp
             inherit_env=True if inherit_env is None else inherit_env,
             cwd=cwd,
             env_passthrough=passthrough or (),
+            alert_on=tuple(alert_on),
         )
     except ConfigError as exc:  # a rule only the constructor checks
         errors.append(f"{source}: {exc}")

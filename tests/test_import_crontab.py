@@ -270,7 +270,14 @@ def test_a_line_quorum_cron_cannot_run_is_refused_with_its_error() -> None:
 def test_mailto_is_stated_and_offered_as_the_alert_hook() -> None:
     result = imported('MAILTO=ops@example.com\n0 * * * * a\nMAILTO=""\n0 * * * * b\n')
     assert result.toml.count("# MAILTO: cron mailed its output to ops@example.com") == 1
-    assert '# alert_command = ["/usr/bin/mail", "-s", "quorum-cron alert", "ops@example.com"]' in result.toml
+    assert '\nalert_command = ["/usr/bin/mail", "-s", "quorum-cron alert", "ops@example.com"]' in result.toml
+    # The mailed job alerts on its failures; the MAILTO="" one only on the cluster's own failures.
+    parsed = parse_config(tomllib.loads(result.toml), "imported")
+    assert {j.name: j.alert_on for j in parsed.jobs} == {
+        parsed.jobs[0].name: ("failed", "missed", "lost"),
+        parsed.jobs[1].name: ("missed", "lost"),
+    }
+    assert parsed.cluster.alert_command == ("/usr/bin/mail", "-s", "quorum-cron alert", "ops@example.com")
     assert any("1 job(s) had their output mailed to ops@example.com" in n for n in result.notes)
     # Without MAILTO cron mails the owner.
     assert "cron mailed its output to alice" in imported("0 * * * * a\n").toml

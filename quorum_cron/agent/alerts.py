@@ -1,8 +1,9 @@
 """The alert hook: tell a person when the cluster cannot do its job.
 
 Alerts are for conditions someone must act on: the quorum is lost (or back),
-this node abstains because of its clock, a slot was missed or lost, nodes
-disagree on a job's definition. Each alert is a small JSON document::
+this node abstains because of its clock, a slot was missed or lost, a job
+failed (or recovered after failures), nodes disagree on a job's definition.
+Each alert is a small JSON document::
 
     {"kind": "slot_missed", "node": "n1", "ts_ms": ..., "message": "...", "fields": {...}}
 
@@ -68,6 +69,12 @@ class AlertKind:
     CLOCK_TRUSTED = "clock_trusted"
     SLOT_MISSED = "slot_missed"
     SLOT_LOST = "slot_lost"
+    JOB_FAILED = "job_failed"
+    """A slot's last attempt failed; sent by its executor.
+
+    Fields: job, slot, token, exit_code (``-`` for a timeout or a signal), attempt, output (its end)."""
+    JOB_RECOVERED = "job_recovered"
+    """A job succeeded after failed runs (fields: job, slot, token, failures, attempt)."""
     SPEC_MISMATCH = "spec_mismatch"
     STORE_UNAVAILABLE = "store_unavailable"
     BAD_VALUE = "bad_value"

@@ -92,6 +92,7 @@ def agent_job(spec: JobSpec, target: Target | None = None) -> AgentJob:
         core=core_job(spec),
         target=target,
         on_store_unavailable=spec.on_store_unavailable,
+        alert_on=spec.alert_on,
     )
 
 
@@ -123,6 +124,9 @@ def agent_settings(
         clock_check_interval_ms=cluster.clock_check_interval_ms,
         alert_command=cluster.alert_command,
         alert_url=cluster.alert_url,
+        tail_bytes=cluster.output_tail,
+        output_log_lines=cluster.output_log_lines,
+        output_log_rate=cluster.output_log_rate,
         membership=config_configuration(cluster),
         config_source=source,
     )

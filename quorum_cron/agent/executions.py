@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from functools import partial
 
+from quorum_cron.agent.joboutput import OutputRate, RunOutput
 from quorum_cron.agent.jobprocess import JobRun, RunOutcome
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.metrics import Metrics
@@ -60,12 +62,19 @@ class Runs:
         tail_bytes: int,
         report: Report,
         poke: Callable[[], None],
+        output_log_lines: int = 0,
+        output_log_rate: int = 1,
     ) -> None:
+        """``output_log_lines`` (per run) and ``output_log_rate`` (per second, node-wide) bound the
+        output lines copied to the log (:mod:`.joboutput`)."""
         self.node = node
         self.jobs = jobs
         self.clock = clock
         self.metrics = metrics
         self.tail_bytes = tail_bytes
+        self.output_log_lines = output_log_lines
+        self._output_rate = OutputRate(output_log_rate, time.monotonic)
+        self._outputs: dict[tuple[str, int], RunOutput] = {}
         self._report = report
         self._poke = poke
         self._runs: dict[tuple[str, int], tuple[JobRun, asyncio.Task[None], bool]] = {}
@@ -164,6 +173,15 @@ class Runs:
     def _spawn(self, action: Run, *, local: bool) -> None:
         key = (action.job, action.fire_ms)
         view = self._views.pop(key, None)
+        output = RunOutput(
+            job=action.job,
+            fire_ms=action.fire_ms,
+            token=action.token,
+            max_lines=self.output_log_lines,
+            rate=self._output_rate,
+            on_dropped=self.metrics.output_dropped.labels(action.job).inc,
+        )
+        self._outputs[key] = output
         run = JobRun(
             self.jobs[action.job].target,
             job=action.job,
@@ -173,6 +191,7 @@ class Runs:
             timeout_ms=action.timeout_ms,
             tail_bytes=self.tail_bytes,
             on_started=partial(self._on_started, action, view, local),
+            on_output=output.feed,
         )
         task = asyncio.ensure_future(self._execute(run, local))
         self._runs[key] = (run, task, local)
@@ -180,6 +199,7 @@ class Runs:
 
     def _on_started(self, action: Run, view: SlotView | None, local: bool, started_wall_ms: int) -> None:
         delay = started_wall_ms - action.fire_ms
+        self.metrics.last_run.labels(action.job).set(started_wall_ms / 1000)
         if not local:
             self.metrics.fire_delay.labels(action.job).observe(max(0, delay) / 1000)
         event(
@@ -208,7 +228,13 @@ class Runs:
         current = self._runs.get(key)
         if current is not None and current[0] is run:
             del self._runs[key]
+        output = self._outputs.get(key)
+        if output is not None and output.token == run.token:
+            del self._outputs[key]
+            output.close()
         self.metrics.running.set(len(self._runs))
+        result = "succeeded" if outcome.succeeded else "failed"
+        self.metrics.duration.labels(run.job, result).observe(outcome.duration_ms / 1000)
         event(
             log,
             logging.INFO if outcome.succeeded else logging.WARNING,

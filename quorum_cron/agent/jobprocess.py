@@ -164,7 +164,9 @@ class JobRun:
         timeout_ms: int,
         tail_bytes: int = DEFAULT_TAIL_BYTES,
         on_started: Callable[[int], None] | None = None,
+        on_output: Callable[[str, bytes], None] | None = None,
     ) -> None:
+        """``on_output(stream, data)``: each chunk a command writes (``stdout`` / ``stderr``), as read."""
         self.target = target
         self.job = job
         self.fire_ms = fire_ms
@@ -173,6 +175,7 @@ class JobRun:
         self.timeout_ms = timeout_ms
         self.tail_bytes = tail_bytes
         self._on_started = on_started
+        self._on_output = on_output
         self._stop_reason = ""
         self._stopped = asyncio.Event()
         self.pid: int | None = None
@@ -218,7 +221,7 @@ class JobRun:
         t0 = time.monotonic()
         loop = asyncio.get_running_loop()
         out, err = Tail(self.tail_bytes), Tail(self.tail_bytes)
-        proto = _JobProtocol(out, err)
+        proto = _JobProtocol(out, err, self._on_output)
         try:
             transport, _ = await loop.subprocess_exec(
                 lambda: proto,
@@ -353,8 +356,9 @@ class _JobProtocol(asyncio.SubprocessProtocol):
     every pipe is closed, which a background child can postpone for ever.
     """
 
-    def __init__(self, out: Tail, err: Tail) -> None:
+    def __init__(self, out: Tail, err: Tail, on_output: Callable[[str, bytes], None] | None = None) -> None:
         self._tails = {1: out, 2: err}
+        self._on_output = on_output
         self._open = {1, 2}
         self.exited = asyncio.Event()
         self.pipes_closed = asyncio.Event()
@@ -362,7 +366,10 @@ class _JobProtocol(asyncio.SubprocessProtocol):
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
         tail = self._tails.get(fd)
         if tail is not None:
-            tail.write(data if isinstance(data, bytes) else data.encode())
+            chunk = data if isinstance(data, bytes) else data.encode()
+            tail.write(chunk)
+            if self._on_output is not None:
+                self._on_output("stdout" if fd == 1 else "stderr", chunk)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         self._open.discard(fd)

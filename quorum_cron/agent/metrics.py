@@ -14,6 +14,21 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 __all__ = ["Metrics"]
 
+_DURATION_BUCKETS = (
+    0.1,
+    0.5,
+    1.0,
+    5.0,
+    15.0,
+    30.0,
+    60.0,
+    300.0,
+    900.0,
+    1800.0,
+    3600.0,
+    4 * 3600.0,
+    24 * 3600.0,
+)
 _DELAY_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -71,8 +86,39 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.last_run = Gauge(
+            "quorum_cron_job_last_run_timestamp_seconds",
+            "Unix time this node last started a run of the job (max over the nodes: the cluster's).",
+            ["job"],
+            registry=r,
+        )
+        self.last_success = Gauge(
+            "quorum_cron_job_last_success_timestamp_seconds",
+            "Unix time (store clock) a run of the job executed here last recorded succeeded.",
+            ["job"],
+            registry=r,
+        )
+        self.last_failure = Gauge(
+            "quorum_cron_job_last_failure_timestamp_seconds",
+            "Unix time (store clock) a slot of the job executed here last recorded failed.",
+            ["job"],
+            registry=r,
+        )
+        self.duration = Histogram(
+            "quorum_cron_job_duration_seconds",
+            "How long the job's runs on this node took, start to end, by result (succeeded or failed).",
+            ["job", "result"],
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.output_dropped = Counter(
+            "quorum_cron_job_output_lines_dropped",
+            "Job output lines not copied to the agent's log (per-run or per-second bound).",
+            ["job"],
+            registry=r,
+        )
         self.running = Gauge("quorum_cron_running_jobs", "Job processes running on this node.", registry=r)
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
+    def serve(self, port: int, addr: str = "127.0.0.1") -> None:
         """Serve ``/metrics`` on ``addr:port`` from a daemon thread."""
         start_http_server(port, addr=addr, registry=self.registry)

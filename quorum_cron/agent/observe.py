@@ -5,12 +5,26 @@ reports it. Each node counts and alerts on what *it* observed, so summed
 over the cluster every slot is counted once: the executor counts its runs'
 outcomes, the node whose sweep (or vote, or start-up accounting) ended a
 slot counts that miss or loss.
+
+**Job outcome alerts** (``job_failed``, ``job_recovered``) come from the
+slot's executor, and only when the store *accepted* its final result: the
+finish script takes one result per slot (the current token's, once), so the
+alert goes out once per slot cluster-wide, never once per node. A failed run
+that will be retried raises nothing (the store answers ``committed``, not
+``failed``); the alert is for the slot's last attempt. ``job_recovered`` is
+decided from the job's ledger (the cluster's record, not this node's
+memory): a success whose previous finished runs — other slots, skipping
+misses and skips — failed or were lost. Each job's ``alert_on`` names
+which of ``failed``, ``recovered``, ``missed`` and ``lost`` it alerts on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Mapping
+import re
+import time
+from collections.abc import Callable, Mapping
 
 from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.logs import EVENT_LOGGER, event
@@ -28,6 +42,7 @@ from quorum_cron.core import (
     Sweep,
     Vote,
 )
+from quorum_cron.redact import redact_text
 from quorum_cron.store.base import (
     LedgerEntry,
     SlotState,
@@ -45,16 +60,74 @@ log = logging.getLogger(EVENT_LOGGER)
 MAX_MISMATCHES = 1000
 """Bound on remembered (job, foreign spec hash) pairs: each is alerted once."""
 
+RECOVERY_LOOKBACK = 20
+"""Ledger entries read to count the failed runs a success recovers from."""
+
+ALERT_OUTPUT_CHARS = 1000
+"""A ``job_failed`` alert carries at most the last this many characters of the run's output."""
+
+_EXIT_RE = re.compile(r"(?:^|: )exit (-?\d+)")
+
+ReadLedger = Callable[[str, int], list[LedgerEntry]]
+"""``store.ledger(job, limit)``: newest first (blocking; called on a worker thread)."""
+
+
+def exit_code_of(detail: str) -> str:
+    """The exit code a run's ledger detail starts with (``exit 3``), or ``-`` (timeout, signal, callable)."""
+    match = _EXIT_RE.search(detail.split("\n", 1)[0])
+    return match.group(1) if match else "-"
+
+
+def output_tail(detail: str, limit: int = ALERT_OUTPUT_CHARS) -> str:
+    """The end of a run's captured output (the detail after its first line), at most ``limit`` chars."""
+    _, _, rest = detail.partition("\n")
+    return rest if len(rest) <= limit else "…" + rest[-(limit - 1) :]
+
+
+def failures_before(entries: list[LedgerEntry], fire_ms: int) -> int:
+    """How many runs failed (or were lost) in a row before slot ``fire_ms``'s, newest first.
+
+    ``entries`` is the job's ledger, newest first; the slot's own entries
+    (its retries) and missed or skipped slots (nothing ran) are passed over;
+    the count stops at the first success.
+    """
+    ours = next((i for i, e in enumerate(entries) if e.fire_ms == fire_ms), -1)
+    count = 0
+    for entry in entries[ours + 1 :]:
+        if entry.fire_ms == fire_ms or entry.state in (SlotState.MISSED, SlotState.SKIPPED):
+            continue
+        if entry.state in (SlotState.FAILED, SlotState.LOST):
+            count += 1
+        elif entry.state == SlotState.SUCCEEDED:
+            break
+    return count
+
 
 class Observer:
     """Logs, metrics and alerts for one node's store replies, abstentions and peers' definitions."""
 
-    def __init__(self, node: str, jobs: Mapping[str, AgentJob], metrics: Metrics, alerts: AlertHook) -> None:
+    def __init__(
+        self,
+        node: str,
+        jobs: Mapping[str, AgentJob],
+        metrics: Metrics,
+        alerts: AlertHook,
+        *,
+        read_ledger: ReadLedger | None = None,
+    ) -> None:
         self.node = node
         self.jobs = jobs
         self.metrics = metrics
         self.alerts = alerts
+        self.read_ledger = read_ledger
+        """Where ``job_recovered`` looks for the failures before a success (None: never alerted)."""
         self._mismatch_seen: set[tuple[str, str]] = set()
+        self._checks: set[asyncio.Task[None]] = set()
+
+    def alerts_on(self, job: str, what: str) -> bool:
+        """Whether ``job``'s ``alert_on`` names ``what`` (a job this node does not run: the default)."""
+        spec = self.jobs.get(job)
+        return spec is None or what in spec.alert_on
 
     def reply(self, action: StoreAction, reply: object) -> None:
         """Report what the store answered to ``action``."""
@@ -113,6 +186,8 @@ class Observer:
     def missed(self, view: SlotView | LedgerEntry, how: str) -> None:
         """Count and alert a slot this node saw end ``missed``."""
         self.metrics.slots.labels(view.job, "missed").inc()
+        if not self.alerts_on(view.job, "missed"):
+            return
         self.alerts.raise_(
             AlertKind.SLOT_MISSED,
             f"{view.job}@{view.fire_ms} missed: {view.reason}",
@@ -220,6 +295,7 @@ class Observer:
                 token=action.token,
                 state=view.state.value,
             )
+            self._outcome(action, view)
         else:
             event(
                 log,
@@ -233,11 +309,64 @@ class Observer:
                 reason=reply.reason,
             )
 
+    def _outcome(self, action: Finish, view: SlotView) -> None:
+        """This node's result is the slot's final word: timestamps, and the job outcome alerts."""
+        when_s = (view.finished_ms or time.time_ns() // 1_000_000) / 1000
+        if view.state == SlotState.SUCCEEDED:
+            self.metrics.last_success.labels(action.job).set(when_s)
+            if self.read_ledger is not None and self.alerts_on(action.job, "recovered"):
+                task = asyncio.ensure_future(self._check_recovered(self.read_ledger, action, view))
+                self._checks.add(task)
+                task.add_done_callback(self._checks.discard)
+        elif view.state == SlotState.FAILED:
+            self.metrics.last_failure.labels(action.job).set(when_s)
+            if self.alerts_on(action.job, "failed"):
+                detail = view.detail or action.detail
+                self.alerts.raise_(
+                    AlertKind.JOB_FAILED,
+                    f"{action.job}@{action.fire_ms} failed on {self.node} "
+                    f"(attempt {max(1, view.runs)}): {detail.split(chr(10), 1)[0]}",
+                    job=action.job,
+                    slot=action.fire_ms,
+                    token=action.token,
+                    exit_code=exit_code_of(detail),
+                    attempt=max(1, view.runs),
+                    output=redact_text(output_tail(detail)),
+                )
+
+    async def _check_recovered(self, read: ReadLedger, action: Finish, view: SlotView) -> None:
+        try:
+            entries = await asyncio.to_thread(read, action.job, RECOVERY_LOOKBACK)
+        except Exception as exc:  # best-effort: a recovery alert is not worth an outage's noise
+            event(
+                log,
+                logging.WARNING,
+                "alert",
+                f"could not read the ledger of {action.job} to tell a recovery: {exc}",
+                job=action.job,
+            )
+            return
+        failed = failures_before(entries, action.fire_ms)
+        if failed == 0:
+            return
+        more = "+" if failed >= RECOVERY_LOOKBACK - 1 else ""
+        self.alerts.raise_(
+            AlertKind.JOB_RECOVERED,
+            f"{action.job}@{action.fire_ms} succeeded on {self.node} after {failed}{more} failed run(s)",
+            job=action.job,
+            slot=action.fire_ms,
+            token=action.token,
+            failures=f"{failed}{more}",
+            attempt=max(1, view.runs),
+        )
+
     def _swept(self, view: SlotView) -> None:
         if view.state == SlotState.MISSED:
             self.missed(view, "sweep")
         elif view.state == SlotState.LOST:
             self.metrics.slots.labels(view.job, "lost").inc()
+            if not self.alerts_on(view.job, "lost"):
+                return
             self.alerts.raise_(
                 AlertKind.SLOT_LOST,
                 f"{view.job}@{view.fire_ms} lost: {view.reason}",

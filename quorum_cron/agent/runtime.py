@@ -116,7 +116,7 @@ class Agent:
         self.alerts = AlertHook(
             self.node, command=settings.alert_command, url=settings.alert_url, journal=journal
         )
-        self.observer = Observer(self.node, self.jobs, self.metrics, self.alerts)
+        self.observer = Observer(self.node, self.jobs, self.metrics, self.alerts, read_ledger=store.ledger)
         self._worker = StoreWorker(store, self.node)
         self.health = NodeHealth(
             settings,
@@ -141,6 +141,8 @@ class Agent:
             tail_bytes=settings.tail_bytes,
             report=self._run_ended,
             poke=self._poke,
+            output_log_lines=settings.output_log_lines,
+            output_log_rate=settings.output_log_rate,
         )
         self.intake = Intake(
             settings,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from quorum_cron.agent.clocktrust import DEFAULT_CHECK_INTERVAL_MS
 from quorum_cron.agent.jobprocess import DEFAULT_TAIL_BYTES, Target
+from quorum_cron.config import DEFAULT_ALERT_ON, DEFAULT_OUTPUT_LOG_LINES, DEFAULT_OUTPUT_LOG_RATE
 from quorum_cron.core import CoreJob, NodeSettings
 from quorum_cron.model import Configuration
 
@@ -25,6 +26,8 @@ class AgentJob:
     target: Target
     on_store_unavailable: str = "skip"
     """``skip`` (default) or ``run-local``: run on this node alone while the store is unreachable."""
+    alert_on: tuple[str, ...] = DEFAULT_ALERT_ON
+    """Which of the job's outcomes raise an alert (``failed``, ``recovered``, ``missed``, ``lost``)."""
 
     @property
     def name(self) -> str:
@@ -45,6 +48,11 @@ class AgentSettings:
     """Empty: :func:`~quorum_cron.skew.default_unreachable_policy` of ``ntp_servers``."""
     clock_check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS
     tail_bytes: int = DEFAULT_TAIL_BYTES
+    """Bytes of each output stream of a run kept in the ledger (``cluster.output_tail``)."""
+    output_log_lines: int = DEFAULT_OUTPUT_LOG_LINES
+    """Output lines of one run logged as ``output`` events (0: none)."""
+    output_log_rate: int = DEFAULT_OUTPUT_LOG_RATE
+    """Output lines per second logged over all runs of this node."""
     alert_command: tuple[str, ...] | str | None = None
     alert_url: str | None = None
     info: dict[str, str] = field(default_factory=dict)

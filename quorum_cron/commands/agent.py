@@ -60,7 +60,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 @click.option("--node-id", metavar="ID", help="This node's id (default: the host name). Unique per process.")
 @redis_option
 @click.option("--metrics-port", type=click.IntRange(0, 65535), help="Serve Prometheus metrics on this port.")
-@click.option("--metrics-addr", default="0.0.0.0", show_default=True, help="Address for --metrics-port.")
+@click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Address for --metrics-port.")
 @click.option(
     "--web-port",
     type=click.IntRange(0, 65535),

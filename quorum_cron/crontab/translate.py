@@ -272,6 +272,8 @@ class _Job:
     spec: JobSpec
     comments: list[str]
     offer_every: bool
+    mailed: bool = False
+    """cron mailed this job's output (MAILTO not empty): its failures raise alerts here."""
 
 
 def translate(
@@ -317,7 +319,8 @@ def translate(
     for target, count in sorted(mail.items()):
         notes.append(
             f"MAILTO: {count} job(s) had their output mailed to {target}; quorum-cron sends no mail "
-            f"(output tail: `quorum-cron history JOB`; missed/lost runs: the cluster's alert hook)"
+            f"(failed runs and missed/lost slots: the cluster's alert hook, per job alert_on; output's end: "
+            f"`quorum-cron history JOB`)"
         )
     users = sorted({j.entry.user or owner for j in jobs})
     if users:
@@ -405,14 +408,15 @@ def _translate_entry(
     target = _mail_target(entry, owner)
     if target:
         comments.append(
-            f"MAILTO: cron mailed its output to {target}; quorum-cron mails nothing, the output's "
-            f"last 2 KiB are in `quorum-cron history {name}`"
+            f"MAILTO: cron mailed its output to {target}; here a failed run (exit code, the end of its "
+            f"output) and a missed or lost slot raise an alert (alert_on), sent by the cluster's "
+            f"alert_command; the output's end is also in `quorum-cron history {name}`"
         )
     if entry.user is not None:
         comments.append(f"user: cron ran this as {entry.user!r}; the agent runs it as its own user")
     if home is None:
         comments.append(f"HOME: no home directory known for {user!r} here; set env.HOME and cwd")
-    return _Job(entry, spec, comments, offer_every)
+    return _Job(entry, spec, comments, offer_every, bool(target))
 
 
 def _render(jobs: Iterable[_Job], *, source: str, cluster_name: str, mail: list[str]) -> str:
@@ -433,10 +437,17 @@ def _render(jobs: Iterable[_Job], *, source: str, cluster_name: str, mail: list[
         'redis_url = "redis://localhost:6379/0"  # or QUORUM_CRON_REDIS_URL',
     ]
     if len(mail) == 1 and "@" in mail[0]:
+        # One address for every job: cron's mail becomes the cluster's alert hook (the alert's
+        # JSON document is the mail's body). Several addresses: the hook is one, so it is offered.
+        lines.append(
+            f'alert_command = ["/usr/bin/mail", "-s", "quorum-cron alert", {toml_str(mail[0])}]'
+            "  # MAILTO: failed runs, missed/lost slots by mail"
+        )
+    elif mail:
         lines.append(
             _comment(
                 f'alert_command = ["/usr/bin/mail", "-s", "quorum-cron alert", {toml_str(mail[0])}]'
-                "  # MAILTO: alerts (missed/lost runs) by mail"
+                "  # MAILTO (several addresses: one hook; pick or write a script)"
             )
         )
     for job in jobs:
@@ -460,6 +471,11 @@ def _render(jobs: Iterable[_Job], *, source: str, cluster_name: str, mail: list[
         lines.append("inherit_env = false")
         lines.append('overlap = "allow"')
         lines.append(f'timeout = "{LONGEST_TIMEOUT}"')
+        # cron mailed a job's output (its failure mail) unless MAILTO=""; missed and lost slots are
+        # the cluster's own failures, alerted either way.
+        lines.append(
+            'alert_on = ["failed", "missed", "lost"]' if job.mailed else 'alert_on = ["missed", "lost"]'
+        )
         lines.append("[jobs.env]")
         lines.extend(f"{k} = {toml_str(v)}" for k, v in spec.env.items())
     return "\n".join(lines) + "\n"
