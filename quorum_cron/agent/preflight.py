@@ -31,7 +31,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quorum_cron.errors import StoreError
-from quorum_cron.store.server import parse_server_info, unsupported
+from quorum_cron.store.server import server_problem
 
 __all__ = ["SAFE_POLICY", "PreflightError", "check_server", "eviction_problem"]
 
@@ -97,14 +97,9 @@ def check_server(client: redis.Redis | RedisCluster, shown_url: str, members_key
         raise PreflightError(f"redis at {shown_url} refused PING: {_first_line(exc)}") from None
     except redis.RedisError as exc:
         raise PreflightError(_not_redis(shown_url, exc)) from None
-    try:
-        server_info = client.info("server")
-    except redis.RedisError:
-        server_info = None  # e.g. an ACL user without INFO: the version stays unchecked
-    if server_info:
-        problem = unsupported(parse_server_info(server_info), shown_url)
-        if problem is not None:
-            raise PreflightError(problem)
+    problem = server_problem(client, shown_url)  # None without INFO in the ACL: the version stays unchecked
+    if problem is not None:
+        raise PreflightError(problem)
     try:
         kind = client.type(members_key)
         kind = kind.decode() if isinstance(kind, bytes) else str(kind)

@@ -14,6 +14,7 @@ from quorum_cron.config import Config, InvalidConfig, load_config
 from quorum_cron.errors import QuorumCronError
 from quorum_cron.store import urls as store_urls
 from quorum_cron.store.redis import RedisStore, redact_url
+from quorum_cron.store.server import server_problem
 
 __all__ = ["ago", "config_option", "fail", "fmt_ms", "load", "redis_option", "redis_url_problem", "store_for"]
 
@@ -51,7 +52,13 @@ def fail(*messages: str) -> NoReturn:
 
 
 def store_for(config: Config, redis_url: str | None) -> tuple[RedisStore, str]:
-    """The store and its printable (password-free) URL."""
+    """The store and its printable (password-free) URL.
+
+    A server outside the support matrix is refused here with the agent's
+    line (:func:`~quorum_cron.store.server.server_problem`), before a
+    command's script could fail on it opaquely. One it cannot reach passes:
+    each command reports that its own way (the agent waits for it).
+    """
     url = redis_url or config.cluster.redis_url
     if not url:
         fail(f"{config.source}: no Redis URL: set cluster.redis_url or pass --redis URL")
@@ -59,9 +66,15 @@ def store_for(config: Config, redis_url: str | None) -> tuple[RedisStore, str]:
     if problem is not None:
         fail(problem)
     try:
-        return open_store(url, config.cluster), redact_url(url)
+        store = open_store(url, config.cluster)
     except QuorumCronError as exc:
         fail(str(exc))
+    shown = redact_url(url)
+    problem = server_problem(store.client, shown)
+    if problem is not None:
+        store.close()
+        fail(problem)
+    return store, shown
 
 
 def redis_url_problem(url: str) -> str | None:

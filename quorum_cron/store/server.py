@@ -2,9 +2,11 @@
 
 Owns the support matrix in code: the minimum server versions
 (:data:`MIN_REDIS`, :data:`MIN_VALKEY`) and the one-line refusal of a server
-below them. Read once at connection time (``agent`` preflight,
-``check-store``) from ``INFO server``, so a server difference is named at
-start instead of surfacing later as an opaque script error.
+below them. Read once at connection time from ``INFO server``
+(:func:`server_problem`: the ``agent`` preflight and every CLI command that
+opens the store; ``check-store`` reports it among its checks), so a server
+difference is named at start instead of surfacing later as an opaque script
+error.
 
 Why Redis 7.0 is the floor: the scripts and the agent rely on three things
 Redis 6.2 lacks. Sharded pub/sub (``SPUBLISH``/``SSUBSCRIBE``) for a
@@ -25,12 +27,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+import redis
+from redis.cluster import RedisCluster
+
 __all__ = [
     "MIN_REDIS",
     "MIN_VALKEY",
     "NEEDS",
     "ServerInfo",
     "parse_server_info",
+    "server_problem",
     "unsupported",
 ]
 
@@ -115,3 +121,20 @@ def unsupported(server: ServerInfo, shown_url: str) -> str | None:
         f"redis at {shown_url} is {server}: quorum-cron needs {server.product} >= {need} "
         f"({NEEDS}); see docs/operations.md#supported-servers"
     )
+
+
+def server_problem(client: redis.Redis | RedisCluster, shown_url: str) -> str | None:
+    """The :func:`unsupported` line for the server ``client`` reaches, or None.
+
+    None also when ``INFO server`` cannot be read: a server that is down is
+    the caller's to report (the agent waits for it, a command says it cannot
+    reach it), and a user whose ACL lacks INFO keeps an unchecked version
+    rather than being locked out.
+    """
+    try:
+        info = client.info("server")
+    except redis.RedisError:
+        return None
+    if not info:
+        return None
+    return unsupported(parse_server_info(info), shown_url)
