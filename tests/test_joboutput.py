@@ -1,0 +1,92 @@
+"""Job output lines in the agent's log: the per-run and per-second bounds, redaction, and the
+count of ``job_recovered``'s failures from a ledger (pure: no process, no store)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from quorum_cron.agent.joboutput import MAX_LINE_CHARS, OutputRate, RunOutput
+from quorum_cron.agent.logs import EVENT_LOGGER
+from quorum_cron.agent.observe import exit_code_of, failures_before, output_tail
+from quorum_cron.model import LedgerEntry, SlotState
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def output_events(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if getattr(r, "qc_event", "") == "output"]
+
+
+def test_lines_are_events_with_the_run_and_stream_password_masked(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=EVENT_LOGGER)
+    run = RunOutput(job="j", fire_ms=5, token=7, max_lines=10, rate=OutputRate(100, Clock()))
+    run.feed("stdout", b"one\ntw")
+    run.feed("stderr", b"url redis://u:hunter2@h/0\r\n")
+    run.feed("stdout", b"o")  # unterminated: logged at close
+    assert [r.getMessage() for r in output_events(caplog)] == ["one", "url redis://u:***@h/0"]
+    run.close()
+    records = output_events(caplog)
+    assert [r.getMessage() for r in records] == ["one", "url redis://u:***@h/0", "two"]
+    assert [r.qc_fields for r in records][1] == {"job": "j", "slot": 5, "token": 7, "stream": "stderr"}  # type: ignore[attr-defined]
+
+
+def test_a_run_logs_at_most_its_lines_and_says_how_many_it_left_out(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=EVENT_LOGGER)
+    dropped: list[int] = []
+    run = RunOutput(
+        job="j", fire_ms=5, token=7, max_lines=3, rate=OutputRate(100, Clock()), on_dropped=dropped.append
+    )
+    run.feed("stdout", b"x\n" * 10 + b"y" * (3 * MAX_LINE_CHARS) + b"\n")
+    run.close()
+    assert len(output_events(caplog)) == 3 and dropped == [8]
+    (said,) = [r for r in caplog.records if getattr(r, "qc_event", "") == "output_dropped"]
+    assert "8 output line(s) not logged" in said.getMessage()
+
+
+def test_the_node_wide_rate_bounds_lines_per_second_over_all_runs(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=EVENT_LOGGER)
+    clock = Clock()
+    rate = OutputRate(5, clock)
+    a = RunOutput(job="a", fire_ms=1, token=1, max_lines=100, rate=rate)
+    b = RunOutput(job="b", fire_ms=1, token=2, max_lines=100, rate=rate)
+    a.feed("stdout", b"l\n" * 4)
+    b.feed("stdout", b"l\n" * 4)
+    assert len(output_events(caplog)) == 5 and a.dropped + b.dropped == 3
+    clock.t += 1.0  # a second later: 5 more
+    b.feed("stdout", b"l\n" * 6)
+    assert len(output_events(caplog)) == 10 and b.dropped == 4
+    long = RunOutput(job="c", fire_ms=1, token=3, max_lines=1, rate=OutputRate(5, clock))
+    long.feed("stdout", b"z" * (MAX_LINE_CHARS + 50) + b"\n")
+    assert len(output_events(caplog)[-1].getMessage()) == MAX_LINE_CHARS
+
+
+def _entry(fire_ms: int, state: SlotState) -> LedgerEntry:
+    return LedgerEntry("j", fire_ms, state, "", (), "n1", 1, 0, 0, 0, "")
+
+
+def test_a_success_recovers_from_the_failed_runs_before_it() -> None:
+    s, f, m = SlotState.SUCCEEDED, SlotState.FAILED, SlotState.MISSED
+    newest_first = [
+        _entry(9, s),
+        _entry(9, SlotState.RETRYING),
+        _entry(8, f),
+        _entry(7, m),
+        _entry(6, SlotState.LOST),
+        _entry(5, s),
+        _entry(4, f),
+    ]
+    assert failures_before(newest_first, 9) == 2  # 8 failed, 7 missed (nothing ran), 6 lost; 5 succeeded
+    assert failures_before([_entry(9, s), _entry(8, s), _entry(7, f)], 9) == 0
+    assert failures_before([_entry(9, s)], 9) == 0
+    assert exit_code_of("exit 3\n--- stdout ---\nx") == "3"
+    assert exit_code_of("ran locally while the store was unreachable: exit 4") == "4"
+    assert exit_code_of("timed out after 1000 ms: process group killed") == "-"
+    assert output_tail("exit 3\n" + "a" * 5000, 100) == "…" + "a" * 99
