@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
+import json
 import sys
 import time
 import zoneinfo
@@ -28,6 +29,7 @@ from typing import Any, NoReturn
 
 import click
 
+from quorum_cron.commands.output import format_option, resolve_format
 from quorum_cron.config import Config, InvalidConfig, JobSpec, load_config
 from quorum_cron.durations import format_duration
 from quorum_cron.errors import QuorumCronError
@@ -215,8 +217,16 @@ def _parse_after(text: str, job: JobSpec) -> int:
     metavar="TIME",
     help="ISO-8601 start (exclusive); without an offset it is read in the job's timezone. Default: now.",
 )
-def next_(job_name: str, count: int, config_path: Path, after: str | None) -> None:
-    """Print JOB's next fire times: `<time in the job's zone>  <time in UTC>`, one per line."""
+@format_option("A JSON array of {fire_ms, local, utc, timezone}.")
+def next_(
+    job_name: str, count: int, config_path: Path, after: str | None, output_format: str | None, as_json: bool
+) -> None:
+    """Print JOB's next fire times: `<time in the job's zone>  <time in UTC>`, one per line.
+
+    Plain (the default when piped): ISO-8601 times with their offsets. A table (the default at a
+    terminal) names the zone of each column; json gives epoch ms as numbers.
+    """
+    fmt = resolve_format(output_format, as_json)
     if not 1 <= count <= _MAX_NEXT:
         _fail(f"-n {count} is out of range (expected 1 to {_MAX_NEXT})")
     config = _load(config_path)
@@ -227,13 +237,34 @@ def next_(job_name: str, count: int, config_path: Path, after: str | None) -> No
     start = _now_ms() if after is None else _parse_after(after, job)
     zone = zoneinfo.ZoneInfo(job.timezone)
     t = start
+    times: list[tuple[int, str, str]] = []
     for _ in range(count):
         try:
             t = job.schedule.next_after(t)
-            line = f"{_iso(t, zone)}  {_iso(t, dt.UTC)}"
+            times.append((t, _iso(t, zone), _iso(t, dt.UTC)))
         except (OverflowError, ValueError):
+            if fmt == "plain":
+                for _, local, utc in times:
+                    click.echo(f"{local}  {utc}")
             _fail(f"{job.name}: no fire time after {_iso(t, dt.UTC)} before year 10000")
-        click.echo(line)
+    if fmt == "json":
+        docs = [
+            {"fire_ms": ms, "local": local, "utc": utc, "timezone": job.timezone} for ms, local, utc in times
+        ]
+        click.echo(json.dumps(docs, indent=2))
+    elif fmt == "table":
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"{job.name}: next {len(times)} fire times", title_justify="left")
+        table.add_column(f"in the job's zone ({job.timezone})", overflow="fold")
+        table.add_column("UTC", overflow="fold")
+        for _, local, utc in times:
+            table.add_row(local, utc)
+        Console().print(table)
+    else:
+        for _, local, utc in times:
+            click.echo(f"{local}  {utc}")
 
 
 def _register() -> None:

@@ -2,7 +2,10 @@
 
 Newest first. Without ``JOB``, the ledgers of every configured job are
 read in one pipelined call (per master on a cluster) and merged by fire
-time. ``--json`` prints one object per entry for scripts.
+time. ``--format`` (see :mod:`.output`): a table at a terminal, plain rows
+that keep every value whole when piped (the reason last, since it is the
+longest), or one JSON object per entry for scripts (types in
+docs/cli-output.md).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from quorum_cron.commands.common import config_option, fail, fmt_ms, load, redis_option, store_for
+from quorum_cron.commands.output import format_option, resolve_format, rows, utc_label
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.printable import cell, printable
 from quorum_cron.store.base import LedgerEntry, SlotState
@@ -39,12 +43,19 @@ _STYLE = {
 @click.option(
     "--limit", default=20, show_default=True, type=click.IntRange(1, 10_000), help="Entries to show."
 )
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line instead of a table.")
+@format_option("One JSON object per line instead of a table.")
 @click.option("--detail", is_flag=True, help="Show each run's detail (exit status, output tail).")
 def history(
-    job: str | None, config_path: Path, redis_url: str | None, limit: int, as_json: bool, detail: bool
+    job: str | None,
+    config_path: Path,
+    redis_url: str | None,
+    limit: int,
+    output_format: str | None,
+    as_json: bool,
+    detail: bool,
 ) -> None:
     """The ledger of JOB (default: every configured job), newest first, with reasons."""
+    fmt = resolve_format(output_format, as_json)
     config = load(config_path)
     names = [s.name for s in config.jobs]
     if job is not None and job not in names:
@@ -58,16 +69,19 @@ def history(
         store.close()
     entries.sort(key=lambda e: (e.fire_ms, e.job), reverse=True)
     entries = entries[:limit]
-    if as_json:
+    if fmt == "json":
         for e in entries:
             click.echo(json.dumps(_doc(e), sort_keys=True))
+        return
+    if fmt == "plain":
+        _plain(entries, detail)
         return
     table = Table(title=f"history ({len(entries)} entries, newest first)", title_justify="left")
     cols = ["slot (UTC)", "job", "outcome", "reason", "executor", "token", "voters", "delay ms", "ran ms"]
     if detail:
         cols.append("detail")
     for col in cols:
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for e in entries:
         style = _STYLE.get(e.state, "")
         row = [
@@ -85,6 +99,33 @@ def history(
             row.append(cell(e.detail, 4000, newlines=True))
         table.add_row(*row)
     Console().print(table)
+
+
+def _plain(entries: list[LedgerEntry], detail: bool) -> None:
+    """Aligned rows, every value whole; with ``--detail`` each run's detail follows its row, indented."""
+    click.echo(f"history ({len(entries)} entries, newest first)")
+    header = ["slot (UTC)", "job", "outcome", "executor", "token", "voters", "delay ms", "ran ms", "reason"]
+    body = [
+        [
+            utc_label(e.fire_ms),
+            e.job,
+            str(e.state),
+            e.executor or "-",
+            str(e.token or "-"),
+            ",".join(e.voters) or "-",
+            str(e.started_ms - e.fire_ms) if e.started_ms else "-",
+            str(e.finished_ms - e.started_ms) if e.started_ms and e.finished_ms else "-",
+            e.reason,
+        ]
+        for e in entries
+    ]
+    lines = rows(header, body)
+    click.echo(lines[0])
+    for e, line in zip(entries, lines[1:], strict=True):
+        click.echo(line)
+        if detail and e.detail:
+            for part in printable(e.detail, 4000, newlines=True).splitlines():
+                click.echo(f"    | {part}")
 
 
 def _read(store: RedisStore, names: list[str], limit: int) -> list[LedgerEntry]:

@@ -6,16 +6,24 @@ the config's quorum), the live nodes (with their last heartbeat, epoch and
 clock trust — a node that does not trust its clock says why, with the
 measured offset), quorum health against the record, and per job the next
 fire time (from this config's schedule), whether it is paused (by whom,
-when, why) and the last ledger entry. ``--json`` prints the same as one
-JSON document. Exit status 0 when a quorum of members is alive and this
-config agrees with the store's record; 1 when not, or when the store
-cannot be read (usable as a monitoring check).
+when, why) and the last ledger entry. Next fire times are shown in the
+job's own zone and in UTC, each labelled. ``--format`` (see
+:mod:`.output`): a table at a terminal, plain rows that keep every value
+whole when piped, or one JSON document (types in docs/cli-output.md).
+
+Config drift: each live node heartbeats the spec hash of every job it runs;
+a job whose hash differs from this config's is the spec mismatch the agents
+alert about (their votes on that job do not add up with the others'), shown
+here as ``drift``. Exit status 0 when the cluster can run slots: a quorum of
+members alive and voting, and this config agrees with the store's record;
+1 when not, or when the store cannot be read (usable as a monitoring check).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -27,9 +35,10 @@ from quorum_cron.agent.membership import MembershipFacts, membership_facts
 from quorum_cron.commands.common import ago, config_option, fail, fmt_ms, load, redis_option, store_for
 from quorum_cron.commands.control import describe_control
 from quorum_cron.commands.members import describe_facts, role
+from quorum_cron.commands.output import format_option, resolve_format, rows, utc_label, zoned_label
 from quorum_cron.config import JobSpec
 from quorum_cron.errors import StoreError, StoreUnavailable
-from quorum_cron.printable import cell
+from quorum_cron.printable import cell, printable
 from quorum_cron.store.base import JobControl, LedgerEntry, Member, SlotState
 
 __all__ = ["status"]
@@ -46,9 +55,13 @@ _STATE_STYLE = {
 @click.command("status")
 @config_option
 @redis_option
-@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of tables.")
-def status(config_path: Path, redis_url: str | None, as_json: bool) -> None:
-    """Members, clock trust, quorum health, and each job's next fire, pause state and last outcome."""
+@format_option("One JSON document instead of tables.")
+def status(config_path: Path, redis_url: str | None, output_format: str | None, as_json: bool) -> None:
+    """Members, clock trust, quorum health, config drift; each job's next fire, pause state, last outcome.
+
+    Exit status 0 when the cluster can run slots, 1 when it cannot (or the store cannot be read).
+    """
+    fmt = resolve_format(output_format, as_json)
     config = load(config_path)
     store, shown = store_for(config, redis_url)
     cluster = config.cluster
@@ -87,32 +100,253 @@ def status(config_path: Path, redis_url: str | None, as_json: bool) -> None:
     finally:
         store.close()
     facts = membership_facts(stored, members, cluster, config.source)
-    health = facts.health
-    code = 0 if health.ok and facts.disagreement is None else 1
-    if as_json:
-        click.echo(json.dumps(_doc(cluster.namespace, facts, members, jobs, last, controls, now), indent=2))
-        sys.exit(code)
-    console = Console()
-    style = "green" if health.ok else "bold red"
-    voting = sum(1 for m in members if m.info.get("voting") == "yes")
-    console.print(
-        f"cluster [bold]{cluster.namespace}[/] on {shown}: "
-        f"[{style}]{health}[/]"
-        + ("" if voting >= health.alive else f" ([yellow]{voting} voting[/])")
-        + ("" if health.ok else " — QUORUM LOST: no slot can run")
-    )
-    for line in describe_facts(facts):
-        bad = "REFUSED" in line or "DISAGREES" in line or "PROGRESS" in line
-        console.print(f"[yellow]{cell(line, 0)}[/]" if bad else cell(line, 0), soft_wrap=True)
-    console.print(_members_table(members, stored, now))
-    console.print(_jobs_table(jobs, last, controls, now))
-    for name, problem in unreadable.items():
-        console.print(f"[red]{name}: store state unreadable[/]: {cell(problem, 300)}", soft_wrap=True)
-    for name, control in controls.items():
-        if control.paused:
-            why = cell(describe_control(control), 0)
-            console.print(f"[yellow]{name} is PAUSED[/]: {why}", soft_wrap=True)
+    snap = _Snapshot(cluster.namespace, shown, now, facts, members, jobs, last, controls, unreadable)
+    code = 0 if snap.can_run else 1
+    if fmt == "json":
+        click.echo(json.dumps(snap.doc(), indent=2))
+    elif fmt == "plain":
+        for line in snap.plain():
+            click.echo(line)
+    else:
+        snap.print_tables(Console())
     sys.exit(code)
+
+
+def spec_drift(members: list[Member], jobs: list[JobSpec]) -> dict[str, list[str]]:
+    """Per live node, the jobs whose heartbeated spec hash differs from this config's (sorted)."""
+    mine = {spec.name: spec.spec_hash for spec in jobs}
+    out: dict[str, list[str]] = {}
+    for m in members:
+        theirs: dict[str, str] = {}
+        for item in m.info.get("jobs", "").split(","):
+            name, sep, digest = item.partition("=")
+            if sep:
+                theirs[name] = digest
+        differs = sorted(name for name, digest in theirs.items() if name in mine and mine[name] != digest)
+        if differs:
+            out[m.node] = differs
+    return out
+
+
+def _offset(m: Member) -> float | None:
+    raw = m.info.get("clock_offset_ms", "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if value == value and abs(value) < 1e15 else None  # no NaN, no absurd figure
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """What one read of the store says, rendered as tables, plain rows or JSON (one fact, three faces)."""
+
+    namespace: str
+    shown: str
+    now: int
+    facts: MembershipFacts
+    members: list[Member]
+    jobs: list[JobSpec]
+    last: dict[str, LedgerEntry | None]
+    controls: dict[str, JobControl]
+    unreadable: dict[str, str]
+
+    @property
+    def voting(self) -> int:
+        """Live members (not refused) that say they vote: the ones that can make a quorum now."""
+        return sum(
+            1
+            for m in self.members
+            if m.info.get("voting") == "yes" and role(m.node, self.facts.stored) != "REFUSED"
+        )
+
+    @property
+    def drift(self) -> dict[str, list[str]]:
+        return spec_drift(self.members, self.jobs)
+
+    @property
+    def can_run(self) -> bool:
+        health = self.facts.health
+        return health.ok and self.voting >= health.quorum and self.facts.disagreement is None
+
+    def problems(self) -> list[str]:
+        """Why slots cannot run, or what an operator must look at; one line each."""
+        health = self.facts.health
+        out: list[str] = []
+        if not health.ok:
+            out.append(f"QUORUM LOST: {health}: no slot can run")
+        elif self.voting < health.quorum:
+            out.append(f"QUORUM NOT VOTING: {self.voting} voting, need {health.quorum}: no slot can run")
+        if self.facts.disagreement is not None:
+            out.append(f"CONFIG DISAGREES with the store's membership: {self.facts.disagreement}")
+        for node, names in self.drift.items():
+            out.append(
+                f"DRIFT: {node} runs other definitions of {', '.join(names)} than this config "
+                "(spec mismatch: its votes on these jobs do not count with the others')"
+            )
+        return out
+
+    def headline(self) -> str:
+        health = self.facts.health
+        voting = "" if self.voting >= health.alive else f" ({self.voting} voting)"
+        return f"cluster {self.namespace} on {self.shown}: {health}{voting}"
+
+    # -- plain rows ----------------------------------------------------------
+
+    def plain(self) -> list[str]:
+        lines = [printable(self.headline())]
+        lines += [printable(p) for p in self.problems()]
+        lines += [printable(line) for line in describe_facts(self.facts)]
+        lines += ["", "nodes (live)"]
+        header = [
+            "node",
+            "role",
+            "epoch",
+            "host",
+            "incarnation",
+            "last heartbeat",
+            "clock",
+            "offset ms",
+            "voting",
+        ]
+        body = [
+            [
+                m.node,
+                role(m.node, self.facts.stored),
+                str(m.epoch) if m.epoch else "-",
+                m.info.get("host", ""),
+                m.incarnation[:8],
+                ago(m.seen_ms, self.now),
+                m.info.get("clock", "?")
+                + (f": {m.info.get('clock_reason', '')}" if m.info.get("clock", "?") != "trusted" else ""),
+                m.info.get("clock_offset_ms", ""),
+                m.info.get("voting", ""),
+            ]
+            for m in self.members
+        ]
+        lines += rows(header, body) if body else ["none alive"]
+        lines += ["", "jobs"]
+        header = ["job", "schedule", "zone", "control", "next fire (job zone)", "next fire (UTC)", "in"]
+        body = []
+        for spec in self.jobs:
+            nxt = spec.schedule.next_after(self.now)
+            control = self.controls[spec.name]
+            body.append(
+                [
+                    spec.name,
+                    spec.schedule_expr,
+                    spec.timezone,
+                    f"paused by {control.by}" if control.paused else "active",
+                    zoned_label(nxt, spec.timezone),
+                    utc_label(nxt),
+                    ago(nxt, self.now),
+                ]
+            )
+        lines += rows(header, body)
+        lines += ["", "last outcomes"]
+        header = ["job", "last slot (UTC)", "outcome", "executor", "token", "reason"]
+        body = []
+        for spec in self.jobs:
+            entry = self.last.get(spec.name)
+            if entry is None:
+                body.append([spec.name, "-", "-", "-", "-", ""])
+                continue
+            body.append(
+                [
+                    spec.name,
+                    utc_label(entry.fire_ms),
+                    str(entry.state),
+                    entry.executor or "-",
+                    str(entry.token or "-"),
+                    entry.reason,
+                ]
+            )
+        lines += rows(header, body)
+        lines += self._footnotes(plain=True)
+        return lines
+
+    def _footnotes(self, *, plain: bool) -> list[str]:
+        esc = printable if plain else cell
+        out = []
+        for name, problem in self.unreadable.items():
+            out.append(f"{esc(name)}: store state unreadable: {esc(problem, 300)}")
+        for name, control in self.controls.items():
+            if control.paused:
+                out.append(f"{esc(name)} is PAUSED: {esc(describe_control(control), 0)}")
+        return out
+
+    # -- tables ----------------------------------------------------------------
+
+    def print_tables(self, console: Console) -> None:
+        style = "green" if self.can_run else "bold red"
+        console.print(f"[{style}]{cell(self.headline(), 0)}[/]", soft_wrap=True)
+        for problem in self.problems():
+            console.print(f"[bold red]{cell(problem, 0)}[/]", soft_wrap=True)
+        for line in describe_facts(self.facts):
+            bad = "REFUSED" in line or "DISAGREES" in line or "PROGRESS" in line
+            console.print(f"[yellow]{cell(line, 0)}[/]" if bad else cell(line, 0), soft_wrap=True)
+        console.print(_members_table(self.members, self.facts.stored, self.now))
+        console.print(_jobs_table(self.jobs, self.last, self.controls, self.now))
+        for line in self._footnotes(plain=False):
+            console.print(f"[yellow]{line}[/]", soft_wrap=True)
+
+    # -- JSON ------------------------------------------------------------------
+
+    def doc(self) -> dict[str, object]:
+        def last_doc(entry: LedgerEntry | None) -> dict[str, object] | None:
+            if entry is None:
+                return None
+            return {
+                "slot_ms": entry.fire_ms,
+                "state": str(entry.state),
+                "reason": entry.reason,
+                "executor": entry.executor,
+                "token": entry.token,
+            }
+
+        drift = self.drift
+        return {
+            "namespace": self.namespace,
+            "store_time_ms": self.now,
+            "can_run_slots": self.can_run,
+            "voting": self.voting,
+            "problems": self.problems(),
+            **self.facts.doc(),
+            "drift": [{"node": node, "jobs": names} for node, names in drift.items()],
+            "members": [
+                {
+                    "node": m.node,
+                    "epoch": m.epoch,
+                    "role": role(m.node, self.facts.stored).lower(),
+                    "incarnation": m.incarnation,
+                    "seen_ms": m.seen_ms,
+                    "host": m.info.get("host", ""),
+                    "clock": m.info.get("clock", ""),
+                    "clock_reason": m.info.get("clock_reason", ""),
+                    "clock_offset_ms": _offset(m),
+                    "voting": m.info.get("voting", ""),
+                    "drift": drift.get(m.node, []),
+                }
+                for m in self.members
+            ],
+            "jobs": [
+                {
+                    "job": spec.name,
+                    "schedule": spec.schedule_expr,
+                    "timezone": spec.timezone,
+                    "next_ms": spec.schedule.next_after(self.now),
+                    "next_local": zoned_label(spec.schedule.next_after(self.now), spec.timezone),
+                    "next_utc": utc_label(spec.schedule.next_after(self.now)),
+                    "paused": self.controls[spec.name].paused,
+                    "control_by": self.controls[spec.name].by,
+                    "control_at_ms": self.controls[spec.name].at_ms,
+                    "pause_reason": self.controls[spec.name].reason,
+                    "unreadable": self.unreadable.get(spec.name),
+                    "last": last_doc(self.last[spec.name]),
+                }
+                for spec in self.jobs
+            ],
+        }
 
 
 def _members_table(members: list[Member], stored: model.Membership | None, now: int) -> Table:
@@ -128,7 +362,7 @@ def _members_table(members: list[Member], stored: model.Membership | None, now: 
         "offset ms",
         "voting",
     ):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     if not members:
         table.add_row("[red]none alive[/]", "", "", "", "", "", "", "", "")
     for m in members:
@@ -161,14 +395,14 @@ def _jobs_table(
         "job",
         "schedule",
         "control",
-        "next fire (UTC)",
+        "next fire (job zone / UTC)",
         "last slot (UTC)",
         "outcome",
         "executor",
         "token",
         "reason",
     ):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for spec in jobs:
         name = spec.name
         next_ms = spec.schedule.next_after(now)
@@ -176,25 +410,16 @@ def _jobs_table(
         expr, tz = spec.schedule_expr, spec.timezone
         control = controls[name]
         control_cell = f"[yellow]paused[/] by {cell(control.by, 100)}" if control.paused else "active"
+        nxt = f"{zoned_label(next_ms, tz)}\n{utc_label(next_ms)} ({ago(next_ms, now)})"
         if entry is None:
-            table.add_row(
-                name,
-                f"{expr} ({tz})",
-                control_cell,
-                f"{fmt_ms(next_ms)} ({ago(next_ms, now)})",
-                "-",
-                "-",
-                "",
-                "",
-                "",
-            )
+            table.add_row(name, f"{expr} ({tz})", control_cell, nxt, "-", "-", "", "", "")
             continue
         style = _STATE_STYLE.get(entry.state, "")
         table.add_row(
             name,
             f"{expr} ({tz})",
             control_cell,
-            f"{fmt_ms(next_ms)} ({ago(next_ms, now)})",
+            nxt,
             fmt_ms(entry.fire_ms),
             f"[{style}]{entry.state}[/]" if style else str(entry.state),
             cell(entry.executor or "-", 100),
@@ -202,57 +427,3 @@ def _jobs_table(
             cell(entry.reason),
         )
     return table
-
-
-def _doc(
-    namespace: str,
-    facts: MembershipFacts,
-    members: list[Member],
-    jobs: list[JobSpec],
-    last: dict[str, LedgerEntry | None],
-    controls: dict[str, JobControl],
-    now: int,
-) -> dict[str, object]:
-    def last_doc(entry: LedgerEntry | None) -> dict[str, object] | None:
-        if entry is None:
-            return None
-        return {
-            "slot_ms": entry.fire_ms,
-            "state": str(entry.state),
-            "reason": entry.reason,
-            "executor": entry.executor,
-            "token": entry.token,
-        }
-
-    return {
-        "namespace": namespace,
-        "store_time_ms": now,
-        **facts.doc(),
-        "members": [
-            {
-                "node": m.node,
-                "epoch": m.epoch,
-                "role": role(m.node, facts.stored).lower(),
-                "incarnation": m.incarnation,
-                "seen_ms": m.seen_ms,
-                "host": m.info.get("host", ""),
-                "clock": m.info.get("clock", ""),
-                "clock_reason": m.info.get("clock_reason", ""),
-                "clock_offset_ms": m.info.get("clock_offset_ms", ""),
-                "voting": m.info.get("voting", ""),
-            }
-            for m in members
-        ],
-        "jobs": [
-            {
-                "job": spec.name,
-                "next_ms": spec.schedule.next_after(now),
-                "paused": controls[spec.name].paused,
-                "control_by": controls[spec.name].by,
-                "control_at_ms": controls[spec.name].at_ms,
-                "pause_reason": controls[spec.name].reason,
-                "last": last_doc(last[spec.name]),
-            }
-            for spec in jobs
-        ],
-    }

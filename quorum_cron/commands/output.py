@@ -1,0 +1,96 @@
+"""How the reading commands (``status``, ``history``, ``next``) print: the ``--format`` choice, rows, zones.
+
+Why a choice: a ``rich`` table fits the terminal by cutting and wrapping
+cells (``every…``, ``succe…``), which is right for a person at a terminal
+and wrong everywhere else. ``--format plain`` prints aligned rows that keep
+every value whole (a line may exceed the terminal; nothing is cut), which is
+what a pipe, a log or a mail gets by default; ``--format table`` is the
+default at a terminal; ``--format json`` is for programs, with stable types
+(numbers are JSON numbers, absent values ``null``; see docs/cli-output.md).
+
+Every value printed here went through :func:`~quorum_cron.printable.printable`
+(plain) or :func:`~quorum_cron.printable.cell` (tables) by the caller or by
+:func:`rows`: text read from Redis is never printed raw.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import zoneinfo
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeVar
+
+import click
+
+from quorum_cron.printable import printable
+
+__all__ = ["Format", "format_option", "resolve_format", "rows", "utc_label", "zoned_label"]
+
+Format = Literal["table", "plain", "json"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def format_option(json_help: str) -> Callable[[F], F]:
+    """``--format table|plain|json`` plus the older ``--json`` (the same as ``--format json``)."""
+
+    def decorate(func: F) -> F:
+        func = click.option("--json", "as_json", is_flag=True, help=f"{json_help} Same as --format json.")(
+            func
+        )
+        return click.option(
+            "--format",
+            "output_format",
+            type=click.Choice(["table", "plain", "json"]),
+            help="table (default at a terminal), plain (default when piped: aligned rows, none cut) or json.",
+        )(func)
+
+    return decorate
+
+
+def resolve_format(output_format: str | None, as_json: bool) -> Format:
+    """The format asked for, else ``table`` when stdout is a terminal and ``plain`` when it is not."""
+    if as_json:
+        if output_format not in (None, "json"):
+            click.echo(f"error: --json and --format {output_format} disagree: expected one of them", err=True)
+            sys.exit(1)
+        return "json"
+    if output_format == "table":
+        return "table"
+    if output_format == "json":
+        return "json"
+    if output_format == "plain":
+        return "plain"
+    return "table" if sys.stdout.isatty() else "plain"
+
+
+def rows(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+    """Aligned columns, two spaces apart, every value whole (control characters escaped, empty as ``-``)."""
+    cells = [list(header)] + [[printable(v) or "-" for v in row] for row in body]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+
+
+def utc_label(ms: int) -> str:
+    """``2026-12-03 01:30:00Z``: an instant in UTC, labelled (what every node agrees on)."""
+    if ms <= 0:
+        return "-"
+    try:
+        when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    except (OverflowError, ValueError, OSError):  # a value read from Redis, beyond year 9999
+        return f"{ms} ms"
+    frac = f".{ms % 1000:03d}" if ms % 1000 else ""
+    return when.strftime("%Y-%m-%d %H:%M:%S") + frac + "Z"
+
+
+def zoned_label(ms: int, zone: str) -> str:
+    """``2026-12-03 02:30:00 CET (Europe/Berlin)``: an instant in a job's own zone, labelled."""
+    if ms <= 0:
+        return "-"
+    try:
+        when = dt.datetime.fromtimestamp(ms / 1000, tz=zoneinfo.ZoneInfo(zone))
+    except (OverflowError, ValueError, OSError, zoneinfo.ZoneInfoNotFoundError):
+        return utc_label(ms)
+    frac = f".{ms % 1000:03d}" if ms % 1000 else ""
+    label = when.strftime("%Y-%m-%d %H:%M:%S") + frac + f" {when.tzname()}"
+    return label if zone == "UTC" else f"{label} ({zone})"
