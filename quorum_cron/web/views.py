@@ -9,6 +9,16 @@ Nothing read from Redis is trusted: values are only copied into the dicts
 (the templates escape them), lengths of free text are bounded, and a job
 that the local config does not define is never shown (job names come from
 the config, not from the store).
+
+**One corrupt job does not take the pages down.** A job key holding the
+wrong type (a ledger that is not a stream, a meta that is not a hash) fails
+a pipelined read of every job; then the jobs are read one by one, like
+``history`` does, and the corrupt one is shown as corrupt with its key
+named (:func:`corrupt_message`) while the others, the cluster and the audit
+pages are shown as usual. On the job's own page each part (control, slots,
+ledger, audit) is read on its own, so what can be read is shown and what
+cannot is named. An unreachable store (:class:`StoreUnavailable`) is still
+the page's 503: there is nothing to isolate.
 """
 
 from __future__ import annotations
@@ -16,14 +26,15 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import zoneinfo
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
 from quorum_cron import model
 from quorum_cron.agent.membership import membership_facts
 from quorum_cron.config import Config, JobSpec
-from quorum_cron.errors import StoreError
+from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.store import keys as store_keys
 from quorum_cron.store.base import AuditEntry, JobControl, LedgerEntry, Member, SlotState, SlotView
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.rendezvous import weight
@@ -36,12 +47,15 @@ __all__ = [
     "RecentLedger",
     "audit_view",
     "cluster_view",
+    "corrupt_message",
     "entry_doc",
     "fmt_ms",
     "job_view",
     "jobs_view",
     "slot_view",
 ]
+
+_T = TypeVar("_T")
 
 PAGE_SIZE = 50
 SPARK = 20
@@ -102,6 +116,26 @@ def _spec_hashes(member: Member) -> dict[str, str]:
     return out
 
 
+def corrupt_message(namespace: str, job: str, suffix: str, exc: StoreError) -> str:
+    """One line naming the job's key that could not be read, and the store's answer."""
+    key = store_keys.job_prefix(namespace, job) + suffix
+    return _cut(f"key {key} is corrupt (not what quorum-cron writes): {exc}")
+
+
+def _which_key(store: RedisStore, namespace: str, job: str, exc: StoreError) -> str:
+    """The corrupt key of a job whose ledger-and-control read failed: the ledger's, else the meta's."""
+    try:
+        store.ledger(job, 1)
+    except StoreUnavailable:
+        raise
+    except StoreError as ledger_exc:
+        return corrupt_message(namespace, job, store_keys.LEDGER, ledger_exc)
+    return corrupt_message(namespace, job, store_keys.META, exc)
+
+
+_NOT_PAUSED = JobControl(False, "", 0, "")
+
+
 class RecentLedger:
     """Every job's newest ledger entries, kept between page loads and read again only where new.
 
@@ -125,18 +159,48 @@ class RecentLedger:
         self, store: RedisStore, jobs: Sequence[str]
     ) -> list[tuple[list[LedgerEntry], list[str], JobControl]]:
         """Per job: its newest entries (up to KEEP_FULL), the states of its newest SPARK; its control."""
-        out: list[tuple[list[LedgerEntry], list[str], JobControl]] = []
+        return [(full, states, control) for full, states, control, _ in self.read_checked(store, jobs, "")]
+
+    def read_checked(
+        self, store: RedisStore, jobs: Sequence[str], namespace: str
+    ) -> list[tuple[list[LedgerEntry], list[str], JobControl, str]]:
+        """:meth:`read`, and per job a line naming its corrupt key ("" when it reads fine).
+
+        A corrupt job's key fails the pipelined read of every job: the jobs
+        are then read one by one, and only the corrupt one comes back empty.
+        """
+        out: list[tuple[list[LedgerEntry], list[str], JobControl, str]] = []
         with self._lock:
             after = {j: self._kept[j][0] for j in jobs if j in self._kept and self._kept[j][0]}
-            tails = store.ledger_tails(jobs, SPARK, after)
+            corrupt: dict[str, str] = {}
+            try:
+                tails = store.ledger_tails(jobs, SPARK, after)
+            except StoreUnavailable:
+                raise
+            except StoreError:
+                tails = []
+                for job in jobs:
+                    try:
+                        tails.extend(
+                            store.ledger_tails([job], SPARK, {j: after[j] for j in (job,) if j in after})
+                        )
+                    except StoreUnavailable:
+                        raise
+                    except StoreError as exc:
+                        corrupt[job] = _which_key(store, namespace, job, exc)
+                        tails.append(("", [], _NOT_PAUSED))
             for job, (newest, new, control) in zip(jobs, tails, strict=True):
+                if job in corrupt:
+                    self._kept.pop(job, None)
+                    out.append(([], [], control, corrupt[job]))
+                    continue
                 _, full, states = self._kept.get(job, ("", [], []))
                 if job not in after:
                     full, states = [], []
                 full = (new + full)[: self.KEEP_FULL]
                 states = ([str(e.state) for e in new] + states)[:SPARK]
                 self._kept[job] = (newest, full, states)
-                out.append((full, states, control))
+                out.append((full, states, control, ""))
         return out
 
 
@@ -225,7 +289,12 @@ def cluster_view(
                     "message": f"{m['node']} runs other definitions of {', '.join(m['definitions_differ'])}",
                 }
             )
-    for entries, _, _ in (recent or RecentLedger()).read(store, [s.name for s in config.jobs]):
+    names = [s.name for s in config.jobs]
+    for name, (entries, _, _, corrupt) in zip(
+        names, (recent or RecentLedger()).read_checked(store, names, cluster.namespace), strict=True
+    ):
+        if corrupt:
+            problems.append({"kind": "corrupt", "at_ms": now, "job": name, "message": f"{name}: {corrupt}"})
         for e in entries:
             if e.state in _BAD or e.state in _MISSED:
                 problems.append(
@@ -288,9 +357,12 @@ def jobs_view(
     now = store.time_ms()
     jobs: list[dict[str, Any]] = []
     counts = dict.fromkeys(FILTERS, 0)
-    summaries = (recent or RecentLedger()).read(store, [s.name for s in config.jobs])
-    for spec, (last, outcomes, control) in zip(config.jobs, summaries, strict=True):
+    names = [s.name for s in config.jobs]
+    summaries = (recent or RecentLedger()).read_checked(store, names, config.cluster.namespace)
+    for spec, (last, outcomes, control, corrupt) in zip(config.jobs, summaries, strict=True):
         states = _state_of(last, control)
+        if corrupt:
+            states.add("failed")  # something an operator must look at
         for s in states:
             counts[s] += 1
         if state not in states:
@@ -302,6 +374,7 @@ def jobs_view(
                 "control": _control_doc(control),
                 "last": entry_doc(last[0]) if last else None,
                 "recent": outcomes[::-1],
+                "corrupt": corrupt,
             }
         )
     return {"store_time_ms": now, "filter": state, "counts": counts, "jobs": jobs}
@@ -335,10 +408,30 @@ def job_view(
     end = now if to_ms is None else to_ms
     start = end - span
     first = walk_start(spec.schedule, start, end)
-    slots = store.slots(job, first + 1, end)
-    triggers = store.triggers(job, first)
+    corrupt: list[str] = []
+    ns = config.cluster.namespace
+
+    def part(suffix: str, read: Callable[[], _T], default: _T) -> _T:
+        try:
+            return read()
+        except StoreUnavailable:
+            raise
+        except StoreError as exc:
+            corrupt.append(corrupt_message(ns, job, suffix, exc))
+            return default
+
+    slots = part(
+        store_keys.OPEN + ", " + store_keys.SLOTS + " or a " + store_keys.SLOT + "<fire ms>",
+        lambda: store.slots(job, first + 1, end),
+        list[SlotView](),
+    )
+    triggers = part(store_keys.TRIGGERS, lambda: store.triggers(job, first), list[int]())
     rows, cut = timeline(spec.schedule, slots, start, end, now, spec.starting_deadline_ms, triggers)
-    entries = store.ledger(job, (page + 1) * PAGE_SIZE + 1)
+    entries = part(
+        store_keys.LEDGER, lambda: store.ledger(job, (page + 1) * PAGE_SIZE + 1), list[LedgerEntry]()
+    )
+    control = part(store_keys.META, lambda: store.control(job), _NOT_PAUSED)
+    audit = part(store_keys.AUDIT, lambda: store.audit(job, 10), list[AuditEntry]())
     has_more = len(entries) > (page + 1) * PAGE_SIZE
     history = entries[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
     counts: dict[str, int] = {}
@@ -353,7 +446,8 @@ def job_view(
         "delivery": str(spec.delivery),
         "retries": spec.retries,
         "spec_hash": spec.spec_hash,
-        "control": _control_doc(store.control(job)),
+        "control": _control_doc(control),
+        "corrupt": corrupt,
         "window": {"from_ms": start, "to_ms": end, "span_ms": span, "cut": cut, "counts": counts},
         "timeline": [asdict(r) | {"reason": _cut(r.reason)} for r in rows],
         "history": {
@@ -362,7 +456,7 @@ def job_view(
             "has_more": has_more,
             "entries": [entry_doc(e) for e in history],
         },
-        "audit": [audit_doc(a) for a in store.audit(job, 10)],
+        "audit": [audit_doc(a) for a in audit],
     }
 
 
@@ -438,8 +532,15 @@ def _membership_audit_doc(m: model.Membership) -> dict[str, Any]:
 def audit_view(store: RedisStore, config: Config, limit: int = 200) -> dict[str, Any]:
     """Operator actions on every configured job and the membership's changes, newest first."""
     entries: list[AuditEntry] = []
+    corrupt: list[dict[str, str]] = []
     for spec in config.jobs:
-        entries.extend(store.audit(spec.name, limit))
+        try:
+            entries.extend(store.audit(spec.name, limit))
+        except StoreUnavailable:
+            raise
+        except StoreError as exc:  # this job's audit stream is corrupt: name it, show the others
+            message = corrupt_message(config.cluster.namespace, spec.name, store_keys.AUDIT, exc)
+            corrupt.append({"job": spec.name, "message": message})
     docs = [audit_doc(a) for a in entries] + [_membership_audit_doc(m) for m in store.membership_log(limit)]
     docs.sort(key=lambda a: int(a["at_ms"]), reverse=True)
-    return {"store_time_ms": store.time_ms(), "entries": docs[:limit]}
+    return {"store_time_ms": store.time_ms(), "entries": docs[:limit], "corrupt": corrupt}

@@ -1,0 +1,82 @@
+"""The dashboard isolates a corrupt job (issue 26 item 9), on a real Redis.
+
+A job whose keys hold the wrong type (a ledger that is not a stream, an
+audit stream that is a string) or whose pause field is corrupt must not
+take the other jobs, the cluster or the audit pages down: they answer 200
+and name the corrupt job's key; the corrupt job's own page answers too,
+showing what it can read and naming what it cannot.
+"""
+
+from __future__ import annotations
+
+import redis
+from starlette.testclient import TestClient
+
+from quorum_cron.store import keys as store_keys
+from tests.test_web import World, world  # noqa: F401  (the fixture)
+
+PAGES = ("/", "/api/jobs", "/cluster", "/api/cluster", "/audit", "/api/audit", "/jobs/tick", "/api/jobs/tick")
+
+
+def _key(suffix: str) -> str:
+    return store_keys.job_prefix("w", "other") + suffix
+
+
+def test_a_wrong_type_ledger_leaves_every_other_page_up_and_is_named(
+    world: World,  # noqa: F811
+    redis_client: redis.Redis,
+) -> None:
+    redis_client.delete(_key(store_keys.LEDGER))
+    redis_client.set(_key(store_keys.LEDGER), "not a stream")
+    redis_client.delete(_key(store_keys.AUDIT))
+    redis_client.set(_key(store_keys.AUDIT), "not a stream either")
+    with TestClient(world.app) as client:
+        for path in PAGES:
+            assert client.get(path).status_code == 200, path
+        jobs = {j["job"]: j for j in client.get("/api/jobs").json()["jobs"]}
+        assert jobs["tick"]["corrupt"] == "" and jobs["tick"]["last"] is not None  # the other job, in full
+        assert jobs["other"]["corrupt"].startswith(f"key {_key('ledger')} is corrupt"), jobs["other"]
+        assert "WRONGTYPE" in jobs["other"]["corrupt"]
+        failed = client.get("/api/jobs?state=failed").json()["jobs"]
+        assert "other" in [j["job"] for j in failed]
+        assert "corrupt" in client.get("/").text and _key("ledger") in client.get("/").text
+        problems = client.get("/api/cluster").json()["problems"]
+        corrupt = [p for p in problems if p["kind"] == "corrupt"]
+        assert [p["job"] for p in corrupt] == ["other"] and _key("ledger") in corrupt[0]["message"]
+        assert any(p["kind"] == "slot_failed" and p["job"] == "tick" for p in problems)  # the rest still read
+        audit = client.get("/api/audit").json()
+        assert [c["job"] for c in audit["corrupt"]] == ["other"] and _key("audit") in audit["corrupt"][0][
+            "message"
+        ]
+        assert _key("audit") in client.get("/audit").text
+        # The job's own page: what it can read is shown, each unreadable key named.
+        own = client.get("/api/jobs/other")
+        assert own.status_code == 200
+        named = own.json()["corrupt"]
+        assert any(_key("ledger") in c for c in named) and any(_key("audit") in c for c in named), named
+        assert _key("ledger") in client.get("/jobs/other").text
+
+
+def test_a_corrupt_pause_field_is_named_on_the_jobs_own_page_and_the_others_stay_up(
+    world: World,  # noqa: F811
+    redis_client: redis.Redis,
+) -> None:
+    redis_client.hset(_key(store_keys.META), mapping={"p": "1", "pa": "yesterday"})
+    with TestClient(world.app) as client:
+        for path in PAGES:
+            assert client.get(path).status_code == 200, path
+        own = client.get("/api/jobs/other")
+        assert own.status_code == 200
+        (line,) = own.json()["corrupt"]
+        assert line.startswith(f"key {_key('meta')} is corrupt"), line
+        assert client.get("/jobs/other").status_code == 200
+
+
+def test_a_wrong_type_meta_is_named_by_its_key(world: World, redis_client: redis.Redis) -> None:  # noqa: F811
+    redis_client.delete(_key(store_keys.META))
+    redis_client.set(_key(store_keys.META), "not a hash")
+    with TestClient(world.app) as client:
+        for path in PAGES:
+            assert client.get(path).status_code == 200, path
+        jobs = {j["job"]: j for j in client.get("/api/jobs").json()["jobs"]}
+        assert jobs["other"]["corrupt"].startswith(f"key {_key('meta')} is corrupt"), jobs["other"]
