@@ -77,7 +77,6 @@ from quorum_cron.core_inspect import Inspection
 from quorum_cron.core_state import MAX_PENDING_FINISHES, _JobState, _Pending
 from quorum_cron.core_vote import VotingSide
 from quorum_cron.model import (
-    MembershipRecord,
     SlotState,
     SlotView,
     SweepResult,
@@ -142,27 +141,6 @@ class NodeCore(VotingSide, Inspection):
         self._trusted = trusted
         self._trust_reason = reason or ("clock trusted" if trusted else "clock not trusted")
         self._may_vote = trusted and self._member
-
-    def set_membership(self, record: MembershipRecord) -> bool:
-        """Hold the namespace's membership ``record`` if it is newer than the one held.
-
-        Feed it every record the runtime learns (a heartbeat's reply, the
-        record read at start); a vote refused by a newer record updates it
-        too. Returns True when the held record changed. A node that is not a
-        member of it abstains (``Abstain`` once per slot, the reason naming
-        the members) instead of voting.
-        """
-        return self._adopt(record)
-
-    @property
-    def membership(self) -> MembershipRecord | None:
-        """The record this node holds (None: legacy mode, epoch-0 votes)."""
-        return self._record
-
-    @property
-    def is_member(self) -> bool:
-        """Whether this node may vote under the record it holds (True in legacy mode)."""
-        return self._member
 
     @property
     def trusted(self) -> bool:

@@ -253,6 +253,27 @@ class CoreState:
         self._dirty.update(range(len(self._by_index)))
         return True
 
+    def set_membership(self, record: MembershipRecord) -> bool:
+        """Hold the namespace's membership ``record`` if it is newer than the one held.
+
+        Feed it every record the runtime learns (a heartbeat's reply, the
+        record read at start); a vote refused by a newer record updates it
+        too. Returns True when the held record changed. A node that is not a
+        member of it abstains (``Abstain`` once per slot, the reason naming
+        the members) instead of voting.
+        """
+        return self._adopt(record)
+
+    @property
+    def membership(self) -> MembershipRecord | None:
+        """The record this node holds (None: legacy mode, epoch-0 votes)."""
+        return self._record
+
+    @property
+    def is_member(self) -> bool:
+        """Whether this node may vote under the record it holds (True in legacy mode)."""
+        return self._member
+
     def _abstain_reason(self) -> str:
         """Why a due slot is not voted: the clock first (it is what a member would fix), then membership."""
         return self._trust_reason if not self._trusted else self._member_reason
