@@ -1,13 +1,13 @@
 """``quorum-cron agent``: run one node until SIGTERM.
 
-Signals: SIGTERM, SIGINT or SIGHUP starts a graceful stop (no more votes,
+Signals: SIGTERM or SIGINT starts a graceful stop (no more votes,
 running jobs get the grace period, results are recorded, membership is
 left, exit 0); a second one ends the grace period at once (running jobs are
-stopped and recorded as failed). SIGHUP does not reload the config: a
-reload would change the job set and spec hashes under slots already voted
-on, so it stops like SIGTERM and the service manager restarts the agent
-with the new config (its default action, killing the agent on the spot,
-orphaned the running job and left its slot ``running``).
+stopped and recorded as failed). SIGHUP reloads the config file
+(``agent/reload.py``): a bad file is refused with one line and the node
+runs on; ``alert_on``, the alert hook and output logging are taken live; a
+changed job set or definition is applied by a graceful stop (as SIGTERM)
+for the service manager to restart the agent with the new file.
 
 Exit status: 0 after a graceful stop; 1 for bad input — a bad config, a
 bad option (node id, ``--grace``, metrics address), or a Redis server that
@@ -37,8 +37,10 @@ from quorum_cron.agent.membership import NodeIdTaken, node_id_problem
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.preflight import PreflightError, check_server, eviction_problem
 from quorum_cron.agent.redisclient import default_node_id
+from quorum_cron.agent.reload import ConfigReload
 from quorum_cron.agent.runtime import EXIT_ID_TAKEN, Agent
 from quorum_cron.commands.common import config_option, load, redis_option, store_for
+from quorum_cron.config import load_config
 from quorum_cron.durations import parse_duration
 from quorum_cron.errors import ConfigError, QuorumCronError
 from quorum_cron.printable import printable
@@ -57,7 +59,13 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 @click.command("agent")
 @config_option
-@click.option("--node-id", metavar="ID", help="This node's id (default: the host name). Unique per process.")
+@click.option(
+    "--node-id",
+    metavar="ID",
+    envvar="QUORUM_CRON_NODE_ID",
+    help="This node's id (default: the host name; a StatefulSet pod's name). Unique per process. "
+    "Env: QUORUM_CRON_NODE_ID.",
+)
 @redis_option
 @click.option("--metrics-port", type=click.IntRange(0, 65535), help="Serve Prometheus metrics on this port.")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Address for --metrics-port.")
@@ -100,7 +108,7 @@ def agent(
     node = node_id if node_id is not None else default_node_id()
     problem = node_id_problem(node)
     if problem is not None:
-        _exit(EXIT_USAGE, problem + ("" if node_id is not None else " (the host name; pass --node-id)"))
+        _exit(EXIT_USAGE, problem + ("" if node_id is not None else " (the host name; pass --node-id ID)"))
     try:
         grace_ms = parse_duration(grace, what="--grace")
     except ConfigError as exc:
@@ -134,6 +142,13 @@ def agent(
             store.close()
             _exit(EXIT_USAGE, f"cannot serve metrics on {metrics_addr!r} port {metrics_port}: {exc}")
     runtime = Agent(settings, jobs, store, notices=store.client, metrics=metrics)
+    reloader = ConfigReload(
+        config,
+        lambda: load_config(config.source),
+        jobs=runtime.jobs,
+        alerts=runtime.alerts,
+        runs=runtime.runs,
+    )
     bad_values = BadValueReporter(metrics, runtime.alerts)
     web_server = None
     if web_port is not None:
@@ -146,7 +161,7 @@ def agent(
     else:
         click.echo(banner, err=True)
     try:
-        code = asyncio.run(_serve(runtime, store, bad_values))
+        code = asyncio.run(_serve(runtime, store, bad_values, reloader))
     except NodeIdTaken as exc:
         _exit(EXIT_ID_TAKEN, str(exc))
     except QuorumCronError as exc:
@@ -165,13 +180,18 @@ def _exit(code: int, message: str) -> NoReturn:
     sys.exit(code)
 
 
-async def _serve(runtime: Agent, store: RedisStore, bad_values: BadValueReporter) -> int:
+async def _serve(
+    runtime: Agent, store: RedisStore, bad_values: BadValueReporter, reloader: ConfigReload | None = None
+) -> int:
     loop = asyncio.get_running_loop()
     bad_values.attach(store, loop)
     signals = 0
 
     def on_signal(signum: int) -> None:
         nonlocal signals
+        reloading = signum == signal.SIGHUP and signals == 0 and reloader is not None
+        if reloading and reloader is not None and reloader.reload() != "restart":
+            return  # refused (the old config runs on) or taken live
         signals += 1
         name = signal.Signals(signum).name
         if signals == 1:
