@@ -85,6 +85,10 @@ class AlertKind:
     """This node is not a member of the store's membership record (or votes with a stale epoch)."""
     MEMBERSHIP_MISMATCH = "membership_mismatch"
     """This node's config proposes other members than the store's record: it does not vote."""
+    CONFIG_REFUSED = "config_refused"
+    """SIGHUP: the config file did not validate; the node keeps the config it runs."""
+    CONFIG_RELOADED = "config_reloaded"
+    """SIGHUP: a new config was taken (kept in the store's stream only: nobody must act)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +241,14 @@ class AlertHook:
         self.sent: list[Alert] = []
         """The last alerts raised (bounded), for tests and status."""
 
+    def reconfigure(self, *, command: Sequence[str] | str | None, url: str | None) -> None:
+        """A reloaded config's hook: alerts raised from now on go there (queued ones too)."""
+        if isinstance(command, str):
+            self.command = ("/bin/sh", "-c", command)
+        else:
+            self.command = tuple(command or ())
+        self.url = url or None
+
     @property
     def dropped(self) -> int:
         """Alerts not delivered to the hook because its queue was full."""
@@ -258,6 +270,18 @@ class AlertHook:
             self._journal.put(alert)
         if self.enabled:
             self._hook.put(alert)
+
+    def note(self, kind: str, message: str, **fields: object) -> None:
+        """Log and keep in the store's stream (the cluster's record), without calling the hook.
+
+        For events an operator may look up but need not act on (a config reload).
+        """
+        alert = Alert(
+            kind, self.node, message, {k: str(v) for k, v in fields.items()}, time.time_ns() // 1_000_000
+        )
+        event(log, logging.INFO, kind, message, **fields)
+        if self.journal is not None:
+            self._journal.put(alert)
 
     async def _keep(self, alert: Alert) -> None:
         journal = self.journal

@@ -87,6 +87,11 @@ class Runs:
     def __len__(self) -> int:
         return len(self._runs)
 
+    def set_output_rate(self, rate: int) -> None:
+        """A reloaded ``output_log_rate``: runs started from now on share the new bound."""
+        if rate != self._output_rate.rate:
+            self._output_rate = OutputRate(rate, time.monotonic)
+
     def running(self, job: str, fire_ms: int) -> bool:
         return (job, fire_ms) in self._runs
 

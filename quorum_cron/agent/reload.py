@@ -1,0 +1,176 @@
+"""SIGHUP: read the config file again, refuse a bad one, take what can be taken while running.
+
+What a reload may change while the node runs is what the protocol does not
+see: each job's ``alert_on`` (not part of its spec hash), the alert hook
+(``alert_command``, ``alert_url``) and how job output is logged. Those
+apply at once, to the next alert and the next run.
+
+A change the protocol sees — a job added, removed, or defined differently
+(another spec hash), or a ``[cluster]`` setting the core or the store uses
+(size, quorum, members, lease, Redis URL...) — is not swapped under a
+running node: the :class:`~quorum_cron.core.NodeCore` takes its jobs at
+construction and has no way to replace a definition under slots it has
+already voted on, renews leases for and must finish. Such a reload is
+applied by a graceful restart instead: :meth:`ConfigReload.reload` answers
+``restart``, the agent stops like on SIGTERM (running jobs finish and are
+recorded, the membership is left) and the service manager starts it again
+with the new file (``Restart=`` in the systemd unit). The new definitions
+then apply from the next slot each new process votes for; while nodes
+restart one by one, the spec-hash rule keeps a slot from committing on a
+mix of definitions (a slot needs a quorum on ONE hash).
+
+A file that does not load or validate is refused with one line (log and
+the ``config_refused`` alert); the node keeps running the config it has.
+Every outcome is logged, and kept in the store's alert stream (the Cluster
+page) as the cluster's record of who reloaded what.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from quorum_cron.agent.alerts import AlertHook, AlertKind
+from quorum_cron.agent.executions import Runs
+from quorum_cron.agent.logs import EVENT_LOGGER, event
+from quorum_cron.agent.spec import AgentJob
+from quorum_cron.config import ClusterConfig, Config
+from quorum_cron.errors import ConfigError
+
+__all__ = ["LIVE_CLUSTER_KEYS", "ConfigReload", "ReloadPlan", "plan_reload"]
+
+log = logging.getLogger(EVENT_LOGGER)
+
+LIVE_CLUSTER_KEYS = ("alert_command", "alert_url", "output_log_lines", "output_log_rate")
+"""``[cluster]`` settings a running node takes on a reload; any other change needs a restart."""
+
+Verdict = Literal["refused", "unchanged", "applied", "restart"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadPlan:
+    """What differs between the running config and the new one."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    redefined: tuple[str, ...] = ()
+    """Jobs whose spec hash changed."""
+    alerting: tuple[str, ...] = ()
+    """Jobs whose ``alert_on`` alone changed (applied live)."""
+    cluster_live: tuple[str, ...] = ()
+    cluster_restart: tuple[str, ...] = ()
+
+    @property
+    def needs_restart(self) -> bool:
+        return bool(self.added or self.removed or self.redefined or self.cluster_restart)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.needs_restart or self.alerting or self.cluster_live)
+
+    def describe(self) -> str:
+        parts = []
+        for label, names in (
+            ("added", self.added),
+            ("removed", self.removed),
+            ("redefined", self.redefined),
+            ("alert_on changed", self.alerting),
+            ("cluster settings taken live", self.cluster_live),
+            ("cluster settings needing a restart", self.cluster_restart),
+        ):
+            if names:
+                parts.append(f"{label}: {', '.join(names)}")
+        return "; ".join(parts) or "no change"
+
+
+def _cluster_diff(old: ClusterConfig, new: ClusterConfig) -> list[str]:
+    return [name for name in old.__dataclass_fields__ if getattr(old, name) != getattr(new, name)]
+
+
+def plan_reload(old: Config, new: Config) -> ReloadPlan:
+    """Compare the job definitions (by spec hash) and the cluster settings of two configs.
+
+    In-process jobs (an :class:`~quorum_cron.app.App`'s Python functions) are
+    not the agent command's to run, so they are left out on both sides.
+    """
+    before = {j.name: j for j in old.jobs if not j.in_process}
+    after = {j.name: j for j in new.jobs if not j.in_process}
+    changed_cluster = _cluster_diff(old.cluster, new.cluster)
+    return ReloadPlan(
+        added=tuple(sorted(set(after) - set(before))),
+        removed=tuple(sorted(set(before) - set(after))),
+        redefined=tuple(
+            sorted(n for n in set(before) & set(after) if before[n].spec_hash != after[n].spec_hash)
+        ),
+        alerting=tuple(
+            sorted(
+                n
+                for n in set(before) & set(after)
+                if before[n].spec_hash == after[n].spec_hash and before[n].alert_on != after[n].alert_on
+            )
+        ),
+        cluster_live=tuple(k for k in changed_cluster if k in LIVE_CLUSTER_KEYS),
+        cluster_restart=tuple(k for k in changed_cluster if k not in LIVE_CLUSTER_KEYS),
+    )
+
+
+class ConfigReload:
+    """The running config of one agent and what SIGHUP does with a new one."""
+
+    def __init__(
+        self,
+        config: Config,
+        load: Callable[[], Config],
+        *,
+        jobs: MutableMapping[str, AgentJob],
+        alerts: AlertHook,
+        runs: Runs,
+    ) -> None:
+        """``load``: reads and validates the file (raises :class:`ConfigError`); ``jobs``: the agent's own
+        job table, shared with its parts (an entry replaced here is what they read next)."""
+        self.config = config
+        self._load = load
+        self._jobs = jobs
+        self._alerts = alerts
+        self._runs = runs
+
+    def reload(self) -> Verdict:
+        """Read the file again: refuse it, take it live, or ask for a graceful restart."""
+        source = self.config.source
+        try:
+            new = self._load()
+        except ConfigError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            more = len(str(exc).splitlines()) - 1
+            line = f"reload refused, keeping the running config: {first}" + (
+                f" (and {more} more problem(s): `quorum-cron validate {source}`)" if more > 0 else ""
+            )
+            event(log, logging.ERROR, "reload", line, source=source)
+            self._alerts.raise_(AlertKind.CONFIG_REFUSED, line, source=source)
+            return "refused"
+        plan = plan_reload(self.config, new)
+        if plan.empty:
+            event(log, logging.INFO, "reload", f"{source} reloaded: no change", source=source)
+            return "unchanged"
+        if plan.needs_restart:
+            message = (
+                f"{source} reloaded: {plan.describe()}; the running node cannot change job definitions or "
+                f"these cluster settings under its slots: restarting gracefully to apply them"
+            )
+            self._alerts.note(AlertKind.CONFIG_RELOADED, message, source=source, restart=True)
+            return "restart"
+        specs = {j.name: j for j in new.jobs}
+        for name in plan.alerting:
+            self._jobs[name] = replace(self._jobs[name], alert_on=specs[name].alert_on)
+        cluster = new.cluster
+        if "alert_command" in plan.cluster_live or "alert_url" in plan.cluster_live:
+            self._alerts.reconfigure(command=cluster.alert_command, url=cluster.alert_url)
+        self._runs.output_log_lines = cluster.output_log_lines
+        self._runs.set_output_rate(cluster.output_log_rate)
+        self.config = new
+        self._alerts.note(
+            AlertKind.CONFIG_RELOADED, f"{source} reloaded: {plan.describe()}", source=source, restart=False
+        )
+        return "applied"
