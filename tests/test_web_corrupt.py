@@ -9,11 +9,14 @@ showing what it can read and naming what it cannot.
 
 from __future__ import annotations
 
+import asyncio
+
 import redis
 from starlette.testclient import TestClient
 
 from quorum_cron.store import keys as store_keys
-from tests.test_web import World, world  # noqa: F401  (the fixture)
+from quorum_cron.web.live import Broadcaster
+from tests.test_web import T0, World, _await_event, world  # noqa: F401  (the fixture)
 
 PAGES = ("/", "/api/jobs", "/cluster", "/api/cluster", "/audit", "/api/audit", "/jobs/tick", "/api/jobs/tick")
 
@@ -80,3 +83,31 @@ def test_a_wrong_type_meta_is_named_by_its_key(world: World, redis_client: redis
             assert client.get(path).status_code == 200, path
         jobs = {j["job"]: j for j in client.get("/api/jobs").json()["jobs"]}
         assert jobs["other"]["corrupt"].startswith(f"key {_key('meta')} is corrupt"), jobs["other"]
+
+
+def test_live_events_drop_a_corrupt_job_once_and_keep_reporting_the_others(
+    world: World,  # noqa: F811
+    redis_client: redis.Redis,
+) -> None:
+    redis_client.delete(_key(store_keys.LEDGER))
+    redis_client.set(_key(store_keys.LEDGER), "not a stream")
+
+    async def scenario() -> tuple[dict[str, object], dict[str, object], list[str]]:
+        b = Broadcaster(world.store, ["tick", "other"], members_every_s=0.1)
+        queue = b.subscribe()
+        try:
+            await asyncio.wait_for(b.watching.wait(), 10)
+            corrupt = await _await_event(queue, "corrupt")
+            await asyncio.to_thread(world.run, T0 + 10_000, True, "ok")
+            ledger = await _await_event(queue, "ledger")
+            rest = []
+            while not queue.empty():
+                rest.append(queue.get_nowait().split("\n")[0])
+            return corrupt, ledger, rest
+        finally:
+            await b.close()
+
+    corrupt, ledger, rest = asyncio.run(scenario())
+    assert corrupt["job"] == "other" and "WRONGTYPE" in str(corrupt["error"]), corrupt
+    assert ledger == {"job": "tick", "slot_ms": T0 + 10_000, "state": "succeeded"}
+    assert "event: store" not in rest and "event: corrupt" not in rest, rest

@@ -16,7 +16,9 @@ Events (``event:`` name, JSON ``data:``):
 * ``members`` — ``{"alive", "voting"}`` when a member joined, left or changed its vote;
 * ``alerts`` — ``{"id"}`` (the newest alert's stream id) when an agent stored a new alert;
 * ``store`` — ``{"ok": false, "error"}`` while the store cannot be read, ``{"ok": true}`` when back;
-* ``resync`` — this page fell behind (its queue was full): reload everything.
+* ``resync`` — this page fell behind (its queue was full): reload everything;
+* ``corrupt`` — ``{"job", "error"}`` once when a job's ledger or audit key cannot be read (the wrong
+  type): that job is no longer followed, the others are.
 
 Each page has a bounded queue; a slow page loses events, never the server's memory.
 """
@@ -30,7 +32,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from quorum_cron.errors import StoreError
+from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.base import AuditEntry, LedgerEntry, Member
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.web.alerts import newest_alert_id
@@ -127,6 +129,8 @@ class Broadcaster:
                     next_members = self._monotonic() + self._members_every_s
                     self.watching.set()
                 entries = await asyncio.to_thread(self._store.follow, self._jobs, cursor, start, BLOCK_MS)
+                if not self._jobs:  # every job corrupt: nothing to block on, wait as a read would
+                    await asyncio.sleep(BLOCK_MS / 1000)
                 for e in entries:
                     self.publish(self._event(e))
                 if self._monotonic() >= next_members:
@@ -136,12 +140,38 @@ class Broadcaster:
                     down = False
                     self.publish(sse("store", {"ok": True}))
                 backoff = 0.2
-            except StoreError as exc:
+            except StoreUnavailable as exc:
                 if not down:
                     down = True
                     self.publish(sse("store", {"ok": False, "error": str(exc)}))
                 await asyncio.sleep(backoff)
                 backoff = min(BACKOFF_MAX_S, backoff * 2)
+            except StoreError as exc:
+                # A job whose ledger or audit key is not a stream fails the one read of
+                # every job: stop watching that job (said once), keep watching the others.
+                if await asyncio.to_thread(self._drop_corrupt):
+                    continue
+                if not down:
+                    down = True
+                    self.publish(sse("store", {"ok": False, "error": str(exc)}))
+                await asyncio.sleep(backoff)
+                backoff = min(BACKOFF_MAX_S, backoff * 2)
+
+    def _drop_corrupt(self) -> bool:
+        """Find the jobs whose streams cannot be read, stop following them; True if any was found."""
+        corrupt = []
+        for job in self._jobs:
+            try:
+                self._store.ledger(job, 1)
+                self._store.audit(job, 1)
+            except StoreUnavailable:
+                return False
+            except StoreError as exc:
+                corrupt.append((job, str(exc)))
+        for job, why in corrupt:
+            self._jobs.remove(job)
+            self.publish(sse("corrupt", {"job": job, "error": why}))
+        return bool(corrupt)
 
     async def _compare_members(self) -> None:
         """Read the members (and the newest alert's id); announce what changed since the last read."""
