@@ -124,7 +124,11 @@ CASES = [
     ("size = 3", "size = 0", "cluster: field 'size': '0' is out of range (expected 1 to 100)"),
     ("size = 3", 'size = "3"', "cluster: field 'size': '3' is a string (expected an integer 1-100)"),
     ("size = 3", "size = true", "field 'size': True is a boolean"),
-    ("size = 3\n", "", "cluster: field 'size': missing (expected size = N (1-100), or members = ['a', 'b', 'c'])"),
+    (
+        "size = 3\n",
+        "",
+        "cluster: field 'size': missing (expected size = N (1-100), or members = ['a', 'b', 'c'])",
+    ),
     ('name = "prod"', 'name = "my prod"', "cluster: field 'name': 'my prod' is not a valid namespace"),
     ('name = "prod"', 'name = "a"\nnamespace = "a"', "field 'namespace': given together with 'name'"),
     ("size = 3", "size = 3\nsize_ = 1", "cluster: field 'size_': unknown key (did you mean 'size'?)"),
