@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from quorum_cron.agent.build import agent_job, agent_settings, open_store, replica_shortfall
@@ -38,7 +38,7 @@ from quorum_cron.agent.logs import configure_logging, event
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.redisclient import default_node_id
 from quorum_cron.agent.runtime import Agent
-from quorum_cron.config import AUTO, ClusterConfig, Config, JobSpec, NtpUnreachable
+from quorum_cron.config import AUTO, DEFAULT_ALERT_ON, ClusterConfig, Config, JobSpec, NtpUnreachable
 from quorum_cron.durations import parse_duration
 from quorum_cron.errors import ConfigError
 from quorum_cron.redact import redact_url
@@ -154,6 +154,7 @@ class App:
         on_store_unavailable: str = "skip",
         retries: int = 0,
         retry_backoff: str | int = "10s",
+        alert_on: Sequence[str] = DEFAULT_ALERT_ON,
     ) -> Callable[[F], F]:
         """Run the decorated function on ``schedule`` once per slot, cluster-wide.
 
@@ -161,7 +162,9 @@ class App:
         ``@every <duration>``; ``starting_deadline`` defaults like the config
         file's (half the shortest interval, at most 60 s). A run that raises
         is retried ``retries`` times, each under a new fencing token and not
-        before ``retry_backoff``.
+        before ``retry_backoff``. ``alert_on`` names which outcomes raise an
+        alert through the cluster's hook (``failed``, ``recovered``, ``missed``,
+        ``lost``; all by default), as in a config file.
         """
 
         def register(func: F) -> F:
@@ -183,6 +186,7 @@ class App:
                 on_store_unavailable=on_store_unavailable,
                 retries=retries,
                 retry_backoff_ms=parse_duration(retry_backoff, what=f"job {job!r}: retry_backoff"),
+                alert_on=tuple(alert_on),
             )
             # The whole-config rules (deadline vs max skew, unique names).
             Config(self.cluster, (*self._specs.values(), spec), source="App")

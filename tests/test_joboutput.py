@@ -90,3 +90,16 @@ def test_a_success_recovers_from_the_failed_runs_before_it() -> None:
     assert exit_code_of("ran locally while the store was unreachable: exit 4") == "4"
     assert exit_code_of("timed out after 1000 ms: process group killed") == "-"
     assert output_tail("exit 3\n" + "a" * 5000, 100) == "…" + "a" * 99
+
+
+def test_the_python_api_takes_alert_on_like_the_config_file() -> None:
+    from quorum_cron.app import App
+    from quorum_cron.errors import ConfigError
+
+    app = App(namespace="x", size=3, redis_url="redis://localhost:1/0", node_id="n")
+    app.cron("@hourly", name="quiet", alert_on=["missed"])(lambda ctx: None)
+    app.cron("@hourly", name="loud")(lambda ctx: None)
+    assert app.jobs["quiet"].alert_on == ("missed",)
+    assert app.jobs["loud"].alert_on == ("failed", "recovered", "missed", "lost")
+    with pytest.raises(ConfigError, match="'mail' is not an alert kind"):
+        app.cron("@hourly", name="bad", alert_on=["mail"])(lambda ctx: None)
