@@ -1,0 +1,101 @@
+"""One error style through the real entry point (issue 26, item 6).
+
+Every bad input — click's own usage errors included — is one ``error: ...``
+line on stderr naming the value and what was expected, exit status 1. The
+agent's first stop signal says that a second one stops running jobs at
+once, and ``--log-json`` output is JSON only (real agent, real Redis).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from quorum_cron.cli import main
+from quorum_cron.embedded import EmbeddedRedis
+
+
+def config(tmp_path: Path, url: str = "redis://127.0.0.1:1/0") -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        f'[cluster]\nname = "errs1"\nsize = 1\nredis_url = "{url}"\nheartbeat = "500ms"\n\n'
+        '[[jobs]]\nname = "a"\nschedule = "@hourly"\ncommand = ["true"]\n'
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["history", "UNKNOWN"], "error: unknown job 'UNKNOWN': expected one of a"),
+        (
+            ["history", "--limit", "0"],
+            "error: Invalid value for '--limit': 0 is not in the range 1<=x<=10000.",
+        ),
+        (["status", "--bogus"], "error: No such option '--bogus'. (see 'quorum-cron status --help')"),
+        (["next"], "error: Missing argument 'JOB'. (see 'quorum-cron next --help')"),
+        (["nosuch"], "error: No such command 'nosuch'. (see 'quorum-cron --help')"),
+        (["status", "--format", "xml"], "error: Invalid value for '--format': 'xml' is not one of"),
+        (["members", "add", "d"], "error: Missing option '--reason'."),
+        (
+            ["pause", "a", "--reason", "disk\nswap"],
+            "error: --reason 'disk\\\\x0aswap' contains '\\\\x0a': expected one line of printable text",
+        ),
+        (["check-clock", "--max-skew", "250"], "error: --max-skew: '250' has no unit"),
+    ],
+)
+def test_bad_input_is_one_error_line_with_exit_1(tmp_path: Path, args: list[str], expected: str) -> None:
+    cfg = str(config(tmp_path))
+    full = [*args, "--config", cfg] if args[0] not in ("nosuch", "next") else args
+    res = CliRunner().invoke(main, full, prog_name="quorum-cron")
+    assert res.exit_code == 1, (res.stdout, res.stderr)
+    assert res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(expected), lines
+
+
+def test_first_stop_signal_says_a_second_stops_at_once(tmp_path: Path, redis_server: EmbeddedRedis) -> None:
+    cfg = config(tmp_path, redis_server.url)
+    cmd = [
+        sys.executable,
+        "-m",
+        "quorum_cron",
+        "agent",
+        "--config",
+        str(cfg),
+        "--node-id",
+        "e1",
+        "--log-json",
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_CRON_")}
+    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        lines: list[dict[str, object]] = []
+        while not any(d.get("event") == "joined" for d in lines):
+            line = proc.stderr.readline()
+            assert line, (proc.wait(10), lines)
+            lines.append(json.loads(line))  # --log-json: every line is JSON, the banner included
+            assert time.monotonic() < deadline, lines
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    lines += [json.loads(line) for line in rest.splitlines() if line.strip()]
+    assert proc.returncode == 0, lines
+    assert lines[0]["event"] == "starting", lines[0]
+    stopping = [d for d in lines if d.get("event") == "stopping"]
+    assert stopping and "SIGINT received (a second signal stops running jobs at once)" in str(
+        stopping[0].get("msg", stopping[0])
+    ), stopping
