@@ -38,7 +38,8 @@ from quorum_cron.agent.logs import configure_logging, event
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.redisclient import default_node_id
 from quorum_cron.agent.runtime import Agent
-from quorum_cron.config import AUTO, DEFAULT_ALERT_ON, ClusterConfig, Config, JobSpec, NtpUnreachable
+from quorum_cron.config import AUTO, ClusterConfig, Config, JobSpec, NtpUnreachable
+from quorum_cron.config_values import DEFAULT_ALERT_ON
 from quorum_cron.durations import parse_duration
 from quorum_cron.errors import ConfigError
 from quorum_cron.redact import redact_url

@@ -15,18 +15,29 @@ all of them in ``.errors``.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import hashlib
 import json
 import os
 import re
 import types
-import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
+from quorum_cron.config_values import (
+    _CLUSTER_OUTPUT_BOUNDS,
+    DEFAULT_ALERT_ON,
+    DEFAULT_OUTPUT_LOG_LINES,
+    DEFAULT_OUTPUT_LOG_RATE,
+    DEFAULT_OUTPUT_TAIL,
+    _alert_url_problem,
+    _command_string_problem,
+    _range_problem,
+    _redact_alert_url,
+    _type_name,
+    alert_on_problem,
+)
 from quorum_cron.durations import format_duration
 from quorum_cron.errors import ConfigError
 from quorum_cron.model import Delivery, Overlap
@@ -92,34 +103,6 @@ def redact_url(url: str | None) -> str | None:
     return None if url is None else _redact(url)
 
 
-def _redact_alert_url(url: str | None) -> str | None:
-    # Webhook URLs often carry their secret in the path (Slack, Teams).
-    if url is None:
-        return None
-    parts = urllib.parse.urlsplit(url)
-    tail = "/***" if parts.path.strip("/") or parts.query else ""
-    host = parts.hostname or ""
-    return f"{parts.scheme}://{host}{tail}"
-
-
-def _type_name(value: object) -> str:
-    return {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a float",
-        str: "a string",
-        list: "an array",
-        dict: "a table",
-    }.get(type(value), type(value).__name__)
-
-
-def _suggest(key: str, known: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(key, known, n=1)
-    if close:
-        return f"did you mean {close[0]!r}?"
-    return "expected one of " + ", ".join(repr(k) for k in known)
-
-
 def _name_problem(name: object, what: str) -> str | None:
     if not isinstance(name, str):
         return f"{name!r} is {_type_name(name)} (expected a string)"
@@ -128,31 +111,8 @@ def _name_problem(name: object, what: str) -> str | None:
     return None
 
 
-def _range_problem(value: int, lo: int, hi: int, fmt: Callable[[int], str] = str) -> str | None:
-    if lo <= value <= hi:
-        return None
-    return f"{fmt(value)!r} is out of range (expected {fmt(lo)} to {fmt(hi)})"
-
-
 def _redis_url_problem(url: str) -> str | None:
     return redis_url_problem(url)
-
-
-def _command_string_problem(value: str) -> str:
-    # The suggestion is TOML (a JSON string is a valid TOML basic string).
-    return (
-        f"{value!r} is a string (expected an array of strings (argv); "
-        f"for a shell command line write shell = {json.dumps(value, ensure_ascii=False)})"
-    )
-
-
-def _alert_url_problem(url: str) -> str | None:
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return (
-            f"{_redact_alert_url(url)!r} is not an http(s) URL (expected e.g. 'https://alerts.example/hook')"
-        )
-    return None
 
 
 def _fail(where: str, key: str, problem: str | None) -> None:
@@ -161,11 +121,6 @@ def _fail(where: str, key: str, problem: str | None) -> None:
 
 
 # --------------------------------------------------------------------------- values
-
-DEFAULT_OUTPUT_TAIL: Final = 2048
-"""Bytes of each stream of a run kept in the ledger, by default."""
-DEFAULT_OUTPUT_LOG_LINES: Final = 100
-DEFAULT_OUTPUT_LOG_RATE: Final = 50
 
 
 @dataclass(frozen=True)
@@ -293,28 +248,6 @@ _CLUSTER_DURATION_BOUNDS: tuple[tuple[str, int, int], ...] = (
     ("wait_timeout_ms", 1, 10 * _SECOND),
 )
 _MAX_WAIT_REPLICAS = 16
-
-_CLUSTER_OUTPUT_BOUNDS: tuple[tuple[str, int, int], ...] = (
-    ("output_tail", 0, 65_536),
-    ("output_log_lines", 0, 100_000),
-    ("output_log_rate", 1, 10_000),
-)
-
-ALERT_ON_KINDS: Final = ("failed", "recovered", "missed", "lost")
-"""What a job's ``alert_on`` may name: ``job_failed``, ``job_recovered``, ``slot_missed``, ``slot_lost``."""
-DEFAULT_ALERT_ON: Final = ALERT_ON_KINDS
-"""Every job outcome alert, unless the job says otherwise (``alert_on = []``: none)."""
-
-
-def alert_on_problem(value: object) -> str | None:
-    """One line when ``value`` is not a list of :data:`ALERT_ON_KINDS`; None when it is."""
-    expected = "a list of " + ", ".join(repr(k) for k in ALERT_ON_KINDS)
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        return f"{value!r} is {_type_name(value)} (expected {expected})"
-    for item in value:
-        if item not in ALERT_ON_KINDS:
-            return f"{item!r} is not an alert kind (expected {expected})"
-    return None
 
 
 def default_starting_deadline_ms(schedule: Schedule) -> int:

@@ -17,7 +17,6 @@ from typing import Final, TypeVar, cast, get_args
 
 from quorum_cron.config import (
     _CLUSTER_DURATION_BOUNDS,
-    _CLUSTER_OUTPUT_BOUNDS,
     _DAY,
     _ENV_KEY_RE,
     _HOUR,
@@ -27,7 +26,6 @@ from quorum_cron.config import (
     _MAX_WAIT_REPLICAS,
     _SECOND,
     AUTO,
-    DEFAULT_ALERT_ON,
     ClusterConfig,
     Config,
     InvalidConfig,
@@ -35,17 +33,21 @@ from quorum_cron.config import (
     Misfire,
     NtpUnreachable,
     StoreUnavailablePolicy,
-    _alert_url_problem,
-    _command_string_problem,
     _deadline_vs_skew,
     _name_problem,
-    _range_problem,
     _redis_url_problem,
+)
+from quorum_cron.config_members import members_problem, size_vs_members
+from quorum_cron.config_values import (
+    _CLUSTER_OUTPUT_BOUNDS,
+    DEFAULT_ALERT_ON,
+    _alert_url_problem,
+    _command_string_problem,
+    _range_problem,
     _suggest,
     _type_name,
     alert_on_problem,
 )
-from quorum_cron.config_members import members_problem, size_vs_members
 from quorum_cron.durations import format_duration, parse_duration
 from quorum_cron.errors import ConfigError, ScheduleError
 from quorum_cron.model import Delivery, Overlap

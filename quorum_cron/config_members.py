@@ -14,7 +14,8 @@ __all__ = ["members_problem", "size_vs_members"]
 def members_problem(members: object) -> str | None:
     """Why ``members`` is not a list of 1-100 distinct node ids, or None (one line, naming the value)."""
     # At call time: quorum_cron.config imports this module last, so either may be imported first.
-    from quorum_cron.config import _MAX_SIZE, _name_problem, _type_name
+    from quorum_cron.config import _MAX_SIZE, _name_problem
+    from quorum_cron.config_values import _type_name
 
     if not isinstance(members, (list, tuple)):
         return f"{members!r} is {_type_name(members)} (expected an array of node ids such as ['a', 'b', 'c'])"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from quorum_cron.agent.clocktrust import DEFAULT_CHECK_INTERVAL_MS
 from quorum_cron.agent.jobprocess import DEFAULT_TAIL_BYTES, Target
-from quorum_cron.config import DEFAULT_ALERT_ON, DEFAULT_OUTPUT_LOG_LINES, DEFAULT_OUTPUT_LOG_RATE
+from quorum_cron.config_values import DEFAULT_ALERT_ON, DEFAULT_OUTPUT_LOG_LINES, DEFAULT_OUTPUT_LOG_RATE
 from quorum_cron.core import CoreJob, NodeSettings
 from quorum_cron.model import Configuration
 

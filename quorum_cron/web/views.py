@@ -24,7 +24,6 @@ the page's 503: there is nothing to isolate.
 from __future__ import annotations
 
 import datetime as dt
-import threading
 import zoneinfo
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -39,11 +38,13 @@ from quorum_cron.store.base import AuditEntry, JobControl, LedgerEntry, Member, 
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.rendezvous import weight
 from quorum_cron.web.alerts import recent_alerts
+from quorum_cron.web.recent import NOT_PAUSED, SPARK, RecentLedger, corrupt_message
 from quorum_cron.web.timeline import timeline, walk_start
 
 __all__ = [
     "FILTERS",
     "PAGE_SIZE",
+    "SPARK",
     "RecentLedger",
     "audit_view",
     "cluster_view",
@@ -58,8 +59,6 @@ __all__ = [
 _T = TypeVar("_T")
 
 PAGE_SIZE = 50
-SPARK = 20
-"""Recent outcomes per job on the jobs page."""
 MAX_TEXT = 4000
 """Free text from Redis (reasons, output tails) is cut to this many characters for display."""
 FILTERS = ("all", "failed", "missed", "paused")
@@ -114,94 +113,6 @@ def _spec_hashes(member: Member) -> dict[str, str]:
         if sep:
             out[name] = digest
     return out
-
-
-def corrupt_message(namespace: str, job: str, suffix: str, exc: StoreError) -> str:
-    """One line naming the job's key that could not be read, and the store's answer."""
-    key = store_keys.job_prefix(namespace, job) + suffix
-    return _cut(f"key {key} is corrupt (not what quorum-cron writes): {exc}")
-
-
-def _which_key(store: RedisStore, namespace: str, job: str, exc: StoreError) -> str:
-    """The corrupt key of a job whose ledger-and-control read failed: the ledger's, else the meta's."""
-    try:
-        store.ledger(job, 1)
-    except StoreUnavailable:
-        raise
-    except StoreError as ledger_exc:
-        return corrupt_message(namespace, job, store_keys.LEDGER, ledger_exc)
-    return corrupt_message(namespace, job, store_keys.META, exc)
-
-
-_NOT_PAUSED = JobControl(False, "", 0, "")
-
-
-class RecentLedger:
-    """Every job's newest ledger entries, kept between page loads and read again only where new.
-
-    The jobs and cluster pages show each job's last outcomes; with hundreds
-    of jobs, reading and parsing 20 entries per job on every load (and the
-    pages reload on every new ledger entry) would cost about a second. This
-    keeps, per job, the newest entry's stream id, the newest
-    :data:`KEEP_FULL` entries and the states of the newest :data:`SPARK`,
-    and asks the store only for entries newer than that id
-    (:meth:`RedisStore.ledger_tails`). Reads are serialised by a lock (a
-    page load reads the store once for all jobs).
-    """
-
-    KEEP_FULL = 5
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._kept: dict[str, tuple[str, list[LedgerEntry], list[str]]] = {}
-
-    def read(
-        self, store: RedisStore, jobs: Sequence[str]
-    ) -> list[tuple[list[LedgerEntry], list[str], JobControl]]:
-        """Per job: its newest entries (up to KEEP_FULL), the states of its newest SPARK; its control."""
-        return [(full, states, control) for full, states, control, _ in self.read_checked(store, jobs, "")]
-
-    def read_checked(
-        self, store: RedisStore, jobs: Sequence[str], namespace: str
-    ) -> list[tuple[list[LedgerEntry], list[str], JobControl, str]]:
-        """:meth:`read`, and per job a line naming its corrupt key ("" when it reads fine).
-
-        A corrupt job's key fails the pipelined read of every job: the jobs
-        are then read one by one, and only the corrupt one comes back empty.
-        """
-        out: list[tuple[list[LedgerEntry], list[str], JobControl, str]] = []
-        with self._lock:
-            after = {j: self._kept[j][0] for j in jobs if j in self._kept and self._kept[j][0]}
-            corrupt: dict[str, str] = {}
-            try:
-                tails = store.ledger_tails(jobs, SPARK, after)
-            except StoreUnavailable:
-                raise
-            except StoreError:
-                tails = []
-                for job in jobs:
-                    try:
-                        tails.extend(
-                            store.ledger_tails([job], SPARK, {j: after[j] for j in (job,) if j in after})
-                        )
-                    except StoreUnavailable:
-                        raise
-                    except StoreError as exc:
-                        corrupt[job] = _which_key(store, namespace, job, exc)
-                        tails.append(("", [], _NOT_PAUSED))
-            for job, (newest, new, control) in zip(jobs, tails, strict=True):
-                if job in corrupt:
-                    self._kept.pop(job, None)
-                    out.append(([], [], control, corrupt[job]))
-                    continue
-                _, full, states = self._kept.get(job, ("", [], []))
-                if job not in after:
-                    full, states = [], []
-                full = (new + full)[: self.KEEP_FULL]
-                states = ([str(e.state) for e in new] + states)[:SPARK]
-                self._kept[job] = (newest, full, states)
-                out.append((full, states, control, ""))
-        return out
 
 
 def _role(node: str, stored: model.Membership | None) -> str:
@@ -430,7 +341,7 @@ def job_view(
     entries = part(
         store_keys.LEDGER, lambda: store.ledger(job, (page + 1) * PAGE_SIZE + 1), list[LedgerEntry]()
     )
-    control = part(store_keys.META, lambda: store.control(job), _NOT_PAUSED)
+    control = part(store_keys.META, lambda: store.control(job), NOT_PAUSED)
     audit = part(store_keys.AUDIT, lambda: store.audit(job, 10), list[AuditEntry]())
     has_more = len(entries) > (page + 1) * PAGE_SIZE
     history = entries[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]

@@ -1,0 +1,103 @@
+"""Small shared pieces of the config modules: one-line value checks, output bounds, ``alert_on``.
+
+Kept apart from :mod:`quorum_cron.config` (which imports and re-exports
+them) so that module stays within its size bound; nothing here knows a
+config's structure. ``alert_on`` names which of a job's outcomes raise an
+alert; it is not part of the job's spec hash (who is told does not change
+what runs).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import urllib.parse
+from collections.abc import Callable
+from typing import Final
+
+__all__ = [
+    "ALERT_ON_KINDS",
+    "DEFAULT_ALERT_ON",
+    "DEFAULT_OUTPUT_LOG_LINES",
+    "DEFAULT_OUTPUT_LOG_RATE",
+    "DEFAULT_OUTPUT_TAIL",
+    "alert_on_problem",
+]
+
+DEFAULT_OUTPUT_TAIL: Final = 2048
+"""Bytes of each stream of a run kept in the ledger, by default."""
+DEFAULT_OUTPUT_LOG_LINES: Final = 100
+DEFAULT_OUTPUT_LOG_RATE: Final = 50
+
+_CLUSTER_OUTPUT_BOUNDS: tuple[tuple[str, int, int], ...] = (
+    ("output_tail", 0, 65_536),
+    ("output_log_lines", 0, 100_000),
+    ("output_log_rate", 1, 10_000),
+)
+
+ALERT_ON_KINDS: Final = ("failed", "recovered", "missed", "lost")
+"""What a job's ``alert_on`` may name: ``job_failed``, ``job_recovered``, ``slot_missed``, ``slot_lost``."""
+DEFAULT_ALERT_ON: Final = ALERT_ON_KINDS
+"""Every job outcome alert, unless the job says otherwise (``alert_on = []``: none)."""
+
+
+def alert_on_problem(value: object) -> str | None:
+    """One line when ``value`` is not a list of :data:`ALERT_ON_KINDS`; None when it is."""
+    expected = "a list of " + ", ".join(repr(k) for k in ALERT_ON_KINDS)
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        return f"{value!r} is {_type_name(value)} (expected {expected})"
+    for item in value:
+        if item not in ALERT_ON_KINDS:
+            return f"{item!r} is not an alert kind (expected {expected})"
+    return None
+
+
+def _redact_alert_url(url: str | None) -> str | None:
+    # Webhook URLs often carry their secret in the path (Slack, Teams).
+    if url is None:
+        return None
+    parts = urllib.parse.urlsplit(url)
+    tail = "/***" if parts.path.strip("/") or parts.query else ""
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}{tail}"
+
+
+def _type_name(value: object) -> str:
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a float",
+        str: "a string",
+        list: "an array",
+        dict: "a table",
+    }.get(type(value), type(value).__name__)
+
+
+def _suggest(key: str, known: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return "expected one of " + ", ".join(repr(k) for k in known)
+
+
+def _range_problem(value: int, lo: int, hi: int, fmt: Callable[[int], str] = str) -> str | None:
+    if lo <= value <= hi:
+        return None
+    return f"{fmt(value)!r} is out of range (expected {fmt(lo)} to {fmt(hi)})"
+
+
+def _command_string_problem(value: str) -> str:
+    # The suggestion is TOML (a JSON string is a valid TOML basic string).
+    return (
+        f"{value!r} is a string (expected an array of strings (argv); "
+        f"for a shell command line write shell = {json.dumps(value, ensure_ascii=False)})"
+    )
+
+
+def _alert_url_problem(url: str) -> str | None:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return (
+            f"{_redact_alert_url(url)!r} is not an http(s) URL (expected e.g. 'https://alerts.example/hook')"
+        )
+    return None
