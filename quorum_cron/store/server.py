@@ -135,6 +135,8 @@ def server_problem(client: redis.Redis | RedisCluster, shown_url: str) -> str | 
         info = client.info("server")
     except redis.RedisError:
         return None
-    if not info:
+    except (AttributeError, TypeError, ValueError):
+        return None  # redis-py could not parse the reply as INFO (a non-text reply): nothing to judge
+    if not info or not isinstance(info, Mapping):
         return None
     return unsupported(parse_server_info(info), shown_url)
