@@ -103,3 +103,40 @@ def test_the_python_api_takes_alert_on_like_the_config_file() -> None:
     assert app.jobs["loud"].alert_on == ("failed", "recovered", "missed", "lost")
     with pytest.raises(ConfigError, match="'mail' is not an alert kind"):
         app.cron("@hourly", name="bad", alert_on=["mail"])(lambda ctx: None)
+
+
+def test_a_retried_failure_alerts_nothing_and_the_last_one_alerts_once_by_alert_on() -> None:
+    """The executor's accepted final result alerts; a failure the store turns into a retry does not."""
+    from quorum_cron.actions import Finish
+    from quorum_cron.agent.alerts import AlertHook
+    from quorum_cron.agent.build import agent_job
+    from quorum_cron.agent.metrics import Metrics
+    from quorum_cron.agent.observe import Observer
+    from quorum_cron.agent.spec import AgentJob
+    from quorum_cron.config import JobSpec
+    from quorum_cron.model import SlotView, TransitionResult
+
+    def job(name: str, alert_on: tuple[str, ...]) -> AgentJob:
+        return agent_job(JobSpec.create(name, "@every 10s", command=("true",), alert_on=alert_on))
+
+    hook = AlertHook("n1")
+    metrics = Metrics()
+    obs = Observer("n1", {"j": job("j", ("failed",)), "q": job("q", ())}, metrics, hook)
+    detail = "exit 3\n--- stderr ---\ndisk full redis://u:pw@h/0"
+    fin = Finish("j", 10_000, 7, False, detail, retries=1)
+    retry = SlotView("j", 10_000, SlotState.COMMITTED, executor="n2", token=8, runs=1)
+    obs.reply(fin, TransitionResult(True, retry, 0))
+    assert hook.sent == []  # retried: not the slot's last word
+    final = SlotView(
+        "j", 10_000, SlotState.FAILED, executor="n1", token=8, runs=2, detail=detail, finished_ms=12_000
+    )
+    obs.reply(Finish("j", 10_000, 8, False, detail, retries=1), TransitionResult(True, final, 0))
+    (alert,) = hook.sent
+    assert alert.kind == "job_failed" and alert.fields["exit_code"] == "3" and alert.fields["attempt"] == "2"
+    assert alert.fields["output"] == "--- stderr ---\ndisk full redis://u:***@h/0"
+    obs.reply(Finish("j", 10_000, 8, False, detail), TransitionResult(False, final, 0, "stale"))
+    assert len(hook.sent) == 1  # a refused (stale) result alerts nothing
+    quiet = SlotView("q", 10_000, SlotState.FAILED, executor="n1", token=3, runs=1, detail=detail)
+    obs.reply(Finish("q", 10_000, 3, False, detail), TransitionResult(True, quiet, 0))
+    assert len(hook.sent) == 1  # alert_on = []
+    assert metrics.last_failure.labels("j")._value.get() == 12.0  # the store's finish time, in seconds
