@@ -47,7 +47,15 @@ def config(tmp_path: Path, url: str = "redis://127.0.0.1:1/0") -> Path:
         (["members", "add", "d"], "error: Missing option '--reason'."),
         (
             ["pause", "a", "--reason", "disk\nswap"],
-            "error: --reason 'disk\\\\x0aswap' contains '\\\\x0a': expected one line of printable text",
+            "error: --reason 'disk\\x0aswap' contains a newline: expected one line of printable text",
+        ),
+        (
+            ["pause", "a", "--by", "eve\x1b[31m"],
+            "error: --by 'eve\\x1b[31m' contains the control character \\x1b: expected 1-200 printable",
+        ),
+        (
+            ["members", "add", "d", "--reason", "grow\nnow"],
+            "error: --reason 'grow\\x0anow' contains a newline: expected one line saying why the membership",
         ),
         (["check-clock", "--max-skew", "250"], "error: --max-skew: '250' has no unit"),
     ],

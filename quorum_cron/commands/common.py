@@ -12,11 +12,22 @@ import click
 from quorum_cron.agent.build import open_store
 from quorum_cron.config import Config, InvalidConfig, load_config
 from quorum_cron.errors import QuorumCronError
+from quorum_cron.printable import printable
 from quorum_cron.store import urls as store_urls
 from quorum_cron.store.redis import RedisStore, redact_url
 from quorum_cron.store.server import server_problem
 
-__all__ = ["ago", "config_option", "fail", "fmt_ms", "load", "redis_option", "redis_url_problem", "store_for"]
+__all__ = [
+    "ago",
+    "config_option",
+    "fail",
+    "fmt_ms",
+    "load",
+    "redis_option",
+    "redis_url_problem",
+    "store_for",
+    "unprintable_problem",
+]
 
 config_option = click.option(
     "--config",
@@ -85,6 +96,20 @@ def redis_url_problem(url: str) -> str | None:
     localhost, ``/notadb`` going to database 0, an unencoded ``/`` in a password).
     """
     return store_urls.redis_url_problem(url)
+
+
+def unprintable_problem(option: str, text: str, what: str) -> str | None:
+    """Why ``text`` is not one line of printable text, naming the character (None: it is).
+
+    Said apart from the length check: "--reason is 11 characters" for
+    ``$'disk\\nswap'`` named the wrong problem (issue 26).
+    """
+    bad = next((ch for ch in text if not ch.isprintable()), None)
+    if bad is None:
+        return None
+    names = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}
+    kind = names.get(bad, f"the control character {printable(bad)}")
+    return f"{option} '{printable(text, 80)}' contains {kind}: expected {what}"
 
 
 def fmt_ms(ms: int) -> str:

@@ -26,7 +26,15 @@ from pathlib import Path
 import click
 
 from quorum_cron.agent.membership import membership_facts
-from quorum_cron.commands.common import config_option, fail, fmt_ms, load, redis_option, store_for
+from quorum_cron.commands.common import (
+    config_option,
+    fail,
+    fmt_ms,
+    load,
+    redis_option,
+    store_for,
+    unprintable_problem,
+)
 from quorum_cron.config import Config
 from quorum_cron.errors import StoreError
 from quorum_cron.printable import printable
@@ -65,6 +73,9 @@ MAX_BY = 200
 
 def _by(by: str | None) -> str:
     who = (by if by is not None else default_by()).strip()
+    problem = unprintable_problem("--by", who, f"1-{MAX_BY} printable characters on one line")
+    if problem is not None:
+        fail(problem)
     if not who or len(who) > MAX_BY or not who.isprintable():
         shown = repr(who) if len(who) <= 60 else f"{who[:60]!r}... ({len(who)} characters)"
         fail(f"--by {shown} is not a name: expected 1-{MAX_BY} printable characters on one line")
@@ -111,12 +122,9 @@ def pause(job: str, config_path: Path, redis_url: str | None, reason: str, by: s
     _known(config, job)
     who = _by(by)
     reason = reason.strip()
-    if not reason.isprintable():
-        bad = next(ch for ch in reason if not ch.isprintable())
-        fail(
-            f"--reason {printable(reason, 80)!r} contains {printable(bad)!r}: "
-            "expected one line of printable text (no newline, tab or control character)"
-        )
+    problem = unprintable_problem("--reason", reason, "one line of printable text")
+    if problem is not None:
+        fail(problem)
     if len(reason) > MAX_REASON:
         fail(f"--reason is {len(reason)} characters: expected at most {MAX_REASON}")
     control = _call(config, redis_url, job, lambda s: s.pause(job, who, reason), "pause")

@@ -33,7 +33,16 @@ import click
 
 from quorum_cron import model
 from quorum_cron.agent.membership import MembershipFacts, membership_doc, membership_facts
-from quorum_cron.commands.common import ago, config_option, fail, fmt_ms, load, redis_option, store_for
+from quorum_cron.commands.common import (
+    ago,
+    config_option,
+    fail,
+    fmt_ms,
+    load,
+    redis_option,
+    store_for,
+    unprintable_problem,
+)
 from quorum_cron.commands.control import MAX_REASON, _by, by_option
 from quorum_cron.commands.members_plan import PlanError, check_words, plan
 from quorum_cron.config import Config
@@ -59,6 +68,9 @@ reason_option = click.option(
 
 def _reason(reason: str) -> str:
     text = reason.strip()
+    problem = unprintable_problem("--reason", text, "one line saying why the membership changes")
+    if problem is not None:
+        fail(problem)
     if not text or len(text) > MAX_REASON or not text.isprintable():
         fail(
             f"--reason is {len(text)} characters: expected one line of 1-{MAX_REASON} printable "
