@@ -117,6 +117,16 @@ _CAUSES = (
 )
 
 
+def _job_record(world: World, job: str) -> dict[str, str]:
+    """``{"mr": text}``: the record the store's job enforces, in scenarios that simulate
+    membership (sim/faults.py); nothing otherwise, so other traces stay as they were."""
+    if not world.scenario.uses_membership:
+        return {}
+    state = world.store.state._jobs.get(job)
+    record = state.record if state is not None else None
+    return {"mr": record.encode() if record is not None else ""}
+
+
 def _missed_cause(reason: str) -> str:
     """What a missed record the core wrote says about why (the explorer's "reached" list)."""
     for needle, what in _CAUSES:
@@ -164,6 +174,8 @@ class QuorumStrategy:
         quorum = self._quorum or world.scenario.quorum
         if not n // 2 + 1 <= quorum <= n:
             return None
+        if world.scenario.members:  # (a subset: the majority of it; sim/faults.py changes it)
+            return MembershipRecord(1, Configuration.of(world.scenario.members))
         return MembershipRecord(1, Configuration.of(world.scenario.node_ids, n, quorum))
 
     def record_for(self, world: World) -> MembershipRecord | None:
@@ -348,6 +360,8 @@ class QuorumStrategy:
             spec=view.spec_hash,
             st=world.store.clock.wall(t),
             by=by,
+            # The record the job enforced at the commit (the checker's membership rule).
+            **_job_record(world, view.job),
         )
         executor = world.nodes.get(view.executor)
         if executor is None:
