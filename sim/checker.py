@@ -14,6 +14,14 @@ It proves, for the run it reads (not for all runs):
   the scenario's cluster size, not from what nodes were told), and every
   vote the store counted arrived, by store time, no earlier than
   ``fire - max_skew`` and no later than ``fire + deadline``;
+* **commits have a quorum of every configuration current at the commit** —
+  in scenarios that simulate membership (issue 22), every commit has
+  agreeing voters that hold a quorum of the job's current configuration and,
+  while the job's record is joint, of its old one too; "current" is the
+  record the store enforced for that job at the commit (traced with it),
+  which must be the record the cluster held under that epoch (a traced
+  ``membership`` record) and never older than one the job enforced before
+  (docs/simulator.md § Membership says why this is the right notion);
 * **every due slot is accounted for** — each fire time of each job between
   the start and the end of the run (less a tail long enough for a slot and
   its retries to finish) has a terminal entry in the store's final ledger
@@ -57,7 +65,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from quorum_cron.core_retries import MAX_RETRY_DOUBLINGS
-from quorum_cron.model import Delivery
+from quorum_cron.model import Configuration, Delivery, MembershipRecord
 from quorum_cron.timers import max_sweep_gap
 from sim.quorum import make_schedule
 from sim.scenario import JobDef, Scenario, loads
@@ -76,6 +84,10 @@ __all__ = [
     "LEASE_PAUSED",
     "LEDGER_CONTRADICTS",
     "LIVENESS",
+    "MEMBERSHIP_BACKWARD",
+    "MEMBERSHIP_FOREIGN",
+    "MEMBERSHIP_QUORUM",
+    "MEMBERSHIP_SETTLING",
     "NEVER_SEEN",
     "OUTLIVED_LEASE",
     "RETRY_SLOW",
@@ -108,6 +120,12 @@ RETRY_SLOW = "retry chain outlasted its bound"
 ENDED_TWICE = "slot ended twice in the ledger"
 UNACCOUNTED = "due slot not accounted for"
 LIVENESS = "liveness"
+MEMBERSHIP_QUORUM = "commit without a quorum of each configuration"
+MEMBERSHIP_FOREIGN = "commit under a record the cluster never held"
+MEMBERSHIP_BACKWARD = "job's membership record moved backward"
+MEMBERSHIP_SETTLING = "membership change near the window"
+"""An exemption from liveness (counted in ``Report.exempt``): the slot's window began less than
+``_MembershipTimeline.SETTLE_MS`` after the namespace record changed, or contains a change."""
 CUT_OFF = "cut off"
 LEASE_PAUSED = "lease: node paused during it"
 LEASE_LOST = "lease: granted in writes a failover lost"
@@ -227,14 +245,14 @@ class _Health:
         i = bisect.bisect_right(times, lo) - 1
         return i >= 0 and self.oks[node][i] and bisect.bisect_right(times, hi) - 1 == i
 
-    def stable_healthy(self, lo: int, hi: int) -> tuple[int, bool]:
-        """(nodes healthy throughout [lo, hi], whether no node changed in it)."""
+    def stable_healthy(self, lo: int, hi: int, among: frozenset[str] | None = None) -> tuple[int, bool]:
+        """(nodes healthy throughout [lo, hi] — of ``among`` if given —, whether no node changed in it)."""
         healthy, stable = 0, True
         for node, times in self.times.items():
             i = bisect.bisect_right(times, lo) - 1
             if bisect.bisect_right(times, hi) - 1 != i:
                 stable = False
-            if i >= 0 and self.oks[node][i]:
+            if i >= 0 and self.oks[node][i] and (among is None or node in among):
                 healthy += 1
         return healthy, stable
 
@@ -492,6 +510,12 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
     """Per node, whether it could reach the store (health without the clock: an untrusted node can)."""
     facts = _Facts()
     pauses: dict[str, list[tuple[int, int]]] = {}
+    held: dict[int, str] = {}
+    """Epoch → the namespace membership record traced under it."""
+    job_epochs: dict[str, int] = {}
+    """Per job, the highest epoch a commit was made under."""
+    changes: list[tuple[int, str]] = []
+    """(true time, text) of each change of the namespace record (liveness exempts windows near them)."""
     out = report.violations
     for r in records:
         ev = r["ev"]
@@ -614,7 +638,10 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             commit_log.append((r["t"], key, r["token"], r["executor"], r["by"]))
             sent = counted.get(key, {})
             agreeing = sorted(n for n, h in sent.items() if h == r["spec"])
-            if r["by"] == "vote" and len(agreeing) < q:
+            if "mr" in r:
+                if _check_membership(r, agreeing, held, job_epochs, out):
+                    report.reached["slot committed under a joint membership"] += 1
+            elif r["by"] == "vote" and len(agreeing) < q:
                 out.append(
                     Violation(
                         "commit without a majority",
@@ -644,6 +671,9 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             facts.ledger.setdefault((r["job"], r["fire"]), []).append(r)
         elif ev == "reached":
             report.reached[r["what"]] += 1
+        elif ev == "membership":
+            held.setdefault(r["epoch"], r["record"])
+            changes.append((r["t"], r["record"]))
         elif ev == "untrusted_vote":
             out.append(
                 Violation(
@@ -679,8 +709,29 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
         split,
         lagging,
         lambda job, fire: _never_seen(fire, job, first_decided, boots, sc),
+        _MembershipTimeline(changes) if sc.uses_membership else None,
     )
     return report
+
+
+class _MembershipTimeline:
+    """When the namespace record changed, and what it was: liveness counts healthy members only."""
+
+    SETTLE_MS = 3_000
+    """How long after a change a window is exempt: every node learns a record within a heartbeat
+    (1 s) of it, and a refused vote is retried after the reply teaches the newer record."""
+
+    def __init__(self, changes: list[tuple[int, str]]) -> None:
+        self.changes = [t for t, _ in changes]
+        self.records = [MembershipRecord.decode(text) for _, text in changes]
+
+    def near_change(self, lo: int, hi: int) -> bool:
+        return any(lo - self.SETTLE_MS <= t <= hi for t in self.changes)
+
+    def configs_at(self, t: int) -> list[Configuration]:
+        """The configurations in force at ``t`` (the latest record traced by then)."""
+        rec = self.records[max(bisect.bisect_right(self.changes, t) - 1, 0)]
+        return [rec.current] + ([rec.old] if rec.old is not None else [])
 
 
 def _check_lease(
@@ -870,6 +921,44 @@ def _on_local_run(r: Record, report: Report, seen: set[tuple[str, int, str, int]
     seen.add(key)
 
 
+def _quorum_short(config: Configuration, agreeing: Sequence[str]) -> str:
+    """Why ``agreeing`` is not a quorum of ``config`` ("" when it is), counted here, not by the model."""
+    members = set(config.members)
+    have = [n for n in agreeing if n in members]
+    if len(have) >= config.quorum:
+        return ""
+    return f"{len(have)} of {', '.join(config.members)} agreeing {have}, need {config.quorum}"
+
+
+def _check_membership(
+    r: Record, agreeing: list[str], held: dict[int, str], job_epochs: dict[str, int], out: list[Violation]
+) -> bool:
+    """The membership rule for one commit (see the module docstring); True for a joint one."""
+    job, fire, t = r["job"], r["fire"], r["t"]
+    text = r["mr"]
+    try:
+        record = MembershipRecord.decode(text)
+    except ValueError as exc:
+        out.append(Violation(MEMBERSHIP_FOREIGN, job, fire, t, f"the job's record is not one: {exc}"))
+        return False
+    if held.get(record.epoch) != text:
+        why = f"the job enforces {text!r}; the cluster's epoch {record.epoch} was {held.get(record.epoch)!r}"
+        out.append(Violation(MEMBERSHIP_FOREIGN, job, fire, t, why))
+    before = job_epochs.get(job, 0)
+    if record.epoch < before:
+        why = f"committed under epoch {record.epoch} after a commit under epoch {before}"
+        out.append(Violation(MEMBERSHIP_BACKWARD, job, fire, t, why))
+    job_epochs[job] = max(before, record.epoch)
+    if r["by"] != "vote":
+        return False  # (a retry or takeover re-commits a slot its votes decided earlier)
+    configs = [("new", record.current)] + ([("old", record.old)] if record.old is not None else [])
+    for name, config in configs:
+        short = _quorum_short(config, agreeing)
+        if short:
+            out.append(Violation(MEMBERSHIP_QUORUM, job, fire, t, f"epoch {record.epoch} {name}: {short}"))
+    return record.old is not None
+
+
 def _on_vote(
     r: Record,
     sc: Scenario,
@@ -966,6 +1055,7 @@ def _check_due(
     split: set[tuple[str, int]],
     lagging: list[tuple[int, int]],
     never_seen: Callable[[str, int], bool],
+    membership: _MembershipTimeline | None = None,
 ) -> None:
     q = sc.nodes // 2 + 1
     end = sc.start_ms + sc.duration_ms
@@ -1021,7 +1111,18 @@ def _check_due(
             # (start timeout), which the deadline may not leave room for.
             sound = all(health.healthy_throughout(n, lo, hi) for n in executors.get(key, []))
             # Voters with different definitions (a deploy in progress) must not fire.
-            if not (stable and sound and key not in split and healthy >= q):
+            if membership is not None and membership.records:
+                # Membership: healthy members of every configuration in force, no change nearby.
+                if membership.near_change(lo, hi):
+                    report.exempt[MEMBERSHIP_SETTLING] += 1
+                    continue
+                enough_members = True
+                for config in membership.configs_at(lo):
+                    have, _ = health.stable_healthy(lo, hi, frozenset(config.members))
+                    enough_members = enough_members and have >= config.quorum
+                if not (stable and sound and key not in split and enough_members):
+                    continue
+            elif not (stable and sound and key not in split and healthy >= q):
                 continue
             report.liveness_checked += 1
             decided = ran or state in RAN_STATES

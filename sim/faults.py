@@ -6,6 +6,15 @@ with ``phase`` begin/end) so the checker and the plot can see them. Random
 choices (which nodes ``pick`` selects, flapping intervals, swizzle order)
 come from the world's ``faults`` stream, drawn when the fault is installed,
 so they do not depend on anything that happens during the run.
+
+Membership (issue 22): a scenario with ``members`` or a membership fault
+(:data:`sim.scenario.MEMBERSHIP_KINDS`) also simulates heartbeats, the way
+the agent learns the record: every node up, unpaused and linked to a
+running store heartbeats every :data:`HEARTBEAT_MS` with the epoch it
+holds (``store.heartbeat``, which also leaves a joint state once every new
+member holds it) and adopts the record in the reply. Every change of the
+namespace record is traced (``membership`` records: epoch, text, by whom)
+so the checker can hold each job's record to the records the cluster had.
 """
 
 from __future__ import annotations
@@ -14,16 +23,135 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from sim.scenario import Fault
+from quorum_cron.model import Configuration, MembershipRecord
+from sim.scenario import MEMBERSHIP_KINDS, Fault
 from sim.world import PauseTrigger, SimNode, World
 
 __all__ = ["install_faults"]
 
 
+HEARTBEAT_MS = 1_000
+"""How often a simulated node heartbeats (the agent's default interval)."""
+
+
 def install_faults(world: World) -> None:
-    """Schedule every fault of the world's scenario."""
+    """Schedule every fault of the world's scenario (and heartbeats, if it simulates membership).
+
+    Membership faults act on the quorum strategy's store only: the baselines have no membership.
+    """
+    quorum = world.strategy.name == "quorum"
     for fid, fault in enumerate(world.scenario.faults):
+        if fault.kind in MEMBERSHIP_KINDS and not quorum:
+            continue
         _INSTALL[fault.kind](world, fid, fault, _targets(world, fault))
+    if world.scenario.uses_membership and quorum:
+        world.loop.at(world.start_ms, _trace_membership, world, "start")
+        for node_id in sorted(world.nodes):
+            node = world.nodes[node_id]
+            world.loop.at(world.start_ms + world.fault_rng.randint(1, HEARTBEAT_MS), _heartbeat, world, node)
+
+
+# -- membership ----------------------------------------------------------------
+
+
+def _trace_membership(world: World, by: str) -> None:
+    """Trace the namespace record if it changed since the last one traced."""
+    ms = world.store.state.membership()
+    if ms is None:
+        return
+    text = ms.record.encode()
+    if world.membership_traced == text:
+        return
+    world.membership_traced = text
+    world.trace.emit(world.loop.now, "membership", epoch=ms.record.epoch, record=text, by=by, why=ms.reason)
+    if ms.record.joint:
+        world.reached("membership change (joint)")
+    elif ms.record.epoch > 1:
+        world.reached("membership change finished")
+
+
+def _reachable(world: World, node: SimNode) -> bool:
+    return node.up and not node.paused and not node.link.cuts and world.store.up
+
+
+def _heartbeat(world: World, node: SimNode) -> None:
+    """One heartbeat: the store records the epoch the node holds, the node learns the record."""
+    world.loop.at(world.loop.now + HEARTBEAT_MS, _heartbeat, world, node)
+    process = node.process
+    if process is None or not _reachable(world, node):
+        return
+    core = process.core  # type: ignore[attr-defined]
+    held = core.membership
+    hb = world.store.state.heartbeat(
+        node.id, str(node.incarnation), 3 * HEARTBEAT_MS, {}, held.epoch if held is not None else 0
+    )
+    _trace_membership(world, f"heartbeat of {node.id}")
+    if hb.membership is not None and node.id not in world.stale_config:
+        process.set_membership(hb.membership.record)  # type: ignore[attr-defined]
+
+
+def _reconfigure(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    def change() -> None:
+        if not world.store.up:
+            _mark(world, f, "refused", nodes, why="store down")
+            return
+        store = world.store.state
+        ms = store.membership()
+        epoch = ms.record.epoch if ms is not None else 0
+        res = store.change_membership(epoch, Configuration.of(n.id for n in nodes), "operator", "sim")
+        _mark(world, f, "begin" if res.ok else "refused", nodes, why=res.reason)
+        _trace_membership(world, "operator")
+        if not res.ok:
+            world.reached("membership change refused")
+
+    _at(world, f, 0, change)
+
+
+def _finish(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    def finish() -> None:
+        if not world.store.up:
+            _mark(world, f, "refused", [], why="store down")
+            return
+        store = world.store.state
+        ms = store.membership()
+        epoch = ms.record.epoch if ms is not None else 0
+        res = store.finish_membership(epoch, "operator", "sim")
+        _mark(world, f, "begin" if res.ok else "refused", [], why=res.reason)
+        _trace_membership(world, "operator")
+        if not res.ok:
+            world.reached("membership finish refused")
+
+    _at(world, f, 0, finish)
+
+
+def _stale_config(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    def begin() -> None:
+        world.stale_config.update(n.id for n in nodes)
+
+    def end() -> None:
+        world.stale_config.difference_update(n.id for n in nodes)
+
+    _span(world, f, nodes, begin, end)
+
+
+def _rogue(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    """Each node holds a copy of the config that lists it, under the store's epoch: it votes."""
+
+    def begin() -> None:
+        ms = world.store.state.membership()
+        if ms is None:
+            return
+        rec = ms.record
+        for n in nodes:
+            if n.process is None or rec.is_member(n.id):
+                continue
+            forged = MembershipRecord(rec.epoch, Configuration.of((*rec.current.members, n.id)))
+            core = n.process.core  # type: ignore[attr-defined]
+            core._record = None  # (the core adopts only newer records: this one is forged)
+            n.process.set_membership(forged)  # type: ignore[attr-defined]
+        _mark(world, f, "begin", nodes)
+
+    _at(world, f, 0, begin)
 
 
 def _targets(world: World, f: Fault) -> list[SimNode]:
@@ -289,4 +417,8 @@ _INSTALL: dict[str, Callable[[World, int, Fault, list[SimNode]], None]] = {
     "store_failover": _store_failover,
     "store_refuse": _store_refuse,
     "deploy": _deploy,
+    "reconfigure": _reconfigure,
+    "finish": _finish,
+    "stale_config": _stale_config,
+    "rogue": _rogue,
 }

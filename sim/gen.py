@@ -15,7 +15,14 @@ from typing import Protocol, TypeVar
 from quorum_cron.model import Delivery, Overlap
 from sim.scenario import Fault, JobDef, Scenario
 
-__all__ = ["Chooser", "RandomChooser", "random_fault", "random_jobs", "random_scenario"]
+__all__ = [
+    "Chooser",
+    "RandomChooser",
+    "random_fault",
+    "random_jobs",
+    "random_membership",
+    "random_scenario",
+]
 
 T = TypeVar("T")
 
@@ -37,7 +44,14 @@ EXPLORE_KINDS: tuple[str, ...] = (
     "store_refuse",
     "deploy",
 )
-"""Fault kinds the explorer draws from (all of them)."""
+"""Fault kinds the explorer draws from one at a time (every kind but membership changes, which
+:func:`random_membership` draws as a plan: a change and the faults around it)."""
+
+MEMBERSHIP_LOSSY = frozenset({"store_failover"})
+"""Faults a membership plan is not combined with: a failover rolls the namespace record back under
+nodes that hold a newer one (a limit of the simulation's model, not explored yet), and a
+store restarted empty starts from the first record again. ``store_restart`` with ``lose_state``
+is excluded too (checked by field)."""
 
 
 class Chooser(Protocol):
@@ -151,6 +165,75 @@ def random_fault(
     )
 
 
+def random_membership(
+    c: Chooser, node_ids: Sequence[str], duration_ms: int
+) -> tuple[tuple[str, ...], tuple[Fault, ...]]:
+    """A membership plan (issue 22): the first member set and faults around a change of it.
+
+    One change (grow, shrink or replace), its finish by the operator some time later (refused
+    while a new member has not heartbeated under the joint epoch; heartbeats finish it too), and
+    around it any of: a partition, a crash of a new member half-way (the joint state lasts), a
+    removed node that keeps its old config, a node paused across the change (a stale epoch when
+    it wakes), a non-member voting with a copy of the config, a second change. Returns
+    ``((), ())`` for no plan (two draws in three).
+    """
+    n = len(node_ids)
+    if n < 3 or c.int(0, 2):
+        return (), ()
+    spares = c.int(0, min(2, n - 3))
+    members = tuple(node_ids[: n - spares])
+    outside = list(node_ids[n - spares :])
+    how = c.choice(("grow", "shrink", "replace")) if outside else c.choice(("shrink", "shrink", "replace"))
+    if how == "grow":
+        new = members + tuple(outside)
+    elif how == "shrink":
+        gone = _nodes(c, members, max(1, (len(members) - 1) // 2))
+        new = tuple(m for m in members if m not in gone) or members[:1]
+    else:
+        gone = (c.choice(members),)
+        new = tuple(m for m in members if m not in gone) + (tuple(outside[:1]) if outside else ())
+    at = c.int(duration_ms // 10 // 1000, duration_ms * 6 // 10 // 1000) * 1000
+    faults = [
+        Fault(kind="reconfigure", at_ms=at, nodes=tuple(sorted(new))),
+        Fault(kind="finish", at_ms=at + c.choice((5_000, 30_000, 120_000))),
+    ]
+    removed = [m for m in members if m not in new]
+    added = [m for m in new if m not in members]
+    for _ in range(c.int(0, 3)):
+        what = c.choice(("partition", "crash", "stale", "pause", "rogue", "again"))
+        if what == "partition":
+            cut = _nodes(c, node_ids, max(1, n // 2))
+            faults.append(
+                Fault(kind="partition", at_ms=at - 10_000, for_ms=c.choice((30_000, 120_000)), nodes=cut)
+            )
+        elif what == "crash":
+            victim = c.choice(added or list(new))
+            faults.append(
+                Fault(kind="crash", at_ms=at - 5_000, for_ms=c.choice((30_000, 180_000)), nodes=(victim,))
+            )
+        elif what == "stale" and removed:
+            faults.append(Fault(kind="stale_config", at_ms=at - 5_000, nodes=(c.choice(removed),)))
+        elif what == "pause":
+            sleeper = c.choice(list(node_ids))
+            faults.append(
+                Fault(kind="pause", at_ms=at - 10_000, for_ms=c.choice((30_000, 120_000)), nodes=(sleeper,))
+            )
+        elif what == "rogue" and (outside or removed):
+            faults.append(
+                Fault(
+                    kind="rogue",
+                    at_ms=at + c.choice((-30_000, 20_000)),
+                    nodes=(c.choice(outside or removed),),
+                )
+            )
+        elif what == "again":
+            back = tuple(sorted(members))
+            faults.append(Fault(kind="reconfigure", at_ms=at + c.choice((20_000, 300_000)), nodes=back))
+            faults.append(Fault(kind="finish", at_ms=at + 400_000))
+    first = () if len(members) == n else members
+    return first, tuple(f for f in faults if 0 <= f.at_ms < duration_ms)
+
+
 def random_jobs(c: Chooser, count: int) -> tuple[JobDef, ...]:
     """``count`` jobs with periods from 2 s to 5 min and varied delivery, overlap, misfire, retries and
     store-outage policy."""
@@ -186,11 +269,21 @@ def random_scenario(
     duration_ms: int,
     faults_per_hour: int = 12,
     kinds: Sequence[str] = EXPLORE_KINDS,
+    membership: bool = True,
 ) -> Scenario:
-    """A cluster of ``nodes`` running ``jobs`` random jobs under random faults."""
+    """A cluster of ``nodes`` running ``jobs`` random jobs under random faults (and, one in three,
+    a membership plan: :func:`random_membership`; its draws come last, so the rest of a
+    scenario is the same with or without it)."""
     job_defs = random_jobs(c, jobs)
     node_ids = tuple(f"n{i}" for i in range(1, nodes + 1))
     count = c.int(0, max(1, faults_per_hour * duration_ms // 3_600_000))
     faults = [random_fault(c, node_ids, duration_ms, [j.name for j in job_defs], kinds) for _ in range(count)]
+    members: tuple[str, ...] = ()
+    lossy = any(f.kind in MEMBERSHIP_LOSSY or f.lose_state for f in faults)
+    if membership and not lossy:
+        members, plan = random_membership(c, node_ids, duration_ms)
+        faults += plan
     faults.sort(key=lambda f: f.at_ms)
-    return Scenario(name=name, nodes=nodes, duration_ms=duration_ms, jobs=job_defs, faults=tuple(faults))
+    return Scenario(
+        name=name, nodes=nodes, duration_ms=duration_ms, jobs=job_defs, faults=tuple(faults), members=members
+    )

@@ -25,6 +25,8 @@ mutant                 what is broken
 ``skip-wrongly``       the store skips every third slot it should commit
 ``succeeded-early``    the node reports a run succeeded as it starts it
 ``forget-retry``       the store logs a retry, then forgets the slot
+``joint-new-only``     while the job's membership record is joint, the store
+                       commits a slot with a majority of the new set alone
 =====================  =======================================================
 
 The last five break accounting and liveness, not safety: the checker catches
@@ -37,7 +39,7 @@ checks less than it claims.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 
 import sim.checker
@@ -46,6 +48,7 @@ from quorum_cron.core import NodeCore
 from quorum_cron.core_state import _JobState
 from quorum_cron.model import (
     DECIDED_STATES,
+    MembershipRecord,
     SlotState,
     TransitionResult,
     VoteRequest,
@@ -247,6 +250,31 @@ class _ForgetRetryStore(MemoryStore):
         return super()._assign(name, job, rec, now)
 
 
+class _NewOnlyRecord(MembershipRecord):
+    """A joint record whose commit rule forgot the old configuration."""
+
+    __slots__ = ()
+
+    def commits(self, voters: Collection[str]) -> bool:
+        return self.current.reached(voters)
+
+
+class _JointNewOnlyStore(MemoryStore):
+    """The memory model's commit rule mutated: a joint slot commits with the new majority only."""
+
+    def _vote_one(self, req: VoteRequest, now: int) -> VoteResult:
+        job = self._jobs.get(req.job)
+        record = job.record if job is not None else None
+        if job is None or record is None or record.old is None:
+            return super()._vote_one(req, now)
+        job.record = _NewOnlyRecord(record.epoch, record.current, record.old)
+        try:
+            return super()._vote_one(req, now)
+        finally:
+            if isinstance(job.record, _NewOnlyRecord):
+                job.record = record
+
+
 class _SucceededEarlyProcess(QuorumProcess):
     __slots__ = ()
 
@@ -279,6 +307,7 @@ MUTANTS: dict[str, str] = {
     "skip-wrongly": "the store skips every third slot it should commit",
     "succeeded-early": "the node reports a run succeeded as it starts it",
     "forget-retry": "the store logs a retry, then forgets the slot",
+    "joint-new-only": "while a job's record is joint, the store commits with the new set's majority alone",
 }
 
 CHECKER_MUTANTS: dict[str, str] = {
@@ -330,4 +359,6 @@ def make_mutant(name: str) -> QuorumStrategy:
         return _SucceededEarly()
     if name == "forget-retry":
         return QuorumStrategy(store_factory=lambda w: _ForgetRetryStore(_store_clock(w)))
+    if name == "joint-new-only":
+        return QuorumStrategy(store_factory=lambda w: _JointNewOnlyStore(_store_clock(w)))
     raise ValueError(f"unknown mutant {name!r}: expected one of {', '.join(MUTANTS)}")

@@ -80,6 +80,10 @@ FAULT_KINDS: dict[str, str] = {
     "store_failover": "a replica takes over after `for`, missing the last `by` of writes",
     "store_refuse": "the store answers every write with an error (OOM, READONLY) for `for`",
     "deploy": "restart `nodes` one per `period` (down `for`) with a new spec hash `spec` for `job`",
+    "reconfigure": "an operator moves the membership to the set `nodes`: old -> joint (the first step)",
+    "finish": "an operator leaves the joint state (refused unless every new member holds its epoch)",
+    "stale_config": "the nodes keep the membership record they hold, learning none for `for` (0: ever)",
+    "rogue": "the nodes vote as members: a copy of the config lists them under the store's epoch",
 }
 """Every fault kind and what it does (the reference for scenario authors)."""
 
@@ -96,7 +100,14 @@ _NODE_KINDS = {
     "clock_strobe",
     "ntp_lie",
     "deploy",
+    "reconfigure",
+    "stale_config",
+    "rogue",
 }
+
+MEMBERSHIP_KINDS = frozenset({"reconfigure", "finish", "stale_config", "rogue"})
+"""Fault kinds about the membership record (issue 22): a scenario with one, or with ``members``,
+simulates heartbeats (the way nodes learn the record) and traces every record change."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +213,19 @@ class Scenario:
     """Set in files written by the shrinker: the strategy that failed."""
     mutant: str = ""
     """Set in files written by the shrinker for a planted mutant (tests only)."""
+    members: tuple[str, ...] = ()
+    """The membership the cluster starts with (sorted node ids); empty: every node. Nodes outside
+    it run, heartbeat and abstain until a ``reconfigure`` adds them."""
+
+    @property
+    def first_members(self) -> tuple[str, ...]:
+        """The member ids of the first membership record."""
+        return self.members or self.node_ids
+
+    @property
+    def uses_membership(self) -> bool:
+        """Whether heartbeats and membership changes are simulated (see ``MEMBERSHIP_KINDS``)."""
+        return bool(self.members) or any(f.kind in MEMBERSHIP_KINDS for f in self.faults)
 
     @property
     def node_ids(self) -> tuple[str, ...]:
@@ -371,6 +395,8 @@ def validate_fault(f: Fault, node_ids: tuple[str, ...], jobs: set[str], where: s
             raise ConfigError(f"{where}: unknown node {n!r} (expected one of {', '.join(node_ids)})")
     if f.pick > len(node_ids):
         raise ConfigError(f"{where}: pick = {f.pick} but the cluster has {len(node_ids)} nodes")
+    if f.kind == "reconfigure" and not f.nodes:
+        raise ConfigError(f"{where}: expected 'nodes' (the new member set, by id)")
     needs_nodes = f.kind in _NODE_KINDS and f.kind != "swizzle" and not (f.kind == "pause" and f.when)
     if needs_nodes and not f.nodes and not f.pick:
         raise ConfigError(f"{where}: expected 'nodes' or 'pick' to say which nodes")
@@ -400,6 +426,7 @@ def loads(text: str, source: str = "<scenario>") -> Scenario:
         raise ConfigError(f"{source}: field 'seed' is {seed_raw!r} (expected an integer)")
     strategy = r.str_("strategy", "", ("", *STRATEGIES))
     mutant = r.str_("mutant", "")
+    members = tuple(sorted(r.names("members")))
     jobs_raw = r.table.pop("jobs", [])
     faults_raw = r.table.pop("faults", [])
     net = _Reader(r.table.pop("network", {}), f"{source}: [network]")
@@ -444,6 +471,11 @@ def loads(text: str, source: str = "<scenario>") -> Scenario:
     )
     if settings.quorum > nodes:
         raise ConfigError(f"{source}: [settings] quorum = {settings.quorum} exceeds nodes = {nodes}")
+    for n in members:
+        if n not in node_ids:
+            raise ConfigError(f"{source}: members names {n!r} (expected ids among {', '.join(node_ids)})")
+    if members and settings.quorum:
+        raise ConfigError(f"{source}: [settings] quorum with 'members' (expected a majority of the members)")
     return Scenario(
         name=name,
         nodes=nodes,
@@ -458,6 +490,7 @@ def loads(text: str, source: str = "<scenario>") -> Scenario:
         seed=seed_raw,
         strategy=strategy,
         mutant=mutant,
+        members=members,
     )
 
 
@@ -546,6 +579,8 @@ def dumps(s: Scenario) -> str:
         out.append(f"strategy = {_toml_value(s.strategy)}")
     if s.mutant:
         out.append(f"mutant = {_toml_value(s.mutant)}")
+    if s.members:
+        out.append(f"members = {_toml_value(list(s.members))}")
     tables: tuple[tuple[str, Any, Any], ...] = (
         ("network", s.network, NetworkDef()),
         ("clocks", s.clocks, ClockDef()),

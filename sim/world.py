@@ -194,6 +194,10 @@ class World:
                 link=Link(delay_ms=net.delay_ms, loss=net.loss, reply_loss=net.reply_loss),
             )
         self.pause_trigger: PauseTrigger | None = None
+        self.stale_config: set[str] = set()
+        """Nodes that learn no membership record from heartbeats (``stale_config`` faults)."""
+        self.membership_traced = ""
+        """The namespace record last traced (sim/faults.py traces each change once)."""
         self.reached_counts: dict[str, int] = {}
         self._run_ids = 0
 

@@ -396,6 +396,50 @@ def test_local_run_rules() -> None:
     }
 
 
+# -- membership (issue 22) ----------------------------------------------------------------------------
+
+MEMBERSHIP = '\n[[faults]]\nkind = "finish"\nat = "10m"\n'
+"""A membership fault (past the end: it never acts) makes the scenario one that simulates membership."""
+EPOCH1 = "1;3,2,n1,n2,n3"
+JOINT = "2;3,2,n1,n2,n4;3,2,n1,n2,n3"
+"""Replacing n3 by n4: while joint, a commit needs two of n1, n2, n4 and two of n1, n2, n3."""
+
+
+def held(t: int, record: str) -> Rec:
+    return {
+        "ev": "membership",
+        "t": t,
+        "epoch": int(record.split(";")[0]),
+        "record": record,
+        "by": "op",
+        "why": "",
+    }
+
+
+def joint_commit(
+    voters: tuple[str, ...], mr: str = JOINT, fire: int = LATER, t: int = LATER + 2
+) -> list[Rec]:
+    votes = [vote(n, t - 1, fire=fire) for n in voters]
+    return [*votes, {**commit(t, 1, voters[0], fire=fire, votes=[[n, "h"] for n in voters]), "mr": mr}]
+
+
+def test_membership_rules() -> None:
+    history = (held(T0, EPOCH1), held(T0 + 90_000, JOINT))
+    # A majority of the new set alone (n1, n4) is not a majority of the old one (n1 only).
+    assert kinds(_trace(*history, *joint_commit(("n1", "n4")), extra=MEMBERSHIP)) == {
+        checker.MEMBERSHIP_QUORUM: 1
+    }
+    assert kinds(_trace(*history, *joint_commit(("n1", "n2")), extra=MEMBERSHIP)) == {}
+    # A record the cluster never held under its epoch (a vote's forged record adopted by a job).
+    forged = "2;4,3,n1,n2,n3,n4"
+    assert kinds(_trace(*history, *joint_commit(("n1", "n2", "n4"), forged), extra=MEMBERSHIP)) == {
+        checker.MEMBERSHIP_FOREIGN: 1
+    }
+    # A job whose record goes back to an older epoch.
+    back = [*joint_commit(("n1", "n2")), *joint_commit(("n1", "n2"), EPOCH1, LATER + 10_000, LATER + 10_002)]
+    assert kinds(_trace(*history, *back, extra=MEMBERSHIP)) == {checker.MEMBERSHIP_BACKWARD: 1}
+
+
 # -- every rule is covered above ---------------------------------------------------------------------
 
 COVERED = {
@@ -408,6 +452,7 @@ COVERED = {
     "retry without a higher token", "executor re-picked while another voter was left",
     "commit without a majority", "vote counted before its window", "vote counted after its deadline",
     "vote sent by an untrusted node", "local run before its fire time", "slot run locally twice on one node",
+    checker.MEMBERSHIP_QUORUM, checker.MEMBERSHIP_FOREIGN, checker.MEMBERSHIP_BACKWARD,
 }  # fmt: skip
 
 
