@@ -4,6 +4,14 @@ Every process a benchmark starts is registered with :data:`REAPER`, which
 kills it (its whole process group: agents run their jobs in sessions of
 their own) on normal exit, on an exception, on Ctrl-C and on SIGTERM — by
 pid, never by name. Everything listens on 127.0.0.1 only.
+
+``QC_BENCH_CODE=DIR`` (a checkout or git worktree of this repository, e.g.
+an older commit) makes a benchmark run that tree's ``quorum_cron`` — in its
+own process, its voters and the agents it starts (their working directory
+and ``PYTHONPATH`` are ``DIR``: ``python -m`` puts the working directory
+first on ``sys.path``) — while the script and its results stay in this
+tree. :func:`machine` records which code ran (``code``), so two codes can
+be compared in one session (docs/benchmarks.md, "Membership (issue 22)").
 """
 
 from __future__ import annotations
@@ -27,19 +35,27 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+CODE = Path(os.environ.get("QC_BENCH_CODE") or ROOT).resolve()
+"""The tree whose ``quorum_cron`` runs (``QC_BENCH_CODE``, default this one)."""
+if str(CODE) not in sys.path[:1]:
+    sys.path.insert(0, str(CODE))
 
+import quorum_cron  # noqa: E402
 from quorum_cron.embedded import EmbeddedRedis  # noqa: E402
 from quorum_cron.store.base import LedgerEntry  # noqa: E402
 from quorum_cron.store.redis import RedisStore  # noqa: E402
 
+if Path(quorum_cron.__file__).resolve().parent.parent != CODE:
+    raise SystemExit(f"QC_BENCH_CODE {CODE}: imported quorum_cron from {quorum_cron.__file__}")
+
 __all__ = [
+    "CODE",
     "REAPER",
     "ROOT",
     "AgentCluster",
     "EmbeddedRedis",
     "Reaper",
+    "code_info",
     "keep_latest",
     "machine",
     "now_ms",
@@ -50,6 +66,7 @@ __all__ = [
 ]
 
 AGENT = [sys.executable, "-m", "quorum_cron.agent"]
+_LOAD_AT_IMPORT = os.getloadavg()  # the 1, 5 and 15 min load averages when the benchmark started
 
 
 # -- processes -------------------------------------------------------------------
@@ -113,8 +130,18 @@ class Reaper:
 REAPER = Reaper()
 
 
+def code_env() -> dict[str, str]:
+    """Environment for a child that must import :data:`CODE`'s ``quorum_cron`` (run it with ``cwd=CODE``)."""
+    paths = [str(CODE), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    return {"PYTHONPATH": os.pathsep.join(paths)}
+
+
 def start_process(
-    cmd: Sequence[str], *, log: Path | None = None, env: Mapping[str, str] | None = None
+    cmd: Sequence[str],
+    *,
+    log: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``cmd`` in a session of its own, registered with the reaper; stderr to ``log``."""
     err = log.open("wb") if log is not None else subprocess.DEVNULL
@@ -125,6 +152,7 @@ def start_process(
             stdout=subprocess.DEVNULL,
             stderr=err,
             env=dict(os.environ, **(env or {})),
+            cwd=cwd,
             start_new_session=True,
         )
     finally:
@@ -176,8 +204,8 @@ class AgentCluster:
     def start(self, config: Path, nodes: Iterable[str]) -> None:
         for node in nodes:
             cmd = [*AGENT, "--config", str(config), "--node-id", node, "--log-json", "--grace", "5s"]
-            env = {"PYTHONUNBUFFERED": "1", "NO_PROXY": "127.0.0.1,localhost"}
-            self.procs[node] = start_process(cmd, log=self.log(node), env=env)
+            env = {"PYTHONUNBUFFERED": "1", "NO_PROXY": "127.0.0.1,localhost", **code_env()}
+            self.procs[node] = start_process(cmd, log=self.log(node), env=env, cwd=CODE)
 
     def events(self, node: str, kind: str | None = None) -> list[dict[str, Any]]:
         out = []
@@ -294,14 +322,54 @@ def print_table(rows: Sequence[Mapping[str, object]], columns: Sequence[str], ti
         )
 
 
+def code_info() -> dict[str, str]:
+    """Which ``quorum_cron`` ran: this process's, what an agent started by :class:`AgentCluster`
+    imports (asked the same way: same interpreter, working directory and environment), and the
+    tree's commit."""
+    probe = "import sys; sys.path.insert(0, ''); import quorum_cron; print(quorum_cron.__file__)"
+    agent = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=CODE,
+        env=dict(os.environ, **code_env()),
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    rev = subprocess.run(
+        ["git", "-C", str(CODE), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(CODE), "status", "--porcelain", "--", "quorum_cron"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    if rev and dirty:
+        rev += "+uncommitted"  # the work tree's quorum_cron differs from its commit
+    return {"tree": str(CODE), "commit": rev, "quorum_cron": quorum_cron.__file__, "agent_quorum_cron": agent}
+
+
+_CODE_INFO: dict[str, str] = {}
+
+
+def doc_code() -> dict[str, str]:
+    """:func:`code_info`, asked once per process."""
+    if not _CODE_INFO:
+        _CODE_INFO.update(code_info())
+    return _CODE_INFO
+
+
 def machine() -> dict[str, object]:
-    """Facts about the machine the figures come from."""
+    """Facts about the machine the figures come from, and which code produced them."""
     load = os.getloadavg()
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "loadavg_1m_at_start": round(load[0], 2),
+        "loadavg_at_import": [round(x, 2) for x in _LOAD_AT_IMPORT],
+        "loadavg_at_write": [round(x, 2) for x in load],
+        "code": doc_code(),
     }
 
 
@@ -311,8 +379,13 @@ def write_result(name: str, doc: dict[str, Any], label: str = "", *, variant: st
 
     ``variant`` names what one benchmark measures in several ways whose
     results stand side by side (``store_vote``'s reply parser, ``fire_latency``'s
-    topology); it is recorded in the file as ``"variant"``.
+    topology); it is recorded in the file as ``"variant"``. Under
+    ``QC_BENCH_CODE`` it gets ``-code-<commit>`` appended, so that the latest
+    run of each code compared is kept.
     """
+    if os.environ.get("QC_BENCH_CODE"):
+        # A comparison of codes: the latest run of each code is kept, beside the plain runs.
+        variant = f"{variant}-code-{doc_code()['commit'] or CODE.name}"
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     path = RESULTS / f"{name}-{stamp}{'-' + label if label else ''}.json"

@@ -36,6 +36,9 @@ a second so it does not collide with the agents' own slots. Its delay is
 what any scheduler pays on this machine under this load; the difference
 ``agent - reference`` is what the quorum protocol costs.
 
+``QC_BENCH_CODE=DIR`` runs another tree's agents (benchmarks/_common.py);
+the result records which code each agent joined with (``agents_joined``).
+
 Targets (issue 6): p50 ≤ 3 ms, p99 ≤ 10 ms; after the kill p99 within noise
 of the steady phase and no slot missed.
 """
@@ -247,6 +250,16 @@ def run(
             for e in cluster.events(n, "run")
             if "delay_ms" in e and "slot" in e
         }
+        # What each agent itself says it runs (since issue 22 the joined line names the
+        # membership record and its epoch), and every membership event: a refused vote
+        # or a node outside the record would show here.
+        joined = {n: (cluster.events(n, "joined") or [{}])[0] for n in node_ids}
+        membership_events = Counter(
+            f"{e.get('event')}{'' if int(e.get('ts', 0)) < t0 else ' (measured phases)'}"
+            for n in node_ids
+            for e in cluster.events(n)
+            if str(e.get("event", "")).startswith(("membership", "not_a_member"))
+        )
     steady = _phase("steady", stamps, ledger, spawned, names, t0, t0 + before * 1000)
     killed = _phase("one-killed", stamps, ledger, spawned, names, t0 + before * 1000, t_end)
     ref_a = _reference(stamps, t0, t0 + before * 1000)
@@ -263,6 +276,8 @@ def run(
         "victim": victim,
         "kill_to_next_start_ms": round(first_after, 2),
         "first_10s_after_kill_max_ms": round(max(window), 2) if window else float("nan"),
+        "agents_joined": joined,
+        "membership_events": dict(membership_events),
         "steady": steady,
         "one_killed": killed,
         "reference_steady": ref_a,

@@ -40,6 +40,14 @@ committed (the benchmark checks that every slot committed exactly once).
 Results are printed as a table and written as JSON under
 ``benchmarks/results/``.
 
+``--membership`` (default ``auto``: on when the store's ``VoteRequest`` has an
+``epoch``, i.e. since issue 22) makes every vote carry what an agent's does:
+epoch 1 and the membership record naming the ``voters`` (quorum 3), so the
+vote script checks each undecided vote against the job's record; ``off``
+sends legacy epoch-0 votes. With ``QC_BENCH_CODE=DIR`` (benchmarks/_common.py)
+the voters run another tree's code, so a change of the vote path is measured
+against the code before it in the same session.
+
 ``--parser`` picks redis-py's reply parser for the voters: ``auto`` (hiredis
 when installed), ``python`` (the pure-Python RESP2 parser) or ``hiredis``
 (fails when it is not installed); ``run_all.py`` runs both to measure what
@@ -91,6 +99,7 @@ NAMESPACE = "bench"
 QUORUM = 3
 DEADLINE_MS = 3_600_000
 SKEW_MS = 250
+_ACCEPTED = {VoteStatus.RECORDED, VoteStatus.COMMITTED, VoteStatus.DECIDED}
 
 CEILING_LUA = """
 local out = {}
@@ -122,10 +131,32 @@ class Result:
     """Each master's share of the Redis CPU (cluster mode)."""
     master_slot_share: list[float] | None = None
     """Each master's share of the slots, by the cluster's own slot map (cluster mode)."""
+    membership: str = ""
+    """The record every vote carried (epoch 1), "" for legacy epoch-0 votes."""
 
 
 def _store_supports_cluster() -> bool:
     return "cluster" in inspect.signature(RedisStore.__init__).parameters
+
+
+def _store_supports_membership() -> bool:
+    return "epoch" in getattr(VoteRequest, "__dataclass_fields__", {})
+
+
+def _record(voters: int) -> str:
+    """Epoch 1, the voters as members, quorum ``QUORUM`` (MembershipRecord.encode's text)."""
+    text = f"1;{voters},{QUORUM}," + ",".join(sorted(f"node-{v}" for v in range(voters)))
+    from quorum_cron.model import MembershipRecord
+
+    if MembershipRecord.decode(text).encode() != text:
+        raise SystemExit(f"membership record {text!r} does not round-trip")
+    return text
+
+
+def _request(job: str, fire: int, node: str, record: str) -> VoteRequest:
+    if record:
+        return VoteRequest(job, fire, node, "h1", QUORUM, SKEW_MS, DEADLINE_MS, epoch=1, membership=record)
+    return VoteRequest(job, fire, node, "h1", QUORUM, SKEW_MS, DEADLINE_MS)
 
 
 def _client(port: int, parser: str) -> redis.Redis:
@@ -141,7 +172,15 @@ def _client(port: int, parser: str) -> redis.Redis:
 
 
 def _voter(
-    mode: str, port: int, node: str, jobs: list[str], fires: list[int], barrier: Any, out: Any, parser: str
+    mode: str,
+    port: int,
+    node: str,
+    jobs: list[str],
+    fires: list[int],
+    barrier: Any,
+    out: Any,
+    parser: str,
+    record: str = "",
 ) -> None:
     client: Any
     if mode == "cluster":
@@ -161,14 +200,15 @@ def _voter(
     else:
         kwargs: dict[str, Any] = {"cluster": True} if mode == "store-cluster" else {}
         store = RedisStore(client, NAMESPACE, **kwargs)
-        store.vote([VoteRequest("warm-up", fires[0], node, "h1", QUORUM, SKEW_MS, DEADLINE_MS)])
+        store.vote([_request("warm-up", fires[0], node, record)])
         barrier.wait()
         t0 = time.perf_counter()
         for fire in fires:
-            results = store.vote(
-                [VoteRequest(job, fire, node, "h1", QUORUM, SKEW_MS, DEADLINE_MS) for job in jobs]
-            )
+            results = store.vote([_request(job, fire, node, record) for job in jobs])
             committed += sum(1 for r in results if r.status == VoteStatus.COMMITTED)
+            if record and any(r.status not in _ACCEPTED for r in results):
+                bad = next(r for r in results if r.status not in _ACCEPTED)
+                raise SystemExit(f"{node}: vote {bad.status}: {getattr(bad, 'reason', '')}")
     t1 = time.perf_counter()
     out.put((node, t0, t1, committed, time.process_time() - cpu0))
     client.close()
@@ -180,7 +220,14 @@ def _redis_cpu(client: redis.Redis) -> float:
 
 
 def run(
-    mode: str, port: int, jobs: int, voters: int, rounds: int, parser: str = "auto", masters: list[int] = ()
+    mode: str,
+    port: int,
+    jobs: int,
+    voters: int,
+    rounds: int,
+    parser: str = "auto",
+    masters: list[int] = (),
+    record: str = "",
 ) -> Result:
     """One measurement; ``masters``: the master ports of a cluster (``port`` is then one of them)."""
     admins = [redis.Redis(host="127.0.0.1", port=p) for p in (masters or [port])]
@@ -195,7 +242,7 @@ def run(
     barrier = ctx.Barrier(voters + 1)
     out = ctx.Queue()
     procs = [
-        ctx.Process(target=_voter, args=(mode, port, f"node-{v}", names, fires, barrier, out, parser))
+        ctx.Process(target=_voter, args=(mode, port, f"node-{v}", names, fires, barrier, out, parser, record))
         for v in range(voters)
     ]
     for p in procs:
@@ -249,6 +296,7 @@ def run(
         masters=len(admins),
         master_cpu_share=[round(c / sum(per_master), 3) for c in per_master] if masters else None,
         master_slot_share=slot_share,
+        membership=record if mode != "ceiling" else "",
     )
 
 
@@ -274,7 +322,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--parser", choices=["auto", "python", "hiredis"], default="auto", help="voters' reply parser"
     )
+    ap.add_argument(
+        "--membership",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="votes carry epoch 1 and the voters' membership record (auto: when the store has them)",
+    )
     args = ap.parse_args(argv)
+    if args.membership == "on" and not _store_supports_membership():
+        raise SystemExit("--membership on: this code's VoteRequest has no epoch (before issue 22)")
+    with_record = args.membership == "on" or (args.membership == "auto" and _store_supports_membership())
+    record = _record(args.voters) if with_record else ""
 
     modes = [m for m in args.modes if m != "store-cluster" or _store_supports_cluster()]
     results: list[Result] = []
@@ -295,16 +353,18 @@ def main(argv: list[str] | None = None) -> int:
             parser = "hiredis" if redis.utils.HIREDIS_AVAILABLE else "python"
         print(
             f"redis-server {server.binary} {version}; {os.cpu_count()} CPUs; "
-            f"{args.voters} voters; parser {parser}"
+            f"{args.voters} voters; parser {parser}; votes {f'with record {record}' if record else 'epoch 0'}"
         )
         for jobs in args.jobs:
             rounds = max(2, args.slots // jobs)
             ceiling = 0.0
             for mode in modes:
                 if mode == "cluster":
-                    res = run(mode, master_ports[0], jobs, args.voters, rounds, args.parser, master_ports)
+                    res = run(
+                        mode, master_ports[0], jobs, args.voters, rounds, args.parser, master_ports, record
+                    )
                 else:
-                    res = run(mode, server.port, jobs, args.voters, rounds, args.parser)
+                    res = run(mode, server.port, jobs, args.voters, rounds, args.parser, record=record)
                 if mode == "ceiling":
                     ceiling = res.slots_per_s
                 res.ratio_to_ceiling = round(res.slots_per_s / ceiling, 3) if ceiling else 0.0
@@ -340,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         "quorum": QUORUM,
         "parser": parser,
+        "membership": record,
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "results": [asdict(r) for r in results],
     }
