@@ -71,7 +71,12 @@ def _trace_membership(world: World, by: str) -> None:
 
 
 def _reachable(world: World, node: SimNode) -> bool:
-    return node.up and not node.paused and not node.link.cuts and world.store.up
+    """Whether the node's heartbeat (a write) gets through: up, unpaused, linked, store taking writes."""
+    return node.up and not node.paused and not node.link.cuts and _writable(world)
+
+
+def _writable(world: World) -> bool:
+    return world.store.up and not world.store.refusing
 
 
 def _heartbeat(world: World, node: SimNode) -> None:
@@ -92,8 +97,8 @@ def _heartbeat(world: World, node: SimNode) -> None:
 
 def _reconfigure(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
     def change() -> None:
-        if not world.store.up:
-            _mark(world, f, "refused", nodes, why="store down")
+        if not _writable(world):
+            _mark(world, f, "refused", nodes, why="store down or refusing writes")
             return
         store = world.store.state
         ms = store.membership()
@@ -109,8 +114,8 @@ def _reconfigure(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None
 
 def _finish(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
     def finish() -> None:
-        if not world.store.up:
-            _mark(world, f, "refused", [], why="store down")
+        if not _writable(world):
+            _mark(world, f, "refused", [], why="store down or refusing writes")
             return
         store = world.store.state
         ms = store.membership()
