@@ -798,4 +798,4 @@ def test_dst_from_fixes_the_year_of_dst_changes_compared() -> None:
         assert code == 0, err
         assert f"on {dates[0]} cron does not run it" in out and f"on {dates[1]} cron runs it at 02:30" in out
     code, _, err = run_cli("import-crontab", "-", "--dst-from", "1 Dec", stdin=tab)
-    assert code == 2 and "'1 Dec' does not match the format '%Y-%m-%d'" in err, err
+    assert code == 1 and "'1 Dec' does not match the format '%Y-%m-%d'" in err, err
