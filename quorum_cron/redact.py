@@ -55,7 +55,7 @@ def _redact_after_scheme(rest: str) -> str:
         user, colon, _password = userinfo.partition(":")
         # "user:pw@" keeps the user name; "pw@" (no colon) is all secret.
         shown_user = f"{user}:{MASK}" if colon else MASK
-        rest = f"{shown_user}@{rest[at + 1:]}"
+        rest = f"{shown_user}@{rest[at + 1 :]}"
         head_len = len(shown_user) + 1
     else:
         head_len = 0

@@ -29,13 +29,18 @@ def test_user_name_and_plain_urls_kept() -> None:
     assert redact_url("redis://:pw@host/1") == "redis://:***@host/1"
     assert redact_url("redis://PwOnly@host") == "redis://***@host"
     assert redact_url("redis://host:6379") == "redis://host:6379"
-    assert redact_url("unix:///run/redis.sock?db=0&password=hunter2") == "unix:///run/redis.sock?db=0&password=***"
+    assert (
+        redact_url("unix:///run/redis.sock?db=0&password=hunter2")
+        == "unix:///run/redis.sock?db=0&password=***"
+    )
     assert redact_url("secret@host") == "***@host"
 
 
 def test_secret_query_parameters_are_redacted() -> None:
     """A Sentinel URL's separate credentials (and any ``*_password``/``*_token`` parameter) are masked."""
-    url = "redis+sentinel://:mpw@s1:26379,s2:26379/mymaster/0?sentinel_username=sen&sentinel_password=S3nt!n3l"
+    url = (
+        "redis+sentinel://:mpw@s1:26379,s2:26379/mymaster/0?sentinel_username=sen&sentinel_password=S3nt!n3l"
+    )
     shown = redact_url(url)
     assert "S3nt!n3l" not in shown and "mpw" not in shown, shown
     assert shown.endswith("?sentinel_username=sen&sentinel_password=***"), shown

@@ -24,6 +24,7 @@ __all__ = ["EVENT_LOGGER", "JsonFormatter", "TextFormatter", "configure_logging"
 
 EVENT_LOGGER: Final = "quorum_cron.agent"
 
+
 def scrub(text: str) -> str:
     """``text`` with the password of every URL in it replaced by ``***`` (linear time)."""
     return redact_text(text)

@@ -60,7 +60,6 @@ POLL_S = 0.25
 MAX_BACKOFF_S = 2.0
 
 
-
 @dataclass(frozen=True, slots=True)
 class Notice:
     """ "Slot ``(job, fire_ms)`` is yours with ``token``"."""
