@@ -36,14 +36,17 @@ from quorum_cron.embedded_topology import EmbeddedCluster
 from quorum_cron.errors import StoreError
 from quorum_cron.model import (
     Configuration,
+    Delivery,
     MembershipRecord,
     SlotState,
+    SweepParams,
     VoteRequest,
     VoteStatus,
 )
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.memory import MemoryStore
 from quorum_cron.store.redis import RedisStore
+from quorum_cron.store.rendezvous import pick_executor
 from tests.topologies import cluster_client
 
 NODES = ("a", "b", "c", "d", "e", "x")
@@ -77,6 +80,8 @@ WALK_GOALS = (
     "vote committed",
     "vote committed while joint",
     "job adopted a newer record",
+    "sweep committed",
+    "retry assigned",
 )
 
 member_sets = st.lists(st.sampled_from(CANDIDATES), min_size=1, max_size=5, unique=True)
@@ -237,11 +242,65 @@ class MembershipParity(RuleBasedStateMachine):
             ):
                 agreeing = [n for n, h in res.slot.votes if h == res.slot.spec_hash]
                 assert record.commits(agreeing), (record, res.slot)
+                self._executor_is_a_member("vote", job, res.slot)
         epoch = record.epoch if record else 0
         assert epoch >= self.job_epochs[job], "a job's enforced epoch went back"
         if epoch > self.job_epochs[job]:
             STATS["job adopted a newer record"] += 1
         self.job_epochs[job] = epoch
+
+    # -- takeovers and retries: the executor is always a member -----------------
+
+    def _executor_is_a_member(self, op: str, job: str, slot: Any) -> None:
+        """A slot (re)assigned by this call went to a member of the job's record (any voter: legacy)."""
+        record = self.model._jobs[job].record
+        if slot.state == SlotState.COMMITTED and record is not None:
+            assert record.is_member(slot.executor), f"{op}: {slot.executor} is not a member of {record}"
+            assert dict(slot.votes).get(slot.executor) == slot.spec_hash, (op, slot)
+
+    @rule(
+        start_timeout=st.sampled_from((500, 5_000)),
+        delivery=st.sampled_from((Delivery.AT_MOST_ONCE, Delivery.AT_LEAST_ONCE)),
+    )
+    def sweep(self, start_timeout: int, delivery: Delivery) -> None:
+        params = [SweepParams(job, DEADLINE_MS, start_timeout, delivery) for job in JOBS]
+        got = self.redis.sweep(params)
+        self.same("sweep", got, self.model.sweep(params))
+        for slot in got.changed:
+            STATS[f"sweep {slot.state}"] += 1
+            if slot.reason.startswith("no agreeing voter is a member"):
+                STATS["takeover found no member voter"] += 1
+            self._executor_is_a_member("sweep", slot.job, slot)
+
+    @rule(
+        job=st.sampled_from(JOBS),
+        outcome=st.sampled_from(("run", "fail", "fail", "succeed")),
+        retries=st.sampled_from((0, 2)),
+    )
+    def run(self, job: str, outcome: str, retries: int) -> None:
+        """The executor of the job's newest committed or running slot starts it, or finishes it."""
+        open_slots = [
+            v
+            for v in self.model.slots(job, 0, self.now + GRID_MS)
+            if v.state in (SlotState.COMMITTED, SlotState.RUNNING)
+        ]
+        if not open_slots:
+            return
+        v = open_slots[-1]
+        if v.state == SlotState.COMMITTED:
+            got = self.redis.start(job, v.fire_ms, v.executor, v.token, 2_000)
+            self.same("start", got, self.model.start(job, v.fire_ms, v.executor, v.token, 2_000))
+            return
+        ok = outcome == "succeed"
+        got = self.redis.finish(job, v.fire_ms, v.executor, v.token, ok, "d", retries, 100)
+        self.same(
+            "finish", got, self.model.finish(job, v.fire_ms, v.executor, v.token, ok, "d", retries, 100)
+        )
+        if got.slot.state == SlotState.COMMITTED:
+            STATS["retry assigned"] += 1
+        if got.slot.reason.startswith("job failed; no retry: no agreeing voter"):
+            STATS["retry found no member voter"] += 1
+        self._executor_is_a_member("finish", job, got.slot)
 
     # -- whole state --------------------------------------------------------------
 
@@ -516,3 +575,123 @@ def test_a_vote_with_a_bad_record_fails_only_that_vote(both: tuple[Clock, redis.
     assert "carries a record of epoch 1" in bad[-1][1]
     with pytest.raises(ValueError, match="carries a record of epoch 1"):
         stores[1].vote(reqs[:1])
+
+
+# -- directed: the executor is a member of the job's record -------------------------
+
+
+def _removed_winner(job: str = "j", fire: int = BASE_MS) -> tuple[str, list[str]]:
+    """The node the rendezvous prefers for (job, fire) among a-d, and the other three (sorted):
+    the removed node is the one the old pick (any stored voter) would have chosen."""
+    nodes = ["a", "b", "c", "d"]
+    winner = pick_executor(job, fire, nodes)
+    assert winner is not None
+    return winner, [n for n in nodes if n != winner]
+
+
+def test_shrink_after_a_removed_node_voted_commits_to_a_member(
+    both: tuple[Clock, redis.Redis, list[Any]],
+) -> None:
+    """w votes under epoch 1, then the job adopts epoch 3 without w and two members commit: w's
+    stored vote agrees and wins the rendezvous, yet the executor is one of the members."""
+    _, _, stores = both
+    w, (o1, o2, o3) = _removed_winner()
+    before = MembershipRecord(1, Configuration.of([w, o1, o2]))
+    after = MembershipRecord(3, Configuration.of([o1, o2, o3]))
+    slots = []
+    for s in stores:
+        assert _vote(s, w, before).status == VoteStatus.RECORDED
+        assert _vote(s, o1, after).status == VoteStatus.RECORDED
+        res = _vote(s, o2, after)
+        assert res.status == VoteStatus.COMMITTED, res
+        assert dict(res.slot.votes) == {w: "h", o1: "h", o2: "h"}, res.slot
+        assert res.slot.executor in (o1, o2) and after.is_member(res.slot.executor), res.slot
+        slots.append(res.slot)
+    assert slots[0] == slots[1]
+
+
+def _committed_to_the_removed_node(s: Any, outsider: bool, job: str = "j") -> tuple[str, str]:
+    """Slot BASE_MS of ``job`` committed under epoch 1 by w and o1 (w executes), then the job adopts
+    epoch 3 (through a vote on an earlier slot): without w; without o1 too when ``outsider``."""
+    w, (o1, o2, o3) = _removed_winner(job)
+    first = MembershipRecord(1, Configuration.of([w, o1, o2]))
+    assert _vote(s, o1, first, job=job).status == VoteStatus.RECORDED
+    res = _vote(s, w, first, job=job)
+    assert res.status == VoteStatus.COMMITTED and res.slot.executor == w, res
+    after = MembershipRecord(3, Configuration.of([o2, o3, "e"] if outsider else [o1, o2, o3]))
+    assert _vote(s, o2, after, fire=BASE_MS - GRID_MS, job=job).status == VoteStatus.RECORDED
+    return w, o1
+
+
+def test_takeover_goes_to_a_member_voter(both: tuple[Clock, redis.Redis, list[Any]]) -> None:
+    clock, _, stores = both
+    views = []
+    for s in stores:
+        clock.now = BASE_MS
+        _, o1 = _committed_to_the_removed_node(s, outsider=False)
+        clock.now += 1_000
+        changed = s.sweep([SweepParams("j", DEADLINE_MS, 500)]).changed
+        assert [(v.fire_ms, v.state, v.executor) for v in changed] == [(BASE_MS, SlotState.COMMITTED, o1)]
+        views.append(changed[0])
+    assert views[0] == views[1]
+
+
+def test_takeover_with_no_member_voter_ends_the_slot(both: tuple[Clock, redis.Redis, list[Any]]) -> None:
+    """Every agreeing voter left the membership: nobody may take the slot over, so it ends
+    (missed: it never started) instead of staying with a non-member executor."""
+    clock, _, stores = both
+    ends = []
+    for s in stores:
+        clock.now = BASE_MS
+        _committed_to_the_removed_node(s, outsider=True)
+        clock.now += 1_000
+        changed = s.sweep([SweepParams("j", DEADLINE_MS, 500)]).changed
+        assert [(v.state, v.reason) for v in changed] == [
+            (SlotState.MISSED, "no agreeing voter is a member of epoch 3")
+        ]
+        ends.append((changed[0], s.ledger("j", 5)))
+    assert ends[0] == ends[1]
+
+
+def test_lease_expired_with_no_member_voter_is_lost_under_at_least_once(
+    both: tuple[Clock, redis.Redis, list[Any]],
+) -> None:
+    clock, _, stores = both
+    ends = []
+    for s in stores:
+        clock.now = BASE_MS
+        w, _ = _committed_to_the_removed_node(s, outsider=True)
+        view = s.slot("j", BASE_MS)
+        assert s.start("j", BASE_MS, w, view.token, 1_000).ok
+        clock.now += 2_000
+        changed = s.sweep([SweepParams("j", DEADLINE_MS, 500, Delivery.AT_LEAST_ONCE)]).changed
+        assert [(v.state, v.reason) for v in changed] == [
+            (SlotState.LOST, "no agreeing voter is a member of epoch 3")
+        ]
+        ends.append(changed[0])
+    assert ends[0] == ends[1]
+
+
+def test_retry_goes_to_a_member_or_the_failure_is_the_last(
+    both: tuple[Clock, redis.Redis, list[Any]],
+) -> None:
+    clock, _, stores = both
+    for outsider in (False, True):
+        results = []
+        for s in stores:
+            clock.now = BASE_MS
+            job = f"r{int(outsider)}"
+            w, o1 = _committed_to_the_removed_node(s, outsider, job)
+            token = s.slot(job, BASE_MS).token
+            assert s.start(job, BASE_MS, w, token, 5_000).ok
+            res = s.finish(job, BASE_MS, w, token, False, "exit 1", 2, 100)
+            assert res.ok, res
+            if outsider:
+                assert (res.slot.state, res.slot.reason) == (
+                    SlotState.FAILED,
+                    "job failed; no retry: no agreeing voter is a member of epoch 3",
+                ), res.slot
+            else:
+                assert (res.slot.state, res.slot.executor) == (SlotState.COMMITTED, o1), res.slot
+            results.append((res, s.ledger(job, 5)))
+        assert results[0] == results[1]

@@ -436,15 +436,47 @@ local function end_slot(r, state, reason)
   log_entry(r, state, reason)
 end
 
--- Give the slot to the next executor among the voters that agree with the
--- committed spec hash: one not assigned yet, else any. New token; the
--- executor is notified on its channel. False if nobody agrees (cannot happen
--- for a committed slot; kept as in the model).
-local function assign(r)
+-- Parsed records by text, for this call: the jobs of a call nearly always
+-- share one record, parsed once. (_membership.lua, prepended before this
+-- file, parses them.)
+local RECORDS = {}
+
+-- The record the job enforces (parsed from meta mr, cached in M), or false.
+-- A corrupt one fails this job only: its votes (code X) or its sweep, or a
+-- fenced finish before anything is written; never the batch.
+local function job_record(m)
+  if m.rec == nil then
+    if not m.mr then
+      m.rec = false
+    else
+      local rec = RECORDS[m.mr]
+      if not rec then
+        local problem
+        rec, problem = parse_record(m.mr)
+        if not rec then
+          error('corrupt store: ' .. P .. 'meta mr: ' .. problem)
+        end
+        RECORDS[m.mr] = rec
+      end
+      m.rec = rec
+    end
+  end
+  return m.rec
+end
+
+-- The next executor among the voters that agree with the committed spec
+-- hash and are members (current or, while joint, old) of the record the job
+-- enforces (any agreeing voter on a job without a record: legacy): one not
+-- assigned yet, else any (rendezvous). Returns it, or nil plus the reason
+-- nobody can take the slot: after a membership change every agreeing voter
+-- may have left (never at a commit: its quorum is of members). The model is
+-- MemoryStore._choose.
+local function choose(r)
   local spec = r.f.sh
+  local rec = job_record(meta())
   local agreeing, fresh, a = {}, {}, 0
   for n, h in pairs(r.votes) do
-    if h == spec then
+    if h == spec and (not rec or is_member(rec, n)) then
       a = a + 1
       agreeing[a] = n
     end
@@ -462,8 +494,14 @@ local function assign(r)
   end
   local chosen = pick(r.fire, #fresh > 0 and fresh or agreeing)
   if chosen == nil then
-    return false
+    return nil, rec and ('no agreeing voter is a member of epoch ' .. fmt(rec.epoch)) or 'no agreeing voter'
   end
+  return chosen
+end
+
+-- Give the slot to chosen (see choose): new token; the executor is notified
+-- on its channel.
+local function assign_to(r, chosen)
   local m = meta()
   check_counter(m.tk)
   local tk = fmt(num(m.tk) + 1)
@@ -485,6 +523,25 @@ local function assign(r)
     redis.call('PUBLISH', CHAN .. chosen, job() .. '\n' .. r.fire .. '\n' .. tk)
   end
   return true
+end
+
+-- Give a slot being committed to its executor (a commit always has one: its
+-- quorum is of agreeing members).
+local function assign(r)
+  assign_to(r, choose(r))
+end
+
+-- A slot nobody can take over (choose found no member among its voters)
+-- ends: missed if it never started, failed if it was waiting for a retry,
+-- lost if a run of it had started (at-least-once, lease expired).
+local function unassignable(r, reason)
+  local st = 'lost'
+  if num(r.f.rn) == 0 then
+    st = 'missed'
+  elseif r.f.st == 'committed' and num(r.f.nb) > 0 then
+    st = 'failed'
+  end
+  end_slot(r, st, reason)
 end
 
 -- An error raised by a call the server cannot serve now — out of memory, a

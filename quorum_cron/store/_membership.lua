@@ -1,6 +1,7 @@
 -- _membership.lua: membership records, parsed with bounds (MembershipRecord
--- in quorum_cron/model.py is the model). Prepended to vote.lua and
--- members.lua (see scripts.py); it issues no command itself.
+-- in quorum_cron/model.py is the model). Prepended to every per-job script
+-- (before _job.lua, whose executor pick needs it) and to members.lua (see
+-- scripts.py); it issues no command itself.
 --
 -- Record text (MembershipRecord.encode): "epoch;current[;old]", each
 -- configuration "size,quorum,member,..." with members sorted by byte order

@@ -16,7 +16,10 @@
 --   X not the executor | D starting deadline passed | N retry not due yet
 -- The caller turns why into the model's reason text (it has the slot).
 -- A retried failure writes a "retrying" ledger entry and re-assigns the slot
--- (new token, not-before = now + backoff, notice published).
+-- (new token, not-before = now + backoff, notice published) to an agreeing
+-- voter that is a member of the job's record; with none it is the last
+-- failure: failed, "job failed; no retry: no agreeing voter is a member of
+-- epoch E".
 
 bind(1)
 local op, fire, node, token = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
@@ -58,13 +61,22 @@ else
   elseif meta().p then
     end_slot(r, 'failed', 'job failed; no retry: paused by ' .. M.pb)
   else
+    -- The retry's executor: an agreeing voter that is a member of the job's
+    -- record (chosen before anything is written: a corrupt record fails the
+    -- call whole); with none, the failure is the last one.
+    local chosen, nobody = choose(r)
+    if not chosen then
+      end_slot(r, 'failed', 'job failed; no retry: ' .. nobody)
+      meta_flush()
+      return {NOW, '', emit('', r)}
+    end
     local backoff = math.max(tonumber(ARGV[14]), 0)
     local reason = 'attempt ' .. fmt(runs) .. ' of ' .. fmt(1 + retries) .. ' failed; retry after '
       .. fmt(backoff) .. ' ms'
     log_entry(r, 'retrying', reason)
     set(r, 'rs', reason)
     set(r, 'nb', fmt(now + backoff))
-    assign(r)
+    assign_to(r, chosen)
   end
 end
 meta_flush()

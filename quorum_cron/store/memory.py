@@ -39,8 +39,7 @@ from quorum_cron.store.keys import (
     DEFAULT_TRIGGER_MAXLEN,
 )
 from quorum_cron.store.memory_control import ControlModel
-from quorum_cron.store.memory_records import _Job, _Slot
-from quorum_cron.store.rendezvous import pick_executor
+from quorum_cron.store.memory_records import _Job, _Slot, choose_executor
 
 __all__ = ["MemoryStore"]
 
@@ -164,14 +163,12 @@ class MemoryStore(ControlModel):
         )
 
     def _assign(self, name: str, job: _Job, rec: _Slot, now: int) -> bool:
-        """Give the slot to the next executor among agreeing voters; False if none.
+        """Give the slot to the next executor (``choose_executor``); False, changing nothing, if none may.
 
         Redis also publishes the assignment notice here (no pub/sub in the model:
         the simulator delivers notices itself).
         """
-        agreeing = [n for n, h in rec.votes.items() if h == rec.spec_hash]
-        fresh = [n for n in agreeing if n not in rec.assigned]
-        chosen = pick_executor(name, rec.fire_ms, fresh or agreeing)
+        chosen = choose_executor(name, job, rec)[0]
         if not chosen:
             return False
         job.token += 1
@@ -325,6 +322,9 @@ class MemoryStore(ControlModel):
         elif j.control.paused:
             reason = f"job failed; no retry: paused by {j.control.by}"
             self._end(job, j, rec, SlotState.FAILED, reason, now)
+        elif not (nobody := choose_executor(job, j, rec))[0]:
+            # (fence.lua chooses before it writes: no member voter left, this failure is the last)
+            self._end(job, j, rec, SlotState.FAILED, f"job failed; no retry: {nobody[1]}", now)
         else:
             backoff = max(retry_backoff_ms, 0)
             reason = f"attempt {rec.runs} of {1 + retries} failed; retry after {backoff} ms"
@@ -390,6 +390,16 @@ class MemoryStore(ControlModel):
         index = cached[1]
         return [params[i] for i in sorted(i for name in open_jobs for i in index.get(name, ()))]
 
+    def _take_over(self, name: str, job: _Job, rec: _Slot, now: int) -> bool:
+        """A takeover (sweep.lua's take_over): the next member voter, else the slot ends (_job.lua's
+        unassignable): missed if it never started, failed if awaiting a retry, else lost."""
+        if self._assign(name, job, rec, now):
+            return True
+        failed = rec.state == SlotState.COMMITTED and rec.not_before_ms > 0
+        state = SlotState.MISSED if not rec.runs else SlotState.FAILED if failed else SlotState.LOST
+        self._end(name, job, rec, state, choose_executor(name, job, rec)[1], now)
+        return True
+
     def _sweep_one(self, p: SweepParams, job: _Job, rec: _Slot, now: int) -> bool:
         if rec.state == SlotState.PROPOSED:
             if now > rec.fire_ms + max(rec.deadline_ms, p.deadline_ms):
@@ -403,10 +413,10 @@ class MemoryStore(ControlModel):
                 reason = f"not started before deadline by {','.join(rec.assigned)}"
                 self._end(p.job, job, rec, SlotState.MISSED, reason, now)
                 return True
-            return self._assign(p.job, job, rec, now)
+            return self._take_over(p.job, job, rec, now)
         if rec.state == SlotState.RUNNING and now > rec.lease_until_ms:
             if p.delivery == Delivery.AT_LEAST_ONCE:
-                return self._assign(p.job, job, rec, now)
+                return self._take_over(p.job, job, rec, now)
             self._end(p.job, job, rec, SlotState.LOST, f"lease of {rec.executor} expired mid-run", now)
             return True
         return False

@@ -15,8 +15,9 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from quorum_cron.model import AuditEntry, JobControl, LedgerEntry, MembershipRecord, SlotState
+from quorum_cron.store.rendezvous import pick_executor
 
-__all__ = ["NOT_PAUSED", "_Job", "_Member", "_Slot"]
+__all__ = ["NOT_PAUSED", "_Job", "_Member", "_Slot", "choose_executor"]
 
 NOT_PAUSED = JobControl(paused=False, by="", at_ms=0, reason="")
 
@@ -73,3 +74,26 @@ class _Member:
     expires_ms: int
     info: dict[str, str]
     epoch: int = 0
+
+
+def choose_executor(name: str, job: _Job, rec: _Slot) -> tuple[str, str]:
+    """The next executor of a committed slot, or ``("", why nobody may take it)`` (_job.lua's choose).
+
+    Only agreeing voters that are members (current or, while joint, old) of
+    the record the job enforces may execute: a node removed since it voted
+    must not be handed the slot (any agreeing voter on a job without a
+    record: legacy). Among them, one not assigned yet, else any. A commit
+    always finds one (its quorum is of members); a takeover or a retry after
+    a membership change may not.
+    """
+    record = job.record
+    agreeing = [
+        n for n, h in rec.votes.items() if h == rec.spec_hash and (record is None or record.is_member(n))
+    ]
+    fresh = [n for n in agreeing if n not in rec.assigned]
+    chosen = pick_executor(name, rec.fire_ms, fresh or agreeing)
+    if chosen:
+        return chosen, ""
+    if record is None:
+        return "", "no agreeing voter"
+    return "", f"no agreeing voter is a member of epoch {record.epoch}"

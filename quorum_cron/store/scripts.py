@@ -70,9 +70,11 @@ def _assemble(name: str, *parts: str) -> Script:
     )
 
 
-_JOB = ("_clock.lua", "_job.lua")
+# _membership.lua comes before _job.lua: the executor pick (_job.lua's choose)
+# is limited to members of the job's record, in every script that assigns.
+_JOB = ("_clock.lua", "_membership.lua", "_job.lua")
 
-VOTE = _assemble("vote", *_JOB, "_membership.lua", "vote.lua")
+VOTE = _assemble("vote", *_JOB, "vote.lua")
 SWEEP = _assemble("sweep", *_JOB, "sweep.lua")
 FENCE = _assemble("fence", *_JOB, "fence.lua")
 MISSED = _assemble("missed", *_JOB, "missed.lua")

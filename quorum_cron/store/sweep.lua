@@ -8,6 +8,11 @@
 --             start_timeout_ms, delivery ("m" at-most-once | "l"
 --             at-least-once)
 --
+-- A takeover (start timeout, expired lease under at-least-once) picks the
+-- next executor among the agreeing voters that are members of the job's
+-- record; a slot none of whose agreeing voters is a member any more ends
+-- (missed if it never started, failed if waiting for a retry, else lost).
+--
 -- A proposed slot is missed once now > fire + max(its dl, deadline_ms): dl
 -- is the largest deadline any of its votes carried (see vote.lua).
 --
@@ -17,6 +22,19 @@
 -- sweep_one could change one of the open slots as they stand after this
 -- call (due_at below; 0 when none is open): the caller sweeps again then
 -- (Store.sweep's due_in_ms; MemoryStore._sweep_due_at is the model).
+
+-- A takeover: the next executor among the slot's agreeing voters that are
+-- members of the job's record; with none (all left the membership since the
+-- commit) the slot ends instead (unassignable in _job.lua).
+local function take_over(r)
+  local chosen, why = choose(r)
+  if chosen then
+    assign_to(r, chosen)
+  else
+    unassignable(r, why)
+  end
+  return true
+end
 
 local function sweep_one(r, deadline, start_timeout, delivery)
   local st = r.f.st
@@ -36,11 +54,11 @@ local function sweep_one(r, deadline, start_timeout, delivery)
       end_slot(r, 'missed', 'not started before deadline by ' .. table.concat(names, ','))
       return true
     end
-    return assign(r)
+    return take_over(r)
   end
   if st == 'running' and now > num(r.f.lu) then
     if delivery == 'l' then
-      return assign(r)
+      return take_over(r)
     end
     end_slot(r, 'lost', 'lease of ' .. (r.f.ex or '') .. ' expired mid-run')
     return true

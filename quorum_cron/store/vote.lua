@@ -39,32 +39,6 @@
 -- that widened its deadline (catch-up after an outage) keeps the slot open
 -- for the others too.
 
--- Parsed records by text, for this call: the jobs of a call nearly always
--- share one record, parsed once.
-local RECORDS = {}
-
--- The record the job enforces (parsed from meta mr, cached in M), or false.
--- A corrupt one fails this job's votes only (code X), never the batch.
-local function job_record(m)
-  if m.rec == nil then
-    if not m.mr then
-      m.rec = false
-    else
-      local rec = RECORDS[m.mr]
-      if not rec then
-        local problem
-        rec, problem = parse_record(m.mr)
-        if not rec then
-          error('corrupt store: ' .. P .. 'meta mr: ' .. problem)
-        end
-        RECORDS[m.mr] = rec
-      end
-      m.rec = rec
-    end
-  end
-  return m.rec
-end
-
 -- The record a vote's parameter set carries (parsed once per call).
 local function vote_record(q)
   local rec = RECORDS[q[10]]
