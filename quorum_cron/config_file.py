@@ -185,7 +185,13 @@ class _Table:
 
 
 def parse_config(data: Mapping[str, object], source: str) -> Config:
-    """Validate parsed TOML ``data``; raise :class:`InvalidConfig` listing every problem found."""
+    """Validate parsed TOML ``data``; raise :class:`InvalidConfig` listing every problem found.
+
+    Every problem comes out in one run (``validate`` must not reveal them one fix at a time),
+    duplicate job names included. The one exception: a job's ``starting_deadline`` is checked
+    against ``max_skew`` only when the ``[cluster]`` table itself parsed, as there is no skew
+    to compare with otherwise.
+    """
     errors: list[str] = []
     top = _Table(data, source, _TOP_KEYS, errors)
     cluster = _parse_cluster(data.get("cluster"), source, errors) if "cluster" in data else None
@@ -198,16 +204,22 @@ def parse_config(data: Mapping[str, object], source: str) -> Config:
         raw_jobs = []
     seen: dict[str, int] = {}
     for index, raw in enumerate(raw_jobs):
+        # Names are compared on the raw tables, so a duplicate is reported in the same run as
+        # the jobs' other problems (not only once both copies parse).
+        name = raw.get("name") if isinstance(raw, dict) else None
+        duplicate = False
+        if isinstance(name, str) and name:
+            duplicate = name in seen
+            if duplicate:
+                errors.append(
+                    f"{source}: job {name!r}: field 'name': duplicate job name "
+                    f"(jobs #{seen[name] + 1} and #{index + 1})"
+                )
+            else:
+                seen[name] = index
         job = _parse_job(raw, index, source, errors)
-        if job is None:
+        if job is None or duplicate:
             continue
-        if job.name in seen:
-            errors.append(
-                f"{source}: job {job.name!r}: field 'name': duplicate job name "
-                f"(jobs #{seen[job.name] + 1} and #{index + 1})"
-            )
-            continue
-        seen[job.name] = index
         if cluster is not None and job.starting_deadline_ms <= cluster.max_skew_ms:
             errors.append(_deadline_vs_skew(source, job, cluster))
             continue

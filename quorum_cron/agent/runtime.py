@@ -35,6 +35,10 @@ whether the store answers its health probes.
 
 **Graceful stop** (SIGTERM): vote no more, let running jobs finish within
 the grace period, record their results, leave the membership, exit 0.
+A second signal (:meth:`Agent.end_grace`) stops the running jobs at once and
+records that cause on their slots, not "grace period expired". A node whose
+id is held by a live process never joined: it logs ``not_joined`` (exit 3),
+never ``left``.
 """
 
 from __future__ import annotations
@@ -167,6 +171,9 @@ class Agent:
         self._stopping = False
         self._stop_deadline_mono = 0
         self._grace_expired = False
+        self._grace_cut: str | None = None
+        """Why the grace period was cut short (a second signal): the stopped runs' recorded cause."""
+        self._joined = False
         self._exit_code = EXIT_OK
         self.ready = asyncio.Event()
         """Set once the node has joined and started its loop (tests, App)."""
@@ -200,6 +207,8 @@ class Agent:
     def end_grace(self, why: str = "grace ended") -> None:
         """Stop now: running jobs are stopped (and recorded as failed) without waiting out the grace."""
         self.request_stop(why)
+        if self._grace_cut is None:
+            self._grace_cut = why
         self._stop_deadline_mono = self.clock.monotonic_ms()
         self._poke()
 
@@ -213,6 +222,9 @@ class Agent:
             self._tasks.append(asyncio.ensure_future(self.health.loop(self._on_id_taken)))
             self.ready.set()
             await self._main_loop()
+        except NodeIdTaken:
+            self._exit_code = EXIT_ID_TAKEN
+            raise
         finally:
             await self._leave()
         return self._exit_code
@@ -223,6 +235,7 @@ class Agent:
         """First heartbeat (refused if the id is held) and first clock check, before any vote."""
         if not await self.health.first_contact(lambda: self._stopping):
             return
+        self._joined = True
         if not self.settings.ntp_servers and self.health.trust.guard.policy.ntp_unreachable == "abstain":
             event(
                 log,
@@ -260,7 +273,14 @@ class Agent:
         await self.health.leave()
         await self.alerts.aclose()
         self._worker.shutdown()
-        event(log, logging.INFO, "left", f"node {self.node} left", exit_code=self._exit_code)
+        # A node refused at its first heartbeat (its id is held) never joined: "left ... exit 0"
+        # before the command's "error: ... (exit 3)" would say the opposite of what happened.
+        if self._joined:
+            event(log, logging.INFO, "left", f"node {self.node} left", exit_code=self._exit_code)
+        else:
+            event(
+                log, logging.INFO, "not_joined", f"node {self.node} did not join", exit_code=self._exit_code
+            )
 
     def _on_id_taken(self, exc: NodeIdTaken) -> None:
         event(log, logging.ERROR, "membership", f"{exc}; stopping")
@@ -301,10 +321,14 @@ class Agent:
         if len(self.runs):
             if mono >= self._stop_deadline_mono and not self._grace_expired:
                 self._grace_expired = True
-                self.runs.stop_all("shutdown grace period expired")
-                event(
-                    log, logging.WARNING, "stopping", f"grace period over: stopping {len(self.runs)} job(s)"
+                # A second signal cut the grace short: the runs record that cause, not an expiry.
+                cut = self._grace_cut
+                why = (
+                    "shutdown grace period expired" if cut is None else f"{cut} before the grace period ended"
                 )
+                self.runs.stop_all(why)
+                said = "grace period over" if cut is None else why
+                event(log, logging.WARNING, "stopping", f"{said}: stopping {len(self.runs)} job(s)")
             return False
         if not self._finishing:
             return True
