@@ -11,11 +11,14 @@ namespace record, its log, the members, each job's enforced record and
 legacy floor). On top of equality it checks the safety rule on the model:
 every commit had agreeing votes from a quorum of each configuration of the
 record the job enforced (both while joint), epochs a job enforces only grow,
-and a refused vote is never stored.
+a refused vote is never stored, and every executor a vote, a sweep's
+takeover or a retried finish assigns is an agreeing voter that is a member
+of the job's record.
 
 Directed tests pin the individual rules (refusal reasons, joint commits,
-migration of the legacy ``q`` floor, heartbeat side effects) and that a
-hostile stored record harms only its own job.
+migration of the legacy ``q`` floor, heartbeat side effects, the executor
+pick after a shrink and what ends a slot no member voter can take over) and
+that a hostile stored record harms only its own job.
 """
 
 from __future__ import annotations
@@ -632,6 +635,10 @@ def test_takeover_goes_to_a_member_voter(both: tuple[Clock, redis.Redis, list[An
         clock.now += 1_000
         changed = s.sweep([SweepParams("j", DEADLINE_MS, 500)]).changed
         assert [(v.fire_ms, v.state, v.executor) for v in changed] == [(BASE_MS, SlotState.COMMITTED, o1)]
+        # o1 does not start either: every voter was tried, and the rendezvous (w) is not a member.
+        clock.now += 1_000
+        changed = s.sweep([SweepParams("j", DEADLINE_MS, 500)]).changed
+        assert [(v.state, v.executor, v.attempt) for v in changed] == [(SlotState.COMMITTED, o1, 3)]
         views.append(changed[0])
     assert views[0] == views[1]
 
