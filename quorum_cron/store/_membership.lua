@@ -117,22 +117,6 @@ local function is_member(rec, node)
   return rec.cur.set[node] == true or (rec.old ~= nil and rec.old.set[node] == true)
 end
 
--- Whether the voters (a set: voters[id] = true) hold a quorum of current
--- and, while joint, of old.
-local function reached(conf, voters)
-  local n = 0
-  for _, m in ipairs(conf.members) do
-    if voters[m] then
-      n = n + 1
-    end
-  end
-  return n >= conf.quorum
-end
-
-local function commits(rec, voters)
-  return reached(rec.cur, voters) and (rec.old == nil or reached(rec.old, voters))
-end
-
 local function conf_text(conf)
   local t = {fmt(conf.size), fmt(conf.quorum)}
   for _, m in ipairs(conf.members) do

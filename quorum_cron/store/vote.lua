@@ -113,13 +113,23 @@ local function vote_one(fire, firen, spec, q)
   set_vote(r, node, spec)
   local decided
   if rec then
-    local agreeing = {}
+    -- One pass over the slot's votes counts the agreeing members of each
+    -- configuration (current, and old while joint): no table of voters is
+    -- built, as this runs on every undecided vote (MembershipRecord.commits).
+    local cur, old = rec.cur, rec.old
+    local cs, os = cur.set, old and old.set
+    local nc, no = 0, 0
     for n, h in pairs(r.votes) do
       if h == spec then
-        agreeing[n] = true
+        if cs[n] then
+          nc = nc + 1
+        end
+        if os and os[n] then
+          no = no + 1
+        end
       end
     end
-    decided = commits(rec, agreeing)
+    decided = nc >= cur.quorum and (old == nil or no >= old.quorum)
   else
     if q[2] > m.q then
       meta_set('q', q[2], q[8])
