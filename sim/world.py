@@ -45,6 +45,7 @@ class Process(Protocol):
     def failure(self, payload: Any, refused: str = "") -> None:
         """The call failed: no answer, or (``refused``) the store's error answer."""
         ...
+
     def notice(self, payload: Any) -> None: ...
     def run_finished(self, job: str, fire_ms: int, token: int, ok: bool, detail: str) -> None: ...
     def set_trust(self, trusted: bool, why: str) -> None: ...
@@ -261,7 +262,13 @@ class World:
             return
         for job, fire_ms, token in sorted(node.runs):
             self.trace.emit(
-                self.loop.now, "kill", node=node.id, job=job, fire=fire_ms, token=token, why=why,
+                self.loop.now,
+                "kill",
+                node=node.id,
+                job=job,
+                fire=fire_ms,
+                token=token,
+                why=why,
                 st=self.store.clock.wall(self.loop.now),
             )
         node.runs.clear()
@@ -473,7 +480,13 @@ class World:
         del node.runs[key]
         job, fire_ms, token = key
         self.trace.emit(
-            self.loop.now, "end", node=node.id, job=job, fire=fire_ms, token=token, ok=ok,
+            self.loop.now,
+            "end",
+            node=node.id,
+            job=job,
+            fire=fire_ms,
+            token=token,
+            ok=ok,
             st=self.store.clock.wall(self.loop.now),
         )
         if node.process is not None:
@@ -483,7 +496,13 @@ class World:
         """Stop a job process (the side effect of its start cannot be undone)."""
         if node.runs.pop((job, fire_ms, token), None) is not None:
             self.trace.emit(
-                self.loop.now, "kill", node=node.id, job=job, fire=fire_ms, token=token, why=why,
+                self.loop.now,
+                "kill",
+                node=node.id,
+                job=job,
+                fire=fire_ms,
+                token=token,
+                why=why,
                 st=self.store.clock.wall(self.loop.now),
             )
 
