@@ -42,7 +42,7 @@ class Inspection(RunningSide):
                 return Phase.VOTING
             if p.local == 1:
                 return Phase.LOCAL
-            if p.abstained and not self._trusted:
+            if p.abstained and not self._may_vote:
                 return Phase.ABSTAINED
             return Phase.DUE
         if fire_ms in js.awaiting:
@@ -69,7 +69,7 @@ class Inspection(RunningSide):
                         continue
                     if js.job.run_local and not self._reachable and p.local == 0:
                         waits.append(max(0, p.fire_ms - now.wall_ms))
-                    if self._trusted:
+                    if self._may_vote:  # trusted and a member: a non-member abstains like an untrusted node
                         if js.caught_up:
                             waits.append(max(0, p.retry_at_mono - now.mono_ms))
                     elif p.local != 1 and js.caught_up:
