@@ -198,17 +198,7 @@ class _Snapshot:
         lines += [printable(p) for p in self.problems()]
         lines += [printable(line) for line in describe_facts(self.facts)]
         lines += ["", "nodes (live)"]
-        header = [
-            "node",
-            "role",
-            "epoch",
-            "host",
-            "incarnation",
-            "last heartbeat",
-            "clock",
-            "offset ms",
-            "voting",
-        ]
+        header = list(_NODE_COLUMNS)
         body = [
             [
                 m.node,
@@ -349,19 +339,23 @@ class _Snapshot:
         }
 
 
+_NODE_COLUMNS = (
+    "node",
+    "role",
+    "epoch",
+    "host",
+    "incarnation",
+    "last heartbeat",
+    "clock",
+    "offset ms",
+    "voting",
+)
+"""The live-nodes table's columns, in the plain rows and the terminal table alike."""
+
+
 def _members_table(members: list[Member], stored: model.Membership | None, now: int) -> Table:
     table = Table(title="nodes (live)", title_justify="left")
-    for col in (
-        "node",
-        "role",
-        "epoch",
-        "host",
-        "incarnation",
-        "last heartbeat",
-        "clock",
-        "offset ms",
-        "voting",
-    ):
+    for col in _NODE_COLUMNS:
         table.add_column(col, overflow="fold")
     if not members:
         table.add_row("[red]none alive[/]", "", "", "", "", "", "", "", "")
