@@ -107,10 +107,37 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_pending: list[BaseException] = []
+"""A signal's exception that was raised once and may have been dropped (see :func:`_raise_on`)."""
+
+
+def _raise_on(exc: BaseException) -> None:
+    """Raise ``exc`` now and remember it, so that the next wait raises it again.
+
+    A signal that arrives while the harness forks a process raises inside Python's at-fork
+    hooks (logging's lock release), which print "Exception ignored" and drop it: a SIGINT
+    during bring-up was lost and the run went on for its full length (seen under coverage on
+    a loaded machine, where a fork takes long enough to be hit).
+    """
+    _pending.append(exc)
+    raise exc
+
+
+def _check_signals() -> None:
+    """Re-raise a signal's exception that an at-fork hook swallowed."""
+    if _pending:
+        raise _pending[0]
+
+
+def _on_interrupt(signum: int, frame: FrameType | None) -> None:
+    _raise_on(KeyboardInterrupt())
+
+
 def _sleep_until(ms: float) -> None:
-    left = ms / 1000 - time.time()
-    if left > 0:
-        time.sleep(left)
+    while (left := ms / 1000 - time.time()) > 0:
+        _check_signals()
+        time.sleep(min(left, 0.25))
+    _check_signals()
 
 
 class _Ceiling(RuntimeError):
@@ -154,7 +181,7 @@ class Harness:
         return self
 
     def _on_term(self, signum: int, frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)
+        _raise_on(SystemExit(128 + signum))
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -198,6 +225,7 @@ class Harness:
         self.proxy.wait_ready()
         self.config = self._write_config()
         for node in self.o.node_names:
+            _check_signals()
             self.set_clock(node, 0)
             self.start_node(node)
         for node in self.o.node_names:
@@ -281,6 +309,7 @@ class Harness:
         proc = self.nodes[node]
         started = time.monotonic()
         while time.monotonic() < deadline:
+            _check_signals()
             if proc.poll() is not None:
                 return False
             if self.o.scheduler == "quorum":
@@ -482,6 +511,8 @@ def run(opts: Options, *, echo: bool = True) -> RunRecord:
         recovery_s=opts.recovery_s,
     )
     old_alarm = signal.signal(signal.SIGALRM, _on_alarm)
+    old_int = signal.signal(signal.SIGINT, _on_interrupt)
+    _pending.clear()
     signal.alarm(int(opts.seconds) + 180)
     try:
         with Harness(opts) as h:
@@ -523,5 +554,6 @@ def run(opts: Options, *, echo: bool = True) -> RunRecord:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old_alarm)
+        signal.signal(signal.SIGINT, old_int)
     (opts.workdir / "run.json").write_text(json.dumps(asdict(record), indent=1, default=str))
     return record

@@ -20,6 +20,7 @@ shares add up to no more than the budget.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -375,7 +376,13 @@ def test_interrupted_run_leaves_nothing_and_a_killed_one_is_cleaned(tmp_path: Pa
                 time.sleep(0.2)
             assert len(_our_namespaces(proc.pid)) == 8  # hub, r1, r2, n1..n5
             proc.send_signal(sig)
-            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                err = proc.communicate()[1]
+                _chaos("clean", budget=CLEANUP_S + 10)
+                raise AssertionError(f"the harness outlived {sig.name}; its stderr:\n{err[-2000:]}") from None
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -391,3 +398,18 @@ def test_interrupted_run_leaves_nothing_and_a_killed_one_is_cleaned(tmp_path: Pa
             assert code == 0, text
             assert sorted(line.split()[-1] for line in text.splitlines()) == sorted(left)
             assert _our_namespaces(proc.pid) == []
+
+
+def test_a_signal_swallowed_by_an_at_fork_hook_is_raised_by_the_next_wait() -> None:
+    # Python drops an exception raised inside its at-fork hooks ("Exception ignored in
+    # _releaseLock"); a SIGINT during a fork was lost and the run went on to its end.
+    from chaos import run as chaos_run
+
+    chaos_run._pending.clear()
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # what the at-fork hook does to it
+            chaos_run._on_interrupt(signal.SIGINT, None)
+        with pytest.raises(KeyboardInterrupt):
+            chaos_run._sleep_until(time.time() * 1000 + 60_000)
+    finally:
+        chaos_run._pending.clear()
