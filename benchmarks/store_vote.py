@@ -146,7 +146,7 @@ def _store_supports_membership() -> bool:
 def _record(voters: int) -> str:
     """Epoch 1, the voters as members, quorum ``QUORUM`` (MembershipRecord.encode's text)."""
     text = f"1;{voters},{QUORUM}," + ",".join(sorted(f"node-{v}" for v in range(voters)))
-    from quorum_cron.model import MembershipRecord
+    from quorum_cron.core.model import MembershipRecord
 
     if MembershipRecord.decode(text).encode() != text:
         raise SystemExit(f"membership record {text!r} does not round-trip")

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import REAPER, EmbeddedRedis, print_table, stats_ms, write_result
 
-from quorum_cron.config import ClusterConfig, Config, JobSpec
+from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
 from quorum_cron.store.base import VoteRequest
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.web.server import ServerThread, listen, start_in_thread

@@ -3,7 +3,7 @@
 The public surface is small on purpose; everything else is internal and may
 change. See ``docs/`` for the protocol, the store contract and operations.
 
-Names are imported lazily (PEP 562): ``import quorum_cron.core`` loads the
+Names are imported lazily (PEP 562): ``import quorum_cron.core.node`` loads the
 pure core and what it needs, not the Redis client behind the store package.
 """
 
@@ -31,24 +31,24 @@ __all__ = [
 ]
 
 _WHERE = {
-    "Clock": "quorum_cron.clock",
-    "ManualClock": "quorum_cron.clock",
-    "SystemClock": "quorum_cron.clock",
+    "Clock": "quorum_cron.clock.base",
+    "ManualClock": "quorum_cron.clock.base",
+    "SystemClock": "quorum_cron.clock.base",
     "ConfigError": "quorum_cron.errors",
     "QuorumCronError": "quorum_cron.errors",
     "ScheduleError": "quorum_cron.errors",
     "StoreError": "quorum_cron.errors",
     "StoreUnavailable": "quorum_cron.errors",
-    "SlotState": "quorum_cron.model",
-    "SlotView": "quorum_cron.model",
+    "SlotState": "quorum_cron.core.model",
+    "SlotView": "quorum_cron.core.model",
     "Store": "quorum_cron.store.base",
     "MemoryStore": "quorum_cron.store.memory",
 }
 
 if TYPE_CHECKING:
-    from quorum_cron.clock import Clock, ManualClock, SystemClock
+    from quorum_cron.clock.base import Clock, ManualClock, SystemClock
+    from quorum_cron.core.model import SlotState, SlotView
     from quorum_cron.errors import ConfigError, QuorumCronError, ScheduleError, StoreError, StoreUnavailable
-    from quorum_cron.model import SlotState, SlotView
     from quorum_cron.store.base import Store
     from quorum_cron.store.memory import MemoryStore
 

@@ -38,9 +38,9 @@ from quorum_cron.agent.logs import configure_logging, event
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.redisclient import default_node_id
 from quorum_cron.agent.runtime import Agent
-from quorum_cron.config import AUTO, ClusterConfig, Config, JobSpec, NtpUnreachable
-from quorum_cron.config_values import DEFAULT_ALERT_ON
-from quorum_cron.durations import parse_duration
+from quorum_cron.config.durations import parse_duration
+from quorum_cron.config.settings import AUTO, ClusterConfig, Config, JobSpec, NtpUnreachable
+from quorum_cron.config.values import DEFAULT_ALERT_ON
 from quorum_cron.errors import ConfigError
 from quorum_cron.redact import redact_url
 from quorum_cron.store.base import Store
@@ -69,8 +69,8 @@ class App:
     or integer seconds) or taken from a loaded config
     (``App(config=load_config(path))`` uses its ``cluster`` table only; jobs
     still come from the decorators). Values are validated by
-    :class:`~quorum_cron.config.ClusterConfig` and
-    :class:`~quorum_cron.config.JobSpec`, the same rules as the config file.
+    :class:`~quorum_cron.config.settings.ClusterConfig` and
+    :class:`~quorum_cron.config.settings.JobSpec`, the same rules as the config file.
     """
 
     def __init__(

@@ -30,8 +30,9 @@ from typing import Any, NoReturn
 import click
 
 from quorum_cron.commands.output import format_option, resolve_format
-from quorum_cron.config import Config, InvalidConfig, JobSpec, load_config
-from quorum_cron.durations import format_duration
+from quorum_cron.config.durations import format_duration
+from quorum_cron.config.file import load_config
+from quorum_cron.config.settings import Config, InvalidConfig, JobSpec
 from quorum_cron.errors import QuorumCronError
 
 __all__ = ["OneLineError", "main"]
@@ -269,7 +270,7 @@ def next_(
 
 def _register() -> None:
     """Add the commands defined elsewhere; each module exports plain click commands."""
-    from quorum_cron.clockcheck import check_clock
+    from quorum_cron.clock.check import check_clock
     from quorum_cron.commands import COMMANDS
     from quorum_cron.commands.check_store import check_store
     from quorum_cron.commands.import_crontab import import_crontab

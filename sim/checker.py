@@ -64,9 +64,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from quorum_cron.core_retries import MAX_RETRY_DOUBLINGS
-from quorum_cron.model import Configuration, Delivery, MembershipRecord
-from quorum_cron.timers import max_sweep_gap
+from quorum_cron.core.model import Configuration, Delivery, MembershipRecord
+from quorum_cron.core.retries import MAX_RETRY_DOUBLINGS
+from quorum_cron.core.timers import max_sweep_gap
 from sim.quorum import make_schedule
 from sim.scenario import JobDef, Scenario, loads
 from sim.trace import Record
@@ -1065,7 +1065,7 @@ def _check_due(
     # Long enough for one node to vote: a call timing out, the retry, and a second call.
     enough = 2 * sc.network.timeout_ms + sc.settings.retry_ms + sc.settings.max_skew_ms
     # Long enough, once a node is healthy again, for the records it held to land: its probe's
-    # longest gap, then a sweep's, then a call (quorum_cron/core_retries.py).
+    # longest gap, then a sweep's, then a call (quorum_cron/core/retries.py).
     settle = (
         enough
         + (sc.settings.retry_ms << MAX_RETRY_DOUBLINGS)

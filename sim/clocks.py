@@ -3,7 +3,7 @@
 True time ``t`` is the loop's time. A host's *wall* reading is
 ``t + offset + drift·(t - since) + strobe(t)``; its *monotonic* reading runs
 at the same drifted rate but never jumps (an NTP step or ``date -s`` moves
-only the wall reading), exactly the split :class:`quorum_cron.core.Now`
+only the wall reading), exactly the split :class:`quorum_cron.core.node.Now`
 expects. All arithmetic is on integers, so readings are identical on every
 platform.
 """

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from quorum_cron.model import Configuration, MembershipRecord
+from quorum_cron.core.model import Configuration, MembershipRecord
 from sim.scenario import MEMBERSHIP_KINDS, Fault
 from sim.world import PauseTrigger, SimNode, World
 

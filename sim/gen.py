@@ -12,7 +12,7 @@ import random
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
-from quorum_cron.model import Delivery, Overlap
+from quorum_cron.core.model import Delivery, Overlap
 from sim.scenario import Fault, JobDef, Scenario
 
 __all__ = [

@@ -43,10 +43,8 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 
 import sim.checker
-from quorum_cron.actions import Action, Now, RecordMissed, Renew, Run
-from quorum_cron.core import NodeCore
-from quorum_cron.core_state import _JobState
-from quorum_cron.model import (
+from quorum_cron.core.actions import Action, Now, RecordMissed, Renew, Run
+from quorum_cron.core.model import (
     DECIDED_STATES,
     MembershipRecord,
     SlotState,
@@ -55,6 +53,8 @@ from quorum_cron.model import (
     VoteResult,
     VoteStatus,
 )
+from quorum_cron.core.node import NodeCore
+from quorum_cron.core.state import _JobState
 from quorum_cron.store.memory import MemoryStore
 from quorum_cron.store.memory_records import _Job, _Slot
 from sim.quorum import QuorumProcess, QuorumStrategy

@@ -1,4 +1,4 @@
-"""The ``quorum`` strategy: the real :class:`~quorum_cron.core.NodeCore` on the memory store.
+"""The ``quorum`` strategy: the real :class:`~quorum_cron.core.node.NodeCore` on the memory store.
 
 Each node process is a ``NodeCore`` fed virtual time from its host's clocks;
 its store actions travel over the simulated link and execute on the store
@@ -15,7 +15,17 @@ import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from quorum_cron.core import (
+from quorum_cron.config.schedule import Schedule
+from quorum_cron.core.model import (
+    Configuration,
+    MembershipRecord,
+    SlotState,
+    SlotView,
+    TransitionResult,
+    VoteResult,
+    VoteStatus,
+)
+from quorum_cron.core.node import (
     Abstain,
     Action,
     CoreJob,
@@ -36,19 +46,9 @@ from quorum_cron.core import (
     Sweep,
     Vote,
 )
-from quorum_cron.model import (
-    Configuration,
-    MembershipRecord,
-    SlotState,
-    SlotView,
-    TransitionResult,
-    VoteResult,
-    VoteStatus,
-)
-from quorum_cron.perform import perform
-from quorum_cron.schedule import Schedule
+from quorum_cron.core.perform import perform
+from quorum_cron.core.timers import NEVER, InputBounds, input_bounds
 from quorum_cron.store.memory import MemoryStore
-from quorum_cron.timers import NEVER, InputBounds, input_bounds
 from sim.scenario import JobDef
 from sim.world import SimNode, World
 
@@ -56,7 +56,7 @@ __all__ = ["QuorumProcess", "QuorumStrategy", "base_spec_hash", "make_schedule"]
 
 
 def make_schedule(job: JobDef) -> Schedule:
-    """The job's schedule, through quorum_cron.schedule like the agent's."""
+    """The job's schedule, through quorum_cron.config.schedule like the agent's."""
     if job.cron:
         return Schedule.parse(job.cron, job.timezone, job=job.name)
     return Schedule.parse(f"@every {job.every_ms}ms", job=job.name)
@@ -256,7 +256,7 @@ class QuorumStrategy:
     # -- the store side --------------------------------------------------------
 
     def execute(self, world: World, node: SimNode, action: Any) -> Any:
-        """Carry out ``action`` on the store host with :func:`~quorum_cron.perform.perform` (the
+        """Carry out ``action`` on the store host with :func:`~quorum_cron.core.perform.perform` (the
         agent's mapping), then trace what it did and deliver assignment notices."""
         store: MemoryStore = world.store.state
         t = world.loop.now
@@ -417,7 +417,7 @@ class QuorumProcess:
         self.node = node
         self.core = core
         self.bounds = bounds
-        """How soon a timer added by each input can fall due (:func:`quorum_cron.timers.input_bounds`)."""
+        """How soon a timer added by an input can fall due (:func:`quorum_cron.core.timers.input_bounds`)."""
         self.exact = exact
         """Ask the core for its next wakeup after every input (tests compare both modes)."""
         self.spinning = False

@@ -35,9 +35,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from quorum_cron.durations import format_duration, parse_duration
+from quorum_cron.config.durations import format_duration, parse_duration
+from quorum_cron.core.model import Delivery, Overlap
 from quorum_cron.errors import ConfigError
-from quorum_cron.model import Delivery, Overlap
 
 __all__ = [
     "DEFAULT_START_MS",

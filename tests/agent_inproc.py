@@ -2,7 +2,7 @@
 
 The agent's modules (:mod:`quorum_cron.agent.health`, ``observe``,
 ``executions``, ``intake``...) are driven here on the asyncio loop of the
-test itself, on a :class:`~quorum_cron.clock.ManualClock` and the memory
+test itself, on a :class:`~quorum_cron.clock.base.ManualClock` and the memory
 model of the store, so each behaviour is checked without processes, wall
 clock waits or a Redis server. :class:`OutageStore` is the memory store
 with an outage switch (every call then raises ``StoreUnavailable``, as the
@@ -22,15 +22,15 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from quorum_cron.actions import CoreJob, NodeSettings
 from quorum_cron.agent.alerts import Alert, AlertHook
 from quorum_cron.agent.jobprocess import CallableTarget, JobContext, Target
 from quorum_cron.agent.logs import EVENT_LOGGER
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.spec import AgentJob, AgentSettings
-from quorum_cron.clock import ManualClock
+from quorum_cron.clock.base import ManualClock
+from quorum_cron.config.schedule import Schedule
+from quorum_cron.core.actions import CoreJob, NodeSettings
 from quorum_cron.errors import StoreUnavailable
-from quorum_cron.schedule import Schedule
 from quorum_cron.store.memory import MemoryStore
 
 __all__ = [

@@ -12,7 +12,8 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from quorum_cron.core import (
+from quorum_cron.core.model import SlotState, SlotView
+from quorum_cron.core.node import (
     Abstain,
     Action,
     CoreJob,
@@ -24,8 +25,7 @@ from quorum_cron.core import (
     Refused,
     Run,
 )
-from quorum_cron.model import SlotState, SlotView
-from quorum_cron.perform import perform
+from quorum_cron.core.perform import perform
 from quorum_cron.store.memory import MemoryStore
 
 

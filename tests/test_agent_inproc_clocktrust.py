@@ -16,10 +16,10 @@ from collections.abc import Awaitable, Callable, Sequence
 import pytest
 
 from quorum_cron.agent.clocktrust import ClockTrust
-from quorum_cron.clock import Clock, ManualClock
+from quorum_cron.clock.base import Clock, ManualClock
+from quorum_cron.clock.ntp import NtpServer, aquery_servers
+from quorum_cron.clock.skew import ServerReport, Trust
 from quorum_cron.errors import StoreUnavailable
-from quorum_cron.ntp import NtpServer, aquery_servers
-from quorum_cron.skew import ServerReport, Trust
 from tests.agent_inproc import T0
 from tests.ntp_responder import Behaviour, NtpResponder
 

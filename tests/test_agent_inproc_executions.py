@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from quorum_cron.actions import Kill, Run, RunLocal
 from quorum_cron.agent import executions
 from quorum_cron.agent.executions import LOCAL_DETAIL, Runs
 from quorum_cron.agent.jobprocess import CallableTarget, JobContext, JobRun, RunOutcome
 from quorum_cron.agent.logs import EVENT_LOGGER
 from quorum_cron.agent.metrics import Metrics
-from quorum_cron.clock import ManualClock
-from quorum_cron.model import SlotState, SlotView
+from quorum_cron.clock.base import ManualClock
+from quorum_cron.core.actions import Kill, Run, RunLocal
+from quorum_cron.core.model import SlotState, SlotView
 from tests.agent_inproc import T0, Signal, agent_job, events, metric, until
 
 FIRE = T0 + 2_000

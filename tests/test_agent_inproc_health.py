@@ -27,9 +27,9 @@ from quorum_cron.agent.membership import NodeIdTaken
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.observe import Observer
 from quorum_cron.agent.storeio import StoreWorker
-from quorum_cron.clock import ManualClock
+from quorum_cron.clock.base import ManualClock
+from quorum_cron.core.model import Member
 from quorum_cron.errors import StoreError, StoreOutOfMemory
-from quorum_cron.model import Member
 from tests.agent_inproc import T0, OutageStore, Signal, agent_job, alerts_of, events, metric, settings, until
 
 OOM = StoreOutOfMemory.PREFIX + "command not allowed when used memory > 'maxmemory'"

@@ -21,7 +21,6 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from quorum_cron.actions import Action, Start
 from quorum_cron.agent import intake as intake_module
 from quorum_cron.agent.alerts import AlertHook
 from quorum_cron.agent.health import NodeHealth
@@ -33,10 +32,11 @@ from quorum_cron.agent.observe import Observer
 from quorum_cron.agent.spec import AgentJob
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.agent.triggers import MAX_VERIFYING
-from quorum_cron.clock import ManualClock
-from quorum_cron.core import NodeCore, Now
+from quorum_cron.clock.base import ManualClock
+from quorum_cron.core.actions import Action, Start
+from quorum_cron.core.lifecycle import Phase
+from quorum_cron.core.node import NodeCore, Now
 from quorum_cron.errors import StoreError
-from quorum_cron.lifecycle import Phase
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.base import Store
 from quorum_cron.store.redis import RedisStore

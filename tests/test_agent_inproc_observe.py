@@ -12,7 +12,13 @@ import logging
 
 import pytest
 
-from quorum_cron.actions import (
+from quorum_cron.agent import observe
+from quorum_cron.agent.alerts import AlertHook, AlertKind
+from quorum_cron.agent.logs import EVENT_LOGGER
+from quorum_cron.agent.metrics import Metrics
+from quorum_cron.agent.observe import Observer
+from quorum_cron.clock.base import ManualClock
+from quorum_cron.core.actions import (
     Abstain,
     Finish,
     ReadHighWater,
@@ -23,13 +29,7 @@ from quorum_cron.actions import (
     Sweep,
     Vote,
 )
-from quorum_cron.agent import observe
-from quorum_cron.agent.alerts import AlertHook, AlertKind
-from quorum_cron.agent.logs import EVENT_LOGGER
-from quorum_cron.agent.metrics import Metrics
-from quorum_cron.agent.observe import Observer
-from quorum_cron.clock import ManualClock
-from quorum_cron.model import Delivery, SlotState, SweepParams, VoteRequest, VoteStatus
+from quorum_cron.core.model import Delivery, SlotState, SweepParams, VoteRequest, VoteStatus
 from quorum_cron.store.memory import MemoryStore
 from tests.agent_inproc import T0, agent_job, alerts_of, events, metric
 

@@ -19,7 +19,6 @@ import threading
 import pytest
 import redis
 
-from quorum_cron.actions import ReadHighWater, Start, Vote
 from quorum_cron.agent import badvalues
 from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.badvalues import BadValueReporter
@@ -27,9 +26,10 @@ from quorum_cron.agent.logs import EVENT_LOGGER
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.agent.triggers import AUDIT_SCAN, stored_triggers
-from quorum_cron.clock import ManualClock
+from quorum_cron.clock.base import ManualClock
+from quorum_cron.core.actions import ReadHighWater, Start, Vote
+from quorum_cron.core.model import SlotState, TransitionResult, VoteRequest
 from quorum_cron.errors import StoreUnavailable
-from quorum_cron.model import SlotState, TransitionResult, VoteRequest
 from quorum_cron.store.memory import MemoryStore
 from quorum_cron.store.redis import RedisStore
 from tests.agent_inproc import T0, OutageStore, alerts_of, events, metric

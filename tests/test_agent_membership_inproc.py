@@ -24,8 +24,8 @@ import redis
 from quorum_cron.agent.alerts import AlertKind
 from quorum_cron.agent.build import agent_job, agent_settings
 from quorum_cron.agent.runtime import Agent
-from quorum_cron.config import AUTO, ClusterConfig, JobSpec
-from quorum_cron.model import Configuration
+from quorum_cron.config.settings import AUTO, ClusterConfig, JobSpec
+from quorum_cron.core.model import Configuration
 from quorum_cron.store.redis import RedisStore
 
 JOB = JobSpec.create("tick", "@every 1s", command=("true",), starting_deadline_ms=900)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from quorum_cron.agent.reload import plan_reload
-from quorum_cron.config import ClusterConfig, Config, JobSpec
+from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
 from quorum_cron.embedded import EmbeddedRedis
 from tests.agent_cluster import Cluster
 from tests.test_agent_observability import AlertSink

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from quorum_cron.clockcheck import check_clock
+from quorum_cron.clock.check import check_clock
 from quorum_cron.embedded import EmbeddedRedis
 from tests.ntp_responder import Behaviour, NtpResponder
 from tests.tools import require_tool
@@ -195,7 +195,7 @@ def test_clock_5s_ahead_under_libfaketime_is_not_trusted(ntp: NtpResponder) -> N
     """A process whose clock libfaketime moved 5 s ahead, against a server serving true time."""
     faketime = require_tool("faketime")
     code = (
-        "from quorum_cron.clockcheck import check_clock; "
+        "from quorum_cron.clock.check import check_clock; "
         f"check_clock(['--server', '{ntp.address}', '--samples', '2', '--sample-interval', '0'])"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from quorum_cron.clockcheck import check_clock
-from quorum_cron.ntp import NtpQueryError, NtpServer, query_once
+from quorum_cron.clock.check import check_clock
+from quorum_cron.clock.ntp import NtpQueryError, NtpServer, query_once
 from tests.tools import require_tool
 
 READY_TIMEOUT_S = 15.0

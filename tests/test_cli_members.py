@@ -19,8 +19,8 @@ from click.testing import CliRunner, Result
 
 from quorum_cron.commands.members import members
 from quorum_cron.commands.status import status
+from quorum_cron.core.model import Configuration
 from quorum_cron.embedded import EmbeddedRedis
-from quorum_cron.model import Configuration
 from quorum_cron.store.redis import RedisStore
 
 NS = "mem"

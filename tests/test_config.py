@@ -9,15 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from quorum_cron.config import (
-    ClusterConfig,
-    Config,
-    InvalidConfig,
-    JobSpec,
-    load_config,
-    parse_config,
-    redact_url,
-)
+from quorum_cron.config.file import load_config, parse_config
+from quorum_cron.config.settings import ClusterConfig, Config, InvalidConfig, JobSpec, redact_url
 from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.errors import ConfigError
 from quorum_cron.store.base import Delivery, Overlap
@@ -400,7 +393,7 @@ def test_spec_hash_ignores_key_order_and_changes_with_each_field(tmp_path: Path)
 
 def test_spec_hash_stable_across_processes() -> None:
     code = (
-        "from quorum_cron.config import JobSpec;"
+        "from quorum_cron.config.settings import JobSpec;"
         "print(JobSpec.create('backup', 'H 2 * * *', command=['/bin/backup'],"
         " env={'B': '2', 'A': '1'}).spec_hash)"
     )

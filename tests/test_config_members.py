@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from quorum_cron.config import AUTO, ClusterConfig, InvalidConfig, parse_config
+from quorum_cron.config.file import parse_config
+from quorum_cron.config.settings import AUTO, ClusterConfig, InvalidConfig
 from quorum_cron.errors import ConfigError
 
 

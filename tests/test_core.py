@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quorum_cron.core import (
+from quorum_cron.core.model import Delivery, SlotState, SweepParams, SweepResult, TransitionResult, VoteStatus
+from quorum_cron.core.node import (
     Abstain,
     Action,
     CoreJob,
@@ -27,7 +28,6 @@ from quorum_cron.core import (
     Sweep,
     Vote,
 )
-from quorum_cron.model import Delivery, SlotState, SweepParams, SweepResult, TransitionResult, VoteStatus
 from quorum_cron.store.memory import MemoryStore
 from tests.core_driver import Driver, Every, boot
 
@@ -149,7 +149,7 @@ def test_refused_renew_kills_the_run() -> None:
     core.set_trust(True)
     start = Start("a", T0, 7, 3000)
     core._jobs["a"].starting[T0] = 7
-    from quorum_cron.model import SlotView
+    from quorum_cron.core.model import SlotView
 
     ok = TransitionResult(True, SlotView("a", T0, SlotState.RUNNING, token=7, executor="n1"), T0)
     assert core.on_reply(start, ok, Now(T0, 0)) == [Run("a", T0, 7, 60_000)]
@@ -305,7 +305,7 @@ def test_a_retry_assigned_before_its_backoff_is_started_when_due() -> None:
     j = job("a", 60_000, retries=1, retry_backoff_ms=5000)
     core = NodeCore(NodeSettings(node_id="n1", quorum=1), [j])
     core.set_trust(True)
-    from quorum_cron.model import SlotView
+    from quorum_cron.core.model import SlotView
 
     view = SlotView("a", T0, SlotState.COMMITTED, executor="n1", token=4, not_before_ms=T0 + 5000)
     fin = Finish("a", T0, 3, False, "exit 1", 1, 5000)
@@ -373,8 +373,8 @@ def test_a_start_reply_held_past_half_the_lease_is_confirmed_by_a_renew_before_t
     """A held start reply: the lease that began after the start's send may be nearly over, and the
     slot taken over once it is. The node renews first and runs only if the store accepts in time,
     with the lease counted from the renew's send."""
-    from quorum_cron.lifecycle import Phase
-    from quorum_cron.model import SlotView
+    from quorum_cron.core.lifecycle import Phase
+    from quorum_cron.core.model import SlotView
 
     core = NodeCore(NodeSettings(node_id="n1", quorum=1, lease_ms=3000), [job("a", 60_000)])
     core.set_trust(True)
@@ -402,7 +402,7 @@ def test_a_start_reply_held_past_half_the_lease_is_confirmed_by_a_renew_before_t
     elif outcome == "failed":
         # Not known whether it landed: the slot is read again, and a read showing it ours is
         # confirmed again before anything runs.
-        from quorum_cron.core import ReadSlots
+        from quorum_cron.core.node import ReadSlots
 
         assert core.on_failure(renew, Now(T0 + 1700, 1700)) == []
         assert core.slot_phase("a", T0) == Phase.AWAITING
@@ -422,8 +422,8 @@ def test_an_executor_whose_start_reply_is_lost_confirms_the_slot_it_reads_runnin
     """A read showing the slot running under our token may show a write no replica acknowledged
     (a failover then loses it: explorer seed 31090): a renew of the token confirms it, and the
     job runs under the lease that renew was granted; a read long after the start changes nothing."""
-    from quorum_cron.core import ReadSlots
-    from quorum_cron.model import SlotView
+    from quorum_cron.core.model import SlotView
+    from quorum_cron.core.node import ReadSlots
 
     for replied_at, confirms in ((1_000, True), (1_500, True), (3_000, False)):
         core = NodeCore(NodeSettings(node_id="n1", quorum=1, lease_ms=3000, retry_ms=500), [job("a", 60_000)])
@@ -533,8 +533,8 @@ def core_view_missed(record: RecordMissed) -> object:
 def test_an_at_least_once_run_is_killed_at_its_lease_end_counted_from_the_accepted_renews_send(
     delivery: Delivery,
 ) -> None:
-    from quorum_cron.core_run import lease_margin
-    from quorum_cron.model import SlotView
+    from quorum_cron.core.model import SlotView
+    from quorum_cron.core.run import lease_margin
 
     lease = 3000
     settings = NodeSettings(node_id="n1", quorum=1, lease_ms=lease)

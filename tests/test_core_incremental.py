@@ -18,7 +18,7 @@ import pytest
 
 import sim
 import sim.quorum
-from quorum_cron.core import Action, CoreJob, Failure, NodeCore, NodeSettings, Now, RecordMissed, Vote
+from quorum_cron.core.node import Action, CoreJob, Failure, NodeCore, NodeSettings, Now, RecordMissed, Vote
 from sim.explore import explore_scenario
 from tests.core_driver import Every, boot
 

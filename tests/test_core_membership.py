@@ -17,7 +17,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from quorum_cron.core import (
+from quorum_cron.core.model import (
+    Configuration,
+    LedgerEntry,
+    MembershipRecord,
+    SlotState,
+    VoteRequest,
+    VoteStatus,
+)
+from quorum_cron.core.node import (
     Abstain,
     CoreJob,
     NodeCore,
@@ -26,15 +34,7 @@ from quorum_cron.core import (
     Refused,
     Vote,
 )
-from quorum_cron.model import (
-    Configuration,
-    LedgerEntry,
-    MembershipRecord,
-    SlotState,
-    VoteRequest,
-    VoteStatus,
-)
-from quorum_cron.perform import perform
+from quorum_cron.core.perform import perform
 from quorum_cron.store.memory import MemoryStore
 from tests.core_driver import Driver, DriverNode, Every, boot
 

@@ -7,7 +7,8 @@ by hand through each case.
 
 from __future__ import annotations
 
-from quorum_cron.core import (
+from quorum_cron.core.model import SlotState, SlotView, SweepResult, VoteResult, VoteStatus
+from quorum_cron.core.node import (
     Abstain,
     CoreJob,
     Failure,
@@ -21,7 +22,6 @@ from quorum_cron.core import (
     Sweep,
     Vote,
 )
-from quorum_cron.model import SlotState, SlotView, SweepResult, VoteResult, VoteStatus
 from tests.core_driver import Every
 
 T0 = 1_699_999_980_000

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from quorum_cron.commands.demo import _Node, _verdict, demo
-from quorum_cron.model import LedgerEntry
+from quorum_cron.core.model import LedgerEntry
 from quorum_cron.store.base import SlotState
 
 pytestmark = pytest.mark.slow

@@ -27,7 +27,8 @@ import pytest
 
 from quorum_cron.agent.build import open_store
 from quorum_cron.commands.agent import agent
-from quorum_cron.config import Config, load_config
+from quorum_cron.config.file import load_config
+from quorum_cron.config.settings import Config
 from quorum_cron.embedded import EmbeddedRedis
 from tests.tools import require_tool
 

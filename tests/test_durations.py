@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from quorum_cron.durations import format_duration, parse_duration
+from quorum_cron.config.durations import format_duration, parse_duration
 from quorum_cron.errors import ConfigError
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from quorum_cron.config import InvalidConfig, parse_config
+from quorum_cron.config.file import parse_config
+from quorum_cron.config.settings import InvalidConfig
 from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.store.base import SlotState
 from tests.agent_cluster import Cluster, job_toml

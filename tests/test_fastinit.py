@@ -1,4 +1,4 @@
-"""quorum_cron.fastinit: the faster __init__ builds exactly what the dataclass's own would."""
+"""quorum_cron.core.fastinit: the faster __init__ builds exactly what the dataclass's own would."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from quorum_cron.actions import Now
-from quorum_cron.fastinit import fast_frozen_init
-from quorum_cron.model import SlotState, SlotView, TransitionResult, VoteRequest, VoteResult, VoteStatus
+from quorum_cron.core.actions import Now
+from quorum_cron.core.fastinit import fast_frozen_init
+from quorum_cron.core.model import SlotState, SlotView, TransitionResult, VoteRequest, VoteResult, VoteStatus
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

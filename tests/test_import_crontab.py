@@ -23,7 +23,8 @@ import pytest
 from click.testing import CliRunner
 
 from quorum_cron.cli import main
-from quorum_cron.config import InvalidConfig, JobSpec, load_config, parse_config
+from quorum_cron.config.file import load_config, parse_config
+from quorum_cron.config.settings import InvalidConfig, JobSpec
 from quorum_cron.crontab import parse_crontab, translate
 from quorum_cron.crontab.parse import CRON_ALIASES, split_percent
 from quorum_cron.crontab.translate import cron_runs

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from quorum_cron.cli import main
-from quorum_cron.config import load_config
+from quorum_cron.config.file import load_config
 from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.store.base import SlotState
 from tests.agent_cluster import Cluster

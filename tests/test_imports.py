@@ -12,10 +12,10 @@ import subprocess
 import sys
 
 PURE = (
-    "quorum_cron.core",
-    "quorum_cron.schedule",
-    "quorum_cron.config",
-    "quorum_cron.model",
+    "quorum_cron.core.node",
+    "quorum_cron.config.schedule",
+    "quorum_cron.config.settings",
+    "quorum_cron.core.model",
     "quorum_cron.store.memory",
     "sim",
 )

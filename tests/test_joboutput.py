@@ -10,7 +10,7 @@ import pytest
 from quorum_cron.agent.joboutput import MAX_LINE_CHARS, OutputRate, RunOutput
 from quorum_cron.agent.logs import EVENT_LOGGER
 from quorum_cron.agent.observe import exit_code_of, failures_before, output_tail
-from quorum_cron.model import LedgerEntry, SlotState
+from quorum_cron.core.model import LedgerEntry, SlotState
 
 
 class Clock:
@@ -107,14 +107,14 @@ def test_the_python_api_takes_alert_on_like_the_config_file() -> None:
 
 def test_a_retried_failure_alerts_nothing_and_the_last_one_alerts_once_by_alert_on() -> None:
     """The executor's accepted final result alerts; a failure the store turns into a retry does not."""
-    from quorum_cron.actions import Finish
     from quorum_cron.agent.alerts import AlertHook
     from quorum_cron.agent.build import agent_job
     from quorum_cron.agent.metrics import Metrics
     from quorum_cron.agent.observe import Observer
     from quorum_cron.agent.spec import AgentJob
-    from quorum_cron.config import JobSpec
-    from quorum_cron.model import SlotView, TransitionResult
+    from quorum_cron.config.settings import JobSpec
+    from quorum_cron.core.actions import Finish
+    from quorum_cron.core.model import SlotView, TransitionResult
 
     def job(name: str, alert_on: tuple[str, ...]) -> AgentJob:
         return agent_job(JobSpec.create(name, "@every 10s", command=("true",), alert_on=alert_on))

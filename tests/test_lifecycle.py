@@ -1,4 +1,4 @@
-"""The node side of a slot's life: ``quorum_cron.lifecycle`` against ``docs/protocol.md`` and the core.
+"""The node side of a slot's life: ``quorum_cron.core.lifecycle`` against ``docs/protocol.md`` and the core.
 
 The table is data in ``lifecycle.TRANSITIONS`` and a table in the protocol
 document; these tests check that the two say the same, and that every
@@ -17,8 +17,8 @@ import pytest
 
 import sim
 import sim.quorum
-from quorum_cron.core import NodeCore
-from quorum_cron.lifecycle import TRANSITIONS, Phase, allowed
+from quorum_cron.core.lifecycle import TRANSITIONS, Phase, allowed
+from quorum_cron.core.node import NodeCore
 from sim.explore import explore_scenario
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,9 +13,9 @@ from typing import Any
 
 import redis
 
-from quorum_cron.model import SlotState, SweepParams, VoteRequest
+from quorum_cron.config.schedule import Schedule
+from quorum_cron.core.model import SlotState, SweepParams, VoteRequest
 from quorum_cron.redact import redact_text, redact_url
-from quorum_cron.schedule import Schedule
 from quorum_cron.store.base import Store
 from quorum_cron.store.memory import MemoryStore
 from quorum_cron.store.redis import RedisStore

@@ -7,9 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from quorum_cron.clock import ManualClock, SystemClock
-from quorum_cron.errors import ConfigError
-from quorum_cron.ntp import (
+from quorum_cron.clock.base import ManualClock, SystemClock
+from quorum_cron.clock.ntp import (
     NtpQueryError,
     NtpServer,
     aquery_servers,
@@ -18,7 +17,8 @@ from quorum_cron.ntp import (
     query_server,
     query_servers,
 )
-from quorum_cron.skew import NtpOutcome, NtpSample, assess_ntp, error_bound_ms, rejection_reason
+from quorum_cron.clock.skew import NtpOutcome, NtpSample, assess_ntp, error_bound_ms, rejection_reason
+from quorum_cron.errors import ConfigError
 from tests.ntp_responder import Behaviour, NtpResponder
 
 TOLERANCE_MS = 5.0  # loopback, same machine: the served offset is the true offset

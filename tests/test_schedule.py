@@ -1,7 +1,7 @@
 """Schedules: cron semantics against an independent reference, DST policy, H, @every, errors.
 
 The reference matcher below is written from Vixie cron's rules (entry.c /
-cron.c), not from quorum_cron.schedule: it expands each field to a set, walks
+cron.c), not from quorum_cron.config.schedule: it expands each field to a set, walks
 the calendar day by day, and ORs day-of-month with day-of-week unless either
 field starts with '*'.
 """
@@ -24,8 +24,8 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from quorum_cron.config.schedule import Schedule
 from quorum_cron.errors import ScheduleError
-from quorum_cron.schedule import Schedule
 
 UTC = dt.UTC
 BERLIN = "Europe/Berlin"
@@ -384,7 +384,7 @@ def test_h_pinned_value() -> None:
 
 def test_h_same_in_another_process_with_another_hash_seed() -> None:
     code = (
-        "from quorum_cron.schedule import Schedule;"
+        "from quorum_cron.config.schedule import Schedule;"
         "print(Schedule.parse('H H * * *', job='backup').resolved_expr)"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(Path(__file__).parents[1])}

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 import sim
+from quorum_cron.core.model import MembershipRecord
 from quorum_cron.errors import ConfigError
-from quorum_cron.model import MembershipRecord
 from sim.checker import MEMBERSHIP_QUORUM
 from sim.explore import explore, explore_scenario
 from sim.gen import RandomChooser, random_membership

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quorum_cron.clock import ManualClock
-from quorum_cron.skew import (
+from quorum_cron.clock.base import ManualClock
+from quorum_cron.clock.skew import (
     ClockError,
     ClockGuard,
     ClockReading,

@@ -46,9 +46,7 @@ from hypothesis import HealthCheck, currently_in_test_context, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 from redis.cluster import RedisCluster
 
-from quorum_cron.embedded import EmbeddedRedis
-from quorum_cron.embedded_topology import EmbeddedCluster
-from quorum_cron.model import (
+from quorum_cron.core.model import (
     Delivery,
     Overlap,
     SlotState,
@@ -56,6 +54,8 @@ from quorum_cron.model import (
     VoteRequest,
     VoteStatus,
 )
+from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.embedded_topology import EmbeddedCluster
 from quorum_cron.store.memory import MemoryStore
 from quorum_cron.store.redis import RedisStore
 from tests.topologies import cluster_client

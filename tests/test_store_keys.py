@@ -13,7 +13,7 @@ from importlib import resources
 
 import redis
 
-from quorum_cron.model import SweepParams, VoteRequest
+from quorum_cron.core.model import SweepParams, VoteRequest
 from quorum_cron.store import keys
 from quorum_cron.store.redis import RedisStore
 

@@ -34,10 +34,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 from redis.cluster import RedisCluster
 
-from quorum_cron.embedded import EmbeddedRedis
-from quorum_cron.embedded_topology import EmbeddedCluster
-from quorum_cron.errors import StoreError
-from quorum_cron.model import (
+from quorum_cron.core.model import (
     Configuration,
     Delivery,
     MembershipRecord,
@@ -46,6 +43,9 @@ from quorum_cron.model import (
     VoteRequest,
     VoteStatus,
 )
+from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.embedded_topology import EmbeddedCluster
+from quorum_cron.errors import StoreError
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.memory import MemoryStore
 from quorum_cron.store.redis import RedisStore

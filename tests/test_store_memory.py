@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from quorum_cron.model import (
+from quorum_cron.core.model import (
     TERMINAL_STATES,
     Delivery,
     Overlap,

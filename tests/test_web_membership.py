@@ -10,8 +10,8 @@ from __future__ import annotations
 import redis
 from starlette.testclient import TestClient
 
-from quorum_cron.config import ClusterConfig, Config, JobSpec
-from quorum_cron.model import Configuration
+from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
+from quorum_cron.core.model import Configuration
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.web.app import WebContext, create_app
 from quorum_cron.web.tokens import AdminTokens

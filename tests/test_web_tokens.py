@@ -17,7 +17,7 @@ import pytest
 import redis
 from starlette.testclient import TestClient
 
-from quorum_cron.config import ClusterConfig, Config, JobSpec
+from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
 from quorum_cron.errors import ConfigError
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.web.app import WebContext, create_app

@@ -2,7 +2,7 @@
 
 Modules, each owning one thing:
 
-* :mod:`.runtime` — the node loop around :class:`~quorum_cron.core.NodeCore`:
+* :mod:`.runtime` — the node loop around :class:`~quorum_cron.core.node.NodeCore`:
   dispatching its actions, start and graceful stop;
 * :mod:`.intake` — what the node hears (assignment notices, operator triggers) into the core;
 * :mod:`.spec` — what an agent is built from (its jobs and settings);

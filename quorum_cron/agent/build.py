@@ -13,8 +13,8 @@ from quorum_cron.agent.jobprocess import CommandTarget, Target
 from quorum_cron.agent.membership import config_configuration
 from quorum_cron.agent.redisclient import connect_store
 from quorum_cron.agent.spec import AgentJob, AgentSettings
-from quorum_cron.config import ClusterConfig, JobSpec
-from quorum_cron.core import CoreJob, NodeSettings
+from quorum_cron.config.settings import ClusterConfig, JobSpec
+from quorum_cron.core.node import CoreJob, NodeSettings
 from quorum_cron.errors import QuorumCronError
 from quorum_cron.store.redis import RedisStore
 

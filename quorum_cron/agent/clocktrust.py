@@ -2,7 +2,7 @@
 
 The runtime asks two things — "check now" (on every heartbeat) and "may I
 vote?" (before every tick) — and this module answers both through
-:class:`~quorum_cron.skew.ClockGuard`: the store ``TIME`` probe on every
+:class:`~quorum_cron.clock.skew.ClockGuard`: the store ``TIME`` probe on every
 check, NTP when the guard says a check is due and servers are configured.
 With no NTP servers configured there is nothing to ask, which the guard
 treats as "NTP unavailable" under the configured policy: ``store-time``
@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
-from quorum_cron.clock import Clock
-from quorum_cron.ntp import NtpServer, aquery_servers, probe_store_time
-from quorum_cron.skew import (
+from quorum_cron.clock.base import Clock
+from quorum_cron.clock.ntp import NtpServer, aquery_servers, probe_store_time
+from quorum_cron.clock.skew import (
     ClockGuard,
     ClockReading,
     NtpCheck,

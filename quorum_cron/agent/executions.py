@@ -5,7 +5,7 @@ module starts the process (:class:`~quorum_cron.agent.jobprocess.JobRun`), logs
 its start with the delay from the nominal time, and reports its end through
 ``report`` (the runtime hands it to the core, which records the result).
 
-It also starts the core's :class:`~quorum_cron.core.RunLocal` runs
+It also starts the core's :class:`~quorum_cron.core.node.RunLocal` runs
 (``on_store_unavailable = "run-local"``; the core decides when). A local run
 carries token 0; its end is reported to the core with token 0, and:
 
@@ -31,9 +31,9 @@ from quorum_cron.agent.jobprocess import JobRun, RunOutcome
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.spec import AgentJob
-from quorum_cron.clock import Clock
-from quorum_cron.core import Kill, Run, RunLocal
-from quorum_cron.model import SlotView
+from quorum_cron.clock.base import Clock
+from quorum_cron.core.model import SlotView
+from quorum_cron.core.node import Kill, Run, RunLocal
 
 __all__ = ["LOCAL_DETAIL", "Report", "Runs"]
 

@@ -34,8 +34,6 @@ import socket
 from collections.abc import Callable, Mapping
 from functools import partial
 
-from quorum_cron import model
-from quorum_cron.actions import Refused
 from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.clocktrust import ClockTrust
 from quorum_cron.agent.logs import EVENT_LOGGER, event
@@ -50,9 +48,11 @@ from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.observe import Observer
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
-from quorum_cron.clock import Clock
+from quorum_cron.clock.base import Clock
+from quorum_cron.core import model
+from quorum_cron.core.actions import Refused
+from quorum_cron.core.model import MembershipRecord
 from quorum_cron.errors import StoreError, StoreOutOfMemory, StoreUnavailable
-from quorum_cron.model import MembershipRecord
 from quorum_cron.store.base import Member, Store
 
 __all__ = ["BACKOFF_MAX_MS", "BACKOFF_MIN_MS", "NodeHealth"]

@@ -33,8 +33,8 @@ from quorum_cron.agent.notify import Notice, NoticeListener, Trigger
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.agent.triggers import MAX_VERIFYING, stored_triggers
-from quorum_cron.clock import Clock
-from quorum_cron.core import Action, NodeCore, Now
+from quorum_cron.clock.base import Clock
+from quorum_cron.core.node import Action, NodeCore, Now
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.base import Store

@@ -28,10 +28,10 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Final
 
-from quorum_cron import model
-from quorum_cron.config import ClusterConfig
+from quorum_cron.config.settings import ClusterConfig
+from quorum_cron.core import model
+from quorum_cron.core.model import Configuration, MembershipRecord
 from quorum_cron.errors import QuorumCronError
-from quorum_cron.model import Configuration, MembershipRecord
 from quorum_cron.store.base import HeartbeatResult, Member, Store
 
 __all__ = [

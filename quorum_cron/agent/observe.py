@@ -30,7 +30,7 @@ from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.spec import AgentJob
-from quorum_cron.core import (
+from quorum_cron.core.node import (
     Abstain,
     Finish,
     ReadHighWater,

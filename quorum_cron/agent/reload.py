@@ -8,7 +8,7 @@ apply at once, to the next alert and the next run.
 A change the protocol sees — a job added, removed, or defined differently
 (another spec hash), or a ``[cluster]`` setting the core or the store uses
 (size, quorum, members, lease, Redis URL...) — is not swapped under a
-running node: the :class:`~quorum_cron.core.NodeCore` takes its jobs at
+running node: the :class:`~quorum_cron.core.node.NodeCore` takes its jobs at
 construction and has no way to replace a definition under slots it has
 already voted on, renews leases for and must finish. Such a reload is
 applied by a graceful restart instead: :meth:`ConfigReload.reload` answers
@@ -36,7 +36,7 @@ from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.executions import Runs
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.spec import AgentJob
-from quorum_cron.config import ClusterConfig, Config
+from quorum_cron.config.settings import ClusterConfig, Config
 from quorum_cron.errors import ConfigError
 
 __all__ = ["LIVE_CLUSTER_KEYS", "ConfigReload", "ReloadPlan", "plan_reload"]

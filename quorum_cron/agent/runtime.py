@@ -1,4 +1,4 @@
-"""The agent: an asyncio shell around the sans-I/O :class:`~quorum_cron.core.NodeCore`.
+"""The agent: an asyncio shell around the sans-I/O :class:`~quorum_cron.core.node.NodeCore`.
 
 The core decides everything about the protocol; the agent only does what
 the core cannot: read the real clocks, wait, talk to the store, run
@@ -53,7 +53,6 @@ from functools import partial
 import redis
 from redis.cluster import RedisCluster
 
-from quorum_cron.actions import Refused
 from quorum_cron.agent.alerts import AlertHook, AlertJournal
 from quorum_cron.agent.executions import Runs
 from quorum_cron.agent.health import NodeHealth
@@ -64,8 +63,10 @@ from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.observe import Observer
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
-from quorum_cron.clock import Clock, SystemClock
-from quorum_cron.core import (
+from quorum_cron.clock.base import Clock, SystemClock
+from quorum_cron.core.actions import Refused
+from quorum_cron.core.model import MembershipRecord, SlotState, SlotView, TransitionResult
+from quorum_cron.core.node import (
     Abstain,
     Action,
     Failure,
@@ -80,7 +81,6 @@ from quorum_cron.core import (
     StoreAction,
 )
 from quorum_cron.errors import StoreError, StoreUnavailable
-from quorum_cron.model import MembershipRecord, SlotState, SlotView, TransitionResult
 from quorum_cron.store.base import Store
 
 __all__ = ["EXIT_ID_TAKEN", "EXIT_OK", "Agent", "AgentJob", "AgentSettings"]

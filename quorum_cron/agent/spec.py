@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 from quorum_cron.agent.clocktrust import DEFAULT_CHECK_INTERVAL_MS
 from quorum_cron.agent.jobprocess import DEFAULT_TAIL_BYTES, Target
-from quorum_cron.config_values import DEFAULT_ALERT_ON, DEFAULT_OUTPUT_LOG_LINES, DEFAULT_OUTPUT_LOG_RATE
-from quorum_cron.core import CoreJob, NodeSettings
-from quorum_cron.model import Configuration
+from quorum_cron.config.values import DEFAULT_ALERT_ON, DEFAULT_OUTPUT_LOG_LINES, DEFAULT_OUTPUT_LOG_RATE
+from quorum_cron.core.model import Configuration
+from quorum_cron.core.node import CoreJob, NodeSettings
 
 __all__ = ["AgentJob", "AgentSettings"]
 
@@ -45,7 +45,7 @@ class AgentSettings:
     grace_ms: int = 30_000
     ntp_servers: tuple[str, ...] = ()
     ntp_unreachable: str = ""
-    """Empty: :func:`~quorum_cron.skew.default_unreachable_policy` of ``ntp_servers``."""
+    """Empty: :func:`~quorum_cron.clock.skew.default_unreachable_policy` of ``ntp_servers``."""
     clock_check_interval_ms: int = DEFAULT_CHECK_INTERVAL_MS
     tail_bytes: int = DEFAULT_TAIL_BYTES
     """Bytes of each output stream of a run kept in the ledger (``cluster.output_tail``)."""

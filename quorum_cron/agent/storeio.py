@@ -7,7 +7,7 @@ and the loop keeps waking on time while a call is on the wire. Background
 reads (heartbeats, clock probes, status) use a second thread, so a slow
 membership call never delays a vote.
 
-The worker carries each action out with :func:`quorum_cron.perform.perform`,
+The worker carries each action out with :func:`quorum_cron.core.perform.perform`,
 the one mapping from an action to its store call (the simulator uses it too).
 
 A ``Finish`` carries the job's retry policy (the core's ``CoreJob``): the
@@ -22,8 +22,8 @@ import concurrent.futures
 from collections.abc import Callable
 from typing import TypeVar
 
-from quorum_cron.core import StoreAction
-from quorum_cron.perform import perform
+from quorum_cron.core.node import StoreAction
+from quorum_cron.core.perform import perform
 from quorum_cron.store.base import Store
 
 __all__ = ["StoreWorker"]

@@ -40,8 +40,8 @@ from quorum_cron.agent.redisclient import default_node_id
 from quorum_cron.agent.reload import ConfigReload
 from quorum_cron.agent.runtime import EXIT_ID_TAKEN, Agent
 from quorum_cron.commands.common import config_option, load, redis_option, store_for
-from quorum_cron.config import load_config
-from quorum_cron.durations import parse_duration
+from quorum_cron.config.durations import parse_duration
+from quorum_cron.config.file import load_config
 from quorum_cron.errors import ConfigError, QuorumCronError
 from quorum_cron.printable import printable
 from quorum_cron.store.redis import RedisStore

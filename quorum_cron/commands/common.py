@@ -10,7 +10,8 @@ from typing import NoReturn
 import click
 
 from quorum_cron.agent.build import open_store
-from quorum_cron.config import Config, InvalidConfig, load_config
+from quorum_cron.config.file import load_config
+from quorum_cron.config.settings import Config, InvalidConfig
 from quorum_cron.errors import QuorumCronError
 from quorum_cron.printable import printable
 from quorum_cron.store import urls as store_urls

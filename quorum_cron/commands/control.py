@@ -35,7 +35,7 @@ from quorum_cron.commands.common import (
     store_for,
     unprintable_problem,
 )
-from quorum_cron.config import Config
+from quorum_cron.config.settings import Config
 from quorum_cron.errors import StoreError
 from quorum_cron.printable import printable
 from quorum_cron.store.base import JobControl

@@ -46,7 +46,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from quorum_cron.model import LedgerEntry
+from quorum_cron.core.model import LedgerEntry
 from quorum_cron.printable import printable
 from quorum_cron.store.base import SlotState
 

@@ -28,10 +28,11 @@ from pathlib import Path
 import click
 
 from quorum_cron.commands.common import fail
-from quorum_cron.config import ClusterConfig, InvalidConfig, parse_config
+from quorum_cron.config.file import parse_config
+from quorum_cron.config.schedule import check_timezone
+from quorum_cron.config.settings import ClusterConfig, InvalidConfig
 from quorum_cron.crontab import parse_crontab, translate
 from quorum_cron.errors import QuorumCronError
-from quorum_cron.schedule import check_timezone
 
 __all__ = ["host_timezone", "import_crontab"]
 

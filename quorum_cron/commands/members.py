@@ -31,7 +31,6 @@ from typing import Any
 
 import click
 
-from quorum_cron import model
 from quorum_cron.agent.membership import MembershipFacts, membership_doc, membership_facts
 from quorum_cron.commands.common import (
     ago,
@@ -45,9 +44,10 @@ from quorum_cron.commands.common import (
 )
 from quorum_cron.commands.control import MAX_REASON, _by, by_option
 from quorum_cron.commands.members_plan import PlanError, check_words, plan
-from quorum_cron.config import Config
+from quorum_cron.config.settings import Config
+from quorum_cron.core import model
+from quorum_cron.core.model import Configuration, MembershipChange
 from quorum_cron.errors import StoreError
-from quorum_cron.model import Configuration, MembershipChange
 from quorum_cron.printable import printable
 from quorum_cron.store.base import Member
 from quorum_cron.store.redis import RedisStore

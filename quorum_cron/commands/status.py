@@ -30,13 +30,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from quorum_cron import model
 from quorum_cron.agent.membership import MembershipFacts, membership_facts
 from quorum_cron.commands.common import ago, config_option, fail, fmt_ms, load, redis_option, store_for
 from quorum_cron.commands.control import describe_control
 from quorum_cron.commands.members import describe_facts, role
 from quorum_cron.commands.output import format_option, resolve_format, rows, utc_label, zoned_label
-from quorum_cron.config import JobSpec
+from quorum_cron.config.settings import JobSpec
+from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.printable import cell, printable
 from quorum_cron.store.base import JobControl, LedgerEntry, Member, SlotState

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from quorum_cron.commands.common import config_option, fail, load, redis_option, store_for
-from quorum_cron.config import Config
+from quorum_cron.config.settings import Config
 from quorum_cron.errors import ConfigError
 
 if TYPE_CHECKING:

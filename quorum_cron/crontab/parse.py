@@ -18,7 +18,7 @@ What a line is, in the order cron decides it:
 Anything else is a :class:`BadLine` with its number and the reason.  Cron's
 field grammar is checked here only for what quorum-cron's own parser would
 accept but cron would not (``H``, six fields); ranges and values are checked
-by :class:`quorum_cron.schedule.Schedule` when the job is built.
+by :class:`quorum_cron.config.schedule.Schedule` when the job is built.
 """
 
 from __future__ import annotations

@@ -34,10 +34,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from quorum_cron.config import JobSpec
+from quorum_cron.config.schedule import ALIASES, Schedule, check_timezone
+from quorum_cron.config.settings import JobSpec
 from quorum_cron.crontab.parse import BadLine, CronEntry, Crontab
 from quorum_cron.errors import QuorumCronError
-from quorum_cron.schedule import ALIASES, Schedule, check_timezone
 
 __all__ = ["DEFAULT_PATH", "DEFAULT_SHELL", "Imported", "cron_env", "job_name", "translate"]
 

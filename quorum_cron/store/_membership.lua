@@ -1,5 +1,5 @@
 -- _membership.lua: membership records, parsed with bounds (MembershipRecord
--- in quorum_cron/model.py is the model). Prepended to every per-job script
+-- in quorum_cron/core/model.py is the model). Prepended to every per-job script
 -- (before _job.lua, whose executor pick needs it) and to members.lua (see
 -- scripts.py); it issues no command itself.
 --

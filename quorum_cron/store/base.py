@@ -1,4 +1,4 @@
-"""The store contract: the ``Store`` protocol (values it exchanges: :mod:`quorum_cron.model`).
+"""The store contract: the ``Store`` protocol (values it exchanges: :mod:`quorum_cron.core.model`).
 
 A store holds votes, slot states, fencing tokens, membership and the ledger —
 never job definitions. Every state-changing operation is ONE atomic step on
@@ -37,7 +37,7 @@ from typing import Protocol, runtime_checkable
 
 # The values a store exchanges live in the model (the pure parts import them
 # from there); they are re-exported here for the store implementations.
-from quorum_cron.model import (
+from quorum_cron.core.model import (
     DECIDED_STATES,
     TERMINAL_STATES,
     AuditAction,

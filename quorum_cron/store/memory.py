@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from quorum_cron.model import (
+from quorum_cron.core.model import (
     DECIDED_STATES,
     Delivery,
     LedgerEntry,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from quorum_cron.model import (
+from quorum_cron.core.model import (
     AuditAction,
     AuditEntry,
     Configuration,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from quorum_cron.model import AuditEntry, JobControl, LedgerEntry, MembershipRecord, SlotState
+from quorum_cron.core.model import AuditEntry, JobControl, LedgerEntry, MembershipRecord, SlotState
 from quorum_cron.store.rendezvous import pick_executor
 
 __all__ = ["NOT_PAUSED", "_Job", "_Member", "_Slot", "choose_executor"]

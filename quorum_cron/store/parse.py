@@ -26,8 +26,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from quorum_cron.core.model import MAX_ENCODED
 from quorum_cron.errors import StoreError
-from quorum_cron.model import MAX_ENCODED
 from quorum_cron.store.base import (
     AuditAction,
     AuditEntry,

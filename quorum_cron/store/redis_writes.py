@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from quorum_cron.core.model import MAX_ENCODED, refusal_reason
 from quorum_cron.errors import StoreError
-from quorum_cron.model import MAX_ENCODED, refusal_reason
 from quorum_cron.store import parse
 from quorum_cron.store.base import (
     Delivery,

@@ -52,7 +52,7 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from quorum_cron.config import Config
+from quorum_cron.config.settings import Config
 from quorum_cron.errors import StoreError
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.web import views

@@ -15,7 +15,7 @@ from typing import Any
 from starlette.requests import Request
 
 from quorum_cron.commands.control import MAX_REASON
-from quorum_cron.durations import parse_duration
+from quorum_cron.config.durations import parse_duration
 from quorum_cron.errors import ConfigError
 
 __all__ = [

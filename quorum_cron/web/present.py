@@ -16,7 +16,7 @@ import jinja2
 from markupsafe import Markup, escape
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from quorum_cron.durations import format_duration
+from quorum_cron.config.durations import format_duration
 from quorum_cron.web import views
 
 __all__ = ["CSP", "SecurityHeaders", "environment"]

@@ -17,7 +17,7 @@ from types import FrameType
 
 import uvicorn
 
-from quorum_cron.config import Config
+from quorum_cron.config.settings import Config
 from quorum_cron.errors import ConfigError
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.web.app import WebContext, create_app

@@ -23,7 +23,7 @@ import zoneinfo
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from quorum_cron.schedule import Schedule
+from quorum_cron.config.schedule import Schedule
 from quorum_cron.store.base import SlotState, SlotView
 
 __all__ = ["MAX_ROWS", "Row", "dst_mark", "expected_window", "timeline", "walk_start"]

@@ -29,9 +29,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-from quorum_cron import model
 from quorum_cron.agent.membership import membership_facts
-from quorum_cron.config import Config, JobSpec
+from quorum_cron.config.settings import Config, JobSpec
+from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.base import AuditEntry, JobControl, LedgerEntry, Member, SlotState, SlotView

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 
-from quorum_cron.actions import (
+from quorum_cron.core.actions import (
     Abstain,
     Action,
     Failure,
@@ -23,19 +23,19 @@ from quorum_cron.actions import (
     RunLocal,
     Vote,
 )
-from quorum_cron.core_state import (
+from quorum_cron.core.model import (
+    VoteRequest,
+    VoteResult,
+    VoteStatus,
+)
+from quorum_cron.core.state import (
     MAX_CATCHUP_SLOTS,
     MAX_RAN_LOCAL,
     CoreState,
     _JobState,
     _Pending,
 )
-from quorum_cron.model import (
-    VoteRequest,
-    VoteResult,
-    VoteStatus,
-)
-from quorum_cron.timers import NEVER
+from quorum_cron.core.timers import NEVER
 
 _NEVER = NEVER
 
@@ -119,7 +119,7 @@ class VotingSide(CoreState):
 
     def _vote_failed(self, action: Vote, failure: Failure, reason: str, retry_at: int) -> None:
         """A vote call failed: each slot is voted again at ``retry_at``, or, with the store
-        unreachable, once it answers (:meth:`~quorum_cron.core_state.CoreState._hold_until_answered`)."""
+        unreachable, once it answers (:meth:`~quorum_cron.core.state.CoreState._hold_until_answered`)."""
         if failure == Failure.UNREACHABLE:
             why = f"store unreachable ({reason})" if reason else "store unreachable"
         else:

@@ -1,9 +1,9 @@
 """The skew guard's evidence other than NTP: readings of both clocks, wall-clock jumps, the store TIME probe.
 
 Values and pure arithmetic, no I/O: a reading is taken by whoever holds a
-:class:`~quorum_cron.clock.Clock`, a store ``TIME`` probe is timed by the
-agent (``agent/clocktrust.py``). Apart from :mod:`quorum_cron.skew` (the
-guard that weighs the evidence) and next to :mod:`quorum_cron.ntp_evidence`
+:class:`~quorum_cron.clock.base.Clock`, a store ``TIME`` probe is timed by the
+agent (``agent/clocktrust.py``). Apart from :mod:`quorum_cron.clock.skew` (the
+guard that weighs the evidence) and next to :mod:`quorum_cron.clock.ntp_evidence`
 (the NTP side), so that each kind of evidence and its bound sit in one
 short module.
 """
@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from quorum_cron.clock import Clock
+from quorum_cron.clock.base import Clock
+from quorum_cron.clock.ntp_evidence import fmt_ms, fmt_signed_ms
 from quorum_cron.errors import QuorumCronError
-from quorum_cron.ntp_evidence import fmt_ms, fmt_signed_ms
 
 __all__ = ["ClockError", "ClockReading", "Reading", "StoreTimeCheck", "detect_jump", "wall_step_ms"]
 
@@ -80,7 +80,7 @@ class ClockReading:
 
     @classmethod
     def of(cls, clock: Clock) -> ClockReading:
-        """Read ``clock`` (a :class:`~quorum_cron.clock.Clock`) once."""
+        """Read ``clock`` (a :class:`~quorum_cron.clock.base.Clock`) once."""
         return cls(wall_ms=clock.wall_ms(), mono_ms=clock.monotonic_ms())
 
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from heapq import heappop, heappush
 
-from quorum_cron.actions import ReadHighWater, RecordMissed
-from quorum_cron.timers import NEVER
+from quorum_cron.core.actions import ReadHighWater, RecordMissed
+from quorum_cron.core.timers import NEVER
 
 __all__ = ["MAX_RETRY_DOUBLINGS", "Retried", "RetryQueue"]
 

@@ -1,9 +1,9 @@
 """The ``[cluster] members`` rules: which lists of node ids a config may propose, as one-line problems.
 
-Shared by :class:`~quorum_cron.config.ClusterConfig` (code) and the file
-reader (:mod:`quorum_cron.config_file`), so both refuse the same values with
+Shared by :class:`~quorum_cron.config.settings.ClusterConfig` (code) and the file
+reader (:mod:`quorum_cron.config.file`), so both refuse the same values with
 the same line. A node id has the rules of a namespace or job name (the
-store's record checks them again: ``quorum_cron.model.Configuration``).
+store's record checks them again: ``quorum_cron.core.model.Configuration``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ __all__ = ["members_problem", "size_vs_members"]
 
 def members_problem(members: object) -> str | None:
     """Why ``members`` is not a list of 1-100 distinct node ids, or None (one line, naming the value)."""
-    # At call time: quorum_cron.config imports this module last, so either may be imported first.
-    from quorum_cron.config import _MAX_SIZE, _name_problem
-    from quorum_cron.config_values import _type_name
+    # At call time: quorum_cron.config.settings imports this module last, so either may be imported first.
+    from quorum_cron.config.settings import _MAX_SIZE, _name_problem
+    from quorum_cron.config.values import _type_name
 
     if not isinstance(members, (list, tuple)):
         return f"{members!r} is {_type_name(members)} (expected an array of node ids such as ['a', 'b', 'c'])"

@@ -32,7 +32,7 @@ operator trigger       ``on_trigger``: the slot is voted like any other
 sweep timer            ``Sweep`` of every job's deadlines; a slot handed to
                        this node by a takeover → ``Start``; the next sweep
                        when the reply says a slot can next be due (at least
-                       ``sweep_ms``, at most :func:`~quorum_cron.timers.sweep_gap`'s cap)
+                       ``sweep_ms``, at most :func:`~quorum_cron.core.timers.sweep_gap`'s cap)
 first tick             one ``ReadHighWater`` for every job, then ``RecordMissed``
                        for slots nobody voted for while the cluster was down
                        (or, under misfire ``run-once``, a vote for the
@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from heapq import heappop, heappush
 
-from quorum_cron.actions import (
+from quorum_cron.core.actions import (
     Abstain,
     Action,
     CoreJob,
@@ -73,17 +73,17 @@ from quorum_cron.actions import (
     Sweep,
     Vote,
 )
-from quorum_cron.core_inspect import Inspection
-from quorum_cron.core_state import MAX_PENDING_FINISHES, _JobState, _Pending
-from quorum_cron.core_vote import VotingSide
-from quorum_cron.model import (
+from quorum_cron.core.inspection import Inspection
+from quorum_cron.core.model import (
     SlotState,
     SlotView,
     SweepResult,
     TransitionResult,
     VoteRequest,
 )
-from quorum_cron.timers import NEVER, sweep_gap
+from quorum_cron.core.state import MAX_PENDING_FINISHES, _JobState, _Pending
+from quorum_cron.core.timers import NEVER, sweep_gap
+from quorum_cron.core.vote import VotingSide
 
 __all__ = [
     "Abstain",
@@ -480,6 +480,6 @@ class NodeCore(VotingSide, Inspection):
                 self._polls_failed(action, failure, retry_at)
             case ReadHighWater() | RecordMissed():
                 # Backing off (one probe at a time while the store is unreachable):
-                # quorum_cron.core_retries.
+                # quorum_cron.core.retries.
                 self._retries.failed(action, now.mono_ms, self._reachable)
         return []

@@ -2,7 +2,7 @@
 
 Queries every NTP server (several samples each), optionally probes the
 store's clock with Redis ``TIME``, runs the result through the same
-:class:`~quorum_cron.skew.ClockGuard` the agent uses, prints every sample
+:class:`~quorum_cron.clock.skew.ClockGuard` the agent uses, prints every sample
 and the verdict. Exit status: 0 trusted, 1 not trusted, 2 cannot tell;
 bad input is one ``error: ...`` line with exit 1, like every command.
 
@@ -27,11 +27,8 @@ from typing import NoReturn
 
 import click
 
-from quorum_cron.clock import Clock, SystemClock
-from quorum_cron.config import load_config, redact_url
-from quorum_cron.durations import parse_duration
-from quorum_cron.errors import ConfigError
-from quorum_cron.ntp import (
+from quorum_cron.clock.base import Clock, SystemClock
+from quorum_cron.clock.ntp import (
     DEFAULT_SAMPLE_INTERVAL_S,
     DEFAULT_SAMPLES,
     DEFAULT_TIMEOUT_S,
@@ -40,7 +37,7 @@ from quorum_cron.ntp import (
     probe_store_time,
     query_server,
 )
-from quorum_cron.skew import (
+from quorum_cron.clock.skew import (
     ClockGuard,
     ClockReading,
     NtpCheck,
@@ -55,6 +52,10 @@ from quorum_cron.skew import (
     rejection_reason,
     root_distance_ms,
 )
+from quorum_cron.config.durations import parse_duration
+from quorum_cron.config.file import load_config
+from quorum_cron.config.settings import redact_url
+from quorum_cron.errors import ConfigError
 
 __all__ = ["check_clock", "run_check"]
 

@@ -1,7 +1,7 @@
 """What the node core can say about itself without changing: a slot's phase, and the reference wakeup.
 
 Neither is on the protocol's path. :meth:`Inspection.slot_phase` names what
-the node is doing about one slot (:class:`quorum_cron.lifecycle.Phase`, the
+the node is doing about one slot (:class:`quorum_cron.core.lifecycle.Phase`, the
 state the lifecycle table is written in), for status output and for the
 tests that check the table against the code. :meth:`Inspection.reference_wakeup`
 recomputes :meth:`NodeCore.next_wakeup` from every timer of every job, the
@@ -12,19 +12,19 @@ against it at every call of whole simulated runs. Kept apart from
 
 from __future__ import annotations
 
-from quorum_cron.actions import Now, RecordMissed
-from quorum_cron.core_run import RunningSide
-from quorum_cron.lifecycle import Phase
-from quorum_cron.timers import NEVER
+from quorum_cron.core.actions import Now, RecordMissed
+from quorum_cron.core.lifecycle import Phase
+from quorum_cron.core.run import RunningSide
+from quorum_cron.core.timers import NEVER
 
 __all__ = ["Inspection"]
 
 
 class Inspection(RunningSide):
-    """Read-only views of the core's state (mixed into :class:`quorum_cron.core.NodeCore`)."""
+    """Read-only views of the core's state (mixed into :class:`quorum_cron.core.node.NodeCore`)."""
 
     def slot_phase(self, job: str, fire_ms: int) -> Phase:
-        """What this node is doing about slot ``(job, fire_ms)`` (:mod:`quorum_cron.lifecycle`)."""
+        """What this node is doing about slot ``(job, fire_ms)`` (:mod:`quorum_cron.core.lifecycle`)."""
         js = self._jobs.get(job)
         if js is None:
             return Phase.NONE

@@ -1,6 +1,6 @@
 """Small shared pieces of the config modules: one-line value checks, output bounds, ``alert_on``.
 
-Kept apart from :mod:`quorum_cron.config` (which imports and re-exports
+Kept apart from :mod:`quorum_cron.config.settings` (which imports and re-exports
 them) so that module stays within its size bound; nothing here knows a
 config's structure. ``alert_on`` names which of a job's outcomes raise an
 alert; it is not part of the job's spec hash (who is told does not change

@@ -4,7 +4,7 @@ Every field becomes an explicit set of values: ranges never wrap, ``7`` is
 Sunday, names (``jan``, ``mon``) are accepted, Jenkins-style ``H`` tokens
 resolve to a value derived from SHA-256 of the job name (identical on every
 node), and day-of-month and day-of-week are ORed unless either field starts
-with ``*`` (Vixie cron / cronie). :mod:`quorum_cron.schedule` walks the plan
+with ``*`` (Vixie cron / cronie). :mod:`quorum_cron.config.schedule` walks the plan
 over wall-clock time and maps it to instants. Pure: no clock, no I/O.
 """
 

@@ -1,10 +1,10 @@
-"""Reading a node's TOML configuration file into :mod:`quorum_cron.config`'s values.
+"""Reading a node's TOML configuration file into :mod:`quorum_cron.config.settings`'s values.
 
 Each table is read by :class:`_Table`, which records every problem as one
 line (file, job, field, value, what was expected) instead of stopping at the
-first; :func:`parse_config` raises :class:`~quorum_cron.config.InvalidConfig`
+first; :func:`parse_config` raises :class:`~quorum_cron.config.settings.InvalidConfig`
 with all of them. The values and their own validation live in
-:mod:`quorum_cron.config`, which re-exports :func:`parse_config` and
+:mod:`quorum_cron.config.settings`, which re-exports :func:`parse_config` and
 :func:`load_config`.
 """
 
@@ -15,7 +15,11 @@ import tomllib
 from collections.abc import Mapping
 from typing import Final, TypeVar, cast, get_args
 
-from quorum_cron.config import (
+from quorum_cron.clock.skew import default_unreachable_policy
+from quorum_cron.config.durations import format_duration, parse_duration
+from quorum_cron.config.members import members_problem, size_vs_members
+from quorum_cron.config.schedule import DST_POLICIES, DstPolicy, Schedule, check_timezone
+from quorum_cron.config.settings import (
     _CLUSTER_DURATION_BOUNDS,
     _DAY,
     _ENV_KEY_RE,
@@ -37,8 +41,7 @@ from quorum_cron.config import (
     _name_problem,
     _redis_url_problem,
 )
-from quorum_cron.config_members import members_problem, size_vs_members
-from quorum_cron.config_values import (
+from quorum_cron.config.values import (
     _CLUSTER_OUTPUT_BOUNDS,
     DEFAULT_ALERT_ON,
     _alert_url_problem,
@@ -48,11 +51,8 @@ from quorum_cron.config_values import (
     _type_name,
     alert_on_problem,
 )
-from quorum_cron.durations import format_duration, parse_duration
+from quorum_cron.core.model import Delivery, Overlap
 from quorum_cron.errors import ConfigError, ScheduleError
-from quorum_cron.model import Delivery, Overlap
-from quorum_cron.schedule import DST_POLICIES, DstPolicy, Schedule, check_timezone
-from quorum_cron.skew import default_unreachable_policy
 
 __all__ = ["load_config", "parse_config"]
 

@@ -1,6 +1,6 @@
 """The one mapping from a core store action to a store call.
 
-:class:`~quorum_cron.core.NodeCore` emits store actions (``Vote``,
+:class:`~quorum_cron.core.node.NodeCore` emits store actions (``Vote``,
 ``Start``, ``Renew``, ``Finish``, ...) and takes the store method's return
 value back in ``on_reply``. :func:`perform` is the only code that turns an
 action into its call, for every caller: the agent's store worker
@@ -15,7 +15,7 @@ implementation.
 
 from __future__ import annotations
 
-from quorum_cron.core import (
+from quorum_cron.core.node import (
     Finish,
     ReadHighWater,
     ReadSlots,

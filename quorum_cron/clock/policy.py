@@ -2,7 +2,7 @@
 
 :class:`TrustPolicy` (max skew, check interval, what to do while NTP is
 unreachable) is validated where it enters; :class:`Verdict` is what
-:class:`~quorum_cron.skew.ClockGuard` answers, with the figures behind it.
+:class:`~quorum_cron.clock.skew.ClockGuard` answers, with the figures behind it.
 Separate from the guard so that the config (``default_unreachable_policy``)
 and the faces that print verdicts depend on these values, not on the guard's
 state machine.
@@ -14,8 +14,8 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from quorum_cron.clock_evidence import ClockError
-from quorum_cron.ntp_evidence import DEFAULT_MAX_ROOT_DISTANCE_MS
+from quorum_cron.clock.evidence import ClockError
+from quorum_cron.clock.ntp_evidence import DEFAULT_MAX_ROOT_DISTANCE_MS
 
 __all__ = [
     "DEFAULT_CHECK_INTERVAL_MS",

@@ -2,8 +2,8 @@
 
 Slots, votes, replies, ledger entries, membership and operator control, as
 plain frozen dataclasses and string enums. This module imports nothing but
-the standard library (and :mod:`quorum_cron.fastinit`, which builds the
-hottest of them faster, and :mod:`quorum_cron.model_membership`, the
+the standard library (and :mod:`quorum_cron.core.fastinit`, which builds the
+hottest of them faster, and :mod:`quorum_cron.core.membership`, the
 membership values it re-exports), so the pure parts (the core, the schedule, the config,
 the memory model, the simulator) load without a network client. The
 ``Store`` protocol that exchanges these values lives in
@@ -18,8 +18,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from quorum_cron.fastinit import fast_frozen_init
-from quorum_cron.model_membership import (
+from quorum_cron.core.fastinit import fast_frozen_init
+from quorum_cron.core.membership import (
     MAX_ENCODED,
     MAX_MEMBERS,
     MAX_NODE_ID,
@@ -223,7 +223,7 @@ class SweepResult:
     """Store milliseconds from this sweep until the earliest instant a sweep with the same
     parameters could change one of those jobs' open slots as they now stand (a deadline, a
     start timeout or a lease passing; always >= 1); 0 when none of them has an open slot.
-    Slots created after the sweep are not counted: see ``quorum_cron.timers.sweep_gap``."""
+    Slots created after the sweep are not counted: see ``quorum_cron.core.timers.sweep_gap``."""
 
 
 @dataclass(frozen=True, slots=True)

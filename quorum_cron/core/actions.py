@@ -1,8 +1,8 @@
 """What goes in and out of the node core: its job and settings, clock readings, and actions.
 
-:class:`~quorum_cron.core.NodeCore` takes :class:`Now` readings, store replies
+:class:`~quorum_cron.core.node.NodeCore` takes :class:`Now` readings, store replies
 and failures (:class:`Failure`) in, and returns actions: store actions
-(carried out by :func:`quorum_cron.perform.perform`, answered with
+(carried out by :func:`quorum_cron.core.perform.perform`, answered with
 ``on_reply`` / ``on_failure``) and local ones (``Run``, ``RunLocal``,
 ``Kill``, ``Abstain``, ``Refused``). Plain frozen values; no logic.
 """
@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from quorum_cron.fastinit import fast_frozen_init
-from quorum_cron.model import Delivery, Overlap, SweepParams, VoteRequest
+from quorum_cron.core.fastinit import fast_frozen_init
+from quorum_cron.core.model import Delivery, Overlap, SweepParams, VoteRequest
 
 __all__ = [
     "Abstain",
@@ -163,7 +163,7 @@ class Finish:
 
 @dataclass(frozen=True, slots=True)
 class Sweep:
-    """Call ``store.sweep(params)``; reply with its :class:`~quorum_cron.model.SweepResult`."""
+    """Call ``store.sweep(params)``; reply with its :class:`~quorum_cron.core.model.SweepResult`."""
 
     params: tuple[SweepParams, ...]
 

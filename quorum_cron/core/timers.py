@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 
-from quorum_cron.actions import Finish as FinishAction
-from quorum_cron.actions import (
+from quorum_cron.core.actions import Finish as FinishAction
+from quorum_cron.core.actions import (
     NodeSettings,
     ReadHighWater,
     ReadSlots,

@@ -2,7 +2,7 @@
 
 A frozen dataclass's generated ``__init__`` stores each field through
 ``object.__setattr__``, which goes through the generic attribute machinery
-once per field: a 17-field :class:`~quorum_cron.model.SlotView` costs about
+once per field: a 17-field :class:`~quorum_cron.core.model.SlotView` costs about
 2.6 µs to build, and the simulator builds one for every vote, start,
 renew and finish. :func:`fast_frozen_init` replaces that ``__init__`` with
 one that writes each slot through its member descriptor: the same

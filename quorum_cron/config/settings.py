@@ -25,7 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
-from quorum_cron.config_values import (
+from quorum_cron.config.durations import format_duration
+from quorum_cron.config.members import members_problem, size_vs_members
+from quorum_cron.config.schedule import DstPolicy, Schedule
+from quorum_cron.config.values import (
     _CLUSTER_OUTPUT_BOUNDS,
     DEFAULT_ALERT_ON,
     DEFAULT_OUTPUT_LOG_LINES,
@@ -38,11 +41,9 @@ from quorum_cron.config_values import (
     _type_name,
     alert_on_problem,
 )
-from quorum_cron.durations import format_duration
+from quorum_cron.core.model import Delivery, Overlap
 from quorum_cron.errors import ConfigError
-from quorum_cron.model import Delivery, Overlap
 from quorum_cron.redact import redact_url as _redact
-from quorum_cron.schedule import DstPolicy, Schedule
 from quorum_cron.store.urls import redis_url_problem
 
 __all__ = [
@@ -54,9 +55,6 @@ __all__ = [
     "Misfire",
     "NtpUnreachable",
     "StoreUnavailablePolicy",
-    "load_config",
-    "members_problem",
-    "parse_config",
     "redact_url",
 ]
 
@@ -154,7 +152,7 @@ class ClusterConfig:
     clock_check_interval_ms: int = 60 * _SECOND
     ntp_servers: tuple[str, ...] = ()
     ntp_unreachable: NtpUnreachable = "store-time"
-    """A config file's default is :func:`~quorum_cron.skew.default_unreachable_policy` of its servers."""
+    """The file default is :func:`~quorum_cron.clock.skew.default_unreachable_policy` of its servers."""
     alert_command: tuple[str, ...] | None = None
     alert_url: str | None = field(default=None, repr=False)
     members: tuple[str, ...] = ()
@@ -462,8 +460,3 @@ def _deadline_vs_skew(source: str, job: JobSpec, cluster: ClusterConfig) -> str:
         f"'{format_duration(job.starting_deadline_ms)}' must be longer than cluster max_skew "
         f"'{format_duration(cluster.max_skew_ms)}' (a node whose clock lags by max_skew could never vote)"
     )
-
-
-# The file reader and the members' rules are their own modules; they import the values above, hence last.
-from quorum_cron.config_file import load_config, parse_config  # noqa: E402
-from quorum_cron.config_members import members_problem, size_vs_members  # noqa: E402

@@ -2,7 +2,7 @@
 
 Nothing here reads the time, touches the network or draws random numbers:
 NTP samples, store ``TIME`` probes and clock readings come in as values
-(:mod:`quorum_cron.ntp` does the I/O), verdicts come out. The agent feeds it
+(:mod:`quorum_cron.clock.ntp` does the I/O), verdicts come out. The agent feeds it
 real measurements, the simulator feeds it virtual ones.
 
 Offsets follow NTP's sign: ``offset = reference - local``; a clock running
@@ -70,9 +70,9 @@ bad clock from voting at the wrong time and says why.
 
 This module owns the guard (:class:`ClockGuard`, how the evidence is
 weighed). The evidence and the answers are values in their own modules —
-:mod:`quorum_cron.ntp_evidence` (NTP), :mod:`quorum_cron.clock_evidence`
-(readings, jumps, the store TIME probe), :mod:`quorum_cron.skew_policy`
-(policy and verdicts) — and are re-exported here, so ``quorum_cron.skew``
+:mod:`quorum_cron.clock.ntp_evidence` (NTP), :mod:`quorum_cron.clock.evidence`
+(readings, jumps, the store TIME probe), :mod:`quorum_cron.clock.policy`
+(policy and verdicts) — and are re-exported here, so ``quorum_cron.clock.skew``
 stays the one import for the guard's users.
 """
 
@@ -80,7 +80,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quorum_cron.clock_evidence import (
+from quorum_cron.clock.evidence import (
     ClockError,
     ClockReading,
     Reading,
@@ -88,7 +88,7 @@ from quorum_cron.clock_evidence import (
     detect_jump,
     wall_step_ms,
 )
-from quorum_cron.ntp_evidence import (
+from quorum_cron.clock.ntp_evidence import (
     DEFAULT_MAX_ROOT_DISTANCE_MS,
     NtpCheck,
     NtpOutcome,
@@ -106,7 +106,7 @@ from quorum_cron.ntp_evidence import (
     root_distance_ms,
     uncertainty_ms,
 )
-from quorum_cron.skew_policy import (
+from quorum_cron.clock.policy import (
     DEFAULT_CHECK_INTERVAL_MS,
     DEFAULT_MAX_SKEW_MS,
     Trust,

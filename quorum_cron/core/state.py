@@ -4,10 +4,10 @@
 :class:`_JobState` (its cursor over fire times, the slots it is voting for,
 awaiting, starting, deferring, running), plus the node-wide trust, store
 reachability, pending results, retries and sweep. The logic is split by
-concern over :mod:`quorum_cron.core_vote` (getting slots voted, or
-accounted for when they cannot be), :mod:`quorum_cron.core_run` (starting,
+concern over :mod:`quorum_cron.core.vote` (getting slots voted, or
+accounted for when they cannot be), :mod:`quorum_cron.core.run` (starting,
 running and fencing the slots this node executes) and
-:mod:`quorum_cron.core` (the inputs, the tick and the timers).
+:mod:`quorum_cron.core.node` (the inputs, the tick and the timers).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from quorum_cron.actions import (
+from quorum_cron.core.actions import (
     Action,
     CoreJob,
     Failure,
@@ -25,14 +25,14 @@ from quorum_cron.actions import (
     Now,
     Sweep,
 )
-from quorum_cron.core_retries import MAX_RETRY_DOUBLINGS, RetryQueue
-from quorum_cron.model import (
+from quorum_cron.core.model import (
     MembershipRecord,
     SlotView,
     SweepParams,
     VoteRequest,
 )
-from quorum_cron.timers import NEVER, JobTimers
+from quorum_cron.core.retries import MAX_RETRY_DOUBLINGS, RetryQueue
+from quorum_cron.core.timers import NEVER, JobTimers
 
 __all__ = [
     "HELD",
@@ -127,7 +127,7 @@ class _JobState:
 
 
 class CoreState:
-    """State shared by the parts of :class:`~quorum_cron.core.NodeCore` (see the module docstring)."""
+    """State shared by the parts of :class:`~quorum_cron.core.node.NodeCore` (see the module docstring)."""
 
     def __init__(
         self, settings: NodeSettings, jobs: Sequence[CoreJob], membership: MembershipRecord | None = None
@@ -145,7 +145,7 @@ class CoreState:
         self._dirty: set[int] = set(range(len(jobs)))
         """Jobs whose state changed since their timers were last computed."""
         self._timers = JobTimers(len(jobs))
-        """Each job's earliest timers (:mod:`quorum_cron.timers`), set by :meth:`_refresh`."""
+        """Each job's earliest timers (:mod:`quorum_cron.core.timers`), set by :meth:`_refresh`."""
         self._finish_heap: list[tuple[int, tuple[str, int]]] = []
         """(retry time, key) of failed finishes; stale unless the key still waits for that time."""
         self._trusted = False
@@ -174,7 +174,7 @@ class CoreState:
         self._finish_retry_mono: dict[tuple[str, int], int] = {}
         self._finishing: set[tuple[str, int]] = set()
         self._retries = RetryQueue(settings.retry_ms)
-        """Failed missed records and high-water reads (:mod:`quorum_cron.core_retries`)."""
+        """Failed missed records and high-water reads (:mod:`quorum_cron.core.retries`)."""
         self._sweep = Sweep(tuple(self._sweep_params()))
         self._stopping = False
         self.dropped_finishes = 0
@@ -295,5 +295,5 @@ class CoreState:
             )
 
     def _on_view(self, view: SlotView, now: Now, poll_again: bool = False) -> list[Action]:
-        """React to a slot's state, whichever call revealed it (``core_run.RunningSide``)."""
+        """React to a slot's state, whichever call revealed it (``core.run.RunningSide``)."""
         raise NotImplementedError

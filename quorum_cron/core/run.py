@@ -15,7 +15,7 @@ slot state a call revealed.
 
 from __future__ import annotations
 
-from quorum_cron.actions import (
+from quorum_cron.core.actions import (
     Action,
     Failure,
     Kill,
@@ -25,21 +25,21 @@ from quorum_cron.actions import (
     Run,
     Start,
 )
-from quorum_cron.core_state import (
-    HELD,
-    IN_FLIGHT,
-    CoreState,
-    _JobState,
-    _Running,
-)
-from quorum_cron.model import (
+from quorum_cron.core.model import (
     TERMINAL_STATES,
     Delivery,
     SlotState,
     SlotView,
     TransitionResult,
 )
-from quorum_cron.timers import NEVER
+from quorum_cron.core.state import (
+    HELD,
+    IN_FLIGHT,
+    CoreState,
+    _JobState,
+    _Running,
+)
+from quorum_cron.core.timers import NEVER
 
 _NEVER = NEVER
 
@@ -179,7 +179,7 @@ class RunningSide(CoreState):
 
     def _polls_failed(self, action: ReadSlots, failure: Failure, retry_at: int) -> None:
         """A poll call failed: each slot is polled again at ``retry_at``, or, with the store
-        unreachable, once it answers (:meth:`~quorum_cron.core_state.CoreState._hold_until_answered`)."""
+        unreachable, once it answers (:meth:`~quorum_cron.core.state.CoreState._hold_until_answered`)."""
         held = self._hold_until_answered(failure, retry_at)
         for job, fire_ms in action.slots:
             js = self._jobs[job]

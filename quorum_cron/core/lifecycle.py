@@ -17,7 +17,7 @@ import enum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from quorum_cron.core import NodeCore
+    from quorum_cron.core.node import NodeCore
 
 __all__ = ["TRANSITIONS", "Phase", "allowed", "phase_of"]
 

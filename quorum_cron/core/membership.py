@@ -3,7 +3,7 @@
 :class:`Configuration` (members, size, quorum), :class:`MembershipRecord`
 (an epoch, the current configuration and, during a change, the old one),
 the namespace record as stored (:class:`Membership`) and a change's reply
-(:class:`MembershipChange`). Apart from :mod:`quorum_cron.model`, which
+(:class:`MembershipChange`). Apart from :mod:`quorum_cron.core.model`, which
 re-exports them, because the record's rules and its bounded parser are
 one concern; like the model it imports only the standard library. The Lua
 twin of the parser is ``quorum_cron/store/_membership.lua``.

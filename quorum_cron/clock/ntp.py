@@ -1,6 +1,6 @@
 """The skew guard's I/O: NTP queries over UDP and the store ``TIME`` probe.
 
-Everything here measures and returns values for :mod:`quorum_cron.skew` to
+Everything here measures and returns values for :mod:`quorum_cron.clock.skew` to
 judge; nothing here decides trust.
 
 An NTP query is one client packet (mode 3) and its server reply, parsed with
@@ -8,7 +8,7 @@ An NTP query is one client packet (mode 3) and its server reply, parsed with
 through ``ntplib.NTPClient.request`` for three reasons:
 
 * the originate and destination timestamps come from an injected
-  :class:`~quorum_cron.clock.Clock`, so the measured offset is the offset of
+  :class:`~quorum_cron.clock.base.Clock`, so the measured offset is the offset of
   the clock the node actually votes with (``SystemClock`` in production,
   whatever libfaketime makes of it under test);
 * the request carries a random transmit timestamp (RFC 9109) and a reply
@@ -36,9 +36,9 @@ from dataclasses import dataclass
 
 import ntplib
 
-from quorum_cron.clock import Clock, SystemClock
+from quorum_cron.clock.base import Clock, SystemClock
+from quorum_cron.clock.skew import ClockError, NtpSample, ServerReport, StoreTimeCheck
 from quorum_cron.errors import ConfigError
-from quorum_cron.skew import ClockError, NtpSample, ServerReport, StoreTimeCheck
 
 __all__ = [
     "DEFAULT_SAMPLES",
@@ -124,7 +124,7 @@ def query_once(
     """Send one NTP request and turn the reply into an :class:`NtpSample`.
 
     The sample is returned whatever its stratum or leap indicator: judging
-    it is :func:`quorum_cron.skew.rejection_reason`'s job.
+    it is :func:`quorum_cron.clock.skew.rejection_reason`'s job.
 
     Raises:
         NtpQueryError: no reply, refused, unresolvable host, or a reply that

@@ -4,8 +4,8 @@ One sample's error bound is |offset| + delay/2 + root delay/2 + root
 dispersion; unsynchronised replies and those whose root distance exceeds the
 limit are rejected with a reason; several servers must agree (the largest
 group of intersecting intervals a majority) — the formulas of
-``docs/clock.md``. :mod:`quorum_cron.skew` turns the outcome into a trust
-verdict; :mod:`quorum_cron.ntp` does the network queries. Pure.
+``docs/clock.md``. :mod:`quorum_cron.clock.skew` turns the outcome into a trust
+verdict; :mod:`quorum_cron.clock.ntp` does the network queries. Pure.
 """
 
 from __future__ import annotations

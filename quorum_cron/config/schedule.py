@@ -46,8 +46,8 @@ from typing import Literal, NamedTuple, get_args
 
 from croniter import croniter
 
-from quorum_cron.cron import ALIASES, CronPlan, InvalidCron, compile_cron
-from quorum_cron.durations import parse_duration
+from quorum_cron.config.cron import ALIASES, CronPlan, InvalidCron, compile_cron
+from quorum_cron.config.durations import parse_duration
 from quorum_cron.errors import ConfigError, ScheduleError
 
 __all__ = ["ALIASES", "DST_POLICIES", "DstPolicy", "Schedule", "check_timezone"]
