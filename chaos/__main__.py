@@ -37,7 +37,7 @@ from chaos.netns import clean_stale
 from chaos.plan import KINDS, plan
 from chaos.run import Options, libfaketime, run
 from chaos.soak import parse_seeds, soak, soak_summary
-from quorum_cron.embedded import RedisServerNotFound, find_redis_server
+from quorum_cron.store.embedded.single import RedisServerNotFound, find_redis_server
 
 __all__ = ["main", "missing_tools"]
 

@@ -38,7 +38,7 @@ from chaos.netns import HUB_IP, Net, clean_stale
 from chaos.plan import GAP_S, KINDS, Fault, plan
 from chaos.proxy import ProxyControl
 from chaos.servers import Procs, RedisServer
-from quorum_cron.embedded import find_redis_server
+from quorum_cron.store.embedded.single import find_redis_server
 from quorum_cron.store.redis import RedisStore
 
 __all__ = ["Options", "RunRecord", "libfaketime", "run", "run_start_ms"]

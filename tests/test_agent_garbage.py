@@ -29,8 +29,8 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.store.base import SlotState
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from tests.agent_cluster import Cluster, JobLine, job_toml
 
 pytestmark = pytest.mark.slow

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.store.base import SlotState
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from tests.agent_cluster import Cluster, due, free_port, job_toml
 
 pytestmark = pytest.mark.slow

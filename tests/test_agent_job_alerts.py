@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.store.base import SlotState
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from tests.agent_cluster import Cluster, free_port
 from tests.test_agent_observability import ALERT_SCRIPT, AlertSink, command_alerts, scrape
 

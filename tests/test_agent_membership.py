@@ -22,8 +22,8 @@ from click.testing import CliRunner, Result
 
 from quorum_cron.commands.members import members
 from quorum_cron.commands.status import status
-from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.store.base import SlotState
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from tests.agent_cluster import Cluster, due, job_toml, now_ms
 
 pytestmark = pytest.mark.slow

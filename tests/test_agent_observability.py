@@ -26,8 +26,8 @@ import pytest
 from click.testing import CliRunner
 
 from quorum_cron.commands.status import status
-from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.store.base import SlotState
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from tests.agent_cluster import Cluster, free_port, job_toml, now_ms
 from tests.tools import require_tool
 

@@ -20,7 +20,7 @@ import pytest
 
 from quorum_cron.agent.reload import plan_reload
 from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
-from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from tests.agent_cluster import Cluster
 from tests.test_agent_observability import AlertSink
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from quorum_cron.embedded_topology import EmbeddedCluster, ServerProc
 from quorum_cron.store.base import SlotState
+from quorum_cron.store.embedded.topology import EmbeddedCluster, ServerProc
 from tests.agent_cluster import Cluster, due, job_toml, now_ms
 from tests.topologies import own_cluster, own_sentinel
 

@@ -10,9 +10,9 @@ from collections import Counter
 import pytest
 
 from quorum_cron.app import App, JobContext
-from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.errors import ConfigError, ScheduleError
 from quorum_cron.store.base import SlotState
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.redis import RedisStore
 
 

@@ -37,8 +37,8 @@ from chaos.__main__ import missing_tools
 from chaos.check import COVERAGE_MIN, Run, check, check_dir, load_truth
 from chaos.plan import KINDS, plan
 from chaos.run import run_start_ms
-from quorum_cron import embedded
-from quorum_cron.embedded import find_redis_server
+from quorum_cron.store.embedded import single as embedded
+from quorum_cron.store.embedded.single import find_redis_server
 
 ROOT = Path(__file__).resolve().parent.parent
 NODES = [f"n{i}" for i in range(1, 6)]

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from quorum_cron.clock.check import check_clock
-from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from tests.ntp_responder import Behaviour, NtpResponder
 from tests.tools import require_tool
 

@@ -16,17 +16,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from quorum_cron import embedded
 from quorum_cron.commands.check_store import check_store
 from quorum_cron.commands.demo import _config_text
-from quorum_cron.embedded import (
+from quorum_cron.store.embedded import single as embedded
+from quorum_cron.store.embedded.single import (
     IGNORE_SYSTEM_ENV,
     EmbeddedRedis,
     RedisServerNotFound,
     binary_version,
     find_redis_server,
 )
-from quorum_cron.embedded_topology import EmbeddedCluster
+from quorum_cron.store.embedded.topology import EmbeddedCluster
 from quorum_cron.store.server import parse_server_info, unsupported
 from tests.test_redis_security import documented_acl
 

@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from quorum_cron.agent.preflight import eviction_problem
-from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.store.embedded.single import EmbeddedRedis
 
 CLI = [sys.executable, "-m", "quorum_cron"]
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from quorum_cron.commands.history import history
 from quorum_cron.commands.status import status
-from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.redis import RedisStore
 
 NS = "hostile"

@@ -20,7 +20,7 @@ from click.testing import CliRunner, Result
 from quorum_cron.commands.members import members
 from quorum_cron.commands.status import status
 from quorum_cron.core.model import Configuration
-from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.redis import RedisStore
 
 NS = "mem"

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from quorum_cron.cli import main
-from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.store.embedded.single import EmbeddedRedis
 
 
 def config(tmp_path: Path, url: str = "redis://127.0.0.1:1/0") -> Path:

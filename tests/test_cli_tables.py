@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from quorum_cron.commands.output import utc_label
-from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from tests.agent_cluster import Cluster, job_toml
 
 pytestmark = pytest.mark.slow

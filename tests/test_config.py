@@ -11,9 +11,9 @@ import pytest
 
 from quorum_cron.config.file import load_config, parse_config
 from quorum_cron.config.settings import ClusterConfig, Config, InvalidConfig, JobSpec, redact_url
-from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.errors import ConfigError
 from quorum_cron.store.base import Delivery, Overlap
+from quorum_cron.store.embedded.single import EmbeddedRedis
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 

@@ -29,7 +29,7 @@ from quorum_cron.agent.build import open_store
 from quorum_cron.commands.agent import agent
 from quorum_cron.config.file import load_config
 from quorum_cron.config.settings import Config
-from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from tests.tools import require_tool
 
 ROOT = Path(__file__).resolve().parent.parent

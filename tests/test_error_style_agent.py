@@ -20,8 +20,8 @@ import pytest
 
 from quorum_cron.config.file import parse_config
 from quorum_cron.config.settings import InvalidConfig
-from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.store.base import SlotState
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from tests.agent_cluster import Cluster, job_toml
 
 

@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from quorum_cron.cli import main
 from quorum_cron.config.file import load_config
-from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.store.base import SlotState
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from tests.agent_cluster import Cluster
 
 pytestmark = pytest.mark.slow

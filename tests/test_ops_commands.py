@@ -23,8 +23,8 @@ from click.testing import CliRunner, Result
 from quorum_cron.commands.control import pause, resume, trigger
 from quorum_cron.commands.history import history
 from quorum_cron.commands.status import status
-from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.store.base import AuditAction, SlotState
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from tests.agent_cluster import Cluster, job_toml
 
 pytestmark = pytest.mark.slow

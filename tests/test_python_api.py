@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from quorum_cron.embedded import EmbeddedRedis
+from quorum_cron.store.embedded.single import EmbeddedRedis
 
 ROOT = Path(__file__).resolve().parent.parent
 

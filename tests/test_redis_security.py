@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from quorum_cron.embedded import EmbeddedRedis, find_redis_server
 from quorum_cron.store.base import SlotState
+from quorum_cron.store.embedded.single import EmbeddedRedis, find_redis_server
 from quorum_cron.store.redis import RedisStore
 from tests.agent_cluster import Cluster, free_port, job_toml
 from tests.tools import require_tool

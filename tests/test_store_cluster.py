@@ -23,10 +23,10 @@ from quorum_cron.commands.control import pause, trigger
 from quorum_cron.commands.history import history
 from quorum_cron.commands.status import status
 from quorum_cron.core.model import VoteRequest, VoteStatus
-from quorum_cron.embedded_topology import EmbeddedCluster, ServerProc
-from quorum_cron.embedded_topology.procs import command
 from quorum_cron.errors import StoreUnavailable
 from quorum_cron.store.cluster import cluster_variant
+from quorum_cron.store.embedded.procs import command
+from quorum_cron.store.embedded.topology import EmbeddedCluster, ServerProc
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.scripts import VOTE
 from tests.agent_cluster import Cluster, job_toml

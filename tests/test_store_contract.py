@@ -54,8 +54,8 @@ from quorum_cron.core.model import (
     VoteRequest,
     VoteStatus,
 )
-from quorum_cron.embedded import EmbeddedRedis
-from quorum_cron.embedded_topology import EmbeddedCluster
+from quorum_cron.store.embedded.single import EmbeddedRedis
+from quorum_cron.store.embedded.topology import EmbeddedCluster
 from quorum_cron.store.memory import MemoryStore
 from quorum_cron.store.redis import RedisStore
 from tests.topologies import cluster_client

@@ -19,9 +19,9 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.errors import StoreError
 from quorum_cron.store.base import SlotState, SweepParams, VoteRequest, VoteStatus
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.redis import RedisStore
 
 T0 = 1_700_000_000_000

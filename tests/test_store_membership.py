@@ -43,10 +43,10 @@ from quorum_cron.core.model import (
     VoteRequest,
     VoteStatus,
 )
-from quorum_cron.embedded import EmbeddedRedis
-from quorum_cron.embedded_topology import EmbeddedCluster
 from quorum_cron.errors import StoreError
 from quorum_cron.store import keys as store_keys
+from quorum_cron.store.embedded.single import EmbeddedRedis
+from quorum_cron.store.embedded.topology import EmbeddedCluster
 from quorum_cron.store.memory import MemoryStore
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.rendezvous import pick_executor

@@ -18,9 +18,9 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 from redis.retry import Retry
 
-from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.errors import ConfigError, QuorumCronError, StoreUnavailable
 from quorum_cron.store.base import SlotState, SweepParams, VoteRequest, VoteStatus
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.redis import RedisStore, redact_url
 from quorum_cron.store.rendezvous import pick_executor
 
@@ -300,7 +300,7 @@ def test_executor_choice_matches_python_rendezvous(redis_client: redis.Redis) ->
 
 
 def test_missing_redis_server_names_what_was_searched(monkeypatch: pytest.MonkeyPatch) -> None:
-    import quorum_cron.embedded as embedded
+    import quorum_cron.store.embedded.single as embedded
 
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv(embedded.IGNORE_SYSTEM_ENV, raising=False)

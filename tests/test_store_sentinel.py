@@ -20,8 +20,8 @@ from redis.retry import Retry
 
 from quorum_cron.commands.status import status
 from quorum_cron.core.model import VoteRequest, VoteStatus
-from quorum_cron.embedded_topology import EmbeddedSentinel
 from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.store.embedded.topology import EmbeddedSentinel
 from quorum_cron.store.redis import RedisStore
 from tests.agent_cluster import Cluster, job_toml
 from tests.topologies import own_sentinel

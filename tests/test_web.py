@@ -29,8 +29,8 @@ from quorum_cron.agent.build import agent_settings
 from quorum_cron.agent.runtime import Agent
 from quorum_cron.config.schedule import Schedule
 from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
-from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.store.base import SlotState, SlotView, SweepParams, VoteRequest
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.keys import alerts_key
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.rendezvous import pick_executor

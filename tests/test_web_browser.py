@@ -34,8 +34,8 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from quorum_cron.embedded import EmbeddedRedis
 from quorum_cron.store.base import SlotState
+from quorum_cron.store.embedded.single import EmbeddedRedis
 from tests.agent_cluster import Cluster, free_port, job_toml, now_ms
 from tests.tools import require_tool
 

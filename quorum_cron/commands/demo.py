@@ -117,7 +117,7 @@ def _redis(url: str | None, console: Console) -> Iterator[str]:
     if url:
         yield url
         return
-    from quorum_cron.embedded import EmbeddedRedis, EmbeddedRedisError
+    from quorum_cron.store.embedded.single import EmbeddedRedis, EmbeddedRedisError
 
     try:
         server = EmbeddedRedis()

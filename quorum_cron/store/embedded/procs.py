@@ -25,7 +25,7 @@ from typing import Any
 
 import redis
 
-from quorum_cron.embedded import EmbeddedRedisError
+from quorum_cron.store.embedded.single import EmbeddedRedisError
 
 __all__ = ["ServerProc", "Topology", "await_until", "command", "find_tool", "free_ports"]
 

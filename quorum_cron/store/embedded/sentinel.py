@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from quorum_cron.embedded import EmbeddedRedisError, find_redis_server
-from quorum_cron.embedded_topology.procs import ServerProc, Topology, await_until, command, free_ports
+from quorum_cron.store.embedded.procs import ServerProc, Topology, await_until, command, free_ports
+from quorum_cron.store.embedded.single import EmbeddedRedisError, find_redis_server
 
 __all__ = ["FAILOVER_TIMEOUT_MS", "EmbeddedSentinel"]
 
