@@ -111,6 +111,7 @@ def test_run_local_while_unreachable_at_the_fire_time_never_before_and_once() ->
     missed = [a for a in seen if isinstance(a, RecordMissed) and a.fire_ms == fire]
     assert missed and all(m.reason == missed[0].reason for m in missed)
     assert missed[0].reason == "no quorum before the deadline; ran locally on n1 (exit 0)"
+    assert all(m.ran_locally for m in missed)  # (the agent reads the field, not the text)
     assert not [a for a in seen if isinstance(a, RunLocal) and a.fire_ms == fire]
 
 
@@ -133,6 +134,7 @@ def test_a_job_without_run_local_only_records_the_slot_missed() -> None:
     assert not [a for a in seen if isinstance(a, RunLocal)]
     missed = [a for a in seen if isinstance(a, RecordMissed) and a.fire_ms == fire]
     assert "could not vote: store unreachable" in missed[0].reason
+    assert not missed[0].ran_locally
 
 
 def test_an_untrusted_clock_abstains_and_the_core_records_why() -> None:

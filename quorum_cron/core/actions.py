@@ -201,6 +201,10 @@ class RecordMissed:
     fire_ms: int
     deadline_ms: int
     reason: str
+    ran_locally: bool = False
+    """The slot ran here alone (``RunLocal``) while the store was unreachable: this record is
+    that run's entry in the ledger (what the agent counts as a local run, without reading
+    ``reason``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,8 @@ cluster; these phases say what *this node* is doing about it. The table is
 the one in ``docs/protocol.md`` ("The node side of a slot");
 ``tests/test_lifecycle.py`` checks that the two agree, and that every phase
 change the core makes in whole simulated runs is one the table allows
-(:func:`phase_of` reads a slot's phase from a core).
+(``NodeCore.slot_phase`` reads a slot's phase from a core). :func:`step` is the
+table's gate: it raises on a step the table does not list.
 
 In the spirit of h11's ``_state.py``: the rules are a table a reader can
 check at a glance, not a property of scattered branches.
@@ -14,12 +15,8 @@ check at a glance, not a property of scattered branches.
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from quorum_cron.core.node import NodeCore
-
-__all__ = ["TRANSITIONS", "Phase", "allowed", "phase_of"]
+__all__ = ["TRANSITIONS", "IllegalTransition", "Phase", "allowed", "step"]
 
 
 class Phase(enum.StrEnum):
@@ -67,6 +64,19 @@ def allowed(before: Phase, after: Phase) -> bool:
     return before == after or after in TRANSITIONS[before]
 
 
-def phase_of(core: NodeCore, job: str, fire_ms: int) -> Phase:
-    """The phase of slot ``(job, fire_ms)`` in ``core`` (``NONE`` for a slot it holds nothing of)."""
-    return core.slot_phase(job, fire_ms)
+class IllegalTransition(ValueError):
+    """A slot was to take a step the lifecycle table does not allow (a bug in the core)."""
+
+
+def step(before: Phase, after: Phase) -> Phase:
+    """``after``, if the table lets one input take a slot there from ``before``; else raise.
+
+    Raises :class:`IllegalTransition` naming both phases and what ``before`` allows.
+    """
+    if before is not after and after not in TRANSITIONS[before]:
+        allowed_next = ", ".join(sorted(p.value for p in TRANSITIONS[before])) or "nothing"
+        raise IllegalTransition(
+            f"slot phase {before.value} -> {after.value} is not in the lifecycle table: "
+            f"expected {before.value} -> one of {allowed_next}"
+        )
+    return after

@@ -81,6 +81,7 @@ from quorum_cron.core.model import (
     TransitionResult,
     VoteRequest,
 )
+from quorum_cron.core.outcomes import finished
 from quorum_cron.core.state import MAX_PENDING_FINISHES, _JobState, _Pending
 from quorum_cron.core.timers import NEVER, sweep_gap
 from quorum_cron.core.vote import VotingSide
@@ -371,8 +372,7 @@ class NodeCore(VotingSide, Inspection):
         if key not in self._finishes and len(self._finishes) >= MAX_PENDING_FINISHES:
             self.dropped_finishes += 1
             return []
-        retries, backoff = (js.job.retries, js.job.retry_backoff_ms) if js is not None else (0, 0)
-        action = Finish(job, fire_ms, token, succeeded, detail, retries, backoff)
+        action = finished(job, fire_ms, token, succeeded, detail, js.job if js is not None else None)
         self._finishes[key] = action
         self._finishing.add(key)
         return [action]

@@ -18,7 +18,6 @@ from __future__ import annotations
 from quorum_cron.core.actions import (
     Action,
     Failure,
-    Kill,
     Now,
     ReadSlots,
     Renew,
@@ -31,6 +30,12 @@ from quorum_cron.core.model import (
     SlotState,
     SlotView,
     TransitionResult,
+)
+from quorum_cron.core.outcomes import (
+    killed_lease_ended,
+    killed_lease_expired_unreachable,
+    killed_renew_refused,
+    killed_stale,
 )
 from quorum_cron.core.state import (
     HELD,
@@ -82,7 +87,7 @@ class RunningSide(CoreState):
                 # No renew sent since was accepted in time: the lease is over in the store.
                 del js.running[fire_ms]
                 self._dirty.add(js.index)
-                out.append(Kill(js.job.name, fire_ms, r.token, "lease ended before a renew was accepted"))
+                out.append(killed_lease_ended(js.job.name, fire_ms, r.token))
                 continue
             if not r.renewing and r.renew_at_mono <= now.mono_ms:
                 r.renewing = True
@@ -105,7 +110,7 @@ class RunningSide(CoreState):
             return []
         del js.running[fire_ms]
         self._dirty.add(js.index)
-        return [Kill(js.job.name, fire_ms, r.token, "lease expired while the store was unreachable")]
+        return [killed_lease_expired_unreachable(js.job.name, fire_ms, r.token)]
 
     def _on_view(self, view: SlotView, now: Now, poll_again: bool = False) -> list[Action]:
         """React to a slot's state, whichever call revealed it."""
@@ -197,7 +202,7 @@ class RunningSide(CoreState):
             return []
         del js.running[view.fire_ms]
         self._dirty.add(js.index)
-        return [Kill(js.job.name, view.fire_ms, r.token, f"slot is {view.state}: {view.reason}")]
+        return [killed_stale(js.job.name, r.token, view)]
 
     def _maybe_start(self, js: _JobState, fire_ms: int, token: int, executor: str, now: Now) -> list[Action]:
         # While stopping, leave new work to the start timeout's takeover.
@@ -332,4 +337,4 @@ class RunningSide(CoreState):
             r.lease_until_mono = lease_end(r.renew_sent_mono, lease)
             return self._lease_check(js, action.fire_ms, now)
         del js.running[action.fire_ms]
-        return [Kill(action.job, action.fire_ms, action.token, f"renew refused: {reply.reason}")]
+        return [killed_renew_refused(action.job, action.fire_ms, action.token, reply.reason)]

@@ -4,7 +4,7 @@ Fire times come due (``_collect_due``); they are voted in one batch, or
 abstained while the clock is not trusted, or run locally (``run-local``)
 while the store is unreachable (``_votes_due``); a slot past its deadline
 that no vote of this node got counted for is recorded missed with the
-reason (``_missed_reason``: the one wording of it); vote replies go to the
+reason (worded in :mod:`quorum_cron.core.outcomes`); vote replies go to the
 running side (``_on_votes``); and at start-up the slots between the job's
 high-water mark and the first one voted are accounted for (``_catch_up``).
 """
@@ -28,6 +28,7 @@ from quorum_cron.core.model import (
     VoteResult,
     VoteStatus,
 )
+from quorum_cron.core.outcomes import missed_no_node_alive, missed_not_running, missed_unvoted
 from quorum_cron.core.state import (
     MAX_CATCHUP_SLOTS,
     MAX_RAN_LOCAL,
@@ -59,9 +60,9 @@ class VotingSide(CoreState):
             # This node slept through slots (a pause, a wall-clock jump): too
             # late to vote for them, but not too late to account for them.
             late = itertools.islice(js.job.schedule.fire_times(js.cursor_ms, floor), MAX_CATCHUP_SLOTS)
-            reason = f"{self.settings.node_id} was not running when the slot was due"
+            me = self.settings.node_id
             for t in late:
-                self._record_missed(RecordMissed(js.job.name, t, js.job.deadline_ms, reason), now, out)
+                self._record_missed(missed_not_running(js.job, t, me), now, out)
             js.cursor_ms = floor
         horizon = wall + self._lead_ms
         while (t := self._next_fire(js)) <= horizon:
@@ -93,9 +94,7 @@ class VotingSide(CoreState):
                 # keeps the slot from ending unaccounted (the store checks the
                 # deadline by its own clock and ignores decided slots).
                 del pending[fire_ms]
-                self._record_missed(
-                    RecordMissed(js.job.name, fire_ms, p.deadline_ms, self._missed_reason(p)), now, out
-                )
+                self._record_missed(self._missed_record(js.job.name, p), now, out)
                 continue
             if js.job.run_local and self._local_due(js, p, now):
                 p.local = 1
@@ -163,20 +162,11 @@ class VotingSide(CoreState):
             and (js.job.name, p.fire_ms) not in self._ran_local
         )
 
-    def _missed_reason(self, p: _Pending) -> str:
-        """Why a slot this node could not get voted ends missed: the one wording, from the core."""
-        me = self.settings.node_id
-        if p.local == 2:
-            return f"no quorum before the deadline; ran locally on {me} ({p.local_detail})"
-        if p.abstained and not self._may_vote:
-            why = f"{me} abstained: {self._abstain_reason()}"
-        elif p.why:
-            why = f"{me} could not vote: {p.why}"
-        elif p.abstained:
-            why = f"{me} abstained: {self._trust_reason}"
-        else:
-            why = f"{me} could not vote"
-        return f"no quorum before the deadline ({why})"
+    def _missed_record(self, job: str, p: _Pending) -> RecordMissed:
+        """The missed record of a slot this node could not get voted (:mod:`quorum_cron.core.outcomes`)."""
+        return missed_unvoted(
+            job, p, self.settings.node_id, self._may_vote, self._abstain_reason(), self._trust_reason
+        )
 
     def _on_votes(self, action: Vote, results: list[object], now: Now) -> list[Action]:
         out: list[Action] = []
@@ -233,10 +223,7 @@ class VotingSide(CoreState):
         out: list[Action] = []
         run_once = job.misfire == "run-once" and not self._stopping
         to_record = missed[:-1] if run_once else missed
-        out.extend(
-            RecordMissed(job.name, t, job.deadline_ms, "no node alive to vote before its deadline")
-            for t in to_record
-        )
+        out.extend(missed_no_node_alive(job, t) for t in to_record)
         if run_once:
             latest = missed[-1]
             widened = now.wall_ms - latest + job.deadline_ms
