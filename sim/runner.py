@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from sim.checker import Report, check
+from sim.faults import install_faults
 from sim.scenario import STRATEGIES, Scenario
 from sim.trace import Trace
 from sim.world import Strategy, World
@@ -58,7 +59,7 @@ def run(
     """Simulate ``scenario`` with ``seed`` under ``strategy`` and check the trace."""
     world = World(scenario, seed, make_strategy(strategy, mutant, exact_wakeups))
     with _fewer_collections():
-        trace = world.run()
+        trace = world.run(install_faults)
         report = check(trace.records, scenario)
     return RunResult(scenario, seed, world.strategy.name, trace, report, world.loop.events)
 

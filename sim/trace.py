@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +78,3 @@ def read_trace(path: str | Path) -> list[Record]:
     """Load a trace file written by :meth:`Trace.write`."""
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
-
-
-def iter_kind(records: Iterable[Record], ev: str) -> Iterator[Record]:
-    return (r for r in records if r["ev"] == ev)

@@ -5,7 +5,8 @@ ask for: store calls over a lossy, delaying, partitionable link; timers on
 the node's own (drifting) monotonic clock; job processes that run for a
 drawn duration. It knows nothing of the protocol: a :class:`Strategy` makes
 the node processes (the quorum core, or a baseline) and executes their store
-calls on the store host. Faults (``sim.faults``) act on the world's hosts.
+calls on the store host. Faults (``sim.faults``, handed to :meth:`World.run`) act on
+the world's hosts.
 
 Message semantics, per store call:
 
@@ -30,7 +31,7 @@ from typing import Any, Protocol
 from sim.clocks import HostClock
 from sim.loop import Loop
 from sim.rng import Streams
-from sim.scenario import JobDef, Scenario
+from sim.scenario import JobDef, Scenario, dumps
 from sim.trace import Trace
 
 __all__ = ["Link", "Process", "SimNode", "StoreHost", "Strategy", "World"]
@@ -204,11 +205,13 @@ class World:
 
     # -- running -------------------------------------------------------------
 
-    def run(self) -> Trace:
-        """Run the scenario to its end; the trace ends with the store's ledger."""
-        from sim.faults import install_faults
-        from sim.scenario import dumps
+    def run(self, install_faults: Callable[[World], None]) -> Trace:
+        """Run the scenario to its end; the trace ends with the store's ledger.
 
+        ``install_faults`` (:func:`sim.faults.install_faults`) schedules the scenario's faults once
+        the nodes' boots are: the caller passes it because the faults act on the world, so
+        ``sim.faults`` imports this module and not the other way round.
+        """
         self.trace.emit(
             self.start_ms,
             "header",

@@ -25,7 +25,7 @@ import os
 import signal
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -432,10 +432,3 @@ def _detail(head: str, out: Tail, err: Tail) -> str:
         if text:
             parts.append(f"--- {name} ---\n{text.rstrip()}")
     return "\n".join(parts)
-
-
-def command_target(
-    argv: Sequence[str] | None, shell: str | None, env: Mapping[str, str] | None
-) -> CommandTarget:
-    """A :class:`CommandTarget` from a job spec's ``command`` / ``shell`` / ``env``."""
-    return CommandTarget(argv=tuple(argv or ()), shell=shell, env=dict(env) if env else None)

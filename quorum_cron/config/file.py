@@ -15,7 +15,7 @@ import tomllib
 from collections.abc import Mapping
 from typing import Final, TypeVar, cast, get_args
 
-from quorum_cron.clock.skew import default_unreachable_policy
+from quorum_cron.clock.policy import default_unreachable_policy
 from quorum_cron.config.durations import format_duration, parse_duration
 from quorum_cron.config.members import members_problem, size_vs_members
 from quorum_cron.config.schedule import DST_POLICIES, DstPolicy, Schedule, check_timezone
@@ -26,7 +26,6 @@ from quorum_cron.config.settings import (
     _HOUR,
     _MAX_ARGV,
     _MAX_ENV,
-    _MAX_SIZE,
     _MAX_WAIT_REPLICAS,
     _SECOND,
     AUTO,
@@ -38,14 +37,15 @@ from quorum_cron.config.settings import (
     NtpUnreachable,
     StoreUnavailablePolicy,
     _deadline_vs_skew,
-    _name_problem,
     _redis_url_problem,
 )
 from quorum_cron.config.values import (
     _CLUSTER_OUTPUT_BOUNDS,
+    _MAX_SIZE,
     DEFAULT_ALERT_ON,
     _alert_url_problem,
     _command_string_problem,
+    _name_problem,
     _range_problem,
     _suggest,
     _type_name,

@@ -8,15 +8,13 @@ store's record checks them again: ``quorum_cron.core.model.Configuration``).
 
 from __future__ import annotations
 
+from quorum_cron.config.values import _MAX_SIZE, _name_problem, _type_name
+
 __all__ = ["members_problem", "size_vs_members"]
 
 
 def members_problem(members: object) -> str | None:
     """Why ``members`` is not a list of 1-100 distinct node ids, or None (one line, naming the value)."""
-    # At call time: quorum_cron.config.settings imports this module last, so either may be imported first.
-    from quorum_cron.config.settings import _MAX_SIZE, _name_problem
-    from quorum_cron.config.values import _type_name
-
     if not isinstance(members, (list, tuple)):
         return f"{members!r} is {_type_name(members)} (expected an array of node ids such as ['a', 'b', 'c'])"
     if not members or len(members) > _MAX_SIZE:

@@ -50,7 +50,15 @@ from quorum_cron.config.cron import ALIASES, CronPlan, InvalidCron, compile_cron
 from quorum_cron.config.durations import parse_duration
 from quorum_cron.errors import ConfigError, ScheduleError
 
-__all__ = ["ALIASES", "DST_POLICIES", "DstPolicy", "Schedule", "check_timezone"]
+__all__ = [
+    "ALIASES",
+    "DST_POLICIES",
+    "DstPolicy",
+    "Schedule",
+    "check_timezone",
+    "dst_transitions",
+    "utc_offset_s",
+]
 
 DstPolicy = Literal["once", "every"]
 DST_POLICIES: tuple[str, ...] = get_args(DstPolicy)
@@ -104,7 +112,8 @@ def _zone(name: str) -> zoneinfo.ZoneInfo:
     return zoneinfo.ZoneInfo(name)
 
 
-def _offset(zone: zoneinfo.ZoneInfo, t: int) -> int:
+def utc_offset_s(zone: zoneinfo.ZoneInfo, t: int) -> int:
+    """``zone``'s UTC offset (s) at the instant ``t`` (epoch s)."""
     delta = dt.datetime.fromtimestamp(t, zone).utcoffset()
     return 0 if delta is None else int(delta.total_seconds())
 
@@ -128,20 +137,34 @@ def _year_transitions(tz: str, year: int) -> tuple[_Transition, ...]:
     step = 6 * 3600
     points = [*range(_year_start(year), _year_start(year + 1), step), _year_start(year + 1)]
     found: list[_Transition] = []
-    prev_t, prev_off = points[0], _offset(zone, points[0])
+    prev_t, prev_off = points[0], utc_offset_s(zone, points[0])
     for t in points[1:]:
-        off = _offset(zone, t)
+        off = utc_offset_s(zone, t)
         if off != prev_off:
             lo, hi = prev_t, t  # offset(lo) == prev_off, offset(hi) == off
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                if _offset(zone, mid) == prev_off:
+                if utc_offset_s(zone, mid) == prev_off:
                     lo = mid
                 else:
                     hi = mid
             found.append(_Transition(hi, prev_off, off))
         prev_t, prev_off = t, off
     return tuple(found)
+
+
+def dst_transitions(tz: str, start: int, end: int) -> tuple[_Transition, ...]:
+    """Every UTC-offset change of zone ``tz`` with ``at`` in ``(start, end]`` (epoch s), in order.
+
+    The one place transitions are found (the crontab importer's DST notes ask it too), so
+    the importer compares cron with the same transitions the schedules fire around.
+    """
+    return tuple(
+        tr
+        for y in range(_year_of(start), _year_of(end) + 1)
+        for tr in _year_transitions(tz, y)
+        if start < tr.at <= end
+    )
 
 
 def _next_transition(tz: str, t: int) -> _Transition | None:
@@ -396,7 +419,7 @@ class Schedule:
             nxt = _next_transition(self.tz, cur + 1)
             seg_last = nxt.at - 1 if nxt is not None else _year_start(_year_of(cur) + _SEARCH_YEARS) - 1
             bound = seg_last if hi is None else min(seg_last, hi)
-            off = _offset(zone, cur + 1)
+            off = utc_offset_s(zone, cur + 1)
             wall = cur + off
             while True:
                 wall = _wall_next(canonical, day_or, wall)

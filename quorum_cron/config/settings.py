@@ -30,12 +30,14 @@ from quorum_cron.config.members import members_problem, size_vs_members
 from quorum_cron.config.schedule import DstPolicy, Schedule
 from quorum_cron.config.values import (
     _CLUSTER_OUTPUT_BOUNDS,
+    _MAX_SIZE,
     DEFAULT_ALERT_ON,
     DEFAULT_OUTPUT_LOG_LINES,
     DEFAULT_OUTPUT_LOG_RATE,
     DEFAULT_OUTPUT_TAIL,
     _alert_url_problem,
     _command_string_problem,
+    _name_problem,
     _range_problem,
     _redact_alert_url,
     _type_name,
@@ -70,10 +72,7 @@ _MINUTE: Final = 60 * _SECOND
 _HOUR: Final = 60 * _MINUTE
 _DAY: Final = 24 * _HOUR
 
-_NAME_RE = re.compile(r"[A-Za-z0-9_.-]+", re.ASCII)
 _ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
-_MAX_NAME = 100
-_MAX_SIZE = 100
 _MAX_ARGV = 1000
 _MAX_ENV = 200
 _MAX_STDIN = 100_000
@@ -99,14 +98,6 @@ class InvalidConfig(ConfigError):
 def redact_url(url: str | None) -> str | None:
     """``url`` with any password replaced by ``***`` (``None`` stays ``None``)."""
     return None if url is None else _redact(url)
-
-
-def _name_problem(name: object, what: str) -> str | None:
-    if not isinstance(name, str):
-        return f"{name!r} is {_type_name(name)} (expected a string)"
-    if not name or len(name) > _MAX_NAME or not _NAME_RE.fullmatch(name):
-        return f"{name!r} is not a valid {what} (expected 1-{_MAX_NAME} characters from A-Z a-z 0-9 _ . -)"
-    return None
 
 
 def _redis_url_problem(url: str) -> str | None:

@@ -1,4 +1,4 @@
-"""Small shared pieces of the config modules: one-line value checks, output bounds, ``alert_on``.
+"""Small shared pieces of the config modules: one-line value checks, name rules, output bounds, ``alert_on``.
 
 Kept apart from :mod:`quorum_cron.config.settings` (which imports and re-exports
 them) so that module stays within its size bound; nothing here knows a
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import urllib.parse
 from collections.abc import Callable
 from typing import Final
@@ -23,6 +24,11 @@ __all__ = [
     "DEFAULT_OUTPUT_TAIL",
     "alert_on_problem",
 ]
+
+_NAME_RE = re.compile(r"[A-Za-z0-9_.-]+", re.ASCII)
+_MAX_NAME = 100
+_MAX_SIZE = 100
+"""The largest cluster (``size``, ``quorum``, the number of ``members``)."""
 
 DEFAULT_OUTPUT_TAIL: Final = 2048
 """Bytes of each stream of a run kept in the ledger, by default."""
@@ -71,6 +77,15 @@ def _type_name(value: object) -> str:
         list: "an array",
         dict: "a table",
     }.get(type(value), type(value).__name__)
+
+
+def _name_problem(name: object, what: str) -> str | None:
+    """Why ``name`` is not a valid namespace, job name or node id (one line), or None."""
+    if not isinstance(name, str):
+        return f"{name!r} is {_type_name(name)} (expected a string)"
+    if not name or len(name) > _MAX_NAME or not _NAME_RE.fullmatch(name):
+        return f"{name!r} is not a valid {what} (expected 1-{_MAX_NAME} characters from A-Z a-z 0-9 _ . -)"
+    return None
 
 
 def _suggest(key: str, known: tuple[str, ...]) -> str:

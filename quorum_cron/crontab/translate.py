@@ -26,7 +26,6 @@ this schedule and zone over the coming year, not guessed), ``MAILTO``,
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import hashlib
 import re
 import zoneinfo
@@ -34,7 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from quorum_cron.config.schedule import ALIASES, Schedule, check_timezone
+from quorum_cron.config.schedule import ALIASES, Schedule, check_timezone, dst_transitions, utc_offset_s
 from quorum_cron.config.settings import JobSpec
 from quorum_cron.crontab.parse import BadLine, CronEntry, Crontab
 from quorum_cron.errors import QuorumCronError
@@ -159,32 +158,6 @@ def _random_delay(entry: CronEntry, schedule: str) -> tuple[str, str | None]:
 # --------------------------------------------------------------------------- DST
 
 
-def _offset(zone: zoneinfo.ZoneInfo, t: int) -> int:
-    delta = dt.datetime.fromtimestamp(t, zone).utcoffset()
-    return 0 if delta is None else int(delta.total_seconds())
-
-
-@functools.lru_cache(maxsize=64)
-def _transitions(tz: str, start: int, end: int) -> tuple[tuple[int, int, int], ...]:
-    """``(at, offset before, offset after)`` for each UTC-offset change in ``(start, end]``."""
-    zone = zoneinfo.ZoneInfo(tz)
-    found = []
-    prev_t, prev_off = start, _offset(zone, start)
-    for t in range(start + 3600, end + 1, 3600):
-        off = _offset(zone, t)
-        if off != prev_off:
-            lo, hi = prev_t, t
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if _offset(zone, mid) == prev_off:
-                    lo = mid
-                else:
-                    hi = mid
-            found.append((hi, prev_off, off))
-        prev_t, prev_off = t, off
-    return tuple(found)
-
-
 def cron_runs(expr: str, tz: str, lo: int, hi: int, *, per_minute_zone: bool) -> list[int]:
     """The instants (s) in ``(lo, hi]`` at which cron runs ``expr`` in zone ``tz``.
 
@@ -199,7 +172,7 @@ def cron_runs(expr: str, tz: str, lo: int, hi: int, *, per_minute_zone: bool) ->
     zone = zoneinfo.ZoneInfo(tz)
     walls = Schedule.parse(expr, "UTC", job="cron")
     first = lo - lo % 60 + 60
-    wall_of = {m: m + _offset(zone, m) for m in range(first, hi + 1, 60)}
+    wall_of = {m: m + utc_offset_s(zone, m) for m in range(first, hi + 1, 60)}
     if not wall_of:
         return []
     w_lo, w_hi = min(wall_of.values()) - 1, max(wall_of.values())
@@ -231,7 +204,7 @@ def dst_note(spec: JobSpec, now_s: int, *, per_minute_zone: bool) -> str | None:
     every = Schedule.parse(spec.schedule_expr, spec.timezone, job=spec.name, dst="every")
     differs: list[str] = []
     every_matches = True
-    for at, before, after in _transitions(spec.timezone, now_s, now_s + _DST_LOOKAHEAD_S):
+    for at, before, after in dst_transitions(spec.timezone, now_s, now_s + _DST_LOOKAHEAD_S):
         lo, hi = at - _DST_WINDOW_S, at + _DST_WINDOW_S
         cron = cron_runs(spec.schedule.resolved_expr, spec.timezone, lo, hi, per_minute_zone=per_minute_zone)
         ours = [t // 1000 for t in spec.schedule.fire_times(lo * 1000, hi * 1000)]
