@@ -11,18 +11,18 @@ from collections.abc import Mapping
 
 from quorum_cron.agent.jobprocess import CommandTarget, Target
 from quorum_cron.agent.membership import config_configuration
-from quorum_cron.agent.redisclient import connect_store
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.config.settings import ClusterConfig, JobSpec
 from quorum_cron.core.node import CoreJob, NodeSettings
 from quorum_cron.errors import QuorumCronError
+from quorum_cron.store.client import connect_store
 from quorum_cron.store.redis import RedisStore
 
 __all__ = ["agent_job", "agent_settings", "core_job", "open_store", "replica_shortfall"]
 
 
 def open_store(url: str, cluster: ClusterConfig) -> RedisStore:
-    """The cluster's store on a fail-fast client (see :mod:`.redisclient`)."""
+    """The cluster's store on a fail-fast client (see :mod:`quorum_cron.store.client`)."""
     return connect_store(
         url,
         cluster.namespace,

@@ -57,7 +57,10 @@ from quorum_cron.config.file import load_config
 from quorum_cron.config.settings import redact_url
 from quorum_cron.errors import ConfigError
 
-__all__ = ["check_clock", "run_check"]
+__all__ = ["PROBE_NAMESPACE", "check_clock", "run_check"]
+
+PROBE_NAMESPACE = "quorum-cron"
+"""The namespace whose store ``TIME`` is read without a config (it only picks a Redis Cluster's master)."""
 
 
 def _sample_line(n: int, sample: NtpSample, max_root_distance_ms: float) -> str:
@@ -108,12 +111,15 @@ def run_check(
     sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,
     redis_url: str | None = None,
     clock: Clock | None = None,
+    namespace: str = PROBE_NAMESPACE,
 ) -> Verdict:
     """Do one full check, printing as it goes; returns the verdict.
 
     No ``servers``: NTP is not consulted at all and, as in the agent, the
     store ``TIME`` probe decides alone (the policy must then be
     ``store-time`` and ``redis_url`` given, which the command ensures).
+    ``namespace`` only matters on a Redis Cluster: its members hash's
+    master is the one whose ``TIME`` is read (the config's namespace).
     """
     clock = clock if clock is not None else SystemClock()
     guard = ClockGuard(policy)
@@ -131,7 +137,7 @@ def run_check(
             assess_ntp((), max_root_distance_ms=policy.max_root_distance_ms), ClockReading.of(clock)
         )
     if redis_url is not None:
-        _probe_redis(guard, clock, redis_url)
+        _probe_redis(guard, clock, redis_url, namespace)
     return guard.verdict(ClockReading.of(clock))
 
 
@@ -180,28 +186,24 @@ def _usage(message: str) -> NoReturn:
     sys.exit(1)
 
 
-def _probe_redis(guard: ClockGuard, clock: Clock, url: str) -> None:
-    import redis  # only when asked: a plain NTP check must not need it
+def _probe_redis(guard: ClockGuard, clock: Clock, url: str, namespace: str) -> None:
+    """Probe the store's clock with the store's own ``TIME`` (the one the agent's clock guard reads).
+
+    On a Redis Cluster that is the master holding ``namespace``'s members
+    hash, as in the agent. Any URL form: a Sentinel URL reaches the master.
+    """
+    # Imported only when asked: a plain NTP check must not need a Redis client.
+    from quorum_cron.errors import QuorumCronError
+    from quorum_cron.store.client import connect_store
 
     shown = redact_url(url) or ""
-    from redis.exceptions import RedisClusterException
-
-    from quorum_cron.errors import ConfigError
-    from quorum_cron.store.urls import open_client, parse_redis_url
-
     try:
-        # Any URL form: a Sentinel URL reaches the master; a cluster URL one of its nodes.
-        client = open_client(parse_redis_url(url), socket_timeout=2.0, socket_connect_timeout=2.0)
+        store = connect_store(url, namespace, socket_timeout=2.0, socket_connect_timeout=2.0)
         try:
-
-            def server_ms() -> int:
-                seconds, micros = client.time()
-                return int(seconds) * 1000 + int(micros) // 1000
-
-            probe = probe_store_time(clock, server_ms)
+            probe = probe_store_time(clock, store.time_ms)
         finally:
-            client.close()
-    except (redis.RedisError, RedisClusterException, ConfigError, OSError, ValueError) as exc:
+            store.close()
+    except (QuorumCronError, OSError, ValueError) as exc:
         click.echo(f"store TIME ({shown}): failed: {exc}")
         guard.observe_store_unreachable(f"{shown}: {exc}", ClockReading.of(clock))
         return
@@ -268,11 +270,13 @@ def check_clock(
     Without NTP servers (none in --config, no --server) Redis TIME alone decides, as in the agent.
     """
     policy = TrustPolicy()
+    namespace = PROBE_NAMESPACE
     config_servers: tuple[str, ...] = ()
     try:
         if config_path is not None:
             cluster = load_config(config_path).cluster
             config_servers = cluster.ntp_servers
+            namespace = cluster.namespace
             policy = TrustPolicy(
                 max_skew_ms=cluster.max_skew_ms,
                 check_interval_ms=cluster.clock_check_interval_ms,
@@ -301,6 +305,7 @@ def check_clock(
         timeout_s=timeout_s,
         sample_interval_s=sample_interval_s,
         redis_url=redis_url,
+        namespace=namespace,
     )
     click.echo(f"verdict: {verdict}")
     ctx.exit(verdict.trust.exit_code)

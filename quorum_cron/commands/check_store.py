@@ -25,17 +25,13 @@ Nothing is written to the server. What the server answers is only printed
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
 
 import click
-import redis
-from redis.cluster import RedisCluster
 
-from quorum_cron.agent.preflight import eviction_problem
-from quorum_cron.errors import ConfigError
-from quorum_cron.store.server import ServerInfo, parse_server_info, unsupported
-from quorum_cron.store.urls import RedisTarget, open_client, parse_redis_url
+from quorum_cron.errors import ConfigError, StoreError
+from quorum_cron.store.server import ServerInfo, ServerProbe, eviction_problem, unsupported
+from quorum_cron.store.urls import RedisTarget, parse_redis_url
 
 __all__ = ["check_store", "required_commands"]
 
@@ -103,64 +99,28 @@ def required_commands(cluster: bool, api: tuple[int, int, int] | None) -> list[t
     return out
 
 
-def _cmd(client: redis.Redis | RedisCluster, *args: str) -> Any:
-    """One command on either client (the cluster client's ``execute_command`` is untyped)."""
-    return cast(Any, client).execute_command(*args)
-
-
 def _line(status: str, what: str, text: str) -> None:
     safe = "".join(ch if ch.isprintable() else "?" for ch in text)
     click.echo(f"{status:<8}{what:<10}{safe}")
 
 
-def _one(reply: Any) -> Mapping[str, Any]:
-    """A cluster client answers INFO per node: the first node's answer for fields all nodes share."""
-    if isinstance(reply, Mapping) and reply and all(isinstance(v, Mapping) for v in reply.values()):
-        first: Mapping[str, Any] = next(iter(reply.values()))
-        return first
-    return reply if isinstance(reply, Mapping) else {}
-
-
-def _nodes(reply: Any) -> list[Mapping[str, Any]]:
-    if isinstance(reply, Mapping) and reply and all(isinstance(v, Mapping) for v in reply.values()):
-        return [v for v in reply.values() if isinstance(v, Mapping)]
-    return [reply] if isinstance(reply, Mapping) else []
-
-
-def _api(info: Mapping[str, Any]) -> tuple[int, int, int] | None:
-    parts = str(info.get("redis_version", "")).split(".")
-    try:
-        return int(parts[0]), int(parts[1]), int(parts[2]) if len(parts) > 2 else 0
-    except (ValueError, IndexError):
-        return None
-
-
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-
 Api = tuple[int, int, int] | None
 
 
-def _acl(client: redis.Redis | RedisCluster, target: RedisTarget, api: Api, user: str | None) -> list[str]:
+def _acl(probe: ServerProbe, target: RedisTarget, api: Api, user: str | None) -> list[str]:
     """Print the ACL lines; return the problems."""
-    try:
-        whoami = _text(_cmd(client, "ACL", "WHOAMI"))
-    except redis.RedisError:
-        whoami = target.username or "default"  # no +acl|whoami: the URL's user
+    whoami = probe.whoami() or target.username or "default"  # no +acl|whoami: the URL's user
     cluster = target.mode == "cluster"
-    if user is None:
-        try:  # an admin checking itself: ACL DRYRUN covers the writes too
-            _cmd(client, "ACL", "DRYRUN", whoami, "PING")
-            user = whoami
-        except redis.RedisError:
-            pass
+    if user is None and probe.may_dryrun(
+        whoami
+    ):  # an admin checking itself: ACL DRYRUN covers the writes too
+        user = whoami
     if user is not None:
         refused = []
         for cmd in required_commands(cluster, api):
             try:
-                reply = _text(_cmd(client, "ACL", "DRYRUN", user, *cmd))
-            except redis.RedisError as exc:
+                reply = probe.dryrun(user, cmd)
+            except StoreError as exc:
                 first = str(exc).split("\n", 1)[0][:200]
                 why = f"ACL DRYRUN as {whoami} failed ({first}): --acl-user needs an admin URL"
                 _line("PROBLEM", "acl", why)
@@ -173,14 +133,7 @@ def _acl(client: redis.Redis | RedisCluster, target: RedisTarget, api: Api, user
             return ["acl"]
         _line("ok", "acl", f"user {user} may run every command quorum-cron sends (ACL DRYRUN)")
         return []
-    refused = []
-    for cmd in _READS + (_CLUSTER[:1] if cluster else ()):
-        try:
-            _cmd(client, *cmd)
-        except redis.exceptions.NoPermissionError:
-            refused.append(cmd[0])
-        except redis.RedisError:
-            pass  # NOSCRIPT, WRONGTYPE...: the command was allowed to run
+    refused = [cmd[0] for cmd in _READS + (_CLUSTER[:1] if cluster else ()) if not probe.allowed(cmd)]
     if refused:
         _line("PROBLEM", "acl", f"user {whoami} may not run {', '.join(refused)}: see docs/operations.md ACL")
         return ["acl"]
@@ -193,10 +146,10 @@ def _acl(client: redis.Redis | RedisCluster, target: RedisTarget, api: Api, user
     return []
 
 
-def _replicas(client: redis.Redis | RedisCluster, target: RedisTarget) -> list[str]:
+def _replicas(probe: ServerProbe, target: RedisTarget) -> list[str]:
     try:
-        nodes = _nodes(client.info("replication"))
-    except redis.RedisError as exc:
+        nodes = probe.replication()
+    except StoreError as exc:
         _line("note", "replicas", f"unknown (INFO replication: {str(exc)[:120]})")
         return []
     masters = [n for n in nodes if str(n.get("role", "master")) == "master"]
@@ -222,30 +175,36 @@ def check_store(url: str, acl_user: str | None) -> None:
         target = parse_redis_url(url)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    try:
-        client = open_client(target, socket_timeout=5.0, socket_connect_timeout=5.0)
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
     problems: list[str] = []
     try:
-        problems = _check(client, target, acl_user)
-    except redis.RedisError as exc:
-        first = str(exc).split("\n", 1)[0][:300]
-        _line("PROBLEM", "connect", f"redis at {target.shown}: {first}")
-        problems = ["connect"]
-    finally:
-        client.close()
+        probe = ServerProbe(target, timeout_s=5.0)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    except StoreError as exc:
+        probe, problems = None, _unreachable(target, exc)
+    if probe is not None:
+        try:
+            problems = _check(probe, target, acl_user)
+        except StoreError as exc:
+            problems = _unreachable(target, exc)
+        finally:
+            probe.close()
     if problems:
         click.echo(f"{len(problems)} problem(s): {', '.join(problems)}")
         sys.exit(1)
     click.echo("quorum-cron can run on this server")
 
 
-def _check(client: redis.Redis | RedisCluster, target: RedisTarget, acl_user: str | None) -> list[str]:
+def _unreachable(target: RedisTarget, exc: StoreError) -> list[str]:
+    first = str(exc).split("\n", 1)[0][:300]
+    _line("PROBLEM", "connect", f"redis at {target.shown}: {first}")
+    return ["connect"]
+
+
+def _check(probe: ServerProbe, target: RedisTarget, acl_user: str | None) -> list[str]:
     problems: list[str] = []
-    client.ping()
-    raw = client.info("server")
-    server: ServerInfo = parse_server_info(raw)
+    probe.ping()
+    server: ServerInfo = probe.server()
     refusal = unsupported(server, target.shown)
     if refusal is not None:
         _line("PROBLEM", "server", refusal)
@@ -255,22 +214,22 @@ def _check(client: redis.Redis | RedisCluster, target: RedisTarget, acl_user: st
     problems += _mode(server, target)
     if server.mode == "sentinel":
         return problems  # a Sentinel holds no data: the other checks would describe the wrong server
-    try:
-        policy = _one(client.info("memory")).get("maxmemory_policy")
-    except redis.RedisError:
-        policy = None
+    policies = probe.memory_policies()
+    policy = (
+        policies[0] if policies else None
+    )  # a cluster: the first node's (the agent reports an evicting one)
     if policy is None:
         _line("note", "eviction", "maxmemory-policy unreadable (no INFO?): the agent starts unchecked")
     else:
         problem = eviction_problem(str(policy), target.shown)
         _line("PROBLEM" if problem else "ok", "eviction", problem or f"maxmemory-policy {policy}")
         problems += ["eviction"] if problem else []
-    problems += _acl(client, target, _api(_one(raw)), acl_user)
+    problems += _acl(probe, target, server.api, acl_user)
     if target.tls:
         _line("ok", "tls", "TLS (rediss://): the server's certificate was verified")
     else:
         _line("note", "tls", "plain TCP: use rediss:// when the network to Redis is not trusted")
-    problems += _replicas(client, target)
+    problems += _replicas(probe, target)
     return problems
 
 

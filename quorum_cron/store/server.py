@@ -18,6 +18,15 @@ Valkey forked from Redis 7.2.4, so every Valkey release (7.2 and later)
 has all three. Nothing read here is trusted beyond choosing a message: a
 server that lies about its version is refused or allowed on its word, and
 its replies are still checked where they are parsed.
+
+Also every other question asked of the server itself (not of the slot
+protocol), each answered as plain data so no module outside ``store/``
+needs redis-py (issue 25): the agent's preflight (:func:`preflight`:
+credentials, protocol, version, members key, eviction policy; the agent
+decides what to refuse, :mod:`quorum_cron.agent.preflight`) and the queries
+of ``quorum-cron check-store`` (:class:`ServerProbe`: INFO, ACL, replicas;
+the command only formats). A memory store has no server: its preflight
+reports nothing (no refusal, policy unknown) and it has no probe.
 """
 
 from __future__ import annotations
@@ -25,17 +34,31 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final, cast
 
 import redis
 from redis.cluster import RedisCluster
+from redis.exceptions import AuthenticationError, NoPermissionError, RedisClusterException, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.store.base import Store
+from quorum_cron.store.client import RedisClient
+from quorum_cron.store.redis import RedisStore
+from quorum_cron.store.urls import RedisTarget, open_client
 
 __all__ = [
     "MIN_REDIS",
     "MIN_VALKEY",
     "NEEDS",
+    "SAFE_POLICY",
+    "ServerCheck",
     "ServerInfo",
+    "ServerProbe",
+    "eviction_problem",
     "parse_server_info",
+    "preflight",
     "server_problem",
     "unsupported",
 ]
@@ -52,6 +75,12 @@ NEEDS: Final = (
 )
 """What a server below the minimum lacks, as the refusal names it."""
 
+SAFE_POLICY: Final = "noeviction"
+"""The one ``maxmemory-policy`` an agent runs on. An allowlist, not a denylist of
+the evicting ones: ``volatile-*`` evicts keys with a TTL (every slot key has
+one), ``allkeys-*`` any key, and a policy a later Redis adds is refused until
+someone checks what it evicts."""
+
 _VERSION = re.compile(r"^(\d{1,4})\.(\d{1,4})(?:\.(\d{1,6}))?")
 
 
@@ -63,6 +92,8 @@ class ServerInfo:
     version: tuple[int, int, int] | None
     version_text: str
     mode: str
+    api: tuple[int, int, int] | None = None
+    """The Redis API level (``redis_version``; Valkey 8 says 7.2.4): it decides what redis-py sends."""
 
     def __str__(self) -> str:
         return f"{self.product} {self.version_text} ({self.mode})"
@@ -101,7 +132,10 @@ def parse_server_info(info: Mapping[str, object]) -> ServerInfo:
     else:
         product, text = "Redis", _printable(info.get("redis_version", "?"))
     mode = _printable(info.get("redis_mode", info.get("server_mode", "standalone")))
-    return ServerInfo(product=product, version=_version(text), version_text=text, mode=mode or "standalone")
+    api = _version(_printable(info.get("redis_version", "")))
+    return ServerInfo(
+        product=product, version=_version(text), version_text=text, mode=mode or "standalone", api=api
+    )
 
 
 def unsupported(server: ServerInfo, shown_url: str) -> str | None:
@@ -123,14 +157,28 @@ def unsupported(server: ServerInfo, shown_url: str) -> str | None:
     )
 
 
-def server_problem(client: redis.Redis | RedisCluster, shown_url: str) -> str | None:
-    """The :func:`unsupported` line for the server ``client`` reaches, or None.
+def _client_of(server: Store | RedisClient) -> RedisClient | None:
+    """The redis-py client behind ``server`` (a :class:`RedisStore` or a client); None: no server."""
+    if isinstance(server, RedisStore):
+        return server.client
+    if isinstance(server, redis.Redis | RedisCluster):
+        return server
+    return None
 
-    None also when ``INFO server`` cannot be read: a server that is down is
-    the caller's to report (the agent waits for it, a command says it cannot
-    reach it), and a user whose ACL lacks INFO keeps an unchecked version
-    rather than being locked out.
+
+def server_problem(server: Store | RedisClient, shown_url: str) -> str | None:
+    """The :func:`unsupported` line for the server ``server`` reaches, or None.
+
+    ``server``: a :class:`RedisStore` or a redis-py client; any other store
+    (the memory model) has no server and gets None. None also when ``INFO
+    server`` cannot be read: a server that is down is the caller's to report
+    (the agent waits for it, a command says it cannot reach it), and a user
+    whose ACL lacks INFO keeps an unchecked version rather than being
+    locked out.
     """
+    client = _client_of(server)
+    if client is None:
+        return None
     try:
         info = client.info("server")
     except redis.RedisError:
@@ -140,3 +188,219 @@ def server_problem(client: redis.Redis | RedisCluster, shown_url: str) -> str | 
     if not info or not isinstance(info, Mapping):
         return None
     return unsupported(parse_server_info(info), shown_url)
+
+
+def eviction_problem(policy: str | None, shown_url: str) -> str | None:
+    """A one-line explanation when ``policy`` is not ``noeviction``, else None.
+
+    ``None`` or ``""``: the policy could not be read (no ``INFO`` in the
+    user's ACL, Redis not up yet): no verdict, the agent starts without it.
+    """
+    if not policy or policy == SAFE_POLICY:
+        return None
+    return (
+        f"redis at {shown_url} has maxmemory-policy {policy[:100]}, which can evict quorum-cron's keys "
+        f"(pause flags, token counters, committed slots) when memory runs out: expected noeviction "
+        f"(CONFIG SET maxmemory-policy noeviction; see docs/operations.md)"
+    )
+
+
+@dataclass(frozen=True)
+class ServerCheck:
+    """What :func:`preflight` found: plain data, the agent decides what to do with it.
+
+    ``refusal``: one line when the server must not be run on (credentials,
+    not Redis, TLS set up wrongly, outside the matrix, a members key of
+    another type), else None. ``reachable``: False when the server could not
+    be reached (not a refusal: nodes may start before Redis). ``policy``:
+    its ``maxmemory-policy`` (on a cluster an evicting node's, if any), None
+    when unknown.
+    """
+
+    refusal: str | None = None
+    reachable: bool = True
+    policy: str | None = None
+
+
+def preflight(server: Store | RedisClient, shown_url: str, members_key: str | None = None) -> ServerCheck:
+    """Ping, check the version, check the members key type, read ``maxmemory_policy``.
+
+    ``server``: a :class:`RedisStore` (its members key is used when
+    ``members_key`` is None) or a redis-py client (then ``members_key`` is
+    needed for the key check). Any other store, the memory model, has no
+    server: nothing to report (``ServerCheck()``).
+    """
+    client = _client_of(server)
+    if client is None:
+        return ServerCheck()
+    if members_key is None and isinstance(server, RedisStore):
+        members_key = server.members_key
+    try:
+        client.ping()
+    except AuthenticationError as exc:
+        return ServerCheck(
+            f"redis at {shown_url} refused the credentials ({_first_line(exc)}): "
+            f"expected the password (and user) of that server in the URL"
+        )
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        text = str(exc)
+        if shown_url.startswith("rediss://") and ("ssl" in text.lower() or "certificate" in text):
+            # TLS set up wrongly is a configuration error, not an outage to wait out.
+            return ServerCheck(
+                f"TLS with {shown_url} failed ({_first_line(exc)}): expected rediss:// with "
+                f"?ssl_ca_certs=<CA file> (and ssl_certfile/ssl_keyfile when the server wants a client "
+                f"certificate); see docs/operations.md"
+            )
+        if "protocol" in text.lower():
+            return ServerCheck(_not_redis(shown_url, exc))
+        return ServerCheck(reachable=False)
+    except ResponseError as exc:
+        if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
+            return ServerCheck(
+                f"redis at {shown_url} requires a password ({_first_line(exc)}): "
+                f"expected it in the URL (redis://:PASSWORD@host)"
+            )
+        return ServerCheck(f"redis at {shown_url} refused PING: {_first_line(exc)}")
+    except redis.RedisError as exc:
+        return ServerCheck(_not_redis(shown_url, exc))
+    problem = server_problem(client, shown_url)  # None without INFO in the ACL: the version stays unchecked
+    if problem is not None:
+        return ServerCheck(problem)
+    if members_key is not None:
+        try:
+            raw = client.type(members_key)
+            kind = raw.decode() if isinstance(raw, bytes) else str(raw)
+        except redis.RedisError:
+            kind = "none"
+        if kind not in ("hash", "none"):
+            return ServerCheck(
+                f"redis at {shown_url}: key {members_key!r} is a {kind}, expected a hash of members "
+                f"(it was not written by quorum-cron: delete it)"
+            )
+    try:
+        policies = _policies(client.info("memory"))
+    except redis.RedisError:
+        return ServerCheck()  # e.g. an ACL user without INFO: the policy stays unknown
+    # A cluster client answers per node: any node with an evicting policy is the one to report.
+    found = sorted(set(policies))
+    chosen = [p for p in found if p != SAFE_POLICY] or found
+    return ServerCheck(policy=chosen[0] if chosen else None)
+
+
+def _policies(reply: object) -> list[str]:
+    """Every node's ``maxmemory_policy`` in an ``INFO memory`` reply, in node order (unread ones left out)."""
+    return [str(node["maxmemory_policy"]) for node in _nodes(reply) if "maxmemory_policy" in node]
+
+
+def _nodes(reply: object) -> list[Mapping[str, Any]]:
+    """An INFO reply as one mapping per node (a cluster client answers per node, keyed by address)."""
+    if isinstance(reply, Mapping) and reply and all(isinstance(v, Mapping) for v in reply.values()):
+        return [v for v in reply.values() if isinstance(v, Mapping)]
+    return [reply] if isinstance(reply, Mapping) else []
+
+
+def _not_redis(shown_url: str, exc: BaseException) -> str:
+    why = _first_line(exc)
+    return f"the server at {shown_url} does not answer like Redis ({why}): expected a Redis server"
+
+
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    text = str(exc).split("\n", 1)[0]
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _text(value: object) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+class ServerProbe:
+    """The questions ``quorum-cron check-store`` asks one server, each answered as plain data.
+
+    Nothing is written: the reads are tried as the connected user, the rest
+    only asked about with ``ACL DRYRUN``. A failure the command reports as a
+    whole ("cannot reach it") raises :class:`~quorum_cron.errors.StoreError`
+    (:class:`~quorum_cron.errors.StoreUnavailable` for a connection) whose
+    text is redis-py's message; what the server answers is returned as it
+    came (the command prints it with control characters replaced), never
+    acted on.
+    """
+
+    def __init__(self, target: RedisTarget, *, timeout_s: float) -> None:
+        """Open a client for ``target`` (connects lazily; a cluster at once, raising StoreUnavailable)."""
+        try:
+            self._client = open_client(target, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+        except RedisClusterException as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _cmd(self, *args: str) -> Any:
+        """One command on either client (the cluster client's ``execute_command`` is untyped)."""
+        try:
+            return cast(Any, self._client).execute_command(*args)
+        except (RedisConnectionError, RedisTimeoutError, RedisClusterException) as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        except redis.RedisError as exc:
+            raise StoreError(str(exc)) from exc
+
+    def _info(self, section: str) -> object:
+        try:
+            return self._client.info(section)
+        except (RedisConnectionError, RedisTimeoutError, RedisClusterException) as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        except redis.RedisError as exc:
+            raise StoreError(str(exc)) from exc
+
+    def ping(self) -> None:
+        """PING; raises StoreError (StoreUnavailable when unreachable)."""
+        self._cmd("PING")
+
+    def server(self) -> ServerInfo:
+        """``INFO server`` as a :class:`ServerInfo` (a cluster: its oldest node); raises StoreError."""
+        reply = self._info("server")
+        return parse_server_info(reply if isinstance(reply, Mapping) else {})
+
+    def memory_policies(self) -> list[str]:
+        """Every node's ``maxmemory-policy`` in node order; [] when ``INFO memory`` cannot be read."""
+        try:
+            return _policies(self._info("memory"))
+        except StoreError:
+            return []
+
+    def replication(self) -> list[Mapping[str, Any]]:
+        """``INFO replication`` of every node (role, connected_slaves...); raises StoreError."""
+        return _nodes(self._info("replication"))
+
+    def whoami(self) -> str | None:
+        """``ACL WHOAMI``, or None when the user may not ask."""
+        try:
+            return _text(self._cmd("ACL", "WHOAMI"))
+        except StoreError:
+            return None
+
+    def may_dryrun(self, user: str) -> bool:
+        """Whether the connected user may run ``ACL DRYRUN`` (an admin checking ``user``)."""
+        try:
+            self._cmd("ACL", "DRYRUN", user, "PING")
+        except StoreError:
+            return False
+        return True
+
+    def dryrun(self, user: str, command: tuple[str, ...]) -> str:
+        """``ACL DRYRUN user command...``: "OK" when allowed, else the server's reason; raises StoreError."""
+        return _text(self._cmd("ACL", "DRYRUN", user, *command))
+
+    def allowed(self, command: tuple[str, ...]) -> bool:
+        """Run ``command`` (a read) as the connected user: False only when the ACL refuses it.
+
+        Any other error (NOSCRIPT, WRONGTYPE...) means the command was
+        allowed to run.
+        """
+        try:
+            cast(Any, self._client).execute_command(*command)
+        except NoPermissionError:
+            return False
+        except redis.RedisError:
+            pass
+        return True
