@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from quorum_cron.config.schedule import Schedule
+from quorum_cron.core.actions import handlers
 from quorum_cron.core.model import (
     Configuration,
     MembershipRecord,
@@ -108,7 +109,6 @@ def base_spec_hash(job: JobDef) -> str:
 StoreFactory = Callable[[World], MemoryStore]
 
 _CAUSES = (
-    ("ran locally on", "local run recorded as its slot's missed entry"),
     ("refused by membership", "slot missed: votes refused by membership"),
     ("is not a member of", "slot missed: a non-member abstained"),
     ("store refused the vote", "slot missed: the store refused writes"),
@@ -127,8 +127,10 @@ def _job_record(world: World, job: str) -> dict[str, str]:
     return {"mr": record.encode() if record is not None else ""}
 
 
-def _missed_cause(reason: str) -> str:
+def _missed_cause(action: RecordMissed, reason: str) -> str:
     """What a missed record the core wrote says about why (the explorer's "reached" list)."""
+    if action.ran_locally:
+        return "local run recorded as its slot's missed entry"
     for needle, what in _CAUSES:
         if needle in reason:
             return what
@@ -153,6 +155,8 @@ class QuorumStrategy:
         """Each job's ``base_spec_hash`` (every node boots with every job)."""
         self.exact_wakeups = exact_wakeups
         """Ask the core for its next wakeup after every input (slow; tests compare both modes)."""
+        self._executed = handlers(type(self), "_exec_")
+        """Store action type → its ``_exec_*`` handler (the call, then its trace)."""
 
     def make_stores(self, world: World) -> MemoryStore:
         if self._store_factory is not None:
@@ -257,81 +261,107 @@ class QuorumStrategy:
 
     def execute(self, world: World, node: SimNode, action: Any) -> Any:
         """Carry out ``action`` on the store host with :func:`~quorum_cron.core.perform.perform` (the
-        agent's mapping), then trace what it did and deliver assignment notices."""
-        store: MemoryStore = world.store.state
-        t = world.loop.now
-        kind = type(action)
+        agent's mapping), then trace what it did and deliver assignment notices (its ``_exec_*``
+        handler: one per store action type, :func:`quorum_cron.core.actions.handlers`)."""
         world.store.caller = node
-        before = store.slot(action.job, action.fire_ms).state if kind is RecordMissed else None
+        handler = self._executed.get(type(action))
+        if handler is None:
+            raise TypeError(f"not a store action: {action!r}")
+        return handler(self, world, node, world.store.state, action)
+
+    # -- one handler per store action type: the call, then its trace -------------
+
+    def _exec_vote(self, world: World, node: SimNode, store: MemoryStore, action: Vote) -> Any:
+        results: list[VoteResult] = perform(store, node.id, action)  # type: ignore[assignment]
+        t = world.loop.now
+        world.trace.emit(
+            t,
+            "vote",
+            node=node.id,
+            st=world.store.clock.wall(t),
+            slots=[
+                # (``_value_``: the plain value, without the ``value`` property's call per slot)
+                [r.job, r.fire_ms, vr.status._value_, r.deadline_ms, r.spec_hash]
+                for r, vr in zip(action.requests, results, strict=True)
+            ],
+        )
+        for vr in results:
+            if vr.status == VoteStatus.COMMITTED:
+                self._decided(world, node, vr.slot, "vote")
+            elif vr.status == VoteStatus.EARLY:
+                world.reached("vote refused as early by store time", node=node.id)
+        return results
+
+    def _exec_sweep(self, world: World, node: SimNode, store: MemoryStore, action: Sweep) -> Any:
         reply = perform(store, node.id, action)
-        if kind is Vote:
-            results: list[VoteResult] = reply  # type: ignore[assignment]
+        for view in reply.changed:  # type: ignore[attr-defined]
+            self._decided(world, node, view, "takeover")
+        return reply
+
+    def _exec_start(self, world: World, node: SimNode, store: MemoryStore, action: Start) -> Any:
+        res: TransitionResult = perform(store, node.id, action)  # type: ignore[assignment]
+        world.trace.emit(
+            world.loop.now,
+            "start",
+            node=node.id,
+            job=action.job,
+            fire=action.fire_ms,
+            token=action.token,
+            ok=res.ok,
+            why=res.reason,
+            st=res.now_ms,
+            lease=res.slot.lease_until_ms,
+        )
+        if not res.ok and res.slot.token > action.token:
+            world.reached("stale executor refused by the fenced start", node=node.id)
+        if res.ok:
+            world.on_started(node)
+        return res
+
+    def _exec_renew(self, world: World, node: SimNode, store: MemoryStore, action: Renew) -> Any:
+        res: TransitionResult = perform(store, node.id, action)  # type: ignore[assignment]
+        if res.ok:
+            # The checker's evidence of the lease the store now holds (store time).
             world.trace.emit(
-                t,
-                "vote",
-                node=node.id,
-                st=world.store.clock.wall(t),
-                slots=[
-                    # (``_value_``: the plain value, without the ``value`` property's call per slot)
-                    [r.job, r.fire_ms, vr.status._value_, r.deadline_ms, r.spec_hash]
-                    for r, vr in zip(action.requests, results, strict=True)
-                ],
-            )
-            for vr in results:
-                if vr.status == VoteStatus.COMMITTED:
-                    self._decided(world, node, vr.slot, "vote")
-                elif vr.status == VoteStatus.EARLY:
-                    world.reached("vote refused as early by store time", node=node.id)
-        elif kind is Sweep:
-            for view in reply.changed:  # type: ignore[attr-defined]
-                self._decided(world, node, view, "takeover")
-        elif kind is Start:
-            res: TransitionResult = reply  # type: ignore[assignment]
-            world.trace.emit(
-                t,
-                "start",
+                world.loop.now,
+                "renew",
                 node=node.id,
                 job=action.job,
                 fire=action.fire_ms,
                 token=action.token,
-                ok=res.ok,
-                why=res.reason,
+                ok=True,
                 st=res.now_ms,
                 lease=res.slot.lease_until_ms,
             )
-            if not res.ok and res.slot.token > action.token:
-                world.reached("stale executor refused by the fenced start", node=node.id)
-            if res.ok:
-                world.on_started(node)
-        elif kind is Renew:
-            res = reply  # type: ignore[assignment]
-            if res.ok:
-                # The checker's evidence of the lease the store now holds (store time).
-                world.trace.emit(
-                    t,
-                    "renew",
-                    node=node.id,
-                    job=action.job,
-                    fire=action.fire_ms,
-                    token=action.token,
-                    ok=True,
-                    st=res.now_ms,
-                    lease=res.slot.lease_until_ms,
-                )
-            else:
-                self._transition(world, node, "renew", action.job, action.fire_ms, action.token, res)
-        elif kind is Finish:
-            res = reply  # type: ignore[assignment]
-            self._transition(world, node, "finish", action.job, action.fire_ms, action.token, res)
-            if res.ok and res.slot.state == SlotState.COMMITTED:
-                world.reached("failed run retried under a new token", job=action.job)
-                self._decided(world, node, res.slot, "retry")
-        elif kind is RecordMissed:
-            missed: SlotView = reply  # type: ignore[assignment]
-            if missed.state != before:
-                world.reached(_missed_cause(missed.reason))
-                self._decided(world, node, missed, "catch-up")
-        return reply
+        else:
+            self._transition(world, node, "renew", action.job, action.fire_ms, action.token, res)
+        return res
+
+    def _exec_finish(self, world: World, node: SimNode, store: MemoryStore, action: Finish) -> Any:
+        res: TransitionResult = perform(store, node.id, action)  # type: ignore[assignment]
+        self._transition(world, node, "finish", action.job, action.fire_ms, action.token, res)
+        if res.ok and res.slot.state == SlotState.COMMITTED:
+            world.reached("failed run retried under a new token", job=action.job)
+            self._decided(world, node, res.slot, "retry")
+        return res
+
+    def _exec_record_missed(
+        self, world: World, node: SimNode, store: MemoryStore, action: RecordMissed
+    ) -> Any:
+        before = store.slot(action.job, action.fire_ms).state
+        missed: SlotView = perform(store, node.id, action)  # type: ignore[assignment]
+        if missed.state != before:
+            world.reached(_missed_cause(action, missed.reason))
+            self._decided(world, node, missed, "catch-up")
+        return missed
+
+    def _exec_read_slots(self, world: World, node: SimNode, store: MemoryStore, action: ReadSlots) -> Any:
+        return perform(store, node.id, action)
+
+    def _exec_read_high_water(
+        self, world: World, node: SimNode, store: MemoryStore, action: ReadHighWater
+    ) -> Any:
+        return perform(store, node.id, action)
 
     @staticmethod
     def _transition(

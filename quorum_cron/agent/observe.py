@@ -30,6 +30,7 @@ from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.spec import AgentJob
+from quorum_cron.core.actions import handlers
 from quorum_cron.core.node import (
     Abstain,
     Finish,
@@ -123,6 +124,8 @@ class Observer:
         """Where ``job_recovered`` looks for the failures before a success (None: never alerted)."""
         self._mismatch_seen: set[tuple[str, str]] = set()
         self._checks: set[asyncio.Task[None]] = set()
+        self._replied = handlers(type(self), "_replied_")
+        """Store action type → its ``_replied_*`` handler."""
 
     def alerts_on(self, job: str, what: str) -> bool:
         """Whether ``job``'s ``alert_on`` names ``what`` (a job this node does not run: the default)."""
@@ -130,44 +133,55 @@ class Observer:
         return spec is None or what in spec.alert_on
 
     def reply(self, action: StoreAction, reply: object) -> None:
-        """Report what the store answered to ``action``."""
-        match action:
-            case Vote():
-                assert isinstance(reply, list)
-                for res in reply:
-                    assert isinstance(res, VoteResult)
-                    self._vote(res)
-            case Start():
-                assert isinstance(reply, TransitionResult)
-                if not reply.ok:
-                    self._start_refused(action, reply)
-            case Renew():
-                assert isinstance(reply, TransitionResult)
-                if not reply.ok:
-                    event(
-                        log,
-                        logging.WARNING,
-                        "renew_refused",
-                        f"lease of {action.job}@{action.fire_ms} token {action.token} refused: "
-                        f"{reply.reason}",
-                        job=action.job,
-                        slot=action.fire_ms,
-                        token=action.token,
-                        reason=reply.reason,
-                    )
-            case Finish():
-                assert isinstance(reply, TransitionResult)
-                self._finish(action, reply)
-            case Sweep():
-                assert isinstance(reply, SweepResult)
-                for view in reply.changed:
-                    self._swept(view)
-            case RecordMissed():
-                assert isinstance(reply, SlotView)
-                if reply.state == SlotState.MISSED and reply.reason == action.reason:
-                    self.missed(reply, "accounted at start-up")
-            case ReadSlots() | ReadHighWater():
-                pass
+        """Report what the store answered to ``action`` (its ``_replied_*`` handler below)."""
+        self._replied[type(action)](self, action, reply)
+
+    # -- one handler per store action type (quorum_cron.core.actions.handlers) --
+
+    def _replied_vote(self, action: Vote, reply: object) -> None:
+        assert isinstance(reply, list)
+        for res in reply:
+            assert isinstance(res, VoteResult)
+            self._vote(res)
+
+    def _replied_start(self, action: Start, reply: object) -> None:
+        assert isinstance(reply, TransitionResult)
+        if not reply.ok:
+            self._start_refused(action, reply)
+
+    def _replied_renew(self, action: Renew, reply: object) -> None:
+        assert isinstance(reply, TransitionResult)
+        if not reply.ok:
+            event(
+                log,
+                logging.WARNING,
+                "renew_refused",
+                f"lease of {action.job}@{action.fire_ms} token {action.token} refused: {reply.reason}",
+                job=action.job,
+                slot=action.fire_ms,
+                token=action.token,
+                reason=reply.reason,
+            )
+
+    def _replied_finish(self, action: Finish, reply: object) -> None:
+        assert isinstance(reply, TransitionResult)
+        self._finish(action, reply)
+
+    def _replied_sweep(self, action: Sweep, reply: object) -> None:
+        assert isinstance(reply, SweepResult)
+        for view in reply.changed:
+            self._swept(view)
+
+    def _replied_record_missed(self, action: RecordMissed, reply: object) -> None:
+        assert isinstance(reply, SlotView)
+        if reply.state == SlotState.MISSED and reply.reason == action.reason:
+            self.missed(reply, "accounted at start-up")
+
+    def _replied_read_slots(self, action: ReadSlots, reply: object) -> None:
+        """Nothing to report: the core acts on what a read shows."""
+
+    def _replied_read_high_water(self, action: ReadHighWater, reply: object) -> None:
+        """Nothing to report: the core accounts for the slots a mark shows missed."""
 
     def abstain(self, action: Abstain, cause: str) -> None:
         """This node did not vote for a due slot (``cause``: ``clock`` or ``store``)."""

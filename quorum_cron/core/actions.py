@@ -10,14 +10,16 @@ and failures (:class:`Failure`) in, and returns actions: store actions
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, get_args
 
 from quorum_cron.core.fastinit import fast_frozen_init
 from quorum_cron.core.model import Delivery, Overlap, SweepParams, VoteRequest
 
 __all__ = [
+    "STORE_ACTIONS",
     "Abstain",
     "Action",
     "CoreJob",
@@ -38,6 +40,8 @@ __all__ = [
     "StoreAction",
     "Sweep",
     "Vote",
+    "handler_name",
+    "handlers",
 ]
 
 
@@ -270,3 +274,34 @@ class Refused:
 StoreAction = Vote | Start | Renew | Finish | Sweep | ReadSlots | ReadHighWater | RecordMissed
 """Actions the runtime carries out as a store call, answering with ``on_reply``/``on_failure``."""
 Action = StoreAction | Run | RunLocal | Kill | Abstain | Refused
+
+STORE_ACTIONS: tuple[type[StoreAction], ...] = get_args(StoreAction)
+"""Every store action type: :func:`quorum_cron.core.perform.perform` has a store call for each,
+and every consumer of store replies (the core, the agent's observer, the simulator) a handler."""
+
+
+def handler_name(kind: type) -> str:
+    """The name a store action type's handlers carry: ``ReadHighWater`` → ``read_high_water``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", kind.__name__).lower()
+
+
+def handlers(
+    cls: type, prefix: str, fallback: Callable[..., Any] | None = None
+) -> dict[type, Callable[..., Any]]:
+    """The one dispatch on store action types: ``cls``'s function ``prefix + handler_name(type)``
+    for each type of :data:`STORE_ACTIONS` (called with the instance first).
+
+    Each consumer builds its table once and looks a reply's handler up by ``type(action)``,
+    instead of switching on the types in a chain of its own; a new action type is then a
+    class here, its store call in ``perform`` and one handler per consumer. A consumer with
+    no handler for a type gets ``fallback``; with none, that is an error at construction
+    (``TypeError`` naming the missing method), not a reply silently dropped.
+    """
+    table: dict[type, Callable[..., Any]] = {}
+    for kind in STORE_ACTIONS:
+        name = prefix + handler_name(kind)
+        found = getattr(cls, name, fallback)
+        if found is None:
+            raise TypeError(f"{cls.__name__} has no {name}: expected a handler for every store action type")
+        table[kind] = found
+    return table

@@ -381,59 +381,11 @@ class NodeCore(VotingSide, Inspection):
         """The store answered ``action`` with ``reply`` (the store method's return value)."""
         if not self._reachable:
             self.set_store_reachable(True)
-        match action:
-            case Vote():
-                assert isinstance(reply, list)
-                return self._on_votes(action, reply, now)
-            case Start():
-                assert isinstance(reply, TransitionResult)
-                return self._on_start(action, reply, now)
-            case Renew():
-                assert isinstance(reply, TransitionResult)
-                return self._on_renew(action, reply, now)
-            case Finish():
-                assert isinstance(reply, TransitionResult)
-                key = (action.job, action.fire_ms)
-                self._finishing.discard(key)
-                self._finishes.pop(key, None)
-                self._finish_retry_mono.pop(key, None)
-                # A failed run with retries left comes back committed (maybe to us).
-                return self._on_view(reply.slot, now) if reply.ok else []
-            case Sweep():
-                assert isinstance(reply, SweepResult)
-                self._sweeping = False
-                self._next_sweep_mono = now.mono_ms + sweep_gap(self.settings, reply.due_in_ms)
-                out: list[Action] = []
-                for view in reply.changed:
-                    out.extend(self._on_view(view, now))
-                return out
-            case ReadSlots():
-                assert isinstance(reply, list)
-                out = []
-                for (job, fire_ms), view in zip(action.slots, reply, strict=True):
-                    assert isinstance(view, SlotView)
-                    self._stop_polling(self._jobs[job], fire_ms)
-                    out.extend(self._on_view(view, now, poll_again=True))
-                return out
-            case ReadHighWater():
-                assert isinstance(reply, list)
-                self._retries.answered(action)
-                out = []
-                for job, hwm in zip(action.jobs, reply, strict=True):
-                    assert isinstance(hwm, int)
-                    js = self._jobs[job]
-                    js.caught_up = True
-                    self._dirty.add(js.index)
-                    out.extend(self._catch_up(js, hwm, now))
-                return out
-            case RecordMissed():
-                assert isinstance(reply, SlotView)
-                self._retries.answered(action)
-                if reply.state in (SlotState.ABSENT, SlotState.PROPOSED):
-                    # Store time has not passed the deadline yet: ask again.
-                    self._retries.add(now.mono_ms + self.settings.retry_ms, action)
-                return []
-        raise TypeError(f"not a store action: {action!r}")
+        handler = self._replied.get(type(action))
+        if handler is None:
+            raise TypeError(f"not a store action: {action!r}")
+        out: list[Action] = handler(self, action, reply, now)
+        return out
 
     def on_failure(
         self, action: StoreAction, now: Now, failure: Failure = Failure.UNREACHABLE, reason: str = ""
@@ -448,38 +400,137 @@ class NodeCore(VotingSide, Inspection):
             self.set_store_reachable(False, reason or "a store call got no answer")
         elif not self._reachable:
             self.set_store_reachable(True)
-        match action:
-            case Vote():
-                self._vote_failed(action, failure, reason, retry_at)
-            case Start():
-                # Not known whether it landed: a read tells, and a repeated
-                # start is refused harmlessly if it had.
-                js = self._jobs[action.job]
-                js.starting.pop(action.fire_ms, None)
-                js.awaiting[action.fire_ms] = retry_at
-                self._dirty.add(js.index)
-            case Renew():
-                js = self._jobs[action.job]
-                if action.fire_ms in js.confirming:
-                    return self._confirmed(js, action, None, now, retry_at)
-                r = js.running.get(action.fire_ms)
-                if r is not None:
-                    r.renewing = False
-                    r.renew_at_mono = retry_at
-                    self._dirty.add(js.index)
-                    return self._lease_check(js, action.fire_ms, now)
-            case Finish():
-                key = (action.job, action.fire_ms)
-                self._finishing.discard(key)
-                self._finish_retry_mono[key] = retry_at
-                heappush(self._finish_heap, (retry_at, key))
-            case Sweep():
-                self._sweeping = False
-                self._next_sweep_mono = retry_at
-            case ReadSlots():
-                self._polls_failed(action, failure, retry_at)
-            case ReadHighWater() | RecordMissed():
-                # Backing off (one probe at a time while the store is unreachable):
-                # quorum_cron.core.retries.
-                self._retries.failed(action, now.mono_ms, self._reachable)
+        handler = self._failed.get(type(action))
+        if handler is None:
+            raise TypeError(f"not a store action: {action!r}")
+        out: list[Action] = handler(self, action, now, failure, reason, retry_at)
+        return out
+
+    # -- replies, one handler per store action type (core.actions.handlers) ----
+
+    def _reply_vote(self, action: Vote, reply: object, now: Now) -> list[Action]:
+        assert isinstance(reply, list)
+        return self._on_votes(action, reply, now)
+
+    def _reply_start(self, action: Start, reply: object, now: Now) -> list[Action]:
+        assert isinstance(reply, TransitionResult)
+        return self._on_start(action, reply, now)
+
+    def _reply_renew(self, action: Renew, reply: object, now: Now) -> list[Action]:
+        assert isinstance(reply, TransitionResult)
+        return self._on_renew(action, reply, now)
+
+    def _reply_finish(self, action: Finish, reply: object, now: Now) -> list[Action]:
+        assert isinstance(reply, TransitionResult)
+        key = (action.job, action.fire_ms)
+        self._finishing.discard(key)
+        self._finishes.pop(key, None)
+        self._finish_retry_mono.pop(key, None)
+        # A failed run with retries left comes back committed (maybe to us).
+        return self._on_view(reply.slot, now) if reply.ok else []
+
+    def _reply_sweep(self, action: Sweep, reply: object, now: Now) -> list[Action]:
+        assert isinstance(reply, SweepResult)
+        self._sweeping = False
+        self._next_sweep_mono = now.mono_ms + sweep_gap(self.settings, reply.due_in_ms)
+        out: list[Action] = []
+        for view in reply.changed:
+            out.extend(self._on_view(view, now))
+        return out
+
+    def _reply_read_slots(self, action: ReadSlots, reply: object, now: Now) -> list[Action]:
+        assert isinstance(reply, list)
+        out: list[Action] = []
+        for (job, fire_ms), view in zip(action.slots, reply, strict=True):
+            assert isinstance(view, SlotView)
+            self._stop_polling(self._jobs[job], fire_ms)
+            out.extend(self._on_view(view, now, poll_again=True))
+        return out
+
+    def _reply_read_high_water(self, action: ReadHighWater, reply: object, now: Now) -> list[Action]:
+        assert isinstance(reply, list)
+        self._retries.answered(action)
+        out: list[Action] = []
+        for job, hwm in zip(action.jobs, reply, strict=True):
+            assert isinstance(hwm, int)
+            js = self._jobs[job]
+            js.caught_up = True
+            self._dirty.add(js.index)
+            out.extend(self._catch_up(js, hwm, now))
+        return out
+
+    def _reply_record_missed(self, action: RecordMissed, reply: object, now: Now) -> list[Action]:
+        assert isinstance(reply, SlotView)
+        self._retries.answered(action)
+        if reply.state in (SlotState.ABSENT, SlotState.PROPOSED):
+            # Store time has not passed the deadline yet: ask again.
+            self._retries.add(now.mono_ms + self.settings.retry_ms, action)
+        return []
+
+    # -- failures, one handler per store action type ---------------------------
+
+    def _failed_vote(
+        self, action: Vote, now: Now, failure: Failure, reason: str, retry_at: int
+    ) -> list[Action]:
+        self._vote_failed(action, failure, reason, retry_at)
+        return []
+
+    def _failed_start(
+        self, action: Start, now: Now, failure: Failure, reason: str, retry_at: int
+    ) -> list[Action]:
+        # Not known whether it landed: a read tells, and a repeated
+        # start is refused harmlessly if it had.
+        js = self._jobs[action.job]
+        js.starting.pop(action.fire_ms, None)
+        js.awaiting[action.fire_ms] = retry_at
+        self._dirty.add(js.index)
+        return []
+
+    def _failed_renew(
+        self, action: Renew, now: Now, failure: Failure, reason: str, retry_at: int
+    ) -> list[Action]:
+        js = self._jobs[action.job]
+        if action.fire_ms in js.confirming:
+            return self._confirmed(js, action, None, now, retry_at)
+        r = js.running.get(action.fire_ms)
+        if r is not None:
+            r.renewing = False
+            r.renew_at_mono = retry_at
+            self._dirty.add(js.index)
+            return self._lease_check(js, action.fire_ms, now)
+        return []
+
+    def _failed_finish(
+        self, action: Finish, now: Now, failure: Failure, reason: str, retry_at: int
+    ) -> list[Action]:
+        key = (action.job, action.fire_ms)
+        self._finishing.discard(key)
+        self._finish_retry_mono[key] = retry_at
+        heappush(self._finish_heap, (retry_at, key))
+        return []
+
+    def _failed_sweep(
+        self, action: Sweep, now: Now, failure: Failure, reason: str, retry_at: int
+    ) -> list[Action]:
+        self._sweeping = False
+        self._next_sweep_mono = retry_at
+        return []
+
+    def _failed_read_slots(
+        self, action: ReadSlots, now: Now, failure: Failure, reason: str, retry_at: int
+    ) -> list[Action]:
+        self._polls_failed(action, failure, retry_at)
+        return []
+
+    def _failed_read_high_water(
+        self, action: ReadHighWater, now: Now, failure: Failure, reason: str, retry_at: int
+    ) -> list[Action]:
+        # Backing off (one probe at a time while the store is unreachable): quorum_cron.core.retries.
+        self._retries.failed(action, now.mono_ms, self._reachable)
+        return []
+
+    def _failed_record_missed(
+        self, action: RecordMissed, now: Now, failure: Failure, reason: str, retry_at: int
+    ) -> list[Action]:
+        self._retries.failed(action, now.mono_ms, self._reachable)
         return []

@@ -9,13 +9,22 @@ action into its call, for every caller: the agent's store worker
 driver (``tests/core_driver.py``). So what the simulator checks is what the
 agent sends — retries and their backoff included.
 
-Pure: it imports the core and the ``Store`` protocol, no store
+Adding a store action type is its class in :mod:`quorum_cron.core.actions`, its call
+here, and one handler in each consumer of replies (the core's ``_reply_*`` and
+``_failed_*``, the agent's observer, the simulator), found by name through
+:func:`quorum_cron.core.actions.handlers`: nothing switches on the types elsewhere.
+
+Pure: it imports the core's actions and the ``Store`` protocol, no store
 implementation.
 """
 
 from __future__ import annotations
 
-from quorum_cron.core.node import (
+from collections.abc import Callable
+from typing import Any
+
+from quorum_cron.core.actions import (
+    STORE_ACTIONS,
     Finish,
     ReadHighWater,
     ReadSlots,
@@ -31,36 +40,69 @@ from quorum_cron.store.base import Store
 __all__ = ["perform"]
 
 
+def _vote(store: Store, node: str, action: Vote) -> object:
+    return store.vote(action.requests)
+
+
+def _start(store: Store, node: str, action: Start) -> object:
+    return store.start(action.job, action.fire_ms, node, action.token, action.lease_ms)
+
+
+def _renew(store: Store, node: str, action: Renew) -> object:
+    return store.renew(action.job, action.fire_ms, node, action.token, action.lease_ms)
+
+
+def _finish(store: Store, node: str, action: Finish) -> object:
+    return store.finish(
+        action.job,
+        action.fire_ms,
+        node,
+        action.token,
+        action.succeeded,
+        action.detail,
+        action.retries,
+        action.retry_backoff_ms,
+    )
+
+
+def _sweep(store: Store, node: str, action: Sweep) -> object:
+    return store.sweep(action.params)
+
+
+def _read_slots(store: Store, node: str, action: ReadSlots) -> object:
+    return store.read_slots(action.slots)
+
+
+def _read_high_water(store: Store, node: str, action: ReadHighWater) -> object:
+    return store.high_waters(action.jobs)
+
+
+def _record_missed(store: Store, node: str, action: RecordMissed) -> object:
+    return store.record_missed(action.job, action.fire_ms, action.deadline_ms, action.reason)
+
+
+_CALLS: dict[type, Callable[[Store, str, Any], object]] = {
+    Vote: _vote,
+    Start: _start,
+    Renew: _renew,
+    Finish: _finish,
+    Sweep: _sweep,
+    ReadSlots: _read_slots,
+    ReadHighWater: _read_high_water,
+    RecordMissed: _record_missed,
+}
+"""Store action type → its store call: the one place an action becomes a call."""
+if set(_CALLS) != set(STORE_ACTIONS):  # (a new action type needs its call here)
+    raise TypeError(f"perform has calls for {sorted(t.__name__ for t in _CALLS)}: expected every StoreAction")
+
+
 def perform(store: Store, node: str, action: StoreAction) -> object:
     """Call the store method ``action`` stands for, as node ``node``; return its reply.
 
     Raises whatever the store raises (``StoreUnavailable``, ``StoreError``):
     the caller reports it to the core with ``on_failure``.
     """
-    match action:
-        case Vote():
-            return store.vote(action.requests)
-        case Start():
-            return store.start(action.job, action.fire_ms, node, action.token, action.lease_ms)
-        case Renew():
-            return store.renew(action.job, action.fire_ms, node, action.token, action.lease_ms)
-        case Finish():
-            return store.finish(
-                action.job,
-                action.fire_ms,
-                node,
-                action.token,
-                action.succeeded,
-                action.detail,
-                action.retries,
-                action.retry_backoff_ms,
-            )
-        case Sweep():
-            return store.sweep(action.params)
-        case ReadSlots():
-            return store.read_slots(action.slots)
-        case ReadHighWater():
-            return store.high_waters(action.jobs)
-        case RecordMissed():
-            return store.record_missed(action.job, action.fire_ms, action.deadline_ms, action.reason)
-    raise TypeError(f"not a store action: {action!r}")
+    call = _CALLS.get(type(action))
+    if call is None:
+        raise TypeError(f"not a store action: {action!r}")
+    return call(store, node, action)

@@ -24,6 +24,7 @@ from quorum_cron.core.actions import (
     NodeSettings,
     Now,
     Sweep,
+    handlers,
 )
 from quorum_cron.core.model import (
     MembershipRecord,
@@ -179,6 +180,11 @@ class CoreState:
         self._stopping = False
         self.dropped_finishes = 0
         """Results dropped because the buffer was full (reported by the runtime)."""
+        cls = type(self)
+        self._replied = handlers(cls, "_reply_")
+        """Store action type → the core's handler of its reply (``_reply_<type>``, in ``core.node``)."""
+        self._failed = handlers(cls, "_failed_")
+        """Store action type → the core's handler of its failure (``_failed_<type>``)."""
 
     # -- inputs --------------------------------------------------------------
 
