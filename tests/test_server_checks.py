@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 import redis
+from click.testing import CliRunner
 
 from quorum_cron.agent.preflight import PreflightError, check_server
+from quorum_cron.commands.check_store import check_store
 from quorum_cron.errors import StoreUnavailable
 from quorum_cron.store.client import connect_store
 from quorum_cron.store.embedded.single import EmbeddedRedis
@@ -111,3 +113,14 @@ def test_the_probe_says_unreachable_with_the_library_error(refused_url: str) -> 
         assert probe.whoami() is None and probe.memory_policies() == []
     finally:
         probe.close()
+
+
+def test_check_store_on_an_unreachable_cluster_is_one_problem_line(refused_url: str) -> None:
+    """A cluster client connects at once: that failure is the ``connect`` problem, not a traceback."""
+    url = refused_url.replace("redis://", "redis+cluster://").removesuffix("/0")
+    result = CliRunner().invoke(check_store, [url], catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith(f"PROBLEM connect   redis at {url}: ") and lines[1:] == [
+        "1 problem(s): connect"
+    ]

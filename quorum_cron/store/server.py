@@ -329,7 +329,7 @@ class ServerProbe:
         """Open a client for ``target`` (connects lazily; a cluster at once, raising StoreUnavailable)."""
         try:
             self._client = open_client(target, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
-        except RedisClusterException as exc:
+        except (redis.RedisError, RedisClusterException) as exc:
             raise StoreUnavailable(str(exc)) from exc
 
     def close(self) -> None:
