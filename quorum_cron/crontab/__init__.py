@@ -13,7 +13,9 @@ Two steps, each in its own module:
   differently (DST, MAILTO, RANDOM_DELAY, the user column).
 
 Both are pure (no clock, no files): the ``import-crontab`` command
-(:mod:`quorum_cron.commands.import_crontab`) does the reading and printing.
+(:mod:`quorum_cron.commands.import_crontab`) does the reading and printing. The part may
+import only the configuration (the schedules and job specs it writes) and the shared
+``errors``, ``redact`` and ``printable`` (docs/architecture.md).
 """
 
 from quorum_cron.crontab.parse import BadLine, CronEntry, Crontab, parse_crontab
