@@ -27,7 +27,6 @@ from quorum_cron.agent.health import NodeHealth
 from quorum_cron.agent.intake import Intake
 from quorum_cron.agent.logs import EVENT_LOGGER
 from quorum_cron.agent.metrics import Metrics
-from quorum_cron.agent.notify import Notice, Trigger
 from quorum_cron.agent.observe import Observer
 from quorum_cron.agent.spec import AgentJob
 from quorum_cron.agent.storeio import StoreWorker
@@ -38,7 +37,7 @@ from quorum_cron.core.lifecycle import Phase
 from quorum_cron.core.node import NodeCore, Now
 from quorum_cron.errors import StoreError
 from quorum_cron.store import keys as store_keys
-from quorum_cron.store.base import Store
+from quorum_cron.store.base import Notice, Store, Trigger
 from quorum_cron.store.redis import RedisStore
 from tests.agent_inproc import T0, OutageStore, Signal, agent_job, events, settings, until
 
@@ -50,7 +49,7 @@ class Node:
         self,
         store: Store,
         clock: ManualClock,
-        notices: redis.Redis | None = None,
+        listen: bool = False,
         jobs: list[AgentJob] | None = None,
     ) -> None:
         self.signal = Signal()
@@ -85,7 +84,7 @@ class Node:
             core=self.core,
             clock=clock,
             health=self.health,
-            notices=notices,
+            listen=listen,
             dispatch=self.dispatched.extend,
             now=lambda: Now(clock.wall_ms(), clock.monotonic_ms()),
             poke=self._poke,
@@ -344,7 +343,7 @@ def test_a_trigger_made_in_the_store_is_heard_and_a_bare_publish_is_not(
     store = RedisStore(redis_client, "inproc", clock=clock.wall_ms)
 
     async def main() -> None:
-        node = Node(store, clock, notices=redis_client)
+        node = Node(store, clock, listen=True)
         await node.intake.start(asyncio.get_running_loop())
         try:
             await until(node.signal, lambda: len(node.tasks) == 1, "the catch-up on subscribing")
@@ -371,7 +370,7 @@ def test_an_assignment_published_by_the_store_reaches_the_core(redis_client: red
     store = RedisStore(redis_client, "inproc", clock=clock.wall_ms)
 
     async def main() -> None:
-        node = Node(store, clock, notices=redis_client)
+        node = Node(store, clock, listen=True)
         await node.intake.start(asyncio.get_running_loop())
         try:
             # Subscribed to every channel: the listener asks for a catch-up then.
@@ -395,10 +394,11 @@ def test_a_subscription_that_cannot_be_made_does_not_hold_the_start(
         port = probe.getsockname()[1]
     # No retries (the agent's client retries once, without backoff): the listener stops at once.
     nowhere = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
-    store, clock = _memory()
+    clock = ManualClock(wall_ms=T0, monotonic_ms=0)
+    store = RedisStore(nowhere, "inproc", clock=clock.wall_ms)
 
     async def main() -> None:
-        node = Node(store, clock, notices=nowhere)
+        node = Node(store, clock, listen=True)
         await asyncio.wait_for(node.intake.start(asyncio.get_running_loop()), 10)
         await node.intake.stop()
         assert node.tasks == []  # never subscribed: no catch-up was asked for by the listener

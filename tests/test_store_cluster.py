@@ -18,12 +18,12 @@ import redis
 from click.testing import CliRunner
 from redis.cluster import RedisCluster
 
-from quorum_cron.agent.notify import Notice, NoticeListener, Trigger
 from quorum_cron.commands.control import pause, trigger
 from quorum_cron.commands.history import history
 from quorum_cron.commands.status import status
 from quorum_cron.core.model import VoteRequest, VoteStatus
 from quorum_cron.errors import StoreUnavailable
+from quorum_cron.store.base import Notice, Trigger
 from quorum_cron.store.cluster import cluster_variant
 from quorum_cron.store.embedded.procs import command
 from quorum_cron.store.embedded.topology import EmbeddedCluster, ServerProc
@@ -77,7 +77,7 @@ def test_notices_are_sharded_in_the_jobs_slot_and_reach_the_node(
     jobs = _jobs_on_two_masters(redis_cluster, "nt")
     assignments, triggers = store.notice_channels("n1", jobs)
     got: queue.Queue[Notice | Trigger] = queue.Queue()
-    listener = NoticeListener(store.client, assignments, triggers, got.put)
+    listener = store.listen_notices("n1", jobs, got.put)
     listener.start()
     try:
         assert listener.subscribed.wait(10), "the sharded subscriptions were not confirmed"

@@ -35,8 +35,10 @@ fixed walk reaches :data:`COVERAGE_GOALS` on every run.
 
 from __future__ import annotations
 
+import queue
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import hypothesis.strategies as st
@@ -54,6 +56,7 @@ from quorum_cron.core.model import (
     VoteRequest,
     VoteStatus,
 )
+from quorum_cron.store.base import ALERTS_MAXLEN, Notice, NoticeListening, ObservedStore, StoredAlert, Trigger
 from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.embedded.topology import EmbeddedCluster
 from quorum_cron.store.memory import MemoryStore
@@ -954,5 +957,149 @@ def test_widened_deadline_carries_to_the_commit_and_start(redis_server: Embedded
         assert swept.changed == []
         assert swept.due_in_ms == 500_000 - 80_000 + 1  # the start timeout, counted from the commit
         assert started.ok and started.slot.state == SlotState.RUNNING
+    finally:
+        client.close()
+
+
+# -- the ports beside the slot protocol: notices, the alerts journal, the faces' reads -------------
+
+
+def _heard(store: Any, node: str) -> tuple[NoticeListening, queue.Queue[Notice | Trigger], list[int]]:
+    """A started subscription of ``node`` to job ``j``'s notices: what it hears, each (re)subscription."""
+    heard: queue.Queue[Notice | Trigger] = queue.Queue()
+    subscribed: list[int] = []
+    listening = store.listen_notices(node, ["j"], heard.put, lambda: subscribed.append(1))
+    listening.start()
+    assert listening.subscribed.wait(10), f"{store!r}: {node} never subscribed"
+    return listening, heard, subscribed
+
+
+def _until(heard: queue.Queue[Notice | Trigger], last: Trigger) -> list[Notice | Trigger]:
+    """Everything heard up to ``last`` (published after all else: one connection keeps the order)."""
+    out: list[Notice | Trigger] = []
+    while not out or out[-1] != last:
+        out.append(heard.get(timeout=10))
+    return out
+
+
+def test_notices_reach_the_executor_and_triggers_every_node_on_both_stores(
+    redis_server: EmbeddedRedis,
+) -> None:
+    """listen_notices: a commit, a retried failure (new executor) and a takeover notify the executor
+    with its token; a trigger reaches every subscriber. Same notices from Redis pub/sub and the model."""
+    fire = BASE_MS
+    now = [fire]
+    client, stores = _both_stores(redis_server, lambda: now[0])
+    try:
+        replies: list[list[Any]] = []
+        for store in stores:
+            now[0] = fire
+            subs = {n: _heard(store, n) for n in ("n1", "n2", "n3")}
+            votes = [VoteRequest("j", fire, n, "h1", 2, SKEW_MS, 30_000) for n in ("n1", "n2", "n3")]
+            [_, committed, _] = store.vote(votes)
+            first = committed.slot
+            assert store.start("j", fire, first.executor, first.token, 5_000).ok
+            retried = store.finish("j", fire, first.executor, first.token, False, "exit 1", 2, 0).slot
+            now[0] += 10_000  # the retry's executor never starts it: a sweep takes it over
+            [taken] = store.sweep([SweepParams("j", 30_000, 1_000)]).changed
+            last = Trigger("j", store.trigger("j", "alice"))
+            heard = {n: _until(q, last) for n, (_, q, _) in subs.items()}
+            for listening, _, subscribed in subs.values():
+                listening.stop()
+                listening.join(5)
+                assert subscribed == [1]
+            replies.append([heard, first, retried, taken])
+        assert replies[0] == replies[1], f"redis heard\n  {replies[0]}\nmodel heard\n  {replies[1]}"
+        heard, first, retried, taken = replies[1]
+        for slot in (first, retried, taken):
+            assert Notice("j", fire, slot.token) in heard[slot.executor]
+        assert all(h[-1] == Trigger("j", now[0]) for h in heard.values())
+        assert sum(len(h) for h in heard.values()) == 3 + 3  # three assignments, one trigger to each
+    finally:
+        client.close()
+
+
+def test_a_stopped_subscription_hears_nothing_more_on_the_model() -> None:
+    """The model delivers inside the publishing call; after stop() nothing reaches the subscriber."""
+    store = MemoryStore(lambda: BASE_MS)
+    heard: list[Notice | Trigger] = []
+    listening = store.listen_notices("n1", ["j"], heard.append)
+    assert not listening.subscribed.is_set()
+    listening.start()
+    store.trigger("j", "alice")
+    listening.stop()
+    store.trigger("k", "bob")
+    assert heard == [Trigger("j", BASE_MS)] and not listening.subscribed.is_set()
+
+
+def test_the_alerts_journal_keeps_the_same_newest_alerts_on_both_stores(redis_server: EmbeddedRedis) -> None:
+    """add_alert / alerts: newest first, exactly ALERTS_MAXLEN kept, fields as given; ids from the store."""
+    now = [BASE_MS]
+    client, stores = _both_stores(redis_server, lambda: now[0])
+    try:
+        replies: list[list[Any]] = []
+        for store in stores:
+            assert store.alerts(5).alerts == ()
+            for i in range(ALERTS_MAXLEN + 25):
+                now[0] = BASE_MS + i
+                store.add_alert(
+                    StoredAlert("slot_missed", "n1", now[0], f"slot {i}", {"job": "j", "i": str(i)})
+                )
+            newest, everything = store.alerts(3), store.alerts(10 * ALERTS_MAXLEN)
+            ids = [a.id for a in everything.alerts]
+            assert len(set(ids)) == len(ids) == ALERTS_MAXLEN and all(ids)
+            assert [a.id for a in newest.alerts] == ids[:3]
+            replies.append([[replace(a, id="") for a in page.alerts] for page in (newest, everything)])
+            replies[-1].append([store.alerts(0).alerts, newest.skipped, everything.skipped])
+        assert replies[0] == replies[1]
+        newest, everything, (none, *skipped) = replies[1]
+        assert [a.message for a in newest] == [f"slot {ALERTS_MAXLEN + 24 - k}" for k in range(3)]
+        assert everything[-1].message == "slot 25" and newest[0].fields == {
+            "job": "j",
+            "i": str(ALERTS_MAXLEN + 24),
+        }
+        assert none == () and skipped == [0, 0]
+    finally:
+        client.close()
+
+
+def test_the_faces_reads_agree_on_both_stores(redis_server: EmbeddedRedis) -> None:
+    """ObservedStore: ledger_tails returns only what is newer than the id it gave, follow what came
+    after its cursor (ledger and audit), ledgers every job's newest; the same entries on both stores."""
+    now = [BASE_MS + 600_000]
+    client, stores = _both_stores(redis_server, lambda: now[0])
+    try:
+        replies: list[list[Any]] = []
+        for store in stores:
+            assert isinstance(store, ObservedStore)
+            got: list[Any] = []
+            store.record_missed("j", BASE_MS, 30_000, "nobody voted")
+            store.record_missed("k", BASE_MS, 30_000, "nobody voted")
+            [(id_j, entries_j, control_j), (id_k, _, _), (id_none, none, _)] = store.ledger_tails(
+                ["j", "k", "z"], 20, {}
+            )
+            assert id_j and id_k and id_none == ""
+            got.append([entries_j, control_j, none])
+            [(same_id, nothing, _)] = store.ledger_tails(["j"], 20, {"j": id_j})
+            assert same_id == id_j
+            got.append(nothing)
+            cursor: dict[str, str] = {}
+            start = store.follow_cursor()
+            got.append(store.follow(["j", "k"], cursor, start, 1))
+            store.record_missed("j", BASE_MS + 20_000, 30_000, "nobody voted")
+            store.pause("k", "alice", "maintenance")
+            got.append(store.follow(["j", "k"], cursor, start, 1))
+            got.append(store.follow(["j", "k"], cursor, start, 1))
+            [(new_id, new, control)] = store.ledger_tails(["j"], 20, {"j": id_j})
+            assert new_id not in ("", id_j)
+            got.append([new, control, store.ledger_tails(["k"], 20, {})[0][2]])
+            got.append(store.ledgers(["j", "k", "z"], 1))
+            assert store.server_info()
+            replies.append(got)
+        assert replies[0] == replies[1], f"redis replied\n  {replies[0]}\nmodel replied\n  {replies[1]}"
+        _, nothing, before, followed, again, (new, _, paused), _ = replies[1]
+        assert nothing == [] and before == [] and again == []
+        assert [type(e).__name__ for e in followed] == ["LedgerEntry", "AuditEntry"]
+        assert [e.fire_ms for e in new] == [BASE_MS + 20_000] and paused.paused
     finally:
         client.close()

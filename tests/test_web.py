@@ -24,12 +24,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from quorum_cron.agent.alerts import ALERTS_MAXLEN, Alert, AlertHook, AlertJournal, AlertKind
+from quorum_cron.agent.alerts import Alert, AlertHook, AlertJournal, AlertKind
 from quorum_cron.agent.build import agent_settings
 from quorum_cron.agent.runtime import Agent
 from quorum_cron.config.schedule import Schedule
 from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
-from quorum_cron.store.base import SlotState, SlotView, SweepParams, VoteRequest
+from quorum_cron.store.base import ALERTS_MAXLEN, SlotState, SlotView, SweepParams, VoteRequest
 from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.keys import alerts_key
 from quorum_cron.store.redis import RedisStore
@@ -359,7 +359,7 @@ def _raise_alerts(
     client: redis.Redis, namespace: str, *alerts: tuple[str, str, dict[str, object]]
 ) -> AlertHook:
     """Raise ``alerts`` through an agent's alert hook keeping them in the store, and flush."""
-    hook = AlertHook("n1", journal=AlertJournal(client, namespace))
+    hook = AlertHook("n1", journal=AlertJournal(RedisStore(client, namespace)))
 
     async def scenario() -> None:
         for kind, message, fields in alerts:
@@ -442,12 +442,12 @@ def test_an_alert_raised_by_a_real_agent_appears_on_the_cluster_api(redis_client
 
 
 def test_the_alert_stream_stays_bounded(redis_client: redis.Redis) -> None:
-    journal = AlertJournal(redis_client, "cap")
+    journal = AlertJournal(RedisStore(redis_client, "cap"))
     for i in range(3 * ALERTS_MAXLEN):
         assert journal.write(Alert(AlertKind.SLOT_MISSED, "n1", f"slot {i} missed", {"job": "j"}, i + 1))
     length = redis_client.xlen(alerts_key("cap"))
-    # MAXLEN ~ trims whole stream nodes (100 entries each by default): about the bound, never all of them.
-    assert ALERTS_MAXLEN <= length < ALERTS_MAXLEN + 100, length
+    # An exact MAXLEN: the stream keeps what the memory model's journal keeps.
+    assert length == ALERTS_MAXLEN, length
     [(_, newest)] = redis_client.xrevrange(alerts_key("cap"), count=1)
     assert newest[b"message"] == f"slot {3 * ALERTS_MAXLEN - 1} missed".encode()
 
@@ -458,7 +458,7 @@ def test_an_unreachable_store_costs_the_alert_hook_one_log_line_and_no_exception
     dead = redis.Redis.from_url(
         "redis://ops:s3cret@127.0.0.1:1/0", socket_connect_timeout=0.5, socket_timeout=0.5
     )
-    hook = AlertHook("n1", journal=AlertJournal(dead, "w"))
+    hook = AlertHook("n1", journal=AlertJournal(RedisStore(dead, "w")))
 
     async def scenario() -> None:
         for i in range(5):
@@ -481,7 +481,7 @@ def test_the_cluster_page_hears_a_new_alert_live(world: World, redis_client: red
         queue = b.subscribe()
         try:
             await asyncio.wait_for(b.watching.wait(), 10)
-            hook = AlertHook("n2", journal=AlertJournal(redis_client, "w"))
+            hook = AlertHook("n2", journal=AlertJournal(RedisStore(redis_client, "w")))
             hook.raise_(AlertKind.CLOCK_ABSTAIN, "clock offset 900 ms > max_skew 250 ms")
             await hook.aclose(flush_s=10)
             return await _await_event(queue, "alerts")

@@ -4,10 +4,10 @@ Modules, each owning one thing:
 
 * :mod:`.runtime` — the node loop around :class:`~quorum_cron.core.node.NodeCore`:
   dispatching its actions, start and graceful stop;
-* :mod:`.intake` — what the node hears (assignment notices, operator triggers) into the core;
+* :mod:`.intake` — what the node hears (assignment notices, operator triggers: ``Store.listen_notices``)
+  into the core;
 * :mod:`.spec` — what an agent is built from (its jobs and settings);
 * :mod:`.storeio` — store calls on a worker thread, in order;
-* :mod:`.notify` — assignment notices and operator triggers over Redis pub/sub;
 * :mod:`.executions` — the job processes of a node (and ``run-local`` runs);
 * :mod:`.jobprocess` — running one slot's job (subprocess or Python callable);
 * :mod:`.jobenv` — the clean environment jobs and alert commands start from;

@@ -13,9 +13,9 @@ bounded queue: a slow or failing hook can delay alerts, never the node.
 Repeated conditions (``quorum_lost`` on every heartbeat) are sent once per
 change by the caller; the hook itself only bounds and delivers.
 
-With an :class:`AlertJournal` every alert is also kept in the store, in the
-capped stream ``qc:{<ns>}:alerts`` (:func:`~quorum_cron.store.keys.alerts_key`,
-``XADD MAXLEN ~`` :data:`ALERTS_MAXLEN`), which the web dashboard's Cluster
+With an :class:`AlertJournal` every alert is also kept in the store's alerts
+journal (``Store.add_alert``; on Redis the capped stream ``qc:{<ns>}:alerts``,
+``XADD MAXLEN`` :data:`ALERTS_MAXLEN`), which the web dashboard's Cluster
 page shows. That write is best-effort and off the loop (its own bounded
 queue, a worker thread): a store that cannot take it costs one log line per
 outage, never an exception, a blocked loop, or another alert. The entry
@@ -37,13 +37,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-import redis
-from redis.cluster import RedisCluster
-
 from quorum_cron.agent.jobenv import base_environment
 from quorum_cron.agent.logs import EVENT_LOGGER, event, scrub
-from quorum_cron.store.keys import alerts_key
-from quorum_cron.store.redis import RedisStore
+from quorum_cron.store.base import ALERTS_MAXLEN, Store, StoredAlert
 
 __all__ = ["ALERTS_MAXLEN", "Alert", "AlertHook", "AlertJournal", "AlertKind"]
 
@@ -51,8 +47,6 @@ log = logging.getLogger(EVENT_LOGGER)
 
 MAX_QUEUED = 100
 HOOK_TIMEOUT_S = 10.0
-ALERTS_MAXLEN: Final = 200
-"""Alerts kept in the store's stream (about: ``XADD MAXLEN ~`` trims whole nodes of the stream)."""
 MAX_MESSAGE_CHARS: Final = 1000
 """A stored alert's message is cut to this many characters."""
 MAX_STORED_FIELDS: Final = 16
@@ -115,53 +109,42 @@ def _cut(text: str, limit: int) -> str:
 
 
 class AlertJournal:
-    """Keeps alerts in the store's capped stream ``qc:{<ns>}:alerts``; best-effort, never raises.
+    """Keeps alerts in the store's alerts journal (``Store.add_alert``); best-effort, never raises.
 
-    :meth:`write` is blocking (one ``XADD``) and is called by :class:`AlertHook`
+    :meth:`write` is blocking (one store call) and is called by :class:`AlertHook`
     on a worker thread. A failed write is counted in :attr:`failed` and logged
     once until a write succeeds again; it raises no alert of its own (that
     alert would go to the same store, and fail the same way).
     """
 
-    def __init__(
-        self, client: redis.Redis | RedisCluster, namespace: str, *, maxlen: int = ALERTS_MAXLEN
-    ) -> None:
-        if maxlen <= 0:
-            raise ValueError(f"invalid alert stream maxlen {maxlen}: expected > 0")
-        self._client = client
-        self.key = alerts_key(namespace)
-        self.maxlen = maxlen
+    def __init__(self, store: Store) -> None:
+        self._store = store
         self.written = 0
         self.failed = 0
         self._failing = False
 
-    @classmethod
-    def for_store(cls, store: object, namespace: str) -> AlertJournal | None:
-        """A journal on ``store``'s connection when it is a :class:`RedisStore`; None otherwise."""
-        return cls(store.client, namespace) if isinstance(store, RedisStore) else None
-
     def __repr__(self) -> str:
-        return f"AlertJournal(key={self.key!r}, maxlen={self.maxlen})"
+        return f"AlertJournal({self._store!r}, maxlen={ALERTS_MAXLEN})"
 
     @staticmethod
-    def entry(alert: Alert) -> dict[str, str]:
-        """The stream entry of ``alert``: bounded, URL passwords masked."""
+    def entry(alert: Alert) -> StoredAlert:
+        """What is kept of ``alert``: bounded, URL passwords masked."""
         fields = {
             _cut(scrub(k), MAX_FIELD_CHARS): _cut(scrub(v), MAX_FIELD_CHARS)
             for k, v in sorted(alert.fields.items())[:MAX_STORED_FIELDS]
         }
-        return {
-            "kind": _cut(alert.kind, 64),
-            "node": _cut(alert.node, 200),
-            "ts_ms": str(alert.ts_ms),
-            "message": _cut(scrub(alert.message), MAX_MESSAGE_CHARS),
-            "fields": json.dumps(fields, sort_keys=True),
-        }
+        return StoredAlert(
+            kind=_cut(alert.kind, 64),
+            node=_cut(alert.node, 200),
+            ts_ms=alert.ts_ms,
+            message=_cut(scrub(alert.message), MAX_MESSAGE_CHARS),
+            fields=dict(sorted(fields.items())),
+        )
 
     def write(self, alert: Alert) -> bool:
         """Append ``alert``; False (logged once per outage) when the store did not take it."""
         try:
-            self._client.xadd(self.key, self.entry(alert), maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
+            self._store.add_alert(self.entry(alert))
         except Exception as exc:  # best-effort: an unreachable, full or refusing store, a closed pool
             self.failed += 1
             if not self._failing:
@@ -170,7 +153,7 @@ class AlertJournal:
                     log,
                     logging.WARNING,
                     "alert_journal",  # not "alert": the alert itself was logged already
-                    f"could not keep alert {alert.kind} in {self.key}: {scrub(str(exc))} "
+                    f"could not keep alert {alert.kind} in the store: {scrub(str(exc))} "
                     "(alerts are still logged and sent to the hook; next failures are only counted)",
                     alert=alert.kind,
                 )
@@ -178,7 +161,7 @@ class AlertJournal:
         self.written += 1
         if self._failing:
             self._failing = False
-            event(log, logging.INFO, "alert", f"alerts are kept in {self.key} again ({self.failed} not kept)")
+            event(log, logging.INFO, "alert", f"alerts are kept in the store again ({self.failed} not kept)")
         return True
 
 

@@ -1,8 +1,9 @@
 """What the node hears: assignment notices and operator triggers, into the core.
 
 ``quorum-cron trigger JOB`` makes the store publish the slot on the trigger
-channel, which the listener (:mod:`.notify`) hears on the same connection as
-assignments. A trigger notice is a hint: the node acts on it only once
+channel, which the store's notice subscription (``Store.listen_notices``:
+pub/sub on Redis, a thread of its own) hears with the assignments. A
+trigger notice is a hint: the node acts on it only once
 :func:`~quorum_cron.agent.triggers.stored_triggers` finds it stored with its
 audit entry. Since a notice can be lost while the subscription or the store
 is down, the node also reads the job's recent triggers
@@ -24,20 +25,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
 from functools import partial
 
-import redis
-from redis.cluster import RedisCluster
-
 from quorum_cron.agent.health import NodeHealth
 from quorum_cron.agent.logs import EVENT_LOGGER, event
-from quorum_cron.agent.notify import Notice, NoticeListener, Trigger
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.agent.triggers import MAX_VERIFYING, stored_triggers
 from quorum_cron.clock.base import Clock
 from quorum_cron.core.node import Action, NodeCore, Now
 from quorum_cron.errors import StoreError, StoreUnavailable
-from quorum_cron.store import keys as store_keys
-from quorum_cron.store.base import Store
+from quorum_cron.store.base import Notice, NoticeListening, Store, Trigger
 
 __all__ = ["LISTENER_READY_S", "MAX_SEEN_TRIGGERS", "Intake"]
 
@@ -52,7 +48,9 @@ LISTENER_READY_S = 2.0
 class Intake:
     """The notice subscription and the operator triggers of one node (see the module docstring).
 
-    ``dispatch`` carries out the core's actions, ``now`` reads the clocks,
+    ``listen``: subscribe to the store's notices (False: rely on the core's
+    polls and the catch-up reads alone). ``dispatch`` carries out the core's
+    actions, ``now`` reads the clocks,
     ``poke`` wakes the loop, ``background`` runs a coroutine the runtime
     cancels at shutdown, ``stopping`` says whether the node is stopping
     (no more catch-up reads then).
@@ -68,7 +66,7 @@ class Intake:
         core: NodeCore,
         clock: Clock,
         health: NodeHealth,
-        notices: redis.Redis | RedisCluster | None,
+        listen: bool,
         dispatch: Callable[[list[Action]], None],
         now: Callable[[], Now],
         poke: Callable[[], None],
@@ -83,13 +81,13 @@ class Intake:
         self._core = core
         self._clock = clock
         self._health = health
-        self._client = notices
+        self._listen = listen
         self._dispatch = dispatch
         self._now = now
         self._poke = poke
         self._background = background
         self._stopping = stopping
-        self._listener: NoticeListener | None = None
+        self._listener: NoticeListening | None = None
         self._seen_triggers: OrderedDict[tuple[str, int], None] = OrderedDict()
         self._verifying: set[tuple[str, int]] = set()
         self._catching_up = False
@@ -97,17 +95,10 @@ class Intake:
 
     async def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Subscribe to assignments and triggers before the first vote (else first slots fall to polling)."""
-        client = self._client
-        if client is None:
-            # e.g. a MemoryStore: the core's polls find assignments, reads find triggers.
+        if not self._listen:
+            # The core's polls find assignments, reads find triggers.
             self.catch_up("start")
             return
-        ns = self._settings.namespace
-        assignments, triggers = [store_keys.assign_channel(ns, self._node)], [store_keys.trigger_channel(ns)]
-        per_job = getattr(self._store, "notice_channels", None)
-        if per_job is not None:
-            # RedisStore: per job on a cluster (sharded pub/sub), else the two above.
-            assignments, triggers = per_job(self._node, sorted(self._jobs))
 
         def deliver(item: Notice | Trigger) -> None:
             loop.call_soon_threadsafe(self._on_notice, item)
@@ -115,7 +106,7 @@ class Intake:
         def subscribed() -> None:
             loop.call_soon_threadsafe(self.catch_up, "subscribed")
 
-        self._listener = NoticeListener(client, assignments, triggers, deliver, subscribed)
+        self._listener = self._store.listen_notices(self._node, sorted(self._jobs), deliver, subscribed)
         self._listener.start()
         if not await asyncio.to_thread(self._listener.subscribed.wait, LISTENER_READY_S):
             event(log, logging.WARNING, "notices", "notice channels not subscribed yet: polling meanwhile")

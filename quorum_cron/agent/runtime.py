@@ -50,9 +50,6 @@ import os
 from collections.abc import Coroutine, Sequence
 from functools import partial
 
-import redis
-from redis.cluster import RedisCluster
-
 from quorum_cron.agent.alerts import AlertHook, AlertJournal
 from quorum_cron.agent.executions import Runs
 from quorum_cron.agent.health import NodeHealth
@@ -104,10 +101,12 @@ class Agent:
         store: Store,
         *,
         clock: Clock | None = None,
-        notices: redis.Redis | RedisCluster | None = None,
+        notices: object = None,
         metrics: Metrics | None = None,
     ) -> None:
-        """``notices``: the redis-py client for pub/sub notices (None: rely on polls and catch-up reads)."""
+        """``notices``: when true, subscribe to the store's notices (``Store.listen_notices``); None or
+        False: rely on polls and catch-up reads. (Callers that passed the store's redis-py client
+        still get the subscription: any true value.)"""
         self.settings = settings
         self.node = settings.node_id
         self.jobs = {j.name: j for j in jobs}
@@ -115,10 +114,9 @@ class Agent:
         self.clock = clock if clock is not None else SystemClock()
         self.core = NodeCore(settings.node, [j.core for j in jobs])
         self.metrics = metrics if metrics is not None else Metrics()
-        # Every alert is also kept in the store (a capped stream the web face's Cluster page reads).
-        journal = AlertJournal.for_store(store, settings.namespace)
+        # Every alert is also kept in the store (its alerts journal: the web face's Cluster page reads it).
         self.alerts = AlertHook(
-            self.node, command=settings.alert_command, url=settings.alert_url, journal=journal
+            self.node, command=settings.alert_command, url=settings.alert_url, journal=AlertJournal(store)
         )
         self.observer = Observer(self.node, self.jobs, self.metrics, self.alerts, read_ledger=store.ledger)
         self._worker = StoreWorker(store, self.node)
@@ -156,7 +154,7 @@ class Agent:
             core=self.core,
             clock=self.clock,
             health=self.health,
-            notices=notices,
+            listen=bool(notices),
             dispatch=self._dispatch,
             now=self.now,
             poke=self._poke,

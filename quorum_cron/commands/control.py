@@ -38,13 +38,12 @@ from quorum_cron.commands.common import (
 from quorum_cron.config.settings import Config
 from quorum_cron.errors import StoreError
 from quorum_cron.printable import printable
-from quorum_cron.store.base import JobControl
-from quorum_cron.store.redis import RedisStore
+from quorum_cron.store.base import MAX_REASON, JobControl, Store
 
-__all__ = ["default_by", "describe_control", "pause", "resume", "trigger"]
+__all__ = ["MAX_REASON", "default_by", "describe_control", "pause", "resume", "trigger"]
 
-MAX_REASON = 500
-"""A pause reason longer than this is refused (it is shown in every skipped slot's ledger entry)."""
+# MAX_REASON (the store contract's): a pause reason longer than this is refused (it is shown in every
+# skipped slot's ledger entry); commands/members.py and the web face check the same bound.
 
 
 def default_by() -> str:
@@ -146,7 +145,7 @@ def resume(job: str, config_path: Path, redis_url: str | None, by: str | None) -
 
 
 def _call(
-    config: Config, redis_url: str | None, job: str, op: Callable[[RedisStore], JobControl], what: str
+    config: Config, redis_url: str | None, job: str, op: Callable[[Store], JobControl], what: str
 ) -> JobControl:
     store, shown = store_for(config, redis_url)
     try:

@@ -21,8 +21,8 @@ from quorum_cron.commands.common import config_option, fail, fmt_ms, load, redis
 from quorum_cron.commands.output import format_option, resolve_format, rows, utc_label
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.printable import cell, printable
-from quorum_cron.store.base import LedgerEntry, SlotState
-from quorum_cron.store.redis import RedisStore
+from quorum_cron.store.base import LedgerEntry, ObservedStore, SlotState
+from quorum_cron.store.ledger_json import ledger_doc
 
 __all__ = ["history"]
 
@@ -128,7 +128,7 @@ def _plain(entries: list[LedgerEntry], detail: bool) -> None:
                 click.echo(f"    | {part}")
 
 
-def _read(store: RedisStore, names: list[str], limit: int) -> list[LedgerEntry]:
+def _read(store: ObservedStore, names: list[str], limit: int) -> list[LedgerEntry]:
     """Every named job's newest ``limit`` entries: pipelined (per master on a cluster), not per job.
 
     A corrupt ledger (a key that is not a stream) fails the pipelined read;
@@ -153,17 +153,4 @@ def _read(store: RedisStore, names: list[str], limit: int) -> list[LedgerEntry]:
 
 
 def _doc(e: LedgerEntry) -> dict[str, object]:
-    return {
-        "job": e.job,
-        "slot_ms": e.fire_ms,
-        "slot": fmt_ms(e.fire_ms),
-        "state": str(e.state),
-        "reason": e.reason,
-        "executor": e.executor,
-        "token": e.token,
-        "voters": list(e.voters),
-        "committed_ms": e.committed_ms,
-        "started_ms": e.started_ms,
-        "finished_ms": e.finished_ms,
-        "detail": e.detail,
-    }
+    return ledger_doc(e) | {"slot": fmt_ms(e.fire_ms)}

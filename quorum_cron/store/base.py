@@ -1,4 +1,5 @@
-"""The store contract: the ``Store`` protocol (values it exchanges: :mod:`quorum_cron.core.model`).
+"""The store contract: the ``Store`` protocol (values it exchanges: :mod:`quorum_cron.core.model`,
+and for the ports beside the slot protocol — notices, alerts — :mod:`quorum_cron.store.ports`).
 
 A store holds votes, slot states, fencing tokens, membership and the ledger —
 never job definitions. Every state-changing operation is ONE atomic step on
@@ -32,7 +33,7 @@ integer milliseconds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 # The values a store exchanges live in the model (the pure parts import them
@@ -61,10 +62,23 @@ from quorum_cron.core.model import (
     VoteResult,
     VoteStatus,
 )
+from quorum_cron.store.ports import (
+    ALERTS_MAXLEN,
+    MAX_REASON,
+    AlertPage,
+    DeliverNotice,
+    Notice,
+    NoticeListening,
+    StoredAlert,
+    Trigger,
+)
 
 __all__ = [
+    "ALERTS_MAXLEN",
     "DECIDED_STATES",
+    "MAX_REASON",
     "TERMINAL_STATES",
+    "AlertPage",
     "AuditAction",
     "AuditEntry",
     "Configuration",
@@ -76,13 +90,18 @@ __all__ = [
     "Membership",
     "MembershipChange",
     "MembershipRecord",
+    "Notice",
+    "NoticeListening",
+    "ObservedStore",
     "Overlap",
     "SlotState",
     "SlotView",
     "Store",
+    "StoredAlert",
     "SweepParams",
     "SweepResult",
     "TransitionResult",
+    "Trigger",
     "VoteRequest",
     "VoteResult",
     "VoteStatus",
@@ -379,4 +398,82 @@ class Store(Protocol):
 
     def audit(self, job: str, limit: int) -> list[AuditEntry]:
         """The job's latest ``limit`` operator actions, newest first (bounded per job)."""
+        ...
+
+    # -- ports beside the slot protocol: notices and the alerts journal -------
+
+    def listen_notices(
+        self,
+        node: str,
+        jobs: Sequence[str],
+        deliver: DeliverNotice,
+        on_subscribed: Callable[[], None] | None = None,
+    ) -> NoticeListening:
+        """A subscription (not started) to ``node``'s assignment notices and the operator triggers.
+
+        ``deliver`` gets each well-formed :class:`Notice` (a slot of ``jobs``
+        assigned to ``node``: a commit, a takeover, a retry) and
+        :class:`Trigger` (:meth:`trigger`); ``on_subscribed`` runs each time
+        the subscription is (re-)established, so the caller can catch up with
+        what it missed. Notices are hints, at most once: the fenced start and
+        :meth:`triggers` decide. Redis: pub/sub (sharded per job on a
+        cluster), read on a daemon thread that re-subscribes with backoff,
+        ``deliver`` called on that thread. The model: delivered inside the
+        store call that publishes it, on the caller's thread, in order.
+        """
+        ...
+
+    def add_alert(self, alert: StoredAlert) -> None:
+        """Keep ``alert`` in the namespace's journal, dropping the oldest beyond :data:`ALERTS_MAXLEN`.
+
+        Stored as given (the agent bounds and scrubs it first); ``alert.id``
+        is ignored, the store gives the id.
+        """
+        ...
+
+    def alerts(self, limit: int) -> AlertPage:
+        """The newest ``limit`` alerts of the journal, newest first, each with its store id. Read-only.
+
+        An entry that is not what :meth:`add_alert` writes is skipped and
+        counted (``AlertPage.skipped``), never returned.
+        """
+        ...
+
+
+@runtime_checkable
+class ObservedStore(Store, Protocol):
+    """A store with the reads the faces make across jobs (the web face, ``history``).
+
+    Read-only, like :meth:`Store.ledger`; stream ids are opaque strings the
+    store returned before, compared only by the store.
+    """
+
+    def follow_cursor(self) -> str:
+        """A starting point for :meth:`follow`: entries written from now on are new."""
+        ...
+
+    def follow(
+        self, jobs: Sequence[str], cursor: dict[str, str], start: str, block_ms: int
+    ) -> list[LedgerEntry | AuditEntry]:
+        """Ledger and audit entries of ``jobs`` newer than ``cursor`` (advanced in place), waiting
+        up to ``block_ms`` for one on Redis (the model never waits)."""
+        ...
+
+    def ledgers(self, jobs: Sequence[str], limit: int) -> list[list[LedgerEntry]]:
+        """:meth:`Store.ledger` of many jobs, in job order."""
+        ...
+
+    def ledger_tails(
+        self, jobs: Sequence[str], limit: int, after: Mapping[str, str]
+    ) -> list[tuple[str, list[LedgerEntry], JobControl]]:
+        """Per job: the newest ledger id, the entries newer than ``after[job]`` (newest first, at most
+        ``limit``), the control."""
+        ...
+
+    def server_info(self) -> dict[str, str]:
+        """What an operator wants to know about the server (the model: what it is)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections (the model: nothing)."""
         ...

@@ -39,6 +39,8 @@ from quorum_cron.store.keys import (
     DEFAULT_TRIGGER_MAXLEN,
 )
 from quorum_cron.store.memory_control import ControlModel
+from quorum_cron.store.memory_observe import ObservationModel
+from quorum_cron.store.memory_ports import MemoryAlerts, MemoryNotices
 from quorum_cron.store.memory_records import _Job, _Slot, choose_executor
 
 __all__ = ["MemoryStore"]
@@ -52,7 +54,7 @@ def _adopt(req: VoteRequest) -> MembershipRecord:
     return record
 
 
-class MemoryStore(ControlModel):
+class MemoryStore(ControlModel, ObservationModel):
     """The store contract in memory, on an injected clock.
 
     ``clock`` returns the store's time in epoch ms: in the simulator it is the
@@ -79,6 +81,7 @@ class MemoryStore(ControlModel):
         self._membership_log = deque(maxlen=audit_maxlen)
         self._open_jobs: dict[str, None] = {}
         """The jobs with a slot not yet ended: a sweep looks only at them."""
+        self._notices, self._alerts = MemoryNotices(), MemoryAlerts()
         self._sweep_index: dict[int, tuple[Sequence[SweepParams], dict[str, list[int]]]] = {}
         """Sweep parameter lists seen (by identity, the list kept alive) → each job's positions in it."""
 
@@ -146,6 +149,7 @@ class MemoryStore(ControlModel):
     @staticmethod
     def _log(name: str, job: _Job, rec: _Slot, state: SlotState, reason: str, now: int) -> None:
         """Append the slot's ledger entry (terminal states, and ``retrying``)."""
+        job.ledger_seq += 1
         job.ledger.append(
             LedgerEntry(
                 job=name,
@@ -163,11 +167,8 @@ class MemoryStore(ControlModel):
         )
 
     def _assign(self, name: str, job: _Job, rec: _Slot, now: int) -> bool:
-        """Give the slot to the next executor (``choose_executor``); False, changing nothing, if none may.
-
-        Redis also publishes the assignment notice here (no pub/sub in the model:
-        the simulator delivers notices itself).
-        """
+        """Give the slot to the next executor (``choose_executor``) and publish the assignment notice,
+        like Redis (heard only through ``listen_notices``); False, changing nothing, if none may."""
         chosen = choose_executor(name, job, rec)[0]
         if not chosen:
             return False
@@ -181,6 +182,7 @@ class MemoryStore(ControlModel):
         rec.lease_until_ms = 0
         self._touch(rec, now)
         self._open_slot(job, rec.fire_ms)
+        self._notices.assigned(name, rec.fire_ms, rec.token, chosen)
         return True
 
     # -- votes ---------------------------------------------------------------
@@ -484,6 +486,8 @@ class MemoryStore(ControlModel):
                 record=job.record,
                 hwm=job.hwm,
                 ledger=deque(job.ledger, maxlen=self._ledger_maxlen),
+                ledger_seq=job.ledger_seq,
+                audit_seq=job.audit_seq,
                 control=job.control,
                 triggers=list(job.triggers),
                 audit=deque(job.audit, maxlen=self._audit_maxlen),

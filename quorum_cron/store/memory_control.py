@@ -1,7 +1,8 @@
 """Operator control and membership in the memory model (``control.lua`` and ``members.lua`` in Redis).
 
-Pause, resume, trigger and their audit entries, and the members hash with
-its heartbeats, for :class:`quorum_cron.store.memory.MemoryStore`, which
+Pause, resume, trigger and their audit entries, the members hash with
+its heartbeats, and the ports beside the slot protocol (notices, the alerts
+journal: :mod:`.memory_ports`), for :class:`quorum_cron.store.memory.MemoryStore`, which
 mixes this in: these calls never touch a slot, so they sit apart from the
 protocol's votes, transitions and sweeps in ``memory.py``.
 """
@@ -9,7 +10,7 @@ protocol's votes, transitions and sweeps in ``memory.py``.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from quorum_cron.core.model import (
     AuditAction,
@@ -22,7 +23,9 @@ from quorum_cron.core.model import (
     MembershipChange,
     MembershipRecord,
 )
+from quorum_cron.store.memory_ports import MemoryAlerts, MemoryListening, MemoryNotices
 from quorum_cron.store.memory_records import _Job, _Member
+from quorum_cron.store.ports import AlertPage, DeliverNotice, StoredAlert
 
 __all__ = ["ControlModel", "change_refusal", "same_refusal", "waiting_refusal"]
 
@@ -62,6 +65,8 @@ class ControlModel:
     _members: dict[str, _Member]
     _membership: Membership | None
     _membership_log: deque[Membership]
+    _notices: MemoryNotices
+    _alerts: MemoryAlerts
 
     def _job(self, name: str) -> _Job:
         job = self._jobs.get(name)
@@ -79,6 +84,7 @@ class ControlModel:
         cur = j.control
         if not (cur.paused and cur.by == by and cur.reason == reason):
             j.control = JobControl(True, by, now, reason)
+            j.audit_seq += 1
             j.audit.append(AuditEntry(job, AuditAction.PAUSE, by, now, reason))
         return j.control
 
@@ -87,6 +93,7 @@ class ControlModel:
         j = self._job(job)
         if j.control.paused:
             j.control = JobControl(False, by, now, "")
+            j.audit_seq += 1
             j.audit.append(AuditEntry(job, AuditAction.RESUME, by, now, ""))
         return j.control
 
@@ -98,7 +105,9 @@ class ControlModel:
         j = self._job(job)
         kept = sorted({f for f in j.triggers if f >= now - self._retention_ms} | {now})
         j.triggers = kept[-self._trigger_maxlen :]
+        j.audit_seq += 1
         j.audit.append(AuditEntry(job, AuditAction.TRIGGER, by, now, str(now)))
+        self._notices.triggered(job, now)
         return now
 
     def triggers(self, job: str, since_ms: int) -> list[int]:
@@ -208,3 +217,20 @@ class ControlModel:
 
     def time_ms(self) -> int:
         return self._clock()
+
+    # -- notices and the alerts journal --------------------------------------
+
+    def listen_notices(
+        self,
+        node: str,
+        jobs: Sequence[str],
+        deliver: DeliverNotice,
+        on_subscribed: Callable[[], None] | None = None,
+    ) -> MemoryListening:
+        return self._notices.listen(node, jobs, deliver, on_subscribed)
+
+    def add_alert(self, alert: StoredAlert) -> None:
+        self._alerts.add(alert, self._clock())
+
+    def alerts(self, limit: int) -> AlertPage:
+        return self._alerts.newest(limit)

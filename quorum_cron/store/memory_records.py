@@ -65,6 +65,9 @@ class _Job:
     triggers: list[int] = field(default_factory=list)
     """Sorted ascending, no duplicates."""
     audit: deque[AuditEntry] = field(default_factory=deque)
+    ledger_seq: int = 0
+    audit_seq: int = 0
+    """Entries ever appended to ``ledger`` / ``audit``: the newest one's id (``ObservationModel``)."""
 
 
 @dataclass

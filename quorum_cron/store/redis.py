@@ -12,9 +12,11 @@ the library's family at one boundary — is split by what it serves:
 :mod:`.redis_batch` (packing calls per node and batch),
 :mod:`.redis_writes` (votes, fenced transitions, deadlines),
 :mod:`.redis_reads` (reads, the web face's fan-out reads),
-:mod:`.redis_control` (operator control). This module assembles
+:mod:`.redis_control` (operator control), :mod:`.redis_notices` (the pub/sub
+listener) and :mod:`.redis_alerts` (the alerts journal). This module assembles
 :class:`RedisStore` and owns what is about the deployment as a whole:
-opening a client from a URL, notice channels, membership and store time.
+opening a client from a URL, notice channels and the listener, the alerts
+journal, membership and store time.
 ``docs/store.md`` documents the key layout and each script's KEYS/ARGV and
 reply.
 """
@@ -37,9 +39,12 @@ from quorum_cron.store.keys import (
     DEFAULT_RETENTION_MS,
     DEFAULT_TRIGGER_MAXLEN,
 )
+from quorum_cron.store.ports import AlertPage, DeliverNotice, StoredAlert
+from quorum_cron.store.redis_alerts import add_alert, read_alerts
 from quorum_cron.store.redis_base import DEFAULT_MAX_BATCH, DEFAULT_WAIT_TIMEOUT_MS
 from quorum_cron.store.redis_control import RedisControl
 from quorum_cron.store.redis_membership import RedisMembership
+from quorum_cron.store.redis_notices import NoticeListener
 from quorum_cron.store.redis_reads import RedisReads
 from quorum_cron.store.redis_writes import RedisWrites
 from quorum_cron.store.urls import RedisTarget, open_client, parse_redis_url
@@ -159,6 +164,25 @@ class RedisStore(RedisWrites, RedisReads, RedisControl, RedisMembership):
             [store_keys.job_assign_channel(ns, j, node) for j in jobs],
             [store_keys.job_trigger_channel(ns, j) for j in jobs],
         )
+
+    def listen_notices(
+        self,
+        node: str,
+        jobs: Sequence[str],
+        deliver: DeliverNotice,
+        on_subscribed: Callable[[], None] | None = None,
+    ) -> NoticeListener:
+        """A listener thread (not started) on :meth:`notice_channels`, over this store's client."""
+        assignments, triggers = self.notice_channels(node, jobs)
+        return NoticeListener(self._client, assignments, triggers, deliver, on_subscribed)
+
+    # -- alerts journal ------------------------------------------------------
+
+    def add_alert(self, alert: StoredAlert) -> None:
+        add_alert(self, store_keys.alerts_key(self._ns), alert)
+
+    def alerts(self, limit: int) -> AlertPage:
+        return read_alerts(self, store_keys.alerts_key(self._ns), limit)
 
     def time_ms(self) -> int:
         """Store time: the server's ``TIME``, or the injected clock when one was given.

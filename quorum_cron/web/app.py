@@ -54,7 +54,7 @@ from starlette.staticfiles import StaticFiles
 
 from quorum_cron.config.settings import Config
 from quorum_cron.errors import StoreError
-from quorum_cron.store.redis import RedisStore
+from quorum_cron.store.base import ObservedStore
 from quorum_cron.web import views
 from quorum_cron.web.inputs import Refused, body_of, check_reason, form_of, job_args, same_origin
 from quorum_cron.web.live import Broadcaster
@@ -83,7 +83,7 @@ class WebContext:
     """What the app serves from: the local config (job names and definitions), the store, the tokens."""
 
     config: Config
-    store: RedisStore
+    store: ObservedStore
     shown_url: str
     tokens: AdminTokens = field(default_factory=AdminTokens)
     sessions: dict[str, _Session] = field(default_factory=dict)

@@ -14,9 +14,9 @@ from typing import Any
 
 from starlette.requests import Request
 
-from quorum_cron.commands.control import MAX_REASON
 from quorum_cron.config.durations import parse_duration
 from quorum_cron.errors import ConfigError
+from quorum_cron.store.base import MAX_REASON
 
 __all__ = [
     "MAX_BODY",

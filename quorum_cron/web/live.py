@@ -2,12 +2,12 @@
 
 The watcher runs only while at least one page listens. It waits on the
 store with one blocking read over every job's ledger and audit streams
-(:meth:`RedisStore.follow`), so a new ledger entry or operator action
+(:meth:`ObservedStore.follow`), so a new ledger entry or operator action
 reaches the pages within milliseconds, and the browser never polls a job.
 Membership has no stream: the watcher compares the member list once per
 ``members_every_s`` (one read for the whole cluster) and announces changes;
-at the same pace it reads the id of the newest stored alert (one
-``XREVRANGE … COUNT 1``) and announces a new one.
+at the same pace it reads the id of the newest stored alert
+(``Store.alerts(1)``) and announces a new one.
 
 Events (``event:`` name, JSON ``data:``):
 
@@ -33,8 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from quorum_cron.errors import StoreError, StoreUnavailable
-from quorum_cron.store.base import AuditEntry, LedgerEntry, Member
-from quorum_cron.store.redis import RedisStore
+from quorum_cron.store.base import AuditEntry, LedgerEntry, Member, ObservedStore
 from quorum_cron.web.alerts import newest_alert_id
 
 __all__ = ["Broadcaster", "sse"]
@@ -60,7 +59,7 @@ class Broadcaster:
 
     def __init__(
         self,
-        store: RedisStore,
+        store: ObservedStore,
         jobs: Sequence[str],
         *,
         members_every_s: float = 1.0,
@@ -79,10 +78,6 @@ class Broadcaster:
         self._alert: str | None = None
         self.watching = asyncio.Event()
         """Set once the watcher has its starting point: every store change after it is reported."""
-
-    @property
-    def listeners(self) -> int:
-        return len(self._queues)
 
     def subscribe(self) -> asyncio.Queue[str]:
         queue: asyncio.Queue[str] = asyncio.Queue(QUEUE_LEN)
@@ -182,7 +177,7 @@ class Broadcaster:
             self.publish(sse("members", {"alive": len(now_members), "voting": voting}))
         self._members = sig
         if self._namespace:
-            newest = await asyncio.to_thread(newest_alert_id, self._store, self._namespace)
+            newest = await asyncio.to_thread(newest_alert_id, self._store)
             if self._alert is not None and newest and newest != self._alert:
                 self.publish(sse("alerts", {"id": newest}))
             self._alert = newest

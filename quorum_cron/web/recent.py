@@ -15,8 +15,7 @@ from collections.abc import Sequence
 
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store import keys as store_keys
-from quorum_cron.store.base import JobControl, LedgerEntry
-from quorum_cron.store.redis import RedisStore
+from quorum_cron.store.base import JobControl, LedgerEntry, ObservedStore
 
 __all__ = ["NOT_PAUSED", "SPARK", "RecentLedger", "corrupt_message"]
 
@@ -33,7 +32,7 @@ def corrupt_message(namespace: str, job: str, suffix: str, exc: StoreError) -> s
     return line if len(line) <= MAX_MESSAGE else line[:MAX_MESSAGE] + " …"
 
 
-def _which_key(store: RedisStore, namespace: str, job: str, exc: StoreError) -> str:
+def _which_key(store: ObservedStore, namespace: str, job: str, exc: StoreError) -> str:
     """The corrupt key of a job whose ledger-and-control read failed: the ledger's, else the meta's."""
     try:
         store.ledger(job, 1)
@@ -56,7 +55,7 @@ class RecentLedger:
     keeps, per job, the newest entry's stream id, the newest
     :data:`KEEP_FULL` entries and the states of the newest :data:`SPARK`,
     and asks the store only for entries newer than that id
-    (:meth:`RedisStore.ledger_tails`). Reads are serialised by a lock (a
+    (:meth:`ObservedStore.ledger_tails`). Reads are serialised by a lock (a
     page load reads the store once for all jobs).
     """
 
@@ -67,13 +66,13 @@ class RecentLedger:
         self._kept: dict[str, tuple[str, list[LedgerEntry], list[str]]] = {}
 
     def read(
-        self, store: RedisStore, jobs: Sequence[str]
+        self, store: ObservedStore, jobs: Sequence[str]
     ) -> list[tuple[list[LedgerEntry], list[str], JobControl]]:
         """Per job: its newest entries (up to KEEP_FULL), the states of its newest SPARK; its control."""
         return [(full, states, control) for full, states, control, _ in self.read_checked(store, jobs, "")]
 
     def read_checked(
-        self, store: RedisStore, jobs: Sequence[str], namespace: str
+        self, store: ObservedStore, jobs: Sequence[str], namespace: str
     ) -> list[tuple[list[LedgerEntry], list[str], JobControl, str]]:
         """:meth:`read`, and per job a line naming its corrupt key ("" when it reads fine).
 

@@ -19,7 +19,7 @@ import uvicorn
 
 from quorum_cron.config.settings import Config
 from quorum_cron.errors import ConfigError
-from quorum_cron.store.redis import RedisStore
+from quorum_cron.store.base import ObservedStore
 from quorum_cron.web.app import WebContext, create_app
 from quorum_cron.web.tokens import AdminTokens
 
@@ -55,7 +55,7 @@ def listen(host: str, port: int) -> socket.socket:
 
 def _server(
     config: Config,
-    store: RedisStore,
+    store: ObservedStore,
     shown_url: str,
     tokens: AdminTokens,
     *,
@@ -80,7 +80,7 @@ def _server(
 def serve(
     sock: socket.socket,
     config: Config,
-    store: RedisStore,
+    store: ObservedStore,
     shown_url: str,
     tokens: AdminTokens,
     *,
@@ -135,7 +135,7 @@ class ServerThread:
 
 
 def start_in_thread(
-    sock: socket.socket, config: Config, store: RedisStore, shown_url: str, tokens: AdminTokens
+    sock: socket.socket, config: Config, store: ObservedStore, shown_url: str, tokens: AdminTokens
 ) -> ServerThread:
     """The web face on a thread of this process (the agent's ``--web-port``)."""
     server = _server(config, store, shown_url, tokens)

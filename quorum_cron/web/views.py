@@ -29,13 +29,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-from quorum_cron.agent.membership import membership_facts
+from quorum_cron.config.membership import membership_facts
 from quorum_cron.config.settings import Config, JobSpec
 from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store import keys as store_keys
-from quorum_cron.store.base import AuditEntry, JobControl, LedgerEntry, Member, SlotState, SlotView
-from quorum_cron.store.redis import RedisStore
+from quorum_cron.store.base import (
+    AuditEntry,
+    JobControl,
+    LedgerEntry,
+    Member,
+    ObservedStore,
+    SlotState,
+    SlotView,
+)
+from quorum_cron.store.ledger_json import ledger_doc
 from quorum_cron.store.rendezvous import weight
 from quorum_cron.web.alerts import recent_alerts
 from quorum_cron.web.recent import NOT_PAUSED, SPARK, RecentLedger, corrupt_message
@@ -81,20 +89,9 @@ def _cut(text: str) -> str:
 
 def entry_doc(e: LedgerEntry) -> dict[str, Any]:
     """A ledger entry as JSON (the ``history --json`` fields, and the delay)."""
-    return {
-        "job": e.job,
-        "slot_ms": e.fire_ms,
-        "state": str(e.state),
-        "reason": _cut(e.reason),
-        "executor": e.executor,
-        "token": e.token,
-        "voters": list(e.voters),
-        "committed_ms": e.committed_ms,
-        "started_ms": e.started_ms,
-        "finished_ms": e.finished_ms,
+    return ledger_doc(e, _cut) | {
         "delay_ms": e.started_ms - e.fire_ms if e.started_ms else None,
         "ran_ms": e.finished_ms - e.started_ms if e.started_ms and e.finished_ms else None,
-        "detail": _cut(e.detail),
     }
 
 
@@ -154,7 +151,7 @@ def _member_doc(m: Member, now: int, config: Config, stored: model.Membership | 
 
 
 def cluster_view(
-    store: RedisStore, config: Config, shown_url: str, recent: RecentLedger | None = None
+    store: ObservedStore, config: Config, shown_url: str, recent: RecentLedger | None = None
 ) -> dict[str, Any]:
     """Members, quorum health, the store, the agents' recent alerts (stored), and problems seen now.
 
@@ -218,7 +215,7 @@ def cluster_view(
                     }
                 )
     problems.sort(key=lambda p: int(p["at_ms"]), reverse=True)
-    alerts = recent_alerts(store, cluster.namespace)
+    alerts = recent_alerts(store)
     return {
         "namespace": cluster.namespace,
         "store_time_ms": now,
@@ -260,7 +257,7 @@ def _state_of(last: list[LedgerEntry], control: JobControl) -> set[str]:
 
 
 def jobs_view(
-    store: RedisStore, config: Config, state: str = "all", recent: RecentLedger | None = None
+    store: ObservedStore, config: Config, state: str = "all", recent: RecentLedger | None = None
 ) -> dict[str, Any]:
     """Every configured job: schedule, next fires, pause, last outcome, recent outcomes; filtered by state."""
     if state not in FILTERS:
@@ -304,7 +301,7 @@ def default_window_ms(spec: JobSpec) -> int:
 
 
 def job_view(
-    store: RedisStore,
+    store: ObservedStore,
     config: Config,
     job: str,
     *,
@@ -377,7 +374,7 @@ def _ranking(job: str, fire_ms: int, nodes: Sequence[str]) -> list[dict[str, str
     return [{"node": n, "weight": weight(job, fire_ms, n)[:12]} for n in ranked]
 
 
-def slot_view(store: RedisStore, config: Config, job: str, fire_ms: int) -> dict[str, Any]:
+def slot_view(store: ObservedStore, config: Config, job: str, fire_ms: int) -> dict[str, Any]:
     """One slot: voters and the spec hash each voted with, quorum, executor and why, token, times, output."""
     spec = _find(config, job)
     view: SlotView = store.slot(job, fire_ms)
@@ -440,7 +437,7 @@ def _membership_audit_doc(m: model.Membership) -> dict[str, Any]:
     }
 
 
-def audit_view(store: RedisStore, config: Config, limit: int = 200) -> dict[str, Any]:
+def audit_view(store: ObservedStore, config: Config, limit: int = 200) -> dict[str, Any]:
     """Operator actions on every configured job and the membership's changes, newest first."""
     entries: list[AuditEntry] = []
     corrupt: list[dict[str, str]] = []

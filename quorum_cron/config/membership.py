@@ -1,0 +1,187 @@
+"""The membership as the store enforces it, described: quorum health, the config against the record.
+
+Pure (model and config only): what ``status``, ``members show``, the web
+Cluster page and the agent's health all print about the membership — the
+configuration a node's config proposes (:func:`config_configuration`), one
+line when it disagrees with the store's record (:func:`config_disagreement`),
+quorum health of the live members of the record against the quorum the
+store enforces (:func:`record_health`, :class:`QuorumHealth`), and
+:func:`membership_facts`, the one description they share. Here rather than
+in the agent so the faces describe the membership without importing the
+agent (docs/architecture.md); ``quorum_cron.agent.membership`` re-exports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from quorum_cron.config.settings import ClusterConfig
+from quorum_cron.core import model
+from quorum_cron.core.model import Configuration, Member, MembershipRecord
+
+__all__ = [
+    "MembershipFacts",
+    "QuorumHealth",
+    "config_configuration",
+    "config_disagreement",
+    "membership_doc",
+    "membership_facts",
+    "record_health",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumHealth:
+    """Live members against the configured cluster size."""
+
+    alive: int
+    size: int
+    quorum: int
+
+    @property
+    def ok(self) -> bool:
+        return self.alive >= self.quorum
+
+    def __str__(self) -> str:
+        return f"{self.alive} of {self.size} alive, need {self.quorum}"
+
+
+# --------------------------------------------------------------------------- the membership record
+
+
+def config_configuration(cluster: ClusterConfig) -> Configuration:
+    """The configuration a node's config proposes: its members, or ``size`` open seats (size mode)."""
+    return Configuration.of(cluster.members, size=cluster.size, quorum=cluster.quorum)
+
+
+def _agrees(proposed: Configuration, conf: Configuration) -> bool:
+    if proposed.members:
+        return proposed == conf
+    # Size mode: the seats fill with whichever ids register first, so only N and Q can be compared.
+    return (conf.size, conf.quorum) == (proposed.size, proposed.quorum)
+
+
+def _proposed(proposed: Configuration) -> str:
+    if proposed.members:
+        return proposed.describe()
+    return f"size = {proposed.size} (quorum {proposed.quorum} of {proposed.size})"
+
+
+def config_disagreement(
+    proposed: Configuration, record: MembershipRecord, source: str = "the config"
+) -> str | None:
+    """One line when the config proposes another membership than the store's record, else None.
+
+    The config agrees when it is the record's configuration, or — while a
+    change is in progress (joint) — either of its two configurations: nodes
+    are restarted with the new config one by one during a change. A config
+    in size mode (no ``members``) agrees with any record of the same size
+    and quorum.
+    """
+    confs = [record.current] + ([record.old] if record.old is not None else [])
+    if any(_agrees(proposed, conf) for conf in confs):
+        return None
+    return (
+        f"{source} proposes members {_proposed(proposed)} but the store enforces {record.describe()}; "
+        f"expected the same (update the config to the store's members, or change them with "
+        f"`quorum-cron members`)"
+    )
+
+
+def record_health(record: MembershipRecord, live: list[Member]) -> QuorumHealth:
+    """Live members of the record's current configuration against the quorum the store enforces.
+
+    While joint a slot also needs a quorum of the old configuration; the
+    health shown is the tighter of the two (the fewer spare voters).
+    """
+    alive_nodes = {m.node for m in live}
+    confs = [record.current] + ([record.old] if record.old is not None else [])
+    worst: QuorumHealth | None = None
+    for conf in confs:
+        alive = sum(1 for node in conf.members if node in alive_nodes)
+        health = QuorumHealth(alive=alive, size=conf.size, quorum=conf.quorum)
+        if worst is None or health.alive - health.quorum < worst.alive - worst.quorum:
+            worst = health
+    assert worst is not None
+    return worst
+
+
+def _conf_doc(conf: Configuration | None) -> dict[str, Any] | None:
+    if conf is None:
+        return None
+    return {
+        "members": list(conf.members),
+        "size": conf.size,
+        "quorum": conf.quorum,
+        "open_seats": conf.open_seats,
+        "text": conf.describe(),
+    }
+
+
+def membership_doc(stored: model.Membership | None) -> dict[str, Any] | None:
+    """The stored record as JSON-ready data (None: no record yet)."""
+    if stored is None:
+        return None
+    record = stored.record
+    return {
+        "epoch": record.epoch,
+        "current": _conf_doc(record.current),
+        "old": _conf_doc(record.old),
+        "joint": record.joint,
+        "changed_ms": stored.changed_ms,
+        "by": stored.by,
+        "reason": stored.reason,
+        "text": record.describe(),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class MembershipFacts:
+    """What ``status``, ``members show`` and the web Cluster page say about the membership."""
+
+    stored: model.Membership | None
+    health: QuorumHealth
+    refused: tuple[Member, ...]
+    """Live nodes outside the record (current and, while joint, old): the store refuses their votes."""
+    behind: tuple[str, ...]
+    """Live members heartbeating under an older epoch than the record (they learn it on their next beat)."""
+    disagreement: str | None
+    """This node's config against the record (None: it agrees, or there is no record yet)."""
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "membership": membership_doc(self.stored),
+            "alive": self.health.alive,
+            "size": self.health.size,
+            "quorum": self.health.quorum,
+            "quorum_ok": self.health.ok,
+            "refused": [{"node": m.node, "epoch": m.epoch, "seen_ms": m.seen_ms} for m in self.refused],
+            "behind": list(self.behind),
+            "config_agrees": self.disagreement is None,
+            "config_problem": self.disagreement or "",
+        }
+
+
+def membership_facts(
+    stored: model.Membership | None, live: list[Member], cluster: ClusterConfig, source: str = "the config"
+) -> MembershipFacts:
+    """The membership as the store enforces it, with who is refused and whether this config agrees.
+
+    Without a record (no agent of this version has started yet) there is
+    no enforced membership: the health is against this config's size and
+    quorum, and every printer says that no record exists.
+    """
+    if stored is None:
+        health = QuorumHealth(len(live), cluster.size, cluster.quorum)
+        return MembershipFacts(None, health, (), (), None)
+    record = stored.record
+    refused = tuple(m for m in live if not record.is_member(m.node))
+    behind = tuple(m.node for m in live if record.is_member(m.node) and m.epoch < record.epoch)
+    return MembershipFacts(
+        stored,
+        record_health(record, live),
+        refused,
+        behind,
+        config_disagreement(config_configuration(cluster), record, source),
+    )

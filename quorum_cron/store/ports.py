@@ -1,0 +1,133 @@
+"""The store's ports beside the slot protocol: notices (pub/sub hints) and the alerts journal.
+
+What crosses them, as values both stores exchange (no redis-py here): an
+assignment :class:`Notice` and an operator :class:`Trigger` with their wire
+forms, the :class:`NoticeListening` handle a subscription returns, and a
+:class:`StoredAlert` kept in the namespace's bounded alert journal. The
+methods are in the ``Store`` contract (:mod:`quorum_cron.store.base`); the
+Redis side is :mod:`.redis_notices` and :mod:`.redis_alerts`, the model's
+:mod:`.memory_ports`. Kept apart from ``core/model.py`` because the core never
+sees them: only the agent and the faces do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+__all__ = [
+    "ALERTS_MAXLEN",
+    "MAX_REASON",
+    "AlertPage",
+    "Notice",
+    "NoticeListening",
+    "StoredAlert",
+    "Trigger",
+    "parse_notice",
+    "parse_trigger",
+]
+
+MAX_REASON: Final = 500
+"""The longest operator reason (pause) the faces accept: the CLI and the web check the same bound."""
+
+ALERTS_MAXLEN: Final = 200
+"""Alerts kept in a namespace's journal (exact: the oldest beyond it are dropped on each write)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """ "Slot ``(job, fire_ms)`` is yours with ``token``"."""
+
+    job: str
+    fire_ms: int
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """ "An operator asked for slot ``(job, fire_ms)``": vote for it."""
+
+    job: str
+    fire_ms: int
+
+
+def _text(data: bytes | str) -> str:
+    return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+
+
+def parse_notice(data: bytes | str) -> Notice | None:
+    """An assignment notice from its wire form ``job\\nfire_ms\\ntoken``, or None when malformed (a hint)."""
+    parts = _text(data).split("\n")
+    if len(parts) != 3:
+        return None
+    job, fire, token = parts
+    try:
+        return Notice(job, int(fire), int(token))
+    except ValueError:
+        return None
+
+
+def parse_trigger(data: bytes | str) -> Trigger | None:
+    """A trigger from its wire form ``job\\nfire_ms``, or None when malformed."""
+    parts = _text(data).split("\n")
+    if len(parts) != 2:
+        return None
+    job, fire = parts
+    try:
+        return Trigger(job, int(fire))
+    except ValueError:
+        return None
+
+
+DeliverNotice = Callable[[Notice | Trigger], None]
+
+
+class Flag(Protocol):
+    """What a listening handle's ``subscribed`` is (a :class:`threading.Event` does)."""
+
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
+class NoticeListening(Protocol):
+    """A subscription to a node's notices, as :meth:`Store.listen_notices` returns it (not started yet).
+
+    ``start`` begins listening: on Redis a daemon thread that re-subscribes
+    with backoff, on the model at once; ``subscribed`` is set while every
+    channel is live; ``stop`` asks it to end and ``join`` waits for that.
+    """
+
+    @property
+    def subscribed(self) -> Flag: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def join(self, timeout: float | None = None) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoredAlert:
+    """One alert in the namespace's journal; ``id`` is the store's (empty until written).
+
+    Ids grow with each write (Redis: the stream id ``<ms>-<seq>``; the model:
+    ``<store ms>-<seq>``); a reader compares them only for equality.
+    """
+
+    kind: str
+    node: str
+    ts_ms: int
+    message: str
+    fields: dict[str, str] = field(default_factory=dict)
+    id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AlertPage:
+    """The newest alerts, newest first, and how many entries were skipped as not an agent's alert."""
+
+    alerts: tuple[StoredAlert, ...]
+    skipped: int = 0

@@ -1,0 +1,185 @@
+"""Pub/sub notices on Redis: the listener thread behind ``RedisStore.listen_notices``.
+
+Two kinds of notice reach a node, both on ONE pub/sub connection:
+
+* **assignments** — when a script commits (or re-assigns) a slot to a node,
+  it publishes ``job\\nfire_ms\\ntoken`` on that node's channel
+  (:func:`quorum_cron.store.keys.assign_channel`). This is the path that keeps the fire delay at a
+  few milliseconds;
+* **triggers** — ``quorum-cron trigger JOB`` makes the store publish
+  ``job\\nfire_ms`` on the cluster's trigger channel (:func:`quorum_cron.store.keys.trigger_channel`);
+  every node then votes for that slot like any other.
+
+On a Redis Cluster both kinds are sharded pub/sub, one channel of each per
+job (``qc:{ns:job}:assign:<node>``, ``qc:{ns:job}:trigger``, in the job's
+hash slot): the scripts ``SPUBLISH``, the listener subscribes with ``SSUBSCRIBE`` (one
+connection per master that owns some of the node's jobs, waited on together
+with ``select``), and no notice crosses the cluster bus to every node. A
+slot that moves (failover, migration) drops its subscriptions
+(``sunsubscribe`` from the server, or a closed connection): the listener
+subscribes again from a refreshed slot map and catches up as after any loss.
+
+The listener runs on a dedicated thread (a blocking pub/sub read must not
+share the store's worker) and hands each notice to ``deliver`` at once.
+A notice is only a hint (:mod:`quorum_cron.store.ports`): the fenced start
+decides, and lost notices are covered by the agent's polls and catch-up
+reads (``agent/intake.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import select
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+
+from quorum_cron.store.ports import DeliverNotice, Notice, Trigger, _text, parse_notice, parse_trigger
+
+__all__ = ["NoticeListener"]
+
+log = logging.getLogger("quorum_cron.agent")
+"""The agent's event logger (``agent.logs.EVENT_LOGGER``): the listener runs inside the agent."""
+
+POLL_S = 0.25
+"""How often the listener thread checks whether it should stop."""
+
+MAX_BACKOFF_S = 2.0
+
+
+class NoticeListener:
+    """Subscribes to the node's assignment channel and the trigger channel on a daemon thread.
+
+    ``deliver`` gets every well-formed notice (called on the listener
+    thread: hand it to the loop). ``on_subscribed`` is called (on the
+    listener thread) each time the subscription is (re-)established, so the
+    caller can catch up with what was published while it was down.
+    Re-subscribes with jittered backoff.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis | RedisCluster,
+        assignments: str | Sequence[str],
+        triggers: str | Sequence[str] | None,
+        deliver: DeliverNotice,
+        on_subscribed: Callable[[], None] | None = None,
+    ) -> None:
+        self._client = client
+        self._sharded = isinstance(client, RedisCluster)
+        self.assignments = [assignments] if isinstance(assignments, str) else list(assignments)
+        self.triggers = [triggers] if isinstance(triggers, str) else list(triggers or ())
+        self._trigger_set = set(self.triggers)
+        self._deliver = deliver
+        self._on_subscribed = on_subscribed
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="qc-notices", daemon=True)
+        self.subscribed = threading.Event()
+        """Set while the subscription is live (tests wait on it)."""
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def _parse(self, channel: bytes | str, data: bytes | str) -> Notice | Trigger | None:
+        if _text(channel) in self._trigger_set:
+            return parse_trigger(data)
+        return parse_notice(data)
+
+    def _messages(self, pubsub: Any) -> Any:
+        """The next messages: one at most (classic), or every one buffered on any node (sharded)."""
+        if not self._sharded:
+            msg = pubsub.get_message(timeout=POLL_S)
+            return [] if msg is None else [msg]
+        out = []
+        while (msg := pubsub.get_sharded_message(timeout=0.0)) is not None:
+            out.append(msg)
+        if out:
+            return out
+        socks = [
+            ps.connection._sock
+            for ps in list(pubsub.node_pubsub_mapping.values())
+            if ps.connection is not None and ps.connection._sock is not None
+        ]
+        if not socks:
+            raise redis.ConnectionError("no sharded subscription connection is open")
+        ready, _, _ = select.select(socks, [], [], POLL_S)
+        if ready:
+            while (msg := pubsub.get_sharded_message(timeout=0.0)) is not None:
+                out.append(msg)
+        return out
+
+    def _run(self) -> None:
+        backoff = 0.05
+        channels = self.assignments + self.triggers
+        sub, msg_type, unsub = ("ssubscribe", "smessage", "sunsubscribe") if self._sharded else (
+            "subscribe", "message", "unsubscribe")  # fmt: skip
+        if not channels:  # a node without jobs on a cluster: nothing to hear
+            self.subscribed.set()
+            if self._on_subscribed is not None:
+                self._on_subscribed()
+            self._stop.wait()
+            return
+        while not self._stop.is_set():
+            pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
+            try:
+                if self._sharded:
+                    pubsub.ssubscribe(*channels)
+                else:
+                    pubsub.subscribe(*channels)
+                confirmed = 0
+                while not self._stop.is_set():
+                    for msg in self._messages(pubsub):
+                        self._handle(msg, sub, msg_type, unsub, len(channels), confirmed)
+                        if msg.get("type") == sub:
+                            confirmed += 1
+                            if confirmed == len(channels):
+                                backoff = 0.05
+            except (redis.RedisError, OSError, ValueError) as exc:
+                # ValueError: the client was closed under us at shutdown.
+                if self._stop.is_set():
+                    return
+                if self.subscribed.is_set():
+                    log.warning(
+                        f"notice channels lost: {exc}", extra={"qc_event": "notices", "qc_fields": {}}
+                    )
+                self.subscribed.clear()
+                if isinstance(self._client, RedisCluster):
+                    # A moved slot or a dead master: learn the current owners.
+                    with contextlib.suppress(redis.RedisError, OSError):
+                        self._client.nodes_manager.initialize()
+                self._stop.wait(backoff * (0.5 + random.random()))
+                backoff = min(MAX_BACKOFF_S, backoff * 2)
+            finally:
+                self.subscribed.clear()
+                with contextlib.suppress(redis.RedisError, OSError, ValueError):
+                    pubsub.close()
+
+    def _handle(
+        self, msg: dict[str, Any], sub: str, msg_type: str, unsub: str, total: int, seen: int
+    ) -> None:
+        kind = msg.get("type")
+        if kind == sub:
+            # Live only once the server confirmed every channel: a
+            # catch-up read before that could miss a trigger.
+            if seen + 1 == total:
+                self.subscribed.set()
+                if self._on_subscribed is not None:
+                    self._on_subscribed()
+        elif kind == msg_type:
+            item = self._parse(msg["channel"], msg["data"])
+            if item is not None:
+                self._deliver(item)
+        elif kind == unsub:
+            # The server dropped a channel (its slot moved): subscribe again.
+            raise redis.ConnectionError(f"channel {_text(msg['channel'])!r} unsubscribed by the server")
