@@ -9,6 +9,10 @@ record and an alert an agent kept in the journal.
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from typing import Any
+
 from starlette.testclient import TestClient
 
 from quorum_cron.agent.alerts import Alert, AlertJournal, AlertKind
@@ -16,6 +20,7 @@ from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
 from quorum_cron.core.model import Configuration, VoteRequest, VoteStatus
 from quorum_cron.store.memory import MemoryStore
 from quorum_cron.web.app import WebContext, create_app
+from quorum_cron.web.live import Broadcaster
 from quorum_cron.web.tokens import AdminTokens
 
 T0 = 1_800_000_000_000  # a multiple of 10 s
@@ -92,3 +97,34 @@ def test_a_slot_page_and_the_job_filter_on_the_memory_model() -> None:
         failed = client.get("/api/jobs?state=failed").json()
     assert slot["state"] == "succeeded" and slot["quorum"] == 2 and len(slot["votes"]) == 2
     assert [j["job"] for j in failed["jobs"]] == ["tick"]
+
+
+def test_live_events_follow_the_memory_model() -> None:
+    """The watcher's follow on the model: a new ledger entry and an operator action become events."""
+    store, _, now = _world()
+    # The model is single-threaded; the watcher reads on a worker thread: one at a time.
+    lock = threading.Lock()
+    follow = store.follow
+
+    def locked_follow(*args: Any) -> Any:
+        with lock:
+            return follow(*args)
+
+    store.follow = locked_follow  # type: ignore[method-assign]
+
+    async def scenario() -> list[str]:
+        watcher = Broadcaster(store, ["tick", "other"], members_every_s=60, namespace="m")
+        queue = watcher.subscribe()
+        try:
+            await asyncio.wait_for(watcher.watching.wait(), 10)
+            with lock:
+                now[0] = T0 + 10_000
+                store.record_missed("other", T0 - 7_200_000, 60_000, "nobody voted")
+                store.resume("other", "carol")
+            return [await asyncio.wait_for(queue.get(), 10) for _ in range(2)]
+        finally:
+            await watcher.close()
+
+    events = asyncio.run(scenario())
+    assert events[0].startswith("event: ledger\n") and '"job": "other"' in events[0]
+    assert events[1].startswith("event: audit\n") and '"by": "carol"' in events[1]

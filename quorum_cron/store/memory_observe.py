@@ -6,12 +6,14 @@ keeps no stream ids, so an entry's id is its number in the job's stream
 newest kept entry has the count, the one before it one less). Ids are
 decimal text compared as numbers, opaque to callers like Redis's. The model
 never waits: :meth:`ObservationModel.follow` answers at once. Its
-:meth:`~ObservationModel.follow_cursor` is ``""``: a stream absent from the
-cursor starts at its newest entry the first time :meth:`follow` names it.
+:meth:`~ObservationModel.follow_cursor` is every job's counts at that
+moment, as JSON (a job not in it had no entry yet: all of its entries are
+new).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
@@ -41,17 +43,19 @@ class ObservationModel:
         return self._jobs.get(name) or _Job(name)
 
     def follow_cursor(self) -> str:
-        return ""
+        return json.dumps({name: [j.ledger_seq, j.audit_seq] for name, j in sorted(self._jobs.items())})
 
     def follow(
         self, jobs: Sequence[str], cursor: dict[str, str], start: str, block_ms: int
     ) -> list[LedgerEntry | AuditEntry]:
         out: list[LedgerEntry | AuditEntry] = []
+        counts = json.loads(start) if start else {}
         for name in jobs:
             j = self._seen(name)
-            last = cursor.get(f"ledger:{name}", start)
+            ledger_from, audit_from = counts.get(name, (0, 0))
+            last = cursor.get(f"ledger:{name}", str(ledger_from))
             out.extend(_newer(j.ledger, j.ledger_seq, last))
-            last = cursor.get(f"audit:{name}", start)
+            last = cursor.get(f"audit:{name}", str(audit_from))
             out.extend(_newer(j.audit, j.audit_seq, last))
             cursor[f"ledger:{name}"], cursor[f"audit:{name}"] = str(j.ledger_seq), str(j.audit_seq)
         return out

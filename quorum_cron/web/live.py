@@ -123,9 +123,14 @@ class Broadcaster:
                     await self._compare_members()
                     next_members = self._monotonic() + self._members_every_s
                     self.watching.set()
+                began = self._monotonic()
                 entries = await asyncio.to_thread(self._store.follow, self._jobs, cursor, start, BLOCK_MS)
-                if not self._jobs:  # every job corrupt: nothing to block on, wait as a read would
-                    await asyncio.sleep(BLOCK_MS / 1000)
+                if not entries:
+                    # Nothing new and the read did not wait (every job corrupt, or a store that never
+                    # blocks: the memory model): wait out the rest of the block as a blocking read would.
+                    rest = BLOCK_MS / 1000 - (self._monotonic() - began)
+                    if rest > 0:
+                        await asyncio.sleep(rest)
                 for e in entries:
                     self.publish(self._event(e))
                 if self._monotonic() >= next_members:
