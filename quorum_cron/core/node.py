@@ -407,18 +407,7 @@ class NodeCore(VotingSide, Inspection):
         return out
 
     # -- replies, one handler per store action type (core.actions.handlers) ----
-
-    def _reply_vote(self, action: Vote, reply: object, now: Now) -> list[Action]:
-        assert isinstance(reply, list)
-        return self._on_votes(action, reply, now)
-
-    def _reply_start(self, action: Start, reply: object, now: Now) -> list[Action]:
-        assert isinstance(reply, TransitionResult)
-        return self._on_start(action, reply, now)
-
-    def _reply_renew(self, action: Renew, reply: object, now: Now) -> list[Action]:
-        assert isinstance(reply, TransitionResult)
-        return self._on_renew(action, reply, now)
+    # (The vote's are in core.vote; start, renew and read_slots in core.run.)
 
     def _reply_finish(self, action: Finish, reply: object, now: Now) -> list[Action]:
         assert isinstance(reply, TransitionResult)
@@ -436,15 +425,6 @@ class NodeCore(VotingSide, Inspection):
         out: list[Action] = []
         for view in reply.changed:
             out.extend(self._on_view(view, now))
-        return out
-
-    def _reply_read_slots(self, action: ReadSlots, reply: object, now: Now) -> list[Action]:
-        assert isinstance(reply, list)
-        out: list[Action] = []
-        for (job, fire_ms), view in zip(action.slots, reply, strict=True):
-            assert isinstance(view, SlotView)
-            self._stop_polling(self._jobs[job], fire_ms)
-            out.extend(self._on_view(view, now, poll_again=True))
         return out
 
     def _reply_read_high_water(self, action: ReadHighWater, reply: object, now: Now) -> list[Action]:
@@ -469,37 +449,6 @@ class NodeCore(VotingSide, Inspection):
 
     # -- failures, one handler per store action type ---------------------------
 
-    def _failed_vote(
-        self, action: Vote, now: Now, failure: Failure, reason: str, retry_at: int
-    ) -> list[Action]:
-        self._vote_failed(action, failure, reason, retry_at)
-        return []
-
-    def _failed_start(
-        self, action: Start, now: Now, failure: Failure, reason: str, retry_at: int
-    ) -> list[Action]:
-        # Not known whether it landed: a read tells, and a repeated
-        # start is refused harmlessly if it had.
-        js = self._jobs[action.job]
-        js.starting.pop(action.fire_ms, None)
-        js.awaiting[action.fire_ms] = retry_at
-        self._dirty.add(js.index)
-        return []
-
-    def _failed_renew(
-        self, action: Renew, now: Now, failure: Failure, reason: str, retry_at: int
-    ) -> list[Action]:
-        js = self._jobs[action.job]
-        if action.fire_ms in js.confirming:
-            return self._confirmed(js, action, None, now, retry_at)
-        r = js.running.get(action.fire_ms)
-        if r is not None:
-            r.renewing = False
-            r.renew_at_mono = retry_at
-            self._dirty.add(js.index)
-            return self._lease_check(js, action.fire_ms, now)
-        return []
-
     def _failed_finish(
         self, action: Finish, now: Now, failure: Failure, reason: str, retry_at: int
     ) -> list[Action]:
@@ -514,12 +463,6 @@ class NodeCore(VotingSide, Inspection):
     ) -> list[Action]:
         self._sweeping = False
         self._next_sweep_mono = retry_at
-        return []
-
-    def _failed_read_slots(
-        self, action: ReadSlots, now: Now, failure: Failure, reason: str, retry_at: int
-    ) -> list[Action]:
-        self._polls_failed(action, failure, retry_at)
         return []
 
     def _failed_read_high_water(

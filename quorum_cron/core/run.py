@@ -338,3 +338,53 @@ class RunningSide(CoreState):
             return self._lease_check(js, action.fire_ms, now)
         del js.running[action.fire_ms]
         return [killed_renew_refused(action.job, action.fire_ms, action.token, reply.reason)]
+
+    # -- replies and failures of the running side's calls (core.actions.handlers) --
+
+    def _reply_start(self, action: Start, reply: object, now: Now) -> list[Action]:
+        assert isinstance(reply, TransitionResult)
+        return self._on_start(action, reply, now)
+
+    def _reply_renew(self, action: Renew, reply: object, now: Now) -> list[Action]:
+        assert isinstance(reply, TransitionResult)
+        return self._on_renew(action, reply, now)
+
+    def _reply_read_slots(self, action: ReadSlots, reply: object, now: Now) -> list[Action]:
+        assert isinstance(reply, list)
+        out: list[Action] = []
+        for (job, fire_ms), view in zip(action.slots, reply, strict=True):
+            assert isinstance(view, SlotView)
+            self._stop_polling(self._jobs[job], fire_ms)
+            out.extend(self._on_view(view, now, poll_again=True))
+        return out
+
+    def _failed_start(
+        self, action: Start, now: Now, failure: Failure, reason: str, retry_at: int
+    ) -> list[Action]:
+        # Not known whether it landed: a read tells, and a repeated
+        # start is refused harmlessly if it had.
+        js = self._jobs[action.job]
+        js.starting.pop(action.fire_ms, None)
+        js.awaiting[action.fire_ms] = retry_at
+        self._dirty.add(js.index)
+        return []
+
+    def _failed_renew(
+        self, action: Renew, now: Now, failure: Failure, reason: str, retry_at: int
+    ) -> list[Action]:
+        js = self._jobs[action.job]
+        if action.fire_ms in js.confirming:
+            return self._confirmed(js, action, None, now, retry_at)
+        r = js.running.get(action.fire_ms)
+        if r is not None:
+            r.renewing = False
+            r.renew_at_mono = retry_at
+            self._dirty.add(js.index)
+            return self._lease_check(js, action.fire_ms, now)
+        return []
+
+    def _failed_read_slots(
+        self, action: ReadSlots, now: Now, failure: Failure, reason: str, retry_at: int
+    ) -> list[Action]:
+        self._polls_failed(action, failure, retry_at)
+        return []

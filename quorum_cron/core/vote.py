@@ -230,3 +230,15 @@ class VotingSide(CoreState):
             js.pending[latest] = _Pending(fire_ms=latest, deadline_ms=widened)
             self._dirty.add(js.index)
         return out
+
+    # -- the vote's reply and failure (core.actions.handlers) --
+
+    def _reply_vote(self, action: Vote, reply: object, now: Now) -> list[Action]:
+        assert isinstance(reply, list)
+        return self._on_votes(action, reply, now)
+
+    def _failed_vote(
+        self, action: Vote, now: Now, failure: Failure, reason: str, retry_at: int
+    ) -> list[Action]:
+        self._vote_failed(action, failure, reason, retry_at)
+        return []
