@@ -20,6 +20,8 @@ __all__ = [
     "ALERTS_MAXLEN",
     "MAX_REASON",
     "AlertPage",
+    "DeliverNotice",
+    "Flag",
     "Notice",
     "NoticeListening",
     "StoredAlert",
@@ -81,6 +83,7 @@ def parse_trigger(data: bytes | str) -> Trigger | None:
 
 
 DeliverNotice = Callable[[Notice | Trigger], None]
+"""Where a subscription hands each notice (Redis: on its listener thread; the model: on the caller's)."""
 
 
 class Flag(Protocol):
