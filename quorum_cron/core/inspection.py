@@ -15,6 +15,7 @@ from __future__ import annotations
 from quorum_cron.core.actions import Now, RecordMissed
 from quorum_cron.core.lifecycle import Phase
 from quorum_cron.core.run import RunningSide
+from quorum_cron.core.state import LOCAL_NO, LOCAL_RUNNING
 from quorum_cron.core.timers import NEVER
 
 __all__ = ["Inspection"]
@@ -40,7 +41,7 @@ class Inspection(RunningSide):
         if p is not None:
             if p.in_flight:
                 return Phase.VOTING
-            if p.local == 1:
+            if p.local == LOCAL_RUNNING:
                 return Phase.LOCAL
             if p.abstained and not self._may_vote:
                 return Phase.ABSTAINED
@@ -67,12 +68,12 @@ class Inspection(RunningSide):
                 for p in js.pending.values():
                     if p.in_flight:
                         continue
-                    if js.job.run_local and not self._reachable and p.local == 0:
+                    if js.job.run_local and not self._reachable and p.local == LOCAL_NO:
                         waits.append(max(0, p.fire_ms - now.wall_ms))
                     if self._may_vote:  # trusted and a member: a non-member abstains like an untrusted node
                         if js.caught_up:
                             waits.append(max(0, p.retry_at_mono - now.mono_ms))
-                    elif p.local != 1 and js.caught_up:
+                    elif p.local != LOCAL_RUNNING and js.caught_up:
                         waits.append(max(0, p.fire_ms + p.deadline_ms + s.max_skew_ms + 1 - now.wall_ms))
             waits.extend(max(0, at - now.mono_ms) for at in js.awaiting.values() if at >= 0)
             waits.extend(max(0, at - now.wall_ms) for _, at in js.deferred.values())

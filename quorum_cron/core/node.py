@@ -82,7 +82,14 @@ from quorum_cron.core.model import (
     VoteRequest,
 )
 from quorum_cron.core.outcomes import finished
-from quorum_cron.core.state import MAX_PENDING_FINISHES, _JobState, _Pending
+from quorum_cron.core.state import (
+    LOCAL_ENDED,
+    LOCAL_NO,
+    LOCAL_RUNNING,
+    MAX_PENDING_FINISHES,
+    _JobState,
+    _Pending,
+)
 from quorum_cron.core.timers import NEVER, sweep_gap
 from quorum_cron.core.vote import VotingSide
 
@@ -291,11 +298,11 @@ class NodeCore(VotingSide, Inspection):
                 for p in pending.values():
                     if p.in_flight:
                         continue  # its reply or failure marks the job dirty
-                    if local and p.local == 0 and p.fire_ms < wake_wall:
+                    if local and p.local == LOCAL_NO and p.fire_ms < wake_wall:
                         wake_wall = p.fire_ms  # run it locally when due
                     # (A local run still going holds the slot past its deadline: its end marks the job.)
                     # (Nor is a slot recorded before the high-water read is answered: that marks the job.)
-                    held = p.local == 1 or not js.caught_up
+                    held = p.local == LOCAL_RUNNING or not js.caught_up
                     drop = _NEVER if held else p.fire_ms + p.deadline_ms + skew
                     if trusted:
                         if p.retry_at_mono < wake_mono and js.caught_up:
@@ -360,8 +367,8 @@ class NodeCore(VotingSide, Inspection):
         js = self._jobs.get(job)
         if token == 0:
             p = js.pending.get(fire_ms) if js is not None else None
-            if js is not None and p is not None and p.local == 1:
-                p.local = 2
+            if js is not None and p is not None and p.local == LOCAL_RUNNING:
+                p.local = LOCAL_ENDED
                 p.local_detail = detail.split("\n", 1)[0]
                 self._dirty.add(js.index)
             return []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from quorum_cron.core.actions import CoreJob, Finish, Kill, RecordMissed
 from quorum_cron.core.model import SlotView
-from quorum_cron.core.state import _Pending
+from quorum_cron.core.state import LOCAL_ENDED, _Pending
 
 __all__ = [
     "finished",
@@ -41,7 +41,7 @@ def missed_unvoted(
     job: str, p: _Pending, me: str, may_vote: bool, abstain_reason: str, trust_reason: str
 ) -> RecordMissed:
     """A slot this node could not get voted by its deadline, and why (or how its local run went)."""
-    if p.local == 2:
+    if p.local == LOCAL_ENDED:
         reason = f"no quorum before the deadline; ran locally on {me} ({p.local_detail})"
         return RecordMissed(job, p.fire_ms, p.deadline_ms, reason, ran_locally=True)
     if p.abstained and not may_vote:

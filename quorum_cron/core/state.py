@@ -38,6 +38,10 @@ from quorum_cron.core.timers import NEVER, JobTimers
 __all__ = [
     "HELD",
     "IN_FLIGHT",
+    "LOCAL_ENDED",
+    "LOCAL_NO",
+    "LOCAL_RUNNING",
+    "LOCAL_TOO_LATE",
     "MAX_CATCHUP_SLOTS",
     "MAX_PENDING_FINISHES",
     "MAX_RAN_LOCAL",
@@ -55,6 +59,15 @@ MAX_PENDING_FINISHES = 10_000
 """Bound on finished-job results buffered while the store is unreachable."""
 
 _NEVER = NEVER
+
+LOCAL_NO = 0
+"""``_Pending.local``: not run locally (yet)."""
+LOCAL_RUNNING = 1
+"""``_Pending.local``: running here alone (``RunLocal`` sent, its end not reported yet)."""
+LOCAL_ENDED = 2
+"""``_Pending.local``: the local run ended (``local_detail`` says how)."""
+LOCAL_TOO_LATE = 3
+"""``_Pending.local``: past its deadline before it could run locally."""
 
 IN_FLIGHT = -1
 """``awaiting`` value of a slot whose poll was sent (its reply or failure sets the next)."""
@@ -79,7 +92,8 @@ class _Pending:
     why: str = ""
     """Why the last vote for it failed (the missed record's reason says so)."""
     local: int = 0
-    """Run locally: 0 no, 1 running, 2 ended (``local_detail`` says how), 3 too late to."""
+    """Run locally: ``LOCAL_NO``, ``LOCAL_RUNNING``, ``LOCAL_ENDED`` or ``LOCAL_TOO_LATE`` (plain
+    ints, not an enum: the timers read it for every pending slot)."""
     local_detail: str = ""
     held: bool = False
     """Its vote failed with the store unreachable: sent again once the store answers."""

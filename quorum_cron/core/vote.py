@@ -30,6 +30,9 @@ from quorum_cron.core.model import (
 )
 from quorum_cron.core.outcomes import missed_no_node_alive, missed_not_running, missed_unvoted
 from quorum_cron.core.state import (
+    LOCAL_NO,
+    LOCAL_RUNNING,
+    LOCAL_TOO_LATE,
     MAX_CATCHUP_SLOTS,
     MAX_RAN_LOCAL,
     CoreState,
@@ -76,13 +79,13 @@ class VotingSide(CoreState):
         for fire_ms in sorted(pending):  # (a copy: records delete from it)
             p = pending[fire_ms]
             if wall > fire_ms + p.deadline_ms + skew:
-                if p.local == 0:
-                    p.local = 3  # too late to run it locally
+                if p.local == LOCAL_NO:
+                    p.local = LOCAL_TOO_LATE  # too late to run it locally
                 if not js.caught_up:
                     # A missed record decides the slot, raising the high-water mark: it waits
                     # for this node's own read of the mark, like a vote (see _catch_up).
                     continue
-                if p.local == 1:
+                if p.local == LOCAL_RUNNING:
                     # Too late to vote; a local run still going: its end says what to record.
                     p.retry_at_mono = _NEVER
                     continue
@@ -97,7 +100,7 @@ class VotingSide(CoreState):
                 self._record_missed(self._missed_record(js.job.name, p), now, out)
                 continue
             if js.job.run_local and self._local_due(js, p, now):
-                p.local = 1
+                p.local = LOCAL_RUNNING
                 self._ran_local[(js.job.name, fire_ms)] = None
                 while len(self._ran_local) > MAX_RAN_LOCAL:
                     self._ran_local.popitem(last=False)
@@ -156,7 +159,7 @@ class VotingSide(CoreState):
         return (
             js.job.run_local
             and not self._reachable
-            and p.local == 0
+            and p.local == LOCAL_NO
             and not p.in_flight
             and now.wall_ms >= p.fire_ms  # (and inside the deadline: _votes_due checks that first)
             and (js.job.name, p.fire_ms) not in self._ran_local
