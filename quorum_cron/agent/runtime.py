@@ -61,7 +61,7 @@ from quorum_cron.agent.observe import Observer
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.clock.base import Clock, SystemClock
-from quorum_cron.core.actions import Refused
+from quorum_cron.core.actions import Refused, handlers
 from quorum_cron.core.model import MembershipRecord, SlotState, SlotView, TransitionResult
 from quorum_cron.core.node import (
     Abstain,
@@ -166,6 +166,8 @@ class Agent:
         self._tasks: list[asyncio.Task[None]] = []
         self._bg: set[asyncio.Task[None]] = set()
         self._finishing: set[tuple[str, int]] = set()
+        self._after_reply = handlers(type(self), "_replied_", fallback=type(self)._replied_other)
+        """Store action type → what the runtime itself does with its reply (most: nothing)."""
         self._stopping = False
         self._stop_deadline_mono = 0
         self._grace_expired = False
@@ -372,12 +374,7 @@ class Agent:
         if exc is None:
             reply = fut.result()
             self.health.store_ok()
-            if isinstance(action, Start) and isinstance(reply, TransitionResult) and reply.ok:
-                self.runs.note_start(reply.slot)
-            elif isinstance(action, Finish):
-                self._finishing.discard((action.job, action.fire_ms))
-            elif isinstance(action, RecordMissed) and isinstance(reply, SlotView):
-                self._local_recorded(action, reply)
+            self._after_reply[type(action)](self, action, reply)
             self.observer.reply(action, reply)
             self._dispatch(self.core.on_reply(action, reply, self.now()))
         else:
@@ -393,9 +390,25 @@ class Agent:
             self._dispatch(self.core.on_failure(action, self.now(), failure, str(exc)))
         self._poke()
 
+    # -- the runtime's own handling of a reply, per store action type (core.actions.handlers) --
+
+    def _replied_start(self, action: Start, reply: object) -> None:
+        if isinstance(reply, TransitionResult) and reply.ok:
+            self.runs.note_start(reply.slot)
+
+    def _replied_finish(self, action: Finish, reply: object) -> None:
+        self._finishing.discard((action.job, action.fire_ms))
+
+    def _replied_record_missed(self, action: RecordMissed, reply: object) -> None:
+        if isinstance(reply, SlotView):
+            self._local_recorded(action, reply)
+
+    def _replied_other(self, action: StoreAction, reply: object) -> None:
+        """Votes, renews, sweeps and reads: the core and the observer act on them, not the runtime."""
+
     def _local_recorded(self, action: RecordMissed, view: SlotView) -> None:
         """Log (and count) a local run that went into the ledger as its slot's missed record."""
-        if view.state != SlotState.MISSED or view.reason != action.reason or "ran locally" not in view.reason:
+        if view.state != SlotState.MISSED or view.reason != action.reason or not action.ran_locally:
             return
         self.metrics.slots.labels(action.job, "local").inc()
         event(
