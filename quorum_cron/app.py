@@ -10,7 +10,7 @@
     def sync_prices(ctx: JobContext) -> None:
         prices.sync(fencing_token=ctx.token)
 
-    app.run()            # blocks; SIGTERM/SIGINT stop it gracefully
+    app.run()            # blocks; SIGTERM/SIGINT (and SIGHUP) stop it gracefully
     # or, inside an asyncio program:  await app.serve()
 
 Every server runs the same program; each runs a node. Job definitions come
@@ -27,29 +27,26 @@ to whatever the job writes to, so a stale run can be refused) and the node.
 from __future__ import annotations
 
 import asyncio
-import logging
-import signal
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from quorum_cron.agent.build import agent_job, agent_settings, open_store, replica_shortfall
+from quorum_cron.agent.build import agent_job
 from quorum_cron.agent.jobprocess import CallableTarget, JobContext
-from quorum_cron.agent.logs import configure_logging, event
+from quorum_cron.agent.logs import configure_logging
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.redisclient import default_node_id
 from quorum_cron.agent.runtime import Agent
+from quorum_cron.agent.startup import new_agent, open_node_store, preflight, report_preflight, run_node
 from quorum_cron.config.durations import parse_duration
 from quorum_cron.config.settings import AUTO, ClusterConfig, Config, JobSpec, NtpUnreachable
 from quorum_cron.config.values import DEFAULT_ALERT_ON
 from quorum_cron.errors import ConfigError
-from quorum_cron.redact import redact_url
 from quorum_cron.store.base import Store
+from quorum_cron.store.redis import RedisStore
 
 __all__ = ["App", "JobContext"]
 
 F = TypeVar("F", bound=Callable[..., object])
-
-log = logging.getLogger("quorum_cron.app")
 
 _DURATIONS = (
     "max_skew",
@@ -86,13 +83,16 @@ class App:
         ntp_servers: tuple[str, ...] = (),
         ntp_unreachable: NtpUnreachable = "store-time",
         wait_replicas: int = 0,
+        allow_evicting_redis: bool = False,
         config: Config | None = None,
         store: Store | None = None,
         **durations: str | int,
     ) -> None:
         """``durations``: ``max_skew``, ``lease``, ``start_timeout``, ``heartbeat``, ``retention``,
         ``clock_check_interval``, ``wait_timeout``. ``wait_replicas``: see docs/configuration.md
-        (set it when Redis has a replica it may fail over to). ``store`` replaces the Redis
+        (set it when Redis has a replica it may fail over to). ``allow_evicting_redis``: run on a
+        Redis whose ``maxmemory-policy`` can evict keys (unsafe, as the agent's
+        ``--allow-evicting-redis``; docs/operations.md). ``store`` replaces the Redis
         connection (e.g. a MemoryStore in a test of your jobs). Without NTP servers the Redis
         TIME check alone decides clock trust (``ntp_unreachable="store-time"``); pass servers
         for the full check. ``members``: the node ids of the cluster (``size`` is then their
@@ -130,6 +130,7 @@ class App:
         self.node_id = node_id or default_node_id()
         self._grace_ms = parse_duration(grace, what="App grace")
         self._store = store
+        self._allow_evicting_redis = allow_evicting_redis
         self._specs: dict[str, JobSpec] = {}
         self._funcs: dict[str, Callable[[JobContext], object]] = {}
         self._agent: Agent | None = None
@@ -205,31 +206,48 @@ class App:
     # -- running -------------------------------------------------------------
 
     async def serve(self) -> None:
-        """Run this node until :meth:`stop` (or cancellation); returns after a graceful stop."""
-        store = self._store
-        owned = None
-        if store is None:
+        """Run this node until :meth:`stop` (or cancellation); returns after a graceful stop.
+
+        Installs no signal handlers: the program around it owns them (:meth:`run` installs them).
+        """
+        await self._serve(signals=False)
+
+    async def _serve(self, *, signals: bool) -> None:
+        """The start-up of ``quorum-cron agent`` (:mod:`quorum_cron.agent.startup`), with this node's jobs.
+
+        Before the node votes, a Redis store gets the agent's server checks:
+        a refusal raises :class:`~quorum_cron.agent.preflight.PreflightError`
+        with the agent's one line (an evicting server is refused unless
+        ``allow_evicting_redis=True``). An injected store has no server to check.
+        """
+        owned: RedisStore | None = None
+        store: Store
+        if self._store is not None:
+            store = self._store
+        else:
             assert self.redis_url is not None
-            owned = open_store(self.redis_url, self.cluster)
+            owned, shown = open_node_store(self.redis_url, self.cluster)
             store = owned
-            shortfall = replica_shortfall(owned, self.cluster.wait_replicas, redact_url(self.redis_url))
-            if shortfall is not None:
-                event(log, logging.WARNING, "store", shortfall)
-        settings = agent_settings(self.cluster, self.node_id, grace_ms=self._grace_ms)
+            try:
+                found = preflight(
+                    owned,
+                    shown,
+                    self.cluster.wait_replicas,
+                    allow_evicting=self._allow_evicting_redis,
+                    override="allow_evicting_redis=True",
+                )
+            except BaseException:
+                owned.close()
+                raise
+            report_preflight(found)
         jobs = [agent_job(spec, CallableTarget(self._funcs[name])) for name, spec in self._specs.items()]
-        agent = Agent(
-            settings, jobs, store, notices=owned.client if owned is not None else None, metrics=self.metrics
+        agent = new_agent(
+            self.cluster, self.node_id, jobs, store, grace_ms=self._grace_ms, metrics=self.metrics
         )
         self._agent = agent
         self._started.set()
         try:
-            task = asyncio.ensure_future(agent.run())
-            try:
-                await asyncio.shield(task)
-            except asyncio.CancelledError:
-                agent.request_stop("cancelled")
-                await task
-                raise
+            await run_node(agent, signals=signals)
         finally:
             self._agent = None
             self._started.clear()
@@ -248,13 +266,12 @@ class App:
         await self._agent.ready.wait()
 
     def run(self, *, log_json: bool = False, log_level: str = "INFO") -> None:
-        """Run this node until SIGTERM/SIGINT (blocking); configures logging to stderr."""
+        """Run this node until a stop signal (blocking); configures logging to stderr.
+
+        The signals of ``quorum-cron agent``: SIGTERM or SIGINT stops
+        gracefully, a second one ends the grace period; SIGHUP stops
+        gracefully too (there is no file to reload: jobs come from code, and a
+        restart applies a change).
+        """
         configure_logging(self.node_id, json_lines=log_json, level=log_level)
-
-        async def main() -> None:
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, self.stop)
-            await self.serve()
-
-        asyncio.run(main())
+        asyncio.run(self._serve(signals=True))

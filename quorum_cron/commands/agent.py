@@ -1,9 +1,11 @@
 """``quorum-cron agent``: run one node until SIGTERM.
 
-Signals: SIGTERM or SIGINT starts a graceful stop (no more votes,
-running jobs get the grace period, results are recorded, membership is
-left, exit 0); a second one ends the grace period at once (running jobs are
-stopped and recorded as failed). SIGHUP reloads the config file
+Start-up (store, server checks, signals, the bad-value reporter) is the
+Python API's too (:mod:`quorum_cron.agent.startup`). Signals: SIGTERM or
+SIGINT starts a graceful stop (no more votes, running jobs get the grace
+period, results are recorded, membership is left, exit 0); a second one
+ends the grace period at once (running jobs are stopped and recorded as
+failed). SIGHUP reloads the config file
 (``agent/reload.py``): a bad file is refused with one line and the node
 runs on; ``alert_on``, the alert hook and output logging are taken live; a
 changed job set or definition is applied by a graceful stop (as SIGTERM)
@@ -23,38 +25,33 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 from pathlib import Path
 from typing import NoReturn
 
 import click
 
-from quorum_cron.agent.badvalues import BadValueReporter
-from quorum_cron.agent.build import agent_job, agent_settings, replica_shortfall
+from quorum_cron.agent.build import agent_job
 from quorum_cron.agent.logs import EVENT_LOGGER, configure_logging, event, scrub
 from quorum_cron.agent.membership import NodeIdTaken, node_id_problem
 from quorum_cron.agent.metrics import Metrics
-from quorum_cron.agent.preflight import PreflightError, check_server, eviction_problem
+from quorum_cron.agent.preflight import PreflightError
 from quorum_cron.agent.redisclient import default_node_id
 from quorum_cron.agent.reload import ConfigReload
-from quorum_cron.agent.runtime import EXIT_ID_TAKEN, Agent
-from quorum_cron.commands.common import config_option, load, redis_option, store_for
+from quorum_cron.agent.runtime import EXIT_ID_TAKEN
+from quorum_cron.agent.startup import new_agent, open_node_store, preflight, report_preflight, run_node
+from quorum_cron.commands.common import config_option, load, redis_option, store_url
 from quorum_cron.config.durations import parse_duration
 from quorum_cron.config.file import load_config
 from quorum_cron.errors import ConfigError, QuorumCronError
 from quorum_cron.printable import printable
-from quorum_cron.store.redis import RedisStore
 
-__all__ = ["STOP_SIGNALS", "agent"]
+__all__ = ["agent"]
 
 log = logging.getLogger(EVENT_LOGGER)
 
 EXIT_USAGE = 1
 """A bad option (node id, duration, metrics address): bad input, like every other command's."""
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-"""Each starts a graceful stop; a second one ends the grace period."""
 
 
 @click.command("agent")
@@ -113,26 +110,23 @@ def agent(
         grace_ms = parse_duration(grace, what="--grace")
     except ConfigError as exc:
         _exit(EXIT_USAGE, str(exc))
-    store, shown_url = store_for(config, redis_url)
     try:
-        policy = check_server(store.client, shown_url, store.members_key)
+        store, shown_url = open_node_store(store_url(config, redis_url), config.cluster)
+    except QuorumCronError as exc:
+        _exit(1, str(exc))
+    try:
+        found = preflight(
+            store,
+            shown_url,
+            config.cluster.wait_replicas,
+            allow_evicting=allow_evicting_redis,
+            override="--allow-evicting-redis",
+        )
     except PreflightError as exc:
         store.close()
         _exit(1, str(exc))
-    eviction = eviction_problem(policy or "", shown_url)
-    if eviction is not None and not allow_evicting_redis:
-        store.close()
-        _exit(1, f"{eviction}, or pass --allow-evicting-redis to run anyway")
     configure_logging(node, json_lines=log_json, level=log_level)
-    if eviction is not None:
-        event(log, logging.ERROR, "eviction", f"UNSAFE (--allow-evicting-redis): {eviction}", policy=policy)
-    shortfall = replica_shortfall(store, config.cluster.wait_replicas, shown_url)
-    if shortfall is not None:
-        if log_json:
-            event(log, logging.WARNING, "replicas", shortfall)
-        else:
-            click.echo(f"warning: {shortfall}", err=True)
-    settings = agent_settings(config.cluster, node, grace_ms=grace_ms, source=config.source)
+    report_preflight(found, warn=None if log_json else lambda line: click.echo(f"warning: {line}", err=True))
     jobs = [agent_job(spec) for spec in config.jobs if not spec.in_process]
     metrics = Metrics()
     if metrics_port is not None:
@@ -141,7 +135,9 @@ def agent(
         except (OSError, ValueError) as exc:
             store.close()
             _exit(EXIT_USAGE, f"cannot serve metrics on {metrics_addr!r} port {metrics_port}: {exc}")
-    runtime = Agent(settings, jobs, store, notices=store.client, metrics=metrics)
+    runtime = new_agent(
+        config.cluster, node, jobs, store, grace_ms=grace_ms, metrics=metrics, source=config.source
+    )
     reloader = ConfigReload(
         config,
         lambda: load_config(config.source),
@@ -149,7 +145,6 @@ def agent(
         alerts=runtime.alerts,
         runs=runtime.runs,
     )
-    bad_values = BadValueReporter(metrics, runtime.alerts)
     web_server = None
     if web_port is not None:
         from quorum_cron.commands.web import start_web_thread
@@ -161,7 +156,7 @@ def agent(
     else:
         click.echo(banner, err=True)
     try:
-        code = asyncio.run(_serve(runtime, store, bad_values, reloader))
+        code = asyncio.run(run_node(runtime, signals=True, reloader=reloader))
     except NodeIdTaken as exc:
         _exit(EXIT_ID_TAKEN, str(exc))
     except QuorumCronError as exc:
@@ -178,31 +173,3 @@ def _exit(code: int, message: str) -> NoReturn:
     """One line on stderr, password-free and without control characters, then exit."""
     click.echo(f"error: {printable(scrub(message), 2000)}", err=True)
     sys.exit(code)
-
-
-async def _serve(
-    runtime: Agent, store: RedisStore, bad_values: BadValueReporter, reloader: ConfigReload | None = None
-) -> int:
-    loop = asyncio.get_running_loop()
-    bad_values.attach(store, loop)
-    signals = 0
-
-    def on_signal(signum: int) -> None:
-        nonlocal signals
-        reloading = signum == signal.SIGHUP and signals == 0 and reloader is not None
-        if reloading and reloader is not None and reloader.reload() != "restart":
-            return  # refused (the old config runs on) or taken live
-        signals += 1
-        name = signal.Signals(signum).name
-        if signals == 1:
-            runtime.request_stop(f"{name} received (a second signal stops running jobs at once)")
-        else:
-            runtime.end_grace(f"second {name}")
-
-    for sig in STOP_SIGNALS:
-        loop.add_signal_handler(sig, on_signal, sig)
-    try:
-        return await runtime.run()
-    finally:
-        for sig in STOP_SIGNALS:
-            loop.remove_signal_handler(sig)

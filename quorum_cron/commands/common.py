@@ -9,13 +9,13 @@ from typing import NoReturn
 
 import click
 
-from quorum_cron.agent.build import open_store
+from quorum_cron.agent.startup import open_node_store
 from quorum_cron.config.file import load_config
 from quorum_cron.config.settings import Config, InvalidConfig
 from quorum_cron.errors import QuorumCronError
 from quorum_cron.printable import printable
 from quorum_cron.store import urls as store_urls
-from quorum_cron.store.redis import RedisStore, redact_url
+from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.server import server_problem
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "redis_option",
     "redis_url_problem",
     "store_for",
+    "store_url",
     "unprintable_problem",
 ]
 
@@ -63,25 +64,30 @@ def fail(*messages: str) -> NoReturn:
     sys.exit(1)
 
 
-def store_for(config: Config, redis_url: str | None) -> tuple[RedisStore, str]:
-    """The store and its printable (password-free) URL.
-
-    A server outside the support matrix is refused here with the agent's
-    line (:func:`~quorum_cron.store.server.server_problem`), before a
-    command's script could fail on it opaquely. One it cannot reach passes:
-    each command reports that its own way (the agent waits for it).
-    """
+def store_url(config: Config, redis_url: str | None) -> str:
+    """The Redis URL to use (``--redis`` over the config's), or one line on stderr and exit 1."""
     url = redis_url or config.cluster.redis_url
     if not url:
         fail(f"{config.source}: no Redis URL: set cluster.redis_url or pass --redis URL")
     problem = redis_url_problem(url)
     if problem is not None:
         fail(problem)
+    return url
+
+
+def store_for(config: Config, redis_url: str | None) -> tuple[RedisStore, str]:
+    """The store and its printable (password-free) URL.
+
+    Opened as the agent opens it (:func:`~quorum_cron.agent.startup.open_node_store`).
+    A server outside the support matrix is refused here with the agent's
+    line (:func:`~quorum_cron.store.server.server_problem`), before a
+    command's script could fail on it opaquely. One it cannot reach passes:
+    each command reports that its own way (the agent waits for it).
+    """
     try:
-        store = open_store(url, config.cluster)
+        store, shown = open_node_store(store_url(config, redis_url), config.cluster)
     except QuorumCronError as exc:
         fail(str(exc))
-    shown = redact_url(url)
     problem = server_problem(store.client, shown)
     if problem is not None:
         store.close()

@@ -1,4 +1,4 @@
-"""Redis URLs: the three deployment forms, parsed once, and the client each one needs.
+"""Redis URLs: the three deployment forms, parsed and validated once (no client is built here).
 
 Forms (``docs/operations.md`` documents them for users):
 
@@ -15,10 +15,10 @@ Forms (``docs/operations.md`` documents them for users):
 
 :func:`parse_redis_url` returns a :class:`RedisTarget` or raises
 :class:`~quorum_cron.errors.ConfigError` with one line naming the bad part
-(the URL is always shown redacted). :func:`open_client` builds the
-redis-py client: :class:`redis.Redis` (standalone), a Sentinel-managed
-:class:`redis.Redis` whose connections find the current master through the
-sentinels on every (re)connect, or :class:`redis.cluster.RedisCluster`.
+(the URL is always shown redacted). This module only parses and
+validates, so the configuration checks a URL without loading a client: the
+client for a parsed URL is built by :mod:`quorum_cron.store.connect`, a
+store by :func:`quorum_cron.store.options.open_store`.
 """
 
 from __future__ import annotations
@@ -30,11 +30,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from quorum_cron.errors import ConfigError
 from quorum_cron.redact import redact_url
 
-if TYPE_CHECKING:  # the parser is imported by the configuration, which needs no client
-    import redis
-    from redis.cluster import RedisCluster
+if TYPE_CHECKING:  # the forward below, typed (at run time it imports only when asked for)
+    from quorum_cron.store.connect import open_client as open_client
 
-__all__ = ["Mode", "RedisTarget", "open_client", "parse_redis_url", "redis_url_problem"]
+__all__ = ["Mode", "RedisTarget", "bad_url", "parse_redis_url", "redis_url_problem"]
 
 Mode = Literal["standalone", "sentinel", "cluster"]
 
@@ -68,7 +67,7 @@ class RedisTarget:
 _PREFIX = "invalid redis url: "
 
 
-def _bad(shown: str, what: str) -> ConfigError:
+def bad_url(shown: str, what: str) -> ConfigError:
     """``what`` continues the sentence that starts with the (redacted) URL: "has no host (...)"."""
     return ConfigError(f"{_PREFIX}{shown!r} {what}")
 
@@ -78,20 +77,20 @@ def _hosts(shown: str, netloc: str, default_port: int) -> tuple[tuple[str, int],
     for part in netloc.split(","):
         part = part.strip()
         if not part:
-            raise _bad(shown, "has an empty host in its host list (expected HOST[:PORT],HOST[:PORT],...)")
+            raise bad_url(shown, "has an empty host in its host list (expected HOST[:PORT],HOST[:PORT],...)")
         if part.startswith("["):  # [ipv6]:port
             host, _, rest = part[1:].partition("]")
             port_text = rest[1:] if rest.startswith(":") else ""
             if rest and not rest.startswith(":"):
-                raise _bad(shown, f"has host {part!r}, not [IPV6]:PORT")
+                raise bad_url(shown, f"has host {part!r}, not [IPV6]:PORT")
         else:
             host, _, port_text = part.partition(":")
         if not host:
-            raise _bad(shown, f"has host {part!r} without a name")
+            raise bad_url(shown, f"has host {part!r} without a name")
         port = default_port
         if port_text:
             if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-                raise _bad(shown, f"has port {port_text!r} for {host!r} (expected a number 1-65535)")
+                raise bad_url(shown, f"has port {port_text!r} for {host!r} (expected a number 1-65535)")
             port = int(port_text)
         out.append((host, port))
     return tuple(out)
@@ -109,28 +108,28 @@ def parse_redis_url(url: str) -> RedisTarget:
     """Parse ``url`` (any of the three forms); :class:`ConfigError` names the bad part."""
     shown = redact_url(url)
     if not isinstance(url, str) or "://" not in url:
-        raise _bad(shown, f"has no scheme ({EXPECTED})")
+        raise bad_url(shown, f"has no scheme ({EXPECTED})")
     scheme, _, rest = url.partition("://")
     scheme = scheme.lower()
     if scheme in STANDALONE_SCHEMES:
         return _standalone(url, shown, scheme)
     if scheme not in SENTINEL_SCHEMES + CLUSTER_SCHEMES:
-        raise _bad(shown, f"has scheme {scheme!r} ({EXPECTED})")
+        raise bad_url(shown, f"has scheme {scheme!r} ({EXPECTED})")
     rest = rest.partition("#")[0]
     rest, _, query = rest.partition("?")
     netloc, slash, path = rest.partition("/")
     username, password, hostlist = _userinfo(netloc)
     if not hostlist:
-        raise _bad(shown, "has no hosts (expected HOST[:PORT],HOST[:PORT],... after '://')")
+        raise bad_url(shown, "has no hosts (expected HOST[:PORT],HOST[:PORT],... after '://')")
     try:
         params = urllib.parse.parse_qs(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
-        raise _bad(shown, "has a query that is not NAME=VALUE&...") from None
+        raise bad_url(shown, "has a query that is not NAME=VALUE&...") from None
     if scheme in CLUSTER_SCHEMES:
         if params:
-            raise _bad(shown, f"has parameter {sorted(params)[0]!r} (a cluster URL takes no parameters)")
+            raise bad_url(shown, f"has parameter {sorted(params)[0]!r} (a cluster URL takes no parameters)")
         if path.strip("/") not in ("", "0"):
-            raise _bad(shown, f"names database {path.strip('/')!r} (a Redis Cluster has only database 0)")
+            raise bad_url(shown, f"names database {path.strip('/')!r} (a Redis Cluster has only database 0)")
         return RedisTarget(
             mode="cluster",
             url=url,
@@ -143,12 +142,12 @@ def parse_redis_url(url: str) -> RedisTarget:
     unknown = [k for k in params if k not in _SENTINEL_PARAMS]
     if unknown:
         expected = ", ".join(_SENTINEL_PARAMS)
-        raise _bad(shown, f"has parameter {unknown[0]!r} (expected {expected})")
+        raise bad_url(shown, f"has parameter {unknown[0]!r} (expected {expected})")
     segments = path.split("/") if slash else []
     if not segments or not segments[0]:
-        raise _bad(shown, "has no master name (expected redis+sentinel://HOST[:PORT],.../MASTER[/DB])")
+        raise bad_url(shown, "has no master name (expected redis+sentinel://HOST[:PORT],.../MASTER[/DB])")
     if len(segments) > 2 or (len(segments) == 2 and not segments[1].isdigit()):
-        raise _bad(shown, f"has path {'/' + path!r} (expected /MASTER or /MASTER/DB, DB a number)")
+        raise bad_url(shown, f"has path {'/' + path!r} (expected /MASTER or /MASTER/DB, DB a number)")
     return RedisTarget(
         mode="sentinel",
         url=url,
@@ -173,7 +172,9 @@ def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
     """
     rest = url.partition("://")[2]
     if "," in rest.partition("/")[0]:
-        raise _bad(shown, "names several hosts (expected redis+sentinel:// or redis+cluster:// for several)")
+        raise bad_url(
+            shown, "names several hosts (expected redis+sentinel:// or redis+cluster:// for several)"
+        )
     rest = rest[rest.rfind("@") + 1 :]
     cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
     hostport, path = rest[:cut], rest[cut:]
@@ -182,10 +183,10 @@ def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
     for pair in filter(None, query.split("&")):
         key, _, value = pair.partition("=")
         if key == "db" and not value.isdigit():
-            raise _bad(shown, f"has ?db=, but database {value!r} is not a number (expected ?db=0)")
+            raise bad_url(shown, f"has ?db=, but database {value!r} is not a number (expected ?db=0)")
     if scheme == "unix":
         if not path:
-            raise _bad(shown, "has no socket path (expected e.g. 'unix:///run/redis.sock')")
+            raise bad_url(shown, "has no socket path (expected e.g. 'unix:///run/redis.sock')")
         return RedisTarget(mode="standalone", url=url, shown=shown)
     host = hostport
     if hostport.startswith("["):
@@ -193,14 +194,14 @@ def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
     elif ":" in hostport:
         host = hostport.rpartition(":")[0]
     if not host:
-        raise _bad(shown, "has no host (expected e.g. 'redis://redis.internal:6379/0')")
+        raise bad_url(shown, "has no host (expected e.g. 'redis://redis.internal:6379/0')")
     try:
         parts = urllib.parse.urlsplit(url)
         client_host = parts.hostname or ""
     except ValueError as exc:
-        raise _bad(shown, f"is not a valid URL ({exc})") from None
+        raise bad_url(shown, f"is not a valid URL ({exc})") from None
     if client_host.lower() != host.lower():
-        raise _bad(
+        raise bad_url(
             shown,
             "has '/', '?', '#' or '@' in its user or password "
             "(expected them percent-encoded: %2F %3F %23 %40)",
@@ -208,10 +209,10 @@ def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
     try:
         _ = parts.port
     except ValueError as exc:
-        raise _bad(shown, f"is not a valid URL ({exc})") from None
+        raise bad_url(shown, f"is not a valid URL ({exc})") from None
     db = path.strip("/")
     if db and not db.isdigit():
-        raise _bad(shown, f"has a path, but database {db!r} is not a number (expected e.g. /0)")
+        raise bad_url(shown, f"has a path, but database {db!r} is not a number (expected e.g. /0)")
     return RedisTarget(mode="standalone", url=url, shown=shown, tls=scheme == "rediss")
 
 
@@ -224,39 +225,14 @@ def redis_url_problem(url: str) -> str | None:
     return None
 
 
-def open_client(target: RedisTarget, **client_kwargs: Any) -> redis.Redis | RedisCluster:
-    """The redis-py client for ``target``; ``client_kwargs`` (timeouts, retry) go to every connection."""
-    import redis
-    from redis.cluster import ClusterNode, RedisCluster
+def __getattr__(name: str) -> Any:
+    """``open_client`` moved to :mod:`quorum_cron.store.connect`; this forward keeps old imports working.
 
-    from quorum_cron.store.sentinels import Sentinels
+    Imported only when asked for, so importing this module (the configuration
+    does) still loads no redis-py. Remove once no module imports it from here.
+    """
+    if name == "open_client":
+        from quorum_cron.store.connect import open_client
 
-    try:
-        if target.mode == "standalone":
-            return redis.Redis.from_url(target.url, **client_kwargs)
-        if target.mode == "sentinel":
-            sentinel_kwargs = {
-                k: v for k, v in client_kwargs.items() if k in ("socket_timeout", "socket_connect_timeout")
-            }
-            if target.sentinel_username is not None:
-                sentinel_kwargs["username"] = target.sentinel_username
-            if target.sentinel_password is not None:
-                sentinel_kwargs["password"] = target.sentinel_password
-            # Sentinels: a refused sentinel password is said so in one line (store/sentinels.py).
-            sentinel = Sentinels(list(target.hosts), sentinel_kwargs=sentinel_kwargs, **client_kwargs)
-            master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
-                target.master, db=target.db, username=target.username, password=target.password,
-                **client_kwargs,
-            )  # fmt: skip
-            return master
-        kwargs = dict(client_kwargs)
-        kwargs.pop("retry", None)  # the cluster client has its own retry / refresh policy
-        return RedisCluster(
-            startup_nodes=[ClusterNode(h, p) for h, p in target.hosts],  # type: ignore[no-untyped-call]
-            username=target.username,
-            password=target.password,
-            ssl=target.tls,
-            **kwargs,
-        )
-    except (ValueError, TypeError) as exc:
-        raise _bad(target.shown, f"was refused by the client: {exc}") from None
+        return open_client
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

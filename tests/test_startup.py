@@ -1,0 +1,193 @@
+"""One start-up path for ``quorum-cron agent`` and the Python API (issue 25 item 5).
+
+In-process, against real servers: the API refuses what the agent refuses
+(a server below the support matrix, an evicting ``maxmemory-policy``) with
+the agent's own line, runs on an evicting server only when allowed (and
+says so), and both faces stop gracefully on a stop signal delivered to the
+process — the agent's from a job that signals it, the API's from a job
+that signals itself — recording the run that was in progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from quorum_cron.agent.logs import EVENT_LOGGER
+from quorum_cron.agent.preflight import PreflightError, eviction_problem
+from quorum_cron.app import App, JobContext
+from quorum_cron.commands.agent import agent
+from quorum_cron.commands.demo import _config_text
+from quorum_cron.store.base import SlotState
+from quorum_cron.store.embedded.single import EmbeddedRedis
+from quorum_cron.store.redis import RedisStore
+from tests.test_check_store import _redis_62
+
+
+@pytest.fixture(autouse=True)
+def _logging_restored() -> Iterator[None]:
+    """The agent and ``App.run`` configure the ``quorum_cron`` logger: put it back for the next test."""
+    root = logging.getLogger("quorum_cron")
+    saved = (list(root.handlers), root.level, root.propagate)
+    yield
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+    root.propagate = saved[2]
+
+
+class Kept(logging.Handler):
+    """Keeps every record it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def cli_error(tmp_path: Path, url: str, namespace: str) -> str:
+    """The one ``error:`` line of ``quorum-cron agent`` run in-process on ``url``."""
+    config = tmp_path / f"{namespace}.toml"
+    config.write_text(_config_text(namespace, 1, url, tmp_path / "ran.log"))
+    result = CliRunner().invoke(agent, ["--config", str(config), "--node-id", "n1"])
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def api_error(url: str, namespace: str) -> str:
+    """What ``App.serve()`` raises on ``url``, as the agent would print it."""
+    app = App(namespace=namespace, size=1, redis_url=url, node_id="n1")
+
+    async def main() -> None:
+        node = asyncio.ensure_future(app.serve())
+        joined = asyncio.ensure_future(app.ready())
+        await asyncio.wait({node, joined}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        joined.cancel()
+        if not node.done():
+            app.stop()
+            await node
+            pytest.fail(f"App started on {url} instead of refusing it")
+        node.result()
+
+    with pytest.raises(PreflightError) as refused:
+        asyncio.run(main())
+    return f"error: {refused.value}"
+
+
+def test_the_api_refuses_a_server_below_the_matrix_with_the_agents_line(tmp_path: Path) -> None:
+    with EmbeddedRedis(_redis_62()) as server:
+        line = cli_error(tmp_path, server.url, "old")
+        assert f"redis at {server.url} is Redis 6.2.14 (standalone): quorum-cron needs" in line
+        assert api_error(server.url, "old") == line
+
+
+def test_the_api_refuses_an_evicting_server_like_the_agent_and_runs_only_when_allowed(
+    tmp_path: Path,
+) -> None:
+    with EmbeddedRedis() as server:
+        admin = server.client()
+        try:
+            admin.config_set("maxmemory-policy", "allkeys-lru")
+            problem = eviction_problem("allkeys-lru", server.url)
+            assert problem is not None
+            # The same line; each names its own way to allow it.
+            assert cli_error(tmp_path, server.url, "evict") == (
+                f"error: {problem}, or pass --allow-evicting-redis to run anyway"
+            )
+            assert api_error(server.url, "evict") == (
+                f"error: {problem}, or pass allow_evicting_redis=True to run anyway"
+            )
+
+            handler = Kept()
+            said = handler.records
+            events = logging.getLogger(EVENT_LOGGER)
+            events.addHandler(handler)
+            app = App(
+                namespace="evict", size=1, redis_url=server.url, node_id="n1", allow_evicting_redis=True
+            )
+
+            async def main() -> None:
+                node = asyncio.create_task(app.serve())
+                await asyncio.wait_for(app.ready(), 30)
+                app.stop()
+                await asyncio.wait_for(node, 30)
+
+            try:
+                asyncio.run(main())
+            finally:
+                events.removeHandler(handler)
+            unsafe = [r for r in said if getattr(r, "qc_event", None) == "eviction"]
+            assert len(unsafe) == 1 and unsafe[0].levelno == logging.ERROR, said
+            assert unsafe[0].getMessage() == f"UNSAFE (allow_evicting_redis=True): {problem}"
+        finally:
+            admin.config_set("maxmemory-policy", "noeviction")
+            admin.close()
+
+
+def finished_runs(url: str, namespace: str, job: str) -> list[SlotState]:
+    store = RedisStore.from_url(url, namespace, socket_timeout=5.0)
+    try:
+        return [e.state for e in store.ledger(job, 10)]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_app_run_stops_gracefully_on_a_stop_signal(
+    redis_server: EmbeddedRedis, signum: signal.Signals
+) -> None:
+    """SIGHUP too: the API has no file to reload (docs/python-api.md), so it stops like SIGTERM."""
+    namespace = f"api-{signum.name.lower()}"
+    app = App(namespace=namespace, size=1, redis_url=redis_server.url, node_id="n1", grace="20s")
+    sent: list[int] = []
+    watchdog: list[threading.Timer] = []
+    fired: list[bool] = []
+
+    def give_up(loop: asyncio.AbstractEventLoop) -> None:
+        fired.append(True)
+        loop.call_soon_threadsafe(app.stop)
+
+    @app.cron("@every 1s", name="stopper")
+    async def stopper(ctx: JobContext) -> None:
+        if not sent:
+            sent.append(ctx.slot_ms)
+            # A signal that stops nothing must fail the test, not hang it.
+            watchdog.append(threading.Timer(30, give_up, (asyncio.get_running_loop(),)))
+            watchdog[0].start()
+            os.kill(os.getpid(), signum)
+            await asyncio.sleep(0.2)  # still running when the stop begins: the grace lets it finish
+
+    try:
+        app.run()  # returns only after a graceful stop; an unhandled signal would end the test run
+    finally:
+        for timer in watchdog:
+            timer.cancel()
+    assert len(sent) == 1 and not fired, f"{signum.name} did not stop App.run()"
+    assert SlotState.SUCCEEDED in finished_runs(redis_server.url, namespace, "stopper")
+
+
+def test_the_agent_stops_gracefully_on_sigterm_in_process(
+    tmp_path: Path, redis_server: EmbeddedRedis
+) -> None:
+    config = tmp_path / "term.toml"
+    config.write_text(
+        '[cluster]\nname = "cli-term"\nsize = 1\n'
+        f'redis_url = "{redis_server.url}"\nntp_unreachable = "store-time"\nheartbeat = "500ms"\n\n'
+        '[[jobs]]\nname = "stopper"\nschedule = "@every 1s"\n'
+        f'command = ["sh", "-c", "kill -TERM {os.getpid()}; sleep 0.2"]\n'
+    )
+    result = CliRunner().invoke(agent, ["--config", str(config), "--node-id", "n1", "--grace", "20s"])
+    assert result.exit_code == 0, result.output
+    assert "SIGTERM received" in result.stderr, result.stderr
+    assert SlotState.SUCCEEDED in finished_runs(redis_server.url, "cli-term", "stopper")
