@@ -33,6 +33,7 @@ from redis.exceptions import RedisClusterException, RedisError
 from quorum_cron.errors import StoreUnavailable
 from quorum_cron.redact import redact_url
 from quorum_cron.store import keys as store_keys
+from quorum_cron.store.connect import open_client
 from quorum_cron.store.keys import (
     DEFAULT_AUDIT_MAXLEN,
     DEFAULT_LEDGER_MAXLEN,
@@ -47,7 +48,7 @@ from quorum_cron.store.redis_membership import RedisMembership
 from quorum_cron.store.redis_notices import NoticeListener
 from quorum_cron.store.redis_reads import RedisReads
 from quorum_cron.store.redis_writes import RedisWrites
-from quorum_cron.store.urls import RedisTarget, open_client, parse_redis_url
+from quorum_cron.store.urls import RedisTarget, parse_redis_url
 
 __all__ = ["RedisStore", "redact_url"]
 

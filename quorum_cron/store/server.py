@@ -45,8 +45,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.base import Store
 from quorum_cron.store.client import RedisClient
+from quorum_cron.store.connect import open_client
 from quorum_cron.store.redis import RedisStore
-from quorum_cron.store.urls import RedisTarget, open_client
+from quorum_cron.store.urls import RedisTarget
 
 __all__ = [
     "MIN_REDIS",

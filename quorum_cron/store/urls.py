@@ -25,13 +25,10 @@ from __future__ import annotations
 
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from quorum_cron.errors import ConfigError
 from quorum_cron.redact import redact_url
-
-if TYPE_CHECKING:  # the forward below, typed (at run time it imports only when asked for)
-    from quorum_cron.store.connect import open_client as open_client
 
 __all__ = ["Mode", "RedisTarget", "bad_url", "parse_redis_url", "redis_url_problem"]
 
@@ -223,16 +220,3 @@ def redis_url_problem(url: str) -> str | None:
     except ConfigError as exc:
         return str(exc).removeprefix(_PREFIX)
     return None
-
-
-def __getattr__(name: str) -> Any:
-    """``open_client`` moved to :mod:`quorum_cron.store.connect`; this forward keeps old imports working.
-
-    Imported only when asked for, so importing this module (the configuration
-    does) still loads no redis-py. Remove once no module imports it from here.
-    """
-    if name == "open_client":
-        from quorum_cron.store.connect import open_client
-
-        return open_client
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
