@@ -19,6 +19,8 @@ Modules, each owning one thing:
 * :mod:`.observe`, :mod:`.alerts`, :mod:`.metrics`, :mod:`.logs` — telling people;
 * :mod:`.redisclient`, :mod:`.build`, :mod:`.preflight` — building an agent from a config and
   checking the server before it starts.
+* :mod:`.startup` — the one start-up path of ``quorum-cron agent`` and the Python API
+  (store, server checks, signals, the bad-value reporter).
 
 ``python -m quorum_cron.agent`` is ``quorum-cron agent``.
 """
