@@ -63,8 +63,9 @@ class Inspection(RunningSide):
         waits = [max(0, self._next_sweep_mono - now.mono_ms)] if not self._sweeping else []
         for js in self._jobs.values():
             if not self._stopping:
-                nf = js.job.schedule.next_after(js.cursor_ms)
-                waits.append(max(0, nf - s.vote_lead_ms - now.wall_ms))
+                if not js.removed:  # (a job removed by a reload takes in no new slot)
+                    nf = js.job.schedule.next_after(js.cursor_ms)
+                    waits.append(max(0, nf - s.vote_lead_ms - now.wall_ms))
                 for p in js.pending.values():
                     if p.in_flight:
                         continue

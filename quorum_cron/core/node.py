@@ -37,6 +37,8 @@ first tick             one ``ReadHighWater`` for every job, then ``RecordMissed`
                        for slots nobody voted for while the cluster was down
                        (or, under misfire ``run-once``, a vote for the
                        latest of them with a widened deadline)
+config reload          ``replace_jobs`` (:mod:`~quorum_cron.core.jobswap`): a changed
+                       job from its next slot; slots already taken in keep theirs
 store call failed      the same call again after ``retry_ms``; with the store
                        unreachable, votes and polls wait for it to answer
                        (the sweep probes) and missed records go one at a time
@@ -74,6 +76,7 @@ from quorum_cron.core.actions import (
     Vote,
 )
 from quorum_cron.core.inspection import Inspection
+from quorum_cron.core.jobswap import JobChanges, JobSwap
 from quorum_cron.core.model import (
     SlotState,
     SlotView,
@@ -99,6 +102,7 @@ __all__ = [
     "CoreJob",
     "Failure",
     "Finish",
+    "JobChanges",
     "Kill",
     "NodeCore",
     "NodeSettings",
@@ -120,7 +124,7 @@ __all__ = [
 _NEVER = NEVER
 
 
-class NodeCore(VotingSide, Inspection):
+class NodeCore(VotingSide, Inspection, JobSwap):
     """One node's protocol state. Drive it with :meth:`tick` and the ``on_*`` methods.
 
     Every method returns the actions to carry out now, in order. Each store
@@ -206,7 +210,7 @@ class NodeCore(VotingSide, Inspection):
                 js = by_index[i]
                 if voting:
                     nf = js.next_fire_ms if js.next_fire_for == js.cursor_ms else self._next_fire(js)
-                    if nf <= horizon:  # (most visits: nothing new is due)
+                    if nf <= horizon and not js.removed:  # (most visits: nothing new is due)
                         self._collect_due(js, now, out)
                     if js.pending:
                         self._votes_due(js, now, out, requests)
@@ -287,9 +291,10 @@ class NodeCore(VotingSide, Inspection):
         """
         wake_wall = wake_mono = visit_wall = visit_mono = _NEVER
         if not self._stopping:
-            wake_wall = (
-                js.next_fire_ms if js.next_fire_for == js.cursor_ms else self._next_fire(js)
-            ) - self._lead_ms
+            if not js.removed:
+                wake_wall = (
+                    js.next_fire_ms if js.next_fire_for == js.cursor_ms else self._next_fire(js)
+                ) - self._lead_ms
             pending = js.pending
             if pending:
                 trusted = self._may_vote
@@ -350,7 +355,7 @@ class NodeCore(VotingSide, Inspection):
         voted like any scheduled one, so a trigger still needs a quorum.
         """
         js = self._jobs.get(job)
-        if js is None or self._stopping or now.wall_ms > fire_ms + js.job.deadline_ms:
+        if js is None or js.removed or self._stopping or now.wall_ms > fire_ms + js.job.deadline_ms:
             return []
         js.pending.setdefault(fire_ms, _Pending(fire_ms=fire_ms, deadline_ms=js.job.deadline_ms))
         self._dirty.add(js.index)

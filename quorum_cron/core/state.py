@@ -139,6 +139,11 @@ class _JobState:
     caught_up: bool = False
     """The high-water read was answered: votes wait for it (a vote can raise the mark past
     slots the catch-up must still account for; sim/scenarios/bugs/outage-run-once-unaccounted)."""
+    before: list[tuple[int, CoreJob]] = field(default_factory=list)
+    """Definitions replaced by a reload (:mod:`quorum_cron.core.jobswap`), oldest first:
+    ``(boundary, job)`` — slots at or before the boundary are voted under that definition."""
+    removed: bool = False
+    """Removed by a reload: no new slots; what was voted, committed or running finishes."""
 
 
 class CoreState:
@@ -238,6 +243,9 @@ class CoreState:
         self._held.clear()
 
     def _vote_request(self, job: CoreJob, fire_ms: int, deadline_ms: int) -> VoteRequest:
+        js = self._jobs.get(job.name)
+        if js is not None and js.before:
+            job = self._definition(js, fire_ms)  # a slot from before a reload keeps its definition
         record = self._record
         return VoteRequest(
             job.name,
@@ -297,6 +305,15 @@ class CoreState:
     def _abstain_reason(self) -> str:
         """Why a due slot is not voted: the clock first (it is what a member would fix), then membership."""
         return self._trust_reason if not self._trusted else self._member_reason
+
+    @staticmethod
+    def _definition(js: _JobState, fire_ms: int) -> CoreJob:
+        """The definition slot ``fire_ms`` of the job belongs to (the current one unless a reload
+        replaced the job after the slot was taken in)."""
+        for boundary, old in js.before:
+            if fire_ms <= boundary:
+                return old
+        return js.job
 
     @staticmethod
     def _next_fire(js: _JobState) -> int:

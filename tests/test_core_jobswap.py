@@ -1,0 +1,123 @@
+"""A config reload's job swap in the pure core (``NodeCore.replace_jobs``, quorum_cron/core/jobswap.py).
+
+Virtual time on the in-memory store (tests/core_driver.py): a changed job
+applies from its next slot while a slot already voted or running keeps the
+old definition, an added job starts being scheduled, a removed job takes in
+no new slot but lets the one running finish.
+"""
+
+from __future__ import annotations
+
+from quorum_cron.core.actions import Vote
+from quorum_cron.core.membership import Configuration
+from quorum_cron.core.model import MembershipRecord, SlotState
+from quorum_cron.core.node import CoreJob, Failure, NodeCore, NodeSettings, Now
+from tests.core_driver import Driver, Every, boot
+
+T0 = 1_699_999_980_000
+
+
+def job(name: str = "a", period_ms: int = 1000, spec_hash: str = "h1", deadline_ms: int = 500) -> CoreJob:
+    return CoreJob(
+        name=name, schedule=Every(period_ms), spec_hash=spec_hash, deadline_ms=deadline_ms, timeout_ms=60_000
+    )
+
+
+def swap(d: Driver, jobs: list[CoreJob]) -> None:
+    for node in d.nodes.values():
+        node.core.replace_jobs(jobs, Now(wall_ms=d.now_ms + node.offset_ms, mono_ms=d.mono_ms))
+
+
+def states(d: Driver, name: str, start: int, end: int) -> dict[int, tuple[SlotState, str]]:
+    return {v.fire_ms: (v.state, v.spec_hash) for v in d.store.slots(name, start, end)}
+
+
+def test_a_changed_job_applies_from_its_next_slot_and_the_running_slot_keeps_the_old_one() -> None:
+    d = Driver([job(spec_hash="h1", period_ms=2_000)], n=3, run_ms=1_500)
+    d.run_until(T0 + 3_200)  # slot T0+2000 runs (1.5 s)
+    assert [t for _, _, t, _ in d.executions] == [T0, T0 + 2_000]
+    assert any(n.core.slot_phase("a", T0 + 2_000).name == "RUNNING" for n in d.nodes.values())
+    swap(d, [job(spec_hash="h2", period_ms=2_000)])
+    d.run_until(T0 + 12_000)
+    seen = states(d, "a", T0, T0 + 11_000)
+    for t, (state, spec) in seen.items():
+        assert state == SlotState.SUCCEEDED, (t, state)
+        assert spec == ("h1" if t <= T0 + 3_200 else "h2"), (t, spec)
+    # The new schedule (every 2 s) from the next slot on; no slot of the old one after the swap.
+    assert sorted(t for t in seen if t > T0 + 3_200) == [T0 + 4_000, T0 + 6_000, T0 + 8_000, T0 + 10_000]
+    assert all(not n.kills for n in d.nodes.values())
+
+
+def test_a_vote_sent_before_the_swap_is_retried_with_the_old_hash_the_next_slot_with_the_new() -> (
+    None
+):
+    core = NodeCore(NodeSettings(node_id="n1", quorum=2), [job(spec_hash="h1")])
+    core.set_trust(True)
+    boot(core, Now(T0 + 100, 0))
+    votes = [a for a in core.tick(Now(T0 + 960, 860)) if isinstance(a, Vote)]
+    assert [(r.fire_ms, r.spec_hash) for r in votes[0].requests] == [(T0 + 1_000, "h1")]
+    changes = core.replace_jobs([job(spec_hash="h2")], Now(T0 + 970, 870))
+    assert changes.changed == ("a",) and changes.boundaries == (("a", T0 + 1_000),)
+    core.on_failure(votes[0], Now(T0 + 980, 880), Failure.REFUSED, "busy")
+    # A newer membership record rebuilds pending requests: the slot's definition still decides the hash.
+    core.set_membership(MembershipRecord(1, Configuration.of(("n1", "n2", "n3"))))
+    again = [a for a in core.tick(Now(T0 + 1_400, 1_400)) if isinstance(a, Vote)]
+    assert [(r.fire_ms, r.spec_hash) for r in again[0].requests] == [(T0 + 1_000, "h1")]
+    core.on_failure(again[0], Now(T0 + 1_400, 1_400), Failure.REFUSED, "busy")
+    later = [r for a in core.tick(Now(T0 + 1_960, 1_960)) if isinstance(a, Vote) for r in a.requests]
+    assert (T0 + 2_000, "h2") in [(r.fire_ms, r.spec_hash) for r in later]
+    assert core.definition("a", T0 + 1_000).spec_hash == "h1"  # type: ignore[union-attr]
+    assert core.definition("a", T0 + 2_000).spec_hash == "h2"  # type: ignore[union-attr]
+
+
+def test_an_added_job_starts_being_scheduled() -> None:
+    d = Driver([job("a")], n=3)
+    d.run_until(T0 + 2_500)
+    swap(d, [job("a"), job("b", 500)])
+    d.run_until(T0 + 6_000)
+    b = states(d, "b", T0, T0 + 5_900)
+    assert b and all(state == SlotState.SUCCEEDED and spec == "h1" for state, spec in b.values())
+    assert min(b) <= T0 + 3_000 and max(b) >= T0 + 5_500
+    for node in d.nodes.values():
+        assert node.core.job_names == ("a", "b")
+        now = Now(d.now_ms, d.mono_ms)
+        assert node.core.next_wakeup(now) == node.core.reference_wakeup(now)
+
+
+def test_a_removed_job_takes_in_no_new_slot_and_its_running_slot_finishes() -> None:
+    d = Driver([job("a", 2_000), job("b", 2_000)], n=3, run_ms=1_500)
+    d.run_until(T0 + 2_200)
+    assert any(n.core.slot_phase("a", T0 + 2_000).name == "RUNNING" for n in d.nodes.values())
+    swap(d, [job("b", 2_000)])
+    d.run_until(T0 + 8_000)
+    a = states(d, "a", T0, T0 + 8_000)
+    assert max(a) == T0 + 2_000  # nothing after the swap
+    assert all(state == SlotState.SUCCEEDED for state, _ in a.values())  # the running one finished
+    assert max(states(d, "b", T0, T0 + 8_000)) >= T0 + 6_000
+    assert all(not n.kills for n in d.nodes.values())
+    for node in d.nodes.values():
+        assert node.core.job_names == ("b",)
+        assert node.core.on_trigger("a", d.now_ms, Now(d.now_ms, d.mono_ms)) == []
+        now = Now(d.now_ms, d.mono_ms)
+        assert node.core.next_wakeup(now) == node.core.reference_wakeup(now)
+    # Defined again later: scheduled again, under the new definition.
+    swap(d, [job("a", 2_000, spec_hash="h3"), job("b", 2_000)])
+    d.run_until(T0 + 14_000)
+    after = states(d, "a", T0 + 8_001, T0 + 13_500)
+    assert after == {t: (SlotState.SUCCEEDED, "h3") for t in (T0 + 10_000, T0 + 12_000)}
+
+
+def test_nodes_that_disagree_after_a_reload_fire_nothing_together() -> None:
+    d = Driver([job(spec_hash="h1")], n=3)
+    d.run_until(T0 + 2_200)
+    for name in ("n1",):  # one node reloaded: h2 alone, the two others still h1
+        node = d.nodes[name]
+        node.core.replace_jobs([job(spec_hash="h2")], Now(d.now_ms, d.mono_ms))
+    d.run_until(T0 + 5_000)
+    for t, (state, spec) in states(d, "a", T0 + 2_201, T0 + 4_500).items():
+        assert state == SlotState.SUCCEEDED and spec == "h1", (t, state, spec)
+        assert "n1" not in d.store.slot("a", t).voters or spec == "h1"
+    for name in ("n2", "n3"):
+        d.nodes[name].core.replace_jobs([job(spec_hash="h2")], Now(d.now_ms, d.mono_ms))
+    d.run_until(T0 + 8_000)
+    assert {v for v in states(d, "a", T0 + 5_001, T0 + 7_500).values()} == {(SlotState.SUCCEEDED, "h2")}
