@@ -191,3 +191,32 @@ def test_the_agent_stops_gracefully_on_sigterm_in_process(
     assert result.exit_code == 0, result.output
     assert "SIGTERM received" in result.stderr, result.stderr
     assert SlotState.SUCCEEDED in finished_runs(redis_server.url, "cli-term", "stopper")
+
+
+def test_the_api_reports_a_bad_value_read_from_redis_like_the_agent(redis_server: EmbeddedRedis) -> None:
+    """The agent's bad-value reporter runs in the API too: a corrupt member entry is counted, once."""
+    namespace = "api-junk"
+    client = redis_server.client(retry=None, socket_timeout=5.0)
+    try:
+        client.hset(f"qc:{{{namespace}}}:members", "evil", "[" * 1000)
+    finally:
+        client.close()
+    app = App(namespace=namespace, size=1, redis_url=redis_server.url, node_id="n1")
+
+    def counted() -> float:
+        value = app.metrics.registry.get_sample_value("quorum_cron_bad_values_total", {"kind": "member"})
+        return value or 0.0
+
+    async def main() -> None:
+        node = asyncio.create_task(app.serve())
+        try:
+            await asyncio.wait_for(app.ready(), 30)
+            deadline = asyncio.get_running_loop().time() + 20
+            while counted() == 0 and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.05)  # heartbeats read the members; the report lands on the loop
+        finally:
+            app.stop()
+            await asyncio.wait_for(node, 30)
+
+    asyncio.run(main())
+    assert counted() == 1
