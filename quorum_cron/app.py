@@ -228,8 +228,9 @@ class App:
             assert self.redis_url is not None
             owned, shown = open_node_store(self.redis_url, self.cluster)
             store = owned
-            try:
-                found = preflight(
+            try:  # on a worker thread: the checks wait on the network, the caller's loop must not
+                found = await asyncio.to_thread(
+                    preflight,
                     owned,
                     shown,
                     self.cluster.wait_replicas,
