@@ -101,6 +101,8 @@ _JOB_KEYS = (
     "misfire",
     "retries",
     "retry_backoff",
+    "retry_backoff_max",
+    "retry_jitter",
     "on_store_unavailable",
     "env",
     "stdin",
@@ -368,6 +370,10 @@ def _parse_job(raw: object, index: int, source: str, errors: list[str]) -> JobSp
     misfire = t.choice("misfire", get_args(Misfire), "skip")
     retries = t.integer("retries", 0, 100, default=0)
     backoff = t.duration("retry_backoff", 10 * _SECOND, 0, _DAY)
+    backoff_max = t.duration("retry_backoff_max", AUTO, 0, _DAY) if "retry_backoff_max" in raw else AUTO
+    jitter = raw.get("retry_jitter", 0.0)
+    for key, problem in JobSpec.retry_problems(backoff, backoff_max, jitter):
+        t.error(key, problem)
     on_store = t.choice("on_store_unavailable", get_args(StoreUnavailablePolicy), "skip")
     env = _parse_env(t, raw.get("env"))
     stdin = t.get("stdin", str, "a string (the command's standard input)", None)
@@ -403,6 +409,8 @@ def _parse_job(raw: object, index: int, source: str, errors: list[str]) -> JobSp
             cwd=cwd,
             env_passthrough=passthrough or (),
             alert_on=tuple(alert_on),
+            retry_backoff_max_ms=backoff_max,
+            retry_jitter=cast(float, jitter),
         )
     except ConfigError as exc:  # a rule only the constructor checks
         errors.append(f"{source}: {exc}")

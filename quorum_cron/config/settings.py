@@ -284,6 +284,43 @@ class JobSpec:
     """Which outcomes of this job raise an alert (:data:`ALERT_ON_KINDS`). Not part of
     :attr:`spec_hash`: it changes who is told, not what runs, so nodes may differ on it during
     a rollout without splitting the quorum."""
+    retry_backoff_max_ms: int = AUTO
+    """Each retry waits twice as long as the one before (``retry_backoff_ms`` first), up to
+    this. ``AUTO``: ``retry_backoff_ms``, i.e. a fixed backoff (the behaviour before it existed)."""
+    retry_jitter: float = 0.0
+    """0-1: each retry's wait is shortened by up to this fraction of itself, by an amount derived
+    from the slot and attempt, so every node computes the same wait (``quorum_cron.core.backoff``)."""
+
+    @staticmethod
+    def retry_problems(backoff_ms: int, max_ms: int, jitter: object) -> list[tuple[str, str]]:
+        """(field, problem) for each bad retry policy value: the one check of the constructor,
+        the config file and the Python API. ``max_ms`` ``AUTO`` is the default (no check)."""
+        problems: list[tuple[str, str]] = []
+        if max_ms != AUTO and max_ms < backoff_ms:
+            problems.append(
+                (
+                    "retry_backoff_max",
+                    f"'{format_duration(max_ms)}' is shorter than retry_backoff "
+                    f"'{format_duration(backoff_ms)}' (expected at least retry_backoff: it caps doubling)",
+                )
+            )
+        elif max_ms != AUTO and max_ms > backoff_ms == 0:
+            problems.append(
+                (
+                    "retry_backoff_max",
+                    f"'{format_duration(max_ms)}' cannot be reached from retry_backoff '0s' "
+                    f"(expected a retry_backoff above 0 to double, or no retry_backoff_max)",
+                )
+            )
+        if isinstance(jitter, bool) or not isinstance(jitter, int | float):
+            problems.append(
+                ("retry_jitter", f"{jitter!r} is {type(jitter).__name__} (expected a fraction 0-1, e.g. 0.2)")
+            )
+        elif not 0 <= jitter <= 1:
+            problems.append(
+                ("retry_jitter", f"{jitter!r} is outside 0-1 (expected a fraction of the wait, e.g. 0.2)")
+            )
+        return problems
 
     @classmethod
     def create(
@@ -340,8 +377,21 @@ class JobSpec:
             _fail(where, "cwd", f"{self.cwd!r} is not an absolute path (expected e.g. '/var/lib/app')")
         if self.starting_deadline_ms == AUTO:
             object.__setattr__(self, "starting_deadline_ms", default_starting_deadline_ms(self.schedule))
+        if self.retry_backoff_max_ms != AUTO:
+            _fail(
+                where,
+                "retry_backoff_max",
+                _range_problem(self.retry_backoff_max_ms, 0, _DAY, format_duration),
+            )
         for key, lo, hi in _JOB_DURATION_BOUNDS:
             _fail(where, key.removesuffix("_ms"), _range_problem(getattr(self, key), lo, hi, format_duration))
+        for key, problem in self.retry_problems(
+            self.retry_backoff_ms, self.retry_backoff_max_ms, self.retry_jitter
+        ):
+            _fail(where, key, problem)
+        if self.retry_backoff_max_ms == AUTO:
+            object.__setattr__(self, "retry_backoff_max_ms", self.retry_backoff_ms)
+        object.__setattr__(self, "retry_jitter", float(self.retry_jitter))
         _fail(where, "retries", _range_problem(self.retries, 0, 100))
         for key, enum in (("overlap", Overlap), ("delivery", Delivery)):
             try:
@@ -402,6 +452,12 @@ class JobSpec:
             **({"inherit_env": False} if not self.inherit_env else {}),
             **({"cwd": self.cwd} if self.cwd is not None else {}),
             **({"env_passthrough": sorted(self.env_passthrough)} if self.env_passthrough else {}),
+            **(
+                {"retry_backoff_max_ms": self.retry_backoff_max_ms}
+                if self.retry_backoff_max_ms != self.retry_backoff_ms
+                else {}
+            ),
+            **({"retry_jitter": self.retry_jitter} if self.retry_jitter else {}),
         }
 
     @functools.cached_property

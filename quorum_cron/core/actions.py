@@ -72,6 +72,12 @@ class CoreJob:
     retries: int = 0
     """Failed runs retried this many times, each under a new token (the store decides)."""
     retry_backoff_ms: int = 0
+    """The wait before the first retry (:func:`~quorum_cron.core.backoff.retry_delay_ms`)."""
+    retry_backoff_max_ms: int = 0
+    """Each further retry waits twice as long, up to this; at or below ``retry_backoff_ms``
+    (the default) the backoff is fixed."""
+    retry_jitter: float = 0.0
+    """0-1: each wait is shortened by up to this fraction, the same on every node."""
     run_local: bool = False
     """``on_store_unavailable = "run-local"``: while the store is unreachable, run due slots here alone."""
 

@@ -377,14 +377,16 @@ class NodeCore(VotingSide, Inspection, JobSwap):
                 p.local_detail = detail.split("\n", 1)[0]
                 self._dirty.add(js.index)
             return []
+        ran = None
         if js is not None:
-            js.running.pop(fire_ms, None)
+            ran = js.running.pop(fire_ms, None)
             self._dirty.add(js.index)
         key = (job, fire_ms)
         if key not in self._finishes and len(self._finishes) >= MAX_PENDING_FINISHES:
             self.dropped_finishes += 1
             return []
-        action = finished(job, fire_ms, token, succeeded, detail, js.job if js is not None else None)
+        attempt = ran.runs if ran is not None and ran.token == token else 0
+        action = finished(job, fire_ms, token, succeeded, detail, js.job if js is not None else None, attempt)
         self._finishes[key] = action
         self._finishing.add(key)
         return [action]

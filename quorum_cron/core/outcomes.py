@@ -12,6 +12,7 @@ a field (``RecordMissed.ran_locally``) instead of searching the text.
 from __future__ import annotations
 
 from quorum_cron.core.actions import CoreJob, Finish, Kill, RecordMissed
+from quorum_cron.core.backoff import retry_delay_ms
 from quorum_cron.core.model import SlotView
 from quorum_cron.core.state import LOCAL_ENDED, _Pending
 
@@ -56,11 +57,26 @@ def missed_unvoted(
 
 
 def finished(
-    job: str, fire_ms: int, token: int, succeeded: bool, detail: str, spec: CoreJob | None
+    job: str,
+    fire_ms: int,
+    token: int,
+    succeeded: bool,
+    detail: str,
+    spec: CoreJob | None,
+    attempt: int = 0,
 ) -> Finish:
-    """The result of this node's run under ``token`` (retried per ``spec``: a job it no longer has, none)."""
-    retries, backoff = (spec.retries, spec.retry_backoff_ms) if spec is not None else (0, 0)
-    return Finish(job, fire_ms, token, succeeded, detail, retries, backoff)
+    """The result of this node's run under ``token`` (retried per ``spec``: a job it no longer has, none).
+
+    ``attempt`` is the slot's run count this run started as (``SlotView.runs`` of its start
+    reply; 0 when unknown, taken as the first): the store waits the backoff for that attempt
+    (:func:`~quorum_cron.core.backoff.retry_delay_ms`) before the retry may start.
+    """
+    if spec is None:
+        return Finish(job, fire_ms, token, succeeded, detail, 0, 0)
+    backoff = spec.retry_backoff_ms
+    if not succeeded and spec.retries:
+        backoff = retry_delay_ms(job, fire_ms, attempt, backoff, spec.retry_backoff_max_ms, spec.retry_jitter)
+    return Finish(job, fire_ms, token, succeeded, detail, spec.retries, backoff)
 
 
 def killed_lease_ended(job: str, fire_ms: int, token: int) -> Kill:

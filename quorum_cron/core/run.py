@@ -273,7 +273,7 @@ class RunningSide(CoreState):
             return self._confirm(js, action.fire_ms, action.token, now)
         if js.start_first.get(action.fire_ms, (-1, 0))[0] == action.token:
             del js.start_first[action.fire_ms]
-        return self._run(js, action.fire_ms, action.token, sent)
+        return self._run(js, action.fire_ms, action.token, sent, reply.slot.runs)
 
     def _confirm(self, js: _JobState, fire_ms: int, token: int, now: Now) -> list[Action]:
         """Renew before running a start heard of late or only by a read (docs/protocol.md, "Leases").
@@ -285,13 +285,18 @@ class RunningSide(CoreState):
         js.confirming[fire_ms] = now.mono_ms
         return [Renew(js.job.name, fire_ms, token, self.settings.lease_ms)]
 
-    def _run(self, js: _JobState, fire_ms: int, token: int, lease_from: int) -> list[Action]:
-        """Run the job under a lease granted to a call sent at ``lease_from`` (monotonic)."""
+    def _run(self, js: _JobState, fire_ms: int, token: int, lease_from: int, runs: int) -> list[Action]:
+        """Run the job under a lease granted to a call sent at ``lease_from`` (monotonic).
+
+        ``runs``: the slot's run count the store's reply showed (this run included), kept
+        for the run's result: a failed attempt's retry waits the backoff of that attempt.
+        """
         lease = self.settings.lease_ms
         js.running[fire_ms] = _Running(
             token=token,
             renew_at_mono=lease_from + max(1, lease // 3),
             lease_until_mono=lease_end(lease_from, lease),
+            runs=runs,
         )
         return [Run(js.job.name, fire_ms, token, js.job.timeout_ms)]
 
@@ -319,7 +324,7 @@ class RunningSide(CoreState):
             del js.start_first[action.fire_ms]
         if not reply.ok or now.mono_ms - sent >= self.settings.lease_ms // 2:
             return []
-        return self._run(js, action.fire_ms, action.token, sent)
+        return self._run(js, action.fire_ms, action.token, sent, reply.slot.runs)
 
     def _on_renew(self, action: Renew, reply: TransitionResult, now: Now) -> list[Action]:
         js = self._jobs[action.job]

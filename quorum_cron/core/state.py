@@ -106,6 +106,8 @@ class _Running:
     lease_until_mono: int
     renewing: bool = False
     renew_sent_mono: int = 0
+    runs: int = 0
+    """The slot's run count when this run started (its attempt; 0: unknown), for its retry's backoff."""
 
 
 @dataclass(slots=True)
