@@ -422,13 +422,13 @@ def test_abstain_without_ntp_servers_is_refused(tmp_path: Path) -> None:
 
 
 def test_wait_replicas_reaches_the_store(tmp_path: Path) -> None:
-    from quorum_cron.agent.build import open_store
+    from quorum_cron.agent.startup import open_node_store
 
     text = MINIMAL.replace("size = 3", 'size = 3\nwait_replicas = 1\nwait_timeout = "250ms"')
     cluster = load_config(write(tmp_path, text)).cluster
     assert (cluster.wait_replicas, cluster.wait_timeout_ms) == (1, 250)
     assert load_config(write(tmp_path, MINIMAL)).cluster.wait_replicas == 0
-    store = open_store("redis://127.0.0.1:1/0", cluster)  # connects lazily: nothing listens there
+    store, _ = open_node_store("redis://127.0.0.1:1/0", cluster)  # connects lazily: nothing listens there
     try:
         wait = store._wait
         assert wait is not None and (wait.replicas, wait.timeout_ms) == (1, 250)
@@ -451,10 +451,11 @@ def test_bad_wait_settings_are_refused(tmp_path: Path, line: str, fragment: str)
 
 
 def test_wait_replicas_on_a_standalone_redis_is_named_at_start(redis_server: EmbeddedRedis) -> None:
-    from quorum_cron.agent.build import open_store, replica_shortfall
+    from quorum_cron.agent.build import replica_shortfall
+    from quorum_cron.agent.startup import open_node_store
 
     cluster = ClusterConfig(namespace="wait", size=3, wait_replicas=1)
-    store = open_store(redis_server.url, cluster)
+    store, _ = open_node_store(redis_server.url, cluster)
     try:
         warning = replica_shortfall(store, 1, "redis://test")
         assert warning is not None

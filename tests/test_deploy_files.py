@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from quorum_cron.agent.build import open_store
+from quorum_cron.agent.startup import open_node_store
 from quorum_cron.commands.agent import agent
 from quorum_cron.config.file import load_config
 from quorum_cron.config.settings import Config
@@ -121,7 +121,7 @@ def agents() -> Iterator[list[subprocess.Popen[str]]]:
 def wait_for_member(
     config: Config, url: str, node: str, proc: subprocess.Popen[str], timeout: float = 60
 ) -> None:
-    store = open_store(url, config.cluster)
+    store, _ = open_node_store(url, config.cluster)
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -1,8 +1,9 @@
-"""From a loaded configuration to a running agent's pieces: settings, jobs, store.
+"""From a loaded configuration to a running agent's pieces: settings and jobs.
 
 The configuration module validates; this module only translates its values
 into what :class:`~quorum_cron.agent.runtime.Agent` takes, so the command
-line and the demo build agents the same way.
+line and the demo build agents the same way. The store is opened by
+:func:`quorum_cron.agent.startup.open_node_store` (the one place, issue 25).
 """
 
 from __future__ import annotations
@@ -15,22 +16,9 @@ from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.config.settings import ClusterConfig, JobSpec
 from quorum_cron.core.node import CoreJob, NodeSettings
 from quorum_cron.errors import QuorumCronError
-from quorum_cron.store.client import connect_store
 from quorum_cron.store.redis import RedisStore
 
-__all__ = ["agent_job", "agent_settings", "core_job", "open_store", "replica_shortfall"]
-
-
-def open_store(url: str, cluster: ClusterConfig) -> RedisStore:
-    """The cluster's store on a fail-fast client (see :mod:`quorum_cron.store.client`)."""
-    return connect_store(
-        url,
-        cluster.namespace,
-        retention_ms=cluster.retention_ms,
-        ledger_maxlen=cluster.ledger_maxlen,
-        wait_replicas=cluster.wait_replicas,
-        wait_timeout_ms=cluster.wait_timeout_ms,
-    )
+__all__ = ["agent_job", "agent_settings", "core_job", "replica_shortfall"]
 
 
 def replica_shortfall(store: RedisStore, wait_replicas: int, shown_url: str) -> str | None:

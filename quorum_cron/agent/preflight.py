@@ -28,8 +28,7 @@ from __future__ import annotations
 
 from quorum_cron.errors import StoreError
 from quorum_cron.store.base import Store
-from quorum_cron.store.client import RedisClient
-from quorum_cron.store.server import SAFE_POLICY, eviction_problem, preflight
+from quorum_cron.store.server import SAFE_POLICY, RedisClient, eviction_problem, preflight
 
 __all__ = ["SAFE_POLICY", "PreflightError", "check_server", "eviction_problem"]
 

@@ -194,11 +194,11 @@ def _probe_redis(guard: ClockGuard, clock: Clock, url: str, namespace: str) -> N
     """
     # Imported only when asked: a plain NTP check must not need a Redis client.
     from quorum_cron.errors import QuorumCronError
-    from quorum_cron.store.client import connect_store
+    from quorum_cron.store.options import StoreOptions, open_store
 
     shown = redact_url(url) or ""
     try:
-        store = connect_store(url, namespace, socket_timeout=2.0, socket_connect_timeout=2.0)
+        store = open_store(url, StoreOptions(namespace), socket_timeout=2.0, socket_connect_timeout=2.0)
         try:
             probe = probe_store_time(clock, store.time_ms)
         finally:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final, TypeAlias, cast
 
 import redis
 from redis.cluster import RedisCluster
@@ -44,7 +44,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.base import Store
-from quorum_cron.store.client import RedisClient
 from quorum_cron.store.connect import open_client
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.urls import RedisTarget
@@ -54,6 +53,7 @@ __all__ = [
     "MIN_VALKEY",
     "NEEDS",
     "SAFE_POLICY",
+    "RedisClient",
     "ServerCheck",
     "ServerInfo",
     "ServerProbe",
@@ -75,6 +75,10 @@ NEEDS: Final = (
     "and Redis 7's Lua error replies"
 )
 """What a server below the minimum lacks, as the refusal names it."""
+
+RedisClient: TypeAlias = redis.Redis | RedisCluster
+"""A redis-py client of any deployment form, as :func:`~quorum_cron.store.connect.open_client` builds it:
+the name the checks' callers outside ``store/`` type it with, importing no redis-py."""
 
 SAFE_POLICY: Final = "noeviction"
 """The one ``maxmemory-policy`` an agent runs on. An allowlist, not a denylist of
