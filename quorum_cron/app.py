@@ -135,6 +135,7 @@ class App:
         self._funcs: dict[str, Callable[[JobContext], object]] = {}
         self._agent: Agent | None = None
         self._started = asyncio.Event()
+        self._start_error: BaseException | None = None
         self.metrics = Metrics()
 
     def __repr__(self) -> str:
@@ -220,6 +221,26 @@ class App:
         with the agent's one line (an evicting server is refused unless
         ``allow_evicting_redis=True``). An injected store has no server to check.
         """
+        self._start_error = None
+        self._started.clear()
+        try:
+            agent, owned = await self._start()
+        except BaseException as exc:
+            self._start_error = exc  # for ready(): a refused start must not leave it waiting
+            self._started.set()
+            raise
+        self._agent = agent
+        self._started.set()
+        try:
+            await run_node(agent, signals=signals)
+        finally:
+            self._agent = None
+            self._started.clear()
+            if owned is not None:
+                owned.close()
+
+    async def _start(self) -> tuple[Agent, RedisStore | None]:
+        """The checked store (owned when opened here) and the node's agent on it."""
         owned: RedisStore | None = None
         store: Store
         if self._store is not None:
@@ -245,15 +266,7 @@ class App:
         agent = new_agent(
             self.cluster, self.node_id, jobs, store, grace_ms=self._grace_ms, metrics=self.metrics
         )
-        self._agent = agent
-        self._started.set()
-        try:
-            await run_node(agent, signals=signals)
-        finally:
-            self._agent = None
-            self._started.clear()
-            if owned is not None:
-                owned.close()
+        return agent, owned
 
     def stop(self) -> None:
         """Ask a serving node to stop gracefully (safe from the loop thread)."""
@@ -261,8 +274,14 @@ class App:
             self._agent.request_stop("App.stop()")
 
     async def ready(self) -> None:
-        """Wait until the node has joined the cluster (for tests and start-up ordering)."""
+        """Wait until the node has joined the cluster (for tests and start-up ordering).
+
+        Raises what :meth:`serve` raised when the start was refused (e.g. a
+        :class:`~quorum_cron.agent.preflight.PreflightError`) instead of waiting forever.
+        """
         await self._started.wait()
+        if self._start_error is not None:
+            raise self._start_error
         assert self._agent is not None
         await self._agent.ready.wait()
 

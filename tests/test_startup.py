@@ -66,23 +66,23 @@ def cli_error(tmp_path: Path, url: str, namespace: str) -> str:
 
 
 def api_error(url: str, namespace: str) -> str:
-    """What ``App.serve()`` raises on ``url``, as the agent would print it."""
+    """What ``App.serve()`` raises on ``url`` (and ``App.ready()`` with it), as the agent would print it."""
     app = App(namespace=namespace, size=1, redis_url=url, node_id="n1")
 
-    async def main() -> None:
+    async def main() -> BaseException:
         node = asyncio.ensure_future(app.serve())
-        joined = asyncio.ensure_future(app.ready())
-        await asyncio.wait({node, joined}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
-        joined.cancel()
-        if not node.done():
-            app.stop()
-            await node
-            pytest.fail(f"App started on {url} instead of refusing it")
-        node.result()
+        try:
+            await asyncio.wait_for(app.ready(), 30)
+        except PreflightError as refused:
+            with pytest.raises(PreflightError) as raised:
+                await node
+            assert raised.value is refused
+            return refused
+        app.stop()
+        await node
+        pytest.fail(f"App started on {url} instead of refusing it")
 
-    with pytest.raises(PreflightError) as refused:
-        asyncio.run(main())
-    return f"error: {refused.value}"
+    return f"error: {asyncio.run(main())}"
 
 
 def test_the_api_refuses_a_server_below_the_matrix_with_the_agents_line(tmp_path: Path) -> None:
