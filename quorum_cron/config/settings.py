@@ -27,6 +27,7 @@ from typing import Any, Final, Literal, get_args
 
 from quorum_cron.config.durations import format_duration
 from quorum_cron.config.members import members_problem, size_vs_members
+from quorum_cron.config.retry import retry_problems
 from quorum_cron.config.schedule import DstPolicy, Schedule
 from quorum_cron.config.values import (
     _CLUSTER_OUTPUT_BOUNDS,
@@ -291,36 +292,8 @@ class JobSpec:
     """0-1: each retry's wait is shortened by up to this fraction of itself, by an amount derived
     from the slot and attempt, so every node computes the same wait (``quorum_cron.core.backoff``)."""
 
-    @staticmethod
-    def retry_problems(backoff_ms: int, max_ms: int, jitter: object) -> list[tuple[str, str]]:
-        """(field, problem) for each bad retry policy value: the one check of the constructor,
-        the config file and the Python API. ``max_ms`` ``AUTO`` is the default (no check)."""
-        problems: list[tuple[str, str]] = []
-        if max_ms != AUTO and max_ms < backoff_ms:
-            problems.append(
-                (
-                    "retry_backoff_max",
-                    f"'{format_duration(max_ms)}' is shorter than retry_backoff "
-                    f"'{format_duration(backoff_ms)}' (expected at least retry_backoff: it caps doubling)",
-                )
-            )
-        elif max_ms != AUTO and max_ms > backoff_ms == 0:
-            problems.append(
-                (
-                    "retry_backoff_max",
-                    f"'{format_duration(max_ms)}' cannot be reached from retry_backoff '0s' "
-                    f"(expected a retry_backoff above 0 to double, or no retry_backoff_max)",
-                )
-            )
-        if isinstance(jitter, bool) or not isinstance(jitter, int | float):
-            problems.append(
-                ("retry_jitter", f"{jitter!r} is {type(jitter).__name__} (expected a fraction 0-1, e.g. 0.2)")
-            )
-        elif not 0 <= jitter <= 1:
-            problems.append(
-                ("retry_jitter", f"{jitter!r} is outside 0-1 (expected a fraction of the wait, e.g. 0.2)")
-            )
-        return problems
+    retry_problems = staticmethod(retry_problems)
+    """The retry policy's rules (:mod:`quorum_cron.config.retry`), for the file reader and the API."""
 
     @classmethod
     def create(
@@ -377,17 +350,11 @@ class JobSpec:
             _fail(where, "cwd", f"{self.cwd!r} is not an absolute path (expected e.g. '/var/lib/app')")
         if self.starting_deadline_ms == AUTO:
             object.__setattr__(self, "starting_deadline_ms", default_starting_deadline_ms(self.schedule))
-        if self.retry_backoff_max_ms != AUTO:
-            _fail(
-                where,
-                "retry_backoff_max",
-                _range_problem(self.retry_backoff_max_ms, 0, _DAY, format_duration),
-            )
+        if (backoff_max := self.retry_backoff_max_ms) != AUTO:
+            _fail(where, "retry_backoff_max", _range_problem(backoff_max, 0, _DAY, format_duration))
         for key, lo, hi in _JOB_DURATION_BOUNDS:
             _fail(where, key.removesuffix("_ms"), _range_problem(getattr(self, key), lo, hi, format_duration))
-        for key, problem in self.retry_problems(
-            self.retry_backoff_ms, self.retry_backoff_max_ms, self.retry_jitter
-        ):
+        for key, problem in retry_problems(self.retry_backoff_ms, backoff_max, self.retry_jitter):
             _fail(where, key, problem)
         if self.retry_backoff_max_ms == AUTO:
             object.__setattr__(self, "retry_backoff_max_ms", self.retry_backoff_ms)
@@ -427,6 +394,7 @@ class JobSpec:
 
     def canonical(self) -> dict[str, object]:
         """Every field of the definition as JSON-ready data (the input of :attr:`spec_hash`)."""
+        backoff_max = self.retry_backoff_max_ms
         return {
             "v": 1,
             "name": self.name,
@@ -452,11 +420,7 @@ class JobSpec:
             **({"inherit_env": False} if not self.inherit_env else {}),
             **({"cwd": self.cwd} if self.cwd is not None else {}),
             **({"env_passthrough": sorted(self.env_passthrough)} if self.env_passthrough else {}),
-            **(
-                {"retry_backoff_max_ms": self.retry_backoff_max_ms}
-                if self.retry_backoff_max_ms != self.retry_backoff_ms
-                else {}
-            ),
+            **({"retry_backoff_max_ms": backoff_max} if backoff_max != self.retry_backoff_ms else {}),
             **({"retry_jitter": self.retry_jitter} if self.retry_jitter else {}),
         }
 
