@@ -111,10 +111,8 @@ def _acl(probe: ServerProbe, target: RedisTarget, api: Api, user: str | None) ->
     """Print the ACL lines; return the problems."""
     whoami = probe.whoami() or target.username or "default"  # no +acl|whoami: the URL's user
     cluster = target.mode == "cluster"
-    if user is None and probe.may_dryrun(
-        whoami
-    ):  # an admin checking itself: ACL DRYRUN covers the writes too
-        user = whoami
+    if user is None and probe.may_dryrun(whoami):
+        user = whoami  # an admin checking itself: ACL DRYRUN covers the writes too
     if user is not None:
         refused = []
         for cmd in required_commands(cluster, api):
