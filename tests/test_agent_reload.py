@@ -5,8 +5,11 @@
   config it had;
 * a change the protocol does not see (``alert_on``) is taken live: the next
   failed slot alerts;
-* a changed definition is applied by a graceful stop (exit 0) for the
-  service manager to restart the agent with the new file.
+* a changed definition (another schedule) is swapped live: the slots after
+  the reload's boundary follow the new schedule, the node runs on;
+* a ``[cluster]`` setting a running node cannot take (the lease) is applied
+  by a graceful stop (exit 0) for the service manager to restart the agent
+  with the new file.
 
 And :func:`plan_reload`'s reading of what changed, as a pure function.
 """
@@ -37,7 +40,7 @@ def _fields(doc: dict[str, object]) -> dict[str, object]:
 
 
 @pytest.mark.slow
-def test_sighup_refuses_a_bad_file_takes_alert_on_live_and_restarts_for_a_new_definition(
+def test_sighup_refuses_a_bad_file_takes_jobs_live_and_restarts_for_a_cluster_setting(
     tmp_path: Path, redis_server: EmbeddedRedis
 ) -> None:
     sink = AlertSink()
@@ -83,12 +86,36 @@ def test_sighup_refuses_a_bad_file_takes_alert_on_live_and_restarts_for_a_new_de
         )
         assert c.nodes["n1"].proc.poll() is None
 
-        # A new definition: a graceful stop, exit 0, for the service manager to restart.
+        # A new definition (every 2 s, not 1 s): swapped live from the next slot, no restart.
         c.config(JOB.format(schedule="@every 2s", alert_on='["failed"]'), extra=extra)
+        c.signal("n1", signal.SIGHUP)
+        (swapped,) = c.wait("the swap", lambda: c.nodes["n1"].logged("reload", job="tick") or None, 10)
+        boundary = swapped["boundary"]
+        assert isinstance(boundary, int), swapped
+        reloads = c.wait(
+            "the reload event",
+            lambda: c.nodes["n1"].logged("config_reloaded")[1:] or None,
+            10,
+        )
+        redefined = reloads[-1]
+        assert "redefined: tick" in str(redefined["msg"]) and redefined["restart"] is False, redefined
+
+        def after() -> list[int]:
+            slots = [e["slot"] for e in c.nodes["n1"].logged("finish", job="tick")]
+            return [s for s in slots if isinstance(s, int) and s > boundary]
+
+        later = c.wait("three slots of the new schedule", lambda: after() if len(after()) >= 3 else None, 20)
+        assert all(s % 2_000 == 0 for s in later) and len(set(later)) == len(later), later
+        assert c.nodes["n1"].proc.poll() is None and not c.nodes["n1"].logged("stopping")
+
+        # A cluster setting the running node cannot take: a graceful stop, exit 0, for the
+        # service manager to restart it with the new file.
+        c.config(JOB.format(schedule="@every 2s", alert_on='["failed"]'), extra=extra + 'lease = "20s"\n')
         c.signal("n1", signal.SIGHUP)
         assert c.nodes["n1"].proc.wait(20) == 0, c.describe()
         restart = c.nodes["n1"].logged("config_reloaded")[-1]
-        assert "redefined: tick" in str(restart["msg"]) and restart["restart"] is True, restart
+        assert "cluster settings needing a restart: lease_ms" in str(restart["msg"]), restart
+        assert restart["restart"] is True, restart
         assert c.nodes["n1"].logged("left")
     finally:
         c.close()
@@ -108,6 +135,13 @@ def test_plan_reload_tells_live_changes_from_those_that_need_a_restart() -> None
     assert plan_reload(_config(a, b), _config(a, b)).empty
     live = plan_reload(_config(a, b), _config(quiet_a, b, alert_url="http://127.0.0.1:9/x"))
     assert (live.alerting, live.cluster_live, live.needs_restart) == (("a",), ("alert_url",), False)
+    jobs = plan_reload(_config(a, b), _config(quiet_a, slow_b, c))
+    assert (jobs.added, jobs.redefined, jobs.jobs_changed, jobs.needs_restart) == (
+        ("c",),
+        ("b",),
+        True,
+        False,
+    )
     plan = plan_reload(_config(a, b), _config(quiet_a, slow_b, c, lease_ms=20_000))
     assert (plan.added, plan.removed, plan.redefined, plan.alerting) == (("c",), (), ("b",), ("a",))
     assert plan.cluster_restart == ("lease_ms",) and plan.needs_restart

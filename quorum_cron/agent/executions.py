@@ -103,8 +103,11 @@ class Runs:
 
     # -- starting and stopping -----------------------------------------------
 
-    def start(self, action: Run) -> None:
-        """The store let this node start the slot: run it (or report the local run of it)."""
+    def start(self, action: Run, job: AgentJob | None = None) -> None:
+        """The store let this node start the slot: run it (or report the local run of it).
+
+        ``job``: the definition the slot runs under when it is not the current one (a slot
+        taken in before a config reload changed or removed the job keeps its command)."""
         key = (action.job, action.fire_ms)
         outcome = self._local_results.pop(key, None)
         if outcome is not None:
@@ -133,7 +136,7 @@ class Runs:
             return
         if current is not None:
             current[0].stop(f"superseded by token {action.token}")
-        self._spawn(action, local=False)
+        self._spawn(action, local=False, job=job)
 
     def run_local(self, action: RunLocal, reason: str) -> None:
         """The core's ``RunLocal``: run the slot here alone (the core runs a slot locally at most once)."""
@@ -175,7 +178,7 @@ class Runs:
 
     # -- internals -----------------------------------------------------------
 
-    def _spawn(self, action: Run, *, local: bool) -> None:
+    def _spawn(self, action: Run, *, local: bool, job: AgentJob | None = None) -> None:
         key = (action.job, action.fire_ms)
         view = self._views.pop(key, None)
         output = RunOutput(
@@ -188,7 +191,7 @@ class Runs:
         )
         self._outputs[key] = output
         run = JobRun(
-            self.jobs[action.job].target,
+            (job if job is not None else self.jobs[action.job]).target,
             job=action.job,
             fire_ms=action.fire_ms,
             token=action.token,

@@ -1,23 +1,29 @@
 """SIGHUP: read the config file again, refuse a bad one, take what can be taken while running.
 
-What a reload may change while the node runs is what the protocol does not
-see: each job's ``alert_on`` (not part of its spec hash), the alert hook
-(``alert_command``, ``alert_url``) and how job output is logged. Those
-apply at once, to the next alert and the next run.
+What a reload changes while the node runs:
 
-A change the protocol sees — a job added, removed, or defined differently
-(another spec hash), or a ``[cluster]`` setting the core or the store uses
-(size, quorum, members, lease, Redis URL...) — is not swapped under a
-running node: the :class:`~quorum_cron.core.node.NodeCore` takes its jobs at
-construction and has no way to replace a definition under slots it has
-already voted on, renews leases for and must finish. Such a reload is
-applied by a graceful restart instead: :meth:`ConfigReload.reload` answers
-``restart``, the agent stops like on SIGTERM (running jobs finish and are
-recorded, the membership is left) and the service manager starts it again
-with the new file (``Restart=`` in the systemd unit). The new definitions
-then apply from the next slot each new process votes for; while nodes
-restart one by one, the spec-hash rule keeps a slot from committing on a
-mix of definitions (a slot needs a quorum on ONE hash).
+* **Jobs** — added, removed, or defined differently (another spec hash):
+  swapped live through :meth:`~quorum_cron.agent.runtime.Agent.replace_jobs`
+  (:mod:`quorum_cron.core.jobswap`). A changed job applies from its next
+  slot: a slot this node already took in (voted, committed, running, a
+  retry of one) keeps the definition it was voted under — its hash, its
+  command, environment and timeout — and a run already going is left
+  alone. The spec-hash rule holds throughout: a slot commits only on a
+  quorum of ONE hash, so nodes that disagree while they are reloaded one by
+  one never fire a slot together. An added job is scheduled like at a
+  node's start; a removed one takes in no new slot and lets its voted or
+  running ones finish.
+* **What the protocol does not see** — each job's ``alert_on`` (not part of
+  its spec hash), the alert hook (``alert_command``, ``alert_url``) and how
+  job output is logged: at once, to the next alert and the next run.
+* **Any other ``[cluster]`` setting** (size, quorum, members, lease, Redis
+  URL, namespace, clock settings...) is what the store, the membership and
+  every slot's votes are built on: it is not swapped under a running node.
+  Such a reload is applied by a graceful restart: :meth:`ConfigReload.reload`
+  answers ``restart``, the agent stops like on SIGTERM (running jobs finish
+  and are recorded, the membership is left) and the service manager starts
+  it again with the new file (``Restart=`` in the systemd unit). Nothing of
+  the new file is taken then, jobs included: the restart takes it whole.
 
 A file that does not load or validate is refused with one line (log and
 the ``config_refused`` alert); the node keeps running the config it has.
@@ -33,8 +39,10 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from quorum_cron.agent.alerts import AlertHook, AlertKind
+from quorum_cron.agent.build import agent_job
 from quorum_cron.agent.executions import Runs
 from quorum_cron.agent.logs import EVENT_LOGGER, event
+from quorum_cron.agent.runtime import Agent
 from quorum_cron.agent.spec import AgentJob
 from quorum_cron.config.settings import ClusterConfig, Config
 from quorum_cron.errors import ConfigError
@@ -63,12 +71,18 @@ class ReloadPlan:
     cluster_restart: tuple[str, ...] = ()
 
     @property
+    def jobs_changed(self) -> bool:
+        """Jobs added, removed or redefined: swapped live by a node that can (``Agent.replace_jobs``)."""
+        return bool(self.added or self.removed or self.redefined)
+
+    @property
     def needs_restart(self) -> bool:
-        return bool(self.added or self.removed or self.redefined or self.cluster_restart)
+        """A ``[cluster]`` setting a running node cannot take (see the module docstring)."""
+        return bool(self.cluster_restart)
 
     @property
     def empty(self) -> bool:
-        return not (self.needs_restart or self.alerting or self.cluster_live)
+        return not (self.jobs_changed or self.needs_restart or self.alerting or self.cluster_live)
 
     def describe(self) -> str:
         parts = []
@@ -127,14 +141,17 @@ class ConfigReload:
         jobs: MutableMapping[str, AgentJob],
         alerts: AlertHook,
         runs: Runs,
+        agent: Agent | None = None,
     ) -> None:
         """``load``: reads and validates the file (raises :class:`ConfigError`); ``jobs``: the agent's own
-        job table, shared with its parts (an entry replaced here is what they read next)."""
+        job table, shared with its parts (an entry replaced here is what they read next); ``agent``:
+        the node whose jobs a changed job set is swapped into (None: such a reload restarts it)."""
         self.config = config
         self._load = load
         self._jobs = jobs
         self._alerts = alerts
         self._runs = runs
+        self._agent = agent
 
     def reload(self) -> Verdict:
         """Read the file again: refuse it, take it live, or ask for a graceful restart."""
@@ -154,14 +171,29 @@ class ConfigReload:
         if plan.empty:
             event(log, logging.INFO, "reload", f"{source} reloaded: no change", source=source)
             return "unchanged"
-        if plan.needs_restart:
+        if plan.needs_restart or (plan.jobs_changed and self._agent is None):
+            what = "these cluster settings" if plan.needs_restart else "its jobs"
             message = (
-                f"{source} reloaded: {plan.describe()}; the running node cannot change job definitions or "
-                f"these cluster settings under its slots: restarting gracefully to apply them"
+                f"{source} reloaded: {plan.describe()}; the running node cannot change {what} under "
+                f"its slots: restarting gracefully to apply them"
             )
             self._alerts.note(AlertKind.CONFIG_RELOADED, message, source=source, restart=True)
             return "restart"
         specs = {j.name: j for j in new.jobs}
+        if plan.jobs_changed and self._agent is not None:
+            changes = self._agent.replace_jobs([agent_job(j) for j in new.jobs if not j.in_process])
+            boundaries = dict(changes.boundaries)
+            for name in changes.changed:
+                if name in boundaries:
+                    event(
+                        log,
+                        logging.INFO,
+                        "reload",
+                        f"{name}: the new definition {specs[name].spec_hash[:12]} applies to slots after "
+                        f"{boundaries[name]}; slots up to it keep the old one",
+                        job=name,
+                        boundary=boundaries[name],
+                    )
         for name in plan.alerting:
             self._jobs[name] = replace(self._jobs[name], alert_on=specs[name].alert_on)
         cluster = new.cluster

@@ -48,6 +48,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Coroutine, Sequence
+from dataclasses import replace
 from functools import partial
 
 from quorum_cron.agent.alerts import AlertHook, AlertJournal
@@ -68,6 +69,7 @@ from quorum_cron.core.node import (
     Action,
     Failure,
     Finish,
+    JobChanges,
     Kill,
     NodeCore,
     Now,
@@ -89,6 +91,9 @@ EXIT_ID_TAKEN = 3
 
 FLUSH_TIMEOUT_MS = 10_000
 """After the last job ended at shutdown, how long results may take to reach the store."""
+
+MAX_DEFINITIONS_KEPT = 8
+"""Per job, how many definitions replaced by reloads are kept for their slots still to run."""
 
 
 class Agent:
@@ -175,6 +180,11 @@ class Agent:
         """Why the grace period was cut short (a second signal): the stopped runs' recorded cause."""
         self._joined = False
         self._exit_code = EXIT_OK
+        self._before: dict[str, list[tuple[int, AgentJob]]] = {}
+        """Definitions replaced by a reload: job → ``(boundary, job)``, oldest first; the slots at or
+        before the boundary run under that definition (:meth:`replace_jobs`)."""
+        self._retired: dict[str, AgentJob] = {}
+        """Jobs removed by a reload: their slots already taken in still run under this."""
         self.ready = asyncio.Event()
         """Set once the node has joined and started its loop (tests, App)."""
 
@@ -211,6 +221,42 @@ class Agent:
             self._grace_cut = why
         self._stop_deadline_mono = self.clock.monotonic_ms()
         self._poke()
+
+    def replace_jobs(self, jobs: Sequence[AgentJob]) -> JobChanges:
+        """Run ``jobs`` from now on (a config reload; call it on the loop's thread).
+
+        The core applies a changed job from its next slot
+        (:meth:`~quorum_cron.core.node.NodeCore.replace_jobs`); here the
+        command, environment and timeout follow the same boundary: a slot
+        the node took in before the reload (voted, committed, retried)
+        runs the definition it was voted under, and a run already going
+        is left alone. A removed job's slots already taken in still run.
+        The job table shared with the agent's parts is updated in place.
+        """
+        new = {j.name: j for j in jobs}
+        changes = self.core.replace_jobs([j.core for j in jobs], self.now())
+        for name, boundary in changes.boundaries:
+            old = self.jobs.get(name) or self._retired.get(name)
+            if old is not None:
+                kept = self._before.setdefault(name, [])
+                kept.append((boundary, old))
+                del kept[:-MAX_DEFINITIONS_KEPT]
+        for name in changes.removed:
+            self._retired[name] = self.jobs[name]
+        for name in new:
+            self._retired.pop(name, None)
+        self.jobs.clear()
+        self.jobs.update(new)
+        self._poke()
+        return changes
+
+    def job_for(self, job: str, fire_ms: int) -> AgentJob | None:
+        """The definition slot ``(job, fire_ms)`` runs under on this node (None: a job never known)."""
+        for boundary, old in self._before.get(job, ()):
+            if fire_ms <= boundary:
+                return old
+        current = self.jobs.get(job)
+        return current if current is not None else self._retired.get(job)
 
     async def run(self) -> int:
         """Join, run until stopped, leave. Raises :class:`NodeIdTaken` if the id is held."""
@@ -349,7 +395,7 @@ class Agent:
         for action in actions:
             match action:
                 case Run():
-                    self.runs.start(action)
+                    self._start(action)
                 case RunLocal():
                     self.runs.run_local(action, self.health.down_reason or "no answer")
                 case Kill():
@@ -360,6 +406,14 @@ class Agent:
                     self.health.refused(action)
                 case _:
                     self._call_store(action)
+
+    def _start(self, action: Run) -> None:
+        """Run the slot under its own definition (another than the current one after a reload)."""
+        job = self.job_for(action.job, action.fire_ms)
+        if job is None or job is self.jobs.get(action.job):
+            self.runs.start(action)
+        else:
+            self.runs.start(replace(action, timeout_ms=job.core.timeout_ms), job)
 
     def _call_store(self, action: StoreAction) -> None:
         if isinstance(action, Finish):

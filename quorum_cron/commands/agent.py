@@ -7,9 +7,10 @@ period, results are recorded, membership is left, exit 0); a second one
 ends the grace period at once (running jobs are stopped and recorded as
 failed). SIGHUP reloads the config file
 (``agent/reload.py``): a bad file is refused with one line and the node
-runs on; ``alert_on``, the alert hook and output logging are taken live; a
-changed job set or definition is applied by a graceful stop (as SIGTERM)
-for the service manager to restart the agent with the new file.
+runs on; jobs added, removed or redefined are swapped live (a changed job
+from its next slot), as are ``alert_on``, the alert hook and output
+logging; another ``[cluster]`` setting is applied by a graceful stop (as
+SIGTERM) for the service manager to restart the agent with the new file.
 
 Exit status: 0 after a graceful stop; 1 for bad input — a bad config, a
 bad option (node id, ``--grace``, metrics address), or a Redis server that
@@ -144,6 +145,7 @@ def agent(
         jobs=runtime.jobs,
         alerts=runtime.alerts,
         runs=runtime.runs,
+        agent=runtime,
     )
     web_server = None
     if web_port is not None:
