@@ -139,10 +139,9 @@ def new_agent(
     metrics: Metrics,
     source: str = "the config",
 ) -> Agent:
-    """The node's :class:`Agent`; a Redis store also carries its notices (pub/sub)."""
+    """The node's :class:`Agent`; on a Redis store it also listens to the store's notices (pub/sub)."""
     settings = agent_settings(cluster, node_id, grace_ms=grace_ms, source=source)
-    notices = store.client if isinstance(store, RedisStore) else None
-    return Agent(settings, jobs, store, notices=notices, metrics=metrics)
+    return Agent(settings, jobs, store, notices=isinstance(store, RedisStore), metrics=metrics)
 
 
 async def run_node(agent: Agent, *, signals: bool, reloader: ConfigReload | None = None) -> int:
