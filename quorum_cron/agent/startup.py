@@ -105,7 +105,7 @@ def preflight(
     the refusal says it. A server that cannot be reached passes (the node
     waits for it).
     """
-    policy = check_server(store.client, shown_url, store.members_key)
+    policy = check_server(store, shown_url)  # the store itself: its members key, no raw client
     eviction = eviction_problem(policy or "", shown_url)
     if eviction is not None and not allow_evicting:
         raise PreflightError(f"{eviction}, or pass {override} to run anyway")

@@ -88,7 +88,7 @@ def store_for(config: Config, redis_url: str | None) -> tuple[RedisStore, str]:
         store, shown = open_node_store(store_url(config, redis_url), config.cluster)
     except QuorumCronError as exc:
         fail(str(exc))
-    problem = server_problem(store.client, shown)
+    problem = server_problem(store, shown)
     if problem is not None:
         store.close()
         fail(problem)
