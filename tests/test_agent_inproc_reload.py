@@ -125,3 +125,64 @@ def test_sighup_with_a_changed_command_runs_the_new_one_from_the_next_slot(
     assert not [r for r in caplog.records if getattr(r, "qc_event", "") == "kill"]
     stops = [r.getMessage() for r in caplog.records if getattr(r, "qc_event", "") == "stopping"]
     assert stops and all(m.startswith("test over") for m in stops), stops  # no restart for a job change
+
+
+def test_a_reload_adds_a_job_that_runs_and_removes_one_whose_running_slot_finishes(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    out = tmp_path / "runs.txt"
+    cluster = ClusterConfig(namespace="swap", size=AUTO, members=("a",), heartbeat_ms=200, lease_ms=5_000)
+
+    def spec(name: str, schedule: str, script: str) -> JobSpec:
+        return JobSpec.create(name, schedule, command=("sh", "-c", script), starting_deadline_ms=900)
+
+    gone = spec(
+        "gone", "@every 1s", f"echo start $QUORUM_CRON_SLOT_MS >> {out}; sleep 0.5; echo end 0 >> {out}"
+    )
+    added = spec("added", "@every 1h", f"echo new $QUORUM_CRON_SLOT_MS >> {out}")
+    store = RedisStore(redis_client, "swap")
+    agent = Agent(agent_settings(cluster, "a"), [agent_job(gone)], store, notices=redis_client)
+    reloader = ConfigReload(
+        Config(cluster, (gone,)),
+        lambda: Config(cluster, (added,)),
+        jobs=agent.jobs,
+        alerts=agent.alerts,
+        runs=agent.runs,
+        agent=agent,
+    )
+    in_flight: list[int] = []
+    triggered: list[int] = []
+
+    def gone_running() -> bool:
+        going = sorted(s for w, s in lines(out) if w == "start" and agent.runs.running("gone", s))
+        in_flight.extend(going[-1:])
+        return bool(going)
+
+    async def scenario() -> None:
+        await until("a run of the job to remove going", gone_running)
+        assert reloader.reload() == "applied"
+        assert sorted(agent.jobs) == ["added"] and agent.core.job_names == ("added",)
+        await until(
+            "the removed job's run recorded", lambda: store.slot("gone", in_flight[0]).finished_ms > 0
+        )
+        triggered.append(store.trigger("added", "op"))  # heard on the notice channel, like any job's
+        await until("the added job's triggered run", lambda: ("new", triggered[0]) in lines(out))
+        await until(
+            "the triggered run recorded",
+            lambda: store.slot("added", triggered[0]).state == SlotState.SUCCEEDED,
+        )
+
+    async def main() -> None:
+        running = asyncio.create_task(agent.run())
+        try:
+            await asyncio.wait_for(agent.ready.wait(), 15)
+            await scenario()
+        finally:
+            agent.request_stop("test over")
+            await asyncio.wait_for(running, 15)
+
+    asyncio.run(main())
+    assert store.slot("gone", in_flight[0]).state == SlotState.SUCCEEDED  # its old command ran to the end
+    starts = [s for w, s in lines(out) if w == "start"]
+    assert max(starts) == in_flight[0], starts  # no slot of the removed job after the reload
+    assert [v.fire_ms for v in store.ledger("gone", 100) if v.fire_ms > in_flight[0]] == []

@@ -52,6 +52,7 @@ from dataclasses import replace
 from functools import partial
 
 from quorum_cron.agent.alerts import AlertHook, AlertJournal
+from quorum_cron.agent.definitions import Definitions
 from quorum_cron.agent.executions import Runs
 from quorum_cron.agent.health import NodeHealth
 from quorum_cron.agent.intake import Intake
@@ -91,9 +92,6 @@ EXIT_ID_TAKEN = 3
 
 FLUSH_TIMEOUT_MS = 10_000
 """After the last job ended at shutdown, how long results may take to reach the store."""
-
-MAX_DEFINITIONS_KEPT = 8
-"""Per job, how many definitions replaced by reloads are kept for their slots still to run."""
 
 
 class Agent:
@@ -180,11 +178,8 @@ class Agent:
         """Why the grace period was cut short (a second signal): the stopped runs' recorded cause."""
         self._joined = False
         self._exit_code = EXIT_OK
-        self._before: dict[str, list[tuple[int, AgentJob]]] = {}
-        """Definitions replaced by a reload: job → ``(boundary, job)``, oldest first; the slots at or
-        before the boundary run under that definition (:meth:`replace_jobs`)."""
-        self._retired: dict[str, AgentJob] = {}
-        """Jobs removed by a reload: their slots already taken in still run under this."""
+        self.definitions = Definitions(self.jobs)
+        """The definition each slot runs under, across reloads (:meth:`replace_jobs`)."""
         self.ready = asyncio.Event()
         """Set once the node has joined and started its loop (tests, App)."""
 
@@ -233,30 +228,19 @@ class Agent:
         is left alone. A removed job's slots already taken in still run.
         The job table shared with the agent's parts is updated in place.
         """
-        new = {j.name: j for j in jobs}
         changes = self.core.replace_jobs([j.core for j in jobs], self.now())
-        for name, boundary in changes.boundaries:
-            old = self.jobs.get(name) or self._retired.get(name)
-            if old is not None:
-                kept = self._before.setdefault(name, [])
-                kept.append((boundary, old))
-                del kept[:-MAX_DEFINITIONS_KEPT]
-        for name in changes.removed:
-            self._retired[name] = self.jobs[name]
-        for name in new:
-            self._retired.pop(name, None)
-        self.jobs.clear()
-        self.jobs.update(new)
+        self.definitions.swap({j.name: j for j in jobs}, changes)
+        if changes.added and self._loop is not None and not self._stopping:
+            self._background(self._resubscribe())
         self._poke()
         return changes
 
-    def job_for(self, job: str, fire_ms: int) -> AgentJob | None:
-        """The definition slot ``(job, fire_ms)`` runs under on this node (None: a job never known)."""
-        for boundary, old in self._before.get(job, ()):
-            if fire_ms <= boundary:
-                return old
-        current = self.jobs.get(job)
-        return current if current is not None else self._retired.get(job)
+    async def _resubscribe(self) -> None:
+        """An added job's notices (assignments, triggers) come on channels of its own: listen again
+        (and read the triggers made meanwhile: the intake's catch-up once subscribed)."""
+        assert self._loop is not None
+        await self.intake.stop()
+        await self.intake.start(self._loop)
 
     async def run(self) -> int:
         """Join, run until stopped, leave. Raises :class:`NodeIdTaken` if the id is held."""
@@ -409,7 +393,7 @@ class Agent:
 
     def _start(self, action: Run) -> None:
         """Run the slot under its own definition (another than the current one after a reload)."""
-        job = self.job_for(action.job, action.fire_ms)
+        job = self.definitions.job_for(action.job, action.fire_ms)
         if job is None or job is self.jobs.get(action.job):
             self.runs.start(action)
         else:
