@@ -233,7 +233,8 @@ class Observer:
         view = res.slot
         self.metrics.votes.labels(view.job, res.status.value).inc()
         if view.job in self.jobs:
-            for other in sorted({h for _, h in view.votes}):
+            # (Not our own vote: a slot taken in before a reload carries the job's old hash.)
+            for other in sorted({h for n, h in view.votes if n != self.node}):
                 self.mismatch(view.job, other, ",".join(n for n, h in view.votes if h == other), "vote with")
         if res.status in (VoteStatus.COMMITTED, VoteStatus.SKIPPED):
             skipped = view.state == SlotState.SKIPPED
