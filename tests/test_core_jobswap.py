@@ -8,6 +8,11 @@ no new slot but lets the one running finish.
 
 from __future__ import annotations
 
+import random
+from collections import Counter
+
+import pytest
+
 from quorum_cron.core.actions import Vote
 from quorum_cron.core.membership import Configuration
 from quorum_cron.core.model import MembershipRecord, SlotState
@@ -48,9 +53,7 @@ def test_a_changed_job_applies_from_its_next_slot_and_the_running_slot_keeps_the
     assert all(not n.kills for n in d.nodes.values())
 
 
-def test_a_vote_sent_before_the_swap_is_retried_with_the_old_hash_the_next_slot_with_the_new() -> (
-    None
-):
+def test_a_vote_sent_before_the_swap_is_retried_with_the_old_hash_the_next_slot_with_the_new() -> None:
     core = NodeCore(NodeSettings(node_id="n1", quorum=2), [job(spec_hash="h1")])
     core.set_trust(True)
     boot(core, Now(T0 + 100, 0))
@@ -121,3 +124,42 @@ def test_nodes_that_disagree_after_a_reload_fire_nothing_together() -> None:
         d.nodes[name].core.replace_jobs([job(spec_hash="h2")], Now(d.now_ms, d.mono_ms))
     d.run_until(T0 + 8_000)
     assert {v for v in states(d, "a", T0 + 5_001, T0 + 7_500).values()} == {(SlotState.SUCCEEDED, "h2")}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_reloads_at_random_moments_never_run_a_slot_twice_nor_under_another_definition(seed: int) -> None:
+    rng = random.Random(seed)
+    d = Driver([job("a", spec_hash="v0"), job("b", 1_500, spec_hash="v0")], n=3, run_ms=300, seed=seed)
+    end = T0 + 30_000
+    checked = 0
+
+    def check_new_runs() -> None:
+        """Each run's slot was committed under the definition its executor holds for that slot."""
+        nonlocal checked
+        for name, j, t, _ in d.executions[checked:]:
+            view = d.store.slot(j, t)
+            mine = d.nodes[name].core.definition(j, t)
+            assert mine is not None and view.spec_hash == mine.spec_hash, (name, j, t, view.spec_hash, mine)
+        checked = len(d.executions)
+
+    version = 0
+    while d.now_ms < end - 3_000:
+        d.run_until(d.now_ms + rng.randrange(200, 3_000))
+        version += 1
+        jobs = [job("a", rng.choice((1_000, 2_000)), spec_hash=f"v{version}")]
+        if rng.random() < 0.7:
+            jobs.append(job("b", 1_500, spec_hash=f"v{version}"))
+        for name in rng.sample(sorted(d.nodes), rng.randrange(1, 4)):  # some nodes, in some order
+            check_new_runs()
+            core, now = d.nodes[name].core, Now(d.now_ms, d.mono_ms)
+            core.replace_jobs(jobs, now)
+            assert core.next_wakeup(now) == core.reference_wakeup(now)
+            d.run_until(d.now_ms + rng.randrange(0, 200))
+    d.run_until(end)
+    check_new_runs()
+    per_slot = Counter((j, t) for _, j, t, _ in d.executions)
+    assert per_slot and max(per_slot.values()) == 1
+    assert {d.store.slot(j, t).spec_hash for _, j, t, _ in d.executions} > {"v0"}  # new ones did fire
+    for node in d.nodes.values():
+        now = Now(d.now_ms, d.mono_ms)
+        assert node.core.next_wakeup(now) == node.core.reference_wakeup(now)
