@@ -49,8 +49,10 @@ def test_sighup_stops_gracefully_and_records_the_running_job(
     cfg = c.config(job_toml("slow", "@every 1s", c.out, secs=2, overlap='"allow"'))
     c.start("n1", cfg)
     c.wait("the job to start", lambda: c.lines("start", "slow"), 30)
-    # SIGHUP reloads (agent/reload.py): a changed definition is applied by this graceful stop.
-    c.config(job_toml("slow", "@every 1s", c.out, secs=2, overlap='"allow"', retries="1"))
+    # SIGHUP reloads (agent/reload.py): a changed [cluster] setting (the lease) is applied by this
+    # graceful stop (a changed job would be swapped live: tests/test_agent_reload.py).
+    c.cluster_opts = 'lease = "3s"'
+    c.config(job_toml("slow", "@every 1s", c.out, secs=2, overlap='"allow"'))
     c.signal("n1", signal.SIGHUP)
     assert c.nodes["n1"].proc.wait(timeout=20) == 0, c.describe()
     assert c.nodes["n1"].logged("left"), c.describe()
