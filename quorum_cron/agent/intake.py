@@ -193,7 +193,7 @@ class Intake:
                 self._catch_up_again = False
                 wall = self._clock.wall_ms()
                 found: list[tuple[str, int]] = []
-                for job in self._jobs.values():
+                for job in list(self._jobs.values()):  # (a reload may swap the table between reads)
                     since = wall - job.core.deadline_ms
                     read = partial(stored_triggers, self._store, job.name, since)
                     fires = await self._worker.background(read)
