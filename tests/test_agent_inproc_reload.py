@@ -141,7 +141,7 @@ def test_a_reload_adds_a_job_that_runs_and_removes_one_whose_running_slot_finish
     )
     added = spec("added", "@every 1h", f"echo new $QUORUM_CRON_SLOT_MS >> {out}")
     store = RedisStore(redis_client, "swap")
-    agent = Agent(agent_settings(cluster, "a"), [agent_job(gone)], store, notices=redis_client)
+    agent = Agent(agent_settings(cluster, "a"), [agent_job(gone)], store, notices=True)
     reloader = ConfigReload(
         Config(cluster, (gone,)),
         lambda: Config(cluster, (added,)),
