@@ -157,6 +157,8 @@ class App:
         on_store_unavailable: str = "skip",
         retries: int = 0,
         retry_backoff: str | int = "10s",
+        retry_backoff_max: str | int | None = None,
+        retry_jitter: float = 0.0,
         alert_on: Sequence[str] = DEFAULT_ALERT_ON,
     ) -> Callable[[F], F]:
         """Run the decorated function on ``schedule`` once per slot, cluster-wide.
@@ -165,9 +167,11 @@ class App:
         ``@every <duration>``; ``starting_deadline`` defaults like the config
         file's (half the shortest interval, at most 60 s). A run that raises
         is retried ``retries`` times, each under a new fencing token and not
-        before ``retry_backoff``. ``alert_on`` names which outcomes raise an
-        alert through the cluster's hook (``failed``, ``recovered``, ``missed``,
-        ``lost``; all by default), as in a config file.
+        before ``retry_backoff`` (doubling up to ``retry_backoff_max`` when
+        given, shortened by up to ``retry_jitter`` of itself; docs/configuration.md).
+        ``alert_on`` names which outcomes raise an alert through the cluster's
+        hook (``failed``, ``recovered``, ``missed``, ``lost``; all by default),
+        as in a config file.
         """
 
         def register(func: F) -> F:
@@ -189,6 +193,10 @@ class App:
                 on_store_unavailable=on_store_unavailable,
                 retries=retries,
                 retry_backoff_ms=parse_duration(retry_backoff, what=f"job {job!r}: retry_backoff"),
+                retry_backoff_max_ms=AUTO
+                if retry_backoff_max is None
+                else parse_duration(retry_backoff_max, what=f"job {job!r}: retry_backoff_max"),
+                retry_jitter=retry_jitter,
                 alert_on=tuple(alert_on),
             )
             # The whole-config rules (deadline vs max skew, unique names).

@@ -5,7 +5,8 @@ In-process, against real servers: the API refuses what the agent refuses
 the agent's own line, runs on an evicting server only when allowed (and
 says so), and both faces stop gracefully on a stop signal delivered to the
 process — the agent's from a job that signals it, the API's from a job
-that signals itself — recording the run that was in progress.
+that signals itself — recording the run that was in progress. The API's
+job options follow the config file's (the retry backoff, issue 26 item 8).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from quorum_cron.agent.preflight import PreflightError, eviction_problem
 from quorum_cron.app import App, JobContext
 from quorum_cron.commands.agent import agent
 from quorum_cron.commands.demo import _config_text
+from quorum_cron.errors import ConfigError
 from quorum_cron.store.base import SlotState
 from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.redis import RedisStore
@@ -220,3 +222,22 @@ def test_the_api_reports_a_bad_value_read_from_redis_like_the_agent(redis_server
 
     asyncio.run(main())
     assert counted() == 1
+
+
+def test_the_api_takes_the_retry_backoff_of_the_config_file() -> None:
+    """``retry_backoff_max`` and ``retry_jitter`` as in a ``[[jobs]]`` table, refused by the same rules."""
+    app = App(namespace="retry", size=1, redis_url="redis://127.0.0.1:1/0", node_id="n1")
+
+    @app.cron("@every 1s", retries=3, retry_backoff="1s", retry_backoff_max="8s", retry_jitter=0.25)
+    def doubling(ctx: JobContext) -> None: ...
+
+    @app.cron("@every 1s", retries=3, retry_backoff="2s")
+    def fixed(ctx: JobContext) -> None: ...
+
+    got = app.jobs
+    assert (got["doubling"].retry_backoff_max_ms, got["doubling"].retry_jitter) == (8_000, 0.25)
+    assert (got["fixed"].retry_backoff_max_ms, got["fixed"].retry_jitter) == (2_000, 0.0)
+    with pytest.raises(ConfigError, match=r"^job 'a': field 'retry_jitter': 1.5 is outside 0-1"):
+        app.cron("@every 1s", name="a", retry_jitter=1.5)(lambda ctx: None)
+    with pytest.raises(ConfigError, match=r"'5s' is shorter than retry_backoff '10s'"):
+        app.cron("@every 1s", name="b", retry_backoff="10s", retry_backoff_max="5s")(lambda ctx: None)
