@@ -57,6 +57,8 @@ def core_job(spec: JobSpec) -> CoreJob:
         misfire=spec.misfire,
         retries=spec.retries,
         retry_backoff_ms=spec.retry_backoff_ms,
+        retry_backoff_max_ms=spec.retry_backoff_max_ms,
+        retry_jitter=spec.retry_jitter,
         run_local=spec.on_store_unavailable == "run-local",
     )
 
