@@ -55,14 +55,23 @@ SERVER_FILES = (
     "test_ops_commands",
     "test_check_store",
     "test_demo",
+    "test_startup",
+    "test_server_checks",
 )
 """Test files whose outcome depends on the server: marked ``servers`` (run per server in CI)."""
+
+SIM_FILES = ("test_sim", "test_core_incremental", "test_core_jobswap", "test_lifecycle")
+"""Test files that only drive the simulator or the pure core on the memory model, in virtual time:
+marked ``sim``. They read no real clock and start no process, so CI runs them apart, on both cores
+(pytest-xdist) and without line coverage (the core they drive is measured by its unit tests)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name.startswith(SERVER_FILES):
             item.add_marker(pytest.mark.servers)
+        if item.path.name.startswith(SIM_FILES):
+            item.add_marker(pytest.mark.sim)
 
 
 def pytest_report_header() -> str:
