@@ -23,4 +23,8 @@ Modules, each owning one thing:
   (store, server checks, signals, the bad-value reporter).
 
 ``python -m quorum_cron.agent`` is ``quorum-cron agent``.
+
+May import: the model, the core, the clock guard, the configuration, the store and the
+shared modules; never a face (the CLI, the App API, the web) or the simulator, and not
+redis-py: every server call goes through the store (docs/architecture.md).
 """

@@ -4,6 +4,9 @@
 Each is a plain :class:`click.Command`; ``quorum_cron.cli`` registers them in
 the main group (``main.add_command(...)``), so this package never imports the
 group and the group never needs to know how a command works.
+
+A face: may import every part below it (model, core, clock, config, store, embedded
+servers, agent, web, crontab, simulator); nothing below imports it (docs/architecture.md).
 """
 
 from quorum_cron.commands.agent import agent

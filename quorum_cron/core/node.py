@@ -386,7 +386,8 @@ class NodeCore(VotingSide, Inspection, JobSwap):
             self.dropped_finishes += 1
             return []
         attempt = ran.runs if ran is not None and ran.token == token else 0
-        action = finished(job, fire_ms, token, succeeded, detail, js.job if js is not None else None, attempt)
+        spec = self._definition(js, fire_ms) if js is not None else None  # a reload keeps a slot's own
+        action = finished(job, fire_ms, token, succeeded, detail, spec, attempt)
         self._finishes[key] = action
         self._finishing.add(key)
         return [action]

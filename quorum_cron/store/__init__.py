@@ -3,6 +3,10 @@
 Nothing is imported here eagerly: import the module you need
 (``quorum_cron.store.memory`` loads without redis-py). ``RedisStore`` and
 ``MemoryStore`` are still reachable as attributes, loaded on first use.
+
+May import: the model (``core/model.py``, ``core/membership.py``), the shared modules
+(errors, redact, printable) and redis-py, which no module outside ``quorum_cron/store/``
+imports (docs/architecture.md; ``tests/test_architecture.py``).
 """
 
 from __future__ import annotations

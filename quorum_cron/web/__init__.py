@@ -14,4 +14,7 @@ nothing below imports it. Modules:
 
 Needs the ``web`` extra (Starlette, uvicorn, Jinja2). Importing this package
 imports none of them; ``quorum_cron.web.app`` and ``.server`` do.
+
+May import: the model, the configuration, the store contract and the shared modules;
+never the agent, a command module or redis-py (docs/architecture.md).
 """
