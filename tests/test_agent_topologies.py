@@ -183,18 +183,30 @@ def test_cluster_failover_and_slot_migration_lose_nothing_and_run_nothing_twice(
         assert all(code == 0 for code in codes.values()), (codes, c.describe())
         states = check_accounted(c, jobs, first, last)
         # Slots are missed only while a master is failing over and until its
-        # replica is back — by any job: a node's vote round spans masters, the
-        # members hash lives on one of them, and with wait_replicas = 1 a round
-        # that includes a job of the replica-less master counts as lost as a
-        # whole (WAIT 1 fails there) — and, during the migration, only by the
-        # job whose slot moved.
-        when = dict(first=first, moved=moved_at, killed=killed_at, promoted=promoted_at, healed=healed_at)
+        # replica is back, or while the slot migrates — by any job in both: a
+        # node's vote round spans masters, the members hash lives on one of them,
+        # and with wait_replicas = 1 a round that includes a job of the
+        # replica-less master counts as lost as a whole (WAIT 1 fails there); a
+        # round that meets the MIGRATING slot's refused script (transient,
+        # retried) is lost the same way for the other jobs it carried, until the
+        # nodes' clients have followed MOVED (5 s). Two clean-clone CI runs saw a
+        # job other than the moved one miss a slot, by its time most likely between the migration and the
+        # kill, where this test allowed only the moved job; the message now
+        # starts with the phases' times and the slot's, to place the next one.
+        when = dict(
+            first=first,
+            migrating=migrating_at,
+            moved=moved_at,
+            killed=killed_at,
+            promoted=promoted_at,
+            healed=healed_at,
+        )
         for job in jobs:
             for t, e in c.ledger(job).items():
                 if first < t <= last and e.state == SlotState.MISSED:
                     in_failover = killed_at - 2000 <= t <= healed_at + 3000
-                    in_migration = job == moved_job and migrating_at - 1000 <= t <= moved_at + 3000
-                    assert in_failover or in_migration, (job, e, spread, when, c.describe())
+                    in_migration = migrating_at - 1000 <= t <= moved_at + 5000
+                    assert in_failover or in_migration, (when, t, job, moved_job, e, spread, c.describe())
         # Every slot outside those windows succeeded (above); every job ran again after the healing.
         for job in jobs:
             after = [e for t, e in c.ledger(job).items() if t > healed_at]
