@@ -116,6 +116,34 @@ def test_a_stale_node_is_refused_once_per_epoch_then_votes_under_the_newer_recor
     assert res[0].status == VoteStatus.RECORDED
 
 
+def test_every_job_refused_in_one_batch_votes_again_under_the_newer_record() -> None:
+    # Two jobs' votes go in one pipelined call and both are refused as stale. The first
+    # refusal adopts the newer record; the second finds nothing newer to adopt, yet its vote
+    # carried the old epoch too, so it must go again (CI run of stop 29: the second job's
+    # slot ended missed, "n2 votes with membership epoch 2, the job enforces epoch 4").
+    grown = record(2, ["a", "b", "c", "d"])
+    store = MemoryStore(lambda: now.wall_ms)
+    jobs = [
+        job(),
+        CoreJob(name="k", schedule=Every(PERIOD), spec_hash="h1", deadline_ms=3_000, timeout_ms=60_000),
+    ]
+    core = NodeCore(NodeSettings(node_id="a", quorum=2), jobs, ABC)
+    core.set_trust(True)
+    now = Now(T0 + PERIOD, 0)
+    for name in ("j", "k"):
+        store.vote(
+            [VoteRequest(name, T0 + PERIOD, "d", "h1", 3, 250, 3_000, epoch=2, membership=grown.encode())]
+        )
+    votes = [a for a in boot(core, now) if isinstance(a, Vote)]
+    assert len(votes) == 1 and sorted(r.job for r in votes[0].requests) == ["j", "k"]
+    reply: Any = perform(store, "a", votes[0])
+    assert [r.status for r in reply] == [VoteStatus.REFUSED, VoteStatus.REFUSED]
+    core.on_reply(votes[0], reply, now)
+    assert core.membership == grown
+    again = [r for a in core.tick(now) if isinstance(a, Vote) for r in a.requests]
+    assert sorted((r.job, r.epoch) for r in again) == [("j", 2), ("k", 2)]
+
+
 def test_refused_is_reported_once_per_epoch_not_per_slot() -> None:
     # The node holds the same epoch as the store but is not in it (an extra node whose record
     # names it, say): every slot is refused, reported once.

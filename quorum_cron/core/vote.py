@@ -203,7 +203,13 @@ class VotingSide(CoreState):
         if req.epoch > self._refused_reported:
             self._refused_reported = req.epoch
             out.append(Refused(req.job, req.fire_ms, req.epoch, res.epoch, res.reason))
-        newer = res.record is not None and self._adopt(res.record)
+        adopted = res.record is not None and self._adopt(res.record)
+        # The node may already hold a record newer than the one this vote carried: another
+        # job's refusal in the same pipelined reply adopted it a moment ago. That vote is just
+        # as stale, and goes again under the record held (each retry carries a higher epoch, so
+        # this ends).
+        held = self._record
+        newer = adopted or (held is not None and held.epoch > req.epoch)
         if p is None:
             return
         p.in_flight = False
