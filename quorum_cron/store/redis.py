@@ -34,18 +34,12 @@ from quorum_cron.errors import StoreUnavailable
 from quorum_cron.redact import redact_url
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.connect import open_client
-from quorum_cron.store.keys import (
-    DEFAULT_AUDIT_MAXLEN,
-    DEFAULT_LEDGER_MAXLEN,
-    DEFAULT_RETENTION_MS,
-    DEFAULT_TRIGGER_MAXLEN,
-)
 from quorum_cron.store.ports import AlertPage, DeliverNotice, StoredAlert
 from quorum_cron.store.redis_alerts import add_alert, read_alerts
-from quorum_cron.store.redis_base import DEFAULT_MAX_BATCH, DEFAULT_WAIT_TIMEOUT_MS
 from quorum_cron.store.redis_control import RedisControl
 from quorum_cron.store.redis_membership import RedisMembership
 from quorum_cron.store.redis_notices import NoticeListener
+from quorum_cron.store.redis_options import StoreOptions
 from quorum_cron.store.redis_reads import RedisReads
 from quorum_cron.store.redis_writes import RedisWrites
 from quorum_cron.store.urls import RedisTarget, parse_redis_url
@@ -93,38 +87,39 @@ class RedisStore(RedisWrites, RedisReads, RedisControl, RedisMembership):
         namespace: str,
         *,
         clock: Callable[[], int] | None = None,
-        retention_ms: int = DEFAULT_RETENTION_MS,
-        ledger_maxlen: int = DEFAULT_LEDGER_MAXLEN,
         cluster: bool = False,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        audit_maxlen: int = DEFAULT_AUDIT_MAXLEN,
-        trigger_maxlen: int = DEFAULT_TRIGGER_MAXLEN,
-        wait_replicas: int = 0,
-        wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
-        **client_kwargs: Any,
+        **keywords: Any,
     ) -> RedisStore:
         """A store on a new client for ``url``: any form of :mod:`quorum_cron.store.urls`
         (standalone, ``redis+sentinel://``, ``redis+cluster://``).
 
-        ``client_kwargs`` go to every connection (timeouts, retry). A cluster
-        URL connects at once (to learn the slot map): an unreachable cluster
-        raises :class:`~quorum_cron.errors.StoreUnavailable`.
+        ``keywords`` are the store's settings (the fields of
+        :class:`~quorum_cron.store.redis_options.StoreOptions`:
+        ``retention_ms``, ``ledger_maxlen``, ``max_batch``, ``wait_replicas``...)
+        and, the rest, what goes to every connection (timeouts, retry). A
+        cluster URL connects at once (to learn the slot map): an unreachable
+        cluster raises :class:`~quorum_cron.errors.StoreUnavailable`.
         """
-        target = parse_redis_url(url)
-        client = cls._open(target, client_kwargs)
-        return cls(
-            client,
-            namespace,
-            clock=clock,
-            retention_ms=retention_ms,
-            ledger_maxlen=ledger_maxlen,
-            cluster=cluster,
-            max_batch=max_batch,
-            audit_maxlen=audit_maxlen,
-            trigger_maxlen=trigger_maxlen,
-            wait_replicas=wait_replicas,
-            wait_timeout_ms=wait_timeout_ms,
-        )
+        options, client_kwargs = StoreOptions.split(namespace, keywords)
+        return cls.from_options(url, options, clock=clock, cluster=cluster, **client_kwargs)
+
+    @classmethod
+    def from_options(
+        cls,
+        url: str,
+        options: StoreOptions,
+        *,
+        clock: Callable[[], int] | None = None,
+        cluster: bool = False,
+        **client_kwargs: Any,
+    ) -> RedisStore:
+        """:meth:`from_url` with the store's settings as one value.
+
+        How :func:`~quorum_cron.store.options.open_store` opens: the client's
+        errors become :class:`~quorum_cron.errors.StoreUnavailable` in one place.
+        """
+        client = cls._open(parse_redis_url(url), client_kwargs)
+        return cls(client, options.namespace, clock=clock, cluster=cluster, **options.settings())
 
     @staticmethod
     def _open(target: RedisTarget, client_kwargs: dict[str, Any]) -> redis.Redis | RedisCluster:
