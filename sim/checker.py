@@ -42,7 +42,13 @@ It proves, for the run it reads (not for all runs):
   plus the clock error the clock faults near the slot can cause, to its
   deadline) saw at least ``Q`` healthy nodes (up, unpaused, linked,
   trusted, clock within ``max_skew/2``, store up) and no node change
-  health, ran (or was skipped for a pause or by the overlap policy).
+  health, ran (or was skipped for a pause or by the overlap policy). With
+  membership, the healthy nodes counted are members of each configuration
+  in force, a node frozen by a ``stale_config`` fault only while every
+  record it may hold has it (else it abstains as a non-member);
+* **a retry or takeover goes to a voter not tried yet** when one is left:
+  an agreeing voter that is a member of the record the store enforced for
+  the job at that commit (a voter the membership removed is not "left").
 
 Every exemption is counted under its own name (``Report.exempt`` and the
 known limits' violation kinds), never merged, and is as narrow as the
@@ -516,6 +522,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
     """Per job, the highest epoch a commit was made under."""
     changes: list[tuple[int, str]] = []
     """(true time, text) of each change of the namespace record (liveness exempts windows near them)."""
+    stale = _StaleNodes()
     out = report.violations
     for r in records:
         ev = r["ev"]
@@ -591,12 +598,26 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
                 # With WAIT, no node acted on a write the failover lost: its commits never
                 # happened for anyone (the new primary may hand the same tokens out again).
                 _forget_commits(r["t"] - r["lost_ms"], commit_log, committed, executors, retry_counts)
+        elif ev == "fault" and r["kind"] == "stale_config":
+            for node in r["nodes"]:
+                if r["phase"] == "begin":
+                    stale.begin(node, r["t"], changes)
+                else:
+                    stale.end(node, r["t"])
+        elif ev == "refused":
+            taught = held.get(r["store_epoch"])
+            if taught is not None:
+                stale.learned(r["node"], r["t"], taught)
         elif ev == "commit":
             key = (r["job"], r["fire"])
             facts.wrote(r["job"], r["fire"], r["t"])
             earlier_executors = executors.get(key, [])
             if r["by"] in ("retry", "takeover") and r["executor"] in earlier_executors:
-                fresh = [n for n, h in r["votes"] if h == r["spec"] and n not in earlier_executors]
+                fresh = [
+                    n
+                    for n, h in r["votes"]
+                    if h == r["spec"] and n not in earlier_executors and _may_execute(r, n)
+                ]
                 if fresh:
                     out.append(
                         Violation(
@@ -664,6 +685,8 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             facts.decided.setdefault((r["job"], r["fire"]), []).append((r["t"], r["state"]))
         elif ev == "boot":
             boots.setdefault(r["node"], []).append(r["t"])
+            # (It reads the store's record; the first one if the store has none to give.)
+            stale.learned(r["node"], r["t"], *(text for _, text in changes[:1] + changes[-1:]))
         elif ev == "health":
             health.add(r["node"], r["t"], r["ok"])
             reach.add(r["node"], r["t"], r["ok"] or r["why"].startswith(_REACHABLE_WHYS))
@@ -709,24 +732,79 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
         split,
         lagging,
         lambda job, fire: _never_seen(fire, job, first_decided, boots, sc),
-        _MembershipTimeline(changes) if sc.uses_membership else None,
+        _MembershipTimeline(changes, stale) if sc.uses_membership else None,
     )
     return report
 
 
+class _StaleNodes:
+    """What each node under a ``stale_config`` fault may hold: such a node learns no record from
+    heartbeats, only from a refused vote's reply (the store's record) or a restart (it reads the
+    store's record), so it can act on a record older than the one in force.
+
+    Liveness counts it as a voter only if it is a member of every record it may hold: then it
+    votes, and a refusal teaches it the record in force (and it votes again). A node that froze
+    on a record without it abstains as a non-member and never learns (seed 90218: n2 froze on an
+    epoch that had removed it, and the joint one that re-added it never reached it).
+    """
+
+    SETTLE_MS = 3_000
+    """How long after a change a node may still hold the record before it (a heartbeat is 1 s)."""
+
+    def __init__(self) -> None:
+        self.spans: dict[str, list[tuple[int, int | None]]] = {}
+        """Per node, (begin, end or None) of each ``stale_config`` fault."""
+        self.held: dict[str, list[tuple[int, frozenset[str]]]] = {}
+        """Per node under a fault, (t, the records it may hold from t), in time order."""
+
+    def begin(self, node: str, t: int, changes: Sequence[tuple[int, str]]) -> None:
+        # The record in force a settle time before and every one traced since: any may be held.
+        i = bisect.bisect_right([c for c, _ in changes], t - self.SETTLE_MS) - 1
+        texts = frozenset(text for _, text in changes[max(i, 0) :])
+        self.spans.setdefault(node, []).append((t, None))
+        self.held.setdefault(node, []).append((t, texts))
+
+    def end(self, node: str, t: int) -> None:
+        spans = self.spans.get(node)
+        if spans and spans[-1][1] is None:
+            spans[-1] = (spans[-1][0], t)
+
+    def learned(self, node: str, t: int, *texts: str) -> None:
+        """A refusal's reply or a restart taught ``node`` one of the records ``texts``."""
+        if texts and node in self.held:
+            self.held[node].append((t, frozenset(texts)))
+
+    def unaware(self, lo: int, hi: int) -> frozenset[str]:
+        """Nodes under a fault near [lo, hi] that may hold, at ``lo``, a record without them."""
+        out = set()
+        for node, spans in self.spans.items():
+            if not any(b <= hi and (e is None or e + self.SETTLE_MS >= lo) for b, e in spans):
+                continue
+            held = self.held[node]
+            i = bisect.bisect_right([t for t, _ in held], lo) - 1
+            if i >= 0 and not all(MembershipRecord.decode(text).is_member(node) for text in held[i][1]):
+                out.add(node)
+        return frozenset(out)
+
+
 class _MembershipTimeline:
-    """When the namespace record changed, and what it was: liveness counts healthy members only."""
+    """When the namespace record changed, and what it was: liveness counts healthy members only,
+    and of those only the ones that can act on the record in force (``_StaleNodes``)."""
 
     SETTLE_MS = 3_000
     """How long after a change a window is exempt: every node learns a record within a heartbeat
     (1 s) of it, and a refused vote is retried after the reply teaches the newer record."""
 
-    def __init__(self, changes: list[tuple[int, str]]) -> None:
+    def __init__(self, changes: list[tuple[int, str]], stale: _StaleNodes | None = None) -> None:
         self.changes = [t for t, _ in changes]
         self.records = [MembershipRecord.decode(text) for _, text in changes]
+        self.stale = stale if stale is not None else _StaleNodes()
 
     def near_change(self, lo: int, hi: int) -> bool:
         return any(lo - self.SETTLE_MS <= t <= hi for t in self.changes)
+
+    def unaware(self, lo: int, hi: int) -> frozenset[str]:
+        return self.stale.unaware(lo, hi)
 
     def configs_at(self, t: int) -> list[Configuration]:
         """The configurations in force at ``t`` (the latest record traced by then)."""
@@ -930,6 +1008,21 @@ def _quorum_short(config: Configuration, agreeing: Sequence[str]) -> str:
     return f"{len(have)} of {', '.join(config.members)} agreeing {have}, need {config.quorum}"
 
 
+def _may_execute(r: Record, node: str) -> bool:
+    """Whether the store may hand ``node`` the slot of commit ``r``: a member (current or, while
+    joint, old) of the record the store enforced for the job at that commit, traced with it as
+    ``mr`` (any voter on a job without one). A voter the membership removed since it voted is not
+    "left" for a retry or takeover (docs/protocol.md § Membership); a record that does not parse
+    is the membership rule's to report, and hides nobody here."""
+    text = r.get("mr")
+    if text is None:
+        return True
+    try:
+        return MembershipRecord.decode(text).is_member(node)
+    except ValueError:
+        return True
+
+
 def _check_membership(
     r: Record, agreeing: list[str], held: dict[int, str], job_epochs: dict[str, int], out: list[Violation]
 ) -> bool:
@@ -1117,8 +1210,9 @@ def _check_due(
                     report.exempt[MEMBERSHIP_SETTLING] += 1
                     continue
                 enough_members = True
+                unaware = membership.unaware(lo, hi)
                 for config in membership.configs_at(lo):
-                    have, _ = health.stable_healthy(lo, hi, frozenset(config.members))
+                    have, _ = health.stable_healthy(lo, hi, frozenset(config.members) - unaware)
                     enough_members = enough_members and have >= config.quorum
                 if not (stable and sound and key not in split and enough_members):
                     continue

@@ -440,6 +440,82 @@ def test_membership_rules() -> None:
     assert kinds(_trace(*history, *back, extra=MEMBERSHIP)) == {checker.MEMBERSHIP_BACKWARD: 1}
 
 
+N2_LEAVING = "2;3,2,n1,n3,n4;3,2,n1,n2,n3"
+N2_LEFT = "3;3,2,n1,n3,n4"
+"""Replacing n2 by n4: while joint, n2 is still a member (of the old set); then it is not."""
+
+
+@pytest.mark.parametrize(
+    ("mr", "fires"), [(N2_LEFT, False), (N2_LEAVING, True), (EPOCH1, True), (None, True)]
+)
+def test_a_voter_the_membership_removed_is_not_left_for_a_retry_or_takeover(
+    mr: str | None, fires: bool
+) -> None:
+    """n1 and n2 voted, n1 ran; n2 then left the membership. The store hands a slot only to a
+    member of the record it enforces for the job (traced as the commit's ``mr``), so going back
+    to n1 is right once n2 has left (seeds 90216, 90479, 90695, 90830) — and still a violation
+    while n2 is a member, also of a joint record's old half, or on a job without a record."""
+    takeover = commit(LATER + 6_000, 2, "n1", by="takeover", fire=LATER)
+    if mr is not None:
+        takeover["mr"] = mr
+    history = (held(T0, EPOCH1), held(T0 + 90_000, N2_LEAVING), held(T0 + 100_000, N2_LEFT))
+    records = [*history, *ran_ok(at=LATER)[:3], takeover]
+    expected = {"executor re-picked while another voter was left": 1} if fires else {}
+    assert kinds(_trace(*records, extra=MEMBERSHIP)) == expected
+
+
+@pytest.mark.parametrize(
+    ("stale_at", "judged"), [(T0 + 20_000, 0), (T0 + 40_000, 1), (T0 + 5_000, 1), (None, 1)]
+)
+def test_liveness_counts_no_member_that_froze_on_a_record_without_it(
+    stale_at: int | None, judged: int
+) -> None:
+    """n3 left (epoch 2) and came back (epoch 3); n2 is cut off, n1 and n3 are healthy: a quorum
+    of epoch 3, so the slot must run. But if n3 stopped learning records (a ``stale_config``
+    fault) while it held epoch 2, it abstains as a non-member of it and never learns epoch 3: it
+    is no healthy voter and the slot is not judged (seed 90218). Frozen on epoch 3, or on epoch 1
+    (a member: it votes, the refusal teaches it epoch 3, it votes again; seed 90501), or never
+    frozen, n3 is a voter and the missed slot is reported."""
+    records = [
+        held(T0, EPOCH1),
+        held(T0 + 15_000, "2;2,2,n1,n2"),
+        held(T0 + 30_000, "3;3,2,n1,n2,n3"),
+        *health(T0),
+        *health(T0 + 1_000, ok=False, why="partitioned", nodes=("n2",)),
+        vote("n1", FIRE + 1),
+        ledger("missed", "no quorum before the deadline (n3 abstained)", voters=("n1",)),
+    ]
+    if stale_at is not None:
+        records.append(
+            {"ev": "fault", "t": stale_at, "kind": "stale_config", "phase": "begin", "nodes": ["n3"]}
+        )
+    rep = check(_trace(*records, extra=MEMBERSHIP))
+    assert rep.by_kind() == ({checker.LIVENESS: 1} if judged else {}) and rep.liveness_checked == judged
+
+
+def test_a_refusal_or_a_restart_teaches_a_frozen_node_the_record() -> None:
+    """n3, frozen on epoch 2 (without it), learns epoch 3 from a refused vote's reply or from a
+    restart (it reads the store's record): from then on it is a voter again."""
+    base = [
+        held(T0, EPOCH1),
+        held(T0 + 15_000, "2;2,2,n1,n2"),
+        held(T0 + 30_000, "3;3,2,n1,n2,n3"),
+        *health(T0),
+        *health(T0 + 1_000, ok=False, why="partitioned", nodes=("n2",)),
+        {"ev": "fault", "t": T0 + 20_000, "kind": "stale_config", "phase": "begin", "nodes": ["n3"]},
+        vote("n1", FIRE + 1),
+        ledger("missed", "no quorum before the deadline", voters=("n1",)),
+    ]
+    refused = {
+        "ev": "refused", "t": T0 + 45_000, "node": "n3", "job": "a", "fire": T0 + 45_000,
+        "epoch": 2, "store_epoch": 3, "why": "n3 votes with membership epoch 2, the job enforces epoch 3",
+    }  # fmt: skip
+    boot = {"ev": "boot", "t": T0 + 45_000, "node": "n3", "incarnation": 2, "specs": {}}
+    for taught in (refused, boot):
+        rep = check(_trace(*base, taught, extra=MEMBERSHIP))
+        assert rep.by_kind() == {checker.LIVENESS: 1} and rep.liveness_checked == 1
+
+
 # -- every rule is covered above ---------------------------------------------------------------------
 
 COVERED = {

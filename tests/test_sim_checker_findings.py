@@ -1,0 +1,97 @@
+"""Findings of the 1,000-seed exploration of 2026-12-02 (sim/findings/README.md), fixed: regressions.
+
+Five were the checker misreading a membership change (``sim/scenarios/checker/``): a voter the
+membership removed counted as "left" for a retry, and a node frozen on a record without it
+counted as a healthy voter. One was a core bug (``sim/scenarios/bugs/``): of two jobs' votes
+refused as stale in one batch, only the first voted again. Each scenario runs at its own seed
+and must pass; each test also checks that the story it guards still happens in the trace, so a
+change that no longer reaches it shows here instead of passing silently.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import sim
+from quorum_cron.core.model import MembershipRecord
+
+SCENARIOS = Path(sim.__file__).parent / "scenarios"
+REPICK = sorted((SCENARIOS / "checker").glob("retry-voter-left-membership-*.toml"))
+
+
+def _seed(path: Path) -> int:
+    return int(path.stem.rsplit("-", 1)[1])
+
+
+@functools.cache
+def _run(path: Path) -> sim.RunResult:
+    return sim.run(sim.load(path), _seed(path))
+
+
+def _back_with_a_removed_voter_left(records: list[dict[str, Any]]) -> int:
+    """Retries or takeovers that went back to an earlier executor while an agreeing voter that
+    never had the slot was left — every such voter no longer a member of the job's record."""
+    executors: dict[tuple[str, int], list[str]] = {}
+    found = 0
+    for r in records:
+        if r["ev"] != "commit":
+            continue
+        earlier = executors.setdefault((r["job"], r["fire"]), [])
+        if r["by"] in ("retry", "takeover") and r["executor"] in earlier and "mr" in r:
+            never = [n for n, h in r["votes"] if h == r["spec"] and n not in earlier]
+            record = MembershipRecord.decode(r["mr"])
+            if never and not any(record.is_member(n) for n in never):
+                found += 1
+        earlier.append(r["executor"])
+    return found
+
+
+def test_the_repick_scenarios_are_the_four_seeds() -> None:
+    assert [_seed(p) for p in REPICK] == [90216, 90479, 90695, 90830]
+
+
+@pytest.mark.parametrize("path", REPICK, ids=lambda p: p.stem)
+def test_a_retry_may_go_back_to_its_executor_once_every_other_voter_left_the_membership(path: Path) -> None:
+    result = _run(path)
+    assert result.report.violations == [], result.report.summary()
+    assert result.report.duplicates == 0
+
+
+def test_the_repick_scenarios_still_go_back_with_a_removed_voter_left() -> None:
+    """The story the checker once misread still happens (in every one, when written)."""
+    found = [_back_with_a_removed_voter_left(_run(p).trace.records) for p in REPICK]
+    assert sum(found) > 0, found
+
+
+def test_a_node_frozen_on_a_record_without_it_is_no_healthy_voter() -> None:
+    """Seed 90218: n2, under a stale_config fault, learned (by refused votes) the epoch that removed
+    it, then the joint record that re-added it never reached it; it abstains as a non-member while
+    being one of the record in force. Liveness must not count it; the slots stay judged otherwise."""
+    result = sim.run(sim.load(SCENARIOS / "checker" / "stale-node-not-a-voter-90218.toml"), 90218)
+    rep = result.report
+    assert rep.violations == [], rep.summary()
+    abstained = [r for r in result.trace.records if r["ev"] == "abstain" and r["node"] == "n2"]
+    assert any("is not a member of epoch 3" in r["why"] for r in abstained)
+    assert rep.liveness_share > 0.9, rep.liveness_checked
+
+
+def test_two_jobs_refused_as_stale_in_one_batch_both_vote_again() -> None:
+    """Seed 90501 (core/vote.py, fixed 2026-12-02): n4, frozen on epoch 1, votes for job0 and job1
+    in one batch; both are refused (the jobs enforce epoch 2) and the reply teaches n4 epoch 2.
+    Only job0 voted again, so with n2 down job1's slot missed the old configuration's quorum
+    (n1, n3, n4) and liveness reported it."""
+    result = sim.run(sim.load(SCENARIOS / "bugs" / "stale-refusal-second-job-revotes.toml"), 90501)
+    assert result.report.violations == [], result.report.summary()
+    fire = 1700001630000
+    batches = [
+        {job for job, f, status, _, _ in r["slots"] if f == fire and status == "refused"}
+        for r in result.trace.records
+        if r["ev"] == "vote" and r["node"] == "n4"
+    ]
+    assert {"job0", "job1"} in batches  # (the story: both refused in one batch)
+    ran = {r["job"] for r in result.trace.records if r["ev"] == "run" and r["fire"] == fire}
+    assert ran == {"job0", "job1"}, ran
