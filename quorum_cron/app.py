@@ -38,8 +38,8 @@ from quorum_cron.agent.redisclient import default_node_id
 from quorum_cron.agent.runtime import Agent
 from quorum_cron.agent.startup import new_agent, open_node_store, preflight, report_preflight, run_node
 from quorum_cron.config.durations import parse_duration
+from quorum_cron.config.job_options import in_process_job
 from quorum_cron.config.settings import AUTO, ClusterConfig, Config, JobSpec, NtpUnreachable
-from quorum_cron.config.values import DEFAULT_ALERT_ON
 from quorum_cron.errors import ConfigError
 from quorum_cron.store.base import Store
 from quorum_cron.store.redis import RedisStore
@@ -148,57 +148,60 @@ class App:
         schedule: str,
         *,
         name: str | None = None,
-        timezone: str = "UTC",
-        timeout: str | int = "1h",
+        timezone: str | None = None,
+        dst: str | None = None,
+        timeout: str | int | None = None,
         starting_deadline: str | int | None = None,
-        overlap: str = "forbid",
-        delivery: str = "at-most-once",
-        misfire: str = "skip",
-        on_store_unavailable: str = "skip",
-        retries: int = 0,
-        retry_backoff: str | int = "10s",
+        overlap: str | None = None,
+        delivery: str | None = None,
+        misfire: str | None = None,
+        retries: int | None = None,
+        retry_backoff: str | int | None = None,
         retry_backoff_max: str | int | None = None,
-        retry_jitter: float = 0.0,
-        alert_on: Sequence[str] = DEFAULT_ALERT_ON,
+        retry_jitter: float | None = None,
+        on_store_unavailable: str | None = None,
+        alert_on: Sequence[str] | None = None,
     ) -> Callable[[F], F]:
         """Run the decorated function on ``schedule`` once per slot, cluster-wide.
 
-        ``schedule`` is a cron expression, an alias (``@hourly``) or
-        ``@every <duration>``; ``starting_deadline`` defaults like the config
-        file's (half the shortest interval, at most 60 s). A run that raises
-        is retried ``retries`` times, each under a new fencing token and not
-        before ``retry_backoff`` (doubling up to ``retry_backoff_max`` when
-        given, shortened by up to ``retry_jitter`` of itself; docs/configuration.md).
-        ``alert_on`` names which outcomes raise an alert through the cluster's
-        hook (``failed``, ``recovered``, ``missed``, ``lost``; all by default),
-        as in a config file.
+        The options are a ``[[jobs]]`` table's (docs/configuration.md), read,
+        defaulted and checked by the same code
+        (:mod:`quorum_cron.config.job_options`); ``None`` is the table's
+        default. ``schedule`` is a cron expression, an alias (``@hourly``) or
+        ``@every <duration>``; ``timezone`` defaults to UTC, ``timeout`` to 1 h,
+        ``starting_deadline`` to half the shortest interval (at most 60 s). A
+        run that raises is retried ``retries`` times (default 0), each under a
+        new fencing token and not before ``retry_backoff`` (10 s; doubling up
+        to ``retry_backoff_max`` when given, shortened by up to
+        ``retry_jitter`` of itself). ``alert_on`` names which outcomes raise
+        an alert through the cluster's hook (``failed``, ``recovered``,
+        ``missed``, ``lost``; all by default). A bad value raises
+        :class:`~quorum_cron.errors.ConfigError` (a bad schedule or zone, a
+        :class:`~quorum_cron.errors.ScheduleError`): one line naming it.
         """
+        given = {
+            "schedule": schedule,
+            "timezone": timezone,
+            "dst": dst,
+            "timeout": timeout,
+            "starting_deadline": starting_deadline,
+            "overlap": overlap,
+            "delivery": delivery,
+            "misfire": misfire,
+            "retries": retries,
+            "retry_backoff": retry_backoff,
+            "retry_backoff_max": retry_backoff_max,
+            "retry_jitter": retry_jitter,
+            "on_store_unavailable": on_store_unavailable,
+            # Any sequence, as typed (a str stays one, for the one-line error it earns).
+            "alert_on": alert_on if alert_on is None or isinstance(alert_on, str) else tuple(alert_on),
+        }
 
         def register(func: F) -> F:
             job: str = name or str(getattr(func, "__name__", ""))
             if job in self._specs:
                 raise ConfigError(f"job {job!r} is declared twice: expected unique job names")
-            spec = JobSpec.create(
-                job,
-                schedule,
-                timezone=timezone,
-                in_process=True,
-                timeout_ms=parse_duration(timeout, what=f"job {job!r}: timeout"),
-                starting_deadline_ms=AUTO
-                if starting_deadline is None
-                else parse_duration(starting_deadline, what=f"job {job!r}: starting_deadline"),
-                overlap=overlap,
-                delivery=delivery,
-                misfire=misfire,
-                on_store_unavailable=on_store_unavailable,
-                retries=retries,
-                retry_backoff_ms=parse_duration(retry_backoff, what=f"job {job!r}: retry_backoff"),
-                retry_backoff_max_ms=AUTO
-                if retry_backoff_max is None
-                else parse_duration(retry_backoff_max, what=f"job {job!r}: retry_backoff_max"),
-                retry_jitter=retry_jitter,
-                alert_on=tuple(alert_on),
-            )
+            spec = in_process_job(job, {k: v for k, v in given.items() if v is not None})
             # The whole-config rules (deadline vs max skew, unique names).
             Config(self.cluster, (*self._specs.values(), spec), source="App")
             self._specs[job] = spec
