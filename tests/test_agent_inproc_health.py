@@ -318,6 +318,23 @@ async def test_a_peer_running_another_definition_of_a_job_is_alerted(node: Node)
     assert mismatch.fields["nodes"] == "n2" and "node(s) n2 run definition" in mismatch.message
 
 
+@inproc
+async def test_a_reload_rebuilds_the_heartbeat_jobs_and_compares_unchanged_peers_anew(node: Node) -> None:
+    """The heartbeat's job list and the peers' lists compared are cached per job table (issue 27):
+    a reload (the table replaced in place, then ``jobs_changed``) must not leave either stale."""
+    peer = [_member("n1"), _member("n2", "a=hash-a,b=hash-b,c=hash-c")]  # n2 already runs a job c
+    node.health.observe_members(peer)
+    assert node.health.info()["jobs"] == "a=hash-a,b=hash-b" and node.alerts.sent == []
+    node.health.jobs["c"] = agent_job("c", spec_hash="hash-c-mine")  # a reload adds c, defined otherwise
+    node.health.jobs_changed()
+    assert node.health.info()["jobs"] == "a=hash-a,b=hash-b,c=hash-c-mine"
+    node.health.observe_members(peer)  # the same list as before: compared again all the same
+    [mismatch] = alerts_of(node.alerts, AlertKind.SPEC_MISMATCH)
+    assert mismatch.fields["job"] == "c" and mismatch.fields["theirs"] == "hash-c"
+    node.health.observe_members(peer)
+    assert len(alerts_of(node.alerts, AlertKind.SPEC_MISMATCH)) == 1
+
+
 # -- the heartbeat loop ------------------------------------------------------------
 
 

@@ -77,7 +77,7 @@ def world(caplog: pytest.LogCaptureFixture) -> World:
     return World()
 
 
-def test_a_committing_vote_is_counted_by_status_and_logged_with_its_executor_and_token(
+def test_a_committing_vote_is_counted_by_status_and_logged_at_debug_with_its_executor_and_token(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
     world.vote(world.request("n1"))
@@ -86,7 +86,9 @@ def test_a_committing_vote_is_counted_by_status_and_logged_with_its_executor_and
     assert metric(world.metrics, "quorum_cron_votes_total", job=JOB, status=VoteStatus.COMMITTED) == 1
     [commit] = events(caplog.records, "commit")
     view = world.store.slot(JOB, FIRE)
-    assert commit.levelno == logging.INFO
+    # DEBUG (issue 27): a line per slot that went as planned; the summary line counts it.
+    assert commit.levelno == logging.DEBUG
+    assert world.observer.counts["committed"] == 1
     assert commit.qc_fields["executor"] == view.executor  # type: ignore[attr-defined]
     assert commit.qc_fields["token"] == view.token  # type: ignore[attr-defined]
     assert commit.qc_fields["votes"] == 2  # type: ignore[attr-defined]
@@ -318,3 +320,53 @@ def test_an_abstention_is_counted_by_cause_and_logged_with_its_reason(
     first, second = events(caplog.records, "abstain")
     assert first.qc_fields["reason"] == "clock not trusted"  # type: ignore[attr-defined]
     assert second.qc_fields["cause"] == "store"  # type: ignore[attr-defined]
+
+
+def test_the_commit_line_is_not_even_formatted_at_info(caplog: pytest.LogCaptureFixture) -> None:
+    """At the default level the per-slot commit costs a count, not a formatted record."""
+    caplog.set_level(logging.INFO, logger=EVENT_LOGGER)
+    w = World()
+    w.vote(w.request("n1"), w.request("n2"))
+    assert events(caplog.records, "commit") == []
+    assert w.observer.counts["committed"] == 1
+
+
+def test_the_summary_line_counts_what_this_node_saw_since_the_last_one(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    executor, token = world.commit()  # committed by votes the observer did not see: not its count
+    world.observer.reply(
+        Start(JOB, FIRE, token, 10_000), world.store.start(JOB, FIRE, executor, token, 10_000)
+    )
+    _finish(world, executor, token, True)
+    world.clock.advance(2_000)
+    world.vote(world.request("n1", fire_ms=FIRE + 2_000), world.request("n2", fire_ms=FIRE + 2_000))
+    world.observer.abstain(Abstain(JOB, FIRE + 4_000, "clock not trusted"), "clock")
+    world.observer.summary(60.0)
+    [summary] = events(caplog.records, "summary")
+    fields = summary.qc_fields  # type: ignore[attr-defined]
+    assert summary.levelno == logging.INFO
+    assert {k: v for k, v in fields.items() if v and k != "interval_s"} == {
+        "committed": 1,
+        "started": 1,
+        "succeeded": 1,
+        "abstained": 1,
+    }
+    assert fields["interval_s"] == 60.0 and fields["takeovers"] == 0
+    assert summary.getMessage() == "last 60 s: 1 committed, 1 started, 1 succeeded, 1 abstained"
+    caplog.clear()
+    world.observer.summary(60.0)  # nothing since: no line
+    assert events(caplog.records, "summary") == []
+
+
+def test_the_summary_counts_takeovers_and_refusals(world: World, caplog: pytest.LogCaptureFixture) -> None:
+    executor, token = world.commit()
+    stale = Start(JOB, FIRE, token + 5, 10_000)
+    world.observer.reply(stale, world.store.start(JOB, FIRE, executor, token + 5, 10_000))
+    world.clock.advance(500)
+    action = Sweep((SweepParams(JOB, DEADLINE, 100),))
+    world.observer.reply(action, world.store.sweep(action.params))
+    world.observer.summary(30.0)
+    [summary] = events(caplog.records, "summary")
+    fields = summary.qc_fields  # type: ignore[attr-defined]
+    assert (fields["start_refused"], fields["takeovers"], fields["committed"]) == (1, 1, 0)

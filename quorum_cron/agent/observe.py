@@ -16,6 +16,17 @@ decided from the job's ledger (the cluster's record, not this node's
 memory): a success whose previous finished runs — other slots, skipping
 misses and skips — failed or were lost. Each job's ``alert_on`` names
 which of ``failed``, ``recovered``, ``missed`` and ``lost`` it alerts on.
+
+**Log lines in proportion to what the operator needs** (issue 27): with
+10,000 ``* * * * *`` jobs a line per slot per node is 10,000 lines a minute
+that say "as planned". The ``commit`` event is logged at DEBUG: it is logged
+by the node whose vote completed the quorum — any of the voters, often not
+the executor — and the executor's ``run`` line carries the same facts
+(token, votes) anyway. What went as planned is counted instead and said
+once a minute by :meth:`Observer.summary` (event ``summary``, INFO: slots
+this node committed, started, finished, and what went wrong); what did not
+go as planned (a takeover, a refusal, a miss) keeps its own WARNING line.
+A message is only formatted when its level is enabled.
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ import asyncio
 import logging
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 
 from quorum_cron.agent.alerts import AlertHook, AlertKind
@@ -66,6 +78,26 @@ RECOVERY_LOOKBACK = 20
 
 ALERT_OUTPUT_CHARS = 1000
 """A ``job_failed`` alert carries at most the last this many characters of the run's output."""
+
+SUMMARY_INTERVAL_S = 60.0
+"""How often the agent logs its ``summary`` line (:meth:`Observer.summary`), in seconds."""
+
+SUMMARY_KEYS = (
+    "committed",
+    "started",
+    "succeeded",
+    "failed",
+    "retrying",
+    "missed",
+    "lost",
+    "skipped",
+    "takeovers",
+    "start_refused",
+    "renew_refused",
+    "finish_refused",
+    "abstained",
+)
+"""The counts a ``summary`` line carries, in this order (each since the previous line)."""
 
 _EXIT_RE = re.compile(r"(?:^|: )exit (-?\d+)")
 
@@ -126,11 +158,37 @@ class Observer:
         self._checks: set[asyncio.Task[None]] = set()
         self._replied = handlers(type(self), "_replied_")
         """Store action type → its ``_replied_*`` handler."""
+        self.counts: Counter[str] = Counter()
+        """What this node saw since the last ``summary`` line (keys: :data:`SUMMARY_KEYS`)."""
 
     def alerts_on(self, job: str, what: str) -> bool:
         """Whether ``job``'s ``alert_on`` names ``what`` (a job this node does not run: the default)."""
         spec = self.jobs.get(job)
         return spec is None or what in spec.alert_on
+
+    def summary(self, interval_s: float = SUMMARY_INTERVAL_S) -> None:
+        """Log what this node saw since the last call as one INFO ``summary`` line, and start over.
+
+        The slots that went as planned log no line of their own on a
+        node that only voted for them (``commit`` is DEBUG); this line is
+        how an operator still sees a node working. Nothing seen, no line:
+        an idle node's log stays quiet (its health shows in heartbeats and
+        metrics). Each node says what *it* did: summed over the nodes,
+        ``committed`` is the slots decided and ``started`` the runs.
+        """
+        counts, self.counts = self.counts, Counter()
+        if not counts:
+            return
+        fields = {key: counts[key] for key in SUMMARY_KEYS}
+        said = ", ".join(f"{n} {key.replace('_', ' ')}" for key, n in fields.items() if n)
+        event(
+            log,
+            logging.INFO,
+            "summary",
+            f"last {interval_s:g} s: {said}",
+            interval_s=interval_s,
+            **fields,
+        )
 
     def reply(self, action: StoreAction, reply: object) -> None:
         """Report what the store answered to ``action`` (its ``_replied_*`` handler below)."""
@@ -146,12 +204,15 @@ class Observer:
 
     def _replied_start(self, action: Start, reply: object) -> None:
         assert isinstance(reply, TransitionResult)
-        if not reply.ok:
+        if reply.ok:
+            self.counts["started"] += 1
+        else:
             self._start_refused(action, reply)
 
     def _replied_renew(self, action: Renew, reply: object) -> None:
         assert isinstance(reply, TransitionResult)
         if not reply.ok:
+            self.counts["renew_refused"] += 1
             event(
                 log,
                 logging.WARNING,
@@ -186,6 +247,7 @@ class Observer:
     def abstain(self, action: Abstain, cause: str) -> None:
         """This node did not vote for a due slot (``cause``: ``clock`` or ``store``)."""
         self.metrics.abstentions.labels(action.job, cause).inc()
+        self.counts["abstained"] += 1
         event(
             log,
             logging.WARNING,
@@ -200,6 +262,7 @@ class Observer:
     def missed(self, view: SlotView | LedgerEntry, how: str) -> None:
         """Count and alert a slot this node saw end ``missed``."""
         self.metrics.slots.labels(view.job, "missed").inc()
+        self.counts["missed"] += 1
         if not self.alerts_on(view.job, "missed"):
             return
         self.alerts.raise_(
@@ -232,29 +295,38 @@ class Observer:
     def _vote(self, res: VoteResult) -> None:
         view = res.slot
         self.metrics.votes.labels(view.job, res.status.value).inc()
-        if view.job in self.jobs:
+        spec = self.jobs.get(view.job)
+        if spec is not None:
             # (Not our own vote: a slot taken in before a reload carries the job's old hash.)
-            for other in sorted({h for n, h in view.votes if n != self.node}):
+            mine = spec.core.spec_hash
+            others = {h for n, h in view.votes if h != mine and n != self.node}
+            for other in sorted(others):  # usually none: every peer votes our definition
                 self.mismatch(view.job, other, ",".join(n for n, h in view.votes if h == other), "vote with")
         if res.status in (VoteStatus.COMMITTED, VoteStatus.SKIPPED):
             skipped = view.state == SlotState.SKIPPED
             if skipped:
                 # Paused job, or overlap forbid: the vote that decided it counts it.
                 self.metrics.slots.labels(view.job, "skipped").inc()
-            event(
-                log,
-                logging.WARNING if skipped else logging.INFO,
-                "skipped" if skipped else "commit",
-                f"{view.job}@{view.fire_ms} {view.state}: "
-                + (view.reason if skipped else f"executor {view.executor or '-'} token {view.token}"),
-                job=view.job,
-                slot=view.fire_ms,
-                state=view.state.value,
-                executor=view.executor,
-                token=view.token,
-                votes=len(view.votes),
-                reason=view.reason,
-            )
+                self.counts["skipped"] += 1
+            else:
+                self.counts["committed"] += 1
+            # DEBUG (module docstring): formatted only when someone reads DEBUG.
+            level = logging.WARNING if skipped else logging.DEBUG
+            if log.isEnabledFor(level):
+                event(
+                    log,
+                    level,
+                    "skipped" if skipped else "commit",
+                    f"{view.job}@{view.fire_ms} {view.state}: "
+                    + (view.reason if skipped else f"executor {view.executor or '-'} token {view.token}"),
+                    job=view.job,
+                    slot=view.fire_ms,
+                    state=view.state.value,
+                    executor=view.executor,
+                    token=view.token,
+                    votes=len(view.votes),
+                    reason=view.reason,
+                )
         elif res.status == VoteStatus.MISSED:
             self.missed(view, "vote after deadline")
 
@@ -262,6 +334,8 @@ class Observer:
         view = reply.slot
         if view.state == SlotState.COMMITTED and view.token == action.token and view.not_before_ms:
             # The core starts it again when the store says the backoff is over.
+            if not log.isEnabledFor(logging.INFO):
+                return
             event(
                 log,
                 logging.INFO,
@@ -272,6 +346,7 @@ class Observer:
                 token=action.token,
             )
             return
+        self.counts["start_refused"] += 1
         event(
             log,
             logging.WARNING,
@@ -286,6 +361,7 @@ class Observer:
     def _finish(self, action: Finish, reply: TransitionResult) -> None:
         view = reply.slot
         if reply.ok and view.state == SlotState.COMMITTED:
+            self.counts["retrying"] += 1
             event(
                 log,
                 logging.WARNING,
@@ -300,18 +376,21 @@ class Observer:
             )
         elif reply.ok:
             self.metrics.slots.labels(action.job, view.state.value).inc()
-            event(
-                log,
-                logging.INFO,
-                "finish",
-                f"{action.job}@{action.fire_ms} token {action.token} recorded {view.state}",
-                job=action.job,
-                slot=action.fire_ms,
-                token=action.token,
-                state=view.state.value,
-            )
+            self.counts[view.state.value] += 1
+            if log.isEnabledFor(logging.INFO):
+                event(
+                    log,
+                    logging.INFO,
+                    "finish",
+                    f"{action.job}@{action.fire_ms} token {action.token} recorded {view.state}",
+                    job=action.job,
+                    slot=action.fire_ms,
+                    token=action.token,
+                    state=view.state.value,
+                )
             self._outcome(action, view)
         else:
+            self.counts["finish_refused"] += 1
             event(
                 log,
                 logging.WARNING,
@@ -380,6 +459,7 @@ class Observer:
             self.missed(view, "sweep")
         elif view.state == SlotState.LOST:
             self.metrics.slots.labels(view.job, "lost").inc()
+            self.counts["lost"] += 1
             if not self.alerts_on(view.job, "lost"):
                 return
             self.alerts.raise_(
@@ -391,6 +471,7 @@ class Observer:
                 token=view.token,
             )
         elif view.state == SlotState.COMMITTED:
+            self.counts["takeovers"] += 1
             event(
                 log,
                 logging.WARNING,

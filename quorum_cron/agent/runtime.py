@@ -59,7 +59,7 @@ from quorum_cron.agent.intake import Intake
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.membership import NodeIdTaken
 from quorum_cron.agent.metrics import Metrics
-from quorum_cron.agent.observe import Observer
+from quorum_cron.agent.observe import SUMMARY_INTERVAL_S, Observer
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.clock.base import Clock, SystemClock
@@ -89,6 +89,9 @@ log = logging.getLogger(EVENT_LOGGER)
 
 EXIT_OK = 0
 EXIT_ID_TAKEN = 3
+
+JOINED_JOBS_LISTED = 20
+"""The ``joined`` line names this many jobs (with their definition hashes) and counts the rest."""
 
 FLUSH_TIMEOUT_MS = 10_000
 """After the last job ended at shutdown, how long results may take to reach the store."""
@@ -178,6 +181,7 @@ class Agent:
         """Why the grace period was cut short (a second signal): the stopped runs' recorded cause."""
         self._joined = False
         self._exit_code = EXIT_OK
+        self._summary_mono = self.clock.monotonic_ms()
         self.definitions = Definitions(self.jobs)
         """The definition each slot runs under, across reloads (:meth:`replace_jobs`)."""
         self.ready = asyncio.Event()
@@ -230,6 +234,7 @@ class Agent:
         """
         changes = self.core.replace_jobs([j.core for j in jobs], self.now())
         self.definitions.swap({j.name: j for j in jobs}, changes)
+        self.health.jobs_changed()
         if changes.added and self._loop is not None and not self._stopping:
             self._background(self._resubscribe())
         self._poke()
@@ -250,6 +255,7 @@ class Agent:
             await self._join()
             await self.intake.start(self._loop)
             self._tasks.append(asyncio.ensure_future(self.health.loop(self._on_id_taken)))
+            self._tasks.append(asyncio.ensure_future(self._summaries()))
             self.ready.set()
             await self._main_loop()
         except NodeIdTaken:
@@ -274,7 +280,11 @@ class Agent:
                 "no NTP servers configured and ntp_unreachable is 'abstain': this node can never trust its "
                 "clock, so it will never vote; set cluster.ntp_servers, or ntp_unreachable = 'store-time'",
             )
-        jobs = ", ".join(f"{j.name}={j.core.spec_hash[:12]}" for j in self.jobs.values())
+        # The first jobs and their definition hashes, not all: with 100,000 jobs one line of
+        # every hash would be 2 MB (a peer's different definition is alerted per job anyway).
+        listed = [f"{j.name}={j.core.spec_hash[:12]}" for j in list(self.jobs.values())[:JOINED_JOBS_LISTED]]
+        more = len(self.jobs) - len(listed)
+        jobs = ", ".join(listed) + (f" and {more} more" if more > 0 else "")
         record = self.health.record
         held = (
             f"membership {record.describe()}"
@@ -303,6 +313,7 @@ class Agent:
         await self.health.leave()
         await self.alerts.aclose()
         self._worker.shutdown()
+        self.observer.summary(self._since_summary())  # what the last partial interval saw
         # A node refused at its first heartbeat (its id is held) never joined: "left ... exit 0"
         # before the command's "error: ... (exit 3)" would say the opposite of what happened.
         if self._joined:
@@ -311,6 +322,19 @@ class Agent:
             event(
                 log, logging.INFO, "not_joined", f"node {self.node} did not join", exit_code=self._exit_code
             )
+
+    async def _summaries(self) -> None:
+        """The observer's ``summary`` line every :data:`SUMMARY_INTERVAL_S` (the per-slot lines'
+        stand-in on a node that only voted; observe.py's docstring)."""
+        while True:
+            await asyncio.sleep(SUMMARY_INTERVAL_S)
+            self.observer.summary(self._since_summary())
+
+    def _since_summary(self) -> float:
+        """Seconds since the last ``summary`` line (or the start), for the line to say."""
+        mono = self.clock.monotonic_ms()
+        since, self._summary_mono = mono - self._summary_mono, mono
+        return round(since / 1000, 1)
 
     def _on_id_taken(self, exc: NodeIdTaken) -> None:
         event(log, logging.ERROR, "membership", f"{exc}; stopping")
