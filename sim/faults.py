@@ -140,15 +140,25 @@ def _stale_config(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> Non
 
 
 def _rogue(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
-    """Each node holds a copy of the config that lists it, under the store's epoch: it votes."""
+    """Each node holds a copy of the config that lists it, under the store's epoch: it votes.
+
+    A record of its own making is something no agent sends (an agent holds only records read
+    from the store): this is a stranger the store must keep out. Only a node that was never a
+    member of any record the namespace held forges: a job takes a newer record from its own
+    members, whom the protocol trusts to relay the namespace's (docs/protocol.md, "Membership
+    and reconfiguration"); a removed node forging one would be a lying member, outside the
+    fault model, like a member voting under another node's id.
+    """
 
     def begin() -> None:
-        ms = world.store.state.membership()
+        store = world.store.state
+        ms = store.membership()
         if ms is None:
             return
         rec = ms.record
+        held = store.membership_log(1 << 30)
         for n in nodes:
-            if n.process is None or rec.is_member(n.id):
+            if n.process is None or any(m.record.is_member(n.id) for m in held):
                 continue
             forged = MembershipRecord(rec.epoch, Configuration.of((*rec.current.members, n.id)))
             core = n.process.core  # type: ignore[attr-defined]

@@ -116,6 +116,35 @@ def test_a_stale_node_is_refused_once_per_epoch_then_votes_under_the_newer_recor
     assert res[0].status == VoteStatus.RECORDED
 
 
+def test_a_new_member_ahead_of_the_job_is_not_reported_and_votes_again_shortly() -> None:
+    """Growing a, b, c -> + d: d holds the joint record and votes first on a job still at epoch 1.
+    The job takes a newer record only from one of its members (explorer seed 90437: a stranger's
+    record at the namespace's epoch), so d is refused; the refusal is not news (no Refused, no
+    alert), and d votes again a moment later, counted once a member brought the joint record."""
+    joint = record(2, ["a", "b", "c", "d"], ["a", "b", "c"])
+    now = Now(T0 + PERIOD, 0)
+    store = MemoryStore(lambda: now.wall_ms)
+    store.vote([VoteRequest("j", T0, "a", "h1", 2, 250, 3_000, epoch=1, membership=ABC.encode())])
+    core = NodeCore(NodeSettings(node_id="d", quorum=2, max_skew_ms=250), [job()], joint)
+    core.set_trust(True)
+    votes = [a for a in boot(core, now) if isinstance(a, Vote)]
+    assert votes and votes[0].requests[0].epoch == 2
+    reply: Any = perform(store, "d", votes[0])
+    assert reply[0].status == VoteStatus.REFUSED and reply[0].epoch == 1
+    out = core.on_reply(votes[0], reply, now)
+    assert not [a for a in out if isinstance(a, (Refused, Vote))], out
+    assert core.membership == joint
+    # A member brings the joint record to the job; d's vote goes again after max_skew / 2.
+    store.vote([VoteRequest("j", T0 + PERIOD, "a", "h1", 2, 250, 3_000, epoch=2, membership=joint.encode())])
+    assert not [a for a in core.tick(Now(now.wall_ms + 100, 100)) if isinstance(a, Vote)]
+    now = Now(now.wall_ms + 125, 125)
+    again = [a for a in core.tick(now) if isinstance(a, Vote)]
+    assert again and again[0].requests[0].epoch == 2
+    res: Any = perform(store, "d", again[0])
+    assert res[0].status == VoteStatus.RECORDED
+    assert dict(store.slot("j", T0 + PERIOD).votes) == {"a": "h1", "d": "h1"}
+
+
 def test_every_job_refused_in_one_batch_votes_again_under_the_newer_record() -> None:
     # Two jobs' votes go in one pipelined call and both are refused as stale. The first
     # refusal adopts the newer record; the second finds nothing newer to adopt, yet its vote

@@ -83,6 +83,7 @@ WALK_GOALS = (
     "vote committed",
     "vote committed while joint",
     "job adopted a newer record",
+    "forged record refused",
     "sweep committed",
     "retry assigned",
 )
@@ -252,6 +253,35 @@ class MembershipParity(RuleBasedStateMachine):
             STATS["job adopted a newer record"] += 1
         self.job_epochs[job] = epoch
 
+    @rule(job=st.sampled_from(JOBS), ahead=st.sampled_from((0, 1)), spec=st.sampled_from(("h1", "h2")))
+    def forged_vote(self, job: str, ahead: int, spec: str) -> None:
+        """x, never a member, votes with a record of its own making that lists it, at the
+        namespace's epoch or the next: a job holding a record never takes it (one epoch, one
+        record; explorer seed 90437). A job with no record yet has nothing to hold x to; a job
+        with one always has it from the namespace (invariant below)."""
+        j = self.model._jobs.get(job)
+        if j is None or j.record is None or any(r.is_member("x") for r in self.records):
+            return  # (x filling an open seat is a member: members are trusted to relay records)
+        base = self.records[-1]
+        forged = MembershipRecord(base.epoch + ahead, Configuration.of([*base.current.members, "x"]))
+        fire = (self.now // GRID_MS) * GRID_MS
+        req = VoteRequest(
+            job, fire, "x", spec, 2, SKEW_MS, DEADLINE_MS, epoch=forged.epoch, membership=forged.encode()
+        )
+        got = self.redis.vote([req])
+        want = self.model.vote([req])
+        self.same("forged vote", got, want)
+        assert want[0].status in (VoteStatus.REFUSED, VoteStatus.DECIDED), want
+        if want[0].status == VoteStatus.REFUSED:
+            STATS["forged record refused"] += 1
+
+    @invariant()
+    def jobs_enforce_only_records_the_namespace_held(self) -> None:
+        for job in JOBS:
+            j = self.model._jobs.get(job)
+            if j is not None and j.record is not None:
+                assert j.record in self.records, f"{job} enforces {j.record}, never the namespace's"
+
     # -- takeovers and retries: the executor is always a member -----------------
 
     def _executor_is_a_member(self, op: str, job: str, slot: Any) -> None:
@@ -407,6 +437,31 @@ def test_stale_epoch_refused_newer_adopted_never_back(both: tuple[Clock, redis.R
         assert legacy.status == VoteStatus.REFUSED and legacy.reason.startswith(
             "c votes with membership epoch 0"
         )
+
+
+def test_a_non_member_cannot_plant_a_record_one_epoch_one_record(
+    both: tuple[Clock, redis.Redis, list[Any]],
+) -> None:
+    """Explorer seed 90437: a node outside the job's record voted first with a record of its own
+    making at the namespace's epoch (n1, n3 and itself), the job adopted it, and two different
+    records then had the same epoch. A job takes a newer record only from one of its members."""
+    clock, client, stores = both
+    shrunk = MembershipRecord(3, Configuration.of(["a", "c"]))  # what the namespace holds at 3
+    forged = MembershipRecord(3, Configuration.of(["a", "c", "x"]))  # x's own, same epoch
+    for s in stores:
+        clock.now = BASE_MS
+        assert _vote(s, "a", ABC).status == VoteStatus.RECORDED  # the job enforces epoch 1
+        fire = clock.now = BASE_MS + GRID_MS
+        res = _vote(s, "x", forged, fire=fire)
+        assert res.status == VoteStatus.REFUSED and res.record == ABC and res.epoch == 1
+        assert res.reason == "x is not a member of epoch 1: a, b, c (quorum 2 of 3)"
+        # A member brings the namespace's epoch 3; x's same-epoch record never replaces it.
+        assert _vote(s, "a", shrunk, fire=fire).status == VoteStatus.RECORDED
+        res = _vote(s, "x", forged, fire=fire)
+        assert res.status == VoteStatus.REFUSED and res.record == shrunk
+        assert _vote(s, "c", shrunk, fire=fire).status == VoteStatus.COMMITTED
+        assert dict(s.slot("j", fire).votes) == {"a": "h", "c": "h"}
+    assert client.hget("qc:{m:j}:meta", "mr") == shrunk.encode().encode()
 
 
 def test_joint_commit_needs_both_majorities(both: tuple[Clock, redis.Redis, list[Any]]) -> None:

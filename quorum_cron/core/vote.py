@@ -178,7 +178,7 @@ class VotingSide(CoreState):
             js = self._jobs[req.job]
             p = js.pending.get(req.fire_ms)
             if res.status == VoteStatus.REFUSED:
-                self._on_refused(js.index, req, res, p, out)
+                self._on_refused(js.index, req, res, p, out, now)
                 continue
             if res.status == VoteStatus.EARLY:
                 # Our clock runs ahead of the store's: try again shortly.
@@ -195,11 +195,25 @@ class VotingSide(CoreState):
         return out
 
     def _on_refused(
-        self, index: int, req: VoteRequest, res: VoteResult, p: _Pending | None, out: list[Action]
+        self, index: int, req: VoteRequest, res: VoteResult, p: _Pending | None, out: list[Action], now: Now
     ) -> None:
         """The job's membership record refused the vote: report it (once per epoch this node
         held), hold the job's record if it is newer, and vote again under it — or, still refused
-        or no longer a member, leave the slot to be accounted for at its deadline."""
+        or no longer a member, leave the slot to be accounted for at its deadline.
+
+        A job whose record is older than the vote's takes a newer one only from one of its own
+        members (one epoch, one record: docs/protocol.md): a node added by a change is refused
+        until a member of the job's record brings the change. That is not news: it is not
+        reported, and the vote goes again shortly (as an early one does), until the deadline.
+        """
+        if 0 < res.epoch < req.epoch and res.record is not None and not res.record.is_member(req.node):
+            if p is not None:
+                p.in_flight = False
+                p.request = None
+                p.retry_at_mono = now.mono_ms + max(1, self.settings.max_skew_ms // 2)
+                p.why = f"refused by membership: {res.reason}"
+                self._dirty.add(index)
+            return
         if req.epoch > self._refused_reported:
             self._refused_reported = req.epoch
             out.append(Refused(req.job, req.fire_ms, req.epoch, res.epoch, res.reason))

@@ -204,8 +204,9 @@ class MemoryStore(ControlModel, ObservationModel):
         # Membership (undecided slots only: a decided vote never pays for it).
         record = job.record
         if req.epoch or record is not None:
-            if req.epoch > (record.epoch if record is not None else 0):
-                # A newer record: the job adopts it (only ever forward) and drops the legacy floor.
+            if req.epoch > (record.epoch if record else 0) and (not record or record.is_member(req.node)):
+                # A member's newer record (a stranger's may be one the namespace never held: one
+                # epoch, one record): the job adopts it (only ever forward), drops the legacy floor.
                 record = job.record = _adopt(req)
                 job.quorum = 0
             if record is None or req.epoch < record.epoch or not record.is_member(req.node):

@@ -25,10 +25,13 @@
 --   and value_i the slot's value as stored afterwards ("" when absent).
 --
 -- Membership (undecided slots only: a decided vote reads no meta). A job
--- enforces the record in its meta (mr). A vote with a newer epoch makes the
--- job adopt the vote's record (a job only moves forward) and drops the
--- legacy floor q. Then a vote with an older epoch (0 included, once the job
--- has a record) or from a node in neither current nor old is refused (F).
+-- enforces the record in its meta (mr). A vote with a newer epoch from a
+-- member of that record (or any vote with an epoch, on a job without one)
+-- makes the job adopt the vote's record (a job only moves forward) and drops
+-- the legacy floor q: a node outside the record cannot plant one, so a job
+-- holds only records its members relayed from the namespace, one per epoch.
+-- Then a vote with an older epoch (0 included, once the job has a record) or
+-- from a node in neither current nor old is refused (F).
 -- A slot commits when the voters agreeing with this vote hold a quorum of
 -- current and, while joint, of old; stored votes of others do not count.
 -- An epoch-0 vote on a job without a record keeps the legacy rule: the
@@ -74,7 +77,7 @@ local function vote_one(fire, firen, spec, q)
   local ep = q[9]
   if ep > 0 or m.mr then
     rec = job_record(m)
-    if ep > (rec and rec.epoch or 0) then
+    if ep > (rec and rec.epoch or 0) and (not rec or is_member(rec, node)) then
       rec = vote_record(q)
       m.rec, m.mr = rec, rec.text
       meta_set('mr', rec.text, rec.text)
