@@ -43,7 +43,7 @@ from quorum_cron.core.model import (
     VoteRequest,
     VoteStatus,
 )
-from quorum_cron.errors import StoreError
+from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.embedded.topology import EmbeddedCluster
@@ -757,3 +757,33 @@ def test_retry_goes_to_a_member_or_the_failure_is_the_last(
                 assert (res.slot.state, res.slot.executor) == (SlotState.COMMITTED, o1), res.slot
             results.append((res, s.ledger(job, 5)))
         assert results[0] == results[1]
+
+
+# -- WAIT after membership writes ------------------------------------------------------------
+
+
+def test_membership_writes_wait_for_replicas_reads_do_not(redis_server: EmbeddedRedis) -> None:
+    """With wait_replicas, init, change and finish end with WAIT, as a vote does: a record a
+    failover lost could be made again at its epoch with other members. No replica here, so WAIT
+    counts 0: the outcome is unknown (StoreUnavailable), though the primary applied it. Reads,
+    a leave and heartbeats do not wait (a heartbeat's shortfall would stop the node voting)."""
+    client = redis_server.client(retry=None, socket_timeout=5.0)
+    client.flushall()
+    try:
+        store = RedisStore(client, "mw", wait_replicas=1, wait_timeout_ms=20)
+        writes = (
+            ("init_membership", lambda: store.init_membership(ABC.current, "a")),
+            ("change_membership", lambda: store.change_membership(1, GROW.current, "ops", "grow")),
+            ("finish_membership", lambda: store.finish_membership(2, "ops", "done", force=True)),
+        )
+        for op, call in writes:
+            with pytest.raises(StoreUnavailable, match="WAIT: 0 of 1 replicas acknowledged") as info:
+                call()
+            assert op in str(info.value)
+        assert store.heartbeat("a", "i1", TTL_MS, {}, 3).ok
+        ms = store.membership()  # a read: no WAIT
+        assert ms is not None and ms.record == GROWN  # every write above was applied
+        assert [m.node for m in store.members()] == ["a"]
+        store.leave("a", "i1")
+    finally:
+        client.close()

@@ -70,7 +70,8 @@ class RedisStore(RedisWrites, RedisReads, RedisControl, RedisMembership):
     are never split across calls.
 
     ``wait_replicas``: when > 0, every state change a node acts on (``vote``,
-    ``start``, ``renew``, ``finish``, ``record_missed``) is followed in the
+    ``start``, ``renew``, ``finish``, ``record_missed``; ``init_membership``,
+    ``change_membership``, ``finish_membership``) is followed in the
     same pipeline — one round trip, same connection — by ``WAIT
     wait_replicas wait_timeout_ms``. Fewer acknowledgements raise
     :class:`~quorum_cron.errors.StoreUnavailable` (outcome unknown: the write

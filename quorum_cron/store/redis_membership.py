@@ -7,6 +7,14 @@ and moves it (a seat filled, a joint change finished) in one atomic step.
 Everything read back is parsed with bounds (:mod:`.parse`): a corrupt
 record is reported and read as none, a corrupt member entry is skipped.
 The log is read with a plain ``XREVRANGE``.
+
+``init_membership``, a change and a finish end with ``WAIT`` when
+``wait_replicas`` > 0, as votes do: a record a failover loses could be made
+again at the same epoch with other members while nodes and jobs hold the
+first one (docs/protocol.md, "One epoch, one record"). A heartbeat does not
+wait: a shortfall would stop the node voting on every shard while one shard
+lacks a replica; a finish it made and a failover lost is made again, the
+same, by the next heartbeat (a seat fill in "size = N" mode may not be).
 """
 
 from __future__ import annotations
@@ -30,6 +38,9 @@ from quorum_cron.store.scripts import MEMBERS, Call
 
 __all__ = ["RedisMembership"]
 
+_WAITED = frozenset("icf")
+"""members.lua ops followed by WAIT (init, change, finish; see the module docstring)."""
+
 
 class RedisMembership(RedisBase):
     """Heartbeats and the membership record (see :class:`quorum_cron.store.base.Store`)."""
@@ -37,7 +48,8 @@ class RedisMembership(RedisBase):
     def _members_call(self, op: str, *args: str | int) -> list[Any]:
         ns = self._ns
         names = (self._members_key, store_keys.membership_key(ns), store_keys.membership_log_key(ns))
-        return as_list(self._scripts.call(Call(MEMBERS, names, [self._now_arg(), op, *args])))
+        wait = self._wait if op in _WAITED else None
+        return as_list(self._scripts.call(Call(MEMBERS, names, [self._now_arg(), op, *args]), wait))
 
     def _membership(self, fields: list[Any]) -> Membership | None:
         """The record fields ``r, at, by, why`` of a reply; None when absent or corrupt (reported)."""
