@@ -126,15 +126,16 @@ class Intake:
                 self._verifying.add(key)
                 self._background(self._verify_trigger(item.job, item.fire_ms))
             return
-        event(
-            log,
-            logging.DEBUG,
-            "notice",
-            f"assigned {item.job}@{item.fire_ms} token {item.token}",
-            job=item.job,
-            slot=item.fire_ms,
-            token=item.token,
-        )
+        if log.isEnabledFor(logging.DEBUG):  # one per assignment: not even formatted at INFO (issue 27)
+            event(
+                log,
+                logging.DEBUG,
+                "notice",
+                f"assigned {item.job}@{item.fire_ms} token {item.token}",
+                job=item.job,
+                slot=item.fire_ms,
+                token=item.token,
+            )
         self._dispatch(self._core.on_assigned(item.job, item.fire_ms, item.token, self._now()))
         self._poke()
 
