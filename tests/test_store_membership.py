@@ -253,6 +253,18 @@ class MembershipParity(RuleBasedStateMachine):
             STATS["job adopted a newer record"] += 1
         self.job_epochs[job] = epoch
 
+    @rule(job=st.sampled_from(JOBS), takeover=st.booleans())
+    def vote_round(self, job: str, takeover: bool) -> None:
+        """Every member of the newest record votes under it (as their agents would): commits,
+        joint ones included; then, sometimes, the executor stays silent past its start timeout
+        and a sweep hands the slot on."""
+        if self.records:
+            ms = list(self.records[-1].members)
+            self.vote(job, [(n, "now") for n in ms[:5]], "h1", 2, 0)
+            if takeover:
+                self.advance(1_000)
+                self.sweep(500, Delivery.AT_LEAST_ONCE)
+
     @rule(job=st.sampled_from(JOBS), ahead=st.sampled_from((0, 1)), spec=st.sampled_from(("h1", "h2")))
     def forged_vote(self, job: str, ahead: int, spec: str) -> None:
         """x, never a member, votes with a record of its own making that lists it, at the
