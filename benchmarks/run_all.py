@@ -47,6 +47,7 @@ FULL: dict[str, list[str]] = {
     "sim_speed": ["--minutes", "10"],
     "leader_baseline": ["--jobs", "3", "--before", "30", "--after", "30", "--no-quorum"],
     "peers": [],
+    "scale": ["--jobs", "10000", "--agents", "3", "--bursts", "2"],
 }
 QUICK: dict[str, list[str]] = {
     "store_vote": ["--jobs", "1000", "--slots", "2000"],
@@ -55,6 +56,7 @@ QUICK: dict[str, list[str]] = {
     "sim_speed": ["--minutes", "2"],
     "leader_baseline": ["--jobs", "3", "--before", "15", "--after", "20", "--no-quorum"],
     "peers": ["--faults", "kill", "--steady", "5", "--after", "15"],
+    "scale": ["--jobs", "2000", "--agents", "3", "--bursts", "1"],
 }
 TIMEOUT_S = {
     "store_vote": 240,
@@ -63,8 +65,9 @@ TIMEOUT_S = {
     "sim_speed": 300,
     "leader_baseline": 180,
     "peers": 1080,
+    "scale": 900,
 }
-OPTIONAL = {"peers"}  # run only when asked for (--peers, or by name in --only)
+OPTIONAL = {"peers", "scale"}  # run only when asked for (--peers / --scale, or by name in --only)
 
 
 def _hiredis() -> bool:
@@ -316,6 +319,46 @@ def summarize(docs: dict[str, dict[str, Any] | None]) -> list[Row]:
             "-",
             None,
         )
+    sc = docs.get("scale")
+    if sc:
+        lat = sc["lateness_ms"]
+        tag = f"{sc['jobs']:,} jobs '{sc['schedule']}', {sc['agents']} agents, {sc['topology']}"
+        ref = sc.get("reference") or {}
+        add(
+            "scale",
+            f"burst p50 / p99 / max fire → job's own start ({tag}, {sc['bursts']} min)",
+            f"{_fmt(lat['p50'])} / {_fmt(lat['p99'])} / {_fmt(lat['max'], ' ms')}",
+            f"plain asyncio burst p99 {_fmt(ref.get('lateness_ms', {}).get('p99'), ' ms')}" if ref else "-",
+            "p99 <= 2,000 ms",
+            lat["p99"] <= 2000,
+        )
+        add(
+            "scale",
+            "missed / duplicated; takeovers; refused starts",
+            f"{sc['missed']:,} / {sc['duplicated']:,} of {sc['slots_due']:,}; {sc['takeovers']:,}; "
+            f"{sc['start_refused']:,}",
+            "-",
+            "0 / 0; 0 takeovers",
+            sc["missed"] + sc["duplicated"] + sc["takeovers"] == 0,
+        )
+        add(
+            "scale",
+            "Redis CPU per slot, end to end",
+            _fmt(sc["redis_cpu_us_per_slot"], " µs"),
+            "-",
+            "<= 50 µs",
+            sc["redis_cpu_us_per_slot"] <= 50,
+        )
+        worst = max(sc["agents_detail"], key=lambda a: a["cpu_us_per_slot"])
+        fat = max(sc["agents_detail"], key=lambda a: a["rss_kb_per_job"])
+        add(
+            "scale",
+            "agent CPU per slot (worst agent); RSS per job (largest)",
+            f"{_fmt(worst['cpu_us_per_slot'], ' µs')}; {_fmt(fat['rss_kb_per_job'], ' KB')}",
+            "-",
+            "<= 150 µs; <= 3 KB",
+            worst["cpu_us_per_slot"] <= 150 and fat["rss_kb_per_job"] <= 3,
+        )
     pe = docs.get("peers")
     if pe:
         for sc in pe["scenarios"]:
@@ -355,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     ap.add_argument("--only", nargs="+", choices=sorted(FULL), help="run only these benchmarks")
     ap.add_argument("--peers", action="store_true", help="also run peers.py (needs the peers extra)")
+    ap.add_argument("--scale", action="store_true", help="also run scale.py (10k jobs on 3 agents, ~5 min)")
     args = ap.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     stamp = time.strftime("%Y%m%dT%H%M%S")
@@ -364,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_1m_at_start": round(os.getloadavg()[0], 2),
         "hiredis": _hiredis(),
     }
-    wanted = args.only or [n for n in FULL if n not in OPTIONAL or args.peers]
+    asked = {"peers": args.peers, "scale": args.scale}
+    wanted = args.only or [n for n in FULL if n not in OPTIONAL or asked[n]]
     timings: dict[str, float] = {}
     codes: dict[str, int] = {}
     docs: dict[str, dict[str, Any] | None] = {}
