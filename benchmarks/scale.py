@@ -114,6 +114,8 @@ class Recorder:
         self.stats_path = stats
         self.rows: deque[tuple[str, int, float]] = deque()  # append/popleft are thread-safe
         self.stats: dict[str, Any] = {"pid": os.getpid(), "spawned": spawned, "started": time.time()}
+        self.actions: dict[str, int] = {}
+        """Store actions performed, by type (``Vote``, ``Start``...), and ``<type> items`` for batches."""
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="scale-recorder", daemon=True)
@@ -128,6 +130,8 @@ class Recorder:
 
     def write_stats(self) -> None:
         with self._lock:
+            self.stats["actions"] = self.actions.copy()  # (dict.copy is one C call: no torn read)
+            self.stats["actions_at"] = time.time()
             tmp = self.stats_path.with_suffix(".tmp")
             tmp.write_text(json.dumps(self.stats))
             tmp.replace(self.stats_path)
@@ -141,6 +145,7 @@ class Recorder:
     def _loop(self) -> None:
         while not self._done.wait(FLUSH_S):
             self.flush()
+            self.write_stats()
 
     def close(self) -> None:
         self._done.set()
@@ -150,7 +155,8 @@ class Recorder:
 
 
 def _wrap_first_vote(rec: Recorder) -> None:
-    """Stamp the first ``Vote`` action the node's store worker performs (no API event for it)."""
+    """Stamp the first ``Vote`` action the node's store worker performs (no API event for it),
+    and count the actions by type (and the items of a batch: a vote's requests, a sweep's jobs)."""
     try:
         import quorum_cron.agent.storeio as storeio
     except ImportError:
@@ -160,8 +166,17 @@ def _wrap_first_vote(rec: Recorder) -> None:
         return
     inner: Callable[..., object] = original
 
+    counts = rec.actions
+
     def perform(store: object, node: str, action: object) -> object:
-        if "first_vote" not in rec.stats and type(action).__name__.startswith("Vote"):
+        kind = type(action).__name__
+        counts[kind] = counts.get(kind, 0) + 1  # only the store worker thread writes
+        for field in ("requests", "params", "slots", "jobs"):
+            batch = getattr(action, field, None)
+            if isinstance(batch, tuple):
+                counts[f"{kind} items"] = counts.get(f"{kind} items", 0) + len(batch)
+                break
+        if "first_vote" not in rec.stats and kind.startswith("Vote"):
             rec.mark("first_vote")
         return inner(store, node, action)
 
@@ -419,6 +434,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         )
     sleep_until_ms(lo)
     pids = {n: procs[n].pid for n in nodes}
+    actions0 = {n: _read_json(workdir / f"{n}.json") for n in nodes}
     before = servers.snapshot()
     cpu0 = {n: _proc_cpu_s(pids[n]) for n in nodes}
     rss_rest = {n: _proc_rss_kb(pids[n]) for n in nodes}
@@ -427,6 +443,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     after = servers.snapshot()
     cpu1 = {n: _proc_cpu_s(pids[n]) for n in nodes}
     rss = {n: _proc_rss_kb(pids[n]) for n in nodes}
+    actions1 = {n: _read_json(workdir / f"{n}.json") for n in nodes}
     alive = {n: procs[n].poll() is None for n in nodes}
     print("window closed; stopping the agents ...", flush=True)
     time.sleep(FLUSH_S + 1)
@@ -456,6 +473,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         cpu=(cpu0, cpu1),
         rss=(rss_rest, rss),
         alive=alive,
+        actions=(actions0, actions1),
         window=(lo, hi, warm, first),
         ref_at=ref_at if ref is not None else None,
         redis=servers.version(),
@@ -477,6 +495,7 @@ def analyse(
     rss: tuple[dict[str, int], dict[str, int]],
     alive: dict[str, bool],
     window: tuple[int, int, int, int],
+    actions: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]] | None = None,
     ref_at: int | None,
     redis: str,
 ) -> dict[str, Any]:
@@ -523,6 +542,7 @@ def analyse(
     )
     window_s = (hi - lo) / 1000
     agents = []
+    store_actions: Counter[str] = Counter()
     log_lines = 0
     events_all: Counter[str] = Counter()
     for n in nodes:
@@ -532,6 +552,12 @@ def analyse(
         st = stats.get(n, {})
         sp = spawned[n]
         d_cpu = cpu[1][n] - cpu[0][n]
+        # Store actions over the window (the agent writes its counts every FLUSH_S: ±2 s at each edge).
+        acts: Counter[str] = Counter()
+        if actions is not None:
+            a0, a1 = actions[0].get(n, {}).get("actions", {}), actions[1].get(n, {}).get("actions", {})
+            acts = Counter({k: int(v) - int(a0.get(k, 0)) for k, v in a1.items()})
+        store_actions.update(acts)
         agents.append(
             {
                 "node": n,
@@ -553,6 +579,7 @@ def analyse(
                 "start_refused": events["start_refused"],
                 "non_json_lines": other,
                 "events": dict(events.most_common()),
+                "store_actions_per_slot": {k: round(v / due, 3) for k, v in acts.most_common() if v},
             }
         )
     reference = None
@@ -594,6 +621,7 @@ def analyse(
         "redis_memory_bytes_per_job": round(mem_rest / len(names), 1),
         "log_lines_per_slot": round(log_lines / due, 2) if due else float("nan"),
         "events_per_slot": {k: round(v / due, 3) for k, v in events_all.most_common()},
+        "store_actions_per_slot": {k: round(v / due, 3) for k, v in store_actions.most_common() if v},
         "agents_detail": agents,
         "reference": reference,
     }
@@ -655,6 +683,8 @@ def report(res: dict[str, Any]) -> None:
     )
     top = ", ".join(f"{k} {v}" for k, v in list(res["redis_calls_per_slot"].items())[:6])
     print(f"Redis calls per slot: {top}")
+    acts = ", ".join(f"{k} {v}" for k, v in res.get("store_actions_per_slot", {}).items())
+    print(f"agents' store actions per slot (all agents; 'items': requests or jobs in a batch): {acts}")
     print(f"Redis memory at rest {res['redis_memory_bytes_per_job']:,.0f} B per job")
     print(
         f"log lines per slot (all agents) {res['log_lines_per_slot']}; "

@@ -45,7 +45,12 @@ def _snap(cpu: float, memory: int, evalsha: int) -> dict[str, Any]:
     return {"t": 0.0, "servers": [server]}
 
 
-def _analyse(tmp: Path, jobs: int = 3, spread: bool = False) -> dict[str, Any]:
+def _analyse(
+    tmp: Path,
+    jobs: int = 3,
+    spread: bool = False,
+    actions: tuple[dict[str, Any], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     args = argparse.Namespace(bursts=2, spread=spread, cluster=False, callable="async")
     nodes = ["n1", "n2"]
     return scale.analyse(  # type: ignore[no-any-return]
@@ -62,6 +67,7 @@ def _analyse(tmp: Path, jobs: int = 3, spread: bool = False) -> dict[str, Any]:
         rss=({"n1": 1000, "n2": 1000}, {"n1": 3000, "n2": 1500}),
         alive={"n1": True, "n2": True},
         window=(LO, HI, WARM, FIRST),
+        actions=actions,
         ref_at=None,
         redis="7",
     )
@@ -114,7 +120,12 @@ def test_server_agent_and_log_figures_are_per_slot_over_the_window(tmp_path: Pat
         tmp_path / "n1.log", (LO - 1, "takeover"), (LO, "takeover"), (LO + 5, "start_refused"), (HI, "commit")
     )
     _log(tmp_path / "n2.log", (LO + 1, "commit"))
-    res = _analyse(tmp_path)  # 3 jobs x 2 minutes = 6 slots due
+    actions = (
+        {"n1": {"actions": {"Vote": 1, "Vote items": 10}}, "n2": {}},
+        {"n1": {"actions": {"Vote": 4, "Vote items": 16, "Start": 6}}, "n2": {"actions": {"Sweep": 3}}},
+    )
+    res = _analyse(tmp_path, actions=actions)  # 3 jobs x 2 minutes = 6 slots due
+    assert res["store_actions_per_slot"] == {"Start": 1.0, "Vote items": 1.0, "Vote": 0.5, "Sweep": 0.5}
     assert res["takeovers"] == 1 and res["start_refused"] == 1  # the window is [LO, HI)
     assert res["log_lines_per_slot"] == pytest.approx(3 / 6, abs=0.01)
     assert res["redis_cpu_us_per_slot"] == pytest.approx(0.6 / 6 * 1e6, rel=1e-6)
