@@ -31,6 +31,7 @@ from quorum_cron.core.node import (
     NodeCore,
     NodeSettings,
     Now,
+    RecordMissed,
     Refused,
     Vote,
 )
@@ -171,6 +172,58 @@ def test_every_job_refused_in_one_batch_votes_again_under_the_newer_record() -> 
     assert core.membership == grown
     again = [r for a in core.tick(now) if isinstance(a, Vote) for r in a.requests]
     assert sorted((r.job, r.epoch) for r in again) == [("j", 2), ("k", 2)]
+
+
+def test_a_member_votes_again_under_a_newer_record_so_the_nodes_it_added_count() -> None:
+    """a voted for a slot under epoch 1 (a, b, x); then the record became epoch 2 (a, b, d) and d
+    voted: refused, the job is still behind and takes a newer record only from a member's vote.
+    a, holding the newer record, votes again for the slots it awaits: the job moves to epoch 2
+    and d's next try commits the slot (a + d). Without it an operator's trigger voted just
+    before the other nodes joined missed (CI of stop 28: tests/test_ops_commands.py)."""
+    first, replaced = record(1, ["a", "b", "x"]), record(2, ["a", "b", "d"])
+    now = Now(T0 + PERIOD, 0)
+    store = MemoryStore(lambda: now.wall_ms)
+    a = NodeCore(NodeSettings(node_id="a", quorum=2, max_skew_ms=250), [job()], first)
+    a.set_trust(True)
+    votes = [x for x in boot(a, now) if isinstance(x, Vote)]
+    reply: Any = perform(store, "a", votes[0])
+    assert reply[0].status == VoteStatus.RECORDED
+    a.on_reply(votes[0], reply, now)
+    d = NodeCore(NodeSettings(node_id="d", quorum=2, max_skew_ms=250), [job()], replaced)
+    d.set_trust(True)
+    dv = [x for x in boot(d, now) if isinstance(x, Vote)]
+    dr: Any = perform(store, "d", dv[0])
+    assert dr[0].status == VoteStatus.REFUSED and dr[0].epoch == 1
+    d.on_reply(dv[0], dr, now)
+    assert a.set_membership(replaced)
+    again = [r for x in a.tick(now) if isinstance(x, Vote) for r in x.requests]
+    assert [(r.fire_ms, r.epoch) for r in again] == [(T0 + PERIOD, 2)]
+    res: Any = perform(store, "a", Vote(tuple(again)))
+    assert res[0].status == VoteStatus.RECORDED
+    now = Now(now.wall_ms + 125, 125)
+    dv = [x for x in d.tick(now) if isinstance(x, Vote)]
+    dr = perform(store, "d", dv[0])
+    assert dr[0].status == VoteStatus.COMMITTED
+    assert dict(store.slot("j", T0 + PERIOD).votes) == {"a": "h1", "d": "h1"}
+
+
+def test_a_vote_sent_again_after_the_deadline_is_dropped_not_recorded_missed() -> None:
+    # The first vote stands and the slot's poll accounts for it: a second record would say
+    # "missed" for a slot another node may have run under a wider deadline.
+    first, replaced = record(1, ["a", "b", "x"]), record(2, ["a", "b", "d"])
+    now = Now(T0 + PERIOD, 0)
+    store = MemoryStore(lambda: now.wall_ms)
+    a = NodeCore(NodeSettings(node_id="a", quorum=2, max_skew_ms=250), [job()], first)
+    a.set_trust(True)
+    votes = [x for x in boot(a, now) if isinstance(x, Vote)]
+    a.on_reply(votes[0], perform(store, "a", votes[0]), now)
+    a.set_membership(replaced)
+    late = Now(now.wall_ms + 3_001, 3_001)
+    out = a.tick(late)
+    assert not [
+        x for x in out if isinstance(x, (Vote, RecordMissed)) and getattr(x, "fire_ms", 0) == T0 + PERIOD
+    ]
+    assert not [r for x in out if isinstance(x, Vote) for r in x.requests if r.fire_ms == T0 + PERIOD]
 
 
 def test_refused_is_reported_once_per_epoch_not_per_slot() -> None:

@@ -280,8 +280,7 @@ class Agent:
                 "no NTP servers configured and ntp_unreachable is 'abstain': this node can never trust its "
                 "clock, so it will never vote; set cluster.ntp_servers, or ntp_unreachable = 'store-time'",
             )
-        # The first jobs and their definition hashes, not all: with 100,000 jobs one line of
-        # every hash would be 2 MB (a peer's different definition is alerted per job anyway).
+        # The first jobs and their hashes, not all (100,000 jobs: a 2 MB line; a mismatch alerts per job).
         listed = [f"{j.name}={j.core.spec_hash[:12]}" for j in list(self.jobs.values())[:JOINED_JOBS_LISTED]]
         more = len(self.jobs) - len(listed)
         jobs = ", ".join(listed) + (f" and {more} more" if more > 0 else "")
@@ -313,7 +312,7 @@ class Agent:
         await self.health.leave()
         await self.alerts.aclose()
         self._worker.shutdown()
-        self.observer.summary(self._since_summary())  # what the last partial interval saw
+        self._summary()  # what the last partial interval saw
         # A node refused at its first heartbeat (its id is held) never joined: "left ... exit 0"
         # before the command's "error: ... (exit 3)" would say the opposite of what happened.
         if self._joined:
@@ -324,17 +323,15 @@ class Agent:
             )
 
     async def _summaries(self) -> None:
-        """The observer's ``summary`` line every :data:`SUMMARY_INTERVAL_S` (the per-slot lines'
-        stand-in on a node that only voted; observe.py's docstring)."""
+        """A ``summary`` line every :data:`SUMMARY_INTERVAL_S` (observe.py's docstring says why)."""
         while True:
             await asyncio.sleep(SUMMARY_INTERVAL_S)
-            self.observer.summary(self._since_summary())
+            self._summary()
 
-    def _since_summary(self) -> float:
-        """Seconds since the last ``summary`` line (or the start), for the line to say."""
+    def _summary(self) -> None:
         mono = self.clock.monotonic_ms()
         since, self._summary_mono = mono - self._summary_mono, mono
-        return round(since / 1000, 1)
+        self.observer.summary(round(since / 1000, 1))  # (the time since the last line, or the start)
 
     def _on_id_taken(self, exc: NodeIdTaken) -> None:
         event(log, logging.ERROR, "membership", f"{exc}; stopping")
@@ -473,14 +470,8 @@ class Agent:
         if view.state != SlotState.MISSED or view.reason != action.reason or not action.ran_locally:
             return
         self.metrics.slots.labels(action.job, "local").inc()
-        event(
-            log,
-            logging.INFO,
-            "local_recorded",
-            f"{action.job}@{action.fire_ms} recorded: {view.reason}",
-            job=action.job,
-            slot=action.fire_ms,
-        )
+        said = f"{action.job}@{action.fire_ms} recorded: {view.reason}"
+        event(log, logging.INFO, "local_recorded", said, job=action.job, slot=action.fire_ms)
 
     def _run_ended(self, job: str, fire_ms: int, token: int, succeeded: bool, detail: str) -> None:
         self._dispatch(self.core.on_run_finished(job, fire_ms, token, succeeded, detail, self.now()))

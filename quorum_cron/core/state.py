@@ -97,6 +97,10 @@ class _Pending:
     local_detail: str = ""
     held: bool = False
     """Its vote failed with the store unreachable: sent again once the store answers."""
+    revote: bool = False
+    """A vote this node already had recorded, sent again to bring a newer membership record
+    (:meth:`CoreState._adopt`): past its deadline or abstained it is dropped, not recorded
+    missed (the slot's poll accounts for it)."""
 
 
 @dataclass(slots=True)
@@ -166,6 +170,7 @@ class CoreState:
         self._local_jobs = [js.index for js in self._by_index if js.job.run_local]
         self._dirty: set[int] = set(range(len(jobs)))
         """Jobs whose state changed since their timers were last computed."""
+        self._stopping = False
         self._timers = JobTimers(len(jobs))
         """Each job's earliest timers (:mod:`quorum_cron.core.timers`), set by :meth:`_refresh`."""
         self._finish_heap: list[tuple[int, tuple[str, int]]] = []
@@ -198,7 +203,6 @@ class CoreState:
         self._retries = RetryQueue(settings.retry_ms)
         """Failed missed records and high-water reads (:mod:`quorum_cron.core.retries`)."""
         self._sweep = Sweep(tuple(self._sweep_params()))
-        self._stopping = False
         self.dropped_finishes = 0
         """Results dropped because the buffer was full (reported by the runtime)."""
         cls = type(self)
@@ -277,9 +281,22 @@ class CoreState:
         self._member = record.is_member(me)
         self._member_reason = "" if self._member else f"{me} is not a member of {record.describe()}"
         self._may_vote = self._trusted and self._member
+        revote = self._member and not self._stopping
         for js in self._by_index:
             for p in js.pending.values():
                 p.request = None
+            if revote and js.awaiting:
+                # Slots this node voted for, still undecided: vote again under the new record. A
+                # job takes a newer record only from a vote of one of its own members (one
+                # epoch, one record: docs/protocol.md), so the nodes a change added are refused
+                # by a job still behind until a member brings it -- and a member that already
+                # voted for a slot (an operator's trigger, a slot that came due just before the
+                # change) would otherwise never vote for it again: the slot would miss.
+                for fire_ms in js.awaiting:
+                    if fire_ms not in js.pending and not js.removed:
+                        js.pending[fire_ms] = _Pending(
+                            fire_ms=fire_ms, deadline_ms=js.job.deadline_ms, revote=True
+                        )
         self._dirty.update(range(len(self._by_index)))
         return True
 

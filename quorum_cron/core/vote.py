@@ -78,6 +78,9 @@ class VotingSide(CoreState):
         wall, mono, skew = now.wall_ms, now.mono_ms, self.settings.max_skew_ms
         for fire_ms in sorted(pending):  # (a copy: records delete from it)
             p = pending[fire_ms]
+            if p.revote and not p.in_flight and (wall > fire_ms + p.deadline_ms or not self._may_vote):
+                del pending[fire_ms]  # (its first vote stands; the slot's poll accounts for it)
+                continue
             if wall > fire_ms + p.deadline_ms + skew:
                 if p.local == LOCAL_NO:
                     p.local = LOCAL_TOO_LATE  # too late to run it locally
@@ -161,6 +164,7 @@ class VotingSide(CoreState):
             and not self._reachable
             and p.local == LOCAL_NO
             and not p.in_flight
+            and not p.revote  # (voted already: the slot may run elsewhere)
             and now.wall_ms >= p.fire_ms  # (and inside the deadline: _votes_due checks that first)
             and (js.job.name, p.fire_ms) not in self._ran_local
         )
