@@ -39,7 +39,14 @@ from quorum_cron.agent.runtime import Agent
 from quorum_cron.agent.startup import new_agent, open_node_store, preflight, report_preflight, run_node
 from quorum_cron.config.durations import parse_duration
 from quorum_cron.config.job_options import in_process_job
-from quorum_cron.config.settings import AUTO, ClusterConfig, Config, JobSpec, NtpUnreachable
+from quorum_cron.config.settings import (
+    AUTO,
+    ClusterConfig,
+    Config,
+    JobSpec,
+    NtpUnreachable,
+    _deadline_vs_skew,
+)
 from quorum_cron.errors import ConfigError
 from quorum_cron.store.base import Store
 from quorum_cron.store.redis import RedisStore
@@ -47,6 +54,7 @@ from quorum_cron.store.redis import RedisStore
 __all__ = ["App", "JobContext"]
 
 F = TypeVar("F", bound=Callable[..., object])
+_SOURCE = "App"  # where a declaration's refusal says it came from, as Config(source=...) does
 
 _DURATIONS = (
     "max_skew",
@@ -202,8 +210,10 @@ class App:
             if job in self._specs:
                 raise ConfigError(f"job {job!r} is declared twice: expected unique job names")
             spec = in_process_job(job, {k: v for k, v in given.items() if v is not None})
-            # The whole-config rules (deadline vs max skew, unique names).
-            Config(self.cluster, (*self._specs.values(), spec), source="App")
+            # The whole-config rules, for the new job alone (the name is unique, checked above):
+            # re-checking every declared job made declaring n jobs cost O(n^2).
+            if spec.starting_deadline_ms <= self.cluster.max_skew_ms:
+                raise ConfigError(_deadline_vs_skew(_SOURCE, spec, self.cluster))
             self._specs[job] = spec
             self._funcs[job] = func
             return func
@@ -273,6 +283,8 @@ class App:
                 owned.close()
                 raise
             report_preflight(found)
+        # The whole configuration, checked once (each declaration already checked its own job).
+        Config(self.cluster, tuple(self._specs.values()), source=_SOURCE)
         jobs = [agent_job(spec, CallableTarget(self._funcs[name])) for name, spec in self._specs.items()]
         agent = new_agent(
             self.cluster, self.node_id, jobs, store, grace_ms=self._grace_ms, metrics=self.metrics

@@ -6,10 +6,16 @@ resolve to a value derived from SHA-256 of the job name (identical on every
 node), and day-of-month and day-of-week are ORed unless either field starts
 with ``*`` (Vixie cron / cronie). :mod:`quorum_cron.config.schedule` walks the plan
 over wall-clock time and maps it to instants. Pure: no clock, no I/O.
+
+Plans are shared: an installation declares thousands of jobs with a handful
+of expressions, so an expression without ``H`` is compiled once (its plan is
+the same for every job), and a plan with ``H`` resolved is interned, so jobs
+whose ``H`` tokens land on the same values hold one plan between them.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import NamedTuple
@@ -153,7 +159,13 @@ def _parse_field(text: str, fld: _Field, job: str) -> _ParsedField:
     if fld is _DOW and 7 in values:  # 7 is Sunday too
         values.discard(7)
         values.add(0)
-    return _ParsedField(frozenset(values), ",".join(resolved), text.startswith("*"))
+    return _ParsedField(_interned_set(frozenset(values)), ",".join(resolved), text.startswith("*"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _interned_set(values: frozenset[int]) -> frozenset[int]:
+    """The first set equal to ``values``: plans of different expressions share their equal fields."""
+    return values
 
 
 class CronPlan(NamedTuple):
@@ -170,7 +182,39 @@ class CronPlan(NamedTuple):
 
 
 def compile_cron(expr: str, job: str) -> CronPlan:
+    """The plan of ``expr`` for ``job`` (which seeds ``H``); :class:`InvalidCron` names the problem.
+
+    Equal plans are one object: the field sets of ``* * * * *`` are built once
+    however many jobs use it (an agent of 100k jobs would otherwise hold ~6 KB
+    of sets per job), and per-plan caches (``Schedule.min_interval_ms``) hit.
+    """
     text = ALIASES.get(expr.lower(), expr)
+    if not _hashed(text):
+        return _compile_unhashed(text)  # the job name plays no part: one plan per expression
+    return _interned(_compile(text, job))
+
+
+def _hashed(text: str) -> bool:
+    """Whether an item of the expression is an ``H`` token (the only syntax that reads the job name).
+
+    Split as :func:`_compile` splits, so both agree on what an item is; no name starts with H.
+    """
+    return any(item.startswith(("H", "h")) for part in text.split() for item in part.split(","))
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile_unhashed(text: str) -> CronPlan:
+    # Not cached when it raises: a bad expression is parsed (and refused) each time.
+    return _compile(text, "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _interned(plan: CronPlan) -> CronPlan:
+    """The first plan equal to ``plan`` (``lru_cache`` returns the cached object for an equal key)."""
+    return plan
+
+
+def _compile(text: str, job: str) -> CronPlan:
     parts = text.split()
     if len(parts) not in (5, 6):
         raise InvalidCron(

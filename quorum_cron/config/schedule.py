@@ -317,23 +317,7 @@ class Schedule:
         """
         if self._every_ms is not None:
             return self._every_ms
-        plan = self._require_plan()
-        tods = sorted(h * 3600 + m * 60 + s for h in plan.hours for m in plan.minutes for s in plan.seconds)
-        if len(tods) > 1:
-            gaps = [b - a for a, b in itertools.pairwise(tods)]
-            gaps.append(tods[0] + 86_400 - tods[-1])  # across midnight, if both days match
-            return min(gaps) * 1000
-        best: int | None = None
-        previous: int | None = None
-        day = dt.date(2000, 1, 1)
-        for ordinal in range(day.toordinal(), dt.date(2028, 12, 31).toordinal() + 1):
-            date = dt.date.fromordinal(ordinal)
-            if self._day_matches(plan, date):
-                if previous is not None:
-                    gap = ordinal - previous
-                    best = gap if best is None else min(best, gap)
-                previous = ordinal
-        return (best or 1) * 86_400_000
+        return _cron_min_interval_ms(self._require_plan())
 
     @staticmethod
     def _day_matches(plan: CronPlan, date: dt.date) -> bool:
@@ -450,3 +434,29 @@ class Schedule:
         plan = self._require_plan()
         gap_first, gap_last = tr.at + tr.before, tr.at + tr.after - 1
         return _wall_next(plan.canonical, plan.day_or, gap_first - 1) <= gap_last
+
+
+@functools.lru_cache(maxsize=4096)
+def _cron_min_interval_ms(plan: CronPlan) -> int:
+    """:attr:`Schedule.min_interval_ms` of a cron plan, once per plan (not per job).
+
+    Every job needs it (the default starting deadline); a daily plan walks 28
+    years of dates. Plans are shared between jobs (:func:`~quorum_cron.config.cron.compile_cron`),
+    so the key's hash and equality are cheap.
+    """
+    tods = sorted(h * 3600 + m * 60 + s for h in plan.hours for m in plan.minutes for s in plan.seconds)
+    if len(tods) > 1:
+        gaps = [b - a for a, b in itertools.pairwise(tods)]
+        gaps.append(tods[0] + 86_400 - tods[-1])  # across midnight, if both days match
+        return min(gaps) * 1000
+    best: int | None = None
+    previous: int | None = None
+    day = dt.date(2000, 1, 1)
+    for ordinal in range(day.toordinal(), dt.date(2028, 12, 31).toordinal() + 1):
+        date = dt.date.fromordinal(ordinal)
+        if Schedule._day_matches(plan, date):
+            if previous is not None:
+                gap = ordinal - previous
+                best = gap if best is None else min(best, gap)
+            previous = ordinal
+    return (best or 1) * 86_400_000
