@@ -150,6 +150,12 @@ def _read_alert_on(t: Table, key: str) -> tuple[str, ...]:
     return tuple(cast("list[str]", value))
 
 
+# The choices, built once (an agent declares up to 100k jobs through these reads).
+_OVERLAPS: tuple[str, ...] = tuple(o.value for o in Overlap)
+_DELIVERIES: tuple[str, ...] = tuple(d.value for d in Delivery)
+_MISFIRES: tuple[str, ...] = get_args(Misfire)
+_STORE_UNAVAILABLE: tuple[str, ...] = get_args(StoreUnavailablePolicy)
+
 JOB_READING: tuple[JobOption | JobCheck, ...] = (
     JobOption(
         "schedule",
@@ -170,15 +176,15 @@ JOB_READING: tuple[JobOption | JobCheck, ...] = (
     JobOption("starting_deadline", lambda t, k: t.duration(k, AUTO, 1, _DAY), "starting_deadline_ms"),
     JobOption(
         "overlap",
-        lambda t, k: t.choice(k, tuple(o.value for o in Overlap), Overlap.FORBID.value),
+        lambda t, k: t.choice(k, _OVERLAPS, Overlap.FORBID.value),
         "overlap",
     ),
     JobOption(
         "delivery",
-        lambda t, k: t.choice(k, tuple(d.value for d in Delivery), Delivery.AT_MOST_ONCE.value),
+        lambda t, k: t.choice(k, _DELIVERIES, Delivery.AT_MOST_ONCE.value),
         "delivery",
     ),
-    JobOption("misfire", lambda t, k: t.choice(k, get_args(Misfire), "skip"), "misfire"),
+    JobOption("misfire", lambda t, k: t.choice(k, _MISFIRES, "skip"), "misfire"),
     JobOption("retries", lambda t, k: t.integer(k, 0, 100, default=0), "retries"),
     JobOption("retry_backoff", lambda t, k: t.duration(k, 10 * _SECOND, 0, _DAY), "retry_backoff_ms"),
     JobOption("retry_backoff_max", lambda t, k: t.duration(k, AUTO, 0, _DAY), "retry_backoff_max_ms"),
@@ -186,7 +192,7 @@ JOB_READING: tuple[JobOption | JobCheck, ...] = (
     JobCheck(_check_retry),
     JobOption(
         "on_store_unavailable",
-        lambda t, k: t.choice(k, get_args(StoreUnavailablePolicy), "skip"),
+        lambda t, k: t.choice(k, _STORE_UNAVAILABLE, "skip"),
         "on_store_unavailable",
     ),
     JobOption("env", _read_env, "env", in_process=False),
@@ -223,6 +229,13 @@ IN_PROCESS_OPTIONS: tuple[str, ...] = tuple(
 """The options an in-process job takes: ``@app.cron``'s keywords besides ``name``."""
 
 
+_IN_PROCESS_READING: tuple[JobOption | JobCheck, ...] = tuple(s for s in JOB_READING if s.in_process)
+_FIELDS: tuple[tuple[str, str], ...] = tuple(
+    (s.key, s.field) for s in JOB_READING if isinstance(s, JobOption) and s.field is not None
+)
+"""(option, JobSpec field) in reading order."""
+
+
 def read_job(t: Table, name: str | None, *, in_process: bool) -> dict[str, Any]:
     """The :class:`~quorum_cron.config.settings.JobSpec` fields (besides ``name``) read from ``t``.
 
@@ -231,18 +244,12 @@ def read_job(t: Table, name: str | None, *, in_process: bool) -> dict[str, Any]:
     be parsed. ``in_process``: only the steps an in-process job takes.
     """
     got: dict[str, Any] = {}
-    fields: dict[str, Any] = {}
-    for step in JOB_READING:
-        if in_process and not step.in_process:
-            continue
+    for step in _IN_PROCESS_READING if in_process else JOB_READING:
         if isinstance(step, JobCheck):
             step.run(t, got, name)
         else:
             got[step.key] = step.read(t, step.key)
-    for step in JOB_READING:
-        if isinstance(step, JobOption) and step.field is not None and step.key in got:
-            fields[step.field] = got[step.key]
-    return fields
+    return {f: got[key] for key, f in _FIELDS if key in got}
 
 
 def in_process_job(name: str, options: Mapping[str, object]) -> JobSpec:

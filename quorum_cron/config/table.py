@@ -86,6 +86,8 @@ class Table:
         return ms
 
     def choice(self, key: str, choices: tuple[str, ...], default: str) -> str:
+        if key not in self.data:  # the common case, without building the expectation's text
+            return default
         value = self.get(key, str, "one of " + ", ".join(repr(c) for c in choices), default)
         if value is None:
             return default
