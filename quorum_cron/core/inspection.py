@@ -38,6 +38,8 @@ class Inspection(RunningSide):
         if fire_ms in js.deferred:
             return Phase.DEFERRED
         p = js.pending.get(fire_ms)
+        if p is not None and p.revote:
+            return Phase.AWAITING  # (a vote sent again under a newer record: the slot still awaits)
         if p is not None:
             if p.in_flight:
                 return Phase.VOTING

@@ -181,6 +181,10 @@ class RunningSide(CoreState):
         at = js.awaiting.pop(fire_ms, None)
         if at is not None and at >= 0:  # (IN_FLIGHT and HELD are no timer)
             self._dirty.add(js.index)
+        p = js.pending.get(fire_ms)
+        if p is not None and p.revote:  # (decided, or no longer proposed: nothing to bring it)
+            del js.pending[fire_ms]
+            self._dirty.add(js.index)
 
     def _polls_failed(self, action: ReadSlots, failure: Failure, retry_at: int) -> None:
         """A poll call failed: each slot is polled again at ``retry_at``, or, with the store
