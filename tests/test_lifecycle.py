@@ -53,7 +53,8 @@ def _observing(seen: list[str], taken: set[tuple[Phase, Phase]] | None = None) -
             name = js.job.name
             fires = set(js.pending) | set(js.awaiting) | set(js.starting) | set(js.deferred) | set(js.running)
             fires |= {f for (j, f) in core._finishes if j == name}
-            retried = [a for _, a in core._retries.pending() if a.job == name]
+            # (a retried ReadHighWater names jobs, not one job and slot)
+            retried = [a for _, a in core._retries.pending() if getattr(a, "job", None) == name]
             fires |= {a.fire_ms for a in retried if getattr(a, "fire_ms", None)}
             for f in fires:
                 out[(name, f)] = core.slot_phase(name, f)
