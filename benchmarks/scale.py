@@ -182,6 +182,20 @@ def _wrap_first_vote(rec: Recorder) -> None:
 
     storeio.perform = perform  # type: ignore[attr-defined]
 
+    batched: Callable[..., list[object]] | None = getattr(storeio, "perform_fenced", None)
+    if batched is None:  # (code before the batched fenced calls)
+        return
+    inner_batched: Callable[..., list[object]] = batched
+
+    def perform_fenced(store: object, node: str, actions: list[object]) -> list[object]:
+        for action in actions:
+            kind = type(action).__name__
+            counts[kind] = counts.get(kind, 0) + 1
+        counts["fenced batches"] = counts.get("fenced batches", 0) + 1
+        return inner_batched(store, node, actions)
+
+    storeio.perform_fenced = perform_fenced  # type: ignore[attr-defined]
+
 
 def agent_main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()

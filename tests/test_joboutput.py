@@ -9,7 +9,8 @@ import pytest
 
 from quorum_cron.agent.joboutput import MAX_LINE_CHARS, OutputRate, RunOutput
 from quorum_cron.agent.logs import EVENT_LOGGER
-from quorum_cron.agent.observe import exit_code_of, failures_before, output_tail
+from quorum_cron.agent.observe import exit_code_of, output_tail
+from quorum_cron.agent.recovery import failures_before
 from quorum_cron.core.model import LedgerEntry, SlotState
 
 

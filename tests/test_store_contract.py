@@ -50,9 +50,11 @@ from redis.cluster import RedisCluster
 
 from quorum_cron.core.model import (
     Delivery,
+    FencedRequest,
     Overlap,
     SlotState,
     SweepParams,
+    TransitionResult,
     VoteRequest,
     VoteStatus,
 )
@@ -448,6 +450,36 @@ class StoreParity(RuleBasedStateMachine):
 
     @rule(
         data=st.data(),
+        ops=st.lists(st.sampled_from(("start", "start", "renew", "finish")), min_size=1, max_size=4),
+        lease=leases,
+        succeeded=st.booleans(),
+    )
+    def fenced(self, data: st.DataObject, ops: list[str], lease: int, succeeded: bool) -> None:
+        """Several starts, renewals and finishes in one call (the agent's batches at a burst):
+        the same replies from both stores, each what its one-slot call would have replied."""
+        requests = []
+        for op in ops:
+            job, fire, node, token, _ = self._fenced_args(
+                data, SlotState.COMMITTED if op == "start" else SlotState.RUNNING
+            )
+            detail = "exit 0" if succeeded else "exit 1"
+            requests.append(
+                FencedRequest(
+                    op, job, fire, node, token, lease, succeeded, detail, retries=1, retry_backoff_ms=0
+                )
+            )
+        got = self.redis.fenced(requests)
+        self.same("fenced", got, self.model.fenced(requests))
+        note("op fenced")
+        for r, reply in zip(requests, got, strict=True):
+            assert isinstance(reply, TransitionResult), f"fenced {r}: {reply!r}"
+            if reply.ok:
+                note(f"fenced {r.op} ok")
+        if len(requests) > 1:
+            note("fenced batch")
+
+    @rule(
+        data=st.data(),
         retries=st.sampled_from((1, 2)),
         backoff=st.sampled_from((0, 5_000, 30_000)),
         lease=leases,
@@ -752,7 +784,7 @@ OPERATIONS: tuple[str, ...] = (
     "slots",
 )
 OPERATIONS += ("ledger", "members", "time_ms", "pause", "resume", "trigger", "triggers", "control")
-OPERATIONS += ("heartbeat", "leave")
+OPERATIONS += ("heartbeat", "leave", "fenced")
 """Every store operation the machine calls (``op <name>`` in :data:`STATS`)."""
 
 WALK_GOALS = (
@@ -778,6 +810,9 @@ WALK_GOALS = (
     "heartbeat refused",
     "vote split over calls",
     "sweep split over calls",
+    "fenced batch",
+    "fenced start ok",
+    "fenced finish ok",
 )
 """Every operation and the outcomes the random walk must reach under CI's derandomized profile
 (:func:`test_redis_store_matches_model`): a change to the rules or their weights that starves

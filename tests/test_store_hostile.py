@@ -20,7 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quorum_cron.errors import StoreError
-from quorum_cron.store.base import SlotState, SweepParams, VoteRequest, VoteStatus
+from quorum_cron.store.base import (
+    FencedRequest,
+    SlotState,
+    SweepParams,
+    TransitionResult,
+    VoteRequest,
+    VoteStatus,
+)
 from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.redis import RedisStore
 
@@ -83,6 +90,27 @@ def test_wrong_type_ledger_refuses_finish_whole(
     done = s.finish("a", T0, "n1", res.slot.token, True, "exit 0")
     assert done.ok and done.slot.state == SlotState.SUCCEEDED
     assert [e.state for e in s.ledger("a", 10)] == [SlotState.SUCCEEDED]
+
+
+def test_a_corrupt_ledger_in_a_batch_of_finishes_fails_only_its_own_finish(
+    redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]]
+) -> None:
+    """``fenced`` (the agent's batched starts and finishes): job a's wrong-type ledger refuses a's
+    finish whole, with the corrupt-store error in its place; b's finish in the same pipeline lands."""
+    s, _ = store
+    tokens = {}
+    for job in ("a", "b"):
+        [res] = s.vote([vote(job, T0)])
+        tokens[job] = res.slot.token
+    started = s.fenced([FencedRequest("start", j, T0, "n1", tokens[j], lease_ms=10_000) for j in ("a", "b")])
+    assert [isinstance(r, TransitionResult) and r.ok for r in started] == [True, True]
+    redis_client.set(key("a", "ledger"), "not a stream")
+    got = s.fenced(
+        [FencedRequest("finish", j, T0, "n1", tokens[j], succeeded=True, detail="exit 0") for j in ("a", "b")]
+    )
+    assert isinstance(got[0], StoreError) and "ledger is a string" in str(got[0]), got[0]
+    assert isinstance(got[1], TransitionResult) and got[1].ok and got[1].slot.state == SlotState.SUCCEEDED
+    assert s.slot("a", T0).state == SlotState.RUNNING  # nothing of a's finish applied
 
 
 @pytest.mark.parametrize(

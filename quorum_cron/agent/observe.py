@@ -31,16 +31,16 @@ A message is only formatted when its level is enabled.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.metrics import Metrics
+from quorum_cron.agent.recovery import ReadLedgers, RecoveryChecks
 from quorum_cron.agent.spec import AgentJob
 from quorum_cron.core.actions import handlers
 from quorum_cron.core.node import (
@@ -73,9 +73,6 @@ log = logging.getLogger(EVENT_LOGGER)
 MAX_MISMATCHES = 1000
 """Bound on remembered (job, foreign spec hash) pairs: each is alerted once."""
 
-RECOVERY_LOOKBACK = 20
-"""Ledger entries read to count the failed runs a success recovers from."""
-
 ALERT_OUTPUT_CHARS = 1000
 """A ``job_failed`` alert carries at most the last this many characters of the run's output."""
 
@@ -101,9 +98,6 @@ SUMMARY_KEYS = (
 
 _EXIT_RE = re.compile(r"(?:^|: )exit (-?\d+)")
 
-ReadLedger = Callable[[str, int], list[LedgerEntry]]
-"""``store.ledger(job, limit)``: newest first (blocking; called on a worker thread)."""
-
 
 def exit_code_of(detail: str) -> str:
     """The exit code a run's ledger detail starts with (``exit 3``), or ``-`` (timeout, signal, callable)."""
@@ -117,25 +111,6 @@ def output_tail(detail: str, limit: int = ALERT_OUTPUT_CHARS) -> str:
     return rest if len(rest) <= limit else "…" + rest[-(limit - 1) :]
 
 
-def failures_before(entries: list[LedgerEntry], fire_ms: int) -> int:
-    """How many runs failed (or were lost) in a row before slot ``fire_ms``'s, newest first.
-
-    ``entries`` is the job's ledger, newest first; the slot's own entries
-    (its retries) and missed or skipped slots (nothing ran) are passed over;
-    the count stops at the first success.
-    """
-    ours = next((i for i, e in enumerate(entries) if e.fire_ms == fire_ms), -1)
-    count = 0
-    for entry in entries[ours + 1 :]:
-        if entry.fire_ms == fire_ms or entry.state in (SlotState.MISSED, SlotState.SKIPPED):
-            continue
-        if entry.state in (SlotState.FAILED, SlotState.LOST):
-            count += 1
-        elif entry.state == SlotState.SUCCEEDED:
-            break
-    return count
-
-
 class Observer:
     """Logs, metrics and alerts for one node's store replies, abstentions and peers' definitions."""
 
@@ -146,20 +121,24 @@ class Observer:
         metrics: Metrics,
         alerts: AlertHook,
         *,
-        read_ledger: ReadLedger | None = None,
+        ledgers: ReadLedgers | None = None,
     ) -> None:
         self.node = node
         self.jobs = jobs
         self.metrics = metrics
         self.alerts = alerts
-        self.read_ledger = read_ledger
+        self.recoveries = None if ledgers is None else RecoveryChecks(ledgers, self._recovered)
         """Where ``job_recovered`` looks for the failures before a success (None: never alerted)."""
         self._mismatch_seen: set[tuple[str, str]] = set()
-        self._checks: set[asyncio.Task[None]] = set()
         self._replied = handlers(type(self), "_replied_")
         """Store action type → its ``_replied_*`` handler."""
         self.counts: Counter[str] = Counter()
         """What this node saw since the last ``summary`` line (keys: :data:`SUMMARY_KEYS`)."""
+
+    async def aclose(self) -> None:
+        """Drop the pending recovery checks (at shutdown)."""
+        if self.recoveries is not None:
+            await self.recoveries.aclose()
 
     def alerts_on(self, job: str, what: str) -> bool:
         """Whether ``job``'s ``alert_on`` names ``what`` (a job this node does not run: the default)."""
@@ -408,10 +387,8 @@ class Observer:
         when_s = (view.finished_ms or time.time_ns() // 1_000_000) / 1000
         if view.state == SlotState.SUCCEEDED:
             self.metrics.last_success.labels(action.job).set(when_s)
-            if self.read_ledger is not None and self.alerts_on(action.job, "recovered"):
-                task = asyncio.ensure_future(self._check_recovered(self.read_ledger, action, view))
-                self._checks.add(task)
-                task.add_done_callback(self._checks.discard)
+            if self.recoveries is not None and self.alerts_on(action.job, "recovered"):
+                self.recoveries.add(action, view)
         elif view.state == SlotState.FAILED:
             self.metrics.last_failure.labels(action.job).set(when_s)
             if self.alerts_on(action.job, "failed"):
@@ -428,29 +405,14 @@ class Observer:
                     output=redact_text(output_tail(detail)),
                 )
 
-    async def _check_recovered(self, read: ReadLedger, action: Finish, view: SlotView) -> None:
-        try:
-            entries = await asyncio.to_thread(read, action.job, RECOVERY_LOOKBACK)
-        except Exception as exc:  # best-effort: a recovery alert is not worth an outage's noise
-            event(
-                log,
-                logging.WARNING,
-                "alert",
-                f"could not read the ledger of {action.job} to tell a recovery: {exc}",
-                job=action.job,
-            )
-            return
-        failed = failures_before(entries, action.fire_ms)
-        if failed == 0:
-            return
-        more = "+" if failed >= RECOVERY_LOOKBACK - 1 else ""
+    def _recovered(self, action: Finish, view: SlotView, failures: str) -> None:
         self.alerts.raise_(
             AlertKind.JOB_RECOVERED,
-            f"{action.job}@{action.fire_ms} succeeded on {self.node} after {failed}{more} failed run(s)",
+            f"{action.job}@{action.fire_ms} succeeded on {self.node} after {failures} failed run(s)",
             job=action.job,
             slot=action.fire_ms,
             token=action.token,
-            failures=f"{failed}{more}",
+            failures=failures,
             attempt=max(1, view.runs),
         )
 

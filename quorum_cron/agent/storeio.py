@@ -9,6 +9,16 @@ membership call never delays a vote.
 
 The worker carries each action out with :func:`quorum_cron.core.perform.perform`,
 the one mapping from an action to its store call (the simulator uses it too).
+Consecutive fenced actions (starts, renewals, finishes) queued while the
+thread was busy go together, up to :data:`MAX_FENCED_BATCH`, through
+:func:`~quorum_cron.core.perform.perform_fenced`: one pipeline instead of a
+round trip each. Why: at a minute boundary an executor of thousands of jobs
+starts thousands of slots, and one round trip each kept its starts queued
+past their start timeout, so other nodes' sweeps took the slots over and the
+takeovers cascaded (docs/benchmarks.md, "Scale"). Each action still gets its
+own reply (or its own error) in order; a batch the store could not be
+reached for fails every action in it with the same ``StoreUnavailable``,
+which the core handles as it does one lost reply.
 
 A ``Finish`` carries the job's retry policy (the core's ``CoreJob``): the
 store decides, in the same atomic step as the result, whether a failed run
@@ -19,16 +29,56 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
+from collections import deque
 from collections.abc import Callable
 from typing import TypeVar
 
 from quorum_cron.core.node import StoreAction
-from quorum_cron.core.perform import perform
+from quorum_cron.core.perform import FENCED, perform, perform_fenced
+from quorum_cron.errors import StoreError
 from quorum_cron.store.base import Store
 
-__all__ = ["StoreWorker"]
+__all__ = ["MAX_FENCED_BATCH", "StoreWorker"]
 
 T = TypeVar("T")
+
+MAX_FENCED_BATCH = 256
+"""Fenced actions per pipeline at most: a burst's starts leave in a few round trips, while one
+batch's replies still come back within milliseconds for the first of them."""
+
+_Item = tuple[StoreAction, "asyncio.Future[object]"]
+_Settled = tuple["asyncio.Future[object]", object, BaseException | None]
+
+
+def _settle(done: list[_Settled]) -> None:
+    """On the loop: resolve each future (one the shutdown cancelled stays cancelled)."""
+    for fut, reply, exc in done:
+        if fut.done():
+            continue
+        if isinstance(exc, asyncio.CancelledError):
+            fut.cancel()
+        elif exc is None:
+            fut.set_result(reply)
+        else:
+            fut.set_exception(exc)
+
+
+def _groups(items: list[_Item]) -> list[list[_Item]]:
+    """Runs of consecutive fenced actions (at most :data:`MAX_FENCED_BATCH`); any other action alone."""
+    out: list[list[_Item]] = []
+    for item in items:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and isinstance(item[0], FENCED)
+            and isinstance(last[0][0], FENCED)
+            and len(last) < MAX_FENCED_BATCH
+        ):
+            last.append(item)
+        else:
+            out.append([item])
+    return out
 
 
 class StoreWorker:
@@ -39,11 +89,58 @@ class StoreWorker:
         self.node = node
         self._protocol = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qc-store")
         self._background = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qc-store-bg")
+        self._lock = threading.Lock()
+        self._queue: deque[_Item] = deque()
+        self._draining = False
+        self._closed = False
 
     def submit(self, action: StoreAction) -> asyncio.Future[object]:
-        """Queue ``action`` on the protocol thread; the future resolves on the running loop."""
+        """Queue ``action`` on the protocol thread; the future resolves on the running loop.
+
+        Raises ``RuntimeError`` after :meth:`shutdown`.
+        """
         loop = asyncio.get_running_loop()
-        return loop.run_in_executor(self._protocol, perform, self.store, self.node, action)
+        fut: asyncio.Future[object] = loop.create_future()
+        with self._lock:
+            if self._closed:  # (as a shut-down executor refuses work)
+                raise RuntimeError("cannot submit a store call after the store worker shut down")
+            self._queue.append((action, fut))
+            start, self._draining = not self._draining, True
+        if start:
+            self._protocol.submit(self._drain, loop)
+        return fut
+
+    def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the protocol thread: carry out everything queued, in order, until the queue is empty."""
+        while True:
+            with self._lock:
+                if not self._queue or self._closed:
+                    self._draining = False
+                    return
+                items = list(self._queue)
+                self._queue.clear()
+            for group in _groups(items):
+                if self._closed:  # shut down between two calls: the rest is cancelled, not sent
+                    done: list[_Settled] = [(fut, None, asyncio.CancelledError()) for _, fut in group]
+                else:
+                    done = self._carry_out(group)
+                try:
+                    loop.call_soon_threadsafe(_settle, done)
+                except RuntimeError:  # the loop closed under us (shutdown): nobody awaits these
+                    return
+
+    def _carry_out(self, group: list[_Item]) -> list[_Settled]:
+        actions = [action for action, _ in group]
+        try:
+            if len(actions) == 1:
+                return [(group[0][1], perform(self.store, self.node, actions[0]), None)]
+            replies = perform_fenced(self.store, self.node, actions)
+        except Exception as exc:  # the whole call failed: every action of it, with the same error
+            return [(fut, None, exc) for _, fut in group]
+        return [
+            (fut, None, reply) if isinstance(reply, StoreError) else (fut, reply, None)
+            for (_, fut), reply in zip(group, replies, strict=True)
+        ]
 
     async def background(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` (a store read or heartbeat) on the background thread."""
@@ -52,5 +149,11 @@ class StoreWorker:
 
     def shutdown(self) -> None:
         """Stop accepting work: a call on the wire finishes, queued ones are cancelled (no waiting)."""
+        with self._lock:
+            self._closed = True
+            queued = list(self._queue)
+            self._queue.clear()
+        for _, fut in queued:
+            fut.cancel()
         self._protocol.shutdown(wait=False, cancel_futures=True)
         self._background.shutdown(wait=False, cancel_futures=True)

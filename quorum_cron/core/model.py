@@ -40,6 +40,7 @@ __all__ = [
     "AuditEntry",
     "Configuration",
     "Delivery",
+    "FencedRequest",
     "HeartbeatResult",
     "JobControl",
     "LedgerEntry",
@@ -211,6 +212,26 @@ class TransitionResult:
     slot: SlotView
     now_ms: int
     reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FencedRequest:
+    """One fenced transition for :meth:`~quorum_cron.store.base.Store.fenced`: the arguments of
+    ``start``, ``renew`` or ``finish`` (``op``), so that many go in one round trip."""
+
+    op: str
+    """``"start"``, ``"renew"`` or ``"finish"``."""
+    job: str
+    fire_ms: int
+    node: str
+    token: int
+    lease_ms: int = 0
+    """``start`` and ``renew`` only."""
+    succeeded: bool = False
+    """``finish`` only, like the three below."""
+    detail: str = ""
+    retries: int = 0
+    retry_backoff_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)

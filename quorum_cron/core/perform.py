@@ -20,7 +20,7 @@ implementation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from quorum_cron.core.actions import (
@@ -35,9 +35,10 @@ from quorum_cron.core.actions import (
     Sweep,
     Vote,
 )
+from quorum_cron.core.model import FencedRequest
 from quorum_cron.store.base import Store
 
-__all__ = ["perform"]
+__all__ = ["FENCED", "perform", "perform_fenced"]
 
 
 def _vote(store: Store, node: str, action: Vote) -> object:
@@ -106,3 +107,37 @@ def perform(store: Store, node: str, action: StoreAction) -> object:
     if call is None:
         raise TypeError(f"not a store action: {action!r}")
     return call(store, node, action)
+
+
+FENCED: tuple[type, ...] = (Start, Renew, Finish)
+"""The actions :func:`perform_fenced` carries many of in one round trip (``Store.fenced``)."""
+
+
+def _request(node: str, action: StoreAction) -> FencedRequest:
+    if isinstance(action, Start | Renew):
+        op = "start" if isinstance(action, Start) else "renew"
+        return FencedRequest(op, action.job, action.fire_ms, node, action.token, lease_ms=action.lease_ms)
+    if isinstance(action, Finish):
+        return FencedRequest(
+            "finish",
+            action.job,
+            action.fire_ms,
+            node,
+            action.token,
+            succeeded=action.succeeded,
+            detail=action.detail,
+            retries=action.retries,
+            retry_backoff_ms=action.retry_backoff_ms,
+        )
+    raise TypeError(f"not a fenced action: {action!r}")
+
+
+def perform_fenced(store: Store, node: str, actions: Sequence[StoreAction]) -> list[object]:
+    """Call ``store.fenced`` for several :data:`FENCED` actions at once; replies in action order.
+
+    Each reply is what :func:`perform` of that action alone returns, or the
+    :class:`~quorum_cron.errors.StoreError` it would have raised (one job's
+    corrupt key fails only its own action). Raises ``StoreUnavailable`` for
+    the whole batch, whose outcome is then unknown as for one lost reply.
+    """
+    return list(store.fenced([_request(node, a) for a in actions]))

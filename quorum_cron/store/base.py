@@ -45,6 +45,7 @@ from quorum_cron.core.model import (
     AuditEntry,
     Configuration,
     Delivery,
+    FencedRequest,
     HeartbeatResult,
     JobControl,
     LedgerEntry,
@@ -62,6 +63,7 @@ from quorum_cron.core.model import (
     VoteResult,
     VoteStatus,
 )
+from quorum_cron.errors import StoreError
 from quorum_cron.store.ports import (
     ALERTS_MAXLEN,
     MAX_REASON,
@@ -83,6 +85,7 @@ __all__ = [
     "AuditEntry",
     "Configuration",
     "Delivery",
+    "FencedRequest",
     "HeartbeatResult",
     "JobControl",
     "LedgerEntry",
@@ -213,6 +216,24 @@ class Store(Protocol):
         assignment. A success, or the last allowed failure, ends the slot
         normally. A paused job is not retried (reason ``job failed; no retry:
         paused by <by>``).
+        """
+        ...
+
+    def fenced(self, requests: Sequence[FencedRequest]) -> list[TransitionResult | StoreError]:
+        """Several fenced transitions in one round trip: each request is exactly the
+        :meth:`start`, :meth:`renew` or :meth:`finish` its ``op`` names, with its arguments.
+
+        Why: at a minute boundary an executor of thousands of jobs starts thousands
+        of slots; one round trip each queued starts past their start timeout, and
+        the takeovers cascaded (docs/benchmarks.md, "Scale"). Each request is
+        its own atomic step, in request order; nothing is atomic across them.
+
+        Results are in request order. A request the store answered with an
+        error (a corrupt key of its job) gets that :class:`StoreError` in its
+        place: one job's bad value does not fail the others. Raises
+        :class:`~quorum_cron.errors.StoreUnavailable` when the store could not
+        be reached or did not replicate as required: then any of the requests
+        may have taken effect, as with a lost reply, and retrying is safe.
         """
         ...
 

@@ -140,8 +140,12 @@ class ClusterScriptRunner:
     def call(self, call: Call, wait: Wait | None = None) -> Any:
         return self.call_many([call], wait)[0]
 
-    def call_many(self, calls: Sequence[Call], wait: Wait | None = None) -> list[Any]:
+    def call_many(
+        self, calls: Sequence[Call], wait: Wait | None = None, *, errors: bool = False
+    ) -> list[Any]:
         """Run the calls (independent of each other), one pipeline per owning node; replies in call order.
+
+        ``errors``: a script's error reply is returned in its place (see ``ScriptRunner.call_many``).
 
         ``wait``: every node pipeline that ran writes ends with ``WAIT``; the
         fewest acknowledgements over them decides :class:`WaitShortfall`.
@@ -226,6 +230,8 @@ class ClusterScriptRunner:
             raise StoreError(f"cluster calls still redirected after {MAX_ROUNDS} rounds")
         for call, reply in zip(calls, replies, strict=True):
             if isinstance(reply, ResponseError):
+                if errors:
+                    continue
                 raise reply
             if isinstance(reply, Exception):  # pragma: no cover - redis-py only returns ResponseErrors
                 raise StoreError(f"script {call.script.name!r} failed: {reply}") from reply

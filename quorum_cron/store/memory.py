@@ -39,6 +39,7 @@ from quorum_cron.store.keys import (
     DEFAULT_TRIGGER_MAXLEN,
 )
 from quorum_cron.store.memory_control import ControlModel
+from quorum_cron.store.memory_fenced import FencedInTurn
 from quorum_cron.store.memory_observe import ObservationModel
 from quorum_cron.store.memory_ports import MemoryAlerts, MemoryNotices
 from quorum_cron.store.memory_records import _Job, _Slot, choose_executor
@@ -54,7 +55,7 @@ def _adopt(req: VoteRequest) -> MembershipRecord:
     return record
 
 
-class MemoryStore(ControlModel, ObservationModel):
+class MemoryStore(ControlModel, ObservationModel, FencedInTurn):
     """The store contract in memory, on an injected clock.
 
     ``clock`` returns the store's time in epoch ms: in the simulator it is the
@@ -372,10 +373,9 @@ class MemoryStore(ControlModel, ObservationModel):
     def _sweep_due(self, params: Sequence[SweepParams]) -> Sequence[SweepParams]:
         """The entries of ``params`` whose job has an open slot, in the order given (as Redis sweeps them).
 
-        Only a speed-up for the simulator, whose nodes sweep every job every
-        second while few have a slot open: the jobs with none are skipped
-        without being looked at. Each node passes the same parameter list
-        every time, so its index by job is built once.
+        Only a speed-up for the simulator, whose nodes sweep every job often while few
+        have a slot open: the jobs with none are skipped unseen. Each node passes
+        the same parameter list every time, so its index by job is built once.
         """
         open_jobs = self._open_jobs
         if not open_jobs:

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from quorum_cron.core.model import MAX_ENCODED, refusal_reason
-from quorum_cron.errors import StoreError
+from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store import parse
 from quorum_cron.store.base import (
     Delivery,
+    FencedRequest,
     SlotState,
     SlotView,
     SweepParams,
@@ -40,6 +41,9 @@ _STATUS = {
     "M": VoteStatus.MISSED,
     "S": VoteStatus.SKIPPED,
 }
+
+_FENCED_OPS = {"s": "start", "r": "renew", "f": "finish"}
+_FENCED_CODES = {name: code for code, name in _FENCED_OPS.items()}
 
 
 def _slot_view(job: str, fire_ms: int, emitted: Sequence[object]) -> SlotView:
@@ -116,18 +120,22 @@ class RedisWrites(RedisBatching):
     def _fenced(
         self, op: str, job: str, fire_ms: int, node: str, token: int, *extra: str | int
     ) -> TransitionResult:
-        name = {"s": "start", "r": "renew", "f": "finish"}[op]
+        name = _FENCED_OPS[op]
         with self._boundary(name):
-            reply = as_list(
-                self._scripts.call(
-                    self._job_call(FENCE, job, self._now_arg(), [op, fire_ms, node, token, *extra]),
-                    self._wait,
-                )
+            raw = self._scripts.call(
+                self._job_call(FENCE, job, self._now_arg(), [op, fire_ms, node, token, *extra]), self._wait
             )
-            if len(reply) != 3:
-                raise ValueError(f"{name} reply has {len(reply)} elements, expected 3")
-            now_ms, why = int(reply[0]), as_text(reply[1])
-            slot = _slot_view(job, fire_ms, as_list(reply[2]))
+            return self._fenced_reply(name, op, job, fire_ms, node, token, raw)
+
+    def _fenced_reply(
+        self, name: str, op: str, job: str, fire_ms: int, node: str, token: int, raw: object
+    ) -> TransitionResult:
+        """Decode fence.lua's reply ``{now, refusal code, slot}`` (inside the caller's ``_boundary``)."""
+        reply = as_list(raw)
+        if len(reply) != 3:
+            raise ValueError(f"{name} reply has {len(reply)} elements, expected 3")
+        now_ms, why = int(reply[0]), as_text(reply[1])
+        slot = _slot_view(job, fire_ms, as_list(reply[2]))
         if not why:
             return TransitionResult(True, slot, now_ms)
         want = SlotState.COMMITTED if op == "s" else SlotState.RUNNING
@@ -142,6 +150,38 @@ class RedisWrites(RedisBatching):
         if why not in reasons:
             raise StoreError(f"unexpected refusal code {why!r} from redis at {self._where} to {name}")
         return TransitionResult(False, slot, now_ms, reasons[why])
+
+    def fenced(self, requests: Sequence[FencedRequest]) -> list[TransitionResult | StoreError]:
+        """One pipeline of ``fence.lua`` calls (one per master on a cluster), then ``WAIT`` if set."""
+        if not requests:
+            return []
+        now = self._now_arg()
+        codes = [_FENCED_CODES.get(r.op) for r in requests]
+        calls = []
+        for r, op in zip(requests, codes, strict=True):
+            if op is None:
+                raise ValueError(f"fenced request op {r.op!r}: expected 'start', 'renew' or 'finish'")
+            extra: tuple[str | int, ...] = (
+                ("1" if r.succeeded else "0", r.detail, r.retries, r.retry_backoff_ms)
+                if op == "f"
+                else (r.lease_ms,)
+            )
+            calls.append(self._job_call(FENCE, r.job, now, [op, r.fire_ms, r.node, r.token, *extra]))
+        with self._boundary("fenced"):
+            replies = self._scripts.call_many(calls, self._wait, errors=True)
+        out: list[TransitionResult | StoreError] = []
+        for r, op, raw in zip(requests, codes, replies, strict=True):
+            assert op is not None
+            try:
+                with self._boundary(r.op):
+                    if isinstance(raw, Exception):
+                        raise raw
+                    out.append(self._fenced_reply(r.op, op, r.job, r.fire_ms, r.node, r.token, raw))
+            except StoreUnavailable:
+                raise  # (READONLY: the server was demoted mid-batch — the whole batch's outcome is unknown)
+            except StoreError as exc:
+                out.append(exc)
+        return out
 
     def start(self, job: str, fire_ms: int, node: str, token: int, lease_ms: int) -> TransitionResult:
         return self._fenced("s", job, fire_ms, node, token, lease_ms)

@@ -154,8 +154,14 @@ class ScriptRunner:
             except NoScriptError as exc:
                 raise StoreError(f"script {call.script.name!r} missing right after SCRIPT LOAD") from exc
 
-    def call_many(self, calls: Sequence[Call], wait: Wait | None = None) -> list[Any]:
+    def call_many(
+        self, calls: Sequence[Call], wait: Wait | None = None, *, errors: bool = False
+    ) -> list[Any]:
         """Run several scripts in one non-transactional pipeline; replies in call order.
+
+        ``errors``: a script's error reply is returned in its place instead of
+        raised (a batch of independent jobs' calls, where one job's corrupt key
+        must not fail the others).
 
         Callers only batch calls that are independent of each other (disjoint
         jobs), so re-running the few that hit NOSCRIPT after the others is
@@ -166,7 +172,7 @@ class ScriptRunner:
         replicas acknowledged, :class:`WaitShortfall` is raised once the
         replies were checked (a script error is raised first).
         """
-        if len(calls) == 1 and wait is None:
+        if len(calls) == 1 and wait is None and not errors:
             return [self.call(calls[0])]
         self._ensure([c.script for c in calls])
         replies, acked = self._pipeline(calls, wait)
@@ -182,6 +188,8 @@ class ScriptRunner:
                 replies[i] = reply
         for call, reply in zip(calls, replies, strict=True):
             if isinstance(reply, ResponseError):
+                if errors:
+                    continue
                 raise reply
             if isinstance(reply, Exception):  # pragma: no cover - redis-py only returns ResponseErrors
                 raise StoreError(f"script {call.script.name!r} failed: {reply}") from reply

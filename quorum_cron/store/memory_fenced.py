@@ -1,0 +1,70 @@
+"""The memory model's batch of fenced transitions (:meth:`Store.fenced`): each request in turn.
+
+On Redis the requests travel as one pipeline of ``fence.lua`` calls, each its
+own atomic step, in order; the model has no round trip to save, so it makes
+the one-slot calls one after another, which is the same thing. A request
+refused with a :class:`StoreError` gets it in its place, as on Redis; the
+model never raises :class:`StoreUnavailable` (the simulator's store faults
+sit in front of it, not in it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from quorum_cron.core.model import FencedRequest, TransitionResult
+from quorum_cron.errors import StoreError, StoreUnavailable
+
+__all__ = ["FencedInTurn", "fenced_in_turn"]
+
+
+class _OneSlot(Protocol):
+    def start(self, job: str, fire_ms: int, node: str, token: int, lease_ms: int) -> TransitionResult: ...
+
+    def renew(self, job: str, fire_ms: int, node: str, token: int, lease_ms: int) -> TransitionResult: ...
+
+    def finish(
+        self,
+        job: str,
+        fire_ms: int,
+        node: str,
+        token: int,
+        succeeded: bool,
+        detail: str,
+        retries: int = 0,
+        retry_backoff_ms: int = 0,
+    ) -> TransitionResult: ...
+
+
+def one_fenced(store: _OneSlot, r: FencedRequest) -> TransitionResult:
+    """The one-slot call ``r.op`` names, with ``r``'s arguments."""
+    if r.op == "start":
+        return store.start(r.job, r.fire_ms, r.node, r.token, r.lease_ms)
+    if r.op == "renew":
+        return store.renew(r.job, r.fire_ms, r.node, r.token, r.lease_ms)
+    if r.op == "finish":
+        return store.finish(
+            r.job, r.fire_ms, r.node, r.token, r.succeeded, r.detail, r.retries, r.retry_backoff_ms
+        )
+    raise ValueError(f"fenced request op {r.op!r}: expected 'start', 'renew' or 'finish'")
+
+
+def fenced_in_turn(store: _OneSlot, requests: Sequence[FencedRequest]) -> list[TransitionResult | StoreError]:
+    """Each request in turn; a :class:`StoreError` (not ``StoreUnavailable``) in the request's place."""
+    out: list[TransitionResult | StoreError] = []
+    for r in requests:
+        try:
+            out.append(one_fenced(store, r))
+        except StoreUnavailable:
+            raise
+        except StoreError as exc:
+            out.append(exc)
+    return out
+
+
+class FencedInTurn:
+    """The memory model's :meth:`~quorum_cron.store.base.Store.fenced`."""
+
+    def fenced(self: _OneSlot, requests: Sequence[FencedRequest]) -> list[TransitionResult | StoreError]:
+        return fenced_in_turn(self, requests)

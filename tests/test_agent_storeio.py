@@ -1,0 +1,166 @@
+"""The agent's store worker: actions in emission order, a burst's fenced calls batched.
+
+:class:`~quorum_cron.agent.storeio.StoreWorker` carries the core's actions out
+on one thread. Starts, renewals and finishes queued while that thread was
+busy leave as one ``Store.fenced`` call (one pipeline on Redis): the scale
+benchmark's takeover cascade came from one round trip per start. These tests
+hold the thread on a first call so that a burst queues behind it, on the
+memory model (the store contract proves it equal to the Redis scripts; the
+Redis side of ``fenced`` is in the contract and hostile-store suites).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+import pytest
+
+from quorum_cron.agent.storeio import MAX_FENCED_BATCH, StoreWorker
+from quorum_cron.core.actions import Finish, ReadSlots, Start, StoreAction
+from quorum_cron.core.model import FencedRequest, SlotState, SlotView, TransitionResult, VoteRequest
+from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.store.memory import MemoryStore
+
+T0 = 1_700_000_000_000
+
+
+class HeldStore(MemoryStore):
+    """The memory model, recording each call it gets and holding the first ``read_slots`` until
+    :attr:`release` is set, so the actions submitted meanwhile queue."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda: T0 + 100)
+        self.calls: list[str] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.refuse: set[str] = set()
+        """Jobs whose start raises StoreError (a corrupt key of that job)."""
+        self.unreachable = False
+        self._batch = False
+
+    def read_slots(self, slots: Sequence[tuple[str, int]]) -> list[SlotView]:
+        self.calls.append("read_slots")
+        self.entered.set()
+        assert self.release.wait(10), "the test never released the store"
+        return super().read_slots(slots)
+
+    def fenced(self, requests: Sequence[FencedRequest]) -> list[TransitionResult | StoreError]:
+        self.calls.append(f"fenced x{len(requests)}")
+        if self.unreachable:
+            raise StoreUnavailable("store unreachable (test)")
+        self._batch = True
+        try:
+            return super().fenced(requests)
+        finally:
+            self._batch = False
+
+    def start(self, job: str, fire_ms: int, node: str, token: int, lease_ms: int) -> TransitionResult:
+        if not self._batch:
+            self.calls.append("start")
+        if job in self.refuse:
+            raise StoreError(f"corrupt store: {job}'s slot is a string (test)")
+        return super().start(job, fire_ms, node, token, lease_ms)
+
+    def finish(
+        self,
+        job: str,
+        fire_ms: int,
+        node: str,
+        token: int,
+        succeeded: bool,
+        detail: str,
+        retries: int = 0,
+        retry_backoff_ms: int = 0,
+    ) -> TransitionResult:
+        if not self._batch:
+            self.calls.append("finish")
+        return super().finish(job, fire_ms, node, token, succeeded, detail, retries, retry_backoff_ms)
+
+
+def committed(store: MemoryStore, jobs: Sequence[str]) -> dict[str, int]:
+    """Commit slot T0 of each job with n1 as executor; each job's token."""
+    out = {}
+    for job in jobs:
+        [res] = store.vote([VoteRequest(job, T0, "n1", "h", quorum=1, max_skew_ms=1_000, deadline_ms=60_000)])
+        assert res.slot.state == SlotState.COMMITTED and res.slot.executor == "n1", res
+        out[job] = res.slot.token
+    return out
+
+
+async def _burst(store: HeldStore, actions: list[StoreAction]) -> list[object]:
+    """Submit a held read, then ``actions`` while it is held; every action's outcome, in order."""
+    worker = StoreWorker(store, "n1")
+    try:
+        first = worker.submit(ReadSlots(((actions[0].job, T0),)))  # type: ignore[attr-defined]
+        assert await asyncio.to_thread(store.entered.wait, 10)
+        futures = [worker.submit(a) for a in actions]
+        store.release.set()
+        await first
+        return await asyncio.gather(*futures, return_exceptions=True)
+    finally:
+        worker.shutdown()
+
+
+def test_starts_queued_behind_a_call_leave_as_one_batch_in_order() -> None:
+    store = HeldStore()
+    tokens = committed(store, ["a", "b", "c"])
+    starts: list[StoreAction] = [Start(j, T0, tokens[j], 30_000) for j in ("a", "b", "c")]
+    finish = Finish("a", T0, tokens["a"], True, "exit 0")
+    got = asyncio.run(_burst(store, [*starts, ReadSlots((("a", T0),)), finish]))
+    # (a fenced action alone goes as its own one-slot call)
+    assert store.calls == ["read_slots", "fenced x3", "read_slots", "finish"], store.calls
+    assert [isinstance(r, TransitionResult) and r.ok for r in got[:3]] == [True, True, True]
+    assert [r.slot.state for r in got[:3]] == [SlotState.RUNNING] * 3  # type: ignore[attr-defined]
+    assert isinstance(got[4], TransitionResult) and got[4].slot.state == SlotState.SUCCEEDED
+
+
+def test_a_corrupt_job_fails_only_its_own_start_in_a_batch() -> None:
+    store = HeldStore()
+    tokens = committed(store, ["a", "bad", "c"])
+    store.refuse.add("bad")
+    got = asyncio.run(_burst(store, [Start(j, T0, tokens[j], 30_000) for j in ("a", "bad", "c")]))
+    assert store.calls == ["read_slots", "fenced x3"], store.calls
+    assert isinstance(got[1], StoreError) and "corrupt store" in str(got[1])
+    assert all(isinstance(r, TransitionResult) and r.ok for r in (got[0], got[2])), got
+
+
+def test_an_unreachable_store_fails_every_action_of_the_batch_alike() -> None:
+    store = HeldStore()
+    tokens = committed(store, ["a", "b"])
+    store.unreachable = True
+    got = asyncio.run(_burst(store, [Start(j, T0, tokens[j], 30_000) for j in ("a", "b")]))
+    assert [type(r) for r in got] == [StoreUnavailable, StoreUnavailable]
+    assert store.slot("a", T0).state == SlotState.COMMITTED  # (the model applied nothing)
+
+
+def test_a_batch_holds_at_most_max_fenced_batch_actions() -> None:
+    store = HeldStore()
+    jobs = [f"j{i}" for i in range(MAX_FENCED_BATCH + 3)]
+    tokens = committed(store, jobs)
+    got = asyncio.run(_burst(store, [Start(j, T0, tokens[j], 30_000) for j in jobs]))
+    assert store.calls == ["read_slots", f"fenced x{MAX_FENCED_BATCH}", "fenced x3"], store.calls
+    assert all(isinstance(r, TransitionResult) and r.ok for r in got)
+
+
+def test_actions_queued_at_shutdown_are_cancelled_not_sent() -> None:
+    async def scenario() -> tuple[list[bool], list[str]]:
+        store = HeldStore()
+        tokens = committed(store, ["a", "b"])
+        worker = StoreWorker(store, "n1")
+        first = worker.submit(ReadSlots((("a", T0),)))
+        assert await asyncio.to_thread(store.entered.wait, 10)
+        queued = [worker.submit(Start(j, T0, tokens[j], 30_000)) for j in ("a", "b")]
+        worker.shutdown()
+        store.release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await queued[0]
+        with pytest.raises(RuntimeError, match="shut down"):
+            worker.submit(Start("a", T0, tokens["a"], 30_000))
+        await first  # the call on the wire completes
+        return [f.cancelled() for f in queued], store.calls
+
+    cancelled, calls = asyncio.run(scenario())
+    assert cancelled == [True, True]
+    assert calls == ["read_slots"]
