@@ -205,6 +205,7 @@ def agent_main(argv: list[str]) -> int:
     ap.add_argument("--jobs", type=int, required=True)
     ap.add_argument("--spread", action="store_true")
     ap.add_argument("--callable", choices=["async", "thread"], default="async")
+    ap.add_argument("--start-timeout", default="")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--stats", type=Path, required=True)
     ap.add_argument("--spawned", type=float, required=True)
@@ -217,7 +218,10 @@ def agent_main(argv: list[str]) -> int:
     rec.mark("imported")
     _wrap_first_vote(rec)
     members = [f"n{i}" for i in range(1, a.agents + 1)]
-    app = App(namespace=NAMESPACE, members=members, redis_url=a.redis_url, node_id=a.node, grace="5s")
+    durations = {"start_timeout": a.start_timeout} if a.start_timeout else {}
+    app = App(
+        namespace=NAMESPACE, members=members, redis_url=a.redis_url, node_id=a.node, grace="5s", **durations
+    )
     append = rec.rows.append
 
     async def record_async(ctx: JobContext) -> None:
@@ -403,6 +407,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         cmd += ["--callable", args.callable, "--out", str(workdir / f"{node}.rec")]
         cmd += ["--stats", str(workdir / f"{node}.json"), "--spawned", repr(spawned[node])]
         cmd += ["--spread"] if args.spread else []
+        cmd += ["--start-timeout", args.start_timeout] if args.start_timeout else []
         env = {"PYTHONUNBUFFERED": "1", "NO_PROXY": "127.0.0.1,localhost", **code_env()}
         procs[node] = start_process(cmd, log=workdir / f"{node}.log", env=env, cwd=CODE)
     print(
@@ -612,6 +617,7 @@ def analyse(
         "spread": args.spread,
         "topology": "cluster" if args.cluster else "standalone",
         "callable": args.callable,
+        "start_timeout": args.start_timeout or "default (5s)",
         "redis": redis,
         "window": {"from_ms": lo, "to_ms": hi, "seconds": window_s, "warm_up_fire_ms": warm},
         "slots_due": due,
@@ -729,6 +735,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--keep", type=Path, default=None, help="keep the agents' logs and recorded starts in this directory"
     )
+    ap.add_argument(
+        "--start-timeout",
+        default="",
+        help="the agents' start_timeout (default: the product's, 5s): how long a committed slot may "
+        "wait for its executor's start before a sweep hands it to another voter",
+    )
     ap.add_argument("--label", default="")
     args = ap.parse_args(argv)
     for what, value, low in (
@@ -742,6 +754,7 @@ def main(argv: list[str] | None = None) -> int:
     variant = f"{size}-{args.agents}a-{'cluster' if args.cluster else 'standalone'}"
     variant += "-spread" if args.spread else ""
     variant += "-thread" if args.callable == "thread" else ""
+    variant += f"-st{args.start_timeout}" if args.start_timeout else ""
     with tempfile.TemporaryDirectory(prefix="qc-bench-scale-") as tmp:
         workdir = Path(tmp)
         if args.keep is not None:
