@@ -51,7 +51,7 @@ def _analyse(
     spread: bool = False,
     actions: tuple[dict[str, Any], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    args = argparse.Namespace(bursts=2, spread=spread, cluster=False, callable="async")
+    args = argparse.Namespace(bursts=2, spread=spread, cluster=False, callable="async", start_timeout="")
     nodes = ["n1", "n2"]
     return scale.analyse(  # type: ignore[no-any-return]
         args,
