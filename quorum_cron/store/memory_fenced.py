@@ -11,33 +11,15 @@ sit in front of it, not in it).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 from quorum_cron.core.model import FencedRequest, TransitionResult
 from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.store.base import Store
 
 __all__ = ["FencedInTurn", "fenced_in_turn"]
 
 
-class _OneSlot(Protocol):
-    def start(self, job: str, fire_ms: int, node: str, token: int, lease_ms: int) -> TransitionResult: ...
-
-    def renew(self, job: str, fire_ms: int, node: str, token: int, lease_ms: int) -> TransitionResult: ...
-
-    def finish(
-        self,
-        job: str,
-        fire_ms: int,
-        node: str,
-        token: int,
-        succeeded: bool,
-        detail: str,
-        retries: int = 0,
-        retry_backoff_ms: int = 0,
-    ) -> TransitionResult: ...
-
-
-def one_fenced(store: _OneSlot, r: FencedRequest) -> TransitionResult:
+def one_fenced(store: Store, r: FencedRequest) -> TransitionResult:
     """The one-slot call ``r.op`` names, with ``r``'s arguments."""
     if r.op == "start":
         return store.start(r.job, r.fire_ms, r.node, r.token, r.lease_ms)
@@ -50,7 +32,7 @@ def one_fenced(store: _OneSlot, r: FencedRequest) -> TransitionResult:
     raise ValueError(f"fenced request op {r.op!r}: expected 'start', 'renew' or 'finish'")
 
 
-def fenced_in_turn(store: _OneSlot, requests: Sequence[FencedRequest]) -> list[TransitionResult | StoreError]:
+def fenced_in_turn(store: Store, requests: Sequence[FencedRequest]) -> list[TransitionResult | StoreError]:
     """Each request in turn; a :class:`StoreError` (not ``StoreUnavailable``) in the request's place."""
     out: list[TransitionResult | StoreError] = []
     for r in requests:
@@ -66,5 +48,5 @@ def fenced_in_turn(store: _OneSlot, requests: Sequence[FencedRequest]) -> list[T
 class FencedInTurn:
     """The memory model's :meth:`~quorum_cron.store.base.Store.fenced`."""
 
-    def fenced(self: _OneSlot, requests: Sequence[FencedRequest]) -> list[TransitionResult | StoreError]:
+    def fenced(self: Store, requests: Sequence[FencedRequest]) -> list[TransitionResult | StoreError]:
         return fenced_in_turn(self, requests)

@@ -163,9 +163,11 @@ class ScriptRunner:
         raised (a batch of independent jobs' calls, where one job's corrupt key
         must not fail the others).
 
-        Callers only batch calls that are independent of each other (disjoint
-        jobs), so re-running the few that hit NOSCRIPT after the others is
-        equivalent to the original order.
+        Calls of different jobs are independent; calls of one job (a fenced
+        batch's renew then finish of a slot) keep their order, since the few
+        that hit NOSCRIPT are re-run in call order after the others — and a
+        missing script fails every call of it, so none of a job's later calls
+        ran before an earlier one.
 
         ``wait``: the pipeline ends with ``WAIT replicas timeout_ms`` (it
         covers every write the connection made before it); when fewer
