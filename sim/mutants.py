@@ -164,7 +164,8 @@ class _LeaseFromReplyCore(NodeCore):
         return False
 
     def _on_renew(self, action: Renew, reply: TransitionResult, now: Now) -> list[Action]:
-        r = self._jobs[action.job].running.get(action.fire_ms)
+        s = self._jobs[action.job].slots.get(action.fire_ms)
+        r = s.run if s is not None else None
         if r is not None and r.token == action.token and reply.ok:
             r.renew_sent_mono = now.mono_ms  # as if the lease began when the reply came
         return super()._on_renew(action, reply, now)

@@ -148,7 +148,7 @@ def test_refused_renew_kills_the_run() -> None:
     core = NodeCore(NodeSettings(node_id="n1", quorum=1, lease_ms=3000), [job("a")])
     core.set_trust(True)
     start = Start("a", T0, 7, 3000)
-    core._jobs["a"].starting[T0] = 7
+    assert core.on_assigned("a", T0, 7, Now(T0, 0)) == [start]
     from quorum_cron.core.model import SlotView
 
     ok = TransitionResult(True, SlotView("a", T0, SlotState.RUNNING, token=7, executor="n1"), T0)

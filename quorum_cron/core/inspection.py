@@ -12,10 +12,10 @@ against it at every call of whole simulated runs. Kept apart from
 
 from __future__ import annotations
 
-from quorum_cron.core.actions import Now, RecordMissed
+from quorum_cron.core.actions import Now
 from quorum_cron.core.lifecycle import Phase
 from quorum_cron.core.run import RunningSide
-from quorum_cron.core.state import LOCAL_NO, LOCAL_RUNNING
+from quorum_cron.core.slots import LOCAL_NO, LOCAL_RUNNING
 from quorum_cron.core.timers import NEVER
 
 __all__ = ["Inspection"]
@@ -25,35 +25,11 @@ class Inspection(RunningSide):
     """Read-only views of the core's state (mixed into :class:`quorum_cron.core.node.NodeCore`)."""
 
     def slot_phase(self, job: str, fire_ms: int) -> Phase:
-        """What this node is doing about slot ``(job, fire_ms)`` (:mod:`quorum_cron.core.lifecycle`)."""
+        """What this node is doing about slot ``(job, fire_ms)`` (:mod:`quorum_cron.core.lifecycle`):
+        the phase of its record (:mod:`quorum_cron.core.slots`), ``none`` if it holds none."""
         js = self._jobs.get(job)
-        if js is None:
-            return Phase.NONE
-        if fire_ms in js.running:
-            return Phase.RUNNING
-        if fire_ms in js.starting:
-            return Phase.STARTING
-        if (job, fire_ms) in self._finishes:
-            return Phase.FINISHING
-        if fire_ms in js.deferred:
-            return Phase.DEFERRED
-        p = js.pending.get(fire_ms)
-        if p is not None and p.revote:
-            return Phase.AWAITING  # (a vote sent again under a newer record: the slot still awaits)
-        if p is not None:
-            if p.in_flight:
-                return Phase.VOTING
-            if p.local == LOCAL_RUNNING:
-                return Phase.LOCAL
-            if p.abstained and not self._may_vote:
-                return Phase.ABSTAINED
-            return Phase.DUE
-        if fire_ms in js.awaiting:
-            return Phase.AWAITING
-        key = (job, fire_ms)
-        if any(isinstance(a, RecordMissed) and (a.job, a.fire_ms) == key for _, a in self._retries.pending()):
-            return Phase.MISSED
-        return Phase.NONE
+        s = js.slots.get(fire_ms) if js is not None else None
+        return Phase.NONE if s is None else s.phase
 
     def reference_wakeup(self, now: Now) -> int:
         """:meth:`next_wakeup` computed from scratch from every timer of every job (slow).
@@ -61,14 +37,14 @@ class Inspection(RunningSide):
         The reference the incremental timers must equal; ``tests/test_core_incremental.py``
         checks it at every call of whole simulated runs.
         """
-        s = self.settings
+        cfg = self.settings
         waits = [max(0, self._next_sweep_mono - now.mono_ms)] if not self._sweeping else []
         for js in self._jobs.values():
             if not self._stopping:
                 if not js.removed:  # (a job removed by a reload takes in no new slot)
                     nf = js.job.schedule.next_after(js.cursor_ms)
-                    waits.append(max(0, nf - s.vote_lead_ms - now.wall_ms))
-                for p in js.pending.values():
+                    waits.append(max(0, nf - cfg.vote_lead_ms - now.wall_ms))
+                for p in (slot.vote for slot in js.slots.values() if slot.vote is not None):
                     if p.in_flight:
                         continue
                     if js.job.run_local and not self._reachable and p.local == LOCAL_NO:
@@ -77,18 +53,22 @@ class Inspection(RunningSide):
                         if js.caught_up:
                             waits.append(max(0, p.retry_at_mono - now.mono_ms))
                     elif p.local != LOCAL_RUNNING and js.caught_up:
-                        waits.append(max(0, p.fire_ms + p.deadline_ms + s.max_skew_ms + 1 - now.wall_ms))
-            waits.extend(max(0, at - now.mono_ms) for at in js.awaiting.values() if at >= 0)
-            waits.extend(max(0, at - now.wall_ms) for _, at in js.deferred.values())
-            waits.extend(max(0, r.renew_at_mono - now.mono_ms) for r in js.running.values() if not r.renewing)
+                        waits.append(max(0, p.fire_ms + p.deadline_ms + cfg.max_skew_ms + 1 - now.wall_ms))
+            slots = list(js.slots.values())
+            waits.extend(
+                max(0, s.poll_at - now.mono_ms) for s in slots if s.poll_at is not None and s.poll_at >= 0
+            )
+            waits.extend(max(0, s.deferred[1] - now.wall_ms) for s in slots if s.deferred is not None)
+            runs = [s.run for s in slots if s.run is not None]
+            waits.extend(max(0, r.renew_at_mono - now.mono_ms) for r in runs if not r.renewing)
             if self._killed_at_lease_end(js):
-                waits.extend(max(0, r.lease_until_mono - now.mono_ms) for r in js.running.values())
-        waits.extend(
-            max(0, self._finish_retry_mono.get(k, 0) - now.mono_ms)
-            for k in self._finishes
-            if k not in self._finishing
-        )
+                waits.extend(max(0, r.lease_until_mono - now.mono_ms) for r in runs)
+            waits.extend(
+                max(0, s.finish_retry - now.mono_ms)
+                for s in slots
+                if s.finish is not None and not s.finishing
+            )
         retry_at = self._retries.next_at(self._reachable)  # (the queue's own rule: tested there)
         if retry_at != NEVER:
             waits.append(max(0, retry_at - now.mono_ms))
-        return min(waits) if waits else s.sweep_ms
+        return min(waits) if waits else cfg.sweep_ms

@@ -75,9 +75,11 @@ class JobSwap(CoreState):
                     js.removed = True
                     removed.append(name)
                     # Due, not voted yet: let it go (a failed vote's slot is kept: it is voted again).
-                    unvoted = [t for t, p in js.pending.items() if not p.in_flight and p.request is None]
-                    for fire_ms in unvoted:
-                        del js.pending[fire_ms]
+                    for slot in js.slots.values():
+                        p = slot.vote
+                        if p is not None and not p.in_flight and p.request is None:
+                            slot.vote = None
+                            self._touched.append((js, slot))
             elif js.removed or job.spec_hash != js.job.spec_hash:
                 if self._started:
                     boundary = max(js.cursor_ms, now.wall_ms)
@@ -103,6 +105,7 @@ class JobSwap(CoreState):
         self._local_jobs = [js.index for js in self._by_index if js.job.run_local and not js.removed]
         self._sweep = Sweep(tuple(self._sweep_params()))
         self._dirty.update(range(len(self._by_index)))
+        self._settle()
         return JobChanges(
             added=tuple(added),
             changed=tuple(sorted(changed)),
@@ -125,6 +128,6 @@ class JobSwap(CoreState):
         keep = []
         for boundary, old in js.before:
             late = now.wall_ms > boundary + old.deadline_ms + self._drop_after_ms
-            if not late or any(t <= boundary for t in js.pending):
+            if not late or any(t <= boundary for t, s in js.slots.items() if s.vote is not None):
                 keep.append((boundary, old))
         js.before = keep

@@ -3,10 +3,11 @@
 The store's slot states (``model.SlotState``) say where a slot stands for the
 cluster; these phases say what *this node* is doing about it. The table is
 the one in ``docs/protocol.md`` ("The node side of a slot");
-``tests/test_lifecycle.py`` checks that the two agree, and that every phase
-change the core makes in whole simulated runs is one the table allows
-(``NodeCore.slot_phase`` reads a slot's phase from a core). :func:`step` is the
-table's gate: it raises on a step the table does not list.
+``tests/test_lifecycle.py`` checks that the two agree. :func:`step` is the
+table's gate, and the core's: the one writer of a slot record's phase
+(:func:`quorum_cron.core.slots.settle`) moves it only through this table,
+which raises on a step the table does not list, so every simulated run
+checks every step it takes.
 
 In the spirit of h11's ``_state.py``: the rules are a table a reader can
 check at a glance, not a property of scattered branches.
@@ -46,16 +47,16 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     P.NONE: frozenset(
         {P.DUE, P.VOTING, P.ABSTAINED, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.FINISHING, P.MISSED}
     ),
-    P.DUE: frozenset({P.VOTING, P.ABSTAINED, P.LOCAL, P.AWAITING, P.MISSED, P.NONE}),
+    P.DUE: frozenset({P.VOTING, P.ABSTAINED, P.LOCAL, P.AWAITING, P.STARTING, P.MISSED, P.NONE}),
     P.VOTING: frozenset({P.DUE, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.RUNNING, P.NONE}),
     P.ABSTAINED: frozenset({P.DUE, P.VOTING, P.LOCAL, P.MISSED, P.NONE}),
     P.LOCAL: frozenset({P.DUE, P.VOTING, P.ABSTAINED, P.AWAITING, P.DEFERRED, P.STARTING, P.NONE}),
     P.AWAITING: frozenset({P.DEFERRED, P.STARTING, P.RUNNING, P.MISSED, P.NONE}),
     P.DEFERRED: frozenset({P.STARTING, P.NONE}),
-    P.STARTING: frozenset({P.DUE, P.LOCAL, P.RUNNING, P.AWAITING, P.DEFERRED, P.NONE}),
-    P.RUNNING: frozenset({P.FINISHING, P.NONE}),
-    P.FINISHING: frozenset({P.DUE, P.VOTING, P.DEFERRED, P.STARTING, P.NONE}),
-    P.MISSED: frozenset({P.NONE}),
+    P.STARTING: frozenset({P.DUE, P.VOTING, P.LOCAL, P.RUNNING, P.AWAITING, P.DEFERRED, P.MISSED, P.NONE}),
+    P.RUNNING: frozenset({P.FINISHING, P.STARTING, P.LOCAL, P.MISSED, P.NONE}),
+    P.FINISHING: frozenset({P.DUE, P.VOTING, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.MISSED, P.NONE}),
+    P.MISSED: frozenset({P.STARTING, P.NONE}),
 }
 """Phase → the phases one input may take a slot to (an input can make several steps: a vote
 reply that commits the slot to this node goes from ``voting`` straight to ``starting``)."""

@@ -51,7 +51,7 @@ Safety never depends on either: the store's script decides the window.
 
 from __future__ import annotations
 
-from heapq import heappop, heappush
+from heapq import heappop
 
 from quorum_cron.core.actions import (
     Abstain,
@@ -75,24 +75,17 @@ from quorum_cron.core.actions import (
     Sweep,
     Vote,
 )
+from quorum_cron.core.finish import FinishingSide
 from quorum_cron.core.inspection import Inspection
 from quorum_cron.core.jobswap import JobChanges, JobSwap
 from quorum_cron.core.model import (
     SlotState,
     SlotView,
     SweepResult,
-    TransitionResult,
     VoteRequest,
 )
-from quorum_cron.core.outcomes import finished
-from quorum_cron.core.state import (
-    LOCAL_ENDED,
-    LOCAL_NO,
-    LOCAL_RUNNING,
-    MAX_PENDING_FINISHES,
-    _JobState,
-    _Pending,
-)
+from quorum_cron.core.slots import LOCAL_ENDED, LOCAL_NO, LOCAL_RUNNING, Pending
+from quorum_cron.core.state import _JobState
 from quorum_cron.core.timers import NEVER, sweep_gap
 from quorum_cron.core.vote import VotingSide
 
@@ -124,7 +117,7 @@ __all__ = [
 _NEVER = NEVER
 
 
-class NodeCore(VotingSide, Inspection, JobSwap):
+class NodeCore(VotingSide, Inspection, FinishingSide, JobSwap):
     """One node's protocol state. Drive it with :meth:`tick` and the ``on_*`` methods.
 
     Every method returns the actions to carry out now, in order. Each store
@@ -152,7 +145,11 @@ class NodeCore(VotingSide, Inspection, JobSwap):
                 self._release_held()
         self._trusted = trusted
         self._trust_reason = reason or ("clock trusted" if trusted else "clock not trusted")
-        self._may_vote = trusted and self._member
+        may_vote = trusted and self._member
+        if may_vote != self._may_vote:
+            self._may_vote = may_vote
+            self._touch_votes()
+            self._settle()
 
     @property
     def trusted(self) -> bool:
@@ -179,9 +176,12 @@ class NodeCore(VotingSide, Inspection, JobSwap):
         """Graceful shutdown: vote no more; running jobs still renew and finish."""
         self._stopping = True
         for js in self._jobs.values():
-            js.pending.clear()
-            js.awaiting.clear()
+            for slot in js.slots.values():
+                if slot.vote is not None or slot.poll_at is not None:
+                    slot.vote = slot.poll_at = None
+                    self._touched.append((js, slot))
         self._dirty.update(range(len(self._by_index)))
+        self._settle()
 
     def tick(self, now: Now) -> list[Action]:
         """Advance to ``now``: vote for what came due, renew, retry, sweep."""
@@ -212,14 +212,25 @@ class NodeCore(VotingSide, Inspection, JobSwap):
                     nf = js.next_fire_ms if js.next_fire_for == js.cursor_ms else self._next_fire(js)
                     if nf <= horizon and not js.removed:  # (most visits: nothing new is due)
                         self._collect_due(js, now, out)
-                    if js.pending:
-                        self._votes_due(js, now, out, requests)
-                if js.awaiting:
-                    self._polls_due(js, now, reads)
-                if js.deferred:
-                    self._deferred_due(js, now, out)
-                if js.running:
-                    self._renewals_due(js, now, out)
+                slots = js.slots
+                if slots:
+                    # Each pass takes the job's slots in fire-time order; a pass only if a slot
+                    # holds its part (most visits: one slot, one part).
+                    votes = polls = deferred = runs = False
+                    for s in slots.values():
+                        votes = votes or s.vote is not None
+                        polls = polls or s.poll_at is not None
+                        deferred = deferred or s.deferred is not None
+                        runs = runs or s.run is not None
+                    order = sorted(slots) if len(slots) > 1 else list(slots)
+                    if voting and votes:
+                        self._votes_due(js, order, now, out, requests)
+                    if polls:
+                        self._polls_due(js, order, now, reads)
+                    if deferred:
+                        self._deferred_due(js, order, now, out)
+                    if runs:
+                        self._renewals_due(js, order, now, out)
             if requests:
                 out.append(Vote(tuple(requests)))
             if reads:
@@ -232,28 +243,15 @@ class NodeCore(VotingSide, Inspection, JobSwap):
         if self._finish_heap and self._finish_heap[0][0] <= mono:
             self._finishes_due(now, out)
         if self._retries:
-            out.extend(self._retries.due(mono, self._reachable))
+            for retried in self._retries.due(mono, self._reachable):
+                if isinstance(retried, RecordMissed):
+                    self._missed_waits(retried, -1)  # (sent: no longer waiting)
+                out.append(retried)
         if not self._sweeping and mono >= self._next_sweep_mono:
             self._sweeping = True
             out.append(self._sweep)
+        self._settle()
         return out
-
-    def _finishes_due(self, now: Now, out: list[Action]) -> None:
-        heap = self._finish_heap
-        keys: set[tuple[str, int]] = set()
-        while heap and heap[0][0] <= now.mono_ms:
-            at, key = heappop(heap)
-            if self._finish_waits(key, at):
-                keys.add(key)
-        for key in sorted(keys):
-            self._finishing.add(key)
-            out.append(self._finishes[key])
-
-    def _finish_waits(self, key: tuple[str, int], at: int) -> bool:
-        """Whether the finish of ``key`` waits to be sent again at ``at`` (else the entry is stale)."""
-        return (
-            key in self._finishes and key not in self._finishing and self._finish_retry_mono.get(key, 0) == at
-        )
 
     def next_wakeup(self, now: Now) -> int:
         """Milliseconds until :meth:`tick` has something to do (0 = now)."""
@@ -290,19 +288,21 @@ class NodeCore(VotingSide, Inspection, JobSwap):
         then too.
         """
         wake_wall = wake_mono = visit_wall = visit_mono = _NEVER
-        if not self._stopping:
-            if not js.removed:
-                wake_wall = (
-                    js.next_fire_ms if js.next_fire_for == js.cursor_ms else self._next_fire(js)
-                ) - self._lead_ms
-            pending = js.pending
-            if pending:
-                trusted = self._may_vote
-                skew = self._drop_after_ms
-                local = js.job.run_local and not self._reachable
-                for p in pending.values():
-                    if p.in_flight:
-                        continue  # its reply or failure marks the job dirty
+        stopping = self._stopping
+        if not stopping and not js.removed:
+            wake_wall = (
+                js.next_fire_ms if js.next_fire_for == js.cursor_ms else self._next_fire(js)
+            ) - self._lead_ms
+        slots = js.slots
+        if slots:
+            # (Each timer is the least of its kind over the job's slots: the order they are met in
+            # does not matter.)
+            trusted = self._may_vote
+            skew = self._drop_after_ms
+            local = js.job.run_local and not self._reachable
+            for s in slots.values():
+                p = s.vote
+                if p is not None and not stopping and not p.in_flight:  # (in flight: its reply marks the job)
                     if local and p.local == LOCAL_NO and p.fire_ms < wake_wall:
                         wake_wall = p.fire_ms  # run it locally when due
                     # (A local run still going holds the slot past its deadline: its end marks the job.)
@@ -321,24 +321,18 @@ class NodeCore(VotingSide, Inspection, JobSwap):
                             wake_wall = drop
                         if not p.abstained and p.retry_at_mono < visit_mono:
                             visit_mono = p.retry_at_mono
-        awaiting = js.awaiting
-        if awaiting:
-            for at in awaiting.values():
-                if 0 <= at < wake_mono:
+                at = s.poll_at
+                if at is not None and 0 <= at < wake_mono:
                     wake_mono = at
-        deferred = js.deferred
-        if deferred:
-            for _, at in deferred.values():
-                if at < wake_wall:
-                    wake_wall = at
-        running = js.running
-        if running:
-            kills = self._killed_at_lease_end(js)
-            for r in running.values():
-                if not r.renewing and r.renew_at_mono < wake_mono:
-                    wake_mono = r.renew_at_mono
-                if kills and r.lease_until_mono < wake_mono:
-                    wake_mono = r.lease_until_mono  # killed at its lease end
+                deferred = s.deferred
+                if deferred is not None and deferred[1] < wake_wall:
+                    wake_wall = deferred[1]
+                r = s.run
+                if r is not None:
+                    if not r.renewing and r.renew_at_mono < wake_mono:
+                        wake_mono = r.renew_at_mono
+                    if r.lease_until_mono < wake_mono and self._killed_at_lease_end(js):
+                        wake_mono = r.lease_until_mono  # killed at its lease end
         self._timers.update(js.index, wake_wall, wake_mono, visit_wall, visit_mono)
 
     def on_assigned(self, job: str, fire_ms: int, token: int, now: Now) -> list[Action]:
@@ -346,7 +340,9 @@ class NodeCore(VotingSide, Inspection, JobSwap):
         js = self._jobs.get(job)
         if js is None:
             return []
-        return self._maybe_start(js, fire_ms, token, self.settings.node_id, now)
+        out = self._maybe_start(js, fire_ms, token, self.settings.node_id, now)
+        self._settle()
+        return out
 
     def on_trigger(self, job: str, fire_ms: int, now: Now) -> list[Action]:
         """An operator's trigger (pub/sub notice or catch-up read): vote for slot (job, fire_ms).
@@ -357,8 +353,11 @@ class NodeCore(VotingSide, Inspection, JobSwap):
         js = self._jobs.get(job)
         if js is None or js.removed or self._stopping or now.wall_ms > fire_ms + js.job.deadline_ms:
             return []
-        js.pending.setdefault(fire_ms, _Pending(fire_ms=fire_ms, deadline_ms=js.job.deadline_ms))
+        s = self._slot(js, fire_ms)
+        if s.vote is None:
+            s.vote = Pending(fire_ms=fire_ms, deadline_ms=js.job.deadline_ms)
         self._dirty.add(js.index)
+        self._settle()
         return []
 
     def on_run_finished(
@@ -370,27 +369,20 @@ class NodeCore(VotingSide, Inspection, JobSwap):
         record if the slot is not decided by its deadline.
         """
         js = self._jobs.get(job)
+        if js is None:
+            return []  # (no job of that name here: nothing of it ran on this node)
+        s = self._slot(js, fire_ms)
+        self._dirty.add(js.index)
+        out: list[Action] = []
         if token == 0:
-            p = js.pending.get(fire_ms) if js is not None else None
-            if js is not None and p is not None and p.local == LOCAL_RUNNING:
+            p = s.vote
+            if p is not None and p.local == LOCAL_RUNNING:
                 p.local = LOCAL_ENDED
                 p.local_detail = detail.split("\n", 1)[0]
-                self._dirty.add(js.index)
-            return []
-        ran = None
-        if js is not None:
-            ran = js.running.pop(fire_ms, None)
-            self._dirty.add(js.index)
-        key = (job, fire_ms)
-        if key not in self._finishes and len(self._finishes) >= MAX_PENDING_FINISHES:
-            self.dropped_finishes += 1
-            return []
-        attempt = ran.runs if ran is not None and ran.token == token else 0
-        spec = self._definition(js, fire_ms) if js is not None else None  # a reload keeps a slot's own
-        action = finished(job, fire_ms, token, succeeded, detail, spec, attempt)
-        self._finishes[key] = action
-        self._finishing.add(key)
-        return [action]
+        else:
+            self._record_finish(js, s, token, succeeded, detail, out)
+        self._settle()
+        return out
 
     def on_reply(self, action: StoreAction, reply: object, now: Now) -> list[Action]:
         """The store answered ``action`` with ``reply`` (the store method's return value)."""
@@ -400,6 +392,7 @@ class NodeCore(VotingSide, Inspection, JobSwap):
         if handler is None:
             raise TypeError(f"not a store action: {action!r}")
         out: list[Action] = handler(self, action, reply, now)
+        self._settle()
         return out
 
     def on_failure(
@@ -419,19 +412,11 @@ class NodeCore(VotingSide, Inspection, JobSwap):
         if handler is None:
             raise TypeError(f"not a store action: {action!r}")
         out: list[Action] = handler(self, action, now, failure, reason, retry_at)
+        self._settle()
         return out
 
     # -- replies, one handler per store action type (core.actions.handlers) ----
     # (The vote's are in core.vote; start, renew and read_slots in core.run.)
-
-    def _reply_finish(self, action: Finish, reply: object, now: Now) -> list[Action]:
-        assert isinstance(reply, TransitionResult)
-        key = (action.job, action.fire_ms)
-        self._finishing.discard(key)
-        self._finishes.pop(key, None)
-        self._finish_retry_mono.pop(key, None)
-        # A failed run with retries left comes back committed (maybe to us).
-        return self._on_view(reply.slot, now) if reply.ok else []
 
     def _reply_sweep(self, action: Sweep, reply: object, now: Now) -> list[Action]:
         assert isinstance(reply, SweepResult)
@@ -460,18 +445,10 @@ class NodeCore(VotingSide, Inspection, JobSwap):
         if reply.state in (SlotState.ABSENT, SlotState.PROPOSED):
             # Store time has not passed the deadline yet: ask again.
             self._retries.add(now.mono_ms + self.settings.retry_ms, action)
+            self._missed_waits(action, 1)
         return []
 
     # -- failures, one handler per store action type ---------------------------
-
-    def _failed_finish(
-        self, action: Finish, now: Now, failure: Failure, reason: str, retry_at: int
-    ) -> list[Action]:
-        key = (action.job, action.fire_ms)
-        self._finishing.discard(key)
-        self._finish_retry_mono[key] = retry_at
-        heappush(self._finish_heap, (retry_at, key))
-        return []
 
     def _failed_sweep(
         self, action: Sweep, now: Now, failure: Failure, reason: str, retry_at: int
@@ -491,4 +468,5 @@ class NodeCore(VotingSide, Inspection, JobSwap):
         self, action: RecordMissed, now: Now, failure: Failure, reason: str, retry_at: int
     ) -> list[Action]:
         self._retries.failed(action, now.mono_ms, self._reachable)
+        self._missed_waits(action, 1)
         return []

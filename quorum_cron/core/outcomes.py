@@ -14,7 +14,7 @@ from __future__ import annotations
 from quorum_cron.core.actions import CoreJob, Finish, Kill, RecordMissed
 from quorum_cron.core.backoff import retry_delay_ms
 from quorum_cron.core.model import SlotView
-from quorum_cron.core.state import LOCAL_ENDED, _Pending
+from quorum_cron.core.slots import LOCAL_ENDED, Pending
 
 __all__ = [
     "finished",
@@ -39,7 +39,7 @@ def missed_no_node_alive(job: CoreJob, fire_ms: int) -> RecordMissed:
 
 
 def missed_unvoted(
-    job: str, p: _Pending, me: str, may_vote: bool, abstain_reason: str, trust_reason: str
+    job: str, p: Pending, me: str, may_vote: bool, abstain_reason: str, trust_reason: str
 ) -> RecordMissed:
     """A slot this node could not get voted by its deadline, and why (or how its local run went)."""
     if p.local == LOCAL_ENDED:

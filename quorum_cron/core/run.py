@@ -37,13 +37,8 @@ from quorum_cron.core.outcomes import (
     killed_renew_refused,
     killed_stale,
 )
-from quorum_cron.core.state import (
-    HELD,
-    IN_FLIGHT,
-    CoreState,
-    _JobState,
-    _Running,
-)
+from quorum_cron.core.slots import HELD, IN_FLIGHT, Running
+from quorum_cron.core.state import CoreState, _JobState
 from quorum_cron.core.timers import NEVER
 
 _NEVER = NEVER
@@ -72,20 +67,30 @@ def lease_end(sent_mono: int, lease_ms: int) -> int:
 class RunningSide(CoreState):
     """Committed slots → starts, runs, renewals, kills."""
 
-    def _polls_due(self, js: _JobState, now: Now, reads: list[tuple[str, int]]) -> None:
+    def _polls_due(self, js: _JobState, order: list[int], now: Now, reads: list[tuple[str, int]]) -> None:
         """Add the job's slots whose poll is due to ``reads`` (the tick sends them in one call)."""
-        for fire_ms in sorted(js.awaiting):
-            at = js.awaiting[fire_ms]
-            if 0 <= at <= now.mono_ms:
-                js.awaiting[fire_ms] = IN_FLIGHT
+        slots = js.slots
+        for fire_ms in order:
+            s = slots.get(fire_ms)
+            if s is None:
+                continue
+            at = s.poll_at
+            if at is not None and 0 <= at <= now.mono_ms:
+                s.poll_at = IN_FLIGHT
                 reads.append((js.job.name, fire_ms))
 
-    def _renewals_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
-        for fire_ms in sorted(js.running):
-            r = js.running[fire_ms]
+    def _renewals_due(self, js: _JobState, order: list[int], now: Now, out: list[Action]) -> None:
+        slots = js.slots
+        for fire_ms in order:
+            s = slots.get(fire_ms)
+            r = s.run if s is not None else None
+            if r is None:
+                continue
+            assert s is not None
             if r.lease_until_mono <= now.mono_ms and self._killed_at_lease_end(js):
                 # No renew sent since was accepted in time: the lease is over in the store.
-                del js.running[fire_ms]
+                s.run = None
+                self._touched.append((js, s))
                 self._dirty.add(js.index)
                 out.append(killed_lease_ended(js.job.name, fire_ms, r.token))
                 continue
@@ -105,10 +110,13 @@ class RunningSide(CoreState):
 
     def _lease_check(self, js: _JobState, fire_ms: int, now: Now) -> list[Action]:
         """Unrenewable lease under at-least-once: another node may re-run, so stop ours."""
-        r = js.running.get(fire_ms)
+        s = js.slots.get(fire_ms)
+        r = s.run if s is not None else None
         if r is None or now.mono_ms < r.lease_until_mono or not self._killed_at_lease_end(js):
             return []
-        del js.running[fire_ms]
+        assert s is not None
+        s.run = None
+        self._touched.append((js, s))
         self._dirty.add(js.index)
         return [killed_lease_expired_unreachable(js.job.name, fire_ms, r.token)]
 
@@ -128,7 +136,7 @@ class RunningSide(CoreState):
             return self._maybe_start(js, view.fire_ms, view.token, view.executor, now)
         if view.state == SlotState.RUNNING and view.executor != me:
             self._stop_polling(js, view.fire_ms)
-            js.start_first.pop(view.fire_ms, None)
+            self._forget_start(js, view.fire_ms)
             self._drop_stale_run(js, view)
             return []
         if view.state == SlotState.RUNNING:
@@ -138,14 +146,21 @@ class RunningSide(CoreState):
             if now.wall_ms <= view.fire_ms + js.job.deadline_ms + self.settings.start_timeout_ms:
                 # A fallback for a lost assignment notice: poll well inside the deadline.
                 poll = max(10, min(self.settings.assign_poll_ms, js.job.deadline_ms // 2))
-                js.awaiting[view.fire_ms] = now.mono_ms + poll
+                self._slot(js, view.fire_ms).poll_at = now.mono_ms + poll
                 self._dirty.add(js.index)
             return []
         self._stop_polling(js, view.fire_ms)
         if view.state in TERMINAL_STATES:
-            js.start_first.pop(view.fire_ms, None)
+            self._forget_start(js, view.fire_ms)
             return self._drop_stale_run(js, view)
         return []
+
+    def _forget_start(self, js: _JobState, fire_ms: int) -> None:
+        """The slot's outcome is known: no start of ours is to be adopted from a read any more."""
+        s = js.slots.get(fire_ms)
+        if s is not None and s.start_first is not None:
+            s.start_first = None
+            self._touched.append((js, s))
 
     def _adopt_start(self, js: _JobState, view: SlotView, now: Now) -> list[Action]:
         """The store runs the slot under our start though we never heard it accepted: confirm, then run.
@@ -161,29 +176,39 @@ class RunningSide(CoreState):
         at most a lease after the start was first sent.
         """
         fire_ms = view.fire_ms
-        first = js.start_first.get(fire_ms)
+        s = js.slots.get(fire_ms)
+        first = s.start_first if s is not None else None
         if (
-            first is None
+            s is None
+            or first is None
             or first[0] != view.token
-            or fire_ms in js.running
-            or js.starting.get(fire_ms) == view.token  # a start (or its confirmation) in flight
+            or s.run is not None
+            or s.start_token == view.token  # a start (or its confirmation) in flight
             or self._ran(js, fire_ms, view.token)
         ):
             return []
-        js.start_sent.pop(fire_ms, None)
+        self._touched.append((js, s))
+        s.start_sent = None
         self._dirty.add(js.index)
         if now.mono_ms - first[1] >= self.settings.lease_ms:
-            del js.start_first[fire_ms]  # long past: the store decides (lost, or another voter)
+            s.start_first = None  # long past: the store decides (lost, or another voter)
             return []
         return self._confirm(js, fire_ms, view.token, now)
 
     def _stop_polling(self, js: _JobState, fire_ms: int) -> None:
-        at = js.awaiting.pop(fire_ms, None)
-        if at is not None and at >= 0:  # (IN_FLIGHT and HELD are no timer)
-            self._dirty.add(js.index)
-        p = js.pending.get(fire_ms)
+        s = js.slots.get(fire_ms)
+        if s is None:
+            return
+        at = s.poll_at
+        if at is not None:
+            s.poll_at = None
+            self._touched.append((js, s))
+            if at >= 0:  # (IN_FLIGHT and HELD are no timer)
+                self._dirty.add(js.index)
+        p = s.vote
         if p is not None and p.revote:  # (decided, or no longer proposed: nothing to bring it)
-            del js.pending[fire_ms]
+            s.vote = None
+            self._touched.append((js, s))
             self._dirty.add(js.index)
 
     def _polls_failed(self, action: ReadSlots, failure: Failure, retry_at: int) -> None:
@@ -192,19 +217,23 @@ class RunningSide(CoreState):
         held = self._hold_until_answered(failure, retry_at)
         for job, fire_ms in action.slots:
             js = self._jobs[job]
-            if fire_ms in js.awaiting:
+            s = js.slots.get(fire_ms)
+            if s is not None and s.poll_at is not None:
                 if held:
-                    js.awaiting[fire_ms] = HELD  # (no timer, as IN_FLIGHT was: the job's timers stand)
+                    s.poll_at = HELD  # (no timer, as IN_FLIGHT was: the job's timers stand)
                     self._held.add(js.index)
                 else:
-                    js.awaiting[fire_ms] = retry_at
+                    s.poll_at = retry_at
                     self._dirty.add(js.index)
 
     def _drop_stale_run(self, js: _JobState, view: SlotView) -> list[Action]:
-        r = js.running.get(view.fire_ms)
+        s = js.slots.get(view.fire_ms)
+        r = s.run if s is not None else None
         if r is None or (r.token == view.token and view.executor == self.settings.node_id):
             return []
-        del js.running[view.fire_ms]
+        assert s is not None
+        s.run = None
+        self._touched.append((js, s))
         self._dirty.add(js.index)
         return [killed_stale(js.job.name, r.token, view)]
 
@@ -216,16 +245,18 @@ class RunningSide(CoreState):
             # Committed ahead of time (votes lead the fire time): start when due.
             self._defer(js, fire_ms, token, fire_ms)
             return []
-        if js.starting.get(fire_ms, -1) >= token or self._ran(js, fire_ms, token):
-            return []
-        running = js.running.get(fire_ms)
-        if running is not None and running.token >= token:
-            return []
-        js.starting[fire_ms] = token
-        js.start_sent[fire_ms] = now.mono_ms
-        if js.start_first.get(fire_ms, (-1, 0))[0] != token:
-            js.start_first[fire_ms] = (token, now.mono_ms)
-        js.awaiting.pop(fire_ms, None)
+        s = js.slots.get(fire_ms)
+        if s is not None:
+            if (s.start_token if s.start_token is not None else -1) >= token or self._ran(js, fire_ms, token):
+                return []
+            if s.run is not None and s.run.token >= token:
+                return []
+        s = self._slot(js, fire_ms)
+        s.start_token = token
+        s.start_sent = now.mono_ms
+        if s.start_first is None or s.start_first[0] != token:
+            s.start_first = (token, now.mono_ms)
+        s.poll_at = None
         self._dirty.add(js.index)
         return [Start(js.job.name, fire_ms, token, self.settings.lease_ms)]
 
@@ -236,27 +267,36 @@ class RunningSide(CoreState):
         lands: a late assignment notice or read must not start it, nor a refused repeat of its
         start adopt it, a second time (explorer seed 7766, delays reordering the calls).
         """
-        done = self._finishes.get((js.job.name, fire_ms))
+        s = js.slots.get(fire_ms)
+        done = s.finish if s is not None else None
         return done is not None and done.token >= token
 
     def _defer(self, js: _JobState, fire_ms: int, token: int, not_before_ms: int) -> None:
-        if js.deferred.get(fire_ms, (-1, 0))[0] <= token:
-            js.deferred[fire_ms] = (token, not_before_ms)
+        s = js.slots.get(fire_ms)
+        if s is None or s.deferred is None or s.deferred[0] <= token:
+            self._slot(js, fire_ms).deferred = (token, not_before_ms)
             self._dirty.add(js.index)
 
-    def _deferred_due(self, js: _JobState, now: Now, out: list[Action]) -> None:
-        for fire_ms in sorted(js.deferred):
-            token, at = js.deferred[fire_ms]
+    def _deferred_due(self, js: _JobState, order: list[int], now: Now, out: list[Action]) -> None:
+        slots = js.slots
+        for fire_ms in order:
+            s = slots.get(fire_ms)
+            if s is None or s.deferred is None:
+                continue
+            token, at = s.deferred
             if at <= now.wall_ms:
-                del js.deferred[fire_ms]
+                s.deferred = None
+                self._touched.append((js, s))
                 out.extend(self._maybe_start(js, fire_ms, token, self.settings.node_id, now))
 
     def _on_start(self, action: Start, reply: TransitionResult, now: Now) -> list[Action]:
         js = self._jobs[action.job]
         self._dirty.add(js.index)
-        sent = js.start_sent.pop(action.fire_ms, now.mono_ms)
-        if js.starting.get(action.fire_ms) == action.token:
-            del js.starting[action.fire_ms]
+        s = self._slot(js, action.fire_ms)
+        sent = s.start_sent if s.start_sent is not None else now.mono_ms
+        s.start_sent = None
+        if s.start_token == action.token:
+            s.start_token = None
         if not reply.ok:
             view = reply.slot
             if view.state == SlotState.COMMITTED and view.token == action.token and view.not_before_ms:
@@ -265,8 +305,8 @@ class RunningSide(CoreState):
                 self._defer(js, action.fire_ms, action.token, at)
             elif view.state == SlotState.RUNNING and view.executor == self.settings.node_id:
                 return self._adopt_start(js, view, now)  # an earlier send of this start landed
-            elif js.start_first.get(action.fire_ms, (-1, 0))[0] == action.token:
-                del js.start_first[action.fire_ms]
+            elif s.start_first is not None and s.start_first[0] == action.token:
+                s.start_first = None
             return []
         if now.mono_ms - sent >= self.settings.lease_ms // 2:
             # The reply was held (a pause, a slow link) for half the lease:
@@ -275,8 +315,8 @@ class RunningSide(CoreState):
             # first: the store accepts only while the slot is still ours under
             # this token, and then the lease runs from the renew's send.
             return self._confirm(js, action.fire_ms, action.token, now)
-        if js.start_first.get(action.fire_ms, (-1, 0))[0] == action.token:
-            del js.start_first[action.fire_ms]
+        if s.start_first is not None and s.start_first[0] == action.token:
+            s.start_first = None
         return self._run(js, action.fire_ms, action.token, sent, reply.slot.runs)
 
     def _confirm(self, js: _JobState, fire_ms: int, token: int, now: Now) -> list[Action]:
@@ -285,8 +325,9 @@ class RunningSide(CoreState):
         The slot stays ``starting``; ``start_first`` is kept, so that a read
         after a failed confirmation can adopt the start again.
         """
-        js.starting[fire_ms] = token
-        js.confirming[fire_ms] = now.mono_ms
+        s = self._slot(js, fire_ms)
+        s.start_token = token
+        s.confirming = now.mono_ms
         return [Renew(js.job.name, fire_ms, token, self.settings.lease_ms)]
 
     def _run(self, js: _JobState, fire_ms: int, token: int, lease_from: int, runs: int) -> list[Action]:
@@ -296,7 +337,7 @@ class RunningSide(CoreState):
         for the run's result: a failed attempt's retry waits the backoff of that attempt.
         """
         lease = self.settings.lease_ms
-        js.running[fire_ms] = _Running(
+        self._slot(js, fire_ms).run = Running(
             token=token,
             renew_at_mono=lease_from + max(1, lease // 3),
             lease_until_mono=lease_end(lease_from, lease),
@@ -317,24 +358,30 @@ class RunningSide(CoreState):
         leaves it to the store too: a renew that keeps being accepted but
         never heard in time must not hold the slot forever.
         """
-        sent = js.confirming.pop(action.fire_ms)
-        if js.starting.get(action.fire_ms) == action.token:
-            del js.starting[action.fire_ms]
+        s = self._slot(js, action.fire_ms)
+        sent = s.confirming
+        assert sent is not None
+        s.confirming = None
+        if s.start_token == action.token:
+            s.start_token = None
         self._dirty.add(js.index)
         if reply is None:
-            js.awaiting[action.fire_ms] = retry_at
+            s.poll_at = retry_at
             return []
-        if js.start_first.get(action.fire_ms, (-1, 0))[0] == action.token:
-            del js.start_first[action.fire_ms]
+        if s.start_first is not None and s.start_first[0] == action.token:
+            s.start_first = None
         if not reply.ok or now.mono_ms - sent >= self.settings.lease_ms // 2:
             return []
         return self._run(js, action.fire_ms, action.token, sent, reply.slot.runs)
 
     def _on_renew(self, action: Renew, reply: TransitionResult, now: Now) -> list[Action]:
         js = self._jobs[action.job]
-        if action.fire_ms in js.confirming:
+        s = js.slots.get(action.fire_ms)
+        if s is None:
+            return []
+        if s.confirming is not None:
             return self._confirmed(js, action, reply, now)
-        r = js.running.get(action.fire_ms)
+        r = s.run
         if r is None or r.token != action.token:
             return []
         self._dirty.add(js.index)
@@ -345,7 +392,8 @@ class RunningSide(CoreState):
             r.renew_at_mono = r.renew_sent_mono + max(1, lease // 3)
             r.lease_until_mono = lease_end(r.renew_sent_mono, lease)
             return self._lease_check(js, action.fire_ms, now)
-        del js.running[action.fire_ms]
+        s.run = None
+        self._touched.append((js, s))
         return [killed_renew_refused(action.job, action.fire_ms, action.token, reply.reason)]
 
     # -- replies and failures of the running side's calls (core.actions.handlers) --
@@ -373,8 +421,9 @@ class RunningSide(CoreState):
         # Not known whether it landed: a read tells, and a repeated
         # start is refused harmlessly if it had.
         js = self._jobs[action.job]
-        js.starting.pop(action.fire_ms, None)
-        js.awaiting[action.fire_ms] = retry_at
+        s = self._slot(js, action.fire_ms)
+        s.start_token = None
+        s.poll_at = retry_at
         self._dirty.add(js.index)
         return []
 
@@ -382,9 +431,10 @@ class RunningSide(CoreState):
         self, action: Renew, now: Now, failure: Failure, reason: str, retry_at: int
     ) -> list[Action]:
         js = self._jobs[action.job]
-        if action.fire_ms in js.confirming:
+        s = js.slots.get(action.fire_ms)
+        if s is not None and s.confirming is not None:
             return self._confirmed(js, action, None, now, retry_at)
-        r = js.running.get(action.fire_ms)
+        r = s.run if s is not None else None
         if r is not None:
             r.renewing = False
             r.renew_at_mono = retry_at

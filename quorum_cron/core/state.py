@@ -1,9 +1,12 @@
 """The node core's state: per-job records and the attributes every part of ``NodeCore`` shares.
 
 :class:`CoreState` holds one node's protocol state: per job a
-:class:`_JobState` (its cursor over fire times, the slots it is voting for,
-awaiting, starting, deferring, running), plus the node-wide trust, store
-reachability, pending results, retries and sweep. The logic is split by
+:class:`_JobState` (its cursor over fire times, and one
+:class:`~quorum_cron.core.slots.Slot` record per slot it holds anything of),
+plus the node-wide trust, store reachability, retries and sweep. A slot's
+phase is moved only by :func:`quorum_cron.core.slots.settle`, which the core
+calls once per input (:meth:`CoreState._settle`) with the records the input
+touched. The logic is split by
 concern over :mod:`quorum_cron.core.vote` (getting slots voted, or
 accounted for when they cannot be), :mod:`quorum_cron.core.run` (starting,
 running and fencing the slots this node executes) and
@@ -13,14 +16,13 @@ running and fencing the slots this node executes) and
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from quorum_cron.core.actions import (
     Action,
     CoreJob,
     Failure,
-    Finish,
     NodeSettings,
     Now,
     Sweep,
@@ -33,15 +35,10 @@ from quorum_cron.core.model import (
     VoteRequest,
 )
 from quorum_cron.core.retries import MAX_RETRY_DOUBLINGS, RetryQueue
+from quorum_cron.core.slots import HELD, Pending, Slot, StepHook, settle
 from quorum_cron.core.timers import NEVER, JobTimers
 
 __all__ = [
-    "HELD",
-    "IN_FLIGHT",
-    "LOCAL_ENDED",
-    "LOCAL_NO",
-    "LOCAL_RUNNING",
-    "LOCAL_TOO_LATE",
     "MAX_CATCHUP_SLOTS",
     "MAX_PENDING_FINISHES",
     "MAX_RAN_LOCAL",
@@ -60,86 +57,22 @@ MAX_PENDING_FINISHES = 10_000
 
 _NEVER = NEVER
 
-LOCAL_NO = 0
-"""``_Pending.local``: not run locally (yet)."""
-LOCAL_RUNNING = 1
-"""``_Pending.local``: running here alone (``RunLocal`` sent, its end not reported yet)."""
-LOCAL_ENDED = 2
-"""``_Pending.local``: the local run ended (``local_detail`` says how)."""
-LOCAL_TOO_LATE = 3
-"""``_Pending.local``: past its deadline before it could run locally."""
-
-IN_FLIGHT = -1
-"""``awaiting`` value of a slot whose poll was sent (its reply or failure sets the next)."""
-HELD = -2
-"""``awaiting`` value of a slot whose poll waits for the store to answer again (it was unreachable)."""
-
-
 # -- state -------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Pending:
-    """A due slot this node has not yet had a definite vote reply for."""
-
-    fire_ms: int
-    deadline_ms: int
-    retry_at_mono: int = 0
-    in_flight: bool = False
-    abstained: bool = False
-    request: VoteRequest | None = None
-    """The vote request, once built (a retry sends the same one)."""
-    why: str = ""
-    """Why the last vote for it failed (the missed record's reason says so)."""
-    local: int = 0
-    """Run locally: ``LOCAL_NO``, ``LOCAL_RUNNING``, ``LOCAL_ENDED`` or ``LOCAL_TOO_LATE`` (plain
-    ints, not an enum: the timers read it for every pending slot)."""
-    local_detail: str = ""
-    held: bool = False
-    """Its vote failed with the store unreachable: sent again once the store answers."""
-    revote: bool = False
-    """A vote this node already had recorded, sent again to bring a newer membership record
-    (:meth:`CoreState._adopt`): past its deadline or abstained it is dropped, not recorded
-    missed (the slot's poll accounts for it)."""
-
-
-@dataclass(slots=True)
-class _Running:
-    token: int
-    renew_at_mono: int
-    lease_until_mono: int
-    renewing: bool = False
-    renew_sent_mono: int = 0
-    runs: int = 0
-    """The slot's run count when this run started (its attempt; 0: unknown), for its retry's backoff."""
 
 
 @dataclass(slots=True)
 class _JobState:
     job: CoreJob
     cursor_ms: int = 0
-    """Every fire time ≤ cursor has been taken into ``pending`` (or accounted)."""
+    """Every fire time ≤ cursor has been taken in (a slot record with a vote part, or accounted)."""
     boot_ms: int = 0
     """The cursor at the first tick: older slots are the catch-up's to account for."""
     next_fire_ms: int = -1
     """Cached ``schedule.next_after(cursor_ms)`` (schedules are costly to walk)."""
     next_fire_for: int = -1
     """The cursor ``next_fire_ms`` was computed for."""
-    pending: dict[int, _Pending] = field(default_factory=dict)
-    awaiting: dict[int, int] = field(default_factory=dict)
-    """Voted, not assigned to us yet: fire_ms → monotonic time of the next poll."""
-    starting: dict[int, int] = field(default_factory=dict)
-    """Start sent (or its confirming renew, see ``confirming``): fire_ms → token."""
-    confirming: dict[int, int] = field(default_factory=dict)
-    """An accepted start whose reply came half a lease late, confirmed by a renew before the
-    job runs: fire_ms → monotonic time that renew was sent (the extended lease began after it)."""
-    start_sent: dict[int, int] = field(default_factory=dict)
-    """Start sent: fire_ms → monotonic time it was sent (the lease began after it)."""
-    start_first: dict[int, tuple[int, int]] = field(default_factory=dict)
-    """fire_ms → (token, monotonic time a start for that token was first sent), until its outcome is known."""
-    deferred: dict[int, tuple[int, int]] = field(default_factory=dict)
-    """A retry assigned to us before its backoff ended: fire_ms → (token, not-before wall ms)."""
-    running: dict[int, _Running] = field(default_factory=dict)
+    slots: dict[int, Slot] = field(default_factory=dict)
+    """Every slot of the job the node holds something of: fire_ms → its record (:mod:`.slots`)."""
     index: int = 0
     """Position in the job list: ticks handle jobs in this order."""
     caught_up: bool = False
@@ -156,8 +89,15 @@ class CoreState:
     """State shared by the parts of :class:`~quorum_cron.core.node.NodeCore` (see the module docstring)."""
 
     def __init__(
-        self, settings: NodeSettings, jobs: Sequence[CoreJob], membership: MembershipRecord | None = None
+        self,
+        settings: NodeSettings,
+        jobs: Sequence[CoreJob],
+        membership: MembershipRecord | None = None,
+        *,
+        report_illegal_step: Callable[[str], None] | None = None,
     ) -> None:
+        """``report_illegal_step``: where a phase step the lifecycle table does not list is
+        reported (the step is then taken); None, the default, raises instead (:func:`.slots.settle`)."""
         names = [j.name for j in jobs]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate job names in {names!r}: expected each job once")
@@ -167,6 +107,10 @@ class CoreState:
         """A slot nobody got voted is dropped (recorded) this long after its deadline."""
         self._jobs: dict[str, _JobState] = {j.name: _JobState(job=j, index=i) for i, j in enumerate(jobs)}
         self._by_index: list[_JobState] = list(self._jobs.values())
+        self._touched: list[tuple[_JobState, Slot]] = []
+        """Records the input being handled changed (each change appends its record: a record may
+        come more than once), settled when the input is handled (:meth:`_settle`)."""
+        self._report_illegal_step = report_illegal_step
         self._local_jobs = [js.index for js in self._by_index if js.job.run_local]
         self._dirty: set[int] = set(range(len(jobs)))
         """Jobs whose state changed since their timers were last computed."""
@@ -197,9 +141,8 @@ class CoreState:
         self._started = False
         self._next_sweep_mono = 0
         self._sweeping = False
-        self._finishes: dict[tuple[str, int], Finish] = {}
-        self._finish_retry_mono: dict[tuple[str, int], int] = {}
-        self._finishing: set[tuple[str, int]] = set()
+        self._finish_count = 0
+        """Slots whose result is buffered (``Slot.finish``), for the buffer's bound."""
         self._retries = RetryQueue(settings.retry_ms)
         """Failed missed records and high-water reads (:mod:`quorum_cron.core.retries`)."""
         self._sweep = Sweep(tuple(self._sweep_params()))
@@ -211,7 +154,35 @@ class CoreState:
         self._failed = handlers(cls, "_failed_")
         """Store action type → the core's handler of its failure (``_failed_<type>``)."""
 
-    # -- inputs --------------------------------------------------------------
+    # -- the slot records ------------------------------------------------------
+
+    def _slot(self, js: _JobState, fire_ms: int) -> Slot:
+        """The job's record of slot ``fire_ms`` (a new one if the node held nothing of it), marked
+        touched: the caller is about to change it."""
+        s = js.slots.get(fire_ms)
+        if s is None:
+            s = js.slots[fire_ms] = Slot(fire_ms)
+        self._touched.append((js, s))
+        return s
+
+    def _settle(self) -> None:
+        """Settle the records the input touched (:func:`quorum_cron.core.slots.settle`, the one
+        writer of a phase). Called once per input, at its end."""
+        touched = self._touched
+        if touched:
+            self._touched = []
+            settle(touched, self._may_vote, self._report_illegal_step, self._step_hook)
+
+    _step_hook: StepHook | None = None
+    """Told of every phase step (:data:`quorum_cron.core.slots.StepHook`; tests collect them)."""
+
+    def _touch_votes(self) -> None:
+        """Whether the node may vote changed: every slot with a vote part may change phase
+        (``abstained`` is a due slot the node may not vote for)."""
+        for js in self._by_index:
+            for s in js.slots.values():
+                if s.vote is not None:
+                    self._touched.append((js, s))
 
     # -- internals -----------------------------------------------------------
 
@@ -237,12 +208,11 @@ class CoreState:
         by_index = self._by_index
         for i in self._held:
             js = by_index[i]
-            awaiting = js.awaiting
-            for fire_ms, at in awaiting.items():
-                if at == HELD:
-                    awaiting[fire_ms] = 0
-            for p in js.pending.values():
-                if p.held:
+            for s in js.slots.values():
+                if s.poll_at == HELD:
+                    s.poll_at = 0
+                p = s.vote
+                if p is not None and p.held:
                     p.held = False
                     p.retry_at_mono = 0
             self._dirty.add(i)
@@ -283,20 +253,21 @@ class CoreState:
         self._may_vote = self._trusted and self._member
         revote = self._member and not self._stopping
         for js in self._by_index:
-            for p in js.pending.values():
-                p.request = None
-            if revote and js.awaiting:
+            for s in js.slots.values():
+                if s.vote is not None:
+                    s.vote.request = None
+                    self._touched.append((js, s))  # (membership decides whether it abstains)
+            if revote:
                 # Slots this node voted for, still undecided: vote again under the new record. A
                 # job takes a newer record only from a vote of one of its own members (one
                 # epoch, one record: docs/protocol.md), so the nodes a change added are refused
                 # by a job still behind until a member brings it -- and a member that already
                 # voted for a slot (an operator's trigger, a slot that came due just before the
                 # change) would otherwise never vote for it again: the slot would miss.
-                for fire_ms in js.awaiting:
-                    if fire_ms not in js.pending and not js.removed:
-                        js.pending[fire_ms] = _Pending(
-                            fire_ms=fire_ms, deadline_ms=js.job.deadline_ms, revote=True
-                        )
+                for s in list(js.slots.values()):
+                    if s.poll_at is not None and s.vote is None and not js.removed:
+                        s.vote = Pending(fire_ms=s.fire_ms, deadline_ms=js.job.deadline_ms, revote=True)
+                        self._touched.append((js, s))
         self._dirty.update(range(len(self._by_index)))
         return True
 
@@ -309,7 +280,9 @@ class CoreState:
         member of it abstains (``Abstain`` once per slot, the reason naming
         the members) instead of voting.
         """
-        return self._adopt(record)
+        changed = self._adopt(record)
+        self._settle()
+        return changed
 
     @property
     def membership(self) -> MembershipRecord | None:

@@ -29,15 +29,12 @@ from quorum_cron.core.model import (
     VoteStatus,
 )
 from quorum_cron.core.outcomes import missed_no_node_alive, missed_not_running, missed_unvoted
+from quorum_cron.core.slots import LOCAL_NO, LOCAL_RUNNING, LOCAL_TOO_LATE, Pending, Slot
 from quorum_cron.core.state import (
-    LOCAL_NO,
-    LOCAL_RUNNING,
-    LOCAL_TOO_LATE,
     MAX_CATCHUP_SLOTS,
     MAX_RAN_LOCAL,
     CoreState,
     _JobState,
-    _Pending,
 )
 from quorum_cron.core.timers import NEVER
 
@@ -68,18 +65,32 @@ class VotingSide(CoreState):
                 self._record_missed(missed_not_running(js.job, t, me), now, out)
             js.cursor_ms = floor
         horizon = wall + self._lead_ms
+        slots, touched = js.slots, self._touched
         while (t := self._next_fire(js)) <= horizon:
-            js.pending.setdefault(t, _Pending(fire_ms=t, deadline_ms=js.job.deadline_ms))
+            s = slots.get(t)
+            if s is None:  # (the common case, inlined: a new record with its vote part)
+                s = slots[t] = Slot(t, vote=Pending(fire_ms=t, deadline_ms=js.job.deadline_ms))
+            elif s.vote is None:
+                s.vote = Pending(fire_ms=t, deadline_ms=js.job.deadline_ms)
+            touched.append((js, s))
             js.cursor_ms = t
 
-    def _votes_due(self, js: _JobState, now: Now, out: list[Action], requests: list[VoteRequest]) -> None:
-        """Add to ``requests`` the votes due for the job's pending slots; other actions to ``out``."""
-        pending = js.pending
+    def _votes_due(
+        self, js: _JobState, order: list[int], now: Now, out: list[Action], requests: list[VoteRequest]
+    ) -> None:
+        """Add to ``requests`` the votes due for the job's due slots (``order``: the job's fire
+        times, sorted); other actions to ``out``."""
+        slots = js.slots
         wall, mono, skew = now.wall_ms, now.mono_ms, self.settings.max_skew_ms
-        for fire_ms in sorted(pending):  # (a copy: records delete from it)
-            p = pending[fire_ms]
+        for fire_ms in order:
+            s = slots.get(fire_ms)
+            p = s.vote if s is not None else None
+            if p is None:
+                continue
+            assert s is not None
             if p.revote and not p.in_flight and (wall > fire_ms + p.deadline_ms or not self._may_vote):
-                del pending[fire_ms]  # (its first vote stands; the slot's poll accounts for it)
+                s.vote = None  # (its first vote stands; the slot's poll accounts for it)
+                self._touched.append((js, s))
                 continue
             if wall > fire_ms + p.deadline_ms + skew:
                 if p.local == LOCAL_NO:
@@ -99,11 +110,13 @@ class VotingSide(CoreState):
                 # Too late to vote. If nobody voted either, only this record
                 # keeps the slot from ending unaccounted (the store checks the
                 # deadline by its own clock and ignores decided slots).
-                del pending[fire_ms]
+                s.vote = None
+                self._touched.append((js, s))
                 self._record_missed(self._missed_record(js.job.name, p), now, out)
                 continue
             if js.job.run_local and self._local_due(js, p, now):
                 p.local = LOCAL_RUNNING
+                self._touched.append((js, s))
                 self._ran_local[(js.job.name, fire_ms)] = None
                 while len(self._ran_local) > MAX_RAN_LOCAL:
                     self._ran_local.popitem(last=False)
@@ -113,11 +126,13 @@ class VotingSide(CoreState):
             if not self._may_vote:
                 if not p.abstained:
                     p.abstained = True
+                    self._touched.append((js, s))
                     out.append(Abstain(js.job.name, fire_ms, self._abstain_reason()))
                 continue
             if not js.caught_up:
                 continue  # the high-water read's reply marks the job dirty
             p.in_flight = True
+            self._touched.append((js, s))
             if p.request is None:
                 p.request = self._vote_request(js.job, fire_ms, p.deadline_ms)
             requests.append(p.request)
@@ -132,8 +147,11 @@ class VotingSide(CoreState):
         held = self._hold_until_answered(failure, retry_at)
         for req in action.requests:
             js = self._jobs[req.job]
-            p = js.pending.get(req.fire_ms)
+            s = js.slots.get(req.fire_ms)
+            p = s.vote if s is not None else None
             if p is not None:
+                assert s is not None
+                self._touched.append((js, s))
                 p.in_flight = False
                 p.why = why
                 self._dirty.add(js.index)
@@ -155,8 +173,15 @@ class VotingSide(CoreState):
             out.append(action)
         else:
             self._retries.add(now.mono_ms, action)
+            self._missed_waits(action, 1)
 
-    def _local_due(self, js: _JobState, p: _Pending, now: Now) -> bool:
+    def _missed_waits(self, action: RecordMissed, count: int) -> None:
+        """``count`` more (or fewer) missed records of the slot wait in the retry queue."""
+        js = self._jobs.get(action.job)
+        if js is not None:
+            self._slot(js, action.fire_ms).missed += count
+
+    def _local_due(self, js: _JobState, p: Pending, now: Now) -> bool:
         """``run-local``: only while the store is unreachable, never before the fire time by this
         node's clock, at most once per slot per node."""
         return (
@@ -169,7 +194,7 @@ class VotingSide(CoreState):
             and (js.job.name, p.fire_ms) not in self._ran_local
         )
 
-    def _missed_record(self, job: str, p: _Pending) -> RecordMissed:
+    def _missed_record(self, job: str, p: Pending) -> RecordMissed:
         """The missed record of a slot this node could not get voted (:mod:`quorum_cron.core.outcomes`)."""
         return missed_unvoted(
             job, p, self.settings.node_id, self._may_vote, self._abstain_reason(), self._trust_reason
@@ -180,7 +205,10 @@ class VotingSide(CoreState):
         for req, res in zip(action.requests, results, strict=True):
             assert isinstance(res, VoteResult)
             js = self._jobs[req.job]
-            p = js.pending.get(req.fire_ms)
+            s = js.slots.get(req.fire_ms)
+            p = s.vote if s is not None else None
+            if s is not None and p is not None:
+                self._touched.append((js, s))
             if res.status == VoteStatus.REFUSED:
                 self._on_refused(js.index, req, res, p, out, now)
                 continue
@@ -192,14 +220,15 @@ class VotingSide(CoreState):
                     self._dirty.add(js.index)
                 continue
             if p is not None:
-                del js.pending[req.fire_ms]
+                assert s is not None
+                s.vote = None
                 if not p.in_flight:
                     self._dirty.add(js.index)  # (a vote in flight has no timer: dropping it changes none)
             out.extend(self._on_view(res.slot, now, poll_again=True))
         return out
 
     def _on_refused(
-        self, index: int, req: VoteRequest, res: VoteResult, p: _Pending | None, out: list[Action], now: Now
+        self, index: int, req: VoteRequest, res: VoteResult, p: Pending | None, out: list[Action], now: Now
     ) -> None:
         """The job's membership record refused the vote: report it (once per epoch this node
         held), hold the job's record if it is newer, and vote again under it — or, still refused
@@ -254,7 +283,7 @@ class VotingSide(CoreState):
         if run_once:
             latest = missed[-1]
             widened = now.wall_ms - latest + job.deadline_ms
-            js.pending[latest] = _Pending(fire_ms=latest, deadline_ms=widened)
+            self._slot(js, latest).vote = Pending(fire_ms=latest, deadline_ms=widened)
             self._dirty.add(js.index)
         return out
 
