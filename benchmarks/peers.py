@@ -6,6 +6,7 @@ Usage::
     .venv/bin/python benchmarks/peers.py [--only PEER ...] [--faults FAULT ...]
         [--steady 10] [--after 20] [--pause 12] [--label L]
     .venv/bin/python benchmarks/peers.py --table [RESULT.json] [--readme]
+    .venv/bin/python benchmarks/peers.py --scale [--jobs 10000 ...]  # peers_scale.py: 10k / 100k jobs
 
 Setups (each on its own fresh redis-server on a free loopback port, two
 scheduler processes unless said; docs/benchmarks.md § Peers says why each
@@ -540,6 +541,11 @@ def write_readme(table: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--scale" in argv:  # the peers at scale, no faults: benchmarks/peers_scale.py
+        import peers_scale
+
+        return peers_scale.main([a for a in argv if a != "--scale"])
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--only", nargs="+", choices=PEERS, default=PEERS, metavar="PEER")
     ap.add_argument("--faults", nargs="+", choices=FAULTS, default=FAULTS, metavar="FAULT")
