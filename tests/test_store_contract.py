@@ -965,9 +965,10 @@ def test_widened_deadline_keeps_a_proposed_slot_from_being_swept(redis_server: E
         assert swept.changed == [] and at_deadline.changed == []
         # The sweeps say when the slot can next be due: 1 ms past the widened deadline.
         assert (swept.due_in_ms, at_deadline.due_in_ms) == (widened - 120_000 + 1, 1)
+        assert swept.open_jobs == at_deadline.open_jobs == {"j"}  # (swept again by the nodes)
         assert recorded.state == SlotState.PROPOSED
         [missed] = after.changed
-        assert after.due_in_ms == 0  # nothing open any more
+        assert after.due_in_ms == 0 and after.open_jobs == frozenset()  # nothing open any more
         assert (missed.state, missed.reason) == (SlotState.MISSED, "deadline passed before quorum")
         assert missed.votes == (("n1", "h1"), ("n2", "h1"))
     finally:

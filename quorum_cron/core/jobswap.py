@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from quorum_cron.core.actions import CoreJob, Now, Sweep
+from quorum_cron.core.actions import CoreJob, Now
 from quorum_cron.core.state import CoreState, _JobState
 from quorum_cron.core.timers import JobTimers
 
@@ -103,7 +103,7 @@ class JobSwap(CoreState):
         if added:
             self._timers = JobTimers(len(self._by_index))  # (sized for the jobs; every job refreshed below)
         self._local_jobs = [js.index for js in self._by_index if js.job.run_local and not js.removed]
-        self._sweep = Sweep(tuple(self._sweep_params()))
+        self._sweeps.reset(self._sweep_params())
         self._dirty.update(range(len(self._by_index)))
         self._settle()
         return JobChanges(

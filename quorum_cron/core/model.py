@@ -245,6 +245,10 @@ class SweepResult:
     parameters could change one of those jobs' open slots as they now stand (a deadline, a
     start timeout or a lease passing; always >= 1); 0 when none of them has an open slot.
     Slots created after the sweep are not counted: see ``quorum_cron.core.timers.sweep_gap``."""
+    open_jobs: frozenset[str] = frozenset()
+    """The swept jobs that still have an open slot (proposed, committed, running) after the sweep:
+    a node sweeps these again, and otherwise only the jobs whose slots it has heard of since
+    (docs/protocol.md, "When a node sweeps")."""
 
 
 @dataclass(frozen=True, slots=True)

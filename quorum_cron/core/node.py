@@ -86,7 +86,7 @@ from quorum_cron.core.model import (
 )
 from quorum_cron.core.slots import LOCAL_ENDED, LOCAL_NO, LOCAL_RUNNING, Pending
 from quorum_cron.core.state import _JobState
-from quorum_cron.core.timers import NEVER, sweep_gap
+from quorum_cron.core.timers import NEVER, max_sweep_gap, sweep_gap
 from quorum_cron.core.vote import VotingSide
 
 __all__ = [
@@ -248,8 +248,13 @@ class NodeCore(VotingSide, Inspection, FinishingSide, JobSwap):
                     self._missed_waits(retried, -1)  # (sent: no longer waiting)
                 out.append(retried)
         if not self._sweeping and mono >= self._next_sweep_mono:
-            self._sweeping = True
-            out.append(self._sweep)
+            sweep = self._sweeps.next(mono, probe=not self._reachable)
+            if sweep is None:  # (nothing open, nothing heard of: look again at the cap)
+                gap = max_sweep_gap(self.settings.sweep_ms, self.settings.start_timeout_ms)
+                self._next_sweep_mono = min(mono + gap, self._sweeps.next_full())
+            else:
+                self._sweeping = True
+                out.append(sweep)
         self._settle()
         return out
 
@@ -421,6 +426,7 @@ class NodeCore(VotingSide, Inspection, FinishingSide, JobSwap):
     def _reply_sweep(self, action: Sweep, reply: object, now: Now) -> list[Action]:
         assert isinstance(reply, SweepResult)
         self._sweeping = False
+        self._sweeps.replied(reply, now.mono_ms)
         self._next_sweep_mono = now.mono_ms + sweep_gap(self.settings, reply.due_in_ms)
         out: list[Action] = []
         for view in reply.changed:
@@ -454,6 +460,7 @@ class NodeCore(VotingSide, Inspection, FinishingSide, JobSwap):
         self, action: Sweep, now: Now, failure: Failure, reason: str, retry_at: int
     ) -> list[Action]:
         self._sweeping = False
+        self._sweeps.failed()
         self._next_sweep_mono = retry_at
         return []
 

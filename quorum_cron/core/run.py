@@ -125,6 +125,7 @@ class RunningSide(CoreState):
         js = self._jobs.get(view.job)
         if js is None:
             return []
+        self._sweeps.heard.add(js.index)  # (a slot of the job exists: sweep it until it ends)
         me = self.settings.node_id
         if view.state == SlotState.COMMITTED:
             self._stop_polling(js, view.fire_ms)

@@ -25,7 +25,6 @@ from quorum_cron.core.actions import (
     Failure,
     NodeSettings,
     Now,
-    Sweep,
     handlers,
 )
 from quorum_cron.core.model import (
@@ -36,6 +35,7 @@ from quorum_cron.core.model import (
 )
 from quorum_cron.core.retries import MAX_RETRY_DOUBLINGS, RetryQueue
 from quorum_cron.core.slots import HELD, Pending, Slot, StepHook, settle
+from quorum_cron.core.sweeps import SweepPlan
 from quorum_cron.core.timers import NEVER, JobTimers
 
 __all__ = [
@@ -145,7 +145,8 @@ class CoreState:
         """Slots whose result is buffered (``Slot.finish``), for the buffer's bound."""
         self._retries = RetryQueue(settings.retry_ms)
         """Failed missed records and high-water reads (:mod:`quorum_cron.core.retries`)."""
-        self._sweep = Sweep(tuple(self._sweep_params()))
+        self._sweeps = SweepPlan(self._sweep_params())
+        """Which jobs the next sweep covers (:mod:`quorum_cron.core.sweeps`)."""
         self.dropped_finishes = 0
         """Results dropped because the buffer was full (reported by the runtime)."""
         cls = type(self)
@@ -162,6 +163,7 @@ class CoreState:
         s = js.slots.get(fire_ms)
         if s is None:
             s = js.slots[fire_ms] = Slot(fire_ms)
+            self._sweeps.heard.add(js.index)
         self._touched.append((js, s))
         return s
 

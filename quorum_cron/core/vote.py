@@ -70,6 +70,7 @@ class VotingSide(CoreState):
             s = slots.get(t)
             if s is None:  # (the common case, inlined: a new record with its vote part)
                 s = slots[t] = Slot(t, vote=Pending(fire_ms=t, deadline_ms=js.job.deadline_ms))
+                self._sweeps.heard.add(js.index)
             elif s.vote is None:
                 s.vote = Pending(fire_ms=t, deadline_ms=js.job.deadline_ms)
             touched.append((js, s))

@@ -255,8 +255,8 @@ class Store(Protocol):
         * ``running`` with ``now > lease_until_ms`` → ``lost`` under
           at-most-once; under at-least-once re-assigned like above.
 
-        Returns the slots it changed, by job then fire time, and
-        ``due_in_ms``: how long (store time) until the first instant at which
+        Returns the slots it changed, by job then fire time, the jobs with a slot still open
+        (``open_jobs``), and ``due_in_ms``: how long (store time) until the first instant at which
         one of the rules above could apply to an open slot of these jobs as
         they stand after the sweep — ``fire_ms + max(deadline_ms, D) + 1``
         for a proposed slot, ``max(committed_ms, not_before_ms) +

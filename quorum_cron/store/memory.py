@@ -343,7 +343,7 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn):
     def sweep(self, params: Sequence[SweepParams]) -> SweepResult:
         now = self._clock()
         changed: list[SlotView] = []
-        due = 0
+        due, still_open = 0, set[str]()
         for p in self._sweep_due(params):
             job = self._jobs.get(p.job)
             if job is None or not job.open:
@@ -355,9 +355,10 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn):
                 if self._sweep_one(p, job, rec, now):
                     changed.append(self._view(p.job, fire_ms, rec))
                 at = self._sweep_due_at(p, rec)
-                if at and (not due or at < due):
-                    due = at
-        return SweepResult(changed, due - now if due else 0)
+                if at:
+                    still_open.add(p.job)
+                    due = min(due, at) if due else at
+        return SweepResult(changed, due - now if due else 0, frozenset(still_open))
 
     @staticmethod
     def _sweep_due_at(p: SweepParams, rec: _Slot) -> int:
@@ -373,9 +374,8 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn):
     def _sweep_due(self, params: Sequence[SweepParams]) -> Sequence[SweepParams]:
         """The entries of ``params`` whose job has an open slot, in the order given (as Redis sweeps them).
 
-        Only a speed-up for the simulator, whose nodes sweep every job often while few
-        have a slot open: the jobs with none are skipped unseen. Each node passes
-        the same parameter list every time, so its index by job is built once.
+        Only a speed-up for the simulator's full sweeps (every job, while few have a slot
+        open): jobs with none are skipped unseen; each node's list is indexed once.
         """
         open_jobs = self._open_jobs
         if not open_jobs:

@@ -16,9 +16,11 @@
 -- A proposed slot is missed once now > fire + max(its dl, deadline_ms): dl
 -- is the largest deadline any of its votes carried (see vote.lua).
 --
--- Reply: {now, changed_1, ..., changed_N, due} over all parameter sets in
--- argument order; changed_i = array of the slots set i changed, by fire
--- time, each emit(fire_ms, record); due = the earliest store time at which
+-- Reply: {now, changed_1, ..., changed_N, open, due} over all parameter sets
+-- in argument order; changed_i = array of the slots set i changed, by fire
+-- time, each emit(fire_ms, record); open = array of N integers, 1 where set
+-- i's job still has an open slot after the call (0: none, or its index was
+-- unreadable); due = the earliest store time at which
 -- sweep_one could change one of the open slots as they stand after this
 -- call (due_at below; 0 when none is open): the caller sweeps again then
 -- (Store.sweep's due_in_ms; MemoryStore._sweep_due_at is the model).
@@ -82,6 +84,7 @@ local function due_at(r, deadline, start_timeout)
 end
 
 local out = {NOW}
+local opens = {}
 local due = 0
 local i = 7
 for g = 1, #KEYS do
@@ -92,6 +95,7 @@ for g = 1, #KEYS do
     local deadline, start_timeout, delivery = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
     i = i + 3
     local changed = {}
+    local still_open = 0
     local open = redis.pcall('ZRANGE', P .. 'open', 0, -1)
     if open.err then -- a corrupt index: this job is skipped, the others swept
       open = {}
@@ -116,8 +120,11 @@ for g = 1, #KEYS do
             changed[#changed + 1] = emit(r.fire, r)
           end
           local at = due_at(r, deadline, start_timeout)
-          if at > 0 and (due == 0 or at < due) then
-            due = at
+          if at > 0 then
+            still_open = 1
+            if due == 0 or at < due then
+              due = at
+            end
           end
         end
       elseif why == 'gone' then
@@ -125,8 +132,10 @@ for g = 1, #KEYS do
       end
     end
     out[#out + 1] = changed
+    opens[#opens + 1] = still_open
   end
   meta_flush()
 end
+out[#out + 1] = opens
 out[#out + 1] = due
 return out

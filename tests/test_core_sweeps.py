@@ -1,0 +1,86 @@
+"""Which jobs a node sweeps (``quorum_cron.core.sweeps``): the open ones and the ones it heard of.
+
+The unit tests drive ``SweepPlan`` by hand; the core tests check, on
+``NodeCore`` and the memory store, that a node which voted for a slot
+another node executes keeps sweeping that job until the slot ends (so a
+takeover does not wait for the full sweep), and sweeps nothing while no job
+has anything a sweep could change.
+"""
+
+from __future__ import annotations
+
+from quorum_cron.core.model import SlotState, SweepParams, SweepResult
+from quorum_cron.core.node import NodeCore, NodeSettings, Now, Sweep
+from quorum_cron.core.sweeps import FULL_SWEEP_MS, SweepPlan
+from quorum_cron.store.memory import MemoryStore
+from tests.core_driver import Driver
+from tests.test_core import T0, job
+
+PARAMS = [SweepParams(name, 30_000, 5_000) for name in ("a", "b", "c")]
+
+
+def _jobs(sweep: Sweep | None) -> list[str]:
+    return [] if sweep is None else [p.job for p in sweep.params]
+
+
+def test_the_first_sweep_covers_every_job_then_only_the_open_and_the_heard_of() -> None:
+    plan = SweepPlan(PARAMS)
+    assert _jobs(plan.next(0, probe=False)) == ["a", "b", "c"]  # (the backstop, due at once)
+    plan.replied(SweepResult([], 0, frozenset({"c"})), 10)
+    plan.heard.add(0)
+    assert _jobs(plan.next(1_000, probe=False)) == ["a", "c"]
+    plan.replied(SweepResult([], 0, frozenset()), 1_010)
+    assert plan.next(2_000, probe=False) is None  # (nothing open, nothing heard of: no call)
+    assert _jobs(plan.next(10 + FULL_SWEEP_MS, probe=False)) == ["a", "b", "c"]
+
+
+def test_a_failed_sweep_is_covered_by_the_next_and_a_probe_covers_every_job() -> None:
+    plan = SweepPlan(PARAMS)
+    plan.next(0, probe=False)
+    plan.replied(SweepResult([], 0, frozenset({"b"})), 0)
+    assert _jobs(plan.next(1_000, probe=False)) == ["b"]
+    plan.failed()
+    plan.heard.add(0)
+    assert _jobs(plan.next(2_000, probe=True)) == ["a", "b", "c"]  # (the store was unreachable)
+    plan.failed()
+    # The store answers again: what the failed sweeps covered and "b", still open, are swept.
+    assert _jobs(plan.next(3_500, probe=False)) == ["a", "b"]
+
+
+def test_a_reload_makes_the_next_sweep_cover_every_job_of_the_new_list() -> None:
+    plan = SweepPlan(PARAMS)
+    plan.next(0, probe=False)
+    plan.replied(SweepResult([], 0, frozenset()), 0)
+    plan.reset([*PARAMS, SweepParams("d", 30_000, 5_000)])
+    assert _jobs(plan.next(1, probe=False)) == ["a", "b", "c", "d"]
+
+
+def test_a_voter_keeps_sweeping_a_job_another_node_executes_until_its_slot_ends() -> None:
+    t0 = T0  # (a whole minute: the driver starts there)
+    d = Driver(
+        [job("a", 60_000, deadline_ms=30_000), job("b", 3_600_000, deadline_ms=30_000)], n=3, run_ms=10**9
+    )
+    d.run_until(t0 + 200)
+    slot = d.store.slot("a", t0)
+    assert slot.state == SlotState.RUNNING
+    voter = next(name for name in d.nodes if name != slot.executor)
+    core = d.nodes[voter].core
+    now = Now(t0 + 5_000, d.mono_ms + 5_000)  # (past any sweep timer, before the full sweep's)
+    (sweep,) = [a for a in core.tick(now) if isinstance(a, Sweep)]
+    # "a" has a slot open (running elsewhere), "b" none: only "a" is swept.
+    assert _jobs(sweep) == ["a"]
+    reply = d.store.sweep(sweep.params)
+    assert reply.open_jobs == {"a"}
+
+
+def test_a_node_with_nothing_open_makes_no_sweep_call() -> None:
+    store_now = [1_700_000_000_000]
+    store = MemoryStore(lambda: store_now[0])
+    core = NodeCore(NodeSettings(node_id="n1", quorum=1), [job("a", 3_600_000)])
+    core.set_trust(True)
+    now = Now(store_now[0] + 1_000, 0)
+    sweeps = [a for a in core.tick(now) if isinstance(a, Sweep)]
+    assert _jobs(sweeps[0]) == ["a"]  # (the first sweep is the full one)
+    core.on_reply(sweeps[0], store.sweep(sweeps[0].params), now)
+    for mono in range(1_000, 30_000, 1_000):  # (no slot of "a" due for most of an hour)
+        assert not [a for a in core.tick(Now(now.wall_ms + mono, mono)) if isinstance(a, Sweep)]
