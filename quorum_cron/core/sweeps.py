@@ -91,8 +91,3 @@ class SweepPlan:
         stays due)."""
         self.heard |= self._sent
         self._sent = set()
-
-    @property
-    def open_jobs(self) -> frozenset[int]:
-        """The jobs the last reply said still have an open slot (for inspection and tests)."""
-        return frozenset(self._open)
