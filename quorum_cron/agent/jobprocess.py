@@ -25,7 +25,7 @@ import os
 import signal
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -178,6 +178,8 @@ class JobRun:
         self._on_output = on_output
         self._stop_reason = ""
         self._stopped = asyncio.Event()
+        self._wake: Callable[[], None] | None = None
+        """While a callable runs: ends its wait (see :meth:`_run_callable`)."""
         self.pid: int | None = None
 
     def env(self) -> dict[str, str]:
@@ -208,6 +210,8 @@ class JobRun:
         if not self._stop_reason:
             self._stop_reason = reason or "stopped"
         self._stopped.set()
+        if self._wake is not None:
+            self._wake()
 
     async def run(self) -> RunOutcome:
         if isinstance(self.target, CommandTarget):
@@ -302,24 +306,34 @@ class JobRun:
         if self._on_started is not None:
             self._on_started(started_wall)
         func = target.func
-        work: Awaitable[object]
+        work: asyncio.Future[object]
         if inspect.iscoroutinefunction(func):
             work = asyncio.ensure_future(func(ctx))
         else:
             work = asyncio.ensure_future(asyncio.to_thread(func, ctx))
-        stopper = asyncio.ensure_future(self._stopped.wait())
+        # One future ends the wait: the work done, a stop, or the timeout. (Not asyncio.wait on the
+        # work and a task waiting for the stop event: two tasks and a timer per run, a tenth of an
+        # executor's CPU at a burst of 10,000 slots; docs/benchmarks.md, "Scale".)
+        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake(_: object = None) -> None:
+            if not ended.done():
+                ended.set_result(None)
+
+        work.add_done_callback(wake)
+        timer = asyncio.get_running_loop().call_later(self.timeout_ms / 1000, wake)
+        self._wake = wake
+        if self._stopped.is_set():
+            wake()
         try:
-            done, _ = await asyncio.wait(
-                {work, stopper},
-                timeout=self.timeout_ms / 1000,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            await ended
         finally:
-            stopper.cancel()
+            self._wake = None
+            timer.cancel()
+            work.remove_done_callback(wake)
         duration = int((time.monotonic() - t0) * 1000)
         thread_note = "" if inspect.iscoroutinefunction(func) else " (a thread cannot be killed: it runs on)"
-        if work not in done:
-            assert isinstance(work, asyncio.Future)
+        if not work.done():
             work.cancel()
             if self._stop_reason:
                 head = f"stopped by the agent ({self._stop_reason}){thread_note}"
@@ -333,7 +347,6 @@ class JobRun:
                 timed_out=not self._stop_reason,
                 stopped=self._stop_reason,
             )
-        assert isinstance(work, asyncio.Future)
         exc = work.exception()
         if exc is not None:
             text = "".join(traceback.format_exception(exc))

@@ -31,9 +31,20 @@ def scrub(text: str) -> str:
 
 
 def event(logger: logging.Logger, level: int, name: str, msg: str, **fields: object) -> None:
-    """Log ``msg`` as event ``name`` with ``fields`` (kept apart for the JSON form)."""
+    """Log ``msg`` as event ``name`` with ``fields`` (kept apart for the JSON form).
+
+    The record is made and handed to the logger's handlers directly, as
+    ``Logger.log`` would, but without its search of the call stack for the
+    calling function's file and line, which no formatter of ours shows (a
+    handler an application adds sees ``pathname`` "(event)", line 0): an
+    executor logs three events per slot, and that search was a sixth of
+    logging's cost at a burst of 10,000 slots (docs/benchmarks.md, "Scale").
+    """
     if logger.isEnabledFor(level):
-        logger.log(level, msg, extra={"qc_event": name, "qc_fields": fields})
+        record = logger.makeRecord(
+            logger.name, level, "(event)", 0, msg, (), None, extra={"qc_event": name, "qc_fields": fields}
+        )
+        logger.handle(record)
 
 
 def _fields(record: logging.LogRecord) -> Mapping[str, object]:

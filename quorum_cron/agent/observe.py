@@ -39,7 +39,7 @@ from collections.abc import Mapping
 
 from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.logs import EVENT_LOGGER, event
-from quorum_cron.agent.metrics import Metrics
+from quorum_cron.agent.metrics import Metrics, child
 from quorum_cron.agent.recovery import ReadLedgers, RecoveryChecks
 from quorum_cron.agent.spec import AgentJob
 from quorum_cron.core.actions import handlers
@@ -273,7 +273,7 @@ class Observer:
 
     def _vote(self, res: VoteResult) -> None:
         view = res.slot
-        self.metrics.votes.labels(view.job, res.status.value).inc()
+        child(self.metrics.votes, view.job, res.status.value).inc()
         spec = self.jobs.get(view.job)
         if spec is not None:
             # (Not our own vote: a slot taken in before a reload carries the job's old hash.)
@@ -354,7 +354,7 @@ class Observer:
                 executor=view.executor,
             )
         elif reply.ok:
-            self.metrics.slots.labels(action.job, view.state.value).inc()
+            child(self.metrics.slots, action.job, view.state.value).inc()
             self.counts[view.state.value] += 1
             if log.isEnabledFor(logging.INFO):
                 event(
@@ -386,7 +386,7 @@ class Observer:
         """This node's result is the slot's final word: timestamps, and the job outcome alerts."""
         when_s = (view.finished_ms or time.time_ns() // 1_000_000) / 1000
         if view.state == SlotState.SUCCEEDED:
-            self.metrics.last_success.labels(action.job).set(when_s)
+            child(self.metrics.last_success, action.job).set(when_s)
             if self.recoveries is not None and self.alerts_on(action.job, "recovered"):
                 self.recoveries.add(action, view)
         elif view.state == SlotState.FAILED:
