@@ -14,11 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from quorum_cron.core.membership import MembershipRecord
 from quorum_cron.errors import StoreError
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.base import Overlap, VoteRequest
 from quorum_cron.store.cluster import REDIRECTED
 from quorum_cron.store.redis_base import RedisBase
+from quorum_cron.store.rendezvous import rank
 from quorum_cron.store.scripts import VOTE, Call, Wait
 
 __all__ = ["RedisBatching"]
@@ -131,9 +133,17 @@ class RedisBatching(RedisBase):
         boundary most of a batch does): per segment set, fire_ms, count; per
         vote one key (its job's meta key) and its spec hash. A job's votes
         stay together and in order; jobs are independent, so their groups
-        are ordered to make segments long (on a cluster: by node first).
+        are ordered to make segments long (on a cluster: by node first), and
+        within a segment by the voting node's rendezvous rank among the
+        record's members (:func:`~quorum_cron.store.rendezvous.rank`): the
+        slots this node would execute go first. Why: the executor is picked
+        among the voters that reached the quorum, and at a burst the node
+        whose calls the server happens to take first was in every quorum and
+        ran half the slots of three nodes (docs/benchmarks.md, "Spreading the
+        executors"). Voting its own slots first, each node is among the
+        first voters of the slots it would win.
         """
-        param_index: dict[tuple[str, int, int, int, str, int, str], int] = {}
+        param_index: dict[_ParamKey, int] = {}
         vote_params: list[int] = []
         for r in requests:
             key = (r.node, r.quorum, r.max_skew_ms, r.deadline_ms, _OVERLAP[r.overlap], r.epoch, r.membership)
@@ -145,7 +155,10 @@ class RedisBatching(RedisBase):
         for key in param_index:
             start.extend(key)
         groups = list(self._by_job(r.job for r in requests).values())
-        if len(param_index) > 1 or len({r.fire_ms for r in requests}) > 1:
+        ranked = _rank_members(param_index)
+        if ranked:
+            groups.sort(key=lambda idx: _vote_order(requests[idx[0]], vote_params[idx[0]], ranked))
+        elif len(param_index) > 1 or len({r.fire_ms for r in requests}) > 1:
             groups.sort(key=lambda idx: (vote_params[idx[0]], requests[idx[0]].fire_ms))
         single = self._single(singles)
 
@@ -175,3 +188,29 @@ class RedisBatching(RedisBase):
                 order.append(i)
         out.append((Call(VOTE, keys, args), order))
         return out
+
+
+_ParamKey = tuple[str, int, int, int, str, int, str]
+
+
+def _rank_members(param_index: dict[_ParamKey, int]) -> dict[int, tuple[str, ...]]:
+    """Per parameter set whose record names the voting node among two or more members: the
+    members (what the vote order ranks by). Empty when no set has one (legacy epoch-0 votes,
+    an unparsable record — the script refuses that vote; its order does not matter)."""
+    out: dict[int, tuple[str, ...]] = {}
+    for key, k in param_index.items():
+        node, text = key[0], key[6]
+        if not text:
+            continue
+        try:
+            members = MembershipRecord.decode(text).members
+        except ValueError:
+            continue
+        if len(members) > 1 and node in members:
+            out[k] = members
+    return out
+
+
+def _vote_order(r: VoteRequest, param: int, ranked: dict[int, tuple[str, ...]]) -> tuple[int, int, int]:
+    members = ranked.get(param)
+    return param, r.fire_ms, 0 if members is None else rank(r.job, r.fire_ms, r.node, members)

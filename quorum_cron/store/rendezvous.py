@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-__all__ = ["pick_executor", "weight"]
+__all__ = ["pick_executor", "rank", "weight"]
 
 
 def weight(job: str, fire_ms: int, node: str) -> str:
@@ -28,3 +28,21 @@ def pick_executor(job: str, fire_ms: int, candidates: Iterable[str]) -> str:
         if w > best_w:
             best, best_w = node, w
     return best
+
+
+def rank(job: str, fire_ms: int, node: str, members: Iterable[str]) -> int:
+    """Where ``node`` stands in the slot's rendezvous order of ``members``: 0 when it is the node
+    :func:`pick_executor` would pick among all of them, 1 when one member outranks it, and so on.
+
+    Why: the executor is picked among the voters that reached the quorum, so a
+    node that is always among the first voters of a burst would run most of it.
+    A node that sends its votes in the order of this rank (its rank-0 slots
+    first) is among the first voters of the slots it would win, and the work
+    spreads over the members (docs/protocol.md, "Executor choice").
+    """
+    mine = weight(job, fire_ms, node)
+    return sum(
+        1
+        for other in members
+        if other != node and ((w := weight(job, fire_ms, other)) > mine or (w == mine and other < node))
+    )
