@@ -9,7 +9,6 @@ here, which fails the suite as soon as the fix lands.
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import sim
@@ -43,13 +42,35 @@ def test_a_slot_whose_votes_are_in_flight_at_its_deadline_is_recorded_missed() -
 
 
 def test_an_executor_whose_start_reply_is_lost_still_runs_the_slot() -> None:
+    """Every slot whose executor's start reply was lost ran, unless that executor then heard
+    nothing from the store until the lease ran out: 30 % of replies are lost on every link, so
+    now and then a node's polls all go unanswered for a whole lease (a few slots in a thousand,
+    before and after issue 27's sweep change). Such a slot ends lost, as at-most-once requires;
+    the bug ended every one of them lost, its executor never asking."""
+    hit = ran = 0
     for seed in range(3):
         result = sim.run(sim.load(BUGS / "start-reply-lost.toml"), seed)
         assert result.report.violations == [] and result.report.duplicates == 0
-        assert result.report.reached["reply lost after the call ran"] > 0
-        states = Counter(r["state"] for r in result.trace.records if r["ev"] == "ledger")
-        # Only replies are lost, nobody crashes or pauses: no slot may end lost.
-        assert states["lost"] == 0 and states["succeeded"] > 0, states
+        records = result.trace.records
+        lost_replies = [
+            r for r in records if r["ev"] == "reached" and r["what"] == "reply lost after the call ran"
+        ]
+        lost_starts = {(r["node"], r["t"]) for r in lost_replies if r["call"] == "Start"}
+        runs = {r["fire"] for r in records if r["ev"] == "run"}
+        ledger = {r["fire"]: r["state"] for r in records if r["ev"] == "ledger"}
+        for start in (r for r in records if r["ev"] == "start" and r["ok"]):
+            if (start["node"], start["t"]) not in lost_starts:
+                continue
+            hit += 1
+            if start["fire"] in runs:
+                ran += 1
+                continue
+            # Not run: only if the executor's polls in the lease all went unanswered, so it
+            # never learned the start had been accepted, and the lease then ended it.
+            polls = [r for r in lost_replies if r["node"] == start["node"] and r["call"] == "ReadSlots"
+                     and start["t"] < r["t"] <= start["lease"]]  # fmt: skip
+            assert ledger[start["fire"]] == "lost" and len(polls) >= 3, (seed, start, polls)
+    assert hit >= 10 and 2 * ran > hit, (hit, ran)  # (the bug: none of them ran)
 
 
 def test_slots_a_whole_cluster_outage_covered_are_recorded_although_a_vote_raised_the_mark() -> None:

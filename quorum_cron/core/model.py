@@ -16,6 +16,7 @@ integer milliseconds.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from quorum_cron.core.fastinit import fast_frozen_init
@@ -245,10 +246,16 @@ class SweepResult:
     parameters could change one of those jobs' open slots as they now stand (a deadline, a
     start timeout or a lease passing; always >= 1); 0 when none of them has an open slot.
     Slots created after the sweep are not counted: see ``quorum_cron.core.timers.sweep_gap``."""
-    open_jobs: frozenset[str] = frozenset()
-    """The swept jobs that still have an open slot (proposed, committed, running) after the sweep:
-    a node sweeps these again, and otherwise only the jobs whose slots it has heard of since
-    (docs/protocol.md, "When a node sweeps")."""
+    open_due: Mapping[str, int] = field(default_factory=dict)
+    """The swept jobs that still have an open slot (proposed, committed, running) after the sweep,
+    each with the store milliseconds until a sweep could change one of *its* open slots (>= 1; the
+    least of them is ``due_in_ms``): a node sweeps each again when it is due, and otherwise only
+    the jobs whose slots it has heard of since (docs/protocol.md, "Which jobs a node sweeps")."""
+
+    @property
+    def open_jobs(self) -> frozenset[str]:
+        """The swept jobs with a slot still open (the keys of ``open_due``)."""
+        return frozenset(self.open_due)
 
 
 @dataclass(frozen=True, slots=True)

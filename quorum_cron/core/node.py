@@ -427,7 +427,7 @@ class NodeCore(VotingSide, Inspection, FinishingSide, JobSwap):
         assert isinstance(reply, SweepResult)
         self._sweeping = False
         self._sweeps.replied(reply, now.mono_ms)
-        self._next_sweep_mono = now.mono_ms + sweep_gap(self.settings, reply.due_in_ms)
+        self._next_sweep_mono = now.mono_ms + sweep_gap(self.settings, self._sweeps.due_in_ms(now.mono_ms))
         out: list[Action] = []
         for view in reply.changed:
             out.extend(self._on_view(view, now))

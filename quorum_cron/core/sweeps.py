@@ -10,9 +10,11 @@ slot if a vote created it, and this node hears of its jobs' slots: it votes
 read, notice or sweep that shows it a slot says so. So the next sweep
 covers
 
-* the jobs the last sweep's reply said still have an open slot
-  (``SweepResult.open_jobs``), and
-* the jobs this node heard of a slot of since that sweep was sent
+* the jobs a sweep's reply said still have an open slot, once that slot
+  can be changed by a sweep (``SweepResult.open_due``: per job, when its
+  earliest deadline, start timeout or lease passes, by the store's
+  reckoning at the sweep), and
+* the jobs this node heard of a slot of since the last sweep was sent
   (``heard``: the core adds a job when it takes in a slot record or is
   shown a slot),
 
@@ -22,6 +24,14 @@ backstop for a slot this node never heard of (created by a node whose
 schedule differs during a rolling change, or whose voters all left). When
 the set is empty no call is made. Pure: the caller passes monotonic
 readings.
+
+Why per job: at a minute boundary of 10,000 jobs every job has a slot open
+for a few seconds, and sweeping all of them whenever the first one was due
+(a start timeout) cost three sweeps of every job per node and slot. An open
+slot changes only through a sweep once its time passes, or through steps
+that only push that time later (a start, a renewal, a takeover, a retry);
+a slot created since is heard of, and one never heard of is the full
+sweep's. So a job's sweep waits for its own time.
 """
 
 from __future__ import annotations
@@ -40,13 +50,15 @@ FULL_SWEEP_MS = 60_000
 class SweepPlan:
     """The jobs (by index in the core's job list) the next sweep covers; see the module docstring."""
 
-    __slots__ = ("_all", "_full_at", "_index", "_open", "_params", "_sent", "_sent_full", "heard")
+    __slots__ = ("_all", "_due", "_full_at", "_index", "_params", "_sent", "_sent_full", "_swept", "heard")
 
     def __init__(self, params: Iterable[SweepParams]) -> None:
         self.heard: set[int] = set()
         """Jobs this node heard of a slot of since the last sweep was sent (the core adds to it)."""
-        self._open: set[int] = set()
+        self._due: dict[int, int] = {}
+        """Jobs with a slot open: the monotonic time at which a sweep of the job can change one."""
         self._sent: set[int] = set()
+        self._swept: set[int] = set()
         self._sent_full = False
         self.reset(params)
 
@@ -55,10 +67,11 @@ class SweepPlan:
         self._params = tuple(params)
         self._all = Sweep(self._params)
         self._index = {p.job: i for i, p in enumerate(self._params)}
+        self._due = {}
         self._full_at = 0
 
     def next(self, mono_ms: int, probe: bool) -> Sweep | None:
-        """The sweep to send now (None: no job has anything a sweep could change).
+        """The sweep to send now (None: no job has anything a sweep could change yet).
 
         ``probe``: the store is unreachable and this sweep is how the node finds out when it
         answers again: it covers every job (a failed call costs the store nothing).
@@ -67,8 +80,8 @@ class SweepPlan:
         if probe or mono_ms >= self._full_at:
             self._sent, self._sent_full = heard, True
             return self._all
-        chosen = self._open | heard
-        self._sent, self._sent_full = chosen, False
+        chosen = heard.union(i for i, at in self._due.items() if at <= mono_ms)
+        self._sent, self._swept, self._sent_full = chosen, chosen, False
         if not chosen:
             return None
         params = self._params
@@ -78,16 +91,31 @@ class SweepPlan:
         """The monotonic time at which the next sweep covers every job."""
         return self._full_at
 
+    def due_in_ms(self, mono_ms: int) -> int:
+        """Milliseconds from ``mono_ms`` until a sweep can change an open slot this node knows of
+        (>= 1; 0 when it knows of none): when the next sweep is worth sending."""
+        if not self._due:
+            return 0
+        return max(1, min(self._due.values()) - mono_ms)
+
     def replied(self, reply: SweepResult, mono_ms: int) -> None:
-        """The sweep sent last was answered at ``mono_ms``: its jobs still open are swept again."""
-        index = self._index
-        self._open = {index[job] for job in reply.open_jobs if job in index}
+        """The sweep sent last was answered at ``mono_ms``: its jobs still open are swept again
+        when due; the open jobs it did not cover keep their times."""
         if self._sent_full:
+            self._due = {}
             self._full_at = mono_ms + FULL_SWEEP_MS
-        self._sent = set()
+        else:
+            for i in self._swept:
+                self._due.pop(i, None)
+        index = self._index
+        for job, due_in in reply.open_due.items():
+            idx = index.get(job)
+            if idx is not None:
+                self._due[idx] = mono_ms + due_in
+        self._sent, self._swept = set(), set()
 
     def failed(self) -> None:
         """The sweep sent last failed: what it covered is covered by the next one (a full sweep
         stays due)."""
         self.heard |= self._sent
-        self._sent = set()
+        self._sent, self._swept = set(), set()

@@ -343,7 +343,7 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn):
     def sweep(self, params: Sequence[SweepParams]) -> SweepResult:
         now = self._clock()
         changed: list[SlotView] = []
-        due, still_open = 0, set[str]()
+        still_open: dict[str, int] = {}
         for p in self._sweep_due(params):
             job = self._jobs.get(p.job)
             if job is None or not job.open:
@@ -356,9 +356,9 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn):
                     changed.append(self._view(p.job, fire_ms, rec))
                 at = self._sweep_due_at(p, rec)
                 if at:
-                    still_open.add(p.job)
-                    due = min(due, at) if due else at
-        return SweepResult(changed, due - now if due else 0, frozenset(still_open))
+                    left = max(1, at - now)
+                    still_open[p.job] = min(still_open.get(p.job, left), left)
+        return SweepResult(changed, min(still_open.values(), default=0), still_open)
 
     @staticmethod
     def _sweep_due_at(p: SweepParams, rec: _Slot) -> int:

@@ -222,7 +222,7 @@ class RedisWrites(RedisBatching):
             )
 
         per_param: list[list[SlotView]] = [[] for _ in params]
-        still_open: set[str] = set()
+        still_open: dict[str, int] = {}
         due_in = 0
         with self._boundary("sweep"):
             for order, raw in self._run_grouped(build, len(params), None):
@@ -234,15 +234,17 @@ class RedisWrites(RedisBatching):
                     raise ValueError(
                         f"sweep reply has {len(opens)} open flags for {len(order)} parameter sets"
                     )
-                for i, changed, flag in zip(order, reply[1:-2], opens, strict=True):
+                for i, changed, job_due in zip(order, reply[1:-2], opens, strict=True):
                     per_param[i] = self._views(params[i].job, as_list(changed))
-                    if flag != 0:  # (anything but a clear 0 is swept again: the safe reading)
-                        still_open.add(params[i].job)
+                    if job_due != 0:  # (a bad value is swept again soon: the safe reading)
+                        left = self._due_in(reply[0], job_due) or 1
+                        job = params[i].job
+                        still_open[job] = min(still_open.get(job, left), left)
                 # (Each call's own store time: on a cluster, each master's clock.)
                 call_due = self._due_in(reply[0], reply[-1])
                 if call_due and (not due_in or call_due < due_in):
                     due_in = call_due
-        return SweepResult([view for views in per_param for view in views], due_in, frozenset(still_open))
+        return SweepResult([view for views in per_param for view in views], due_in, still_open)
 
     def _due_in(self, now: object, due: object) -> int:
         """A sweep call's ``due`` (store time, 0: none) as milliseconds after its ``now``; a bad

@@ -18,12 +18,13 @@
 --
 -- Reply: {now, changed_1, ..., changed_N, open, due} over all parameter sets
 -- in argument order; changed_i = array of the slots set i changed, by fire
--- time, each emit(fire_ms, record); open = array of N integers, 1 where set
--- i's job still has an open slot after the call (0: none, or its index was
--- unreadable); due = the earliest store time at which
--- sweep_one could change one of the open slots as they stand after this
--- call (due_at below; 0 when none is open): the caller sweeps again then
--- (Store.sweep's due_in_ms; MemoryStore._sweep_due_at is the model).
+-- time, each emit(fire_ms, record); open = array of N integers, for set i
+-- the earliest store time at which sweep_one could change one of its job's
+-- open slots as they stand after this call (due_at below; 0: no slot open,
+-- or its index was unreadable): the caller sweeps that job again then
+-- (SweepResult.open_due); due = the least of them (0 when none is open):
+-- the caller's next sweep (Store.sweep's due_in_ms; MemoryStore's
+-- _sweep_due_at is the model).
 
 -- A takeover: the next executor among the slot's agreeing voters that are
 -- members of the job's record; with none (all left the membership since the
@@ -95,7 +96,7 @@ for g = 1, #KEYS do
     local deadline, start_timeout, delivery = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
     i = i + 3
     local changed = {}
-    local still_open = 0
+    local job_due = 0
     local open = redis.pcall('ZRANGE', P .. 'open', 0, -1)
     if open.err then -- a corrupt index: this job is skipped, the others swept
       open = {}
@@ -121,7 +122,9 @@ for g = 1, #KEYS do
           end
           local at = due_at(r, deadline, start_timeout)
           if at > 0 then
-            still_open = 1
+            if job_due == 0 or at < job_due then
+              job_due = at
+            end
             if due == 0 or at < due then
               due = at
             end
@@ -132,7 +135,7 @@ for g = 1, #KEYS do
       end
     end
     out[#out + 1] = changed
-    opens[#opens + 1] = still_open
+    opens[#opens + 1] = job_due
   end
   meta_flush()
 end
