@@ -26,10 +26,10 @@ def _jobs(sweep: Sweep | None) -> list[str]:
 def test_the_first_sweep_covers_every_job_then_only_the_open_and_the_heard_of() -> None:
     plan = SweepPlan(PARAMS)
     assert _jobs(plan.next(0, probe=False)) == ["a", "b", "c"]  # (the backstop, due at once)
-    plan.replied(SweepResult([], 500, {"c": 500}), 10)
+    plan.replied(SweepResult([], {"c": 500}), 10)
     plan.heard.add(0)
     assert _jobs(plan.next(1_000, probe=False)) == ["a", "c"]
-    plan.replied(SweepResult([], 0, {}), 1_010)
+    plan.replied(SweepResult([], {}), 1_010)
     assert plan.next(2_000, probe=False) is None  # (nothing open, nothing heard of: no call)
     assert _jobs(plan.next(10 + FULL_SWEEP_MS, probe=False)) == ["a", "b", "c"]
 
@@ -39,19 +39,19 @@ def test_an_open_job_is_swept_when_its_own_time_comes_not_when_another_jobs_does
     covers the jobs whose time came, and the others keep theirs until it comes."""
     plan = SweepPlan(PARAMS)
     plan.next(0, probe=False)
-    plan.replied(SweepResult([], 1_000, {"a": 1_000, "b": 5_000, "c": 9_000}), 0)
+    plan.replied(SweepResult([], {"a": 1_000, "b": 5_000, "c": 9_000}), 0)
     assert plan.due_in_ms(0) == 1_000
     assert plan.next(999, probe=False) is None  # (nothing due yet)
     assert _jobs(plan.next(1_000, probe=False)) == ["a"]
-    plan.replied(SweepResult([], 20_000, {"a": 20_000}), 1_100)  # (a started: its lease is later)
+    plan.replied(SweepResult([], {"a": 20_000}), 1_100)  # (a started: its lease is later)
     assert plan.due_in_ms(1_100) == 3_900  # ("b", still known from the first reply)
     assert _jobs(plan.next(5_000, probe=False)) == ["b"]
-    plan.replied(SweepResult([], 0, {}), 5_050)  # ("b" ended)
+    plan.replied(SweepResult([], {}), 5_050)  # ("b" ended)
     assert plan.due_in_ms(5_050) == 3_950
     assert _jobs(plan.next(9_000, probe=False)) == ["c"]
     plan.failed()  # (the store did not answer: "c" is covered by the next sweep, due or not)
     assert _jobs(plan.next(9_500, probe=False)) == ["c"]
-    plan.replied(SweepResult([], 0, {}), 9_600)
+    plan.replied(SweepResult([], {}), 9_600)
     assert plan.due_in_ms(9_600) == 21_100 - 9_600  # ("a" alone is left)
     assert _jobs(plan.next(21_100, probe=False)) == ["a"]
 
@@ -59,7 +59,7 @@ def test_an_open_job_is_swept_when_its_own_time_comes_not_when_another_jobs_does
 def test_a_failed_sweep_is_covered_by_the_next_and_a_probe_covers_every_job() -> None:
     plan = SweepPlan(PARAMS)
     plan.next(0, probe=False)
-    plan.replied(SweepResult([], 1_000, {"b": 1_000}), 0)
+    plan.replied(SweepResult([], {"b": 1_000}), 0)
     assert _jobs(plan.next(1_000, probe=False)) == ["b"]
     plan.failed()
     plan.heard.add(0)
@@ -72,7 +72,7 @@ def test_a_failed_sweep_is_covered_by_the_next_and_a_probe_covers_every_job() ->
 def test_a_reload_makes_the_next_sweep_cover_every_job_of_the_new_list() -> None:
     plan = SweepPlan(PARAMS)
     plan.next(0, probe=False)
-    plan.replied(SweepResult([], 0, {}), 0)
+    plan.replied(SweepResult([], {}), 0)
     plan.reset([*PARAMS, SweepParams("d", 30_000, 5_000)])
     assert _jobs(plan.next(1, probe=False)) == ["a", "b", "c", "d"]
 

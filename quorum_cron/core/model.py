@@ -241,16 +241,18 @@ class SweepResult:
 
     changed: list[SlotView]
     """The slots the sweep changed, by job then fire time."""
-    due_in_ms: int = 0
-    """Store milliseconds from this sweep until the earliest instant a sweep with the same
-    parameters could change one of those jobs' open slots as they now stand (a deadline, a
-    start timeout or a lease passing; always >= 1); 0 when none of them has an open slot.
-    Slots created after the sweep are not counted: see ``quorum_cron.core.timers.sweep_gap``."""
     open_due: Mapping[str, int] = field(default_factory=dict)
     """The swept jobs that still have an open slot (proposed, committed, running) after the sweep,
-    each with the store milliseconds until a sweep could change one of *its* open slots (>= 1; the
-    least of them is ``due_in_ms``): a node sweeps each again when it is due, and otherwise only
-    the jobs whose slots it has heard of since (docs/protocol.md, "Which jobs a node sweeps")."""
+    each with the store milliseconds until the earliest instant a sweep with the same parameters
+    could change one of *its* open slots as they now stand (a deadline, a start timeout or a
+    lease passing; >= 1): a node sweeps each again when it is due, and otherwise only the jobs
+    whose slots it has heard of since (docs/protocol.md, "Which jobs a node sweeps"). Slots
+    created after the sweep are not counted: see ``quorum_cron.core.timers.sweep_gap``."""
+
+    @property
+    def due_in_ms(self) -> int:
+        """The least of ``open_due`` (0 when no swept job has a slot open)."""
+        return min(self.open_due.values(), default=0)
 
     @property
     def open_jobs(self) -> frozenset[str]:

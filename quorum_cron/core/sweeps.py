@@ -50,7 +50,7 @@ FULL_SWEEP_MS = 60_000
 class SweepPlan:
     """The jobs (by index in the core's job list) the next sweep covers; see the module docstring."""
 
-    __slots__ = ("_all", "_due", "_full_at", "_index", "_params", "_sent", "_sent_full", "_swept", "heard")
+    __slots__ = ("_all", "_due", "_full_at", "_index", "_params", "_sent", "_sent_full", "heard")
 
     def __init__(self, params: Iterable[SweepParams]) -> None:
         self.heard: set[int] = set()
@@ -58,7 +58,7 @@ class SweepPlan:
         self._due: dict[int, int] = {}
         """Jobs with a slot open: the monotonic time at which a sweep of the job can change one."""
         self._sent: set[int] = set()
-        self._swept: set[int] = set()
+        """What the sweep in flight covers besides the full list: re-covered if it fails."""
         self._sent_full = False
         self.reset(params)
 
@@ -81,7 +81,7 @@ class SweepPlan:
             self._sent, self._sent_full = heard, True
             return self._all
         chosen = heard.union(i for i, at in self._due.items() if at <= mono_ms)
-        self._sent, self._swept, self._sent_full = chosen, chosen, False
+        self._sent, self._sent_full = chosen, False
         if not chosen:
             return None
         params = self._params
@@ -105,17 +105,17 @@ class SweepPlan:
             self._due = {}
             self._full_at = mono_ms + FULL_SWEEP_MS
         else:
-            for i in self._swept:
+            for i in self._sent:  # (a partial sweep covered exactly these)
                 self._due.pop(i, None)
         index = self._index
         for job, due_in in reply.open_due.items():
             idx = index.get(job)
             if idx is not None:
                 self._due[idx] = mono_ms + due_in
-        self._sent, self._swept = set(), set()
+        self._sent = set()
 
     def failed(self) -> None:
         """The sweep sent last failed: what it covered is covered by the next one (a full sweep
         stays due)."""
         self.heard |= self._sent
-        self._sent, self._swept = set(), set()
+        self._sent = set()

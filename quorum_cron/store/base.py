@@ -255,15 +255,15 @@ class Store(Protocol):
         * ``running`` with ``now > lease_until_ms`` → ``lost`` under
           at-most-once; under at-least-once re-assigned like above.
 
-        Returns the slots it changed, by job then fire time, the jobs with a slot still open
-        (``open_jobs``), and ``due_in_ms``: how long (store time) until the first instant at which
-        one of the rules above could apply to an open slot of these jobs as
+        Returns the slots it changed, by job then fire time, and per swept job with a slot
+        still open (``open_due``) how long (store time) until the first instant at which
+        one of the rules above could apply to one of its open slots as
         they stand after the sweep — ``fire_ms + max(deadline_ms, D) + 1``
         for a proposed slot, ``max(committed_ms, not_before_ms) +
         start_timeout_ms + 1`` for a committed one, ``lease_until_ms + 1``
-        for a running one — minus ``now``; 0 when no such slot is open. A
-        node sweeps again then (or after ``sweep_ms``, whichever is later),
-        not every ``sweep_ms`` while nothing can be due.
+        for a running one — minus ``now`` (at least 1). A node sweeps that
+        job again then (or after ``sweep_ms``, whichever is later), not
+        every ``sweep_ms`` while nothing can be due.
         """
         ...
 

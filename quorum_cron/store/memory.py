@@ -358,7 +358,7 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn):
                 if at:
                     left = max(1, at - now)
                     still_open[p.job] = min(still_open.get(p.job, left), left)
-        return SweepResult(changed, min(still_open.values(), default=0), still_open)
+        return SweepResult(changed, still_open)
 
     @staticmethod
     def _sweep_due_at(p: SweepParams, rec: _Slot) -> int:

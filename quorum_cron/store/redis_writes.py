@@ -223,32 +223,28 @@ class RedisWrites(RedisBatching):
 
         per_param: list[list[SlotView]] = [[] for _ in params]
         still_open: dict[str, int] = {}
-        due_in = 0
         with self._boundary("sweep"):
             for order, raw in self._run_grouped(build, len(params), None):
                 reply = as_list(raw)
-                if len(reply) != len(order) + 3:
-                    raise ValueError(f"sweep reply has {len(reply) - 3} sets for {len(order)} parameter sets")
-                opens = as_list(reply[-2])
+                if len(reply) != len(order) + 2:
+                    raise ValueError(f"sweep reply has {len(reply) - 2} sets for {len(order)} parameter sets")
+                opens = as_list(reply[-1])
                 if len(opens) != len(order):
                     raise ValueError(
                         f"sweep reply has {len(opens)} open flags for {len(order)} parameter sets"
                     )
-                for i, changed, job_due in zip(order, reply[1:-2], opens, strict=True):
+                # (Each call's own store time: on a cluster, each master's clock.)
+                for i, changed, job_due in zip(order, reply[1:-1], opens, strict=True):
                     per_param[i] = self._views(params[i].job, as_list(changed))
                     if job_due != 0:  # (a bad value is swept again soon: the safe reading)
                         left = self._due_in(reply[0], job_due) or 1
                         job = params[i].job
                         still_open[job] = min(still_open.get(job, left), left)
-                # (Each call's own store time: on a cluster, each master's clock.)
-                call_due = self._due_in(reply[0], reply[-1])
-                if call_due and (not due_in or call_due < due_in):
-                    due_in = call_due
-        return SweepResult([view for views in per_param for view in views], due_in, still_open)
+        return SweepResult([view for views in per_param for view in views], still_open)
 
     def _due_in(self, now: object, due: object) -> int:
-        """A sweep call's ``due`` (store time, 0: none) as milliseconds after its ``now``; a bad
-        value is reported and taken as "sweep again at the usual interval" (1)."""
+        """A job's due time in a sweep reply (store time, 0: none) as milliseconds after the
+        call's ``now``; a bad value is reported and taken as "sweep again at the usual interval" (1)."""
         try:
             at = parse.bounded_int(due, "sweep due time", 0)
             if not at:

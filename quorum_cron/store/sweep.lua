@@ -16,15 +16,13 @@
 -- A proposed slot is missed once now > fire + max(its dl, deadline_ms): dl
 -- is the largest deadline any of its votes carried (see vote.lua).
 --
--- Reply: {now, changed_1, ..., changed_N, open, due} over all parameter sets
+-- Reply: {now, changed_1, ..., changed_N, open} over all parameter sets
 -- in argument order; changed_i = array of the slots set i changed, by fire
 -- time, each emit(fire_ms, record); open = array of N integers, for set i
 -- the earliest store time at which sweep_one could change one of its job's
 -- open slots as they stand after this call (due_at below; 0: no slot open,
 -- or its index was unreadable): the caller sweeps that job again then
--- (SweepResult.open_due); due = the least of them (0 when none is open):
--- the caller's next sweep (Store.sweep's due_in_ms; MemoryStore's
--- _sweep_due_at is the model).
+-- (SweepResult.open_due; MemoryStore's _sweep_due_at is the model).
 
 -- A takeover: the next executor among the slot's agreeing voters that are
 -- members of the job's record; with none (all left the membership since the
@@ -86,7 +84,6 @@ end
 
 local out = {NOW}
 local opens = {}
-local due = 0
 local i = 7
 for g = 1, #KEYS do
   bind(g)
@@ -125,9 +122,6 @@ for g = 1, #KEYS do
             if job_due == 0 or at < job_due then
               job_due = at
             end
-            if due == 0 or at < due then
-              due = at
-            end
           end
         end
       elseif why == 'gone' then
@@ -140,5 +134,4 @@ for g = 1, #KEYS do
   meta_flush()
 end
 out[#out + 1] = opens
-out[#out + 1] = due
 return out
