@@ -29,7 +29,7 @@ from functools import partial
 from quorum_cron.agent.joboutput import OutputRate, RunOutput
 from quorum_cron.agent.jobprocess import JobRun, RunOutcome
 from quorum_cron.agent.logs import EVENT_LOGGER, event
-from quorum_cron.agent.metrics import Metrics, child
+from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.spec import AgentJob
 from quorum_cron.clock.base import Clock
 from quorum_cron.core.model import SlotView
@@ -187,7 +187,7 @@ class Runs:
             token=action.token,
             max_lines=self.output_log_lines,
             rate=self._output_rate,
-            on_dropped=child(self.metrics.output_dropped, action.job).inc,
+            on_dropped=self.metrics.output_dropped.labels(action.job).inc,  # the job's series starts at 0
         )
         self._outputs[key] = output
         run = JobRun(
@@ -207,9 +207,10 @@ class Runs:
 
     def _on_started(self, action: Run, view: SlotView | None, local: bool, started_wall_ms: int) -> None:
         delay = started_wall_ms - action.fire_ms
-        child(self.metrics.last_run, action.job).set(started_wall_ms / 1000)
+        job = (action.job,)  # one key tuple, kept by both tables
+        self.metrics.last_run.set(job, started_wall_ms / 1000)
         if not local:
-            child(self.metrics.fire_delay, action.job).observe(max(0, delay) / 1000)
+            self.metrics.fire_delay.observe(job, max(0, delay) / 1000)
         event(
             log,
             logging.INFO,
@@ -242,7 +243,7 @@ class Runs:
             output.close()
         self.metrics.running.set(len(self._runs))
         result = "succeeded" if outcome.succeeded else "failed"
-        child(self.metrics.duration, run.job, result).observe(outcome.duration_ms / 1000)
+        self.metrics.duration.observe((run.job, result), outcome.duration_ms / 1000)
         event(
             log,
             logging.INFO if outcome.succeeded else logging.WARNING,

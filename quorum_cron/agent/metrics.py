@@ -7,26 +7,43 @@ A private registry (not the process-global default) lets several agents —
 the tests, an application embedding :class:`~quorum_cron.app.App` — live in
 one process without clashing.
 
-The per-job histograms keep plain numbers (:class:`LeanHistogram`): the
-library's histogram gives every bucket of every label set its own
-lock-guarded value object, 2 x 15 of them per job here, about 7 KB of the
-agent's memory per job (issue 27 measured 22 KB per job in all). Same names,
-labels, buckets and samples on ``/metrics``.
+The per-job metrics are lean families (:class:`LeanCounter`,
+:class:`LeanGauge`, :class:`LeanHistogram`): a dict from the tuple of label
+values to plain numbers, each family one collector on the registry. Why:
+prometheus_client makes every label set a metric object of its own, with a
+lock and a lock-guarded value object per number (per bucket, for a
+histogram); at a burst of 10,000 jobs those children were about 5 KB of an
+agent's memory per job and ~10 % of its CPU (``labels()``, the child's
+``__init__``) as each node first voted on or ran each job (issue 27). A scrape
+shows the same names, types, help, labels, samples (``_total``,
+``_created``, buckets) and values as the library's objects would. The
+labelled metrics with a few fixed label sets (``store_errors{op}``...) and
+the unlabelled gauges stay library objects.
+
+Threads, and why no lock: the agent observes on its event-loop thread only;
+a scrape collects on the HTTP server's thread. Under the GIL a dict insert
+and a list item store are atomic, and the scrape copies a table
+(``table.copy()``, one C call: no other thread runs during it) before it
+walks it, so a table growing meanwhile is never iterated. A scrape may
+read a label set between two stores of one observation (a histogram's
+sum added, its bucket not yet): one observation behind, as with the
+library, whose locks guard each number, not a label set.
 """
 
 from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Iterable
-from typing import TypeVar
+from collections.abc import Sequence
+from typing import ClassVar
 
 import prometheus_client.metrics as _pm
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.samples import Sample
-from prometheus_client.utils import floatToGoString
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client.metrics_core import Metric
+from prometheus_client.utils import INF, floatToGoString
+from prometheus_client.validation import _validate_labelnames
 
-__all__ = ["LeanHistogram", "Metrics", "child"]
+__all__ = ["LeanCounter", "LeanGauge", "LeanHistogram", "Metrics"]
 
 _DURATION_BUCKETS = (
     0.1,
@@ -45,64 +62,278 @@ _DURATION_BUCKETS = (
 )
 _DELAY_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
+Key = tuple[str, ...]
+"""The label values of one label set, as text, in the family's label-name order."""
 
-class LeanHistogram(Histogram):
-    """A :class:`~prometheus_client.Histogram` whose label sets hold a list of counts and a sum.
 
-    Observed on the agent's loop thread only (a scrape reads from the HTTP
-    thread: a count read mid-observation is at most one observation behind
-    another, as with the library's per-bucket locks). No exemplars.
+class _LeanFamily:
+    """What the lean families share: name, help, label names, and the collector protocol.
+
+    A family registers itself on ``registry`` as one collector: ``describe``
+    names it (the registry refuses a duplicate name, as for a library
+    metric), ``collect`` builds the :class:`~prometheus_client.metrics_core.Metric`
+    the library's own object would, sample for sample and in the same
+    order (label sets in first-use order).
     """
 
-    def _metric_init(self) -> None:
-        self._counts = [0] * len(self._upper_bounds)
-        self._total = 0.0
-        self._created = time.time()
+    _type: ClassVar[str]
+    _reserved_labelnames: ClassVar[tuple[str, ...]] = ()
 
-    def observe(self, amount: float, exemplar: dict[str, str] | None = None) -> None:
-        """Count ``amount`` in the first bucket whose upper bound is >= it (as the library does)."""
-        self._raise_if_not_observable()  # type: ignore[no-untyped-call]
-        self._total += amount
-        self._counts[bisect.bisect_left(self._upper_bounds, amount)] += 1
+    def __init__(
+        self, name: str, documentation: str, labelnames: Sequence[str], *, registry: CollectorRegistry
+    ) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._labelnames: tuple[str, ...] = _validate_labelnames(type(self), labelnames)  # type: ignore[no-untyped-call]
+        self.describe()  # validates the name
+        registry.register(self)
 
-    def _child_samples(self) -> Iterable[Sample]:
-        samples = []
-        acc = 0.0
-        for bound, count in zip(self._upper_bounds, list(self._counts), strict=True):
-            acc += count
-            le = floatToGoString(bound)  # type: ignore[no-untyped-call]
-            samples.append(Sample("_bucket", {"le": le}, acc, None, None))
-        samples.append(Sample("_count", {}, acc, None, None))
-        if self._upper_bounds[0] >= 0:
-            samples.append(Sample("_sum", {}, self._total, None, None))
-        if _pm._use_created:
-            samples.append(Sample("_created", {}, self._created, None, None))
-        return tuple(samples)
+    def describe(self) -> list[Metric]:
+        """The family without samples: its names, for the registry's duplicate check."""
+        return [Metric(self._name, self._documentation, self._type)]
+
+    def collect(self) -> list[Metric]:
+        """The family and its samples, read from the HTTP thread (see the module docstring)."""
+        metric = Metric(self._name, self._documentation, self._type)
+        self._add_samples(metric)
+        return [metric]
+
+    def _add_samples(self, metric: Metric) -> None:
+        raise NotImplementedError
+
+    def _key(self, values: tuple[object, ...]) -> Key:
+        """``labels()``'s values as a key: converted to text and counted, as the library does."""
+        if len(values) != len(self._labelnames):
+            raise ValueError("Incorrect label count")
+        return tuple(str(v) for v in values)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._name})"
 
 
-_M = TypeVar("_M", bound=_pm.MetricWrapperBase)
+class LeanCounter(_LeanFamily):
+    """A labelled counter: per label set a ``[value, created]`` list.
 
-
-def child(metric: _M, *values: str) -> _M:
-    """``metric.labels(*values)``, looked up in the metric's own table first.
-
-    Why: ``labels`` converts every value, takes a lock and validates on each
-    call, and the agent calls it several times per slot (every vote, run and
-    finish): a few percent of an agent's CPU at a burst of 10,000 slots. The
-    table (``_metrics``, keyed by the tuple of label values as text) is where
-    ``labels`` keeps the children it made; a miss falls back to it.
+    ``_created`` (the time the label set was first used) is kept because the
+    library exposes it per label set, and a scraper may rely on it to see a
+    counter reset.
     """
-    found = metric._metrics.get(values)
-    return found if found is not None else metric.labels(*values)  # type: ignore[return-value]
+
+    _type = "counter"
+
+    def __init__(
+        self, name: str, documentation: str, labelnames: Sequence[str], *, registry: CollectorRegistry
+    ) -> None:
+        self._cells: dict[Key, list[float]] = {}
+        # The library names a counter without its ``_total`` (OpenMetrics).
+        super().__init__(name.removesuffix("_total"), documentation, labelnames, registry=registry)
+
+    def inc(self, key: Key, amount: float = 1.0) -> None:
+        """Add ``amount`` (>= 0) to the label set ``key``, starting it at 0 on its first use."""
+        if amount < 0:
+            raise ValueError("Counters can only be incremented by non-negative amounts.")
+        cell = self._cells.get(key)
+        if cell is None:
+            self._cells[key] = [0.0 + amount, time.time()]
+        else:
+            cell[0] += amount
+
+    def get(self, key: Key) -> float:
+        """The label set's value; 0 if never used."""
+        cell = self._cells.get(key)
+        return 0.0 if cell is None else cell[0]
+
+    def labels(self, *values: object) -> _CounterChild:
+        """The label set of ``values``, created at 0 now if new (a series of 0, as the library's).
+
+        For code that starts a series before it counts (an ``inc`` to call
+        later) and code written against the library's children.
+        """
+        key = self._key(values)
+        if key not in self._cells:
+            self._cells[key] = [0.0, time.time()]
+        return _CounterChild(self, key)
+
+    def _add_samples(self, metric: Metric) -> None:
+        names, total, created = self._labelnames, self._name + "_total", self._name + "_created"
+        use_created = _pm._use_created
+        for key, (value, since) in self._cells.copy().items():
+            labels = dict(zip(names, key, strict=True))
+            metric.add_sample(total, labels, value)
+            if use_created:
+                metric.add_sample(created, labels, since)
+
+
+class LeanGauge(_LeanFamily):
+    """A labelled gauge: per label set a float. Only set, as the agent uses it (a timestamp)."""
+
+    _type = "gauge"
+
+    def __init__(
+        self, name: str, documentation: str, labelnames: Sequence[str], *, registry: CollectorRegistry
+    ) -> None:
+        self._values: dict[Key, float] = {}
+        super().__init__(name, documentation, labelnames, registry=registry)
+
+    def set(self, key: Key, value: float) -> None:
+        """Set the label set ``key`` to ``value``."""
+        self._values[key] = float(value)
+
+    def get(self, key: Key) -> float:
+        """The label set's value; 0 if never set."""
+        return self._values.get(key, 0.0)
+
+    def labels(self, *values: object) -> _GaugeChild:
+        """The label set of ``values``, created at 0 now if new (as the library's)."""
+        key = self._key(values)
+        self._values.setdefault(key, 0.0)
+        return _GaugeChild(self, key)
+
+    def _add_samples(self, metric: Metric) -> None:
+        names, name = self._labelnames, self._name
+        for key, value in self._values.copy().items():
+            metric.add_sample(name, dict(zip(names, key, strict=True)), value)
+
+
+class LeanHistogram(_LeanFamily):
+    """A labelled histogram: per label set one list, ``[count per bucket..., sum, created]``.
+
+    A bucket counts the observations that fell in it alone (the first
+    bucket whose upper bound is >= the value, ``+Inf`` last, as the library
+    does); a scrape accumulates them into the cumulative ``_bucket`` samples.
+    A NaN is added to the sum and counted in no bucket, as by the library.
+    No exemplars (the agent attaches none).
+    """
+
+    _type = "histogram"
+    _reserved_labelnames = ("le",)
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str],
+        *,
+        buckets: Sequence[float],
+        registry: CollectorRegistry,
+    ) -> None:
+        bounds = [float(b) for b in buckets]
+        if bounds != sorted(bounds):
+            raise ValueError("Buckets not in sorted order")
+        if bounds and bounds[-1] != INF:
+            bounds.append(INF)
+        if len(bounds) < 2:
+            raise ValueError("Must have at least two buckets")
+        self._upper_bounds = bounds
+        self._le = [floatToGoString(b) for b in bounds]  # type: ignore[no-untyped-call]
+        self._cells: dict[Key, list[float]] = {}
+        super().__init__(name, documentation, labelnames, registry=registry)
+
+    def _new_cell(self) -> list[float]:
+        return [*([0] * len(self._upper_bounds)), 0.0, time.time()]
+
+    def observe(self, key: Key, amount: float) -> None:
+        """Count ``amount`` in the label set ``key``, starting the set on its first use."""
+        cell = self._cells.get(key)
+        if cell is None:
+            cell = self._cells[key] = self._new_cell()
+        cell[-2] += amount
+        if amount == amount:  # not NaN (which no bucket bound is >=)
+            cell[bisect.bisect_left(self._upper_bounds, amount)] += 1
+
+    def labels(self, *values: object) -> _HistogramChild:
+        """The label set of ``values``, created empty now if new (as the library's)."""
+        key = self._key(values)
+        if key not in self._cells:
+            self._cells[key] = self._new_cell()
+        return _HistogramChild(self, key)
+
+    def _add_samples(self, metric: Metric) -> None:
+        names, name = self._labelnames, self._name
+        bucket, count, total, created = name + "_bucket", name + "_count", name + "_sum", name + "_created"
+        les, with_sum, use_created = self._le, self._upper_bounds[0] >= 0, _pm._use_created
+        for key, cell in self._cells.copy().items():
+            cell = cell[:]  # one list copy: the counts are read at one instant
+            labels = dict(zip(names, key, strict=True))
+            acc = 0.0
+            for le, n in zip(les, cell, strict=False):
+                acc += n
+                metric.add_sample(bucket, {**labels, "le": le}, acc)
+            metric.add_sample(count, labels, acc)  # (samples share a label dict: nothing changes one)
+            if with_sum:
+                metric.add_sample(total, labels, cell[-2])
+            if use_created:
+                metric.add_sample(created, labels, cell[-1])
+
+
+class _CounterChild:
+    """One label set of a :class:`LeanCounter`, as ``labels()`` returns it (no state of its own)."""
+
+    __slots__ = ("_family", "_key")
+
+    def __init__(self, family: LeanCounter, key: Key) -> None:
+        self._family, self._key = family, key
+
+    def inc(self, amount: float = 1.0) -> None:
+        """Add ``amount`` to this label set."""
+        self._family.inc(self._key, amount)
+
+    def get(self) -> float:
+        """This label set's value."""
+        return self._family.get(self._key)
+
+    @property
+    def _value(self) -> _CounterChild:
+        """``child._value.get()`` reads a library child's number: the same read works here."""
+        return self
+
+
+class _GaugeChild:
+    """One label set of a :class:`LeanGauge`, as ``labels()`` returns it (no state of its own)."""
+
+    __slots__ = ("_family", "_key")
+
+    def __init__(self, family: LeanGauge, key: Key) -> None:
+        self._family, self._key = family, key
+
+    def set(self, value: float) -> None:
+        """Set this label set to ``value``."""
+        self._family.set(self._key, value)
+
+    def get(self) -> float:
+        """This label set's value."""
+        return self._family.get(self._key)
+
+    @property
+    def _value(self) -> _GaugeChild:
+        """``child._value.get()`` reads a library child's number: the same read works here."""
+        return self
+
+
+class _HistogramChild:
+    """One label set of a :class:`LeanHistogram`, as ``labels()`` returns it (no state of its own)."""
+
+    __slots__ = ("_family", "_key")
+
+    def __init__(self, family: LeanHistogram, key: Key) -> None:
+        self._family, self._key = family, key
+
+    def observe(self, amount: float) -> None:
+        """Count ``amount`` in this label set."""
+        self._family.observe(self._key, amount)
 
 
 class Metrics:
-    """The agent's metrics; :meth:`serve` exposes them over HTTP."""
+    """The agent's metrics; :meth:`serve` exposes them over HTTP.
+
+    The per-job families take their label values as a tuple, in label-name
+    order: ``metrics.votes.inc((job, status))``, ``metrics.last_run.set((job,), t)``.
+    """
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.slots = Counter(
+        self.slots = LeanCounter(
             "quorum_cron_slots", "Slots this node saw end, by outcome.", ["job", "outcome"], registry=r
         )
         self.fire_delay = LeanHistogram(
@@ -112,10 +343,10 @@ class Metrics:
             buckets=_DELAY_BUCKETS,
             registry=r,
         )
-        self.votes = Counter(
+        self.votes = LeanCounter(
             "quorum_cron_votes", "Votes cast, by the store's answer.", ["job", "status"], registry=r
         )
-        self.abstentions = Counter(
+        self.abstentions = LeanCounter(
             "quorum_cron_abstentions", "Due slots this node did not vote for.", ["job", "cause"], registry=r
         )
         self.clock_offset = Gauge(
@@ -150,19 +381,19 @@ class Metrics:
             ["kind"],
             registry=r,
         )
-        self.last_run = Gauge(
+        self.last_run = LeanGauge(
             "quorum_cron_job_last_run_timestamp_seconds",
             "Unix time this node last started a run of the job (max over the nodes: the cluster's).",
             ["job"],
             registry=r,
         )
-        self.last_success = Gauge(
+        self.last_success = LeanGauge(
             "quorum_cron_job_last_success_timestamp_seconds",
             "Unix time (store clock) a run of the job executed here last recorded succeeded.",
             ["job"],
             registry=r,
         )
-        self.last_failure = Gauge(
+        self.last_failure = LeanGauge(
             "quorum_cron_job_last_failure_timestamp_seconds",
             "Unix time (store clock) a slot of the job executed here last recorded failed.",
             ["job"],
@@ -175,7 +406,7 @@ class Metrics:
             buckets=_DURATION_BUCKETS,
             registry=r,
         )
-        self.output_dropped = Counter(
+        self.output_dropped = LeanCounter(
             "quorum_cron_job_output_lines_dropped",
             "Job output lines not copied to the agent's log (per-run or per-second bound).",
             ["job"],

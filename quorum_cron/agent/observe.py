@@ -39,7 +39,7 @@ from collections.abc import Mapping
 
 from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.logs import EVENT_LOGGER, event
-from quorum_cron.agent.metrics import Metrics, child
+from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.recovery import ReadLedgers, RecoveryChecks
 from quorum_cron.agent.spec import AgentJob
 from quorum_cron.core.actions import handlers
@@ -225,7 +225,7 @@ class Observer:
 
     def abstain(self, action: Abstain, cause: str) -> None:
         """This node did not vote for a due slot (``cause``: ``clock`` or ``store``)."""
-        self.metrics.abstentions.labels(action.job, cause).inc()
+        self.metrics.abstentions.inc((action.job, cause))
         self.counts["abstained"] += 1
         event(
             log,
@@ -240,7 +240,7 @@ class Observer:
 
     def missed(self, view: SlotView | LedgerEntry, how: str) -> None:
         """Count and alert a slot this node saw end ``missed``."""
-        self.metrics.slots.labels(view.job, "missed").inc()
+        self.metrics.slots.inc((view.job, "missed"))
         self.counts["missed"] += 1
         if not self.alerts_on(view.job, "missed"):
             return
@@ -273,7 +273,7 @@ class Observer:
 
     def _vote(self, res: VoteResult) -> None:
         view = res.slot
-        child(self.metrics.votes, view.job, res.status.value).inc()
+        self.metrics.votes.inc((view.job, res.status.value))
         spec = self.jobs.get(view.job)
         if spec is not None:
             # (Not our own vote: a slot taken in before a reload carries the job's old hash.)
@@ -285,7 +285,7 @@ class Observer:
             skipped = view.state == SlotState.SKIPPED
             if skipped:
                 # Paused job, or overlap forbid: the vote that decided it counts it.
-                self.metrics.slots.labels(view.job, "skipped").inc()
+                self.metrics.slots.inc((view.job, "skipped"))
                 self.counts["skipped"] += 1
             else:
                 self.counts["committed"] += 1
@@ -354,7 +354,7 @@ class Observer:
                 executor=view.executor,
             )
         elif reply.ok:
-            child(self.metrics.slots, action.job, view.state.value).inc()
+            self.metrics.slots.inc((action.job, view.state.value))
             self.counts[view.state.value] += 1
             if log.isEnabledFor(logging.INFO):
                 event(
@@ -386,11 +386,11 @@ class Observer:
         """This node's result is the slot's final word: timestamps, and the job outcome alerts."""
         when_s = (view.finished_ms or time.time_ns() // 1_000_000) / 1000
         if view.state == SlotState.SUCCEEDED:
-            child(self.metrics.last_success, action.job).set(when_s)
+            self.metrics.last_success.set((action.job,), when_s)
             if self.recoveries is not None and self.alerts_on(action.job, "recovered"):
                 self.recoveries.add(action, view)
         elif view.state == SlotState.FAILED:
-            self.metrics.last_failure.labels(action.job).set(when_s)
+            self.metrics.last_failure.set((action.job,), when_s)
             if self.alerts_on(action.job, "failed"):
                 detail = view.detail or action.detail
                 self.alerts.raise_(
@@ -420,7 +420,7 @@ class Observer:
         if view.state == SlotState.MISSED:
             self.missed(view, "sweep")
         elif view.state == SlotState.LOST:
-            self.metrics.slots.labels(view.job, "lost").inc()
+            self.metrics.slots.inc((view.job, "lost"))
             self.counts["lost"] += 1
             if not self.alerts_on(view.job, "lost"):
                 return

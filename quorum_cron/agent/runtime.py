@@ -472,7 +472,7 @@ class Agent:
         """Log (and count) a local run that went into the ledger as its slot's missed record."""
         if view.state != SlotState.MISSED or view.reason != action.reason or not action.ran_locally:
             return
-        self.metrics.slots.labels(action.job, "local").inc()
+        self.metrics.slots.inc((action.job, "local"))
         said = f"{action.job}@{action.fire_ms} recorded: {view.reason}"
         event(log, logging.INFO, "local_recorded", said, job=action.job, slot=action.fire_ms)
 
@@ -489,7 +489,7 @@ class Agent:
     def _on_abstain(self, action: Abstain) -> None:
         if self.health.store_up and (self.health.is_refused_member() or self.health.membership_problem):
             # Said once per epoch (or at start) by the health: a line per due slot would be noise.
-            self.metrics.abstentions.labels(action.job, "membership").inc()
+            self.metrics.abstentions.inc((action.job, "membership"))
             return
         self.observer.abstain(action, "store" if not self.health.store_up else "clock")
 

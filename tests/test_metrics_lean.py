@@ -1,0 +1,274 @@
+"""The agent's lean per-job families expose what prometheus_client's own metrics would.
+
+quorum_cron/agent/metrics.py keeps the per-job metrics (``slots{job,outcome}``,
+``votes``, ``abstentions``, ``fire_delay``, ``last_run``, ``last_success``,
+``last_failure``, ``duration``, ``output_dropped``) as plain numbers in a dict
+per family (issue 27: the library's child per label set was ~5 KB of agent
+memory per job). Scrapers, dashboards and alert rules must not see the
+difference, so each test here applies the same observations to the lean
+families and to the library's Counter/Gauge/Histogram on a reference
+registry and compares the whole ``/metrics`` text: names, types, help,
+label names and values, sample names (``_total``, ``_created``, ``_bucket``,
+``_count``, ``_sum``), bucket bounds, values and order. Only the
+``_created`` values differ (two objects, two clock reads): they are
+compared as "present at the same places" and checked to be the time the
+label set was first used.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import prometheus_client.metrics as pm
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+from prometheus_client.registry import DuplicateTimeseries
+
+from quorum_cron.agent.metrics import (
+    _DELAY_BUCKETS,
+    _DURATION_BUCKETS,
+    LeanCounter,
+    LeanGauge,
+    LeanHistogram,
+    Metrics,
+)
+
+# The per-job metrics as the agent exposed them before the lean families (library objects):
+# the contract a scraper sees. (attribute, type, name, label names)
+PER_JOB = [
+    ("slots", "counter", "quorum_cron_slots", ("job", "outcome")),
+    ("fire_delay", "histogram", "quorum_cron_fire_delay_seconds", ("job",)),
+    ("votes", "counter", "quorum_cron_votes", ("job", "status")),
+    ("abstentions", "counter", "quorum_cron_abstentions", ("job", "cause")),
+    ("last_run", "gauge", "quorum_cron_job_last_run_timestamp_seconds", ("job",)),
+    ("last_success", "gauge", "quorum_cron_job_last_success_timestamp_seconds", ("job",)),
+    ("last_failure", "gauge", "quorum_cron_job_last_failure_timestamp_seconds", ("job",)),
+    ("duration", "histogram", "quorum_cron_job_duration_seconds", ("job", "result")),
+    ("output_dropped", "counter", "quorum_cron_job_output_lines_dropped", ("job",)),
+]
+
+_CREATED = re.compile(r"(?m)^(\w+_created(?:\{[^}\n]*\})?) (\S+)$")
+
+
+def _masked(text: str) -> str:
+    """The exposition with every ``_created`` value replaced by a mark (the line stays)."""
+    return _CREATED.sub(r"\1 <created>", text)
+
+
+def _created_values(text: str) -> list[float]:
+    return [float(m.group(2)) for m in _CREATED.finditer(text)]
+
+
+def _reference(m: Metrics) -> tuple[CollectorRegistry, dict[str, object]]:
+    """A registry of the library's own objects with the same names, help, labels and buckets, in order."""
+    ref = CollectorRegistry()
+    twins: dict[str, object] = {}
+    for attr, metric in vars(m).items():
+        if isinstance(metric, LeanCounter | Counter):
+            twins[attr] = Counter(metric._name, metric._documentation, metric._labelnames, registry=ref)
+        elif isinstance(metric, LeanGauge | Gauge):
+            twins[attr] = Gauge(metric._name, metric._documentation, metric._labelnames, registry=ref)
+        elif isinstance(metric, LeanHistogram):
+            twins[attr] = Histogram(
+                metric._name,
+                metric._documentation,
+                metric._labelnames,
+                buckets=metric._upper_bounds,
+                registry=ref,
+            )
+    return ref, twins
+
+
+def _apply(m: Metrics, twins: dict[str, object], attr: str, key: tuple[str, ...], amount: float) -> None:
+    """One observation, the agent's way on the lean family and the library's way on its twin."""
+    lean, lib = getattr(m, attr), twins[attr]
+    if isinstance(lean, LeanCounter):
+        assert isinstance(lib, Counter)
+        lean.inc(key, amount)
+        lib.labels(*key).inc(amount)
+    elif isinstance(lean, LeanGauge):
+        assert isinstance(lib, Gauge)
+        lean.set(key, amount)
+        lib.labels(*key).set(amount)
+    else:
+        assert isinstance(lib, Histogram)
+        lean.observe(key, amount)
+        lib.labels(*key).observe(amount)
+
+
+def _assert_same_exposition(lean: CollectorRegistry, ref: CollectorRegistry, t0: float, t1: float) -> None:
+    for render in (generate_latest, generate_openmetrics):
+        ours, theirs = render(lean).decode(), render(ref).decode()
+        assert _masked(ours) == _masked(theirs)
+        assert all(t0 <= t <= t1 for t in _created_values(ours)), "a _created that is not a first use"
+
+
+@contextmanager
+def _created_series(enabled: bool) -> Iterator[None]:
+    """prometheus_client's process-wide ``_created`` switch, restored after."""
+    was = pm._use_created
+    (pm.enable_created_metrics if enabled else pm.disable_created_metrics)()
+    try:
+        yield
+    finally:
+        (pm.enable_created_metrics if was else pm.disable_created_metrics)()
+
+
+def test_the_per_job_metrics_keep_their_names_types_and_labels() -> None:
+    m = Metrics()
+    for attr, typ, name, labels in PER_JOB:
+        family = getattr(m, attr)
+        assert isinstance(family, LeanCounter | LeanGauge | LeanHistogram), attr
+        (described,) = family.describe()
+        assert (described.type, described.name, family._labelnames) == (typ, name, labels)
+    assert m.fire_delay._upper_bounds == [*_DELAY_BUCKETS, math.inf]
+    assert m.duration._upper_bounds == [*_DURATION_BUCKETS, math.inf]
+
+
+def test_an_agent_like_sequence_scrapes_as_the_library_would() -> None:
+    m = Metrics()
+    ref, twins = _reference(m)
+    t0 = time.time()
+    for i in range(300):
+        job = f"job{i % 37}"
+        _apply(m, twins, "votes", (job, ("committed", "taken", "refused")[i % 3]), 1)
+        _apply(m, twins, "slots", (job, ("succeeded", "failed", "missed", "lost", "skipped")[i % 5]), 1)
+        _apply(m, twins, "abstentions", (job, "clock"), 1)
+        _apply(m, twins, "last_run", (job,), 1_700_000_000 + i / 1000)
+        _apply(m, twins, "fire_delay", (job,), [0, 0.001, 0.0042, 0.01, 3.3, 10.0, 99.0][i % 7])
+        _apply(m, twins, "duration", (job, ("succeeded", "failed")[i % 2]), [0.1, 0.7, 5.0, 1e5][i % 4])
+        _apply(m, twins, "last_success" if i % 4 else "last_failure", (job,), 1_700_000_000.5 + i)
+        if i % 11 == 0:
+            _apply(m, twins, "output_dropped", (job,), 17)
+    # A run starts its output_dropped series at 0, as the library's labels() did.
+    m.output_dropped.labels("quiet-job")
+    assert isinstance(twins["output_dropped"], Counter)
+    twins["output_dropped"].labels("quiet-job")
+    _assert_same_exposition(m.registry, ref, t0, time.time())
+    text = generate_latest(m.registry).decode()
+    assert 'quorum_cron_job_output_lines_dropped_total{job="quiet-job"} 0.0' in text
+    assert 'quorum_cron_votes_created{job="job0",status="committed"}' in text
+    assert 'quorum_cron_fire_delay_seconds_bucket{job="job1",le="0.001"} ' in text
+    get = m.registry.get_sample_value
+    assert get("quorum_cron_votes_total", {"job": "job0", "status": "committed"}) == 3
+
+
+def test_without_created_series_neither_has_them() -> None:
+    with _created_series(False):
+        m = Metrics()
+        ref, twins = _reference(m)
+        _apply(m, twins, "slots", ("a", "succeeded"), 1)
+        _apply(m, twins, "duration", ("a", "failed"), 2.0)
+        _assert_same_exposition(m.registry, ref, 0, 0)
+        assert "_created" not in generate_latest(m.registry).decode()
+
+
+# Label values that need escaping, and amounts on, between and beyond the bucket bounds.
+_label_values = st.sampled_from(["backup", "a", 'q"uote', "back\\slash", "new\nline", "ünï", ""])
+_amounts = st.one_of(
+    st.sampled_from([0.0, *_DELAY_BUCKETS, *_DURATION_BUCKETS, math.inf, math.nan]),
+    st.floats(min_value=-10.0, max_value=1e6),
+    st.integers(min_value=0, max_value=3),
+)
+
+
+@st.composite
+def _observations(draw: st.DrawFn) -> tuple[str, tuple[str, ...], float]:
+    attr, _typ, _name, labels = draw(st.sampled_from(PER_JOB))
+    key = tuple(draw(_label_values) for _ in labels)
+    amount = draw(_amounts)
+    if attr in {"slots", "votes", "abstentions", "output_dropped"}:  # counters go up only
+        amount = abs(amount)
+    return attr, key, amount
+
+
+@given(st.lists(_observations(), max_size=60))
+def test_any_sequence_of_observations_scrapes_as_the_library_would(
+    sequence: list[tuple[str, tuple[str, ...], float]],
+) -> None:
+    m = Metrics()
+    ref, twins = _reference(m)
+    t0 = time.time()
+    for attr, key, amount in sequence:
+        _apply(m, twins, attr, key, amount)
+    _assert_same_exposition(m.registry, ref, t0, time.time())
+
+
+def test_labels_answers_as_a_library_child_does() -> None:
+    m = Metrics()
+    m.last_failure.labels("j").set(12.0)
+    assert m.last_failure.labels("j")._value.get() == 12.0
+    m.output_dropped.labels("j").inc(3)
+    assert m.output_dropped.labels("j")._value.get() == 3.0 == m.output_dropped.get(("j",))
+    m.duration.labels("j", "failed").observe(0.2)
+    get = m.registry.get_sample_value
+    assert get("quorum_cron_job_duration_seconds_count", {"job": "j", "result": "failed"}) == 1
+    with pytest.raises(ValueError, match="label count"):
+        m.votes.labels("j")
+    with pytest.raises(ValueError, match="non-negative"):
+        m.votes.inc(("j", "committed"), -1)
+    with pytest.raises(ValueError, match="Reserved"):
+        LeanHistogram("h", "doc", ["le"], buckets=(1.0,), registry=CollectorRegistry())
+    with pytest.raises(ValueError, match="sorted"):
+        LeanHistogram("h", "doc", ["job"], buckets=(2.0, 1.0), registry=CollectorRegistry())
+
+
+def test_the_registry_refuses_a_second_metric_of_the_same_name() -> None:
+    m = Metrics()
+    for clash in ("quorum_cron_votes", "quorum_cron_votes_total", "quorum_cron_votes_created"):
+        with pytest.raises(DuplicateTimeseries):
+            Gauge(clash, "doc", registry=m.registry)
+    with pytest.raises(DuplicateTimeseries):
+        Gauge("quorum_cron_job_duration_seconds_bucket", "doc", registry=m.registry)
+
+
+def test_a_scrape_while_the_tables_grow_never_fails() -> None:
+    """The loop thread adds label sets while an HTTP thread scrapes: no lock, no error (GIL, table copies).
+
+    The writer yields often (as the agent's loop does between callbacks), so
+    label sets are added in the middle of a scrape's walk over the tables:
+    walking a table instead of its copy fails here within a few scrapes.
+    """
+    m = Metrics()
+    stop = threading.Event()
+    scrapes: list[int] = []
+    failures: list[BaseException] = []
+
+    def scrape() -> None:
+        while not stop.is_set():
+            try:
+                generate_latest(m.registry)
+            except Exception as exc:  # reported by the assertion below
+                failures.append(exc)
+                return
+            scrapes.append(1)
+
+    scraper = threading.Thread(target=scrape)
+    scraper.start()
+    grow: list[Callable[[str], None]] = [
+        lambda j: m.votes.inc((j, "committed")),
+        lambda j: m.last_run.set((j,), 1.0),
+        lambda j: m.duration.observe((j, "succeeded"), 0.3),
+    ]
+    deadline = time.monotonic() + 5
+    try:
+        i = 0
+        while (len(scrapes) < 20 or i < 3_000) and not failures and time.monotonic() < deadline:
+            grow[i % 3](f"job{i}")
+            i += 1
+            if i % 20 == 0:
+                time.sleep(0)  # lets the scraper run mid-growth
+    finally:
+        stop.set()
+        scraper.join()
+    assert failures == []
+    assert len(scrapes) >= 20
+    assert m.registry.get_sample_value("quorum_cron_votes_total", {"job": "job0", "status": "committed"}) == 1
