@@ -35,7 +35,11 @@ minutes: each burst and everything the cluster does between bursts
 * **agent CPU per slot** — each agent's ``utime + stime``
   (``/proc/<pid>/stat``) delta over the window / slots due (cluster-wide:
   every agent votes on every slot); **RSS per job** — its ``VmRSS`` at the
-  end of the window / jobs (the whole process, interpreter included);
+  end of the window / jobs (the whole process, interpreter included), and
+  the same above the process's RSS once its imports were done (what the
+  jobs add: the interpreter and libraries alone are ~40 MB);
+* **GC per slot** — each agent's garbage-collector pauses over the window
+  (``gc.callbacks``, every generation, wall time of each pause) / slots due;
 * **start-up** — spawn → jobs declared → node ready (joined), and spawn →
   first vote sent (the first vote waits for the next due slot: with
   ``* * * * *`` the next minute boundary, so it is reported with the
@@ -63,6 +67,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -119,6 +124,18 @@ class Recorder:
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="scale-recorder", daemon=True)
+        self._gc_t0 = 0.0
+        self.stats["gc"] = {"s": [0.0, 0.0, 0.0], "n": [0, 0, 0]}
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        """Time the collector's pauses by generation (a collection stops the loop it runs on)."""
+        if phase == "start":
+            self._gc_t0 = time.perf_counter()
+            return
+        gen = info.get("generation", 0)
+        self.stats["gc"]["s"][gen] += time.perf_counter() - self._gc_t0
+        self.stats["gc"]["n"][gen] += 1
 
     def start(self) -> None:
         self._thread.start()
@@ -216,6 +233,7 @@ def agent_main(argv: list[str]) -> int:
     from quorum_cron.app import App, JobContext
 
     rec.mark("imported")
+    rec.stats["rss_kb_imported"] = _proc_rss_kb(os.getpid())  # the interpreter and libraries, no job yet
     _wrap_first_vote(rec)
     members = [f"n{i}" for i in range(1, a.agents + 1)]
     durations = {"start_timeout": a.start_timeout} if a.start_timeout else {}
@@ -577,6 +595,10 @@ def analyse(
             a0, a1 = actions[0].get(n, {}).get("actions", {}), actions[1].get(n, {}).get("actions", {})
             acts = Counter({k: int(v) - int(a0.get(k, 0)) for k, v in a1.items()})
         store_actions.update(acts)
+        n_jobs, rss_imported = len(names), int(st.get("rss_kb_imported", 0))
+        gc_s = float("nan")  # the collector's pauses over the window (the same ±2 s edges), all generations
+        if actions is not None and "gc" in actions[1].get(n, {}) and "gc" in actions[0].get(n, {}):
+            gc_s = sum(actions[1][n]["gc"]["s"]) - sum(actions[0][n]["gc"]["s"])
         agents.append(
             {
                 "node": n,
@@ -589,9 +611,11 @@ def analyse(
                 "cpu_s": round(d_cpu, 2),
                 "cpu_us_per_slot": round(d_cpu / due * 1e6, 1) if due else float("nan"),
                 "cpu_share": round(d_cpu / window_s, 3),
+                "gc_us_per_slot": round(gc_s / due * 1e6, 1) if due else float("nan"),
                 "rss_mb_at_rest": round(rss[0][n] / 1024, 1),
                 "rss_mb": round(rss[1][n] / 1024, 1),
                 "rss_kb_per_job": round(rss[1][n] / len(names), 2),
+                "rss_kb_per_job_above_imports": round((rss[1][n] - rss_imported) / n_jobs, 2),
                 "log_lines": lines,
                 "log_lines_per_slot": round(lines / due, 2) if due else float("nan"),
                 "takeovers": events["takeover"],
@@ -647,8 +671,9 @@ def analyse(
     }
 
 
-AGENT_COLUMNS = ["node", "executed", "ready_s", "first_vote_s", "cpu_us_per_slot", "cpu_share", "rss_mb",
-                 "rss_kb_per_job", "log_lines_per_slot", "takeovers", "start_refused"]  # fmt: skip
+AGENT_COLUMNS = ["node", "executed", "ready_s", "first_vote_s", "cpu_us_per_slot", "gc_us_per_slot", "rss_mb",
+                 "rss_kb_per_job", "rss_kb_per_job_above_imports", "log_lines_per_slot", "takeovers",
+                 "start_refused"]  # fmt: skip
 
 
 def report(res: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
 
+from quorum_cron.agent import heap
 from quorum_cron.agent.spec import AgentJob
 from quorum_cron.core.node import JobChanges
 
@@ -47,6 +48,7 @@ class Definitions:
             self._retired.pop(name, None)
         self.jobs.clear()
         self.jobs.update(new)
+        heap.settle(len(new))  # the new definitions are as long-lived as the old ones were
 
     def job_for(self, job: str, fire_ms: int) -> AgentJob | None:
         """The definition slot ``(job, fire_ms)`` runs under (None: a job never known here)."""

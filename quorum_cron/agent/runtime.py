@@ -51,6 +51,7 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import replace
 from functools import partial
 
+from quorum_cron.agent import heap
 from quorum_cron.agent.alerts import AlertHook, AlertJournal
 from quorum_cron.agent.definitions import Definitions
 from quorum_cron.agent.executions import Runs
@@ -226,13 +227,11 @@ class Agent:
     def replace_jobs(self, jobs: Sequence[AgentJob]) -> JobChanges:
         """Run ``jobs`` from now on (a config reload; call it on the loop's thread).
 
-        The core applies a changed job from its next slot
-        (:meth:`~quorum_cron.core.node.NodeCore.replace_jobs`); here the
-        command, environment and timeout follow the same boundary: a slot
-        the node took in before the reload (voted, committed, retried)
-        runs the definition it was voted under, and a run already going
-        is left alone. A removed job's slots already taken in still run.
-        The job table shared with the agent's parts is updated in place.
+        The core applies a changed job from its next slot (``NodeCore.replace_jobs``); here the
+        command, environment and timeout follow the same boundary: a slot the node took in before the
+        reload (voted, committed, retried) runs the definition it was voted under, and a run already
+        going is left alone. A removed job's slots already taken in still run. The job table shared
+        with the agent's parts is updated in place (and settled: :mod:`~quorum_cron.agent.heap`).
         """
         changes = self.core.replace_jobs([j.core for j in jobs], self.now())
         self.definitions.swap({j.name: j for j in jobs}, changes)
@@ -258,6 +257,7 @@ class Agent:
             await self.intake.start(self._loop)
             self._tasks.append(asyncio.ensure_future(self.health.loop(self._on_id_taken)))
             self._tasks.append(asyncio.ensure_future(self._summaries()))
+            heap.settle(len(self.jobs))
             self.ready.set()
             await self._main_loop()
         except NodeIdTaken:
