@@ -172,6 +172,40 @@ def test_next_after_matches_reference(expr: str, start: int) -> None:
     assert Schedule.parse(expr, job="p").next_after(start) == want
 
 
+def _walked(sched: Schedule, ms: int) -> int:
+    """``next_after`` without its shared cache: the calendar walk itself."""
+    return next(iter(sched._cron_seconds(ms // 1000, None))) * 1000
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    exprs=st.lists(
+        cron_expr() | st.sampled_from(["H * * * *", "H H * * *", "H/7 * * * * *"]), min_size=1, max_size=4
+    ),
+    jobs=st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=4),
+    tz=st.sampled_from(["UTC", "Europe/Berlin", "America/New_York"]),
+    dst=st.sampled_from(["once", "every"]),
+    asks=st.lists(st.tuples(st.integers(0, 15), _START, st.integers(0, 999)), min_size=1, max_size=12),
+)
+def test_next_after_cache_answers_as_the_walk(
+    exprs: list[str], jobs: list[str], tz: str, dst: str, asks: list[tuple[int, int, int]]
+) -> None:
+    """Schedules that share a plan share cached answers; a different plan, zone, policy or
+    second never gets another's answer (asked in any order, twice in the same second too)."""
+    scheds = [
+        Schedule.parse(e, tz, job=j, dst=dst)  # type: ignore[arg-type]
+        for e in exprs
+        for j in jobs
+        if _fires_at_all(e)
+    ]
+    if not scheds:
+        return
+    for pick, start, sub in asks:
+        sched = scheds[pick % len(scheds)]
+        for ms_ in (start, start - start % 1000 + sub):
+            assert sched.next_after(ms_) == _walked(sched, ms_)
+
+
 # --------------------------------------------------------------------------- cron semantics
 
 

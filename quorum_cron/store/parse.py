@@ -167,6 +167,8 @@ def _str_field(f: Mapping[str, Any], key: str, what: str, limit: int = MAX_FIELD
 
 def _int_field(f: Mapping[str, Any], key: str, what: str, lo: int = -MAX_INT) -> int:
     value = f.get(key, 0)
+    if type(value) is int and lo <= value <= MAX_INT:
+        return value  # the usual case, without building the error's wording (13 fields per slot read)
     return bounded_int(value if value != "" else 0, f"{what} field {key!r}", lo)
 
 
