@@ -35,7 +35,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import ClassVar, Generic, TypeVar
 
 import prometheus_client.metrics as _pm
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
@@ -266,57 +266,52 @@ class LeanHistogram(_LeanFamily):
                 metric.add_sample(created, labels, cell[-1])
 
 
-class _CounterChild:
-    """One label set of a :class:`LeanCounter`, as ``labels()`` returns it (no state of its own)."""
+_F = TypeVar("_F", bound=_LeanFamily)
+_V = TypeVar("_V", LeanCounter, LeanGauge)
+
+
+class _Child(Generic[_F]):
+    """One label set of a lean family, as ``labels()`` returns it (no state of its own)."""
 
     __slots__ = ("_family", "_key")
 
-    def __init__(self, family: LeanCounter, key: Key) -> None:
+    def __init__(self, family: _F, key: Key) -> None:
         self._family, self._key = family, key
+
+
+class _ValueChild(_Child[_V]):
+    """A counter's or gauge's label set: its number can be read."""
+
+    __slots__ = ()
+
+    def get(self) -> float:
+        """This label set's value."""
+        return self._family.get(self._key)
+
+    @property
+    def _value(self) -> _ValueChild[_V]:
+        """``child._value.get()`` reads a library child's number: the same read works here."""
+        return self
+
+
+class _CounterChild(_ValueChild[LeanCounter]):
+    __slots__ = ()
 
     def inc(self, amount: float = 1.0) -> None:
         """Add ``amount`` to this label set."""
         self._family.inc(self._key, amount)
 
-    def get(self) -> float:
-        """This label set's value."""
-        return self._family.get(self._key)
 
-    @property
-    def _value(self) -> _CounterChild:
-        """``child._value.get()`` reads a library child's number: the same read works here."""
-        return self
-
-
-class _GaugeChild:
-    """One label set of a :class:`LeanGauge`, as ``labels()`` returns it (no state of its own)."""
-
-    __slots__ = ("_family", "_key")
-
-    def __init__(self, family: LeanGauge, key: Key) -> None:
-        self._family, self._key = family, key
+class _GaugeChild(_ValueChild[LeanGauge]):
+    __slots__ = ()
 
     def set(self, value: float) -> None:
         """Set this label set to ``value``."""
         self._family.set(self._key, value)
 
-    def get(self) -> float:
-        """This label set's value."""
-        return self._family.get(self._key)
 
-    @property
-    def _value(self) -> _GaugeChild:
-        """``child._value.get()`` reads a library child's number: the same read works here."""
-        return self
-
-
-class _HistogramChild:
-    """One label set of a :class:`LeanHistogram`, as ``labels()`` returns it (no state of its own)."""
-
-    __slots__ = ("_family", "_key")
-
-    def __init__(self, family: LeanHistogram, key: Key) -> None:
-        self._family, self._key = family, key
+class _HistogramChild(_Child[LeanHistogram]):
+    __slots__ = ()
 
     def observe(self, amount: float) -> None:
         """Count ``amount`` in this label set."""
