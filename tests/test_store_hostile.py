@@ -113,6 +113,39 @@ def test_a_corrupt_ledger_in_a_batch_of_finishes_fails_only_its_own_finish(
     assert s.slot("a", T0).state == SlotState.RUNNING  # nothing of a's finish applied
 
 
+def test_one_fence_call_carries_many_jobs_and_a_corrupt_one_fails_only_its_own_requests(
+    redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]]
+) -> None:
+    """The batch travels as ONE script call (issue 27: a call per request paid the script's
+    set-up each time); job b's corrupt ledger fails both of b's requests, and the jobs before
+    and after it in the same call, a's start-then-finish and c's, land in order."""
+    s, _ = store
+    tokens = {}
+    for job in ("a", "b", "c"):
+        [res] = s.vote([vote(job, T0)])
+        tokens[job] = res.slot.token
+    assert s.start("b", T0, "n1", tokens["b"], 10_000).ok
+    redis_client.set(key("b", "ledger"), "not a stream")
+    redis_client.config_resetstat()
+    got = s.fenced(
+        [
+            FencedRequest("start", "a", T0, "n1", tokens["a"], lease_ms=10_000),
+            FencedRequest("finish", "b", T0, "n1", tokens["b"], succeeded=True, detail="exit 0"),
+            FencedRequest("finish", "a", T0, "n1", tokens["a"], succeeded=True, detail="exit 0"),
+            FencedRequest("renew", "b", T0, "n1", tokens["b"], lease_ms=20_000),
+            FencedRequest("start", "c", T0, "n1", tokens["c"], lease_ms=10_000),
+        ]
+    )
+    calls = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
+    assert calls == 1, f"{calls} script calls for one batch of three jobs"
+    assert isinstance(got[0], TransitionResult) and got[0].ok
+    assert isinstance(got[1], StoreError) and "ledger is a string" in str(got[1]), got[1]
+    assert isinstance(got[2], TransitionResult) and got[2].ok and got[2].slot.state == SlotState.SUCCEEDED
+    assert isinstance(got[3], TransitionResult) and got[3].ok and got[3].slot.lease_until_ms == T0 + 20_000
+    assert isinstance(got[4], TransitionResult) and got[4].ok and got[4].slot.state == SlotState.RUNNING
+    assert s.slot("b", T0).state == SlotState.RUNNING  # nothing of b's finish applied
+
+
 @pytest.mark.parametrize(
     ("op", "bad_key", "bad_type"),
     [

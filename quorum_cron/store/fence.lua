@@ -1,19 +1,32 @@
--- fence.lua: the fenced transitions start / renew / finish of one slot
--- (Store.start, Store.renew, Store.finish; MemoryStore is the model).
+-- fence.lua: the fenced transitions start / renew / finish of slots of one
+-- or more jobs (Store.start, Store.renew, Store.finish, Store.fenced;
+-- MemoryStore is the model).
 --
--- KEYS[1] the job's meta key (one job group), ARGV[1..6]: see _job.lua.
--- ARGV[7]   op: "s" start (committed -> running) | "r" renew | "f" finish
--- ARGV[8]   fire_ms
--- ARGV[9]   node
--- ARGV[10]  token (decimal text, compared as text: no float rounding)
--- ARGV[11]  start/renew: lease_ms; finish: "1" succeeded | "0" failed
--- ARGV[12]  finish: detail (stored as given)
--- ARGV[13]  finish: retries (a failure is retried while the slot ran < 1 + retries times)
--- ARGV[14]  finish: retry backoff ms
+-- KEYS: one meta key per job group (see _job.lua), ARGV[1..6]: see _job.lua.
+-- ARGV[7..] per group g = 1, 2, ... (as many as KEYS), in order: n (its
+-- number of requests, in call order), then n requests of 8 arguments each:
+--   op       "s" start (committed -> running) | "r" renew | "f" finish
+--   fire_ms
+--   node
+--   token    (decimal text, compared as text: no float rounding)
+--   a        start/renew: lease_ms; finish: "1" succeeded | "0" failed
+--   detail   finish: stored as given ("" otherwise)
+--   retries  finish: a failure is retried while the slot ran < 1 + retries
+--            times ("" otherwise)
+--   backoff  finish: retry backoff ms ("" otherwise)
 --
--- Reply: {now, why, slot} with slot = emit("", record) and why
+-- Why one call for many: a burst's executor starts and finishes thousands
+-- of slots, and a call of its own per request paid the script's set-up, a
+-- TIME and the call's dispatch each time: about 9 us of server CPU of a
+-- start's 17 (benchmarks/scale.py, issue 27). Each request is still its own
+-- step, in call order; a job's requests are one group, in order.
+--
+-- Reply: {now, item_1, ..., item_N} over all requests in argument order;
+-- item = {why, slot} with slot = emit("", record) and why
 --   "" done | U unknown slot | S wrong state | T stale token
 --   X not the executor | D starting deadline passed | N retry not due yet
+-- or {"!", message}: the request failed on a corrupt key of its job (only
+-- that request; an outage — out of memory, a slot moving — fails the call).
 -- The caller turns why into the model's reason text (it has the slot).
 -- A retried failure writes a "retrying" ledger entry and re-assigns the slot
 -- (new token, not-before = now + backoff, notice published) to an agreeing
@@ -21,63 +34,86 @@
 -- failure: failed, "job failed; no retry: no agreeing voter is a member of
 -- epoch E".
 
-bind(1)
-local op, fire, node, token = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
-local r = load(fire, true)
-local want = (op == 's') and 'committed' or 'running'
-local why = ''
-if not r then
-  why = 'U'
-elseif r.f.st ~= want then
-  why = 'S'
-elseif (r.f.tk or '0') ~= token then
-  why = 'T'
-elseif (r.f.ex or '') ~= node then
-  why = 'X'
-elseif op == 's' and num(r.f.rn) == 0 and now > r.firen + num(r.f.dl) then
-  why = 'D'
-elseif op == 's' and now < num(r.f.nb) then
-  why = 'N'
-end
-if why ~= '' then
-  return {NOW, why, emit('', r)}
-end
-if op == 's' then
-  set(r, 'st', 'running')
-  set(r, 'rn', fmt(num(r.f.rn) + 1))
-  set(r, 'sm', NOW)
-  set(r, 'lu', fmt(now + tonumber(ARGV[11])))
-  save(r)
-elseif op == 'r' then
-  set(r, 'lu', fmt(now + tonumber(ARGV[11])))
-  save(r)
-else
-  set(r, 'dt', ARGV[12])
-  local runs, retries = num(r.f.rn), tonumber(ARGV[13])
-  if ARGV[11] == '1' then
-    end_slot(r, 'succeeded', 'exit 0')
-  elseif runs >= 1 + retries then
-    end_slot(r, 'failed', 'job failed')
-  elseif meta().p then
-    end_slot(r, 'failed', 'job failed; no retry: paused by ' .. M.pb)
+local function fence_one(op, fire, node, token, a, detail, retries, backoff)
+  local r = load(fire, true)
+  local want = (op == 's') and 'committed' or 'running'
+  local why = ''
+  if not r then
+    why = 'U'
+  elseif r.f.st ~= want then
+    why = 'S'
+  elseif (r.f.tk or '0') ~= token then
+    why = 'T'
+  elseif (r.f.ex or '') ~= node then
+    why = 'X'
+  elseif op == 's' and num(r.f.rn) == 0 and now > r.firen + num(r.f.dl) then
+    why = 'D'
+  elseif op == 's' and now < num(r.f.nb) then
+    why = 'N'
+  end
+  if why ~= '' then
+    return {why, emit('', r)}
+  end
+  if op == 's' then
+    set(r, 'st', 'running')
+    set(r, 'rn', fmt(num(r.f.rn) + 1))
+    set(r, 'sm', NOW)
+    set(r, 'lu', fmt(now + tonumber(a)))
+    save(r)
+  elseif op == 'r' then
+    set(r, 'lu', fmt(now + tonumber(a)))
+    save(r)
   else
-    -- The retry's executor: an agreeing voter that is a member of the job's
-    -- record (chosen before anything is written: a corrupt record fails the
-    -- call whole); with none, the failure is the last one.
-    local chosen, nobody = choose(r)
-    if not chosen then
-      end_slot(r, 'failed', 'job failed; no retry: ' .. nobody)
-      meta_flush()
-      return {NOW, '', emit('', r)}
+    set(r, 'dt', detail)
+    local runs, retries = num(r.f.rn), tonumber(retries)
+    if a == '1' then
+      end_slot(r, 'succeeded', 'exit 0')
+    elseif runs >= 1 + retries then
+      end_slot(r, 'failed', 'job failed')
+    elseif meta().p then
+      end_slot(r, 'failed', 'job failed; no retry: paused by ' .. M.pb)
+    else
+      -- The retry's executor: an agreeing voter that is a member of the job's
+      -- record (chosen before anything is written: a corrupt record fails the
+      -- call whole); with none, the failure is the last one.
+      local chosen, nobody = choose(r)
+      if not chosen then
+        end_slot(r, 'failed', 'job failed; no retry: ' .. nobody)
+        meta_flush()
+        return {'', emit('', r)}
+      end
+      local backoff = math.max(tonumber(backoff), 0)
+      local reason = 'attempt ' .. fmt(runs) .. ' of ' .. fmt(1 + retries) .. ' failed; retry after '
+        .. fmt(backoff) .. ' ms'
+      log_entry(r, 'retrying', reason)
+      set(r, 'rs', reason)
+      set(r, 'nb', fmt(now + backoff))
+      assign_to(r, chosen)
     end
-    local backoff = math.max(tonumber(ARGV[14]), 0)
-    local reason = 'attempt ' .. fmt(runs) .. ' of ' .. fmt(1 + retries) .. ' failed; retry after '
-      .. fmt(backoff) .. ' ms'
-    log_entry(r, 'retrying', reason)
-    set(r, 'rs', reason)
-    set(r, 'nb', fmt(now + backoff))
-    assign_to(r, chosen)
+  end
+  meta_flush()
+  return {'', emit('', r)}
+end
+
+local out = {NOW}
+local i = 7
+for g = 1, #KEYS do
+  bind(g)
+  local n = tonumber(ARGV[i])
+  i = i + 1
+  for _ = 1, n do
+    local ok, item = pcall(fence_one, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
+      ARGV[i + 6], ARGV[i + 7])
+    i = i + 8
+    if not ok then
+      local outage = transient(item)
+      if outage then
+        return redis.error_reply(outage)
+      end
+      M, M_dirty = nil, nil -- (the job's cached meta may be half-changed: read it afresh)
+      item = {'!', tostring(type(item) == 'table' and item.err or item)}
+    end
+    out[#out + 1] = item
   end
 end
-meta_flush()
-return {NOW, '', emit('', r)}
+return out

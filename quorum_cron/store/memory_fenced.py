@@ -1,8 +1,9 @@
 """The memory model's batch of fenced transitions (:meth:`Store.fenced`): each request in turn.
 
-On Redis the requests travel as one pipeline of ``fence.lua`` calls, each its
-own atomic step, in order; the model has no round trip to save, so it makes
-the one-slot calls one after another, which is the same thing. A request
+On Redis the requests travel as ``fence.lua`` calls of many jobs each, every
+request its own step, in order within its job; the model has no round trip
+or call set-up to save, so it makes the one-slot calls one after another,
+which is the same thing. A request
 refused with a :class:`StoreError` gets it in its place, as on Redis; the
 model never raises :class:`StoreUnavailable` (the simulator's store faults
 sit in front of it, not in it).

@@ -85,7 +85,7 @@ def _where(client: redis.Redis | RedisCluster) -> str:
     return f"redis://{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{db}"
 
 
-def _no_script(message: str) -> str:
+def without_script(message: str) -> str:
     """A redis-py error message without the script source some versions append (4 KB of Lua)."""
     cut = message.find("\n")
     message = message if cut < 0 else message[:cut]
@@ -212,7 +212,7 @@ class RedisBase:
             # READONLY: the server we wrote to was demoted (Sentinel failover):
             # a lost reply, like a dropped connection; the caller retries.
             # InvalidResponse: whatever answered does not speak RESP — not Redis, or a broken proxy.
-            why = _no_script(str(exc))
+            why = without_script(str(exc))
             raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {why}") from exc
         except (ClusterDownError, TryAgainError, AskError, ClusterError, RedisClusterException) as exc:
             # A cluster between owners (failover, migration) after bounded re-sends.
@@ -223,9 +223,9 @@ class RedisBase:
             ) from exc
         except RedisError as exc:
             if isinstance(exc, OutOfMemoryError) or "> 'maxmemory'" in str(exc):
-                why = f"redis at {self._where} refused {op}: {_no_script(str(exc))}"
+                why = f"redis at {self._where} refused {op}: {without_script(str(exc))}"
                 raise StoreOutOfMemory(StoreOutOfMemory.PREFIX + why) from exc
-            raise StoreError(f"redis at {self._where} failed {op}: {_no_script(str(exc))}") from exc
+            raise StoreError(f"redis at {self._where} failed {op}: {without_script(str(exc))}") from exc
         except (TypeError, ValueError, KeyError, IndexError) as exc:
             raise StoreError(f"unexpected reply from redis at {self._where} to {op}: {exc}") from exc
 

@@ -10,6 +10,7 @@ whose reply is decoded here into :class:`~quorum_cron.store.base.VoteResult`,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from quorum_cron.core.model import MAX_ENCODED, refusal_reason
 from quorum_cron.errors import StoreError, StoreUnavailable
@@ -26,7 +27,7 @@ from quorum_cron.store.base import (
     VoteResult,
     VoteStatus,
 )
-from quorum_cron.store.redis_base import as_list, as_text
+from quorum_cron.store.redis_base import as_list, as_text, without_script
 from quorum_cron.store.redis_batch import RedisBatching
 from quorum_cron.store.scripts import FENCE, MISSED, SWEEP, Call
 
@@ -53,6 +54,14 @@ def _slot_view(job: str, fire_ms: int, emitted: Sequence[object]) -> SlotView:
 
 def _slot_value(job: str, fire_ms: int, record: object) -> SlotView:
     return parse.slot_value(job, fire_ms, record)
+
+
+def _fenced_args(
+    op: str, fire_ms: int, node: str, token: int, extra: Sequence[str | int]
+) -> tuple[str | int, ...]:
+    """One request's 8 arguments to fence.lua: op, fire, node, token, then lease or result,
+    detail, retries, backoff (``""`` where the op has none)."""
+    return (op, fire_ms, node, token, *extra, *("",) * (4 - len(extra)))
 
 
 class RedisWrites(RedisBatching):
@@ -122,20 +131,25 @@ class RedisWrites(RedisBatching):
     ) -> TransitionResult:
         name = _FENCED_OPS[op]
         with self._boundary(name):
-            raw = self._scripts.call(
-                self._job_call(FENCE, job, self._now_arg(), [op, fire_ms, node, token, *extra]), self._wait
-            )
-            return self._fenced_reply(name, op, job, fire_ms, node, token, raw)
+            args = _fenced_args(op, fire_ms, node, token, extra)
+            raw = self._scripts.call(self._job_call(FENCE, job, self._now_arg(), [1, *args]), self._wait)
+            reply = as_list(raw)
+            if len(reply) != 2:
+                raise ValueError(f"{name} reply has {len(reply) - 1} items for 1 request")
+            return self._fenced_reply(name, op, job, fire_ms, node, token, reply[0], as_list(reply[1]))
 
     def _fenced_reply(
-        self, name: str, op: str, job: str, fire_ms: int, node: str, token: int, raw: object
+        self, name: str, op: str, job: str, fire_ms: int, node: str, token: int, now: object, item: list[Any]
     ) -> TransitionResult:
-        """Decode fence.lua's reply ``{now, refusal code, slot}`` (inside the caller's ``_boundary``)."""
-        reply = as_list(raw)
-        if len(reply) != 3:
-            raise ValueError(f"{name} reply has {len(reply)} elements, expected 3")
-        now_ms, why = int(reply[0]), as_text(reply[1])
-        slot = _slot_view(job, fire_ms, as_list(reply[2]))
+        """Decode one request's item of fence.lua's reply (inside the caller's ``_boundary``):
+        ``{refusal code, slot}``, or ``{"!", error}`` for a corrupt key of the job, raised as a
+        ``StoreError``; ``now`` is the call's store time."""
+        if item and item[0] in (b"!", "!"):
+            raise StoreError(f"redis at {self._where} failed {name}: {without_script(as_text(item[-1]))}")
+        if len(item) != 2:
+            raise ValueError(f"{name} reply item has {len(item)} elements, expected 2")
+        now_ms, why = int(as_text(now)), as_text(item[0])
+        slot = _slot_view(job, fire_ms, as_list(item[1]))
         if not why:
             return TransitionResult(True, slot, now_ms)
         want = SlotState.COMMITTED if op == "s" else SlotState.RUNNING
@@ -152,36 +166,53 @@ class RedisWrites(RedisBatching):
         return TransitionResult(False, slot, now_ms, reasons[why])
 
     def fenced(self, requests: Sequence[FencedRequest]) -> list[TransitionResult | StoreError]:
-        """One pipeline of ``fence.lua`` calls (one per master on a cluster), then ``WAIT`` if set."""
+        """``fence.lua`` calls covering many jobs each (one per master on a cluster, packed like a
+        sweep's), in one pipeline, then ``WAIT`` if set."""
         if not requests:
             return []
-        now = self._now_arg()
-        codes = [_FENCED_CODES.get(r.op) for r in requests]
-        calls = []
-        for r, op in zip(requests, codes, strict=True):
+        codes: list[str] = []
+        for r in requests:
+            op = _FENCED_CODES.get(r.op)
             if op is None:
                 raise ValueError(f"fenced request op {r.op!r}: expected 'start', 'renew' or 'finish'")
-            extra: tuple[str | int, ...] = (
+            codes.append(op)
+        now = self._now_arg()
+
+        def item(i: int) -> Sequence[str | int]:
+            r = requests[i]
+            extra = (
                 ("1" if r.succeeded else "0", r.detail, r.retries, r.retry_backoff_ms)
-                if op == "f"
+                if codes[i] == "f"
                 else (r.lease_ms,)
             )
-            calls.append(self._job_call(FENCE, r.job, now, [op, r.fire_ms, r.node, r.token, *extra]))
+            return _fenced_args(codes[i], r.fire_ms, r.node, r.token, extra)
+
+        def build(items: Sequence[int], singles: bool) -> list[tuple[Call, list[int]]]:
+            return self._grouped_calls(
+                FENCE, now, [requests[i].job for i in items], lambda k: item(items[k]), singles=singles
+            )
+
+        out: list[TransitionResult | StoreError | None] = [None] * len(requests)
         with self._boundary("fenced"):
-            replies = self._scripts.call_many(calls, self._wait, errors=True)
-        out: list[TransitionResult | StoreError] = []
-        for r, op, raw in zip(requests, codes, replies, strict=True):
-            assert op is not None
-            try:
-                with self._boundary(r.op):
-                    if isinstance(raw, Exception):
-                        raise raw
-                    out.append(self._fenced_reply(r.op, op, r.job, r.fire_ms, r.node, r.token, raw))
-            except StoreUnavailable:
-                raise  # (READONLY: the server was demoted mid-batch — the whole batch's outcome is unknown)
-            except StoreError as exc:
-                out.append(exc)
-        return out
+            for order, raw in self._run_grouped(build, len(requests), self._wait):
+                reply = as_list(raw)
+                if len(reply) != len(order) + 1:
+                    raise ValueError(f"fenced reply has {len(reply) - 1} items for {len(order)} requests")
+                for i, got in zip(order, reply[1:], strict=True):
+                    out[i] = self._fenced_item(requests[i], codes[i], reply[0], as_list(got))
+        return [r for r in out if r is not None]
+
+    def _fenced_item(
+        self, r: FencedRequest, op: str, now: object, item: list[Any]
+    ) -> TransitionResult | StoreError:
+        """One request's result; a corrupt key of its job (``{"!", message}``) fails only it."""
+        try:
+            with self._boundary(r.op):
+                return self._fenced_reply(r.op, op, r.job, r.fire_ms, r.node, r.token, now, item)
+        except StoreUnavailable:
+            raise
+        except StoreError as exc:
+            return exc
 
     def start(self, job: str, fire_ms: int, node: str, token: int, lease_ms: int) -> TransitionResult:
         return self._fenced("s", job, fire_ms, node, token, lease_ms)
