@@ -1,5 +1,5 @@
 """Job output lines in the agent's log: the per-run and per-second bounds, redaction, and the
-count of ``job_recovered``'s failures from a ledger (pure: no process, no store)."""
+job outcome alerts made of a finish reply (pure: no process, no store)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 from quorum_cron.agent.joboutput import MAX_LINE_CHARS, OutputRate, RunOutput
 from quorum_cron.agent.logs import EVENT_LOGGER
 from quorum_cron.agent.observe import exit_code_of, output_tail
-from quorum_cron.agent.recovery import failures_before
-from quorum_cron.core.model import LedgerEntry, SlotState
+from quorum_cron.core.model import SlotState
 
 
 class Clock:
@@ -69,24 +68,7 @@ def test_the_node_wide_rate_bounds_lines_per_second_over_all_runs(caplog: pytest
     assert len(output_events(caplog)[-1].getMessage()) == MAX_LINE_CHARS
 
 
-def _entry(fire_ms: int, state: SlotState) -> LedgerEntry:
-    return LedgerEntry("j", fire_ms, state, "", (), "n1", 1, 0, 0, 0, "")
-
-
-def test_a_success_recovers_from_the_failed_runs_before_it() -> None:
-    s, f, m = SlotState.SUCCEEDED, SlotState.FAILED, SlotState.MISSED
-    newest_first = [
-        _entry(9, s),
-        _entry(9, SlotState.RETRYING),
-        _entry(8, f),
-        _entry(7, m),
-        _entry(6, SlotState.LOST),
-        _entry(5, s),
-        _entry(4, f),
-    ]
-    assert failures_before(newest_first, 9) == 2  # 8 failed, 7 missed (nothing ran), 6 lost; 5 succeeded
-    assert failures_before([_entry(9, s), _entry(8, s), _entry(7, f)], 9) == 0
-    assert failures_before([_entry(9, s)], 9) == 0
+def test_exit_codes_and_output_tails_for_the_alerts() -> None:
     assert exit_code_of("exit 3\n--- stdout ---\nx") == "3"
     assert exit_code_of("ran locally while the store was unreachable: exit 4") == "4"
     assert exit_code_of("timed out after 1000 ms: process group killed") == "-"
@@ -141,3 +123,28 @@ def test_a_retried_failure_alerts_nothing_and_the_last_one_alerts_once_by_alert_
     obs.reply(Finish("q", 10_000, 3, False, detail), TransitionResult(True, quiet, 0))
     assert len(hook.sent) == 1  # alert_on = []
     assert metrics.last_failure.labels("j")._value.get() == 12.0  # the store's finish time, in seconds
+
+
+def test_a_success_the_store_counts_failures_before_alerts_job_recovered_by_alert_on() -> None:
+    """``job_recovered`` comes from the finish reply's ``failures_before`` (the store's count), on
+    the executor, only for a job whose ``alert_on`` names it, and never for a clean success."""
+    from quorum_cron.agent.alerts import AlertHook
+    from quorum_cron.agent.build import agent_job
+    from quorum_cron.agent.metrics import Metrics
+    from quorum_cron.agent.observe import Observer
+    from quorum_cron.config.settings import JobSpec
+    from quorum_cron.core.actions import Finish
+    from quorum_cron.core.model import SlotView, TransitionResult
+
+    jobs = {
+        name: agent_job(JobSpec.create(name, "@every 10s", command=("true",), alert_on=alert_on))
+        for name, alert_on in (("j", ("recovered",)), ("q", ("failed",)))
+    }
+    hook = AlertHook("n1")
+    obs = Observer("n1", jobs, Metrics(), hook)
+    for name, fire, failures in (("j", 10_000, 0), ("q", 10_000, 4), ("j", 20_000, 3)):
+        view = SlotView(name, fire, SlotState.SUCCEEDED, executor="n1", token=5, runs=1, finished_ms=fire)
+        obs.reply(Finish(name, fire, 5, True, "exit 0"), TransitionResult(True, view, fire, "", failures))
+    (alert,) = hook.sent
+    assert alert.kind == "job_recovered", alert
+    assert alert.fields["job"] == "j" and alert.fields["slot"] == "20000" and alert.fields["failures"] == "3"

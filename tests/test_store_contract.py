@@ -568,6 +568,27 @@ class StoreParity(RuleBasedStateMachine):
         else:
             note(f"finish ok -> {got.slot.state}")
             assert got.slot.state == (SlotState.SUCCEEDED if succeeded else SlotState.FAILED)
+            self._check_failures_before(job, fire, got)
+
+    def _check_failures_before(self, job: str, fire: int, got: TransitionResult) -> None:
+        """A success's ``failures_before`` is what the ledger says: the job's slots that ended
+        failed or lost in a row before it, missed and skipped ones passed over (at least that
+        many when the ledger's trimming dropped the success that started the count)."""
+        if got.slot.state != SlotState.SUCCEEDED:
+            assert got.failures_before == 0, got
+            return
+        count, ended = 0, False
+        for entry in self.model.ledger(job, 10_000)[1:]:  # (newest first; [0] is this success)
+            if entry.fire_ms == fire or entry.state in (SlotState.MISSED, SlotState.SKIPPED):
+                continue
+            if entry.state in (SlotState.FAILED, SlotState.LOST):
+                count += 1
+            elif entry.state == SlotState.SUCCEEDED:
+                ended = True
+                break
+        assert got.failures_before == count if ended else got.failures_before >= count, (got, count)
+        if got.failures_before:
+            note("finish ok after failures")
 
     @rule(
         params=st.lists(
@@ -763,6 +784,7 @@ COVERAGE_GOALS = (
     "finish ok -> succeeded",
     "finish ok -> failed",
     "finish -> retry",
+    "finish ok after failures",
     "vote skipped -> skipped",
     "pause",
     "resume",
@@ -892,7 +914,13 @@ def _fixed_walk() -> None:
         executor, token = commit("beta", beta)
         assert m._start("beta", beta, executor, token, 5_000, "current")
         m._finish("beta", beta, executor, token, False, "exit 3", 0, 0)  # no retries: failed
-        m.advance(31_000)
+        m.advance(20_000)
+        beta = m.fire(0)
+        executor, token = commit("beta", beta)
+        assert m._start("beta", beta, executor, token, 5_000, "current")
+        m._finish("beta", beta, executor, token, True, "", 0, 0)  # recovered from 1 failure
+        assert m.redis.ledger("beta", 1)[0].state == SlotState.SUCCEEDED
+        m.advance(11_000)
         m.sweep([SweepParams("gamma", 30_000, 8_000)], 0)  # gamma's lone vote: missed
         step()
         m.check_store_time()

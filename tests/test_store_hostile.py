@@ -113,6 +113,24 @@ def test_a_corrupt_ledger_in_a_batch_of_finishes_fails_only_its_own_finish(
     assert s.slot("a", T0).state == SlotState.RUNNING  # nothing of a's finish applied
 
 
+@pytest.mark.parametrize("stored", ["abc", "-2", "1e300", "2.5", "99999999999"])
+def test_a_corrupt_failure_streak_reads_as_none_and_harms_only_the_recovery_count(
+    redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]], stored: str
+) -> None:
+    """Meta ``fs`` that is not a plain count: the success lands, reports 0 failures before it
+    (only job_recovered is lost), and the streak starts over from there."""
+    s, _ = store
+    redis_client.hset(key("a", "meta"), "fs", stored)
+    got = []
+    for fire, ok in ((T0 - 2_000, True), (T0 - 1_000, False), (T0, True)):
+        [res] = s.vote([vote("a", fire)])
+        assert s.start("a", fire, "n1", res.slot.token, 10_000).ok
+        done = s.finish("a", fire, "n1", res.slot.token, ok, "exit 0" if ok else "exit 1")
+        assert done.ok and done.slot.state == (SlotState.SUCCEEDED if ok else SlotState.FAILED)
+        got.append(done.failures_before)
+    assert got == [0, 0, 1], (stored, got)
+
+
 def test_one_fence_call_carries_many_jobs_and_a_corrupt_one_fails_only_its_own_requests(
     redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]]
 ) -> None:

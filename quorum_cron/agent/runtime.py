@@ -61,7 +61,6 @@ from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.membership import NodeIdTaken
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.observe import SUMMARY_INTERVAL_S, Observer
-from quorum_cron.agent.recovery import ledgers_of
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.clock.base import Clock, SystemClock
@@ -127,7 +126,7 @@ class Agent:
         self.alerts = AlertHook(
             self.node, command=settings.alert_command, url=settings.alert_url, journal=AlertJournal(store)
         )
-        self.observer = Observer(self.node, self.jobs, self.metrics, self.alerts, ledgers=ledgers_of(store))
+        self.observer = Observer(self.node, self.jobs, self.metrics, self.alerts)
         self._worker = StoreWorker(store, self.node)
         self.health = NodeHealth(
             settings,
@@ -313,7 +312,6 @@ class Agent:
         await self.intake.stop()
         await self.health.leave()
         await self.alerts.aclose()
-        await self.observer.aclose()
         self._worker.shutdown()
         self._summary()  # what the last partial interval saw
         # A node refused at its first heartbeat (its id is held) never joined: "left ... exit 0"

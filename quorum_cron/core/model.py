@@ -207,12 +207,16 @@ class VoteResult:
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class TransitionResult:
-    """The reply to a fenced start or renew: ``ok`` or refused with a reason."""
+    """The reply to a fenced start, renew or finish: ``ok`` or refused with a reason."""
 
     ok: bool
     slot: SlotView
     now_ms: int
     reason: str = ""
+    failures_before: int = 0
+    """A finish that ended its slot ``succeeded`` only: how many of the job's slots ended
+    ``failed`` or ``lost`` in a row before it (missed and skipped slots pass over; the store
+    keeps the count, so ``job_recovered`` needs no ledger read). 0 otherwise."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -144,11 +144,12 @@ end
 -- M.q quorum floor (number), M.p paused, M.tk / M.hw token counter and
 -- high-water mark as stored (decimal text, false when unset; converted only
 -- by the commit / end that needs them), M.pb / M.pr paused by, reason,
--- M.mr the membership record's text (false when unset; vote.lua parses it).
+-- M.mr the membership record's text (false when unset; vote.lua parses it),
+-- M.fs the failure streak as stored (see end_slot).
 local function meta()
   if M == nil then
-    local m = redis.call('HMGET', P .. 'meta', 'q', 'p', 'tk', 'hw', 'mr')
-    M = {q = tonumber(m[1]) or 0, p = m[2] == '1', tk = m[3], hw = m[4], mr = m[5]}
+    local m = redis.call('HMGET', P .. 'meta', 'q', 'p', 'tk', 'hw', 'mr', 'fs')
+    M = {q = tonumber(m[1]) or 0, p = m[2] == '1', tk = m[3], hw = m[4], mr = m[5], fs = m[6]}
     if M.p then
       local w = redis.call('HMGET', P .. 'meta', 'pb', 'pr')
       M.pb, M.pr = w[1] or '', w[2] or ''
@@ -415,6 +416,19 @@ local function log_entry(r, state, reason)
   redis.call('XADD', P .. 'ledger', 'MAXLEN', MAXLEN, '*', unpack(e))
 end
 
+-- The job's failure streak (meta fs): how many of its slots ended failed or
+-- lost in a row, counted when they end; a success reports it (r.fb, the
+-- finish reply's third value: job_recovered needs no ledger read) and resets
+-- it; missed and skipped slots pass over. A value that is not a plain count
+-- reads as 0: it harms only this job's recovery alert.
+local function streak(m)
+  local n = tonumber(m.fs)
+  if n == nil or n < 0 or n >= 1e9 or n ~= math.floor(n) then
+    return 0
+  end
+  return n
+end
+
 -- Move a slot to a terminal state: write it, move it from the open index to
 -- the terminal one (trimming that), append its ledger entry.
 local function end_slot(r, state, reason)
@@ -425,6 +439,15 @@ local function end_slot(r, state, reason)
   f.fm = NOW
   f.lu = nil
   raise_hw(r)
+  if state == 'failed' or state == 'lost' then
+    local n = streak(M) + 1
+    meta_set('fs', n, fmt(n))
+  elseif state == 'succeeded' then
+    r.fb = streak(M)
+    if M.fs and M.fs ~= '0' then
+      meta_set('fs', 0, '0')
+    end
+  end
   save(r)
   if r.new then
     r.new = nil -- never joined the open index

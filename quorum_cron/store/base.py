@@ -27,8 +27,7 @@ overwrites its earlier vote; a start, renew or finish repeated with the same
 token after it succeeded is refused without changing anything. That is what
 lets a node retry after a lost reply.
 
-Times are integer milliseconds since the Unix epoch (UTC); durations are
-integer milliseconds.
+Times are integer milliseconds since the Unix epoch (UTC), durations integer ms.
 """
 
 from __future__ import annotations
@@ -215,7 +214,8 @@ class Store(Protocol):
         now + retry_backoff_ms``; the new executor is notified like any
         assignment. A success, or the last allowed failure, ends the slot
         normally. A paused job is not retried (reason ``job failed; no retry:
-        paused by <by>``).
+        paused by <by>``). A success reports ``failures_before``: the job's
+        slots that ended failed or lost in a row before it (the store counts).
         """
         ...
 

@@ -22,7 +22,9 @@
 -- step, in call order; a job's requests are one group, in order.
 --
 -- Reply: {now, item_1, ..., item_N} over all requests in argument order;
--- item = {why, slot} with slot = emit("", record) and why
+-- item = {why, slot[, failures]} with slot = emit("", record), failures (a
+-- finish that ended the slot succeeded: the job's failure streak before it,
+-- see end_slot in _job.lua; "" otherwise) and why
 --   "" done | U unknown slot | S wrong state | T stale token
 --   X not the executor | D starting deadline passed | N retry not due yet
 -- or {"!", message}: the request failed on a corrupt key of its job (only
@@ -92,7 +94,7 @@ local function fence_one(op, fire, node, token, a, detail, retries, backoff)
     end
   end
   meta_flush()
-  return {'', emit('', r)}
+  return {'', emit('', r), r.fb and fmt(r.fb) or ''}
 end
 
 local out = {NOW}

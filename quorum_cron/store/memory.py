@@ -32,12 +32,7 @@ from quorum_cron.core.model import (
     VoteStatus,
     refusal_reason,
 )
-from quorum_cron.store.keys import (
-    DEFAULT_AUDIT_MAXLEN,
-    DEFAULT_LEDGER_MAXLEN,
-    DEFAULT_RETENTION_MS,
-    DEFAULT_TRIGGER_MAXLEN,
-)
+from quorum_cron.store import keys as defaults
 from quorum_cron.store.memory_control import ControlModel
 from quorum_cron.store.memory_fenced import FencedInTurn
 from quorum_cron.store.memory_observe import ObservationModel
@@ -66,10 +61,10 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn):
         self,
         clock: Callable[[], int],
         *,
-        retention_ms: int = DEFAULT_RETENTION_MS,
-        ledger_maxlen: int = DEFAULT_LEDGER_MAXLEN,
-        audit_maxlen: int = DEFAULT_AUDIT_MAXLEN,
-        trigger_maxlen: int = DEFAULT_TRIGGER_MAXLEN,
+        retention_ms: int = defaults.DEFAULT_RETENTION_MS,
+        ledger_maxlen: int = defaults.DEFAULT_LEDGER_MAXLEN,
+        audit_maxlen: int = defaults.DEFAULT_AUDIT_MAXLEN,
+        trigger_maxlen: int = defaults.DEFAULT_TRIGGER_MAXLEN,
     ) -> None:
         self._clock = clock
         self._retention_ms = retention_ms
@@ -136,8 +131,8 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn):
             rec.runs,
         )
 
-    def _end(self, name: str, job: _Job, rec: _Slot, state: SlotState, reason: str, now: int) -> None:
-        """Move a slot to a terminal state and write its ledger entry."""
+    def _end(self, name: str, job: _Job, rec: _Slot, state: SlotState, reason: str, now: int) -> int:
+        """Move a slot to a terminal state and write its ledger entry; the streak ``_Job.ended`` says."""
         rec.state = state
         rec.reason = reason
         rec.finished_ms = now
@@ -146,6 +141,7 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn):
         self._close_slot(job, rec.fire_ms)
         job.hwm = max(job.hwm, rec.fire_ms)
         self._log(name, job, rec, state, reason, now)
+        return job.ended(state)
 
     @staticmethod
     def _log(name: str, job: _Job, rec: _Slot, state: SlotState, reason: str, now: int) -> None:
@@ -320,8 +316,9 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn):
             return TransitionResult(False, self._view(job, fire_ms, rec), now, why)
         rec.detail = detail
         if succeeded:
-            self._end(job, j, rec, SlotState.SUCCEEDED, "exit 0", now)
-        elif rec.runs >= 1 + retries:
+            before = self._end(job, j, rec, SlotState.SUCCEEDED, "exit 0", now)
+            return TransitionResult(True, self._view(job, fire_ms, rec), now, "", before)
+        if rec.runs >= 1 + retries:
             self._end(job, j, rec, SlotState.FAILED, "job failed", now)
         elif j.control.paused:
             reason = f"job failed; no retry: paused by {j.control.by}"

@@ -60,6 +60,8 @@ class _Job:
     record: MembershipRecord | None = None
     """The membership record the job enforces (Redis: meta ``mr``); only ever replaced by a newer one."""
     hwm: int = 0
+    failures: int = 0
+    """The failure streak (Redis: meta ``fs``): slots ended failed or lost in a row; see ``ended``."""
     ledger: deque[LedgerEntry] = field(default_factory=deque)
     control: JobControl = field(default_factory=lambda: NOT_PAUSED)
     triggers: list[int] = field(default_factory=list)
@@ -68,6 +70,16 @@ class _Job:
     ledger_seq: int = 0
     audit_seq: int = 0
     """Entries ever appended to ``ledger`` / ``audit``: the newest one's id (``ObservationModel``)."""
+
+    def ended(self, state: SlotState) -> int:
+        """A slot of the job ended in ``state``: count a failure or loss into the streak, or
+        return it and start over on a success (``TransitionResult.failures_before``; 0 else)."""
+        if state in (SlotState.FAILED, SlotState.LOST):
+            self.failures += 1
+        elif state == SlotState.SUCCEEDED:
+            before, self.failures = self.failures, 0
+            return before
+        return 0
 
 
 @dataclass

@@ -146,12 +146,13 @@ class RedisWrites(RedisBatching):
         ``StoreError``; ``now`` is the call's store time."""
         if item and item[0] in (b"!", "!"):
             raise StoreError(f"redis at {self._where} failed {name}: {without_script(as_text(item[-1]))}")
-        if len(item) != 2:
-            raise ValueError(f"{name} reply item has {len(item)} elements, expected 2")
+        if len(item) not in (2, 3):
+            raise ValueError(f"{name} reply item has {len(item)} elements, expected 2 or 3")
         now_ms, why = int(as_text(now)), as_text(item[0])
         slot = _slot_view(job, fire_ms, as_list(item[1]))
         if not why:
-            return TransitionResult(True, slot, now_ms)
+            failures = self._streak(job, item[2]) if len(item) > 2 else 0
+            return TransitionResult(True, slot, now_ms, "", failures)
         want = SlotState.COMMITTED if op == "s" else SlotState.RUNNING
         reasons = {
             "U": "unknown slot",
@@ -164,6 +165,16 @@ class RedisWrites(RedisBatching):
         if why not in reasons:
             raise StoreError(f"unexpected refusal code {why!r} from redis at {self._where} to {name}")
         return TransitionResult(False, slot, now_ms, reasons[why])
+
+    def _streak(self, job: str, raw: object) -> int:
+        """A finish reply's failure streak (``""``: none); a bad value is reported and read as 0
+        (only this job's recovery alert is lost)."""
+        try:
+            text = parse.text(raw, "failure streak", 20)
+            return parse.bounded_int(text, f"failure streak of job {job}", 0) if text else 0
+        except parse.BadValue as exc:
+            self._bad(exc.what, exc.problem)
+            return 0
 
     def fenced(self, requests: Sequence[FencedRequest]) -> list[TransitionResult | StoreError]:
         """``fence.lua`` calls covering many jobs each (one per master on a cluster, packed like a
