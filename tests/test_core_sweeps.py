@@ -69,6 +69,33 @@ def test_a_failed_sweep_is_covered_by_the_next_and_a_probe_covers_every_job() ->
     assert _jobs(plan.next(3_500, probe=False)) == ["a", "b"]
 
 
+def test_a_job_a_vote_reply_showed_waits_for_its_time_and_a_sweep_of_others_keeps_it() -> None:
+    """``expect`` (a vote's reply said when a sweep can change the slot): the job is not swept
+    before then; a sweep in flight that did not cover it does not drop it, a failed sweep that
+    did cover it hands it to the next, and a full sweep absorbs it."""
+    plan = SweepPlan(PARAMS)
+    plan.next(0, probe=False)
+    plan.replied(SweepResult([], {"b": 2_000}), 0)
+    plan.expect(0, 5_000)
+    plan.expect(0, 7_000)  # (a later time for the same job: the earlier one stands)
+    assert plan.due_in_ms(1_000) == 1_000  # ("b" first)
+    assert _jobs(plan.next(2_000, probe=False)) == ["b"]
+    plan.expect(2, 3_000)  # (a reply while "b"'s sweep is in flight)
+    plan.replied(SweepResult([], {}), 2_100)
+    assert plan.due_in_ms(2_100) == 900  # ("c" at 3,000, "a" at 5,000: both kept)
+    assert plan.next(2_900, probe=False) is None
+    assert _jobs(plan.next(3_000, probe=False)) == ["c"]
+    plan.failed()  # ("c" goes with the next sweep, due or not)
+    assert _jobs(plan.next(3_100, probe=False)) == ["c"]
+    plan.replied(SweepResult([], {}), 3_200)
+    assert _jobs(plan.next(5_000, probe=False)) == ["a"]
+    plan.replied(SweepResult([], {}), 5_100)
+    plan.expect(1, 9_000)
+    assert _jobs(plan.next(FULL_SWEEP_MS, probe=False)) == ["a", "b", "c"]  # (the backstop)
+    plan.replied(SweepResult([], {}), FULL_SWEEP_MS)
+    assert plan.due_in_ms(FULL_SWEEP_MS) == 0  # ("b"'s expectation went with the full sweep)
+
+
 def test_a_reload_makes_the_next_sweep_cover_every_job_of_the_new_list() -> None:
     plan = SweepPlan(PARAMS)
     plan.next(0, probe=False)
@@ -87,7 +114,9 @@ def test_a_voter_keeps_sweeping_a_job_another_node_executes_until_its_slot_ends(
     assert slot.state == SlotState.RUNNING
     voter = next(name for name in d.nodes if name != slot.executor)
     core = d.nodes[voter].core
-    now = Now(t0 + 5_000, d.mono_ms + 5_000)  # (past any sweep timer, before the full sweep's)
+    # Past the lease the voter's vote reply showed (or its own deadline, for the first voter, which
+    # saw the slot proposed), before the full sweep's time: a sweep could now change the slot.
+    now = Now(t0 + 31_000, d.mono_ms + 31_000)
     (sweep,) = [a for a in core.tick(now) if isinstance(a, Sweep)]
     # "a" has a slot open (running elsewhere), "b" none: only "a" is swept.
     assert _jobs(sweep) == ["a"]
@@ -106,3 +135,39 @@ def test_a_node_with_nothing_open_makes_no_sweep_call() -> None:
     core.on_reply(sweeps[0], store.sweep(sweeps[0].params), now)
     for mono in range(1_000, 30_000, 1_000):  # (no slot of "a" due for most of an hour)
         assert not [a for a in core.tick(Now(now.wall_ms + mono, mono)) if isinstance(a, Sweep)]
+
+
+def test_a_voter_sweeps_its_committed_slot_at_the_start_timeout_not_right_after_its_vote() -> None:
+    """The vote's reply says the slot is committed at the store's time: the node does not sweep the
+    job until the start timeout can have passed (issue 27: each node swept every job right after
+    its vote, a third of the store's sweep work, changing nothing), and sweeps it then."""
+    store_now = [1_700_000_000_000 - 1_700_000_000_000 % 60_000 + 60_000 - 500]
+    store = MemoryStore(lambda: store_now[0])
+    settings = NodeSettings(node_id="n1", quorum=1)
+    core = NodeCore(settings, [job("a", 60_000)])
+    core.set_trust(True)
+    mono = 0
+
+    def tick_to(wall: int) -> list[Sweep]:
+        nonlocal mono
+        mono += wall - store_now[0]
+        store_now[0] = wall
+        out = []
+        for action in core.tick(Now(wall, mono)):
+            if isinstance(action, Sweep):
+                core.on_reply(action, store.sweep(action.params), Now(wall, mono))
+                out.append(action)
+            elif type(action).__name__ in ("Vote", "ReadHighWater"):
+                from quorum_cron.core.perform import perform
+
+                core.on_reply(action, perform(store, "n1", action), Now(wall, mono))
+        return out
+
+    fire = store_now[0] + 500
+    assert [_jobs(s) for s in tick_to(store_now[0])] == [["a"]]  # (the first, full sweep)
+    swept = [_jobs(s) for wall in range(fire - 400, fire + 5_000, 100) for s in tick_to(wall)]
+    assert store.slot("a", fire).state == SlotState.COMMITTED  # (voted, committed, never started)
+    assert swept == [], swept  # (nothing a sweep could change before the start timeout)
+    swept = [_jobs(s) for wall in range(fire + 5_000, fire + 7_000, 100) for s in tick_to(wall)]
+    assert ["a"] in swept, swept  # (the start timeout passed: swept, within sweep_ms)
+    assert store.slot("a", fire).state != SlotState.COMMITTED or store.slot("a", fire).attempt > 1

@@ -21,6 +21,7 @@ import pytest
 
 import sim
 import sim.quorum
+from quorum_cron.core.actions import Finish
 from quorum_cron.core.lifecycle import TRANSITIONS, IllegalTransition, Phase, allowed, step
 from quorum_cron.core.node import NodeCore
 from quorum_cron.core.slots import Pending, Running, Slot, phase_of, settle
@@ -190,6 +191,18 @@ def test_step_raises_on_what_the_table_does_not_list() -> None:
     assert step(Phase.MISSED, Phase.MISSED) is Phase.MISSED  # (staying put is not a step)
     with pytest.raises(IllegalTransition, match="missed -> running is not in the lifecycle table"):
         step(Phase.MISSED, Phase.RUNNING)
+
+
+def test_a_failed_start_of_a_retry_falls_back_to_the_finish_still_being_sent() -> None:
+    """A record holding the ``Finish`` of a failed run (its reply lost, sent again) and the
+    ``Start`` of the retry the store gave this node is ``starting``; the start failing leaves the
+    finish: ``finishing``, a step the table allows (explorer seed 60 with 10 jobs took it)."""
+    slot = Slot(T0, finish=Finish("j", T0, 963, False, "exit 1", retries=2), finishing=True)
+    assert phase_of(slot, may_vote=True) is Phase.FINISHING
+    slot.start_token = 996
+    assert phase_of(slot, may_vote=True) is Phase.STARTING
+    slot.start_token = None
+    assert step(Phase.STARTING, phase_of(slot, may_vote=True)) is Phase.FINISHING
 
 
 def test_allowed_refuses_what_the_table_does_not_list() -> None:

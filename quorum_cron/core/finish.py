@@ -80,7 +80,7 @@ class FinishingSide(RunningSide):
                 self._finish_count -= 1
             s.finish_retry = 0
         # A failed run with retries left comes back committed (maybe to us).
-        return self._on_view(reply.slot, now) if reply.ok else []
+        return self._on_view(reply.slot, now, store_ms=reply.now_ms) if reply.ok else []
 
     def _failed_finish(
         self, action: Finish, now: Now, failure: Failure, reason: str, retry_at: int

@@ -53,13 +53,18 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     P.LOCAL: frozenset({P.DUE, P.VOTING, P.ABSTAINED, P.AWAITING, P.DEFERRED, P.STARTING, P.NONE}),
     P.AWAITING: frozenset({P.DEFERRED, P.STARTING, P.RUNNING, P.MISSED, P.NONE}),
     P.DEFERRED: frozenset({P.STARTING, P.NONE}),
-    P.STARTING: frozenset({P.DUE, P.VOTING, P.LOCAL, P.RUNNING, P.AWAITING, P.DEFERRED, P.MISSED, P.NONE}),
+    P.STARTING: frozenset(
+        {P.DUE, P.VOTING, P.LOCAL, P.RUNNING, P.AWAITING, P.DEFERRED, P.FINISHING, P.MISSED, P.NONE}
+    ),
     P.RUNNING: frozenset({P.FINISHING, P.STARTING, P.LOCAL, P.MISSED, P.NONE}),
     P.FINISHING: frozenset({P.DUE, P.VOTING, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.MISSED, P.NONE}),
     P.MISSED: frozenset({P.STARTING, P.NONE}),
 }
 """Phase → the phases one input may take a slot to (an input can make several steps: a vote
-reply that commits the slot to this node goes from ``voting`` straight to ``starting``)."""
+reply that commits the slot to this node goes from ``voting`` straight to ``starting``).
+``starting`` → ``finishing``: the store handed this node the retry of a run whose ``Finish``
+it is still sending (the reply was lost), and the retry's ``Start`` failed: the record is back
+to the finish it holds."""
 
 
 def allowed(before: Phase, after: Phase) -> bool:

@@ -249,8 +249,11 @@ class NodeCore(VotingSide, Inspection, FinishingSide, JobSwap):
                 out.append(retried)
         if not self._sweeping and mono >= self._next_sweep_mono:
             sweep = self._sweeps.next(mono, probe=not self._reachable)
-            if sweep is None:  # (nothing open, nothing heard of: look again at the cap)
+            if sweep is None:  # (nothing due, nothing heard of: look again at the cap, or sooner)
                 gap = max_sweep_gap(self.settings.sweep_ms, self.settings.start_timeout_ms)
+                due_in = self._sweeps.due_in_ms(mono)
+                if due_in:
+                    gap = min(gap, due_in)
                 self._next_sweep_mono = min(mono + gap, self._sweeps.next_full())
             else:
                 self._sweeping = True

@@ -99,6 +99,32 @@ class RunningSide(CoreState):
                 r.renew_sent_mono = now.mono_ms
                 out.append(Renew(js.job.name, fire_ms, r.token, self.settings.lease_ms))
 
+    def _sweep_when(self, js: _JobState, view: SlotView, now: Now, store_ms: int) -> None:
+        """When this node's sweeps should next cover the job for this slot (core.sweeps).
+
+        An ended slot needs no sweep. Otherwise, with the store's time of the reply, the job is
+        swept when the store's sweep could first change the slot, as ``sweep.lua``'s ``due_at``
+        reckons it (a proposed slot by this node's own deadline, which its recorded vote
+        carried: never later than the store's); without it, at the next sweep.
+        """
+        state = view.state
+        if state in TERMINAL_STATES:
+            return
+        if not store_ms or state == SlotState.ABSENT:
+            self._sweeps.heard.add(js.index)  # (a slot of the job may exist: sweep it until it ends)
+            return
+        if state == SlotState.PROPOSED:
+            at = view.fire_ms + js.job.deadline_ms
+        elif state == SlotState.COMMITTED:
+            at = max(view.committed_ms, view.not_before_ms) + self.settings.start_timeout_ms
+        else:
+            at = view.lease_until_ms
+        at_mono = now.mono_ms + max(1, at + 1 - store_ms)
+        self._sweeps.expect(js.index, at_mono)
+        if not self._sweeping:  # (sooner than planned, but never sooner than sweep_ms from now)
+            soonest = max(at_mono, now.mono_ms + self.settings.sweep_ms)
+            self._next_sweep_mono = min(self._next_sweep_mono, soonest)
+
     def _killed_at_lease_end(self, js: _JobState) -> bool:
         """Whether the job's runs are killed on a timer at their lease end.
 
@@ -120,12 +146,13 @@ class RunningSide(CoreState):
         self._dirty.add(js.index)
         return [killed_lease_expired_unreachable(js.job.name, fire_ms, r.token)]
 
-    def _on_view(self, view: SlotView, now: Now, poll_again: bool = False) -> list[Action]:
-        """React to a slot's state, whichever call revealed it."""
+    def _on_view(self, view: SlotView, now: Now, poll_again: bool = False, store_ms: int = 0) -> list[Action]:
+        """React to a slot's state, whichever call revealed it (``store_ms``: the store's time of
+        the reply, when it says; 0 when not)."""
         js = self._jobs.get(view.job)
         if js is None:
             return []
-        self._sweeps.heard.add(js.index)  # (a slot of the job exists: sweep it until it ends)
+        self._sweep_when(js, view, now, store_ms)
         me = self.settings.node_id
         if view.state == SlotState.COMMITTED:
             self._stop_polling(js, view.fire_ms)

@@ -325,6 +325,6 @@ class CoreState:
                 delivery=js.job.delivery,
             )
 
-    def _on_view(self, view: SlotView, now: Now, poll_again: bool = False) -> list[Action]:
+    def _on_view(self, view: SlotView, now: Now, poll_again: bool = False, store_ms: int = 0) -> list[Action]:
         """React to a slot's state, whichever call revealed it (``core.run.RunningSide``)."""
         raise NotImplementedError

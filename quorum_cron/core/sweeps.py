@@ -15,8 +15,14 @@ covers
   earliest deadline, start timeout or lease passes, by the store's
   reckoning at the sweep), and
 * the jobs this node heard of a slot of since the last sweep was sent
-  (``heard``: the core adds a job when it takes in a slot record or is
-  shown a slot),
+  (``heard``: the core adds a job when it is shown a slot, or learns one
+  may exist, without the store's word on when a sweep could change it),
+  and
+* the jobs a vote's reply showed a slot of (``expect``): the reply carries
+  the store's time and the slot's state, so the core knows, as a sweep's
+  reply would have said, the earliest instant a sweep can change that slot
+  (its deadline, start timeout or lease end), and the job is swept then, not
+  at once,
 
 and every :data:`FULL_SWEEP_MS` (and at start, after a reload, and while
 the store is unreachable, when the sweep is the probe) all of them: the
@@ -32,6 +38,12 @@ slot changes only through a sweep once its time passes, or through steps
 that only push that time later (a start, a renewal, a takeover, a retry);
 a slot created since is heard of, and one never heard of is the full
 sweep's. So a job's sweep waits for its own time.
+
+Why ``expect``: at a burst every node votes for every job, and sweeping each
+job as soon as its vote's reply came (or, before that, as soon as the vote
+was planned) changed nothing — the slot was minutes from its deadline and
+seconds from its start timeout — yet cost a sweep item per node and slot,
+about a third of the store's sweep work (benchmarks/scale.py, issue 27).
 """
 
 from __future__ import annotations
@@ -43,6 +55,8 @@ from quorum_cron.core.model import SweepParams, SweepResult
 
 __all__ = ["FULL_SWEEP_MS", "SweepPlan"]
 
+NEVER = 1 << 62
+
 FULL_SWEEP_MS = 60_000
 """How often a node sweeps every job, whatever it heard of (the backstop)."""
 
@@ -50,13 +64,17 @@ FULL_SWEEP_MS = 60_000
 class SweepPlan:
     """The jobs (by index in the core's job list) the next sweep covers; see the module docstring."""
 
-    __slots__ = ("_all", "_due", "_full_at", "_index", "_params", "_sent", "_sent_full", "heard")
+    __slots__ = ("_all", "_due", "_expect", "_full_at", "_index", "_params", "_sent", "_sent_full", "heard")
 
     def __init__(self, params: Iterable[SweepParams]) -> None:
         self.heard: set[int] = set()
         """Jobs this node heard of a slot of since the last sweep was sent (the core adds to it)."""
         self._due: dict[int, int] = {}
         """Jobs with a slot open: the monotonic time at which a sweep of the job can change one."""
+        self._expect: dict[int, int] = {}
+        """Like ``_due``, from replies other than a sweep's since the last sweep covering the job
+        was sent (kept apart: a sweep's reply replaces ``_due`` of the jobs it covered, and must
+        not drop what it could not have seen)."""
         self._sent: set[int] = set()
         """What the sweep in flight covers besides the full list: re-covered if it fails."""
         self._sent_full = False
@@ -68,7 +86,15 @@ class SweepPlan:
         self._all = Sweep(self._params)
         self._index = {p.job: i for i, p in enumerate(self._params)}
         self._due = {}
+        self._expect = {}
         self._full_at = 0
+
+    def expect(self, index: int, mono_ms: int) -> None:
+        """Job ``index`` has a slot a sweep can change from ``mono_ms`` on (a vote's reply said):
+        sweep it then (or earlier, with whatever else is due)."""
+        at = self._expect.get(index)
+        if at is None or mono_ms < at:
+            self._expect[index] = mono_ms
 
     def next(self, mono_ms: int, probe: bool) -> Sweep | None:
         """The sweep to send now (None: no job has anything a sweep could change yet).
@@ -77,10 +103,17 @@ class SweepPlan:
         answers again: it covers every job (a failed call costs the store nothing).
         """
         heard, self.heard = self.heard, set()
+        expect = self._expect
         if probe or mono_ms >= self._full_at:
-            self._sent, self._sent_full = heard, True
+            self._sent, self._sent_full = heard.union(expect), True
+            self._expect = {}
             return self._all
         chosen = heard.union(i for i, at in self._due.items() if at <= mono_ms)
+        if expect:
+            ripe = [i for i, at in expect.items() if at <= mono_ms]
+            for i in ripe:
+                del expect[i]
+            chosen.update(ripe)
         self._sent, self._sent_full = chosen, False
         if not chosen:
             return None
@@ -94,9 +127,12 @@ class SweepPlan:
     def due_in_ms(self, mono_ms: int) -> int:
         """Milliseconds from ``mono_ms`` until a sweep can change an open slot this node knows of
         (>= 1; 0 when it knows of none): when the next sweep is worth sending."""
-        if not self._due:
+        if not self._due and not self._expect:
             return 0
-        return max(1, min(self._due.values()) - mono_ms)
+        return max(
+            1,
+            min(min(self._due.values(), default=NEVER), min(self._expect.values(), default=NEVER)) - mono_ms,
+        )
 
     def replied(self, reply: SweepResult, mono_ms: int) -> None:
         """The sweep sent last was answered at ``mono_ms``: its jobs still open are swept again

@@ -69,8 +69,8 @@ class VotingSide(CoreState):
         while (t := self._next_fire(js)) <= horizon:
             s = slots.get(t)
             if s is None:  # (the common case, inlined: a new record with its vote part)
+                # (Not swept yet: the vote's reply, its failure or an abstention says when.)
                 s = slots[t] = Slot(t, vote=Pending(fire_ms=t, deadline_ms=js.job.deadline_ms))
-                self._sweeps.heard.add(js.index)
             elif s.vote is None:
                 s.vote = Pending(fire_ms=t, deadline_ms=js.job.deadline_ms)
             touched.append((js, s))
@@ -127,6 +127,7 @@ class VotingSide(CoreState):
             if not self._may_vote:
                 if not p.abstained:
                     p.abstained = True
+                    self._sweeps.heard.add(js.index)  # (other nodes' votes may create the slot)
                     self._touched.append((js, s))
                     out.append(Abstain(js.job.name, fire_ms, self._abstain_reason()))
                 continue
@@ -148,6 +149,7 @@ class VotingSide(CoreState):
         held = self._hold_until_answered(failure, retry_at)
         for req in action.requests:
             js = self._jobs[req.job]
+            self._sweeps.heard.add(js.index)  # (the vote may have landed all the same)
             s = js.slots.get(req.fire_ms)
             p = s.vote if s is not None else None
             if p is not None:
@@ -225,7 +227,7 @@ class VotingSide(CoreState):
                 s.vote = None
                 if not p.in_flight:
                     self._dirty.add(js.index)  # (a vote in flight has no timer: dropping it changes none)
-            out.extend(self._on_view(res.slot, now, poll_again=True))
+            out.extend(self._on_view(res.slot, now, poll_again=True, store_ms=res.now_ms))
         return out
 
     def _on_refused(
@@ -248,6 +250,7 @@ class VotingSide(CoreState):
                 p.why = f"refused by membership: {res.reason}"
                 self._dirty.add(index)
             return
+        self._sweeps.heard.add(index)  # (the slot may exist: members' votes)
         if req.epoch > self._refused_reported:
             self._refused_reported = req.epoch
             out.append(Refused(req.job, req.fire_ms, req.epoch, res.epoch, res.reason))
