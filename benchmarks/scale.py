@@ -570,10 +570,14 @@ def analyse(
     ]
     calls: Counter[str] = Counter()
     usec: Counter[str] = Counter()
+    usec_per_master: list[dict[str, float]] = []
     for a, b in zip(after["servers"], before["servers"], strict=True):
+        mine: Counter[str] = Counter()
         for k, v in a["calls"].items():
             calls[k] += v - b["calls"].get(k, 0)
             usec[k] += a["usec"][k] - b["usec"].get(k, 0)
+            mine[k] += a["usec"][k] - b["usec"].get(k, 0)
+        usec_per_master.append({k: round(v / 1e6, 3) for k, v in mine.most_common(8) if v > 0})
     mem_rest = sum(s["used_memory"] for s in before["servers"]) - sum(
         s["used_memory"] for s in empty["servers"]
     )
@@ -659,6 +663,9 @@ def analyse(
         "redis_cpu_us_per_slot": round(redis_cpu / due * 1e6, 1) if due else float("nan"),
         "redis_cpu_share": round(redis_cpu / window_s, 3),
         "redis_cpu_s_per_master": per_master,
+        # Per server, the seconds inside its 8 costliest commands over the window (INFO
+        # commandstats usec): where an uneven master of a cluster spends its time.
+        "redis_command_s_per_master": usec_per_master,
         "redis_calls_per_slot": {k: round(v / due, 3) for k, v in calls.most_common() if v > 0},
         "redis_usec_per_slot": {k: round(v / due, 2) for k, v in usec.most_common() if v > 0},
         "redis_memory_bytes_at_rest": mem_rest,
@@ -724,6 +731,14 @@ def report(res: dict[str, Any]) -> None:
         f"Redis CPU {res['redis_cpu_s']:.2f} s over {res['window']['seconds']:.0f} s = "
         f"{res['redis_cpu_us_per_slot']:.1f} µs per slot ({res['redis_cpu_share'] * 100:.0f}% of a core"
         + (f"; per master {res['redis_cpu_s_per_master']} s" if res["topology"] == "cluster" else "")
+        + (
+            "".join(
+                f"\n  master {i + 1} commands (s): {m}"
+                for i, m in enumerate(res["redis_command_s_per_master"])
+            )
+            if res["topology"] == "cluster"
+            else ""
+        )
         + ")"
     )
     top = ", ".join(f"{k} {v}" for k, v in list(res["redis_calls_per_slot"].items())[:6])
