@@ -22,6 +22,7 @@ import pytest
 from quorum_cron.agent import health
 from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.health import NodeHealth
+from quorum_cron.agent.jobtables import REPUBLISH_BEATS, JobTableSync, table_digest
 from quorum_cron.agent.logs import EVENT_LOGGER
 from quorum_cron.agent.membership import NodeIdTaken
 from quorum_cron.agent.metrics import Metrics
@@ -119,7 +120,9 @@ async def test_first_contact_heartbeats_checks_the_clock_and_lets_the_node_vote(
     assert await node.health.first_contact(lambda: False)
     [me] = node.store.members()
     assert me.node == "n1" and me.incarnation == node.health.membership.incarnation
-    assert me.info["jobs"] == "a=hash-a,b=hash-b"
+    # The table beside the heartbeat, the heartbeat naming it by digest (issue 27: not inline).
+    assert "jobs" not in me.info and me.info["jobs_digest"] == table_digest("a=hash-a,b=hash-b")
+    assert node.store.published_jobs(["n1", "n2"]) == {"n1": "a=hash-a,b=hash-b"}
     assert me.info["voting"] == "no" and me.info["clock"] == "cannot tell"  # the beat came before the probe
     assert node.trust[-1][0] and node.trust[-1][1].startswith("clock trusted: store TIME bound 0.0 ms")
     assert metric(node.metrics, "quorum_cron_store_up") == 1
@@ -266,7 +269,8 @@ def test_the_heartbeat_info_says_whether_the_node_votes_and_carries_the_configur
         node = Node(info={"version": "9.9"})
         assert await node.health.first_contact(lambda: False)
         info = node.health.info()
-        assert info["version"] == "9.9" and info["voting"] == "yes" and info["jobs"] == "a=hash-a,b=hash-b"
+        assert info["version"] == "9.9" and info["voting"] == "yes"
+        assert info["jobs_digest"] == table_digest("a=hash-a,b=hash-b") and "jobs" not in info
         assert info["host"]
         node.health.voting_stopped = True  # a graceful stop
         assert node.health.info()["voting"] == "no"
@@ -324,10 +328,13 @@ async def test_a_reload_rebuilds_the_heartbeat_jobs_and_compares_unchanged_peers
     a reload (the table replaced in place, then ``jobs_changed``) must not leave either stale."""
     peer = [_member("n1"), _member("n2", "a=hash-a,b=hash-b,c=hash-c")]  # n2 already runs a job c
     node.health.observe_members(peer)
-    assert node.health.info()["jobs"] == "a=hash-a,b=hash-b" and node.alerts.sent == []
+    assert node.health.tables.table == "a=hash-a,b=hash-b" and node.alerts.sent == []
+    before = node.health.info()["jobs_digest"]
     node.health.jobs["c"] = agent_job("c", spec_hash="hash-c-mine")  # a reload adds c, defined otherwise
     node.health.jobs_changed()
-    assert node.health.info()["jobs"] == "a=hash-a,b=hash-b,c=hash-c-mine"
+    assert node.health.tables.table == "a=hash-a,b=hash-b,c=hash-c-mine"
+    assert node.health.info()["jobs_digest"] == table_digest(node.health.tables.table) != before
+    assert node.health.tables.publish_due()  # (written again before the next heartbeat)
     node.health.observe_members(peer)  # the same list as before: compared again all the same
     [mismatch] = alerts_of(node.alerts, AlertKind.SPEC_MISMATCH)
     assert mismatch.fields["job"] == "c" and mismatch.fields["theirs"] == "hash-c"
@@ -434,3 +441,39 @@ async def test_leaving_with_the_store_down_does_not_raise(node: Node) -> None:
     node.store.down = "connection refused"
     await node.health.leave()
     assert node.store.count("leave") == 1
+
+
+def _digest_member(node: str, table: str) -> Member:
+    return Member(node, f"inc-{node}", T0, T0 + 10_000, {"jobs_digest": table_digest(table)})
+
+
+@inproc
+async def test_a_peer_naming_its_table_by_digest_is_read_once_per_digest_and_compared(node: Node) -> None:
+    """A heartbeat carries the job table's digest; the table is read from the store only when a
+    peer's digest moved, and a table that does not match the digest yet waits for the next beat."""
+    theirs = "a=hash-new,b=hash-b"
+    node.store.publish_jobs("n2", "a=hash-a,b=hash-b")  # (the write of its new table not landed yet)
+    live = [_member("n1"), _digest_member("n2", theirs)]
+    assert node.health.tables.to_read(live) == ["n2"]
+    node.health.observe_members(live, node.store.published_jobs(["n2"]))
+    assert node.alerts.sent == [] and node.health.tables.to_read(live) == ["n2"]  # (read again next beat)
+    node.store.publish_jobs("n2", theirs)
+    node.health.observe_members(live, node.store.published_jobs(node.health.tables.to_read(live)))
+    [mismatch] = alerts_of(node.alerts, AlertKind.SPEC_MISMATCH)
+    assert mismatch.fields["job"] == "a" and mismatch.fields["theirs"] == "hash-new"
+    assert node.health.tables.to_read(live) == []  # (compared: not read again while it stays)
+    node.health.observe_members(live, {})
+    assert len(alerts_of(node.alerts, AlertKind.SPEC_MISMATCH)) == 1
+
+
+def test_the_table_is_written_before_the_first_heartbeat_again_when_changed_and_every_so_often() -> None:
+    jobs = {"a": agent_job("a", spec_hash="h")}
+    sync = JobTableSync("n1", jobs)
+    assert sync.publish_due()  # (never written)
+    sync.published()
+    assert [sync.publish_due() for _ in range(REPUBLISH_BEATS)] == [False] * (REPUBLISH_BEATS - 1) + [True]
+    sync.published()
+    assert not sync.publish_due()
+    jobs["b"] = agent_job("b", spec_hash="h")  # (a reload replaces the table in place)
+    sync.changed()
+    assert sync.table == "a=h,b=h" and sync.publish_due()

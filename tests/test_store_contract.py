@@ -753,6 +753,20 @@ class StoreParity(RuleBasedStateMachine):
         if not got.ok:
             assert got.holder and got.holder != incarnation, got
 
+    @rule(
+        node=st.sampled_from(NODES[:3]),
+        table=st.sampled_from(("", "a=0123456789abcdef", "a=0123456789abcdef,b=fedcba9876543210", "é=1")),
+        asked=st.lists(st.sampled_from(NODES[:4]), max_size=4),
+    )
+    def publish_jobs(self, node: str, table: str, asked: list[str]) -> None:
+        """A node's job table beside its heartbeat: kept as written, read back for the nodes asked."""
+        self.redis.publish_jobs(node, table)
+        self.model.publish_jobs(node, table)
+        got = self.redis.published_jobs(asked)
+        self.same("published_jobs", got, self.model.published_jobs(asked))
+        assert set(got) <= set(asked) and (node not in asked or got[node] == table), (got, node, table)
+        note("op publish_jobs")
+
     @rule(node=st.sampled_from(NODES[:3]), incarnation=st.sampled_from(("i-a", "i-b")))
     def leave(self, node: str, incarnation: str) -> None:
         self.redis.leave(node, incarnation)
@@ -806,7 +820,7 @@ OPERATIONS: tuple[str, ...] = (
     "slots",
 )
 OPERATIONS += ("ledger", "members", "time_ms", "pause", "resume", "trigger", "triggers", "control")
-OPERATIONS += ("heartbeat", "leave", "fenced")
+OPERATIONS += ("heartbeat", "leave", "fenced", "publish_jobs")
 """Every store operation the machine calls (``op <name>`` in :data:`STATS`)."""
 
 WALK_GOALS = (

@@ -131,6 +131,23 @@ def test_a_corrupt_failure_streak_reads_as_none_and_harms_only_the_recovery_coun
     assert got == [0, 0, 1], (stored, got)
 
 
+def test_a_corrupt_job_table_is_left_out_and_reported_and_the_others_read(
+    redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]]
+) -> None:
+    """``qc:{ns}:jobs`` holds what any writer put there: a table that is not UTF-8 is left out of
+    the reply (reported once), the other nodes' tables are still read; a key of the wrong type
+    fails the read with a StoreError (the agent's heartbeat goes on without the table)."""
+    s, seen = store
+    s.publish_jobs("n1", "a=0123456789abcdef")
+    redis_client.hset(f"qc:{{{NS}}}:jobs", "n2", b"\xff\xfe not text")
+    assert s.published_jobs(["n1", "n2", "n3"]) == {"n1": "a=0123456789abcdef"}
+    assert [what for what, _ in seen] == ["job table of node n2"]
+    redis_client.delete(f"qc:{{{NS}}}:jobs")
+    redis_client.set(f"qc:{{{NS}}}:jobs", "not a hash")
+    with pytest.raises(StoreError, match="WRONGTYPE"):
+        s.published_jobs(["n1"])
+
+
 def test_one_fence_call_carries_many_jobs_and_a_corrupt_one_fails_only_its_own_requests(
     redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]]
 ) -> None:

@@ -33,9 +33,11 @@ import random
 import socket
 from collections.abc import Callable, Mapping
 from functools import partial
+from typing import TypeVar
 
 from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.clocktrust import ClockTrust
+from quorum_cron.agent.jobtables import JobTableSync
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.membership import (
     Membership,
@@ -56,6 +58,8 @@ from quorum_cron.errors import StoreError, StoreOutOfMemory, StoreUnavailable
 from quorum_cron.store.base import Member, Store
 
 __all__ = ["BACKOFF_MAX_MS", "BACKOFF_MIN_MS", "NodeHealth"]
+
+T = TypeVar("T")
 
 log = logging.getLogger(EVENT_LOGGER)
 
@@ -83,10 +87,9 @@ class NodeHealth:
         self.settings = settings
         self.node = settings.node_id
         self.jobs = jobs
-        self._jobs_info: str | None = None
-        """The heartbeat's ``jobs`` field, built once per job table (:meth:`jobs_changed`)."""
-        self._peer_jobs_seen: dict[str, str] = {}
-        """Each peer's ``jobs`` field as last compared with ours: unchanged, nothing new to alert."""
+        self.tables = JobTableSync(settings.node_id, jobs)
+        """This node's job table beside its heartbeat; the peers' read when their digest moves."""
+        self._table_error = ""
         self.store = store
         self.worker = worker
         self.clock = clock
@@ -219,24 +222,15 @@ class NodeHealth:
         self._set_trust(trusted, reason)
 
     def jobs_changed(self) -> None:
-        """The job table was replaced (a reload): rebuild the heartbeat's field, compare peers anew."""
-        self._jobs_info = None
-        self._peer_jobs_seen.clear()
-
-    def _jobs_field(self) -> str:
-        # Built per job table, not per heartbeat: 3,000 jobs cost 25 ms a beat (issue 27's profile).
-        if self._jobs_info is None:
-            self._jobs_info = ",".join(
-                f"{j.name}={j.core.spec_hash}" for j in sorted(self.jobs.values(), key=lambda j: j.name)
-            )
-        return self._jobs_info
+        """The job table was replaced (a reload): write it anew, compare peers anew."""
+        self.tables.changed()
 
     def info(self) -> dict[str, str]:
         """The heartbeat's info: host, job definitions, voting, clock verdict (``status`` shows it)."""
         verdict = self.trust.verdict()
         return {
             "host": socket.gethostname(),
-            "jobs": self._jobs_field(),
+            "jobs_digest": self.tables.digest,
             "voting": "no" if self.voting_stopped or not self._trusted or self.is_refused_member() else "yes",
             **verdict.as_info(),
             **self.settings.info,
@@ -275,10 +269,28 @@ class NodeHealth:
         return True
 
     async def _beat(self) -> None:
+        # The table goes before the heartbeat that names it by digest.
+        publish = partial(self.store.publish_jobs, self.node, self.tables.table)
+        if self.tables.publish_due() and await self._table_call(publish):
+            self.tables.published()
         epoch = self.record.epoch if self.record is not None else 0
         result = await self.worker.background(partial(self.membership.beat, self.info(), epoch))
         if result.membership is not None:
             self.membership_seen(result.membership)
+
+    async def _table_call(self, call: Callable[[], T]) -> tuple[T] | None:
+        """A job-table write or read, best-effort: its result (a 1-tuple), or None if the store
+        refused it (a corrupt key costs the peers' definition check, never the heartbeat; said
+        once per distinct error). An unreachable store raises, as for the heartbeat itself."""
+        try:
+            return (await self.worker.background(call),)
+        except StoreUnavailable:
+            raise
+        except StoreError as exc:
+            if str(exc) != self._table_error:
+                self._table_error = str(exc)
+                event(log, logging.WARNING, "membership", f"job table not exchanged: {exc}")
+            return None
 
     async def loop(self, on_id_taken: Callable[[NodeIdTaken], None]) -> None:
         """Heartbeat and clock check every ``heartbeat_ms``; while the store is down, probe with backoff."""
@@ -288,9 +300,12 @@ class NodeHealth:
                 await self._beat()
                 await self.trust.check(self.store.time_ms, self.worker.background)
                 members = await self.worker.background(self.membership.members)
+                read = self.tables.to_read(members)  # (peers whose job table changed: rarely any)
+                got = await self._table_call(partial(self.store.published_jobs, read)) if read else None
+                tables = got[0] if got else {}
                 self.store_ok()
                 backoff = BACKOFF_MIN_MS
-                self.observe_members(members)
+                self.observe_members(members, tables)
                 self.update_trust()
                 wait_ms = self.settings.heartbeat_ms
             except NodeIdTaken as exc:
@@ -318,8 +333,9 @@ class NodeHealth:
             await asyncio.wait_for(self.worker.background(self.membership.leave), 2.0)
         self.trust.close()
 
-    def observe_members(self, live: list[Member]) -> None:
-        """Quorum health alerts (once per change) and peers running another definition of a job."""
+    def observe_members(self, live: list[Member], tables: Mapping[str, str] | None = None) -> None:
+        """Quorum health alerts (once per change) and peers running another definition of a job
+        (``tables``: the published job tables of :meth:`JobTableSync.to_read`'s peers)."""
         if self.record is not None:
             health = record_health(self.record, live)
         else:
@@ -335,15 +351,11 @@ class NodeHealth:
                     AlertKind.QUORUM_RESTORED, f"quorum restored: {health}", alive=health.alive
                 )
             self._quorum_ok = health.ok
-        for m in live:
-            listed = m.info.get("jobs", "")
-            if self._peer_jobs_seen.get(m.node) == listed:
-                continue  # compared with this job table already: each mismatch is alerted once anyway
-            self._peer_jobs_seen[m.node] = listed
+        for node, listed in self.tables.to_compare(live, tables or {}):  # (the ones changed since compared)
             for item in filter(None, listed.split(",")):
                 name, _, spec = item.partition("=")
                 if name in self.jobs:
-                    self.observer.mismatch(name, spec, m.node, "run")
+                    self.observer.mismatch(name, spec, node, "run")
 
     # -- the membership record -------------------------------------------------
 

@@ -40,6 +40,7 @@ from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.printable import cell, printable
 from quorum_cron.store.base import JobControl, LedgerEntry, Member, SlotState
+from quorum_cron.store.ports import with_job_tables
 
 __all__ = ["status"]
 
@@ -68,7 +69,7 @@ def status(config_path: Path, redis_url: str | None, output_format: str | None, 
     jobs = list(config.jobs)
     try:
         now = store.time_ms()
-        members = store.members()
+        members = with_job_tables(store, store.members())
         stored = store.membership()
         last: dict[str, LedgerEntry | None] = {}
         controls: dict[str, JobControl] = {}

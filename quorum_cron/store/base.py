@@ -68,6 +68,7 @@ from quorum_cron.store.ports import (
     MAX_REASON,
     AlertPage,
     DeliverNotice,
+    JobTables,
     Notice,
     NoticeListening,
     StoredAlert,
@@ -111,13 +112,12 @@ __all__ = [
 
 
 @runtime_checkable
-class Store(Protocol):
-    """The operations every store offers, each atomic on the store.
+class Store(JobTables, Protocol):
+    """The operations every store offers, each atomic on the store (and :class:`JobTables`').
 
-    Raises: every method may raise :class:`~quorum_cron.errors.StoreUnavailable`
-    when the store cannot be reached (the effect of that call is then unknown;
-    retrying is safe) and :class:`~quorum_cron.errors.StoreError` on a reply
-    the protocol does not allow.
+    Raises: every method may raise :class:`~quorum_cron.errors.StoreUnavailable` when the
+    store cannot be reached (the effect of that call is then unknown; retrying is safe) and
+    :class:`~quorum_cron.errors.StoreError` on a reply the protocol does not allow.
     """
 
     def vote(self, requests: Sequence[VoteRequest]) -> list[VoteResult]:

@@ -120,6 +120,12 @@ def membership_log_key(namespace: str) -> str:
     return f"qc:{{{namespace}}}:membership:log"
 
 
+def job_tables_key(namespace: str) -> str:
+    """``qc:{<ns>}:jobs``: HASH node → its job table (``Store.publish_jobs``; heartbeats carry its
+    digest). Same hash tag as the members hash."""
+    return f"qc:{{{namespace}}}:jobs"
+
+
 def alerts_key(namespace: str) -> str:
     """``qc:{<ns>}:alerts``: STREAM of the agents' recent alerts (capped, best-effort; no node reads it)."""
     return f"qc:{{{namespace}}}:alerts"

@@ -77,7 +77,7 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn):
         self._membership_log = deque(maxlen=audit_maxlen)
         self._open_jobs: dict[str, None] = {}
         """The jobs with a slot not yet ended: a sweep looks only at them."""
-        self._notices, self._alerts = MemoryNotices(), MemoryAlerts()
+        self._notices, self._alerts, self._job_tables = MemoryNotices(), MemoryAlerts(), {}
         self._sweep_index: dict[int, tuple[Sequence[SweepParams], dict[str, list[int]]]] = {}
         """Sweep parameter lists seen (by identity, the list kept alive) → each job's positions in it."""
 

@@ -67,6 +67,7 @@ class ControlModel:
     _membership_log: deque[Membership]
     _notices: MemoryNotices
     _alerts: MemoryAlerts
+    _job_tables: dict[str, str]
 
     def _job(self, name: str) -> _Job:
         job = self._jobs.get(name)
@@ -228,6 +229,12 @@ class ControlModel:
         on_subscribed: Callable[[], None] | None = None,
     ) -> MemoryListening:
         return self._notices.listen(node, jobs, deliver, on_subscribed)
+
+    def publish_jobs(self, node: str, table: str) -> None:
+        self._job_tables[node] = table
+
+    def published_jobs(self, nodes: Sequence[str]) -> dict[str, str]:
+        return {n: self._job_tables[n] for n in nodes if n in self._job_tables}
 
     def add_alert(self, alert: StoredAlert) -> None:
         self._alerts.add(alert, self._clock())

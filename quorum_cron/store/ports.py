@@ -12,22 +12,27 @@ sees them: only the agent and the faces do.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
+
+from quorum_cron.core.model import Member
 
 __all__ = [
     "ALERTS_MAXLEN",
+    "MAX_JOB_TABLE_CHARS",
     "MAX_REASON",
     "AlertPage",
     "DeliverNotice",
     "Flag",
+    "JobTables",
     "Notice",
     "NoticeListening",
     "StoredAlert",
     "Trigger",
     "parse_notice",
     "parse_trigger",
+    "with_job_tables",
 ]
 
 MAX_REASON: Final = 500
@@ -134,3 +139,39 @@ class AlertPage:
 
     alerts: tuple[StoredAlert, ...]
     skipped: int = 0
+
+
+MAX_JOB_TABLE_CHARS: Final = 8 * 1024 * 1024
+"""The longest job table a store hands back (100,000 jobs of 60-character names fit)."""
+
+
+class JobTables(Protocol):
+    """Each node's job table, kept beside its heartbeat (part of :class:`~quorum_cron.store.base.Store`).
+
+    A table is ``name=spec hash`` per job, sorted by name, comma-separated:
+    what a node runs, for its peers' definition checks, ``status`` and the
+    dashboard. Why not in the heartbeat: at 10,000 jobs it is ~270 KB, and
+    sent every 2 s by every node and read back by each, it cost the store
+    4.2 ms of CPU per heartbeat (all of it on the master holding the
+    namespace's keys, on a cluster) and the agent 2.8 ms (issue 27). A
+    heartbeat's info names it by digest (``jobs_digest``); a node writes its
+    table when it changes and now and then, peers read it when a digest
+    they hold moves.
+    """
+
+    def publish_jobs(self, node: str, table: str) -> None:
+        """Keep ``table`` as ``node``'s job table (replacing the one it had)."""
+        ...
+
+    def published_jobs(self, nodes: Sequence[str]) -> dict[str, str]:
+        """The tables kept for ``nodes``; a node without one (or with a corrupt one) is left out."""
+        ...
+
+
+def with_job_tables(tables: JobTables, members: list[Member]) -> list[Member]:
+    """``members`` with ``info["jobs"]`` filled in from the published table of each whose heartbeat
+    names it by ``jobs_digest`` only (one read for all of them): what ``status`` and the dashboard
+    show, as older agents' heartbeats carried it inline."""
+    need = [m.node for m in members if "jobs" not in m.info and m.info.get("jobs_digest")]
+    got = tables.published_jobs(need) if need else {}
+    return [replace(m, info={**m.info, "jobs": got[m.node]}) if m.node in got else m for m in members]

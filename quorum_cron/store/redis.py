@@ -33,8 +33,9 @@ from redis.exceptions import RedisClusterException, RedisError
 from quorum_cron.errors import StoreUnavailable
 from quorum_cron.redact import redact_url
 from quorum_cron.store import keys as store_keys
+from quorum_cron.store import parse
 from quorum_cron.store.connect import open_client
-from quorum_cron.store.ports import AlertPage, DeliverNotice, StoredAlert
+from quorum_cron.store.ports import MAX_JOB_TABLE_CHARS, AlertPage, DeliverNotice, StoredAlert
 from quorum_cron.store.redis_alerts import add_alert, read_alerts
 from quorum_cron.store.redis_control import RedisControl
 from quorum_cron.store.redis_membership import RedisMembership
@@ -180,6 +181,26 @@ class RedisStore(RedisWrites, RedisReads, RedisControl, RedisMembership):
 
     def alerts(self, limit: int) -> AlertPage:
         return read_alerts(self, store_keys.alerts_key(self._ns), limit)
+
+    # -- job tables ----------------------------------------------------------
+
+    def publish_jobs(self, node: str, table: str) -> None:
+        with self._boundary("publish_jobs"):
+            self._client.hset(store_keys.job_tables_key(self._ns), node, table)
+
+    def published_jobs(self, nodes: Sequence[str]) -> dict[str, str]:
+        if not nodes:
+            return {}
+        with self._boundary("published_jobs"):
+            raw = self._client.hmget(store_keys.job_tables_key(self._ns), list(nodes))
+        out: dict[str, str] = {}
+        for node, value in zip(nodes, raw, strict=True):
+            if value is not None:
+                try:
+                    out[node] = parse.text(value, f"job table of node {node}", MAX_JOB_TABLE_CHARS)
+                except parse.BadValue as exc:
+                    self._bad(exc.what, exc.problem)
+        return out
 
     def time_ms(self) -> int:
         """Store time: the server's ``TIME``, or the injected clock when one was given.

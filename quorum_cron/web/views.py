@@ -44,6 +44,7 @@ from quorum_cron.store.base import (
     SlotView,
 )
 from quorum_cron.store.ledger_json import ledger_doc
+from quorum_cron.store.ports import with_job_tables
 from quorum_cron.store.rendezvous import weight
 from quorum_cron.web.alerts import recent_alerts
 from quorum_cron.web.recent import NOT_PAUSED, SPARK, RecentLedger, corrupt_message
@@ -161,7 +162,7 @@ def cluster_view(
     """
     cluster = config.cluster
     now = store.time_ms()
-    members = store.members()
+    members = with_job_tables(store, store.members())
     stored = store.membership()
     try:
         server = store.server_info()
