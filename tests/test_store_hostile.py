@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from quorum_cron.errors import StoreError
 from quorum_cron.store.base import (
     FencedRequest,
+    Member,
     SlotState,
     SweepParams,
     TransitionResult,
@@ -29,6 +30,7 @@ from quorum_cron.store.base import (
     VoteStatus,
 )
 from quorum_cron.store.embedded.single import EmbeddedRedis
+from quorum_cron.store.ports import with_job_tables
 from quorum_cron.store.redis import RedisStore
 
 T0 = 1_700_000_000_000
@@ -146,6 +148,9 @@ def test_a_corrupt_job_table_is_left_out_and_reported_and_the_others_read(
     redis_client.set(f"qc:{{{NS}}}:jobs", "not a hash")
     with pytest.raises(StoreError, match="WRONGTYPE"):
         s.published_jobs(["n1"])
+    # status and the dashboard show the members all the same, without the tables.
+    member = Member("n1", "i1", 0, 2**52, {"jobs_digest": "d"})
+    assert with_job_tables(s, [member]) == [member]
 
 
 def test_one_fence_call_carries_many_jobs_and_a_corrupt_one_fails_only_its_own_requests(

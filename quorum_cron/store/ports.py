@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
 from quorum_cron.core.model import Member
+from quorum_cron.errors import StoreError, StoreUnavailable
 
 __all__ = [
     "ALERTS_MAXLEN",
@@ -173,5 +174,10 @@ def with_job_tables(tables: JobTables, members: list[Member]) -> list[Member]:
     names it by ``jobs_digest`` only (one read for all of them): what ``status`` and the dashboard
     show, as older agents' heartbeats carried it inline."""
     need = [m.node for m in members if "jobs" not in m.info and m.info.get("jobs_digest")]
-    got = tables.published_jobs(need) if need else {}
+    try:
+        got = tables.published_jobs(need) if need else {}
+    except StoreUnavailable:
+        raise
+    except StoreError:  # (a corrupt key costs the tables shown, not the page: as for the agent)
+        got = {}
     return [replace(m, info={**m.info, "jobs": got[m.node]}) if m.node in got else m for m in members]
