@@ -153,6 +153,29 @@ def test_a_corrupt_job_table_is_left_out_and_reported_and_the_others_read(
     assert with_job_tables(s, [member]) == [member]
 
 
+def test_one_read_call_carries_many_jobs_and_a_corrupt_slot_costs_only_its_own_read(
+    redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]]
+) -> None:
+    """``read_slots`` (a node's polls) travels as ONE script call for many jobs (issue 27); job b's
+    corrupt slot is reported and read as absent, a's and c's are read as they are."""
+    s, seen = store
+    for job in ("a", "b", "c"):
+        [res] = s.vote([vote(job, T0)])
+        assert res.status == VoteStatus.COMMITTED
+    redis_client.set(key("b", f"slot:{T0}"), "committed 99999999999999 {not json")
+    redis_client.config_resetstat()
+    got = s.read_slots([("a", T0), ("b", T0), ("c", T0), ("a", T0 + 1)])
+    calls = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
+    assert calls == 1, f"{calls} script calls for one read of three jobs"
+    assert [(v.job, v.state) for v in got] == [
+        ("a", SlotState.COMMITTED),
+        ("b", SlotState.ABSENT),
+        ("c", SlotState.COMMITTED),
+        ("a", SlotState.ABSENT),
+    ]
+    assert [what for what, _ in seen] == [f"slot b@{T0}"]
+
+
 def test_one_fence_call_carries_many_jobs_and_a_corrupt_one_fails_only_its_own_requests(
     redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]]
 ) -> None:

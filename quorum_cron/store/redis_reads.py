@@ -21,8 +21,9 @@ from quorum_cron.errors import StoreError
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store import parse
 from quorum_cron.store.base import AuditEntry, JobControl, LedgerEntry, SlotState, SlotView
-from quorum_cron.store.redis_base import RedisBase, as_list, as_text
-from quorum_cron.store.scripts import READ
+from quorum_cron.store.redis_base import as_list, as_text
+from quorum_cron.store.redis_batch import RedisBatching
+from quorum_cron.store.scripts import READ, Call
 
 __all__ = ["RedisReads"]
 
@@ -36,7 +37,7 @@ def _stream_replies(reply: object) -> list[Any]:
     return as_list(reply)
 
 
-class RedisReads(RedisBase):
+class RedisReads(RedisBatching):
     """The read side of the store contract on Redis, and the web face's observation reads."""
 
     def high_waters(self, jobs: Sequence[str]) -> list[int]:
@@ -80,25 +81,37 @@ class RedisReads(RedisBase):
         return views[0] if views else SlotView(job=job, fire_ms=fire_ms, state=SlotState.ABSENT)
 
     def read_slots(self, slots: Sequence[tuple[str, int]]) -> list[SlotView]:
-        """One ``read.lua`` call per slot, in one pipeline (one per master on a cluster)."""
+        """``read.lua`` calls of many jobs each (one master per call on a cluster), in one pipeline."""
         if not slots:
             return []
+        now = self._now_arg()
+
+        def build(items: Sequence[int], singles: bool) -> list[tuple[Call, list[int]]]:
+            return self._grouped_calls(
+                READ, now, [slots[i][0] for i in items], lambda k: (slots[items[k]][1],) * 2, singles=singles
+            )
+
+        out: list[SlotView | None] = [None] * len(slots)
         with self._boundary("read"):
-            now = self._now_arg()
-            calls = [self._job_call(READ, job, now, [fire_ms, fire_ms]) for job, fire_ms in slots]
-            replies = self._scripts.call_many(calls)
-            return [
-                self._one(job, fire_ms, self._views(job, as_list(raw)[1:]))
-                for (job, fire_ms), raw in zip(slots, replies, strict=True)
-            ]
+            for order, raw in self._run_grouped(build, len(slots), None):
+                reply = as_list(raw)
+                if len(reply) != len(order) + 1:
+                    raise ValueError(f"read reply has {len(reply) - 1} ranges for {len(order)} slots")
+                for i, views in zip(order, reply[1:], strict=True):
+                    job, fire_ms = slots[i]
+                    out[i] = self._one(job, fire_ms, self._views(job, as_list(views)))
+        return [v for v in out if v is not None]
 
     def slots(self, job: str, from_ms: int, to_ms: int) -> list[SlotView]:
         return self._read(job, from_ms, to_ms)
 
     def _read(self, job: str, from_ms: int, to_ms: int) -> list[SlotView]:
         with self._boundary("read"):
-            reply = as_list(self._scripts.call(self._job_call(READ, job, self._now_arg(), [from_ms, to_ms])))
-            return self._views(job, reply[1:])
+            call = self._job_call(READ, job, self._now_arg(), [1, from_ms, to_ms])
+            reply = as_list(self._scripts.call(call))
+            if len(reply) != 2:
+                raise ValueError(f"read reply has {len(reply) - 1} ranges for 1")
+            return self._views(job, as_list(reply[1]))
 
     def ledger(self, job: str, limit: int) -> list[LedgerEntry]:
         if limit <= 0:
