@@ -52,10 +52,9 @@ from collections.abc import Iterable
 
 from quorum_cron.core.actions import Sweep
 from quorum_cron.core.model import SweepParams, SweepResult
+from quorum_cron.core.timers import NEVER
 
 __all__ = ["FULL_SWEEP_MS", "SweepPlan"]
-
-NEVER = 1 << 62
 
 FULL_SWEEP_MS = 60_000
 """How often a node sweeps every job, whatever it heard of (the backstop)."""
@@ -129,10 +128,8 @@ class SweepPlan:
         (>= 1; 0 when it knows of none): when the next sweep is worth sending."""
         if not self._due and not self._expect:
             return 0
-        return max(
-            1,
-            min(min(self._due.values(), default=NEVER), min(self._expect.values(), default=NEVER)) - mono_ms,
-        )
+        first = min(min(self._due.values(), default=NEVER), min(self._expect.values(), default=NEVER))
+        return max(1, first - mono_ms)
 
     def replied(self, reply: SweepResult, mono_ms: int) -> None:
         """The sweep sent last was answered at ``mono_ms``: its jobs still open are swept again
