@@ -590,3 +590,29 @@ local function transient(err)
   end
   return nil
 end
+
+-- The grouped scripts' argument walk (fence, read, sweep): group g is KEYS[g],
+-- bound in turn, then ARGV[7..] holds per group n and n items of `width`
+-- arguments each. item(i) gets the index in ARGV of an item's first argument;
+-- a value it returns ends the walk and is returned (an outage's error reply,
+-- which the script must return: see transient). group_done(), if given, runs
+-- after each group's items.
+local function each_item(width, item, group_done)
+  local i = 7
+  for g = 1, #KEYS do
+    bind(g)
+    local n = tonumber(ARGV[i])
+    i = i + 1
+    for _ = 1, n do
+      local stop = item(i)
+      if stop ~= nil then
+        return stop
+      end
+      i = i + width
+    end
+    if group_done then
+      group_done()
+    end
+  end
+  return nil
+end

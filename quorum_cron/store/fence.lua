@@ -98,24 +98,20 @@ local function fence_one(op, fire, node, token, a, detail, retries, backoff)
 end
 
 local out = {NOW}
-local i = 7
-for g = 1, #KEYS do
-  bind(g)
-  local n = tonumber(ARGV[i])
-  i = i + 1
-  for _ = 1, n do
-    local ok, item = pcall(fence_one, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
-      ARGV[i + 6], ARGV[i + 7])
-    i = i + 8
-    if not ok then
-      local outage = transient(item)
-      if outage then
-        return redis.error_reply(outage)
-      end
-      M, M_dirty = nil, nil -- (the job's cached meta may be half-changed: read it afresh)
-      item = {'!', tostring(type(item) == 'table' and item.err or item)}
+local stop = each_item(8, function(i)
+  local ok, item = pcall(fence_one, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
+    ARGV[i + 6], ARGV[i + 7])
+  if not ok then
+    local outage = transient(item)
+    if outage then
+      return redis.error_reply(outage)
     end
-    out[#out + 1] = item
+    M, M_dirty = nil, nil -- (the job's cached meta may be half-changed: read it afresh)
+    item = {'!', tostring(type(item) == 'table' and item.err or item)}
   end
+  out[#out + 1] = item
+end)
+if stop then
+  return stop
 end
 return out

@@ -48,14 +48,7 @@ local function read_range(from, to)
 end
 
 local out = {NOW}
-local i = 7
-for g = 1, #KEYS do
-  bind(g)
-  local n = tonumber(ARGV[i])
-  i = i + 1
-  for _ = 1, n do
-    out[#out + 1] = read_range(ARGV[i], ARGV[i + 1])
-    i = i + 2
-  end
-end
+each_item(2, function(i)
+  out[#out + 1] = read_range(ARGV[i], ARGV[i + 1])
+end)
 return out

@@ -84,54 +84,49 @@ end
 
 local out = {NOW}
 local opens = {}
-local i = 7
-for g = 1, #KEYS do
-  bind(g)
-  local n = tonumber(ARGV[i])
-  i = i + 1
-  for _ = 1, n do
-    local deadline, start_timeout, delivery = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
-    i = i + 3
-    local changed = {}
-    local job_due = 0
-    local open = redis.pcall('ZRANGE', P .. 'open', 0, -1)
-    if open.err then -- a corrupt index: this job is skipped, the others swept
-      open = {}
+local stop = each_item(3, function(i)
+  local deadline, start_timeout, delivery = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
+  local changed = {}
+  local job_due = 0
+  local open = redis.pcall('ZRANGE', P .. 'open', 0, -1)
+  if open.err then -- a corrupt index: this job is skipped, the others swept
+    open = {}
+  end
+  for _, f in ipairs(open) do
+    -- A corrupt slot (or job key) is skipped: it must not stop the sweep
+    -- of the other slots and jobs in this call.
+    local ok, r, why = pcall(load, f, true)
+    if not ok then
+      r, why = nil, 'corrupt'
     end
-    for _, f in ipairs(open) do
-      -- A corrupt slot (or job key) is skipped: it must not stop the sweep
-      -- of the other slots and jobs in this call.
-      local ok, r, why = pcall(load, f, true)
-      if not ok then
-        r, why = nil, 'corrupt'
-      end
-      if r then
-        local swept, changes = pcall(sweep_one, r, deadline, start_timeout, delivery)
-        if not swept then
-          local outage = transient(changes)
-          if outage then -- an outage (out of memory, a slot moving), not a corrupt slot
-            return redis.error_reply(outage)
-          end
-          M, M_dirty = nil, nil
-        else
-          if changes then
-            changed[#changed + 1] = emit(r.fire, r)
-          end
-          local at = due_at(r, deadline, start_timeout)
-          if at > 0 then
-            if job_due == 0 or at < job_due then
-              job_due = at
-            end
+    if r then
+      local swept, changes = pcall(sweep_one, r, deadline, start_timeout, delivery)
+      if not swept then
+        local outage = transient(changes)
+        if outage then -- an outage (out of memory, a slot moving), not a corrupt slot
+          return redis.error_reply(outage)
+        end
+        M, M_dirty = nil, nil
+      else
+        if changes then
+          changed[#changed + 1] = emit(r.fire, r)
+        end
+        local at = due_at(r, deadline, start_timeout)
+        if at > 0 then
+          if job_due == 0 or at < job_due then
+            job_due = at
           end
         end
-      elseif why == 'gone' then
-        redis.call('ZREM', P .. 'open', f)
       end
+    elseif why == 'gone' then
+      redis.call('ZREM', P .. 'open', f)
     end
-    out[#out + 1] = changed
-    opens[#opens + 1] = job_due
   end
-  meta_flush()
+  out[#out + 1] = changed
+  opens[#opens + 1] = job_due
+end, meta_flush)
+if stop then
+  return stop
 end
 out[#out + 1] = opens
 return out
