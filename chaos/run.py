@@ -66,9 +66,10 @@ class Options:
     heartbeat_ms: int = 500
     start_timeout_ms: int = 500
     starting_deadline_ms: int = 1800
-    """Not the default (half the period, 1 s): a takeover happens in a sweep, and sweeps run
-    every second (fixed in the agent), so start_timeout + 1 s must fit in the deadline for a
-    slot whose executor is cut off right after the commit to be taken over (docs/testing.md)."""
+    """Not the default (half the period, 1 s): a takeover happens in a sweep, at the start
+    timeout at the soonest (core.timers.min_sweep_gap), and a cut of two nodes can need two
+    takeovers of one slot (its first two executors both cut off): 2 x start_timeout plus the
+    calls must fit in the deadline (docs/testing.md)."""
     max_skew_ms: int = 250
     recovery_s: float = 3.0
     leader_ttl_ms: int = 3000

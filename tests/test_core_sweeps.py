@@ -13,7 +13,7 @@ from quorum_cron.core.model import SlotState, SweepParams, SweepResult
 from quorum_cron.core.node import NodeCore, NodeSettings, Now, Sweep
 from quorum_cron.core.sweeps import FULL_SWEEP_MS, SweepPlan
 from quorum_cron.store.memory import MemoryStore
-from tests.core_driver import Driver
+from tests.core_driver import Driver, Every
 from tests.test_core import T0, job
 
 PARAMS = [SweepParams(name, 30_000, 5_000) for name in ("a", "b", "c")]
@@ -171,3 +171,32 @@ def test_a_voter_sweeps_its_committed_slot_at_the_start_timeout_not_right_after_
     swept = [_jobs(s) for wall in range(fire + 5_000, fire + 7_000, 100) for s in tick_to(wall)]
     assert ["a"] in swept, swept  # (the start timeout passed: swept, within sweep_ms)
     assert store.slot("a", fire).state != SlotState.COMMITTED or store.slot("a", fire).attempt > 1
+
+
+def test_a_slot_whose_first_two_executors_never_start_is_taken_over_twice_inside_its_deadline() -> None:
+    """Each takeover gives the next executor a fresh start timeout; with a start timeout shorter
+    than ``sweep_ms`` the healthy voters' sweeps follow it (core.timers.min_sweep_gap), so two
+    takeovers fit in a deadline of 2 x start timeout + margin. With sweeps at least ``sweep_ms``
+    apart the second came 1 s after the first, past the deadline (the chaos harness's cut-inbound
+    of two nodes, CI on 378b3d9: docs/testing.md)."""
+    from quorum_cron.store.rendezvous import pick_executor
+
+    def settings(node: str) -> NodeSettings:
+        return NodeSettings(node_id=node, quorum=3, start_timeout_ms=500, sweep_ms=1_000, lease_ms=2_000)
+
+    # (Three nodes, quorum three: every node is an agreeing voter, so the store's order of
+    # executors is the rendezvous order of all three.)
+    d = Driver([job("a", 60_000, deadline_ms=1_800)], n=3, settings=settings, run_ms=5_000)
+    fire = Every(60_000).next_after(d.now_ms)
+    d.run_until(fire - 40)  # (every node voted at fire - vote_lead; the start waits for fire)
+    view = d.store.slot("a", fire)
+    assert view.state == SlotState.COMMITTED, view
+    first = view.executor
+    assert first == pick_executor("a", fire, d.nodes)
+    second = pick_executor("a", fire, [n for n in d.nodes if n != first])
+    (third,) = set(d.nodes) - {first, second}
+    d.nodes[first].alive = d.nodes[second].alive = False  # (they never hear of their turn)
+    d.run_until(fire + 1_800)
+    ran = [node for node, j, f, _ in d.executions if j == "a" and f == fire]
+    assert ran == [third], (ran, d.store.slot("a", fire))
+    assert d.store.slot("a", fire).state == SlotState.RUNNING

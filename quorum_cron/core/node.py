@@ -32,7 +32,8 @@ operator trigger       ``on_trigger``: the slot is voted like any other
 sweep timer            ``Sweep`` of every job's deadlines; a slot handed to
                        this node by a takeover → ``Start``; the next sweep
                        when the reply says a slot can next be due (at least
-                       ``sweep_ms``, at most :func:`~quorum_cron.core.timers.sweep_gap`'s cap)
+                       :func:`~quorum_cron.core.timers.min_sweep_gap`, at most
+                       :func:`~quorum_cron.core.timers.sweep_gap`'s cap)
 first tick             one ``ReadHighWater`` for every job, then ``RecordMissed``
                        for slots nobody voted for while the cluster was down
                        (or, under misfire ``run-once``, a vote for the

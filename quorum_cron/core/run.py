@@ -39,7 +39,7 @@ from quorum_cron.core.outcomes import (
 )
 from quorum_cron.core.slots import HELD, IN_FLIGHT, Running
 from quorum_cron.core.state import CoreState, _JobState
-from quorum_cron.core.timers import NEVER
+from quorum_cron.core.timers import NEVER, min_sweep_gap
 
 _NEVER = NEVER
 
@@ -121,8 +121,8 @@ class RunningSide(CoreState):
             at = view.lease_until_ms
         at_mono = now.mono_ms + max(1, at + 1 - store_ms)
         self._sweeps.expect(js.index, at_mono)
-        if not self._sweeping:  # (sooner than planned, but never sooner than sweep_ms from now)
-            soonest = max(at_mono, now.mono_ms + self.settings.sweep_ms)
+        if not self._sweeping:  # (sooner than planned, but never sooner than min_sweep_gap from now)
+            soonest = max(at_mono, now.mono_ms + min_sweep_gap(self.settings))
             self._next_sweep_mono = min(self._next_sweep_mono, soonest)
 
     def _killed_at_lease_end(self, js: _JobState) -> bool:

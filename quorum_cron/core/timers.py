@@ -46,6 +46,7 @@ __all__ = [
     "JobTimers",
     "input_bounds",
     "max_sweep_gap",
+    "min_sweep_gap",
     "sweep_gap",
 ]
 
@@ -191,16 +192,33 @@ def max_sweep_gap(sweep_ms: int, start_timeout_ms: int) -> int:
     return max(sweep_ms, start_timeout_ms // 2)
 
 
+def min_sweep_gap(s: NodeSettings) -> int:
+    """The shortest a node waits between sweeps it times itself: ``sweep_ms``, or the start
+    timeout when that is shorter.
+
+    ``sweep_ms`` makes a burst of timeouts be handled at the usual rate. But
+    a takeover gives the next executor a fresh start timeout, and when that
+    is shorter than ``sweep_ms`` a floor of ``sweep_ms`` put every further
+    takeover a whole ``sweep_ms`` after the one before: a slot whose first
+    two executors were both cut off from the store's replies (votes landed,
+    so the store picked them) reached its deadline before the second
+    takeover (the chaos harness's ``cut-inbound`` of two nodes, start
+    timeout 500 ms, deadline 1.8 s; docs/testing.md). A user who sets a
+    start timeout below ``sweep_ms`` asked for takeovers that quick.
+    """
+    return min(s.sweep_ms, s.start_timeout_ms)
+
+
 def sweep_gap(s: NodeSettings, due_in_ms: int) -> int:
     """How long after a sweep's reply the next sweep goes (docs/protocol.md, "When a node sweeps").
 
     ``due_in_ms`` is the reply's: store time until one of the swept jobs'
     open slots can next be changed by a sweep (0: none is open). Never
-    sooner than ``sweep_ms`` (a burst of timeouts is handled at the usual
-    rate), never later than :func:`max_sweep_gap` (slots created since the
-    sweep are unknown to it).
+    sooner than :func:`min_sweep_gap` (a burst of timeouts is handled at the
+    usual rate), never later than :func:`max_sweep_gap` (slots created since
+    the sweep are unknown to it).
     """
     cap = max_sweep_gap(s.sweep_ms, s.start_timeout_ms)
     if not due_in_ms:
         return cap
-    return min(cap, max(s.sweep_ms, due_in_ms))
+    return min(cap, max(min_sweep_gap(s), due_in_ms))
