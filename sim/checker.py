@@ -271,7 +271,7 @@ reasons in order, so these mean up, unpaused, linked, and the store up and takin
 class _Facts:
     """What the world saw happen to each slot, for judging the ledger against it."""
 
-    __slots__ = ("decided", "ended", "finished", "ledger", "lost", "runs", "voted", "writes")
+    __slots__ = ("decided", "ended", "finished", "leased", "ledger", "lost", "runs", "voted", "writes")
 
     def __init__(self) -> None:
         self.runs: dict[tuple[str, int], list[tuple[str, int, int]]] = {}
@@ -290,6 +290,23 @@ class _Facts:
         """(from, to, waited) of each failover's lost writes, true time (the model's snapshot)."""
         self.writes: dict[tuple[str, int], list[int]] = {}
         """Per slot, true times the store executed a write for it."""
+        self.leased: dict[tuple[str, int], int] = {}
+        """Per slot, the latest lease end the store granted it (a start's or a renewal's)."""
+
+    def lease(self, job: str, fire: int, until: int) -> None:
+        key = (job, fire)
+        if until > self.leased.get(key, 0):
+            self.leased[key] = until
+
+    def recordable_from(self, job: str, fire: int, deadline_ms: int) -> int:
+        """When the slot's end could first be written: its deadline; if it ran, once its last run
+        ended (the executor's finish), or, for a run whose end nobody saw (its node crashed or
+        the run outlasted the trace), once the lease the store granted it ran out (a sweep)."""
+        at = fire + deadline_ms
+        for node, token, t in self.runs.get((job, fire), ()):
+            ended = self.ended.get((node, job, fire, token))
+            at = max(at, ended[0] if ended is not None else self.leased.get((job, fire), t))
+        return at
 
     def wrote(self, job: str, fire: int, t: int) -> None:
         self.writes.setdefault((job, fire), []).append(t)
@@ -560,6 +577,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             key4 = (r["node"], r["job"], r["fire"], r["token"])
             facts.wrote(r["job"], r["fire"], r["t"])
             leases[key4] = (r["lease"], r["t"])
+            facts.lease(r["job"], r["fire"], r["lease"])
             if key4 in started:
                 # A renew accepted before the run began (a start reply held half a lease is
                 # confirmed this way) extends the lease the run may start under.
@@ -575,6 +593,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             facts.wrote(r["job"], r["fire"], r["t"])
             if "lease" in r:
                 leases[(r["node"], r["job"], r["fire"], r["token"])] = (r["lease"], r["t"])
+                facts.lease(r["job"], r["fire"], r["lease"])
             slot_starts.setdefault((r["job"], r["fire"]), []).append(r["t"])
             not_before = retry_at.get((r["job"], r["fire"], r["token"]))
             if not_before is not None and r.get("st", not_before) < not_before:
@@ -1287,9 +1306,10 @@ def _unaccounted(
                 "before one could record it",
             )
         )
-    elif recorders.longest_healthy(fire + job.deadline_ms, end) < settle:
+    elif recorders.longest_healthy(facts.recordable_from(job.name, fire, job.deadline_ms), end) < settle:
         # Nobody could reach the store to record it before the run ended (a fault lasting to the
-        # end): like a slot in the tail, not checkable in this run.
+        # end) once it could be recorded (a slot that ran: once its run ended, or its lease):
+        # like a slot in the tail, not checkable in this run.
         report.cut_off += 1
         report.exempt[CUT_OFF] += 1
     elif retrying:

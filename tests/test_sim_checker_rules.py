@@ -207,6 +207,30 @@ def test_an_unaccounted_slot_nobody_could_reach_the_store_to_record_is_cut_off()
     assert rep.violations == [] and rep.cut_off == 1 and rep.exempt == {checker.CUT_OFF: 1}
 
 
+@pytest.mark.parametrize(("run_end", "cut_off"), [(FIRE + 20_000, True), (FIRE + 1_000, False)])
+def test_a_slot_that_ran_is_cut_off_only_if_nobody_could_reach_the_store_once_its_run_ended(
+    run_end: int, cut_off: bool
+) -> None:
+    """Every node is cut off from FIRE + 18.5 s to the end: 13.5 s after the deadline, more than
+    the settle time. A run that ended inside the cut (its lease renewed past it) could not be
+    finished: cut off. One that ended at FIRE + 1 s had 17.5 s to be: unaccounted."""
+    run = [
+        vote("n1", FIRE + 1),
+        vote("n2", FIRE + 2, status="committed"),
+        commit(FIRE + 2, 1, "n1"),
+        slot_ev("start", "n1", FIRE + 5, 1, ok=True, why="", st=FIRE + 5, lease=FIRE + 15_005),
+        slot_ev("run", "n1", FIRE + 6, 1),
+        slot_ev("renew", "n1", FIRE + 10_000, 1, ok=True, why="", st=FIRE + 10_000, lease=FIRE + 25_000),
+        slot_ev("end", "n1", run_end, 1, ok=True, st=run_end),
+    ]
+    cut = health(FIRE + 18_500, ok=False, why="partitioned")
+    rep = check(_trace(*health(T0), *run, *cut))
+    if cut_off:
+        assert rep.violations == [] and rep.exempt == {checker.CUT_OFF: 1}
+    else:
+        assert rep.by_kind() == {checker.UNACCOUNTED: 1} and rep.cut_off == 0
+
+
 def test_a_slot_of_a_job_the_store_never_saw_forgotten_by_every_node_restarting_is_a_known_limit() -> None:
     boots = [{"ev": "boot", "t": FIRE + 10_000, "node": n, "incarnation": 2, "specs": {}} for n in NODES]
     assert kinds(_trace(*boots)) == {checker.NEVER_SEEN: 1}
