@@ -31,7 +31,12 @@ minutes: each burst and everything the cluster does between bursts
   ``start_refused`` log events in the window;
 * **Redis CPU per slot** — ``used_cpu_sys + used_cpu_user`` delta over the
   window (summed over the masters with ``--cluster``) / slots due: all the
-  server did, not only the vote; with ``INFO commandstats`` calls per slot;
+  server did, not only the vote; with ``INFO commandstats`` calls per slot,
+  and the time inside each of the product's scripts (``SLOWLOG`` with a
+  0 µs threshold over the window, the script named by its SHA-1: which
+  script the ``EVALSHA`` time goes to, per slot and per job group; wall
+  time in the command, so on a busy machine it also holds the time the
+  server waited for a core: read it for the split between scripts);
 * **agent CPU per slot** — each agent's ``utime + stime``
   (``/proc/<pid>/stat``) delta over the window / slots due (cluster-wide:
   every agent votes on every slot); **RSS per job** — its ``VmRSS`` at the
@@ -94,6 +99,10 @@ from _common import (
     stats_ms,
     write_result,
 )
+
+from quorum_cron.store import scripts as _scripts
+
+SCRIPTS = [v for v in vars(_scripts).values() if isinstance(v, _scripts.Script)]
 
 NAMESPACE = "scale"
 FLUSH_S = 2.0
@@ -168,6 +177,10 @@ class Recorder:
         self._done.set()
         self._thread.join(timeout=5)
         self.flush()
+        # What a full collection still walks at the end (objects not frozen by the agent's
+        # heap.settle): its count and commonest types, to see what makes generation 2 cost.
+        kinds = Counter(type(o).__name__ for o in gc.get_objects(2))
+        self.stats["gc_gen2_at_end"] = {"objects": sum(kinds.values()), "types": dict(kinds.most_common(12))}
         self.write_stats()
 
 
@@ -362,6 +375,35 @@ class Servers:
             )
         return {"t": time.time(), "servers": per}
 
+    def record_scripts(self) -> None:
+        """Log every command from now on (SLOWLOG, 0 µs threshold): the window's time per script.
+
+        Only commands sent by a client are logged (a script's own calls are
+        inside its EVALSHA entry): ~1 entry per slot in a burst, a few MB.
+        """
+        for c in self.clients:
+            c.config_set("slowlog-max-len", 1_000_000)
+            c.config_set("slowlog-log-slower-than", 0)
+            c.slowlog_reset()
+
+    def script_time(self) -> dict[str, dict[str, int]]:
+        """Per script name: calls, job groups (its numkeys) and µs inside it, summed over the servers."""
+        names = {s.sha: s.name for s in SCRIPTS}
+        out: dict[str, dict[str, int]] = {}
+        for c in self.clients:
+            c.config_set("slowlog-log-slower-than", -1)
+            for e in c.slowlog_get(1_000_000):
+                cmd = e.get("command", b"")
+                parts = (cmd.decode(errors="replace") if isinstance(cmd, bytes) else str(cmd)).split(" ")
+                if parts[0].upper() != "EVALSHA" or len(parts) < 3:
+                    continue
+                row = out.setdefault(names.get(parts[1], parts[1][:8]), {"calls": 0, "groups": 0, "us": 0})
+                row["calls"] += 1
+                row["groups"] += int(parts[2]) if parts[2].isdigit() else 0
+                row["us"] += int(e.get("duration", 0))
+            c.slowlog_reset()
+        return out
+
     def version(self) -> str:
         info = self.clients[0].info("server")
         return f"{info.get('redis_version', '?')}"
@@ -472,6 +514,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     sleep_until_ms(lo)
     pids = {n: procs[n].pid for n in nodes}
     actions0 = {n: _read_json(workdir / f"{n}.json") for n in nodes}
+    servers.record_scripts()
     before = servers.snapshot()
     cpu0 = {n: _proc_cpu_s(pids[n]) for n in nodes}
     rss_rest = {n: _proc_rss_kb(pids[n]) for n in nodes}
@@ -479,6 +522,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     sleep_until_ms(hi)
     after = servers.snapshot()
     cpu1 = {n: _proc_cpu_s(pids[n]) for n in nodes}
+    after["scripts"] = servers.script_time()
     rss = {n: _proc_rss_kb(pids[n]) for n in nodes}
     actions1 = {n: _read_json(workdir / f"{n}.json") for n in nodes}
     alive = {n: procs[n].poll() is None for n in nodes}
@@ -668,6 +712,18 @@ def analyse(
         "redis_command_s_per_master": usec_per_master,
         "redis_calls_per_slot": {k: round(v / due, 3) for k, v in calls.most_common() if v > 0},
         "redis_usec_per_slot": {k: round(v / due, 2) for k, v in usec.most_common() if v > 0},
+        # SLOWLOG over the window: µs inside each script per slot, and per job group it handled.
+        "redis_script_us_per_slot": {
+            k: round(v["us"] / due, 2) for k, v in sorted(after.get("scripts", {}).items()) if due
+        },
+        "redis_script_groups_per_slot": {
+            k: round(v["groups"] / due, 3) for k, v in sorted(after.get("scripts", {}).items()) if due
+        },
+        "redis_script_us_per_group": {
+            k: round(v["us"] / v["groups"], 2)
+            for k, v in sorted(after.get("scripts", {}).items())
+            if v["groups"]
+        },
         "redis_memory_bytes_at_rest": mem_rest,
         "redis_memory_bytes_per_job": round(mem_rest / len(names), 1),
         "log_lines_per_slot": round(log_lines / due, 2) if due else float("nan"),
@@ -743,6 +799,11 @@ def report(res: dict[str, Any]) -> None:
     )
     top = ", ".join(f"{k} {v}" for k, v in list(res["redis_calls_per_slot"].items())[:6])
     print(f"Redis calls per slot: {top}")
+    per_script = res.get("redis_script_us_per_slot", {})
+    if per_script:
+        groups = res["redis_script_groups_per_slot"]
+        each = ", ".join(f"{k} {v} µs ({groups.get(k, 0)} groups)" for k, v in per_script.items())
+        print(f"Redis time inside each script per slot (SLOWLOG): {each}")
     acts = ", ".join(f"{k} {v}" for k, v in res.get("store_actions_per_slot", {}).items())
     print(f"agents' store actions per slot (all agents; 'items': requests or jobs in a batch): {acts}")
     print(f"Redis memory at rest {res['redis_memory_bytes_per_job']:,.0f} B per job")
