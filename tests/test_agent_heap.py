@@ -18,10 +18,14 @@ from quorum_cron.store.memory import MemoryStore
 
 @pytest.fixture(autouse=True)
 def _unfrozen() -> Iterator[None]:
-    """Each test starts and ends with nothing frozen (the freeze is process-wide)."""
+    """Each test starts and ends with nothing frozen and the interpreter's thresholds (both are
+    process-wide)."""
+    thresholds = gc.get_threshold()
     gc.unfreeze()
+    gc.set_threshold(700, 10, 10)
     yield
     gc.unfreeze()
+    gc.set_threshold(*thresholds)
 
 
 class _Cycle:
@@ -40,9 +44,34 @@ def test_settle_collects_garbage_then_freezes_the_survivors() -> None:
     assert kept.me is kept
 
 
+def _third_threshold_kept() -> bool:
+    """Whether this interpreter's collector has a full-collection threshold (CPython 3.14's
+    incremental collector ignores the third value and reports 0)."""
+    gc.set_threshold(700, 10, 11)
+    kept = gc.get_threshold()[2] == 11
+    gc.set_threshold(700, 10, 10)
+    return kept
+
+
+FULL = heap.FULL_EVERY if _third_threshold_kept() else 0
+"""What the third threshold reads once settled on this interpreter."""
+
+
+def test_settle_makes_full_collections_rarer_and_leaves_the_young_ones() -> None:
+    assert heap.settle(heap.SETTLE_MIN_JOBS) is True
+    assert gc.get_threshold() == (700, 10, FULL)
+
+
+def test_settle_never_lowers_a_threshold_the_application_raised() -> None:
+    gc.set_threshold(5000, 20, heap.FULL_EVERY * 3)
+    assert heap.settle(heap.SETTLE_MIN_JOBS) is True
+    assert gc.get_threshold() == (5000, 20, heap.FULL_EVERY * 3 if FULL else 0)
+
+
 def test_settle_leaves_a_small_table_to_the_collector() -> None:
     assert heap.settle(heap.SETTLE_MIN_JOBS - 1) is False
     assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == (700, 10, 10 if FULL else 0)
 
 
 def _app(jobs: int) -> App:
@@ -71,3 +100,4 @@ def test_an_agent_settles_its_heap_at_ready_only_for_a_large_table(jobs: int, fr
         return count
 
     assert (asyncio.run(run()) > 0) is frozen
+    assert gc.get_threshold()[2] == (FULL if frozen else 10 if FULL else 0)
