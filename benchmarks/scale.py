@@ -3,6 +3,7 @@
 Usage::
 
     .venv/bin/python benchmarks/scale.py [--jobs 10000] [--agents 3] [--bursts 2] [--spread] [--cluster]
+        [--scripts]
 
 Starts its own redis-server on a free loopback port (``--cluster``: a local
 3-master Redis Cluster, no replicas) and ``--agents`` agent processes of the
@@ -32,11 +33,15 @@ minutes: each burst and everything the cluster does between bursts
 * **Redis CPU per slot** — ``used_cpu_sys + used_cpu_user`` delta over the
   window (summed over the masters with ``--cluster``) / slots due: all the
   server did, not only the vote; with ``INFO commandstats`` calls per slot,
-  and the time inside each of the product's scripts (``SLOWLOG`` with a
-  0 µs threshold over the window, the script named by its SHA-1: which
-  script the ``EVALSHA`` time goes to, per slot and per job group; wall
-  time in the command, so on a busy machine it also holds the time the
-  server waited for a core: read it for the split between scripts);
+  and, with ``--scripts``, the time inside each of the product's scripts
+  (``SLOWLOG`` with a 0 µs threshold over the window, the script named by
+  its SHA-1: which script the ``EVALSHA`` time goes to, per slot and per
+  job group). That is a profile, not a measurement to quote: the server then
+  logs every command, its scripts' own calls too, which adds about a
+  quarter to its CPU per slot (a burst of votes: 24 → 31 µs); durations are wall time in the command (on a busy
+  machine, also the time the server waited for a core); and the log keeps
+  the last 1,000,000 commands (about 36 per slot: ~25,000 slots), so a
+  larger run reports the split as incomplete;
 * **agent CPU per slot** — each agent's ``utime + stime``
   (``/proc/<pid>/stat``) delta over the window / slots due (cluster-wide:
   every agent votes on every slot); **RSS per job** — its ``VmRSS`` at the
@@ -105,6 +110,8 @@ from quorum_cron.store import scripts as _scripts
 SCRIPTS = [v for v in vars(_scripts).values() if isinstance(v, _scripts.Script)]
 
 NAMESPACE = "scale"
+SLOWLOG_MAX = 1_000_000
+"""``--scripts``: the commands the server's log keeps (Redis's own limit is the memory)."""
 FLUSH_S = 2.0
 """How often an agent process appends its recorded starts to its file."""
 
@@ -378,21 +385,24 @@ class Servers:
     def record_scripts(self) -> None:
         """Log every command from now on (SLOWLOG, 0 µs threshold): the window's time per script.
 
-        Only commands sent by a client are logged (a script's own calls are
-        inside its EVALSHA entry): ~1 entry per slot in a burst, a few MB.
+        Redis 7 logs a script's own calls too (besides its EVALSHA, whose duration holds
+        them): ~36 entries per slot, a few hundred bytes each.
         """
         for c in self.clients:
-            c.config_set("slowlog-max-len", 1_000_000)
+            c.config_set("slowlog-max-len", SLOWLOG_MAX)
             c.config_set("slowlog-log-slower-than", 0)
             c.slowlog_reset()
 
-    def script_time(self) -> dict[str, dict[str, int]]:
-        """Per script name: calls, job groups (its numkeys) and µs inside it, summed over the servers."""
+    def script_time(self) -> dict[str, dict[str, int]] | None:
+        """Per script name: calls, job groups (its numkeys) and µs inside it, summed over the
+        servers; None when a server's log filled up (its oldest entries were dropped)."""
         names = {s.sha: s.name for s in SCRIPTS}
         out: dict[str, dict[str, int]] = {}
+        complete = True
         for c in self.clients:
             c.config_set("slowlog-log-slower-than", -1)
-            for e in c.slowlog_get(1_000_000):
+            complete = complete and int(c.slowlog_len()) < SLOWLOG_MAX
+            for e in c.slowlog_get(SLOWLOG_MAX):
                 cmd = e.get("command", b"")
                 parts = (cmd.decode(errors="replace") if isinstance(cmd, bytes) else str(cmd)).split(" ")
                 if parts[0].upper() != "EVALSHA" or len(parts) < 3:
@@ -402,7 +412,7 @@ class Servers:
                 row["groups"] += int(parts[2]) if parts[2].isdigit() else 0
                 row["us"] += int(e.get("duration", 0))
             c.slowlog_reset()
-        return out
+        return out if complete else None
 
     def version(self) -> str:
         info = self.clients[0].info("server")
@@ -514,7 +524,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     sleep_until_ms(lo)
     pids = {n: procs[n].pid for n in nodes}
     actions0 = {n: _read_json(workdir / f"{n}.json") for n in nodes}
-    servers.record_scripts()
+    if args.scripts:
+        servers.record_scripts()
     before = servers.snapshot()
     cpu0 = {n: _proc_cpu_s(pids[n]) for n in nodes}
     rss_rest = {n: _proc_rss_kb(pids[n]) for n in nodes}
@@ -522,7 +533,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     sleep_until_ms(hi)
     after = servers.snapshot()
     cpu1 = {n: _proc_cpu_s(pids[n]) for n in nodes}
-    after["scripts"] = servers.script_time()
+    if args.scripts:
+        after["scripts"] = servers.script_time()
     rss = {n: _proc_rss_kb(pids[n]) for n in nodes}
     actions1 = {n: _read_json(workdir / f"{n}.json") for n in nodes}
     alive = {n: procs[n].poll() is None for n in nodes}
@@ -712,18 +724,9 @@ def analyse(
         "redis_command_s_per_master": usec_per_master,
         "redis_calls_per_slot": {k: round(v / due, 3) for k, v in calls.most_common() if v > 0},
         "redis_usec_per_slot": {k: round(v / due, 2) for k, v in usec.most_common() if v > 0},
-        # SLOWLOG over the window: µs inside each script per slot, and per job group it handled.
-        "redis_script_us_per_slot": {
-            k: round(v["us"] / due, 2) for k, v in sorted(after.get("scripts", {}).items()) if due
-        },
-        "redis_script_groups_per_slot": {
-            k: round(v["groups"] / due, 3) for k, v in sorted(after.get("scripts", {}).items()) if due
-        },
-        "redis_script_us_per_group": {
-            k: round(v["us"] / v["groups"], 2)
-            for k, v in sorted(after.get("scripts", {}).items())
-            if v["groups"]
-        },
+        # --scripts: SLOWLOG over the window, µs inside each script per slot and per job group
+        # it handled ("incomplete": the log overflowed; "not recorded": no --scripts).
+        **script_split(after, due),
         "redis_memory_bytes_at_rest": mem_rest,
         "redis_memory_bytes_per_job": round(mem_rest / len(names), 1),
         "log_lines_per_slot": round(log_lines / due, 2) if due else float("nan"),
@@ -731,6 +734,22 @@ def analyse(
         "store_actions_per_slot": {k: round(v / due, 3) for k, v in store_actions.most_common() if v},
         "agents_detail": agents,
         "reference": reference,
+    }
+
+
+def script_split(after: dict[str, Any], due: int) -> dict[str, Any]:
+    """The ``--scripts`` figures of a run (see :meth:`Servers.script_time`)."""
+    if "scripts" not in after:
+        return {"redis_script_time": "not recorded (no --scripts)"}
+    scripts = after["scripts"]
+    if scripts is None:
+        return {"redis_script_time": f"incomplete: more than {SLOWLOG_MAX:,} commands in the window"}
+    rows = sorted(scripts.items())
+    return {
+        "redis_script_time": "SLOWLOG (it adds server CPU: not for the CPU figures)",
+        "redis_script_us_per_slot": {k: round(v["us"] / due, 2) for k, v in rows if due},
+        "redis_script_groups_per_slot": {k: round(v["groups"] / due, 3) for k, v in rows if due},
+        "redis_script_us_per_group": {k: round(v["us"] / v["groups"], 2) for k, v in rows if v["groups"]},
     }
 
 
@@ -799,11 +818,13 @@ def report(res: dict[str, Any]) -> None:
     )
     top = ", ".join(f"{k} {v}" for k, v in list(res["redis_calls_per_slot"].items())[:6])
     print(f"Redis calls per slot: {top}")
-    per_script = res.get("redis_script_us_per_slot", {})
-    if per_script:
+    per_script = res.get("redis_script_us_per_slot")
+    if per_script is not None:
         groups = res["redis_script_groups_per_slot"]
         each = ", ".join(f"{k} {v} µs ({groups.get(k, 0)} groups)" for k, v in per_script.items())
-        print(f"Redis time inside each script per slot (SLOWLOG): {each}")
+        print(f"Redis time inside each script per slot (SLOWLOG, adds server CPU): {each}")
+    elif "incomplete" in res.get("redis_script_time", ""):
+        print(f"Redis time per script: {res['redis_script_time']}")
     acts = ", ".join(f"{k} {v}" for k, v in res.get("store_actions_per_slot", {}).items())
     print(f"agents' store actions per slot (all agents; 'items': requests or jobs in a batch): {acts}")
     print(f"Redis memory at rest {res['redis_memory_bytes_per_job']:,.0f} B per job")
@@ -842,6 +863,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the agents' start_timeout (default: the product's, 5s): how long a committed slot may "
         "wait for its executor's start before a sweep hands it to another voter",
     )
+    ap.add_argument(
+        "--scripts",
+        action="store_true",
+        help="profile the server's time per script over the window (SLOWLOG of every command: "
+        "adds about a quarter to the server's CPU, so its CPU figures are not to be quoted)",
+    )
     ap.add_argument("--label", default="")
     args = ap.parse_args(argv)
     for what, value, low in (
@@ -856,6 +883,7 @@ def main(argv: list[str] | None = None) -> int:
     variant += "-spread" if args.spread else ""
     variant += "-thread" if args.callable == "thread" else ""
     variant += f"-st{args.start_timeout}" if args.start_timeout else ""
+    variant += "-scripts" if args.scripts else ""
     with tempfile.TemporaryDirectory(prefix="qc-bench-scale-") as tmp:
         workdir = Path(tmp)
         if args.keep is not None:
