@@ -556,3 +556,32 @@ def test_an_at_least_once_run_is_killed_at_its_lease_end_counted_from_the_accept
         assert core.on_reply(late, running, Now(T0 + end + 5, end + 5)) == []  # too late: stays killed
     else:
         assert kills == []  # the store marks the slot lost; it is never run again
+
+
+def test_a_read_answered_after_the_slot_was_committed_to_this_node_sets_no_poll() -> None:
+    """A poll sent while the slot was proposed, answered after the assignment notice made this
+    node start it: the proposed view is older news. Polling again would leave a poll timer on the
+    starting slot, and a renew refused later would turn the run into ``awaiting``, a step the
+    lifecycle table does not allow (explorer seed 11)."""
+    from quorum_cron.core.lifecycle import Phase
+    from quorum_cron.core.model import SlotView
+    from quorum_cron.core.node import ReadSlots
+
+    core = NodeCore(
+        NodeSettings(node_id="n1", quorum=1, lease_ms=3000), [job("a", 60_000, deadline_ms=30_000)]
+    )
+    core.set_trust(True)
+    read = ReadSlots((("a", T0),))
+    (start,) = core.on_assigned("a", T0, 1, Now(T0, 0))
+    assert isinstance(start, Start)
+    proposed = SlotView("a", T0, SlotState.PROPOSED)
+    assert core.on_reply(read, [proposed], Now(T0 + 10, 10)) == []
+    running = SlotView("a", T0, SlotState.RUNNING, token=1, executor="n1")
+    assert core.on_reply(start, TransitionResult(True, running, T0), Now(T0 + 20, 20)) == [
+        Run("a", T0, 1, 60_000)
+    ]
+    assert core.slot_phase("a", T0) == Phase.RUNNING
+    renew = Renew("a", T0, 1, 3000)  # (what its renew timer sends; no tick: no vote of its own)
+    failed = SlotView("a", T0, SlotState.FAILED, token=1, executor="n1")
+    core.on_reply(renew, TransitionResult(False, failed, T0 + 1030, "slot is failed"), Now(T0 + 1030, 1030))
+    assert core.slot_phase("a", T0) == Phase.NONE

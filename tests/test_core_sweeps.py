@@ -76,11 +76,11 @@ def test_a_job_a_vote_reply_showed_waits_for_its_time_and_a_sweep_of_others_keep
     plan = SweepPlan(PARAMS)
     plan.next(0, probe=False)
     plan.replied(SweepResult([], {"b": 2_000}), 0)
-    plan.expect(0, 5_000)
-    plan.expect(0, 7_000)  # (a later time for the same job: the earlier one stands)
+    plan.expect(0, 5_000, 60_000)
+    plan.expect(0, 7_000, 60_000)  # (a later time for the same slot: the earlier one stands)
     assert plan.due_in_ms(1_000) == 1_000  # ("b" first)
     assert _jobs(plan.next(2_000, probe=False)) == ["b"]
-    plan.expect(2, 3_000)  # (a reply while "b"'s sweep is in flight)
+    plan.expect(2, 3_000, 60_000)  # (a reply while "b"'s sweep is in flight)
     plan.replied(SweepResult([], {}), 2_100)
     assert plan.due_in_ms(2_100) == 900  # ("c" at 3,000, "a" at 5,000: both kept)
     assert plan.next(2_900, probe=False) is None
@@ -90,10 +90,51 @@ def test_a_job_a_vote_reply_showed_waits_for_its_time_and_a_sweep_of_others_keep
     plan.replied(SweepResult([], {}), 3_200)
     assert _jobs(plan.next(5_000, probe=False)) == ["a"]
     plan.replied(SweepResult([], {}), 5_100)
-    plan.expect(1, 9_000)
+    plan.expect(1, 9_000, 60_000)
     assert _jobs(plan.next(FULL_SWEEP_MS, probe=False)) == ["a", "b", "c"]  # (the backstop)
     plan.replied(SweepResult([], {}), FULL_SWEEP_MS)
     assert plan.due_in_ms(FULL_SWEEP_MS) == 0  # ("b"'s expectation went with the full sweep)
+
+
+def test_a_slot_seen_ended_drops_the_sweep_it_alone_expected() -> None:
+    """``ended``: the slot that set a job's expected sweep ended (the executor's finish, a poll):
+    no sweep of the job is due for it any more; an expectation another slot of the job also set,
+    or that a later slot set, stays; an end of an unexpected slot changes nothing."""
+    plan = SweepPlan(PARAMS)
+    plan.next(0, probe=False)
+    plan.replied(SweepResult([], {}), 0)
+    plan.expect(0, 5_000, 60_000)
+    plan.expect(0, 3_000, 60_000)  # (the same slot, seen again: still its one slot)
+    plan.ended(0, 60_000)
+    assert plan.due_in_ms(1_000) == 0
+    assert plan.next(5_000, probe=False) is None  # (no call: nothing left to sweep)
+    plan.expect(1, 5_000, 60_000)
+    plan.expect(1, 4_000, 120_000)  # (another slot of "b": which one is open is not known)
+    plan.ended(1, 60_000)
+    plan.ended(1, 120_000)
+    assert plan.due_in_ms(1_000) == 3_000
+    plan.expect(2, 6_000, 60_000)
+    plan.ended(2, 0)  # (a slot of "c" this plan never expected)
+    plan.ended(0, 60_000)  # (no expectation left for "a")
+    assert _jobs(plan.next(4_000, probe=False)) == ["b"]
+    plan.replied(SweepResult([], {}), 4_100)
+    plan.ended(1, 120_000)  # (the sweep took "b"'s expectation: nothing to drop, no error)
+    assert _jobs(plan.next(6_000, probe=False)) == ["c"]
+
+
+def test_the_executor_does_not_sweep_a_job_whose_slot_it_finished() -> None:
+    """The executor's vote reply set a sweep of the job at the slot's start timeout; its finish's
+    reply showed the slot ended before then, so it sends no sweep when that time comes (until the
+    full sweep)."""
+    t0 = T0
+    d = Driver([job("a", 60_000, deadline_ms=30_000), job("b", 3_600_000, deadline_ms=30_000)], n=3)
+    d.run_until(t0 + 500)
+    slot = d.store.slot("a", t0)
+    assert slot.state == SlotState.SUCCEEDED
+    executor = d.nodes[slot.executor].core
+    assert executor._sweeps.next_full() > d.mono_ms + 10_000  # (the full sweep is not due)
+    later = Now(t0 + 10_000, d.mono_ms + 9_500)  # (past the start timeout its vote reply set)
+    assert [a for a in executor.tick(later) if isinstance(a, Sweep)] == []
 
 
 def test_a_reload_makes_the_next_sweep_cover_every_job_of_the_new_list() -> None:

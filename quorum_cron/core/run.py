@@ -102,13 +102,15 @@ class RunningSide(CoreState):
     def _sweep_when(self, js: _JobState, view: SlotView, now: Now, store_ms: int) -> None:
         """When this node's sweeps should next cover the job for this slot (core.sweeps).
 
-        An ended slot needs no sweep. Otherwise, with the store's time of the reply, the job is
+        An ended slot needs no sweep: if it alone set the job's expected sweep, that sweep is
+        dropped (``SweepPlan.ended``). Otherwise, with the store's time of the reply, the job is
         swept when the store's sweep could first change the slot, as ``sweep.lua``'s ``due_at``
         reckons it (a proposed slot by this node's own deadline, which its recorded vote
         carried: never later than the store's); without it, at the next sweep.
         """
         state = view.state
         if state in TERMINAL_STATES:
+            self._sweeps.ended(js.index, view.fire_ms)
             return
         if not store_ms or state == SlotState.ABSENT:
             self._sweeps.heard.add(js.index)  # (a slot of the job may exist: sweep it until it ends)
@@ -120,7 +122,7 @@ class RunningSide(CoreState):
         else:
             at = view.lease_until_ms
         at_mono = now.mono_ms + max(1, at + 1 - store_ms)
-        self._sweeps.expect(js.index, at_mono)
+        self._sweeps.expect(js.index, at_mono, view.fire_ms)
         if not self._sweeping:  # (sooner than planned, but never sooner than min_sweep_gap from now)
             soonest = max(at_mono, now.mono_ms + min_sweep_gap(self.settings))
             self._next_sweep_mono = min(self._next_sweep_mono, soonest)
@@ -171,6 +173,8 @@ class RunningSide(CoreState):
             self._stop_polling(js, view.fire_ms)
             return self._adopt_start(js, view, now)
         if view.state == SlotState.PROPOSED and poll_again and not self._stopping:
+            if self._past_proposed(js, view.fire_ms):
+                return []  # (a read sent before the commit, answered late: stale)
             if now.wall_ms <= view.fire_ms + js.job.deadline_ms + self.settings.start_timeout_ms:
                 # A fallback for a lost assignment notice: poll well inside the deadline.
                 poll = max(10, min(self.settings.assign_poll_ms, js.job.deadline_ms // 2))
@@ -182,6 +186,23 @@ class RunningSide(CoreState):
             self._forget_start(js, view.fire_ms)
             return self._drop_stale_run(js, view)
         return []
+
+    def _past_proposed(self, js: _JobState, fire_ms: int) -> bool:
+        """Whether this node holds a start, run, confirmation, deferred start or result of the
+        slot: it was committed to this node, so a read showing it proposed is older news.
+
+        Polling it then would leave a poll timer on a starting or running slot, and a refused
+        renew would turn that run into ``awaiting`` (explorer seed 11, once fewer sweeps moved
+        the replies' timing: an illegal step of the lifecycle table).
+        """
+        s = js.slots.get(fire_ms)
+        return s is not None and (
+            s.start_token is not None
+            or s.run is not None
+            or s.confirming is not None
+            or s.deferred is not None
+            or s.finish is not None
+        )
 
     def _forget_start(self, js: _JobState, fire_ms: int) -> None:
         """The slot's outcome is known: no start of ours is to be adopted from a read any more."""

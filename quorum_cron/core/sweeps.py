@@ -22,7 +22,8 @@ covers
   the store's time and the slot's state, so the core knows, as a sweep's
   reply would have said, the earliest instant a sweep can change that slot
   (its deadline, start timeout or lease end), and the job is swept then, not
-  at once,
+  at once, unless a later reply shows that very slot ended (``ended``: the
+  executor's own finish) while no other slot of the job is expected,
 
 and every :data:`FULL_SWEEP_MS` (and at start, after a reload, and while
 the store is unreachable, when the sweep is the probe) all of them: the
@@ -44,6 +45,14 @@ job as soon as its vote's reply came (or, before that, as soon as the vote
 was planned) changed nothing — the slot was minutes from its deadline and
 seconds from its start timeout — yet cost a sweep item per node and slot,
 about a third of the store's sweep work (benchmarks/scale.py, issue 27).
+
+Why ``ended``: the executor hears its slot end (its finish's reply) before
+the start timeout its vote's reply set; sweeping the job then could change
+nothing, and was one of the ~6 job-sweeps per slot at a burst. An
+expectation is dropped only when the slot that set it is the one that
+ended and no other slot of the job set one since (then it is kept: this
+node cannot tell which of them is still open); a slot this node never
+heard of stays the full sweep's, as before.
 """
 
 from __future__ import annotations
@@ -59,11 +68,25 @@ __all__ = ["FULL_SWEEP_MS", "SweepPlan"]
 FULL_SWEEP_MS = 60_000
 """How often a node sweeps every job, whatever it heard of (the backstop)."""
 
+_SEVERAL = -1
+"""``SweepPlan._expect_for`` of a job whose expected sweep more than one slot set."""
+
 
 class SweepPlan:
     """The jobs (by index in the core's job list) the next sweep covers; see the module docstring."""
 
-    __slots__ = ("_all", "_due", "_expect", "_full_at", "_index", "_params", "_sent", "_sent_full", "heard")
+    __slots__ = (
+        "_all",
+        "_due",
+        "_expect",
+        "_expect_for",
+        "_full_at",
+        "_index",
+        "_params",
+        "_sent",
+        "_sent_full",
+        "heard",
+    )
 
     def __init__(self, params: Iterable[SweepParams]) -> None:
         self.heard: set[int] = set()
@@ -74,6 +97,9 @@ class SweepPlan:
         """Like ``_due``, from replies other than a sweep's since the last sweep covering the job
         was sent (kept apart: a sweep's reply replaces ``_due`` of the jobs it covered, and must
         not drop what it could not have seen)."""
+        self._expect_for: dict[int, int] = {}
+        """For each job in ``_expect``: the fire time of the slot that set it, or :data:`_SEVERAL`
+        when more than one slot did (then no single slot's end drops it)."""
         self._sent: set[int] = set()
         """What the sweep in flight covers besides the full list: re-covered if it fails."""
         self._sent_full = False
@@ -86,14 +112,28 @@ class SweepPlan:
         self._index = {p.job: i for i, p in enumerate(self._params)}
         self._due = {}
         self._expect = {}
+        self._expect_for = {}
         self._full_at = 0
 
-    def expect(self, index: int, mono_ms: int) -> None:
-        """Job ``index`` has a slot a sweep can change from ``mono_ms`` on (a vote's reply said):
-        sweep it then (or earlier, with whatever else is due)."""
+    def expect(self, index: int, mono_ms: int, fire_ms: int) -> None:
+        """Job ``index``'s slot at ``fire_ms`` is one a sweep can change from ``mono_ms`` on (a
+        reply said): sweep the job then (or earlier, with whatever else is due)."""
         at = self._expect.get(index)
-        if at is None or mono_ms < at:
+        if at is None:
             self._expect[index] = mono_ms
+            self._expect_for[index] = fire_ms
+            return
+        if self._expect_for.get(index) != fire_ms:
+            self._expect_for[index] = _SEVERAL
+        if mono_ms < at:
+            self._expect[index] = mono_ms
+
+    def ended(self, index: int, fire_ms: int) -> None:
+        """Job ``index``'s slot at ``fire_ms`` ended (a reply said): if that slot alone set the
+        job's expected sweep, the sweep is not needed (see the module docstring)."""
+        if self._expect_for.get(index) == fire_ms:
+            del self._expect[index]
+            del self._expect_for[index]
 
     def next(self, mono_ms: int, probe: bool) -> Sweep | None:
         """The sweep to send now (None: no job has anything a sweep could change yet).
@@ -106,12 +146,15 @@ class SweepPlan:
         if probe or mono_ms >= self._full_at:
             self._sent, self._sent_full = heard.union(expect), True
             self._expect = {}
+            self._expect_for = {}
             return self._all
         chosen = heard.union(i for i, at in self._due.items() if at <= mono_ms)
         if expect:
             ripe = [i for i, at in expect.items() if at <= mono_ms]
+            expect_for = self._expect_for
             for i in ripe:
                 del expect[i]
+                del expect_for[i]
             chosen.update(ripe)
         self._sent, self._sent_full = chosen, False
         if not chosen:
