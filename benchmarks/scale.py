@@ -38,8 +38,9 @@ minutes: each burst and everything the cluster does between bursts
   its SHA-1: which script the ``EVALSHA`` time goes to, per slot and per
   job group). That is a profile, not a measurement to quote: the server then
   logs every command, its scripts' own calls too, which adds about a
-  quarter to its CPU per slot (a burst of votes: 24 → 31 µs); durations are wall time in the command (on a busy
-  machine, also the time the server waited for a core); and the log keeps
+  quarter to its CPU per slot (a burst of votes: 24 → 31 µs); durations are
+  wall time in the command (on a busy machine, also the time the server
+  waited for a core); and the log keeps
   the last 1,000,000 commands (about 36 per slot: ~25,000 slots), so a
   larger run reports the split as incomplete;
 * **agent CPU per slot** — each agent's ``utime + stime``
