@@ -370,3 +370,14 @@ def test_the_summary_counts_takeovers_and_refusals(world: World, caplog: pytest.
     [summary] = events(caplog.records, "summary")
     fields = summary.qc_fields  # type: ignore[attr-defined]
     assert (fields["start_refused"], fields["takeovers"], fields["committed"]) == (1, 1, 0)
+
+
+def test_a_dropped_result_is_logged_at_error_with_its_slot_and_token(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    action = Finish(JOB, FIRE, 3, True, "exit 0", 0, 0)
+    world.observer.finish_dropped(action, "store unreachable: connection refused")
+    [dropped] = events(caplog.records, "finish_dropped")
+    assert dropped.levelno == logging.ERROR
+    assert dropped.qc_fields == {"job": JOB, "slot": FIRE, "token": 3, "succeeded": True}  # type: ignore[attr-defined]
+    assert "connection refused" in dropped.getMessage() and "resend buffer is full" in dropped.getMessage()

@@ -375,6 +375,22 @@ class Observer:
                 reason=reply.reason,
             )
 
+    def finish_dropped(self, action: Finish, reason: str) -> None:
+        """The core dropped this run's result after its ``Finish`` failed: the resend buffer
+        (``MAX_PENDING_FINISHES`` results) was full. The slot's lease will run out and a sweep
+        will record it ``lost``, although the job ran: an operator must hear it here first."""
+        event(
+            log,
+            logging.ERROR,
+            "finish_dropped",
+            f"result of {action.job}@{action.fire_ms} token {action.token} dropped: the store did not "
+            f"take it ({reason}) and the resend buffer is full",
+            job=action.job,
+            slot=action.fire_ms,
+            token=action.token,
+            succeeded=action.succeeded,
+        )
+
     def _outcome(self, action: Finish, view: SlotView, failures_before: int) -> None:
         """This node's result is the slot's final word: timestamps, and the job outcome alerts
         (``failures_before``: the store's count of the job's failed or lost slots in a row before

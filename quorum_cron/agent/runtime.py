@@ -7,14 +7,13 @@ processes. One loop, no fixed polling interval::
     tick(now) → actions → carry them out → sleep next_wakeup(now) ms,
                                             or until an event arrives
 
-Events are store replies (answered with ``on_reply`` / ``on_failure`` as
-soon as they arrive, on the loop thread), notices from the pub/sub listener
-(assignments → ``on_assigned``, operator triggers → ``on_trigger``), job
-processes ending (``on_run_finished``) and signals. Store calls run on one
-worker thread in emission order (:mod:`.storeio`), so the loop wakes on time
-even while a call is on the wire; at a slot's fire time the node wakes,
-votes in one batch and — when the reply or a notice names it executor —
-starts the process after one more round trip.
+Events are store replies (answered with ``on_reply`` / ``on_failure`` as soon as they
+arrive, on the loop thread), notices from the pub/sub listener (assignments →
+``on_assigned``, operator triggers → ``on_trigger``), job processes ending
+(``on_run_finished``) and signals. Store calls run on one worker thread in emission order
+(:mod:`.storeio`), so the loop wakes on time even while a call is on the wire; at a slot's
+fire time the node wakes, votes in one batch and — when the reply or a notice names it
+executor — starts the process after one more round trip.
 
 This module owns the loop, start and stop, and the dispatch of the core's
 actions. The rest lives in modules that each own one thing:
@@ -33,12 +32,11 @@ The agent only reports how a store call failed (``Failure.UNREACHABLE`` for
 :class:`StoreUnavailable`, ``Failure.REFUSED`` for any other error) and
 whether the store answers its health probes.
 
-**Graceful stop** (SIGTERM): vote no more, let running jobs finish within
-the grace period, record their results, leave the membership, exit 0.
-A second signal (:meth:`Agent.end_grace`) stops the running jobs at once and
-records that cause on their slots, not "grace period expired". A node whose
-id is held by a live process never joined: it logs ``not_joined`` (exit 3),
-never ``left``.
+**Graceful stop** (SIGTERM): vote no more, let running jobs finish within the grace period,
+record their results, leave the membership, exit 0. A second signal (:meth:`Agent.end_grace`)
+stops the running jobs at once and records that cause on their slots, not "grace period
+expired". A node whose id is held by a live process never joined: it logs ``not_joined``
+(exit 3), never ``left``.
 """
 
 from __future__ import annotations
@@ -447,7 +445,11 @@ class Agent:
             else:
                 log.error("store call %s raised unexpectedly", op, exc_info=exc)
             failure = Failure.UNREACHABLE if isinstance(exc, StoreUnavailable) else Failure.REFUSED
+            dropped = self.core.dropped_finishes
             self._dispatch(self.core.on_failure(action, self.now(), failure, str(exc)))
+            if self.core.dropped_finishes > dropped and isinstance(action, Finish):  # (only a Finish's)
+                self._finishing.discard((action.job, action.fire_ms))
+                self.observer.finish_dropped(action, str(exc))
         self._poke()
 
     # -- the runtime's own handling of a reply, per store action type (core.actions.handlers) --

@@ -5,10 +5,14 @@ fenced by the run's token) is the slot record's ``finish`` part, sent at
 once and, after a failure, again at its retry time (a heap of retry times
 across the node's slots; an entry whose slot no longer waits for that time
 is stale and dropped when it surfaces). At most
-:data:`~quorum_cron.core.state.MAX_PENDING_FINISHES` results are held: a
-node cut off from its store for long must not grow without bound. While a
-result is held, the slot is ``finishing``, and a late notice or read of the
-slot does not start it again (``RunningSide._ran``).
+:data:`~quorum_cron.core.state.MAX_PENDING_FINISHES` results wait for a
+resend: a node cut off from its store for long must not grow without bound.
+The bound counts only those: a result whose ``Finish`` is on its way is
+never dropped, however many there are (a burst's executor has tens of
+thousands queued at 100,000 jobs; they are answered within the burst).
+While a result is on its way or held, the slot's phase is ``finishing``,
+and a late notice or read of the slot does not start it again
+(``RunningSide._ran``).
 """
 
 from __future__ import annotations
@@ -31,17 +35,13 @@ class FinishingSide(RunningSide):
     def _record_finish(
         self, js: _JobState, s: Slot, token: int, succeeded: bool, detail: str, out: list[Action]
     ) -> None:
-        """The run of slot ``s`` under ``token`` ended: hold its result and send it (or, the buffer
-        full, drop it and count it in ``dropped_finishes``)."""
+        """The run of slot ``s`` under ``token`` ended: hold its result and send it at once."""
         ran, s.run = s.run, None
-        if s.finish is None and self._finish_count >= MAX_PENDING_FINISHES:
-            self.dropped_finishes += 1
-            return
         attempt = ran.runs if ran is not None and ran.token == token else 0
         spec = self._definition(js, s.fire_ms)  # (a reload keeps a slot's own definition)
         action = finished(js.job.name, s.fire_ms, token, succeeded, detail, spec, attempt)
-        if s.finish is None:
-            self._finish_count += 1
+        if s.finish is not None and not s.finishing:
+            self._held_finishes -= 1  # (a held result replaced: this one is on its way)
         s.finish = action
         s.finishing = True
         out.append(action)
@@ -57,6 +57,7 @@ class FinishingSide(RunningSide):
             s = self._slot_of(key)
             assert s is not None and s.finish is not None
             s.finishing = True
+            self._held_finishes -= 1
             out.append(s.finish)
 
     def _slot_of(self, key: tuple[str, int]) -> Slot | None:
@@ -74,10 +75,10 @@ class FinishingSide(RunningSide):
         s = self._slot_of((action.job, action.fire_ms))
         if s is not None:
             self._touched.append((self._jobs[action.job], s))
+            if s.finish is not None and not s.finishing:
+                self._held_finishes -= 1
             s.finishing = False
-            if s.finish is not None:
-                s.finish = None
-                self._finish_count -= 1
+            s.finish = None
             s.finish_retry = 0
         # A failed run with retries left comes back committed (maybe to us).
         return self._on_view(reply.slot, now, store_ms=reply.now_ms) if reply.ok else []
@@ -85,10 +86,19 @@ class FinishingSide(RunningSide):
     def _failed_finish(
         self, action: Finish, now: Now, failure: Failure, reason: str, retry_at: int
     ) -> list[Action]:
+        """The ``Finish`` failed: hold the result for a resend at ``retry_at`` or, with
+        :data:`~quorum_cron.core.state.MAX_PENDING_FINISHES` already held, drop it (counted in
+        ``dropped_finishes``; the slot's lease then runs out and a sweep records it ``lost``)."""
         key = (action.job, action.fire_ms)
         s = self._slot_of(key)
-        if s is not None and s.finish is not None:
-            s.finishing = False
-            s.finish_retry = retry_at
-            heappush(self._finish_heap, (retry_at, key))
+        if s is None or s.finish is None or not s.finishing:
+            return []  # (no result of it on its way: an older send's failure)
+        s.finishing = False
+        if self._held_finishes >= MAX_PENDING_FINISHES:
+            s.finish = None
+            self.dropped_finishes += 1
+            return []
+        self._held_finishes += 1
+        s.finish_retry = retry_at
+        heappush(self._finish_heap, (retry_at, key))
         return []

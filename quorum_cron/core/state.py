@@ -53,7 +53,12 @@ MAX_RAN_LOCAL = 10_000
 """Bound on slots remembered as run locally here (each runs locally at most once)."""
 
 MAX_PENDING_FINISHES = 10_000
-"""Bound on finished-job results buffered while the store is unreachable."""
+"""Bound on finished-job results held for a resend after a failed ``Finish`` (the store unreachable).
+
+A result on its way (its ``Finish`` sent, no answer yet) is never dropped: at 100,000 jobs one
+node's executions of a minute's burst have tens of thousands of results in the store worker's
+queue at once, and a bound on those dropped two in five of them (the slots then ended ``lost``
+although they ran; docs/benchmarks.md, "A bound that dropped results")."""
 
 _NEVER = NEVER
 
@@ -141,14 +146,14 @@ class CoreState:
         self._started = False
         self._next_sweep_mono = 0
         self._sweeping = False
-        self._finish_count = 0
-        """Slots whose result is buffered (``Slot.finish``), for the buffer's bound."""
+        self._held_finishes = 0
+        """Slots whose result waits for a resend (``Slot.finish`` set, not ``finishing``): the bound."""
         self._retries = RetryQueue(settings.retry_ms)
         """Failed missed records and high-water reads (:mod:`quorum_cron.core.retries`)."""
         self._sweeps = SweepPlan(self._sweep_params())
         """Which jobs the next sweep covers (:mod:`quorum_cron.core.sweeps`)."""
         self.dropped_finishes = 0
-        """Results dropped because the buffer was full (reported by the runtime)."""
+        """Results dropped because the resend buffer was full (the runtime logs each drop)."""
         cls = type(self)
         self._replied = handlers(cls, "_reply_")
         """Store action type → the core's handler of its reply (``_reply_<type>``, in ``core.node``)."""
