@@ -17,6 +17,7 @@ label set was first used.
 
 from __future__ import annotations
 
+import gc
 import math
 import re
 import threading
@@ -272,3 +273,21 @@ def test_a_scrape_while_the_tables_grow_never_fails() -> None:
     assert failures == []
     assert len(scrapes) >= 20
     assert m.registry.get_sample_value("quorum_cron_votes_total", {"job": "job0", "status": "committed"}) == 1
+
+
+def test_label_sets_add_nothing_for_the_garbage_collector_to_walk() -> None:
+    """Label sets are made after the agent froze its heap, one per job and outcome: were each a
+    tracked container (a list), every full collection would walk them (at 100,000 jobs,
+    ~600,000 of them, about 0.35 s a collection)."""
+    registry = CollectorRegistry()
+    counter = LeanCounter("c_total", "h", ["job", "outcome"], registry=registry)
+    histogram = LeanHistogram("h_seconds", "h", ["job"], buckets=(1.0, 2.0), registry=registry)
+    gc.collect()
+    before = len(gc.get_objects())
+    for i in range(1_000):
+        counter.inc((f"j{i}", "succeeded"))
+        counter.labels(f"j{i}", "lost")
+        histogram.observe((f"j{i}",), 1.5)
+    gc.collect()  # (it stops tracking the tuples of text that key the label sets)
+    assert len(gc.get_objects()) - before < 100
+    assert counter.get(("j7", "succeeded")) == 1.0

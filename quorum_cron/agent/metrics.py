@@ -16,13 +16,23 @@ histogram); at a burst of 10,000 jobs those children were about 5 KB of an
 agent's memory per job and ~10 % of its CPU (``labels()``, the child's
 ``__init__``) as each node first voted on or ran each job (issue 27). A scrape
 shows the same names, types, help, labels, samples (``_total``,
-``_created``, buckets) and values as the library's objects would. The
+``_created``, buckets) and values as the library's objects would.
+
+No label set is a container the garbage collector tracks: a counter keeps
+two dicts of floats (value, created), a histogram one ``bytearray`` of packed
+doubles per label set (``[count per bucket..., sum, created]``; a bytearray
+holds no references, so the collector ignores it, where a list or even an
+``array('d')`` is tracked). Why: the label sets are made as each job first
+runs, after the agent froze its heap (:mod:`.heap`), so at 100,000 jobs
+their ~600,000 lists were most of what every full collection walked, about
+0.35 s each (``benchmarks/scale.py``, ``gc_gen2_at_end``; docs/benchmarks.md,
+"A bound that dropped results"). The
 labelled metrics with a few fixed label sets (``store_errors{op}``...) and
 the unlabelled gauges stay library objects.
 
 Threads, and why no lock: the agent observes on its event-loop thread only;
 a scrape collects on the HTTP server's thread. Under the GIL a dict insert
-and a list item store are atomic, and the scrape copies a table
+and a ``pack_into`` are atomic, and the scrape copies a table
 (``table.copy()``, one C call: no other thread runs during it) before it
 walks it, so a table growing meanwhile is never iterated. A scrape may
 read a label set between two stores of one observation (a histogram's
@@ -35,6 +45,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Sequence
+from struct import Struct
 from typing import ClassVar, Generic, TypeVar
 
 import prometheus_client.metrics as _pm
@@ -61,6 +72,9 @@ _DURATION_BUCKETS = (
     24 * 3600.0,
 )
 _DELAY_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+_DOUBLE = Struct("<d")
+"""One number of a histogram's packed label set."""
 
 Key = tuple[str, ...]
 """The label values of one label set, as text, in the family's label-name order."""
@@ -112,7 +126,7 @@ class _LeanFamily:
 
 
 class LeanCounter(_LeanFamily):
-    """A labelled counter: per label set a ``[value, created]`` list.
+    """A labelled counter: per label set a value and its ``created`` time (two dicts of floats).
 
     ``_created`` (the time the label set was first used) is kept because the
     library exposes it per label set, and a scraper may rely on it to see a
@@ -124,7 +138,8 @@ class LeanCounter(_LeanFamily):
     def __init__(
         self, name: str, documentation: str, labelnames: Sequence[str], *, registry: CollectorRegistry
     ) -> None:
-        self._cells: dict[Key, list[float]] = {}
+        self._values: dict[Key, float] = {}
+        self._created: dict[Key, float] = {}  # (set before the value: a scraped value has one)
         # The library names a counter without its ``_total`` (OpenMetrics).
         super().__init__(name.removesuffix("_total"), documentation, labelnames, registry=registry)
 
@@ -132,16 +147,17 @@ class LeanCounter(_LeanFamily):
         """Add ``amount`` (>= 0) to the label set ``key``, starting it at 0 on its first use."""
         if amount < 0:
             raise ValueError("Counters can only be incremented by non-negative amounts.")
-        cell = self._cells.get(key)
-        if cell is None:
-            self._cells[key] = [0.0 + amount, time.time()]
+        values = self._values
+        value = values.get(key)
+        if value is None:
+            self._created[key] = time.time()
+            values[key] = 0.0 + amount
         else:
-            cell[0] += amount
+            values[key] = value + amount
 
     def get(self, key: Key) -> float:
         """The label set's value; 0 if never used."""
-        cell = self._cells.get(key)
-        return 0.0 if cell is None else cell[0]
+        return self._values.get(key, 0.0)
 
     def labels(self, *values: object) -> _CounterChild:
         """The label set of ``values``, created at 0 now if new (a series of 0, as the library's).
@@ -150,18 +166,20 @@ class LeanCounter(_LeanFamily):
         later) and code written against the library's children.
         """
         key = self._key(values)
-        if key not in self._cells:
-            self._cells[key] = [0.0, time.time()]
+        if key not in self._values:
+            self._created[key] = time.time()
+            self._values[key] = 0.0
         return _CounterChild(self, key)
 
     def _add_samples(self, metric: Metric) -> None:
         names, total, created = self._labelnames, self._name + "_total", self._name + "_created"
         use_created = _pm._use_created
-        for key, (value, since) in self._cells.copy().items():
+        since = self._created
+        for key, value in self._values.copy().items():
             labels = dict(zip(names, key, strict=True))
             metric.add_sample(total, labels, value)
             if use_created:
-                metric.add_sample(created, labels, since)
+                metric.add_sample(created, labels, since[key])
 
 
 class LeanGauge(_LeanFamily):
@@ -196,7 +214,8 @@ class LeanGauge(_LeanFamily):
 
 
 class LeanHistogram(_LeanFamily):
-    """A labelled histogram: per label set one list, ``[count per bucket..., sum, created]``.
+    """A labelled histogram: per label set one bytearray of packed doubles, ``[count per
+    bucket..., sum, created]`` (counts exact below 2**53).
 
     A bucket counts the observations that fell in it alone (the first
     bucket whose upper bound is >= the value, ``+Inf`` last, as the library
@@ -226,20 +245,26 @@ class LeanHistogram(_LeanFamily):
             raise ValueError("Must have at least two buckets")
         self._upper_bounds = bounds
         self._le = [floatToGoString(b) for b in bounds]  # type: ignore[no-untyped-call]
-        self._cells: dict[Key, list[float]] = {}
+        self._cells: dict[Key, bytearray] = {}
+        self._sum_at = 8 * len(bounds)
+        self._cell = Struct(f"<{len(bounds) + 2}d")
         super().__init__(name, documentation, labelnames, registry=registry)
 
-    def _new_cell(self) -> list[float]:
-        return [*([0] * len(self._upper_bounds)), 0.0, time.time()]
+    def _new_cell(self) -> bytearray:
+        cell = bytearray(self._cell.size)
+        _DOUBLE.pack_into(cell, self._sum_at + 8, time.time())
+        return cell
 
     def observe(self, key: Key, amount: float) -> None:
         """Count ``amount`` in the label set ``key``, starting the set on its first use."""
         cell = self._cells.get(key)
         if cell is None:
             cell = self._cells[key] = self._new_cell()
-        cell[-2] += amount
+        at = self._sum_at
+        _DOUBLE.pack_into(cell, at, _DOUBLE.unpack_from(cell, at)[0] + amount)
         if amount == amount:  # not NaN (which no bucket bound is >=)
-            cell[bisect.bisect_left(self._upper_bounds, amount)] += 1
+            at = 8 * bisect.bisect_left(self._upper_bounds, amount)
+            _DOUBLE.pack_into(cell, at, _DOUBLE.unpack_from(cell, at)[0] + 1)
 
     def labels(self, *values: object) -> _HistogramChild:
         """The label set of ``values``, created empty now if new (as the library's)."""
@@ -252,8 +277,8 @@ class LeanHistogram(_LeanFamily):
         names, name = self._labelnames, self._name
         bucket, count, total, created = name + "_bucket", name + "_count", name + "_sum", name + "_created"
         les, with_sum, use_created = self._le, self._upper_bounds[0] >= 0, _pm._use_created
-        for key, cell in self._cells.copy().items():
-            cell = cell[:]  # one list copy: the counts are read at one instant
+        for key, packed in self._cells.copy().items():
+            cell = self._cell.unpack(packed)  # one C call: the counts are read at one instant
             labels = dict(zip(names, key, strict=True))
             acc = 0.0
             for le, n in zip(les, cell, strict=False):
