@@ -57,15 +57,15 @@ FULL = heap.FULL_EVERY if _third_threshold_kept() else 0
 """What the third threshold reads once settled on this interpreter."""
 
 
-def test_settle_makes_full_collections_rarer_and_leaves_the_young_ones() -> None:
+def test_settle_makes_young_and_full_collections_rarer_and_leaves_the_middle_ones() -> None:
     assert heap.settle(heap.SETTLE_MIN_JOBS) is True
-    assert gc.get_threshold() == (700, 10, FULL)
+    assert gc.get_threshold() == (heap.YOUNG_EVERY, 10, FULL)
 
 
 def test_settle_never_lowers_a_threshold_the_application_raised() -> None:
-    gc.set_threshold(5000, 20, heap.FULL_EVERY * 3)
+    gc.set_threshold(heap.YOUNG_EVERY * 2, 20, heap.FULL_EVERY * 3)
     assert heap.settle(heap.SETTLE_MIN_JOBS) is True
-    assert gc.get_threshold() == (5000, 20, heap.FULL_EVERY * 3 if FULL else 0)
+    assert gc.get_threshold() == (heap.YOUNG_EVERY * 2, 20, heap.FULL_EVERY * 3 if FULL else 0)
 
 
 def test_settle_leaves_a_small_table_to_the_collector() -> None:
