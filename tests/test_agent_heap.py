@@ -57,8 +57,12 @@ FULL = heap.FULL_EVERY if _third_threshold_kept() else 0
 """What the third threshold reads once settled on this interpreter."""
 
 
-def test_settle_makes_young_and_full_collections_rarer_and_leaves_the_middle_ones() -> None:
+def test_settle_makes_full_collections_rarer_and_young_ones_only_for_a_large_table() -> None:
     assert heap.settle(heap.SETTLE_MIN_JOBS) is True
+    assert gc.get_threshold() == (700, 10, FULL)  # (1,000 jobs: a tenth is below the default)
+    assert heap.settle(30_000) is True
+    assert gc.get_threshold() == (3_000, 10, FULL)
+    assert heap.settle(1_000_000) is True
     assert gc.get_threshold() == (heap.YOUNG_EVERY, 10, FULL)
 
 

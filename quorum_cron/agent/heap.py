@@ -27,18 +27,21 @@ ignores this threshold). Measured (``benchmarks/scale.py``, 10,000 jobs, 3 agent
 agent's life): 19-21 full collections and 1.6-2.1 s in the collector before,
 4 and 0.6 s after; each agent's CPU per slot fell from 131-140 to 104-109 µs.
 
-And young collections come less often (:data:`YOUNG_EVERY`). A burst's slot
-records live a few seconds, so at 700 objects a young collection every few
-hundred slots found most of them alive, moved them on to the middle and then
-the old generation, and the old generation's count set off a full
-collection: at 100,000 jobs, each walking the burst's half a million objects,
-about 0.3 s, several a minute. At 10,000 more of them are gone before the
-first look, the middle generation fills 14 times slower, and (with the full
-threshold above) no full collection ran in two measured minutes of 100,000-job
-bursts; each agent's collector time per slot fell from 35-37 to 28-32 µs
-(docs/benchmarks.md, "A bound that dropped results"). A young collection then
-walks up to 10,000 objects, about 4 ms: a pause the event loop takes once
-every several hundred slots of a burst.
+And with a large table young collections come less often: every ``jobs / 10``
+new objects, up to :data:`YOUNG_EVERY`. A burst's slot records live a few
+seconds, so at 700 objects a young collection every few hundred slots found
+most of them alive, moved them on to the middle and then the old
+generation, and the old generation's count set off a full collection: at
+100,000 jobs, each walking the burst's half a million objects, about 0.3 s,
+several a minute. At 10,000 more of them are gone before the first look, the
+middle generation fills 14 times slower, and (with the full threshold above)
+no full collection ran in two measured minutes of 100,000-job bursts; each
+agent's collector time per slot fell from 35-37 to 28-32 µs
+(docs/benchmarks.md, "A bound that dropped results"). Why not 10,000 for
+every size: a young collection of 10,000 objects takes 2-6 ms and leaves
+the processor's caches cold, and at 10,000 jobs, where full collections were
+already rare, the 48 such collections of two minutes cost each agent more
+(0.12-0.29 s) than the 900 small ones they replaced (0.07 s).
 
 Called when the agent is ready, and when a reload has replaced the job table (the
 collection before the freeze reclaims the replaced definitions). Only for
@@ -61,8 +64,8 @@ SETTLE_MIN_JOBS = 1_000
 
 
 YOUNG_EVERY = 10_000
-"""The collector's first threshold once settled: a young collection every 10,000 net new
-tracked objects (CPython's default is 700)."""
+"""The collector's first threshold once settled, at most: a young collection every ``jobs / 10``
+net new tracked objects, up to 10,000 (and never below CPython's default of 700)."""
 
 FULL_EVERY = 100
 """The collector's third threshold once settled: a full collection at most every 100 collections
@@ -71,13 +74,13 @@ of the middle generation (CPython's default is 10)."""
 
 def settle(jobs: int) -> bool:
     """For ``jobs`` >= :data:`SETTLE_MIN_JOBS`: collect the garbage there is, exclude every
-    surviving object from later collections, and raise the young and the full collection's
-    thresholds to :data:`YOUNG_EVERY` and :data:`FULL_EVERY` (each only if it is lower).
-    Returns whether it did."""
+    surviving object from later collections, and raise the young collection's threshold to
+    ``jobs // 10`` (at most :data:`YOUNG_EVERY`) and the full collection's to
+    :data:`FULL_EVERY` (each only if it is lower). Returns whether it did."""
     if jobs < SETTLE_MIN_JOBS:
         return False
     gc.collect()
     gc.freeze()
     young, middle, full = gc.get_threshold()
-    gc.set_threshold(max(young, YOUNG_EVERY), middle, max(full, FULL_EVERY))
+    gc.set_threshold(max(young, min(YOUNG_EVERY, jobs // 10)), middle, max(full, FULL_EVERY))
     return True
