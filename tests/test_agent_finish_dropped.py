@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import pytest
 import redis
@@ -27,6 +26,7 @@ from quorum_cron.config.settings import AUTO, ClusterConfig, JobSpec
 from quorum_cron.core.model import FencedRequest, SlotState, TransitionResult
 from quorum_cron.errors import StoreError
 from quorum_cron.store.redis import RedisStore
+from tests.polling import until
 
 REFUSED = "finish refused by the test"
 
@@ -41,15 +41,6 @@ class NoFinishes(RedisStore):
 
     def finish(self, *args: object, **kwargs: object) -> TransitionResult:
         raise StoreError(REFUSED)
-
-
-async def until(what: str, check: Callable[[], bool], timeout: float = 15) -> None:
-    """Poll ``check`` until true; the deadline only bounds a failure."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def test_a_dropped_result_is_logged_and_its_slot_ends_lost(

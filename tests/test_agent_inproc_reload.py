@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,15 +23,7 @@ from quorum_cron.agent.runtime import Agent
 from quorum_cron.config.settings import AUTO, ClusterConfig, Config, JobSpec
 from quorum_cron.core.model import SlotState
 from quorum_cron.store.redis import RedisStore
-
-
-async def until(what: str, check: Callable[[], bool], timeout: float = 15) -> None:
-    """Poll ``check`` until true; the deadline only bounds a failure."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
+from tests.polling import until
 
 
 def lines(path: Path) -> list[tuple[str, int]]:

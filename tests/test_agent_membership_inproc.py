@@ -27,6 +27,7 @@ from quorum_cron.agent.runtime import Agent
 from quorum_cron.config.settings import AUTO, ClusterConfig, JobSpec
 from quorum_cron.core.model import Configuration
 from quorum_cron.store.redis import RedisStore
+from tests.polling import until
 
 JOB = JobSpec.create("tick", "@every 1s", command=("true",), starting_deadline_ms=900)
 
@@ -35,15 +36,6 @@ def cluster(ns: str, *members: str, size: int = AUTO) -> ClusterConfig:
     return ClusterConfig(
         namespace=ns, size=size, members=members, heartbeat_ms=100, lease_ms=1_000, start_timeout_ms=500
     )
-
-
-async def until(what: str, check: Callable[[], bool], timeout: float = 15) -> None:
-    """Poll ``check`` (a store read or an in-memory fact) until true; the deadline only bounds a failure."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def run_agent(agent: Agent, scenario: Callable[[], Awaitable[None]]) -> None:

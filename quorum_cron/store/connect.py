@@ -58,7 +58,7 @@ def open_client(target: RedisTarget, **client_kwargs: Any) -> redis.Redis | Redi
                 sentinel_kwargs["password"] = target.sentinel_password
             # Sentinels: a refused sentinel password is said so in one line (store/sentinels.py).
             sentinel = Sentinels(list(target.hosts), sentinel_kwargs=sentinel_kwargs, **client_kwargs)
-            master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+            master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call, unused-ignore]
                 target.master, db=target.db, username=target.username, password=target.password,
                 **client_kwargs,
             )  # fmt: skip

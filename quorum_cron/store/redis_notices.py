@@ -131,7 +131,7 @@ class NoticeListener:
             self._stop.wait()
             return
         while not self._stop.is_set():
-            pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
+            pubsub = self._client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]
             try:
                 if self._sharded:
                     pubsub.ssubscribe(*channels)

@@ -62,7 +62,7 @@ class Sentinels(Sentinel):
 
     def __init__(self, sentinels: Any, sentinel_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         sentinel_kwargs = {"retry": Retry(NoBackoff(), 0), **(sentinel_kwargs or {})}
-        super().__init__(sentinels, sentinel_kwargs=sentinel_kwargs, **kwargs)  # type: ignore[no-untyped-call]
+        super().__init__(sentinels, sentinel_kwargs=sentinel_kwargs, **kwargs)  # type: ignore[no-untyped-call, unused-ignore]
 
     def discover_master(self, service_name: str) -> tuple[str, int]:
         """The master's (host, port) from the first sentinel that names a healthy one.
