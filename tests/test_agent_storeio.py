@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import pytest
 
 from quorum_cron.agent.storeio import MAX_FENCED_BATCH, StoreWorker
-from quorum_cron.core.actions import Finish, ReadSlots, Start, StoreAction
+from quorum_cron.core.actions import Finish, ReadSlots, Renew, Start, StoreAction
 from quorum_cron.core.model import FencedRequest, SlotState, SlotView, TransitionResult, VoteRequest
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.memory import MemoryStore
@@ -89,9 +89,11 @@ def committed(store: MemoryStore, jobs: Sequence[str]) -> dict[str, int]:
     return out
 
 
-async def _burst(store: HeldStore, actions: list[StoreAction]) -> list[object]:
+async def _burst(
+    store: HeldStore, actions: list[StoreAction], worker: StoreWorker | None = None
+) -> list[object]:
     """Submit a held read, then ``actions`` while it is held; every action's outcome, in order."""
-    worker = StoreWorker(store, "n1")
+    worker = worker if worker is not None else StoreWorker(store, "n1")
     try:
         first = worker.submit(ReadSlots(((actions[0].job, T0),)))  # type: ignore[attr-defined]
         assert await asyncio.to_thread(store.entered.wait, 10)
@@ -164,3 +166,40 @@ def test_actions_queued_at_shutdown_are_cancelled_not_sent() -> None:
     cancelled, calls = asyncio.run(scenario())
     assert cancelled == [True, True]
     assert calls == ["read_slots"]
+
+
+def test_starts_and_renews_are_stamped_when_they_go_on_the_wire_before_their_replies() -> None:
+    """The core counts a lease from when its call left (core.wire): the worker reads the clock as
+    the batch goes out, after it waited behind the held call, and the core hears it on the loop
+    before the batch's replies."""
+    store = HeldStore()
+    tokens = committed(store, ["a", "b"])
+    heard: list[tuple[str, str, int, bool]] = []
+    clock = iter(range(1_000, 10_000, 1_000))
+    futures: dict[int, asyncio.Future[object]] = {}
+
+    def tell(action: StoreAction, at: int) -> None:
+        replied = futures[id(action)].done()
+        heard.append((type(action).__name__, action.job, at, replied))  # type: ignore[union-attr]
+
+    async def main() -> list[object]:
+        worker = StoreWorker(store, "n1", sent=(lambda: next(clock), tell))
+        real_submit = worker.submit
+
+        def submit(action: StoreAction) -> asyncio.Future[object]:
+            fut = futures[id(action)] = real_submit(action)
+            return fut
+
+        worker.submit = submit  # type: ignore[method-assign]
+        starts: list[StoreAction] = [Start(j, T0, tokens[j], 30_000) for j in ("a", "b")]
+        renew = Renew("a", T0, tokens["a"], 30_000)
+        return await _burst(store, [*starts, renew, Finish("a", T0, tokens["a"], True, "exit 0")], worker)
+
+    got = asyncio.run(main())
+    assert all(isinstance(r, TransitionResult) and r.ok for r in got), got
+    # One stamp for the batch (a finish sets no lease), read once, heard before any reply landed.
+    assert heard == [
+        ("Start", "a", 1_000, False),
+        ("Start", "b", 1_000, False),
+        ("Renew", "a", 1_000, False),
+    ], heard

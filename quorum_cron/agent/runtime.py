@@ -125,7 +125,7 @@ class Agent:
             self.node, command=settings.alert_command, url=settings.alert_url, journal=AlertJournal(store)
         )
         self.observer = Observer(self.node, self.jobs, self.metrics, self.alerts)
-        self._worker = StoreWorker(store, self.node)
+        self._worker = StoreWorker(store, self.node, sent=(self.clock.monotonic_ms, self.core.sent))
         self.health = NodeHealth(
             settings,
             self.jobs,

@@ -20,6 +20,12 @@ own reply (or its own error) in order; a batch the store could not be
 reached for fails every action in it with the same ``StoreUnavailable``,
 which the core handles as it does one lost reply.
 
+Each ``Start`` and ``Renew`` is stamped when its call goes on the wire
+(``sent``: the agent's monotonic clock and ``NodeCore.sent``, told on the
+loop before the reply): the core counts the lease from there, not from when
+it queued the call, so a start that waited behind a burst's votes runs
+without a renew first (:mod:`quorum_cron.core.wire`).
+
 A ``Finish`` carries the job's retry policy (the core's ``CoreJob``): the
 store decides, in the same atomic step as the result, whether a failed run
 is retried under a new token.
@@ -29,12 +35,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable
 from typing import TypeVar
 
-from quorum_cron.core.node import StoreAction
+from quorum_cron.core.node import Renew, Start, StoreAction
 from quorum_cron.core.perform import FENCED, perform, perform_fenced
 from quorum_cron.errors import StoreError
 from quorum_cron.store.base import Store
@@ -48,6 +55,9 @@ MAX_FENCED_BATCH = 256
 batch's replies still come back within milliseconds for the first of them."""
 
 _Item = tuple[StoreAction, "asyncio.Future[object]"]
+Sent = tuple[Callable[[], int], Callable[[StoreAction, int], None]]
+"""``(monotonic_ms, tell)``: how the worker reads the clock, and whom it tells when a start or
+renew went on the wire (``tell(action, mono_ms)``, called on the loop)."""
 _Settled = tuple["asyncio.Future[object]", object, BaseException | None]
 
 
@@ -62,6 +72,12 @@ def _settle(done: list[_Settled]) -> None:
             fut.set_result(reply)
         else:
             fut.set_exception(exc)
+
+
+def _tell_sent(tell: Callable[[StoreAction, int], None], actions: list[StoreAction], at: int) -> None:
+    """On the loop, before the calls' replies: the core hears when its starts and renews left."""
+    for action in actions:
+        tell(action, at)
 
 
 def _groups(items: list[_Item]) -> list[list[_Item]]:
@@ -84,9 +100,10 @@ def _groups(items: list[_Item]) -> list[list[_Item]]:
 class StoreWorker:
     """Two single-thread executors: ``protocol`` (core actions, in order) and ``background``."""
 
-    def __init__(self, store: Store, node: str) -> None:
+    def __init__(self, store: Store, node: str, *, sent: Sent | None = None) -> None:
         self.store = store
         self.node = node
+        self._sent = sent
         self._protocol = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qc-store")
         self._background = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qc-store-bg")
         self._lock = threading.Lock()
@@ -123,11 +140,23 @@ class StoreWorker:
                 if self._closed:  # shut down between two calls: the rest is cancelled, not sent
                     done: list[_Settled] = [(fut, None, asyncio.CancelledError()) for _, fut in group]
                 else:
+                    self._stamp(loop, group)
                     done = self._carry_out(group)
                 try:
                     loop.call_soon_threadsafe(_settle, done)
                 except RuntimeError:  # the loop closed under us (shutdown): nobody awaits these
                     return
+
+    def _stamp(self, loop: asyncio.AbstractEventLoop, group: list[_Item]) -> None:
+        """Just before ``group`` goes on the wire: tell the core (queued on the loop ahead of the
+        replies) when its starts and renews left."""
+        if self._sent is None:
+            return
+        wire: list[StoreAction] = [action for action, _ in group if isinstance(action, Start | Renew)]
+        if wire:
+            clock, tell = self._sent
+            with contextlib.suppress(RuntimeError):  # (the loop closed: nobody awaits the replies)
+                loop.call_soon_threadsafe(_tell_sent, tell, wire, clock())
 
     def _carry_out(self, group: list[_Item]) -> list[_Settled]:
         actions = [action for action, _ in group]

@@ -89,6 +89,7 @@ from quorum_cron.core.slots import LOCAL_ENDED, LOCAL_NO, LOCAL_RUNNING, Pending
 from quorum_cron.core.state import _JobState
 from quorum_cron.core.timers import NEVER, max_sweep_gap, sweep_gap
 from quorum_cron.core.vote import VotingSide
+from quorum_cron.core.wire import WireTimes
 
 __all__ = [
     "Abstain",
@@ -118,7 +119,7 @@ __all__ = [
 _NEVER = NEVER
 
 
-class NodeCore(VotingSide, Inspection, FinishingSide, JobSwap):
+class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
     """One node's protocol state. Drive it with :meth:`tick` and the ``on_*`` methods.
 
     Every method returns the actions to carry out now, in order. Each store
