@@ -1,4 +1,4 @@
-"""Benchmark: the peers at scale — APScheduler 3 and Celery beat + RedBeat with 10k / 100k jobs.
+"""Benchmark: the peers at scale — quorum-cron, APScheduler 3 and Celery beat + RedBeat, 10k / 100k jobs.
 
 Usage::
 
@@ -10,8 +10,16 @@ Usage::
 
 The same load as ``scale.py`` puts on quorum-cron (issue 27): ``--jobs`` jobs,
 all ``* * * * *`` (every slot of the installation due in the same second),
-each on its own fresh redis-server on a free loopback port:
+each on its own fresh redis-server on a free loopback port, one after the
+other in the same run (the issue asks for the comparison in one run: the
+machine's load drifts over an hour, and a figure of another hour is not a
+comparison):
 
+* ``quorum-cron`` — ``scale.py --no-reference`` as a child process (3
+  agents of the Python API, coroutine jobs, the default ``start_timeout``),
+  its result converted to this script's form (:func:`from_scale`, the
+  whole ``scale.py`` result kept under ``scale``), with the ledger's word on
+  the window's slots;
 * ``apscheduler`` — two APScheduler 3 ``BlockingScheduler`` processes sharing
   one ``RedisJobStore`` (as ``peers.py`` sets them up), each adding every job
   at start with a fixed id and ``replace_existing=True``, trigger
@@ -63,9 +71,10 @@ functions below, unit-tested in tests/test_peers_scale_analysis.py):
 Every process is started in a session of its own and killed (its process
 group, by pid) when the peer is done, on errors and on Ctrl-C. Results:
 ``benchmarks/results/peers_scale-<stamp>.json`` (the latest kept per
-variant: the size, plus the peers when not all). The printed table adds,
-as a reference, quorum-cron's figures from the latest
-``benchmarks/results/scale-*.json`` of the same size (a separate run).
+variant: the size, plus the peers when not all). A run without quorum-cron
+(``--only apscheduler celery-redbeat``) prints, as a reference, its
+figures from the latest ``benchmarks/results/scale-*.json`` of the same
+size, marked "separate run".
 """
 
 from __future__ import annotations
@@ -91,12 +100,13 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).resolve().parent
 MINUTE_MS = 60_000
-PEERS = ["apscheduler", "celery-redbeat"]
+PEERS = ["quorum-cron", "apscheduler", "celery-redbeat"]
 LABELS = {
     "apscheduler": "APScheduler 3, 2 schedulers, shared RedisJobStore",
     "celery-redbeat": "Celery beat + RedBeat (2 beats), 1 worker",
-    "quorum-cron": "quorum-cron, 3 agents (scale.py, separate run)",
+    "quorum-cron": "quorum-cron, 3 agents (scale.py, this run)",
 }
+SEPARATE_RUN = "quorum-cron, 3 agents (scale.py, separate run)"
 APS_RUN_TIMES = "apscheduler.run_times"  # RedisJobStore's default sorted set
 REDBEAT_SCHEDULE = "redbeat::schedule"  # RedBeat's default sorted set (key prefix "redbeat:")
 REDBEAT_LOCK = "redbeat::lock"
@@ -431,6 +441,9 @@ def status_of(res: Mapping[str, Any]) -> str:
             parts.append("no job started in the window")
     if res["duplicated"]:
         parts.append(f"{res['duplicated']:,} duplicated")
+    ledger = res.get("ledger")
+    if ledger and set(ledger) != {"succeeded"}:
+        parts.append("the ledger: " + ", ".join(f"{n:,} {what}" for what, n in sorted(ledger.items())))
     dead = [n for n, p in res.get("procs", {}).items() if not p.get("alive", True)]
     if dead:
         parts.append("exited: " + ", ".join(dead))
@@ -482,25 +495,48 @@ def row_of(res: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def reference_row(scale: Mapping[str, Any], source: str) -> dict[str, str]:
-    """The quorum-cron row, from a ``scale.py`` result (another run)."""
-    lat = scale["lateness_ms"]
+def from_scale(scale: Mapping[str, Any]) -> dict[str, Any]:
+    """quorum-cron's result in the peers' form, from a ``scale.py`` result of the same load.
+
+    Its agents are the schedulers and run the jobs themselves (no worker);
+    ``registered_s`` is when the last agent was ready; ``ledger`` is what the
+    store recorded for the window's slots (every one ``succeeded`` when all
+    went well). The whole ``scale.py`` result is kept under ``scale``.
+    """
     agents = scale.get("agents_detail", [])
-    res = {
+    return {
         "peer": "quorum-cron",
+        "label": LABELS["quorum-cron"],
         "jobs": scale["jobs"],
         "status": "ok",
         "registered_s": max((a.get("ready_s", math.nan) for a in agents), default=math.nan),
-        "lateness_ms": lat,
+        "lateness_ms": scale["lateness_ms"],
+        "warm_up_lateness_ms": scale.get("warm_up_lateness_ms"),
         "missed": scale["missed"],
         "duplicated": scale["duplicated"],
         "due": scale["slots_due"],
+        "ledger": scale.get("ledger"),
+        "redis": scale.get("redis"),
+        "redis_cpu_s": scale.get("redis_cpu_s"),
+        "window": scale.get("window"),
         "procs": {
-            a["node"]: {"kind": "scheduler", "cpu_s": a.get("cpu_s"), "rss_mb": a.get("rss_mb")}
+            a["node"]: {
+                "kind": "scheduler",
+                "alive": a.get("alive_at_window_end", True),
+                "cpu_s": a.get("cpu_s"),
+                "rss_mb": a.get("rss_mb"),
+            }
             for a in agents
         },
+        "scale": dict(scale),
     }
+
+
+def reference_row(scale: Mapping[str, Any], source: str) -> dict[str, str]:
+    """The quorum-cron row from a ``scale.py`` result of another run (a peers run without it)."""
+    res = from_scale(scale)
     row = row_of(res)
+    row["setup"] = SEPARATE_RUN
     row["status"] = f"{status_of(res)} (from {source})"
     return row
 
@@ -746,11 +782,49 @@ def latest_scale(jobs: int) -> tuple[str, Mapping[str, Any]] | None:
 
 
 def table(doc: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The rows of a run; without quorum-cron in it, its latest comparable ``scale.py`` result."""
     rows = [row_of(r) for r in doc["peers"]]
+    if any(r.get("peer") == "quorum-cron" for r in doc["peers"]):
+        return rows
     ref = latest_scale(int(doc["jobs"]))
     if ref is not None:
         rows.append(reference_row(ref[1], ref[0]))
     return rows
+
+
+def run_quorum_cron(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """quorum-cron under the same load: ``scale.py`` (3 agents, its own fresh Redis) as a child,
+    its output shown as it runs, its result read back (:func:`from_scale`). Bounded: a run that
+    outlives the registration timeout plus its minutes is stopped (SIGTERM: scale.py stops its
+    agents and server) and reported as failed."""
+    import signal
+    import subprocess
+
+    out = work / "scale.json"
+    cmd = [sys.executable, str(HERE / "scale.py"), "--jobs", str(args.jobs), "--bursts", str(args.bursts)]
+    cmd += ["--no-reference", "--json", str(out)]
+    limit = args.register_timeout + (args.bursts + 3) * MINUTE_MS / 1000 + 120
+    proc = subprocess.Popen(cmd)
+    try:
+        code = proc.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    base = {"peer": "quorum-cron", "label": LABELS["quorum-cron"], "jobs": args.jobs, "status": "failed"}
+    if code is None:
+        return {**base, "note": f"scale.py did not finish in {limit:.0f} s (stopped)"}
+    if not out.exists():
+        return {**base, "note": f"scale.py exited {code} without a result"}
+    res = from_scale(json.loads(out.read_text()))
+    res["scale_exit"] = code
+    return res
 
 
 def versions() -> dict[str, str]:
@@ -823,7 +897,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{peer} ({time.monotonic() - t0:.0f} s so far)", flush=True)
             with tempfile.TemporaryDirectory(prefix=f"qc-peers-scale-{peer}-") as tmp:
                 try:
-                    res = run_peer(peer, args, Path(tmp))
+                    if peer == "quorum-cron":
+                        res = run_quorum_cron(args, Path(tmp))
+                    else:
+                        res = run_peer(peer, args, Path(tmp))
                 except Exception as exc:  # a peer's failure is a result: the next peer runs
                     print(f"  failed: {exc}", flush=True)
                     res = {

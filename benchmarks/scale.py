@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python benchmarks/scale.py [--jobs 10000] [--agents 3] [--bursts 2] [--spread] [--cluster]
-        [--scripts]
+        [--scripts] [--json FILE]
 
 Starts its own redis-server on a free loopback port (``--cluster``: a local
 3-master Redis Cluster, no replicas) and ``--agents`` agent processes of the
@@ -105,6 +105,7 @@ from _common import (
     REAPER,
     EmbeddedRedis,
     code_env,
+    machine,
     print_table,
     sleep_until_ms,
     start_process,
@@ -926,6 +927,14 @@ def main(argv: list[str] | None = None) -> int:
         "adds about a quarter to the server's CPU, so its CPU figures are not to be quoted)",
     )
     ap.add_argument("--label", default="")
+    ap.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write the result to FILE instead of benchmarks/results/ (peers_scale.py runs this "
+        "script so and keeps the result inside its own)",
+    )
     args = ap.parse_args(argv)
     for what, value, low in (
         ("--jobs", args.jobs, 1),
@@ -952,7 +961,12 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             REAPER.reap()
     report(res)
-    write_result("scale", res, args.label, variant=variant)
+    if args.json is not None:
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        doc = {"benchmark": "scale", "when": stamp, "label": args.label, "variant": variant, **res}
+        args.json.write_text(json.dumps({**doc, "machine": machine()}, indent=2, default=str) + "\n")
+    else:
+        write_result("scale", res, args.label, variant=variant)
     return 0 if all_good(res) else 1
 
 

@@ -216,3 +216,24 @@ def test_the_reference_is_the_latest_comparable_scale_result() -> None:
     assert row["scheduler CPU s"] == "30.0 + 30.0 + 30.0"
     assert row["registered in"] == "13.0 s"
     assert row["status"] == "all ran once (from scale-a.json)"
+    assert row["setup"] == "quorum-cron, 3 agents (scale.py, separate run)"
+
+
+def test_quorum_cron_of_the_same_run_is_its_own_row_and_no_reference_is_added() -> None:
+    scale = _scale("20261204T120000", ledger={"succeeded": 20_000}, redis_cpu_s=6.5)
+    res = ps.from_scale(scale)
+    assert res["peer"] == "quorum-cron" and res["due"] == 20_000 and res["redis_cpu_s"] == 6.5
+    assert res["scale"] == scale
+    doc = {"jobs": 10_000, "peers": [res, _ok()]}
+    rows = ps.table(doc)
+    assert [r["setup"] for r in rows] == [
+        "quorum-cron, 3 agents (scale.py, this run)",
+        "APScheduler 3, 2 schedulers, shared RedisJobStore",
+    ]
+    assert rows[0]["status"] == "all ran once"
+    assert rows[0]["lateness p50 / p99 / max s"] == "3.56 / 5.00 / 5.10"
+
+
+def test_a_ledger_with_other_outcomes_than_succeeded_is_in_the_status() -> None:
+    res = ps.from_scale(_scale("20261204T120000", ledger={"succeeded": 12_000, "lost": 8_000}))
+    assert ps.status_of(res) == "the ledger: 8,000 lost, 12,000 succeeded"
