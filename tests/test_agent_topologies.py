@@ -229,7 +229,11 @@ def test_sentinel_failover_agents_carry_on_without_duplicates(tmp_path: Path, ag
         with c.between_slots(jobs):  # the master dies with no vote, commit or run in flight
             old.kill(signal.SIGKILL)
             killed_at = now_ms()
-        new = sentinels.await_failover(old, 30)
+        # 60 s: a promotion takes seconds, but a sentinel that saw its own timer stall for 2 s
+        # (a loaded machine) enters TILT mode and acts on nothing for 30 s; its first attempt
+        # after that may abort for want of a replica whose INFO is fresh, and the retry comes
+        # 2 x failover-timeout later (a CI run once timed out at 30 s so).
+        new = sentinels.await_failover(old, 60)
         promoted_at = now_ms()
         assert new is not old
         c.wait(

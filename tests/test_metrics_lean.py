@@ -231,16 +231,28 @@ def test_the_registry_refuses_a_second_metric_of_the_same_name() -> None:
         Gauge("quorum_cron_job_duration_seconds_bucket", "doc", registry=m.registry)
 
 
+PER_SCRAPE = 150
+"""Label sets the writer adds per completed scrape (see the test below)."""
+
+
 def test_a_scrape_while_the_tables_grow_never_fails() -> None:
     """The loop thread adds label sets while an HTTP thread scrapes: no lock, no error (GIL, table copies).
 
     The writer yields often (as the agent's loop does between callbacks), so
     label sets are added in the middle of a scrape's walk over the tables:
     walking a table instead of its copy fails here within a few scrapes.
+
+    The writer adds at most :data:`PER_SCRAPE` label sets per scrape the
+    scraper completes: a scrape walks every label set, so a writer free to
+    grow the tables as fast as it can made each scrape slower than the last,
+    and a slow machine saw 9 scrapes in the 5 s this test once allowed. With
+    the budget the 20 scrapes cost the same on any machine; the deadline
+    only bounds a scraper that stopped.
     """
     m = Metrics()
     stop = threading.Event()
     scrapes: list[int] = []
+    scraped = threading.Semaphore(0)  # one release per completed scrape: the writer's budget
     failures: list[BaseException] = []
 
     def scrape() -> None:
@@ -251,6 +263,7 @@ def test_a_scrape_while_the_tables_grow_never_fails() -> None:
                 failures.append(exc)
                 return
             scrapes.append(1)
+            scraped.release()
 
     scraper = threading.Thread(target=scrape)
     scraper.start()
@@ -259,19 +272,26 @@ def test_a_scrape_while_the_tables_grow_never_fails() -> None:
         lambda j: m.last_run.set((j,), 1.0),
         lambda j: m.duration.observe((j, "succeeded"), 0.3),
     ]
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
+    budget = PER_SCRAPE
     try:
         i = 0
-        while (len(scrapes) < 20 or i < 3_000) and not failures and time.monotonic() < deadline:
+        while i < 20 * PER_SCRAPE and not failures and time.monotonic() < deadline:
+            if budget == 0:  # wait for the scraper to finish the scrape under way
+                if scraped.acquire(timeout=1):
+                    budget = PER_SCRAPE
+                continue
             grow[i % 3](f"job{i}")
             i += 1
+            budget -= 1
             if i % 20 == 0:
                 time.sleep(0)  # lets the scraper run mid-growth
     finally:
         stop.set()
         scraper.join()
     assert failures == []
-    assert len(scrapes) >= 20
+    assert i == 20 * PER_SCRAPE  # every label set was added, while the scraper ran
+    assert len(scrapes) >= 19  # each budget but the first was granted by a completed scrape
     assert m.registry.get_sample_value("quorum_cron_votes_total", {"job": "job0", "status": "committed"}) == 1
 
 

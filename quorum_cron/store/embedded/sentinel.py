@@ -207,7 +207,11 @@ class EmbeddedSentinel(Topology):
                 parts.append(f"{d.name}:{d.port} {rep.get('role')} replicas {rep.get('connected_slaves')}")
         for s in self.sentinels:  # the failover's steps as each sentinel logged them
             lines = s.tail().splitlines()
-            events = [ln.split(" # ", 1)[-1] for ln in lines if "failover" in ln or "leader" in ln]
+            events = [
+                ln.split(" # ", 1)[-1]
+                for ln in lines
+                if "failover" in ln or "leader" in ln or "tilt" in ln  # (tilt: 30 s of no action)
+            ]
             if events:
                 parts.append(f"{s.name} log: " + " | ".join(events[-6:]))
         return "; ".join(parts)
