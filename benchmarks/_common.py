@@ -373,9 +373,14 @@ def machine() -> dict[str, object]:
     }
 
 
-def write_result(name: str, doc: dict[str, Any], label: str = "", *, variant: str = "") -> Path:
+def write_result(
+    name: str, doc: dict[str, Any], label: str = "", *, variant: str = "", path: Path | None = None
+) -> Path:
     """Write ``doc`` as ``benchmarks/results/<name>-<stamp>[-label].json`` and return the path;
     then remove the older results of ``name`` and ``variant`` (:func:`keep_latest`).
+
+    ``path``: write there instead and remove nothing (a caller that keeps the
+    result inside its own, as ``peers_scale.py`` does with ``scale.py``'s).
 
     ``variant`` names what one benchmark measures in several ways whose
     results stand side by side (``store_vote``'s reply parser, ``fire_latency``'s
@@ -386,10 +391,13 @@ def write_result(name: str, doc: dict[str, Any], label: str = "", *, variant: st
     if os.environ.get("QC_BENCH_CODE"):
         # A comparison of codes: the latest run of each code is kept, beside the plain runs.
         variant = f"{variant}-code-{doc_code()['commit'] or CODE.name}"
-    RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    path = RESULTS / f"{name}-{stamp}{'-' + label if label else ''}.json"
     doc = {"benchmark": name, "when": stamp, "label": label, "variant": variant, "machine": machine(), **doc}
+    if path is not None:
+        path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        return path
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}-{stamp}{'-' + label if label else ''}.json"
     path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
     print(f"\nwrote {path.relative_to(ROOT)}")
     for old in keep_latest(name, path, variant):

@@ -105,7 +105,6 @@ from _common import (
     REAPER,
     EmbeddedRedis,
     code_env,
-    machine,
     print_table,
     sleep_until_ms,
     start_process,
@@ -961,12 +960,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             REAPER.reap()
     report(res)
-    if args.json is not None:
-        stamp = time.strftime("%Y%m%dT%H%M%S")
-        doc = {"benchmark": "scale", "when": stamp, "label": args.label, "variant": variant, **res}
-        args.json.write_text(json.dumps({**doc, "machine": machine()}, indent=2, default=str) + "\n")
-    else:
-        write_result("scale", res, args.label, variant=variant)
+    write_result("scale", res, args.label, variant=variant, path=args.json)
     return 0 if all_good(res) else 1
 
 
