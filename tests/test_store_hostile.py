@@ -77,21 +77,56 @@ def test_corrupt_token_counter_stops_the_job_instead_of_reusing_tokens(
     assert redis_client.get(key("a", f"slot:{T0}")) is None
 
 
-def test_wrong_type_ledger_refuses_finish_whole(
-    redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]]
+@pytest.mark.parametrize(
+    ("suffix", "bad_type", "expected"),
+    [
+        ("ledger", "string", "stream"),
+        ("open", "string", "zset"),
+        ("slots", "list", "zset"),
+        ("slots", "hash", "zset"),
+    ],
+)
+def test_wrong_type_index_or_ledger_refuses_finish_whole(
+    redis_client: redis.Redis,
+    store: tuple[RedisStore, list[tuple[str, str]]],
+    suffix: str,
+    bad_type: str,
+    expected: str,
 ) -> None:
+    """Every key a finish writes after the slot itself is checked before the first write (the
+    trim's read, a TYPE of the ledger, the ZREM from the open index): a key of the wrong type
+    refuses the finish with an error naming it, and nothing of it is applied."""
     s, _ = store
     [res] = s.vote([vote("a", T0)])
     assert res.status == VoteStatus.COMMITTED
     assert s.start("a", T0, "n1", res.slot.token, 10_000).ok
-    redis_client.set(key("a", "ledger"), "not a stream")
-    with pytest.raises(StoreError, match="ledger is a string"):
+    bad = key("a", suffix)
+    index_before = redis_client.zrange(key("a", "open"), 0, -1)
+    redis_client.delete(bad)
+    if bad_type == "string":
+        redis_client.set(bad, "not a " + expected)
+    elif bad_type == "list":
+        redis_client.rpush(bad, "x")
+    else:
+        redis_client.hset(bad, "x", "1")
+    with pytest.raises(
+        StoreError, match=rf"corrupt store: {re.escape(bad)} is a {bad_type} \(expected a {expected}\)"
+    ):
         s.finish("a", T0, "n1", res.slot.token, True, "exit 0")
-    assert s.slot("a", T0).state == SlotState.RUNNING  # nothing applied
-    redis_client.delete(key("a", "ledger"))
+    stored = redis_client.get(key("a", f"slot:{T0}"))
+    assert stored is not None and stored.startswith(b"running "), stored  # nothing applied
+    if suffix != "open":
+        assert redis_client.zrange(key("a", "open"), 0, -1) == index_before == [str(T0).encode()]
+    if suffix != "ledger":
+        assert not redis_client.exists(key("a", "ledger"))
+    assert redis_client.type(bad).decode() == bad_type  # left for the operator
+    redis_client.delete(bad)
+    if suffix == "open":
+        redis_client.zadd(bad, {str(T0): T0})
     done = s.finish("a", T0, "n1", res.slot.token, True, "exit 0")
     assert done.ok and done.slot.state == SlotState.SUCCEEDED
     assert [e.state for e in s.ledger("a", 10)] == [SlotState.SUCCEEDED]
+    assert redis_client.zrange(key("a", "open"), 0, -1) == []
 
 
 def test_a_corrupt_ledger_in_a_batch_of_finishes_fails_only_its_own_finish(

@@ -159,7 +159,7 @@ local function vote_one(fire, firen, spec, q)
   local overlap = q[5]
   if overlap ~= 'a' then
     local active = {}
-    for _, f in ipairs(redis.call('ZRANGE', P .. 'open', 0, -1)) do
+    for _, f in ipairs(redis.call('ZRANGE', P .. 'open', '0', '-1')) do
       if f ~= fire then
         local o = load(f, true)
         if o and (o.f.st == 'committed' or o.f.st == 'running') then
