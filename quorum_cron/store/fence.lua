@@ -21,14 +21,18 @@
 -- start's 17 (benchmarks/scale.py, issue 27). Each request is still its own
 -- step, in call order; a job's requests are one group, in order.
 --
--- Reply: {now, item_1, ..., item_N} over all requests in argument order;
--- item = {why, slot[, failures]} with slot = emit("", record), failures (a
--- finish that ended the slot succeeded: the job's failure streak before it,
--- see end_slot in _job.lua; "" otherwise) and why
+-- Reply: {now, why_1, value_1, failures_1, ..., why_N, value_N, failures_N}
+-- over all requests in argument order, three values each, flat: value the
+-- slot value (value(r), "" when absent), failures (a finish that ended the
+-- slot succeeded: the job's failure streak before it, see end_slot in
+-- _job.lua; "" otherwise) and why
 --   "" done | U unknown slot | S wrong state | T stale token
 --   X not the executor | D starting deadline passed | N retry not due yet
--- or {"!", message}: the request failed on a corrupt key of its job (only
+-- or "!", message, "": the request failed on a corrupt key of its job (only
 -- that request; an outage — out of memory, a slot moving — fails the call).
+-- Flat, not an array per request: Redis builds each nested array of a
+-- script's reply as a reply block of its own, about 12,000 instructions per
+-- request for two small arrays (benchmarks/store_cycle.py, issue 27).
 -- The caller turns why into the model's reason text (it has the slot).
 -- A retried failure writes a "retrying" ledger entry and re-assigns the slot
 -- (new token, not-before = now + backoff, notice published) to an agreeing
@@ -54,7 +58,7 @@ local function fence_one(op, fire, node, token, a, detail, retries, backoff)
     why = 'N'
   end
   if why ~= '' then
-    return {why, emit('', r)}
+    return why, value(r), ''
   end
   if op == 's' then
     set(r, 'st', 'running')
@@ -82,7 +86,7 @@ local function fence_one(op, fire, node, token, a, detail, retries, backoff)
       if not chosen then
         end_slot(r, 'failed', 'job failed; no retry: ' .. nobody)
         meta_flush()
-        return {'', emit('', r)}
+        return '', value(r), ''
       end
       local backoff = math.max(tonumber(backoff), 0)
       local reason = 'attempt ' .. fmt(runs) .. ' of ' .. fmt(1 + retries) .. ' failed; retry after '
@@ -94,22 +98,23 @@ local function fence_one(op, fire, node, token, a, detail, retries, backoff)
     end
   end
   meta_flush()
-  return {'', emit('', r), r.fb and fmt(r.fb) or ''}
+  return '', value(r), r.fb and fmt(r.fb) or ''
 end
 
-local out = {NOW}
+local out, n = {NOW}, 1
 local stop = each_item(8, function(i)
-  local ok, item = pcall(fence_one, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
-    ARGV[i + 6], ARGV[i + 7])
+  local ok, why, val, failures = pcall(fence_one, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
+    ARGV[i + 5], ARGV[i + 6], ARGV[i + 7])
   if not ok then
-    local outage = transient(item)
+    local outage = transient(why)
     if outage then
       return redis.error_reply(outage)
     end
     M, M_dirty = nil, nil -- (the job's cached meta may be half-changed: read it afresh)
-    item = {'!', tostring(type(item) == 'table' and item.err or item)}
+    why, val, failures = '!', tostring(type(why) == 'table' and why.err or why), ''
   end
-  out[#out + 1] = item
+  out[n + 1], out[n + 2], out[n + 3] = why, val, failures
+  n = n + 3
 end)
 if stop then
   return stop

@@ -45,6 +45,8 @@ _STATUS = {
 
 _FENCED_OPS = {"s": "start", "r": "renew", "f": "finish"}
 _FENCED_CODES = {name: code for code, name in _FENCED_OPS.items()}
+_FENCED_WIDTH = 3
+"""Values per request in fence.lua's flat reply: refusal code, slot value, failure streak."""
 
 
 def _slot_view(job: str, fire_ms: int, emitted: Sequence[object]) -> SlotView:
@@ -134,25 +136,26 @@ class RedisWrites(RedisBatching):
             args = _fenced_args(op, fire_ms, node, token, extra)
             raw = self._scripts.call(self._job_call(FENCE, job, self._now_arg(), [1, *args]), self._wait)
             reply = as_list(raw)
-            if len(reply) != 2:
-                raise ValueError(f"{name} reply has {len(reply) - 1} items for 1 request")
-            return self._fenced_reply(name, op, job, fire_ms, node, token, reply[0], as_list(reply[1]))
+            if len(reply) != 1 + _FENCED_WIDTH:
+                raise ValueError(
+                    f"{name} reply has {len(reply) - 1} values for 1 request, expected {_FENCED_WIDTH}"
+                )
+            return self._fenced_reply(name, op, job, fire_ms, node, token, reply[0], reply[1:])
 
     def _fenced_reply(
         self, name: str, op: str, job: str, fire_ms: int, node: str, token: int, now: object, item: list[Any]
     ) -> TransitionResult:
-        """Decode one request's item of fence.lua's reply (inside the caller's ``_boundary``):
-        ``{refusal code, slot}``, or ``{"!", error}`` for a corrupt key of the job, raised as a
-        ``StoreError``; ``now`` is the call's store time."""
-        if item and item[0] in (b"!", "!"):
-            raise StoreError(f"redis at {self._where} failed {name}: {without_script(as_text(item[-1]))}")
-        if len(item) not in (2, 3):
-            raise ValueError(f"{name} reply item has {len(item)} elements, expected 2 or 3")
+        """Decode one request's three values of fence.lua's reply (inside the caller's
+        ``_boundary``): refusal code, slot value, failure streak; or ``"!"``, error, ``""`` for a
+        corrupt key of the job, raised as a ``StoreError``; ``now`` is the call's store time."""
+        if len(item) != _FENCED_WIDTH:
+            raise ValueError(f"{name} reply item has {len(item)} values, expected {_FENCED_WIDTH}")
+        if item[0] in (b"!", "!"):
+            raise StoreError(f"redis at {self._where} failed {name}: {without_script(as_text(item[1]))}")
         now_ms, why = int(as_text(now)), as_text(item[0])
-        slot = _slot_view(job, fire_ms, as_list(item[1]))
+        slot = _slot_value(job, fire_ms, item[1])
         if not why:
-            failures = self._streak(job, item[2]) if len(item) > 2 else 0
-            return TransitionResult(True, slot, now_ms, "", failures)
+            return TransitionResult(True, slot, now_ms, "", self._streak(job, item[2]))
         want = SlotState.COMMITTED if op == "s" else SlotState.RUNNING
         reasons = {
             "U": "unknown slot",
@@ -207,16 +210,20 @@ class RedisWrites(RedisBatching):
         with self._boundary("fenced"):
             for order, raw in self._run_grouped(build, len(requests), self._wait):
                 reply = as_list(raw)
-                if len(reply) != len(order) + 1:
-                    raise ValueError(f"fenced reply has {len(reply) - 1} items for {len(order)} requests")
-                for i, got in zip(order, reply[1:], strict=True):
-                    out[i] = self._fenced_item(requests[i], codes[i], reply[0], as_list(got))
+                if len(reply) != 1 + _FENCED_WIDTH * len(order):
+                    raise ValueError(
+                        f"fenced reply has {len(reply) - 1} values for {len(order)} requests "
+                        f"(expected {_FENCED_WIDTH} each)"
+                    )
+                for k, i in enumerate(order):
+                    got = reply[1 + _FENCED_WIDTH * k : 1 + _FENCED_WIDTH * (k + 1)]
+                    out[i] = self._fenced_item(requests[i], codes[i], reply[0], got)
         return [r for r in out if r is not None]
 
     def _fenced_item(
         self, r: FencedRequest, op: str, now: object, item: list[Any]
     ) -> TransitionResult | StoreError:
-        """One request's result; a corrupt key of its job (``{"!", message}``) fails only it."""
+        """One request's result; a corrupt key of its job (``"!", message``) fails only it."""
         try:
             with self._boundary(r.op):
                 return self._fenced_reply(r.op, op, r.job, r.fire_ms, r.node, r.token, now, item)
@@ -268,20 +275,23 @@ class RedisWrites(RedisBatching):
         with self._boundary("sweep"):
             for order, raw in self._run_grouped(build, len(params), None):
                 reply = as_list(raw)
-                if len(reply) != len(order) + 2:
-                    raise ValueError(f"sweep reply has {len(reply) - 2} sets for {len(order)} parameter sets")
-                opens = as_list(reply[-1])
-                if len(opens) != len(order):
-                    raise ValueError(
-                        f"sweep reply has {len(opens)} open flags for {len(order)} parameter sets"
-                    )
-                # (Each call's own store time: on a cluster, each master's clock.)
-                for i, changed, job_due in zip(order, reply[1:-1], opens, strict=True):
-                    per_param[i] = self._views(params[i].job, as_list(changed))
+                at = 1  # (the reply is flat: per set its due time, n, then n pairs fire, slot)
+                for i in order:
+                    if at + 2 > len(reply):
+                        raise ValueError(f"sweep reply of {len(reply)} values ends before set {i}")
+                    job_due, n = reply[at], reply[at + 1]
+                    if not isinstance(n, int) or n < 0 or at + 2 + 2 * n > len(reply):
+                        raise ValueError(f"sweep reply: set {i} names {n!r} changed slots")
+                    pairs = reply[at + 2 : at + 2 + 2 * n]
+                    at += 2 + 2 * n
+                    per_param[i] = self._views(params[i].job, [pairs[k : k + 2] for k in range(0, 2 * n, 2)])
+                    # (Each call's own store time: on a cluster, each master's clock.)
                     if job_due != 0:  # (a bad value is swept again soon: the safe reading)
                         left = self._due_in(reply[0], job_due) or 1
                         job = params[i].job
                         still_open[job] = min(still_open.get(job, left), left)
+                if at != len(reply):
+                    raise ValueError(f"sweep reply has {len(reply) - at} values after its {len(order)} sets")
         return SweepResult([view for views in per_param for view in views], still_open)
 
     def _due_in(self, now: object, due: object) -> int:

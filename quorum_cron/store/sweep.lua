@@ -16,13 +16,16 @@
 -- A proposed slot is missed once now > fire + max(its dl, deadline_ms): dl
 -- is the largest deadline any of its votes carried (see vote.lua).
 --
--- Reply: {now, changed_1, ..., changed_N, open} over all parameter sets
--- in argument order; changed_i = array of the slots set i changed, by fire
--- time, each emit(fire_ms, record); open = array of N integers, for set i
+-- Reply: {now, set_1, ..., set_N}, flat, over all parameter sets in
+-- argument order; set_i = due_i, n_i, then n_i pairs fire_ms, slot value
+-- (value(r)): the slots set i changed, by fire time. due_i (an integer) is
 -- the earliest store time at which sweep_one could change one of its job's
 -- open slots as they stand after this call (due_at below; 0: no slot open,
 -- or its index was unreadable): the caller sweeps that job again then
 -- (SweepResult.open_due; MemoryStore's _sweep_due_at is the model).
+-- Flat, not an array per set: Redis builds each nested array of a script's
+-- reply as a reply block of its own, about 6,000 instructions per swept job
+-- whose array is empty, as most are (benchmarks/store_cycle.py, issue 27).
 
 -- A takeover: the next executor among the slot's agreeing voters that are
 -- members of the job's record; with none (all left the membership since the
@@ -82,11 +85,11 @@ local function due_at(r, deadline, start_timeout)
   return 0
 end
 
-local out = {NOW}
-local opens = {}
+local out, n = {NOW}, 1
 local stop = each_item(3, function(i)
   local deadline, start_timeout, delivery
-  local changed = {}
+  local head, changed = n, 0 -- (out[head + 1], out[head + 2]: this set's due_i, n_i)
+  n = n + 2
   local job_due = 0
   -- (Arguments as text: a Lua number passed to redis.call is formatted with
   -- %.14g first, about half the cost of this ZRANGE; benchmarks/store_cycle.py.)
@@ -114,7 +117,9 @@ local stop = each_item(3, function(i)
         M, M_dirty = nil, nil
       else
         if changes then
-          changed[#changed + 1] = emit(r.fire, r)
+          out[n + 1], out[n + 2] = r.fire, value(r)
+          n = n + 2
+          changed = changed + 1
         end
         local at = due_at(r, deadline, start_timeout)
         if at > 0 then
@@ -127,11 +132,9 @@ local stop = each_item(3, function(i)
       redis.call('ZREM', P .. 'open', f)
     end
   end
-  out[#out + 1] = changed
-  opens[#opens + 1] = job_due
+  out[head + 1], out[head + 2] = job_due, changed
 end, meta_flush)
 if stop then
   return stop
 end
-out[#out + 1] = opens
 return out
