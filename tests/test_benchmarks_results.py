@@ -6,21 +6,14 @@ directory; no benchmark is started.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-# Loaded from its file: benchmarks/ is not a package, and putting it on sys.path
-# would let its modules (memory.py, ...) shadow others for the whole session.
-_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "_common.py"
-_SPEC = importlib.util.spec_from_file_location("bench_common", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-common = importlib.util.module_from_spec(_SPEC)
-sys.modules["bench_common"] = common  # dataclasses look their module up by name
-_SPEC.loader.exec_module(common)
+from tests.benchmark_module import load_benchmark
+
+common = load_benchmark("_common.py", "bench_common")
 
 
 @pytest.fixture

@@ -6,20 +6,11 @@ itself never runs in the test suite).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-# Loaded from its file: benchmarks/ is not a package, and putting it on sys.path
-# would let its modules (memory.py, ...) shadow others for the whole session.
-_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "peers_analysis.py"
-_SPEC = importlib.util.spec_from_file_location("peers_analysis", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-pa = importlib.util.module_from_spec(_SPEC)
-sys.modules["peers_analysis"] = pa  # dataclasses look their module up by name
-_SPEC.loader.exec_module(pa)
+from tests.benchmark_module import load_benchmark
+
+pa = load_benchmark("peers_analysis.py", "peers_analysis")
 
 T0 = 1_800_000_000_000  # a whole second, in ms
 

@@ -6,22 +6,14 @@ itself never runs in the test suite).
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-# Loaded from its file: benchmarks/ is not a package, and putting it on sys.path
-# would let its modules (memory.py, ...) shadow others for the whole session.
-_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "peers_scale.py"
-_SPEC = importlib.util.spec_from_file_location("peers_scale", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-ps = importlib.util.module_from_spec(_SPEC)
-sys.modules["peers_scale"] = ps  # dataclasses look their module up by name
-_SPEC.loader.exec_module(ps)
+from tests.benchmark_module import load_benchmark
+
+ps = load_benchmark("peers_scale.py", "peers_scale")
 
 M0 = 1_800_000_000_000 // 60_000 * 60_000  # a whole minute, in ms
 JOBS = ["j000000", "j000001", "j000002"]

@@ -8,27 +8,17 @@ fails here (issue 16: each figure in the table comes from that JSON).
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
+
+from tests.benchmark_module import load_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _peers() -> ModuleType:
-    path = ROOT / "benchmarks" / "peers.py"
-    sys.path.insert(0, str(path.parent))
-    try:
-        spec = importlib.util.spec_from_file_location("peers_for_table_test", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses look their module up by name
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(path.parent))
+    return load_benchmark("peers.py", "peers_for_table_test")
 
 
 def test_the_comparison_tables_are_generated_from_the_latest_result() -> None:

@@ -8,27 +8,15 @@ takes minutes and never runs in the test suite).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-# Loaded from its file: benchmarks/ is not a package. The module puts benchmarks/ on
-# sys.path to import _common; taken off again so its modules (memory.py, ...) cannot
-# shadow others for the rest of the session.
-_BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
-_SPEC = importlib.util.spec_from_file_location("bench_scale", _BENCH / "scale.py")
-assert _SPEC is not None and _SPEC.loader is not None
-scale = importlib.util.module_from_spec(_SPEC)
-sys.modules["bench_scale"] = scale
-_saved = list(sys.path)
-try:
-    _SPEC.loader.exec_module(scale)
-finally:
-    sys.path[:] = _saved
+from tests.benchmark_module import load_benchmark
+
+scale = load_benchmark("scale.py", "bench_scale")
 
 M = 1_800_000_000_000 - 1_800_000_000_000 % 60_000  # a whole minute, in ms
 WARM, FIRST = M, M + 60_000

@@ -8,25 +8,13 @@ finished and swept once, and the commands each phase ran per slot.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import redis
 
 from quorum_cron.store.embedded.single import EmbeddedRedis
+from tests.benchmark_module import load_benchmark
 
-_BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
-_SPEC = importlib.util.spec_from_file_location("bench_store_cycle", _BENCH / "store_cycle.py")
-assert _SPEC is not None and _SPEC.loader is not None
-cycle = importlib.util.module_from_spec(_SPEC)
-sys.modules["bench_store_cycle"] = cycle
-_saved = list(sys.path)
-try:
-    _SPEC.loader.exec_module(cycle)
-finally:
-    sys.path[:] = _saved  # (its benchmarks/ modules must not shadow others for the session)
+cycle = load_benchmark("store_cycle.py", "bench_store_cycle")
 
 JOBS = [f"job-{i}" for i in range(20)]
 

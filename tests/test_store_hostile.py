@@ -102,13 +102,7 @@ def test_wrong_type_index_or_ledger_refuses_finish_whole(
     assert s.start("a", T0, "n1", res.slot.token, 10_000).ok
     bad = key("a", suffix)
     index_before = redis_client.zrange(key("a", "open"), 0, -1)
-    redis_client.delete(bad)
-    if bad_type == "string":
-        redis_client.set(bad, "not a " + expected)
-    elif bad_type == "list":
-        redis_client.rpush(bad, "x")
-    else:
-        redis_client.hset(bad, "x", "1")
+    _write(redis_client, suffix, bad_type, "not a " + expected)
     with pytest.raises(
         StoreError, match=rf"corrupt store: {re.escape(bad)} is a {bad_type} \(expected a {expected}\)"
     ):
@@ -270,12 +264,7 @@ def test_wrong_type_key_refuses_pause_and_trigger_whole(
     if bad_key == "triggers":
         redis_client.delete(key("a", "triggers"))
     bad = key("a", bad_key)
-    if bad_type == "string":
-        redis_client.set(bad, "not a stream")
-    elif bad_type == "hash":
-        redis_client.hset(bad, "x", "1")
-    else:
-        redis_client.rpush(bad, "x")
+    _write(redis_client, bad_key, bad_type, "not a stream")
     calls = {"pause": lambda: s.pause("a", "ops", "why"), "resume": lambda: s.resume("a", "ops")}
     calls["trigger"] = lambda: s.trigger("a", "ops")
     expected = {"audit": "stream", "triggers": "zset"}[bad_key]

@@ -115,10 +115,10 @@ end
 -- (benchmarks/store_cycle.py, issue 27).
 local LEDGER_OK -- the prefix whose ledger type was checked in this call
 
--- The error of a key of the wrong type: its name, its type and the one
--- expected.
-local function wrong_type(suffix, want)
-  local t = redis.call('TYPE', P .. suffix).ok
+-- The error of a key of the wrong type: its name, its type (t, or read) and
+-- the one expected.
+local function wrong_type(suffix, want, t)
+  t = t or redis.call('TYPE', P .. suffix).ok
   return 'corrupt store: ' .. P .. suffix .. ' is a ' .. t .. ' (expected a ' .. want .. ')'
 end
 
@@ -142,7 +142,7 @@ local function check_ledger()
   end
   local t = redis.call('TYPE', P .. 'ledger').ok
   if t ~= 'none' and t ~= 'stream' then
-    error(wrong_type('ledger', 'stream'))
+    error(wrong_type('ledger', 'stream', t))
   end
   LEDGER_OK = P
 end

@@ -24,7 +24,7 @@
 -- or its index was unreadable): the caller sweeps that job again then
 -- (SweepResult.open_due; MemoryStore's _sweep_due_at is the model).
 -- Flat, not an array per set: Redis builds each nested array of a script's
--- reply as a reply block of its own, about 6,000 instructions per swept job
+-- reply as a reply block of its own, about 4,400 instructions per swept job
 -- whose array is empty, as most are (benchmarks/store_cycle.py, issue 27).
 
 -- A takeover: the next executor among the slot's agreeing voters that are
