@@ -108,12 +108,12 @@ def test_wrong_type_index_or_ledger_refuses_finish_whole(
     ):
         s.finish("a", T0, "n1", res.slot.token, True, "exit 0")
     stored = redis_client.get(key("a", f"slot:{T0}"))
-    assert stored is not None and stored.startswith(b"running "), stored  # nothing applied
+    assert isinstance(stored, bytes) and stored.startswith(b"running "), stored  # nothing applied
     if suffix != "open":
         assert redis_client.zrange(key("a", "open"), 0, -1) == index_before == [str(T0).encode()]
     if suffix != "ledger":
         assert not redis_client.exists(key("a", "ledger"))
-    assert redis_client.type(bad).decode() == bad_type  # left for the operator
+    assert redis_client.type(bad) == bad_type.encode()  # left for the operator
     redis_client.delete(bad)
     if suffix == "open":
         redis_client.zadd(bad, {str(T0): T0})
