@@ -256,7 +256,12 @@ async def test_stop_all_stops_every_run(node: Node) -> None:
 
 
 class _BrokenRun(JobRun):
+    """A runner with a bug, however it is started (a command's task, a callable's ``start``)."""
+
     async def run(self) -> RunOutcome:
+        raise RuntimeError("runner bug")
+
+    def start(self, on_end: Callable[[RunOutcome], None]) -> None:
         raise RuntimeError("runner bug")
 
 

@@ -138,6 +138,60 @@ def test_coroutine_is_cancelled_on_timeout() -> None:
     assert cancelled == [True]
 
 
+def test_a_coroutine_that_cancels_itself_is_a_failed_run_not_a_lost_one() -> None:
+    """Its task ends cancelled; the run still ends, failed (it once left the slot unreported)."""
+
+    async def gives_up(ctx: JobContext) -> None:
+        raise asyncio.CancelledError
+
+    out = asyncio.run(run(CallableTarget(gives_up)).run())
+    assert (out.succeeded, out.detail, out.timed_out, out.stopped) == (False, "cancelled", False, "")
+
+
+def test_a_stopped_callable_ends_at_once_even_if_it_ignores_its_cancellation() -> None:
+    """A stop (before the start, or while it runs) ends the run on the loop's next turns; the job
+    is cancelled, and one that swallows the cancellation runs on without holding the run."""
+    swallowed: list[bool] = []
+
+    async def stubborn(ctx: JobContext) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            swallowed.append(True)
+        await asyncio.sleep(0.05)
+
+    async def go() -> tuple[list[str], list[str]]:
+        ends: list[str] = []
+        early = run(CallableTarget(stubborn))
+        early.stop("before it began")
+        late = run(CallableTarget(stubborn))
+        ended = asyncio.Event()
+
+        def on_end(out: object) -> None:
+            ends.append(getattr(out, "detail", ""))
+            if len(ends) == 2:
+                ended.set()
+
+        early.start(on_end)
+        late.start(on_end)
+        await asyncio.sleep(0)
+        late.stop("taken away")
+        late.stop("twice")  # a second stop changes nothing and ends nothing twice
+        await asyncio.wait_for(ended.wait(), 5)
+        await asyncio.sleep(0.2)  # the jobs' own ends, which must not end the runs again
+        return ends, [r._stop_reason for r in (early, late)]
+
+    ends, reasons = asyncio.run(go())
+    assert sorted(ends) == ["stopped by the agent (before it began)", "stopped by the agent (taken away)"]
+    assert reasons == ["before it began", "taken away"]
+    assert swallowed == [True, True]
+
+
+def test_start_refuses_a_command_target() -> None:
+    with pytest.raises(TypeError, match="CommandTarget"):
+        run(CommandTarget(argv=("true",))).start(lambda out: None)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

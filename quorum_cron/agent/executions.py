@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 
 from quorum_cron.agent.joboutput import OutputRate, RunOutput
-from quorum_cron.agent.jobprocess import JobRun, RunOutcome
+from quorum_cron.agent.jobprocess import CommandTarget, JobRun, RunOutcome
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.spec import AgentJob
@@ -77,8 +77,8 @@ class Runs:
         self._outputs: dict[tuple[str, int], RunOutput] = {}
         self._report = report
         self._poke = poke
-        self._runs: dict[tuple[str, int], tuple[JobRun, asyncio.Task[None], bool]] = {}
-        """slot → (run, its task, local?)"""
+        self._runs: dict[tuple[str, int], tuple[JobRun, asyncio.Task[None] | None, bool]] = {}
+        """slot → (run, its task (a command's; none for a callable), local?)"""
         self._views: OrderedDict[tuple[str, int], SlotView] = OrderedDict()
         self._local_results: OrderedDict[tuple[str, int], RunOutcome] = OrderedDict()
         self._adopted: dict[tuple[str, int], int] = {}
@@ -181,17 +181,21 @@ class Runs:
     def _spawn(self, action: Run, *, local: bool, job: AgentJob | None = None) -> None:
         key = (action.job, action.fire_ms)
         view = self._views.pop(key, None)
-        output = RunOutput(
-            job=action.job,
-            fire_ms=action.fire_ms,
-            token=action.token,
-            max_lines=self.output_log_lines,
-            rate=self._output_rate,
-            on_dropped=self.metrics.output_dropped.labels(action.job).inc,  # the job's series starts at 0
-        )
-        self._outputs[key] = output
+        target = (job if job is not None else self.jobs[action.job]).target
+        feed = None
+        if isinstance(target, CommandTarget):  # a callable writes no output the agent reads
+            output = RunOutput(
+                job=action.job,
+                fire_ms=action.fire_ms,
+                token=action.token,
+                max_lines=self.output_log_lines,
+                rate=self._output_rate,
+                on_dropped=self.metrics.output_dropped.labels(action.job).inc,  # the job's series starts at 0
+            )
+            self._outputs[key] = output
+            feed = output.feed
         run = JobRun(
-            (job if job is not None else self.jobs[action.job]).target,
+            target,
             job=action.job,
             fire_ms=action.fire_ms,
             token=action.token,
@@ -199,10 +203,18 @@ class Runs:
             timeout_ms=action.timeout_ms,
             tail_bytes=self.tail_bytes,
             on_started=partial(self._on_started, action, view, local),
-            on_output=output.feed,
+            on_output=feed,
         )
-        task = asyncio.ensure_future(self._execute(run, local))
-        self._runs[key] = (run, task, local)
+        if isinstance(target, CommandTarget):
+            self._runs[key] = (run, asyncio.ensure_future(self._execute(run, local)), local)
+        else:  # a callable: no task of ours per run (JobRun.start)
+            self._runs[key] = (run, None, local)
+            try:
+                run.start(partial(self._ended, run, local))
+            except Exception as exc:  # a bug in the runner must not kill the node
+                log.error("running %s@%s failed", run.job, run.fire_ms, exc_info=exc)
+                outcome = RunOutcome(False, f"agent error while running the job: {exc}")
+                asyncio.get_running_loop().call_soon(self._ended, run, local, outcome)
         self.metrics.running.set(len(self._runs))
 
     def _on_started(self, action: Run, view: SlotView | None, local: bool, started_wall_ms: int) -> None:
@@ -228,12 +240,17 @@ class Runs:
         )
 
     async def _execute(self, run: JobRun, local: bool) -> None:
-        key = (run.job, run.fire_ms)
+        """A command's run, awaited in a task of its own."""
         try:
             outcome = await run.run()
         except Exception as exc:  # a bug in the runner must not kill the node
             log.error("running %s@%s failed", run.job, run.fire_ms, exc_info=exc)
             outcome = RunOutcome(False, f"agent error while running the job: {exc}")
+        self._ended(run, local, outcome)
+
+    def _ended(self, run: JobRun, local: bool, outcome: RunOutcome) -> None:
+        """A run ended: drop it, log and count its end, report it (or keep a local run's result)."""
+        key = (run.job, run.fire_ms)
         current = self._runs.get(key)
         if current is not None and current[0] is run:
             del self._runs[key]

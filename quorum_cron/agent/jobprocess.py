@@ -151,7 +151,33 @@ class RunOutcome:
 
 
 class JobRun:
-    """One execution of a target for one slot; :meth:`run` once, :meth:`stop` any time."""
+    """One execution of a target for one slot; :meth:`run` once, :meth:`stop` any time.
+
+    A stop is a reason and a wake-up callback, not an :class:`asyncio.Event`:
+    an executor holds a run per slot it is running, 10,000 at once at a
+    minute burst, and an event's waiter deque is ~700 bytes of each
+    (docs/benchmarks.md, "An executor's memory per run"). Slots for the same
+    reason.
+    """
+
+    __slots__ = (
+        "_on_end",
+        "_on_output",
+        "_on_started",
+        "_started",
+        "_stop_reason",
+        "_timer",
+        "_wake",
+        "_work",
+        "fire_ms",
+        "job",
+        "node",
+        "pid",
+        "tail_bytes",
+        "target",
+        "timeout_ms",
+        "token",
+    )
 
     def __init__(
         self,
@@ -177,9 +203,15 @@ class JobRun:
         self._on_started = on_started
         self._on_output = on_output
         self._stop_reason = ""
-        self._stopped = asyncio.Event()
+        """Non-empty once :meth:`stop` was called: the run is stopped."""
         self._wake: Callable[[], None] | None = None
-        """While a callable runs: ends its wait (see :meth:`_run_callable`)."""
+        """While a command runs: ends the wait (a stop)."""
+        self._work: asyncio.Future[object] | None = None
+        """While a callable runs (:meth:`start`): its task, or its thread's future."""
+        self._timer: asyncio.TimerHandle | None = None
+        self._on_end: Callable[[RunOutcome], None] | None = None
+        self._started = (0, 0.0)
+        """``(wall ms, monotonic s)`` when a callable started."""
         self.pid: int | None = None
 
     def env(self) -> dict[str, str]:
@@ -209,9 +241,10 @@ class JobRun:
         """Ask the run to end now (process group terminated, coroutine cancelled)."""
         if not self._stop_reason:
             self._stop_reason = reason or "stopped"
-        self._stopped.set()
         if self._wake is not None:
             self._wake()
+        if self._on_end is not None:  # a callable: it ends on the loop's next turn, not inside our caller
+            asyncio.get_running_loop().call_soon(self._end)
 
     async def run(self) -> RunOutcome:
         if isinstance(self.target, CommandTarget):
@@ -247,15 +280,23 @@ class JobRun:
             self._on_started(started_wall)
         if target.stdin is not None:
             _feed(transport, target.stdin)
-        exited = asyncio.ensure_future(proto.exited.wait())
-        stopper = asyncio.ensure_future(self._stopped.wait())
+        exited: asyncio.Future[object] = asyncio.ensure_future(proto.exited.wait())
+        stopper: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if not stopper.done():
+                stopper.set_result(True)
+
+        self._wake = wake
+        if self._stop_reason:
+            wake()
         timed_out = False
         try:
             done, _ = await asyncio.wait(
                 {exited, stopper}, timeout=self.timeout_ms / 1000, return_when=asyncio.FIRST_COMPLETED
             )
             if exited not in done:
-                timed_out = not self._stopped.is_set()
+                timed_out = not self._stop_reason
                 await _kill_group(pid, proto)
             # The run ends when the job's process ends, not when its pipes
             # close: a background child (``sleep 100 &``, ``setsid ...``) may
@@ -267,6 +308,7 @@ class JobRun:
             await _kill_group(pid, proto)
             raise
         finally:
+            self._wake = None
             stopper.cancel()
             exited.cancel()
             transport.close()
@@ -294,6 +336,28 @@ class JobRun:
     # -- callables -----------------------------------------------------------
 
     async def _run_callable(self, target: CallableTarget) -> RunOutcome:
+        """:meth:`start`, awaited (a cancelled wait stops the run)."""
+        ended: asyncio.Future[RunOutcome] = asyncio.get_running_loop().create_future()
+        self.start(ended.set_result)
+        try:
+            return await ended
+        except asyncio.CancelledError:
+            self.stop("the wait for it was cancelled")
+            raise
+
+    def start(self, on_end: Callable[[RunOutcome], None]) -> None:
+        """Start a callable target now; ``on_end(outcome)`` is called once, from the loop, when it
+        returned, raised, timed out or was stopped.
+
+        Callbacks, not a coroutine awaiting the job: at a minute burst an
+        executor runs thousands of callables at once, and a task, three
+        coroutine frames and a future per run were ~1.2 KB of each
+        (docs/benchmarks.md, "An executor's memory per run"). The work runs
+        in a task of its own, so a timeout or a stop ends the run even if
+        the job ignores its cancellation.
+        """
+        if not isinstance(self.target, CallableTarget):
+            raise TypeError(f"start() runs a callable target, not {type(self.target).__name__}")
         ctx = JobContext(
             job=self.job,
             slot=dt.datetime.fromtimestamp(self.fire_ms / 1000, tz=dt.UTC),
@@ -301,38 +365,38 @@ class JobRun:
             token=self.token,
             node=self.node,
         )
-        started_wall = time.time_ns() // 1_000_000
-        t0 = time.monotonic()
+        self._started = (time.time_ns() // 1_000_000, time.monotonic())
         if self._on_started is not None:
-            self._on_started(started_wall)
-        func = target.func
-        work: asyncio.Future[object]
+            self._on_started(self._started[0])
+        func = self.target.func
         if inspect.iscoroutinefunction(func):
-            work = asyncio.ensure_future(func(ctx))
+            self._work = asyncio.ensure_future(func(ctx))
         else:
-            work = asyncio.ensure_future(asyncio.to_thread(func, ctx))
-        # One future ends the wait: the work done, a stop, or the timeout. (Not asyncio.wait on the
-        # work and a task waiting for the stop event: two tasks and a timer per run, a tenth of an
-        # executor's CPU at a burst of 10,000 slots; docs/benchmarks.md, "Scale".)
-        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._work = asyncio.ensure_future(asyncio.to_thread(func, ctx))
+        self._on_end = on_end
+        self._work.add_done_callback(self._end)
+        self._timer = asyncio.get_running_loop().call_later(self.timeout_ms / 1000, self._end)
+        if self._stop_reason:
+            asyncio.get_running_loop().call_soon(self._end)
 
-        def wake(_: object = None) -> None:
-            if not ended.done():
-                ended.set_result(None)
+    def _end(self, _: object = None) -> None:
+        """The work finished, the timeout passed or a stop came: say the outcome, once."""
+        on_end, work = self._on_end, self._work
+        if on_end is None or work is None:
+            return
+        self._on_end = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        work.remove_done_callback(self._end)
+        on_end(self._outcome(work))
 
-        work.add_done_callback(wake)
-        timer = asyncio.get_running_loop().call_later(self.timeout_ms / 1000, wake)
-        self._wake = wake
-        if self._stopped.is_set():
-            wake()
-        try:
-            await ended
-        finally:
-            self._wake = None
-            timer.cancel()
-            work.remove_done_callback(wake)
+    def _outcome(self, work: asyncio.Future[object]) -> RunOutcome:
+        started_wall, t0 = self._started
         duration = int((time.monotonic() - t0) * 1000)
-        thread_note = "" if inspect.iscoroutinefunction(func) else " (a thread cannot be killed: it runs on)"
+        target = self.target
+        in_thread = isinstance(target, CallableTarget) and not inspect.iscoroutinefunction(target.func)
+        thread_note = " (a thread cannot be killed: it runs on)" if in_thread else ""
         if not work.done():
             work.cancel()
             if self._stop_reason:
@@ -347,6 +411,8 @@ class JobRun:
                 timed_out=not self._stop_reason,
                 stopped=self._stop_reason,
             )
+        if work.cancelled():  # the job cancelled itself (raised CancelledError)
+            return RunOutcome(False, "cancelled", started_wall_ms=started_wall, duration_ms=duration)
         exc = work.exception()
         if exc is not None:
             text = "".join(traceback.format_exception(exc))
