@@ -22,7 +22,6 @@ import contextlib
 import datetime as dt
 import inspect
 import os
-import signal
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -30,8 +29,18 @@ from dataclasses import dataclass
 from typing import Final
 
 from quorum_cron.agent.jobenv import base_environment, passthrough
+from quorum_cron.agent.jobgroup import (
+    DEFAULT_TAIL_BYTES,
+    JobProtocol,
+    Tail,
+    detail_of,
+    feed_stdin,
+    kill_group,
+    signal_name,
+)
 
 __all__ = [
+    "DEFAULT_TAIL_BYTES",
     "ENV_JOB",
     "ENV_NODE",
     "ENV_SLOT",
@@ -53,12 +62,6 @@ ENV_SLOT_MS: Final = "QUORUM_CRON_SLOT_MS"
 ENV_TOKEN: Final = "QUORUM_CRON_TOKEN"
 ENV_NODE: Final = "QUORUM_CRON_NODE"
 
-DEFAULT_TAIL_BYTES = 2048
-"""Output kept per stream for the ledger; the rest is read and dropped."""
-
-KILL_GRACE_S = 2.0
-"""Between SIGTERM and SIGKILL to the process group."""
-
 PIPE_DRAIN_S = 1.0
 """After the job's main process exited, how long background children may hold its pipes open."""
 
@@ -67,26 +70,6 @@ def iso_utc(ms: int) -> str:
     """``ms`` since the epoch as ISO-8601 UTC with milliseconds, e.g. ``2024-05-01T12:00:00.000Z``."""
     when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
     return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
-
-
-class Tail:
-    """The last ``limit`` bytes written to a stream, and how many were dropped before them."""
-
-    def __init__(self, limit: int = DEFAULT_TAIL_BYTES) -> None:
-        self.limit = limit
-        self._buf = bytearray()
-        self.dropped = 0
-
-    def write(self, data: bytes) -> None:
-        self._buf += data
-        excess = len(self._buf) - self.limit
-        if excess > 0:
-            del self._buf[:excess]
-            self.dropped += excess
-
-    def text(self) -> str:
-        body = self._buf.decode("utf-8", errors="replace")
-        return f"[{self.dropped} bytes dropped]...{body}" if self.dropped else body
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +241,7 @@ class JobRun:
         t0 = time.monotonic()
         loop = asyncio.get_running_loop()
         out, err = Tail(self.tail_bytes), Tail(self.tail_bytes)
-        proto = _JobProtocol(out, err, self._on_output)
+        proto = JobProtocol(out, err, self._on_output)
         try:
             transport, _ = await loop.subprocess_exec(
                 lambda: proto,
@@ -279,7 +262,7 @@ class JobRun:
         if self._on_started is not None:
             self._on_started(started_wall)
         if target.stdin is not None:
-            _feed(transport, target.stdin)
+            feed_stdin(transport, target.stdin)
         exited: asyncio.Future[object] = asyncio.ensure_future(proto.exited.wait())
         stopper: asyncio.Future[object] = asyncio.get_running_loop().create_future()
 
@@ -297,7 +280,7 @@ class JobRun:
             )
             if exited not in done:
                 timed_out = not self._stop_reason
-                await _kill_group(pid, proto)
+                await kill_group(pid, proto)
             # The run ends when the job's process ends, not when its pipes
             # close: a background child (``sleep 100 &``, ``setsid ...``) may
             # hold them for ever. Whatever it writes within the drain bound
@@ -305,7 +288,7 @@ class JobRun:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(proto.pipes_closed.wait(), PIPE_DRAIN_S)
         except asyncio.CancelledError:
-            await _kill_group(pid, proto)
+            await kill_group(pid, proto)
             raise
         finally:
             self._wake = None
@@ -319,10 +302,10 @@ class JobRun:
         elif self._stop_reason:
             head = f"stopped by the agent ({self._stop_reason}): process group killed"
         elif code is not None and code < 0:
-            head = f"killed by signal {_signal_name(-code)}"
+            head = f"killed by signal {signal_name(-code)}"
         else:
             head = f"exit {code}"
-        detail = _detail(head, out, err)
+        detail = detail_of(head, out, err)
         return RunOutcome(
             succeeded=code == 0 and not timed_out and not self._stop_reason,
             detail=detail,
@@ -425,89 +408,3 @@ class JobRun:
                 duration_ms=duration,
             )
         return RunOutcome(True, "returned", started_wall_ms=started_wall, duration_ms=duration)
-
-
-class _JobProtocol(asyncio.SubprocessProtocol):
-    """Keeps the tails of stdout/stderr and says when the process exited and when its pipes closed.
-
-    ``process_exited`` comes from the child watcher (the process itself);
-    ``Process.wait()`` of :mod:`asyncio.subprocess` may instead wait until
-    every pipe is closed, which a background child can postpone for ever.
-    """
-
-    def __init__(self, out: Tail, err: Tail, on_output: Callable[[str, bytes], None] | None = None) -> None:
-        self._tails = {1: out, 2: err}
-        self._on_output = on_output
-        self._open = {1, 2}
-        self.exited = asyncio.Event()
-        self.pipes_closed = asyncio.Event()
-
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        tail = self._tails.get(fd)
-        if tail is not None:
-            chunk = data if isinstance(data, bytes) else data.encode()
-            tail.write(chunk)
-            if self._on_output is not None:
-                self._on_output("stdout" if fd == 1 else "stderr", chunk)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        self._open.discard(fd)
-        if not self._open:
-            self.pipes_closed.set()
-
-    def process_exited(self) -> None:
-        self.exited.set()
-
-
-def _feed(transport: asyncio.SubprocessTransport, data: bytes) -> None:
-    """Queue ``data`` on the process's stdin and close it once written.
-
-    Never awaited: a process that exits without reading its input (cron's
-    pipe) is no error, and a full pipe must not hold the run — the pipe
-    transport writes in the background and is closed with the run.
-    """
-    pipe = transport.get_pipe_transport(0)
-    if pipe is None:
-        return
-    assert isinstance(pipe, asyncio.WriteTransport)
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        pipe.write(data)
-        pipe.close()
-
-
-async def _kill_group(pgid: int, proto: _JobProtocol) -> None:
-    """SIGTERM the process group, then SIGKILL it if the leader has not exited in time.
-
-    Bounded: a leader that survives SIGKILL (uninterruptible sleep) is
-    given up on after another grace period rather than holding the agent.
-    """
-    if proto.exited.is_set():
-        _signal_group(pgid, signal.SIGKILL)  # leftovers of an exited leader
-        return
-    _signal_group(pgid, signal.SIGTERM)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.shield(proto.exited.wait()), KILL_GRACE_S)
-    _signal_group(pgid, signal.SIGKILL)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.shield(proto.exited.wait()), KILL_GRACE_S)
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _signal_name(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return str(num)
-
-
-def _detail(head: str, out: Tail, err: Tail) -> str:
-    parts = [head]
-    for name, tail in (("stdout", out), ("stderr", err)):
-        text = tail.text()
-        if text:
-            parts.append(f"--- {name} ---\n{text.rstrip()}")
-    return "\n".join(parts)
