@@ -203,3 +203,57 @@ def test_starts_and_renews_are_stamped_when_they_go_on_the_wire_before_their_rep
         ("Start", "b", 1_000, False),
         ("Renew", "a", 1_000, False),
     ], heard
+
+
+def test_submit_then_hands_each_action_its_outcome_in_order_even_after_a_failing_handler() -> None:
+    """The runtime's path (no future per action): a batch's outcomes reach ``then`` in the
+    actions' order, on the loop; a handler that raises goes to the loop's exception handler and
+    the next actions still get theirs; actions queued at shutdown get a ``CancelledError``."""
+
+    async def scenario() -> tuple[list[tuple[str, str]], list[str], list[str]]:
+        store = HeldStore()
+        tokens = committed(store, ["a", "b", "c", "d"])
+        store.refuse = {"b"}
+        worker = StoreWorker(store, "n1")
+        loop = asyncio.get_running_loop()
+        reported: list[str] = []
+        loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx["message"]))
+        got: list[tuple[str, str]] = []
+        three_in = asyncio.Event()
+
+        def then(action: StoreAction, reply: object, exc: BaseException | None) -> None:
+            assert threading.current_thread() is threading.main_thread()
+            assert isinstance(action, Start)
+            job = action.job
+            got.append((job, type(exc).__name__ if exc is not None else type(reply).__name__))
+            if len(got) == 3:
+                three_in.set()
+            if job == "a":
+                raise RuntimeError("handler bug")
+
+        first = worker.submit(ReadSlots((("a", T0),)))
+        assert await asyncio.to_thread(store.entered.wait, 10)
+        for job in ("a", "b", "c"):
+            worker.submit_then(Start(job, T0, tokens[job], 30_000), then)
+        store.release.set()
+        await first
+        await asyncio.wait_for(three_in.wait(), 10)
+        store.entered.clear()
+        store.release.clear()
+        held = worker.submit(ReadSlots((("d", T0),)))
+        assert await asyncio.to_thread(store.entered.wait, 10)
+        worker.submit_then(Start("d", T0, tokens["d"], 30_000), then)
+        worker.shutdown()
+        store.release.set()
+        await held
+        return got, reported, store.calls
+
+    got, reported, calls = asyncio.run(scenario())
+    assert got == [
+        ("a", "TransitionResult"),
+        ("b", "StoreError"),
+        ("c", "TransitionResult"),
+        ("d", "CancelledError"),
+    ]
+    assert reported == ["handling the reply to Start failed"]
+    assert calls == ["read_slots", "fenced x3", "read_slots"]

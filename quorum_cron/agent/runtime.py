@@ -422,15 +422,12 @@ class Agent:
     def _call_store(self, action: StoreAction) -> None:
         if isinstance(action, Finish):
             self._finishing.add((action.job, action.fire_ms))
-        fut = self._worker.submit(action)
-        fut.add_done_callback(partial(self._on_store_done, action))
+        self._worker.submit_then(action, self._on_store_done)
 
-    def _on_store_done(self, action: StoreAction, fut: asyncio.Future[object]) -> None:
-        if fut.cancelled():
+    def _on_store_done(self, action: StoreAction, reply: object, exc: BaseException | None) -> None:
+        if isinstance(exc, asyncio.CancelledError):  # dropped by the worker's shutdown
             return
-        exc = fut.exception()
         if exc is None:
-            reply = fut.result()
             self.health.store_ok()
             self._after_reply[type(action)](self, action, reply)
             self.observer.reply(action, reply)

@@ -39,6 +39,7 @@ import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import TypeVar
 
 from quorum_cron.core.node import Renew, Start, StoreAction
@@ -54,24 +55,38 @@ MAX_FENCED_BATCH = 256
 """Fenced actions per pipeline at most: a burst's starts leave in a few round trips, while one
 batch's replies still come back within milliseconds for the first of them."""
 
-_Item = tuple[StoreAction, "asyncio.Future[object]"]
+Then = Callable[[StoreAction, object, BaseException | None], None]
+"""``then(action, reply, error)``: an action's outcome, called on the loop (``error`` is a
+``CancelledError`` for an action the shutdown dropped)."""
+_Item = tuple[StoreAction, Then]
 Sent = tuple[Callable[[], int], Callable[[StoreAction, int], None]]
 """``(monotonic_ms, tell)``: how the worker reads the clock, and whom it tells when a start or
 renew went on the wire (``tell(action, mono_ms)``, called on the loop)."""
-_Settled = tuple["asyncio.Future[object]", object, BaseException | None]
+_Settled = tuple[StoreAction, Then, object, BaseException | None]
 
 
 def _settle(done: list[_Settled]) -> None:
-    """On the loop: resolve each future (one the shutdown cancelled stays cancelled)."""
-    for fut, reply, exc in done:
-        if fut.done():
-            continue
-        if isinstance(exc, asyncio.CancelledError):
-            fut.cancel()
-        elif exc is None:
-            fut.set_result(reply)
-        else:
-            fut.set_exception(exc)
+    """On the loop: hand each action its outcome, in order; a handler that raises is reported to
+    the loop's exception handler (as a future's callback would be) and the others still run."""
+    for action, then, reply, exc in done:
+        try:
+            then(action, reply, exc)
+        except Exception as bug:
+            asyncio.get_running_loop().call_exception_handler(
+                {"message": f"handling the reply to {type(action).__name__} failed", "exception": bug}
+            )
+
+
+def _into(fut: asyncio.Future[object], action: StoreAction, reply: object, exc: BaseException | None) -> None:
+    """:meth:`StoreWorker.submit`'s ``then``: resolve the future (one cancelled meanwhile stays so)."""
+    if fut.done():
+        return
+    if isinstance(exc, asyncio.CancelledError):
+        fut.cancel()
+    elif exc is None:
+        fut.set_result(reply)
+    else:
+        fut.set_exception(exc)
 
 
 def _tell_sent(tell: Callable[[StoreAction, int], None], actions: list[StoreAction], at: int) -> None:
@@ -116,16 +131,26 @@ class StoreWorker:
 
         Raises ``RuntimeError`` after :meth:`shutdown`.
         """
+        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        self.submit_then(action, partial(_into, fut))
+        return fut
+
+    def submit_then(self, action: StoreAction, then: Then) -> None:
+        """Queue ``action`` on the protocol thread; ``then(action, reply, error)`` runs on the loop.
+
+        What the runtime uses: no future, callback list and partial per action,
+        which an executor's burst of thousands of starts and finishes held all
+        at once (docs/benchmarks.md, "An executor's memory per run").
+        Raises ``RuntimeError`` after :meth:`shutdown`.
+        """
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[object] = loop.create_future()
         with self._lock:
             if self._closed:  # (as a shut-down executor refuses work)
                 raise RuntimeError("cannot submit a store call after the store worker shut down")
-            self._queue.append((action, fut))
+            self._queue.append((action, then))
             start, self._draining = not self._draining, True
         if start:
             self._protocol.submit(self._drain, loop)
-        return fut
 
     def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
         """On the protocol thread: carry out everything queued, in order, until the queue is empty."""
@@ -138,7 +163,7 @@ class StoreWorker:
                 self._queue.clear()
             for group in _groups(items):
                 if self._closed:  # shut down between two calls: the rest is cancelled, not sent
-                    done: list[_Settled] = [(fut, None, asyncio.CancelledError()) for _, fut in group]
+                    done: list[_Settled] = [(a, then, None, asyncio.CancelledError()) for a, then in group]
                 else:
                     self._stamp(loop, group)
                     done = self._carry_out(group)
@@ -162,13 +187,13 @@ class StoreWorker:
         actions = [action for action, _ in group]
         try:
             if len(actions) == 1:
-                return [(group[0][1], perform(self.store, self.node, actions[0]), None)]
+                return [(actions[0], group[0][1], perform(self.store, self.node, actions[0]), None)]
             replies = perform_fenced(self.store, self.node, actions)
         except Exception as exc:  # the whole call failed: every action of it, with the same error
-            return [(fut, None, exc) for _, fut in group]
+            return [(a, then, None, exc) for a, then in group]
         return [
-            (fut, None, reply) if isinstance(reply, StoreError) else (fut, reply, None)
-            for (_, fut), reply in zip(group, replies, strict=True)
+            (a, then, None, reply) if isinstance(reply, StoreError) else (a, then, reply, None)
+            for (a, then), reply in zip(group, replies, strict=True)
         ]
 
     async def background(self, fn: Callable[[], T]) -> T:
@@ -182,7 +207,7 @@ class StoreWorker:
             self._closed = True
             queued = list(self._queue)
             self._queue.clear()
-        for _, fut in queued:
-            fut.cancel()
+        for action, then in queued:
+            then(action, None, asyncio.CancelledError())
         self._protocol.shutdown(wait=False, cancel_futures=True)
         self._background.shutdown(wait=False, cancel_futures=True)
