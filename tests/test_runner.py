@@ -269,3 +269,31 @@ def test_env_passthrough_passes_the_named_variables_only(monkeypatch: pytest.Mon
     assert out.succeeded
     assert "AWS_PROFILE=reports" in out.detail and "UNSET_HERE" not in out.detail
     assert "hunter2" not in out.detail and "s3cret" not in out.detail
+
+
+def test_a_cancelled_wait_stops_the_callable_without_a_loop_error() -> None:
+    """Cancelling the task that awaits ``run()`` stops the job; the run's end, which comes after
+    the wait was cancelled, must not try to resolve the cancelled wait."""
+    errors: list[str] = []
+    cancelled: list[bool] = []
+
+    async def slow(ctx: JobContext) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    async def go() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: errors.append(ctx["message"]))
+        waiting = asyncio.ensure_future(run(CallableTarget(slow)).run())
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        for _ in range(5):  # the stop's call_soon, then the job's own cancellation
+            await asyncio.sleep(0)
+
+    asyncio.run(go())
+    assert cancelled == [True]
+    assert errors == []

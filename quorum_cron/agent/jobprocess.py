@@ -321,7 +321,12 @@ class JobRun:
     async def _run_callable(self, target: CallableTarget) -> RunOutcome:
         """:meth:`start`, awaited (a cancelled wait stops the run)."""
         ended: asyncio.Future[RunOutcome] = asyncio.get_running_loop().create_future()
-        self.start(ended.set_result)
+
+        def on_end(outcome: RunOutcome) -> None:
+            if not ended.done():  # (a cancelled wait ends the run after the future was cancelled)
+                ended.set_result(outcome)
+
+        self.start(on_end)
         try:
             return await ended
         except asyncio.CancelledError:
