@@ -53,7 +53,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quorum_cron.errors import StoreError, StoreUnavailable
-from quorum_cron.store.scripts import Call, Script, Wait, WaitShortfall
+from quorum_cron.store.scripts import Call, Script, Wait, WaitShortfall, pipeline_parts
 
 __all__ = ["REDIRECTED", "ClusterScriptRunner", "cluster_variant"]
 
@@ -255,25 +255,27 @@ class ClusterScriptRunner:
                 if (sha.decode() if isinstance(sha, bytes) else sha) != script.sha:
                     raise StoreError(f"SCRIPT LOAD of {script.name!r} on {node.name} returned another sha")
                 loaded.add(script.sha)
-        pipe = conn.pipeline(transaction=False)
-        for call, asking in items:
-            if asking:
-                pipe.execute_command("ASKING")  # type: ignore[no-untyped-call]
-            # One declared key (routing, ASK), every key in ARGV (see _PRELUDE).
-            pipe.evalsha(self._script(call).sha, 1, call.keys[0], len(call.keys), *call.keys, *call.args)
-        if wait is not None:
-            pipe.wait(wait.replicas, wait.timeout_ms)
-        raw = list(pipe.execute(raise_on_error=False))
+        out: list[Any] = []
         acked: int | None = None
-        if wait is not None:
-            w = raw.pop()
-            if isinstance(w, Exception):
-                raise w
-            acked = int(w)
-        out = []
-        it = iter(raw)
-        for _, asking in items:
-            if asking:
-                next(it)  # ASKING's OK
-            out.append(next(it))
+        for part in pipeline_parts([call for call, _ in items]):  # (bounded pipelines: see there)
+            pipe = conn.pipeline(transaction=False)
+            for i in part:
+                call, asking = items[i]
+                if asking:
+                    pipe.execute_command("ASKING")  # type: ignore[no-untyped-call]
+                # One declared key (routing, ASK), every key in ARGV (see _PRELUDE).
+                pipe.evalsha(self._script(call).sha, 1, call.keys[0], len(call.keys), *call.keys, *call.args)
+            if wait is not None:
+                pipe.wait(wait.replicas, wait.timeout_ms)
+            raw = list(pipe.execute(raise_on_error=False))
+            if wait is not None:
+                w = raw.pop()
+                if isinstance(w, Exception):
+                    raise w
+                acked = int(w) if acked is None else min(acked, int(w))
+            it = iter(raw)
+            for i in part:
+                if items[i][1]:
+                    next(it)  # ASKING's OK
+                out.append(next(it))
         return out, acked

@@ -17,6 +17,10 @@ call twice. Error translation into the library's family is the caller's job
 Optionally a call is followed, in the same pipeline (one round trip, same
 connection), by ``WAIT replicas timeout_ms``; fewer acknowledgements than
 asked raise :class:`WaitShortfall` after the replies were read.
+
+A long run of calls goes in several pipelines of at most
+:data:`MAX_PIPELINE_ARGS` keys and arguments, one after the other, each with
+its own ``WAIT`` (:func:`pipeline_parts` says why).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from quorum_cron.errors import StoreError
 __all__ = [
     "CONTROL",
     "FENCE",
+    "MAX_PIPELINE_ARGS",
     "MEMBERS",
     "MISSED",
     "READ",
@@ -45,9 +50,14 @@ __all__ = [
     "ScriptRunner",
     "Wait",
     "WaitShortfall",
+    "pipeline_parts",
 ]
 
 Arg = str | int
+
+MAX_PIPELINE_ARGS = 4_096
+"""The most keys and arguments one pipeline carries (about 2,000 votes, or 800 jobs of a sweep):
+see :func:`pipeline_parts`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +124,32 @@ class Call:
     script: Script
     keys: Sequence[str]
     args: Sequence[Arg]
+
+
+def pipeline_parts(calls: Sequence[Call]) -> list[range]:
+    """The calls, in order, cut into runs of at most :data:`MAX_PIPELINE_ARGS` keys and arguments
+    (a call longer than that alone); one empty run for no calls (a lone ``WAIT``).
+
+    Why: redis-py writes a pipeline with one ``sendall``, which the socket
+    timeout (2 s, :mod:`quorum_cron.store.connect`) bounds as a whole, and a
+    server reads a client's pipeline only as fast as it runs the calls in it.
+    A burst's 100,000 votes in one pipeline (~6 MB, seconds of server time
+    while the other agents send theirs) failed every minute with "Timeout
+    writing to socket" on a 3-master cluster, so no slot ran
+    (benchmarks/scale.py, issue 27). A run of about 2,000 votes takes the
+    server a fraction of that timeout even when three agents' runs
+    interleave, and a run's round trip costs ~0.1 ms.
+    """
+    parts: list[range] = []
+    start = size = 0
+    for i, call in enumerate(calls):
+        n = len(call.keys) + len(call.args)
+        if i > start and size + n > MAX_PIPELINE_ARGS:
+            parts.append(range(start, i))
+            start, size = i, 0
+        size += n
+    parts.append(range(start, len(calls)))
+    return parts
 
 
 class ScriptRunner:
@@ -200,16 +236,22 @@ class ScriptRunner:
         return replies
 
     def _pipeline(self, calls: Sequence[Call], wait: Wait | None = None) -> tuple[list[Any], int]:
-        """The calls' replies (errors as values) and, with ``wait``, the replicas WAIT counted."""
-        pipe = self._client.pipeline(transaction=False)
-        for c in calls:
-            pipe.evalsha(c.script.sha, len(c.keys), *c.keys, *c.args)
-        if wait is not None:
-            pipe.wait(wait.replicas, wait.timeout_ms)
-        replies = list(pipe.execute(raise_on_error=False))
-        if wait is None:
-            return replies, 0
-        acked = replies.pop()
-        if isinstance(acked, Exception):
-            raise acked
-        return replies, int(acked)
+        """The calls' replies (errors as values) and, with ``wait``, the fewest replicas a WAIT
+        counted (one pipeline per :func:`pipeline_parts` run, each with its own WAIT)."""
+        replies: list[Any] = []
+        fewest: int | None = None
+        for part in pipeline_parts(calls):
+            pipe = self._client.pipeline(transaction=False)
+            for i in part:
+                c = calls[i]
+                pipe.evalsha(c.script.sha, len(c.keys), *c.keys, *c.args)
+            if wait is not None:
+                pipe.wait(wait.replicas, wait.timeout_ms)
+            got = list(pipe.execute(raise_on_error=False))
+            if wait is not None:
+                acked = got.pop()
+                if isinstance(acked, Exception):
+                    raise acked
+                fewest = int(acked) if fewest is None else min(fewest, int(acked))
+            replies.extend(got)
+        return replies, fewest or 0
