@@ -17,6 +17,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 from redis.cluster import RedisCluster
+from redis.crc import key_slot
 
 from quorum_cron.commands.control import pause, trigger
 from quorum_cron.commands.history import history
@@ -106,6 +107,65 @@ def test_notices_are_sharded_in_the_jobs_slot_and_reach_the_node(
     finally:
         listener.stop()
         listener.join(5)
+
+
+def _ssubscribe_calls(cluster: EmbeddedCluster) -> int:
+    total = 0
+    for m in cluster.masters():
+        c = m.client()
+        try:
+            total += int(c.info("commandstats").get("cmdstat_ssubscribe", {}).get("calls", 0))
+        finally:
+            c.close()
+    return total
+
+
+def test_a_node_subscribes_with_one_ssubscribe_per_hash_slot_of_its_jobs(
+    store: RedisStore, redis_cluster: EmbeddedCluster
+) -> None:
+    """Both channels of a job live in its hash slot, and jobs share slots: one ``SSUBSCRIBE`` per
+    slot carries them all (redis-py's ``ClusterPubSub`` sent one per channel and copied its
+    table of channels after each: minutes for 100,000 jobs; issue 27)."""
+    jobs = [f"j{i}" for i in range(3_000)]  # (about 2,700 distinct slots of 16,384)
+    assignments, triggers = store.notice_channels("n1", jobs)
+    slots = {key_slot(c.encode()) for c in assignments + triggers}
+    assert len(slots) < len(jobs)
+    before = _ssubscribe_calls(redis_cluster)
+    listener = store.listen_notices("n1", jobs, lambda _: None)
+    listener.start()
+    try:
+        assert listener.subscribed.wait(20), "the sharded subscriptions were not confirmed"
+        assert _ssubscribe_calls(redis_cluster) - before == len(slots)
+    finally:
+        listener.stop()
+        listener.join(5)
+
+
+def test_a_moved_slot_is_subscribed_again_on_its_new_master(
+    store: RedisStore, redis_cluster: EmbeddedCluster
+) -> None:
+    """The server drops the subscriptions of a slot that moves (``sunsubscribe``): the listener
+    subscribes again from a refreshed slot map, says so (``on_subscribed``, the caller's cue to
+    catch up), and the next notice of a job in that slot arrives from the new master."""
+    jobs = _jobs_on_two_masters(redis_cluster, "nt")
+    got: queue.Queue[Notice | Trigger] = queue.Queue()
+    resubscribed: queue.Queue[int] = queue.Queue()
+    listener = store.listen_notices("n1", jobs, got.put, on_subscribed=lambda: resubscribed.put(1))
+    listener.start()
+    key = f"qc:{{nt:{jobs[0]}}}:meta"
+    source = redis_cluster.master_of(key)
+    target = next(m for m in redis_cluster.masters() if m is not source)
+    try:
+        assert resubscribed.get(timeout=20) == 1
+        redis_cluster.migrate_slot(key, target)
+        assert resubscribed.get(timeout=20) == 1, "the listener did not subscribe again"
+        at = store.trigger(jobs[0], "ops")  # (SPUBLISH on the new master)
+        assert got.get(timeout=10) == Trigger(jobs[0], at)
+    finally:
+        listener.stop()
+        listener.join(5)
+        if redis_cluster.master_of(key) is not source:
+            redis_cluster.migrate_slot(key, source)
 
 
 def test_wait_is_sent_to_each_master_that_took_writes(redis_cluster: EmbeddedCluster) -> None:

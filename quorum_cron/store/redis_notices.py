@@ -19,6 +19,16 @@ slot that moves (failover, migration) drops its subscriptions
 (``sunsubscribe`` from the server, or a closed connection): the listener
 subscribes again from a refreshed slot map and catches up as after any loss.
 
+The sharded subscriptions are made here, not with redis-py's
+``ClusterPubSub.ssubscribe``: that sends one command per channel and copies
+its whole table of channels after each, so its time grows with the square
+of the channels — 10,000 channels took 4.5 s of CPU, and the 200,000 of a
+node with 100,000 jobs were still not subscribed after minutes, competing
+with the node's votes for the whole time (benchmarks/scale.py, issue 27).
+One ``SSUBSCRIBE`` per hash slot carries all the node's channels in that
+slot (a command may not span slots), on a plain pub/sub connection per
+master; its replies are confirmed as before, one per channel.
+
 The listener runs on a dedicated thread (a blocking pub/sub read must not
 share the store's worker) and hands each notice to ``deliver`` at once.
 A notice is only a hint (:mod:`quorum_cron.store.ports`): the fenced start
@@ -38,6 +48,7 @@ from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
+from redis.crc import key_slot
 
 from quorum_cron.store.ports import DeliverNotice, Notice, Trigger, _text, parse_notice, parse_trigger
 
@@ -101,23 +112,18 @@ class NoticeListener:
         if not self._sharded:
             msg = pubsub.get_message(timeout=POLL_S)
             return [] if msg is None else [msg]
-        out = []
-        while (msg := pubsub.get_sharded_message(timeout=0.0)) is not None:
-            out.append(msg)
+        out = _drain(pubsub)
         if out:
             return out
         socks = [
             ps.connection._sock
-            for ps in list(pubsub.node_pubsub_mapping.values())
+            for ps in pubsub
             if ps.connection is not None and ps.connection._sock is not None
         ]
-        if not socks:
-            raise redis.ConnectionError("no sharded subscription connection is open")
+        if len(socks) < len(pubsub):
+            raise redis.ConnectionError("a sharded subscription connection is closed")
         ready, _, _ = select.select(socks, [], [], POLL_S)
-        if ready:
-            while (msg := pubsub.get_sharded_message(timeout=0.0)) is not None:
-                out.append(msg)
-        return out
+        return _drain(pubsub) if ready else []
 
     def _run(self) -> None:
         backoff = 0.05
@@ -131,10 +137,10 @@ class NoticeListener:
             self._stop.wait()
             return
         while not self._stop.is_set():
-            pubsub = self._client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]
+            pubsub: Any = [] if self._sharded else self._client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]
             try:
                 if self._sharded:
-                    pubsub.ssubscribe(*channels)
+                    _ssubscribe(self._client, channels, pubsub)  # type: ignore[arg-type]
                 else:
                     pubsub.subscribe(*channels)
                 confirmed = 0
@@ -162,8 +168,9 @@ class NoticeListener:
                 backoff = min(MAX_BACKOFF_S, backoff * 2)
             finally:
                 self.subscribed.clear()
-                with contextlib.suppress(redis.RedisError, OSError, ValueError):
-                    pubsub.close()
+                for each in pubsub if self._sharded else [pubsub]:
+                    with contextlib.suppress(redis.RedisError, OSError, ValueError):
+                        each.close()
 
     def _handle(
         self, msg: dict[str, Any], sub: str, msg_type: str, unsub: str, total: int, seen: int
@@ -183,3 +190,30 @@ class NoticeListener:
         elif kind == unsub:
             # The server dropped a channel (its slot moved): subscribe again.
             raise redis.ConnectionError(f"channel {_text(msg['channel'])!r} unsubscribed by the server")
+
+
+def _ssubscribe(client: RedisCluster, channels: Sequence[str], opened: list[Any]) -> None:
+    """Subscribe to sharded ``channels``: one ``SSUBSCRIBE`` per hash slot, on a plain pub/sub
+    connection per owning master (appended to ``opened``, which the caller closes); see the
+    module docstring for why not ``ClusterPubSub``."""
+    by_slot: dict[int, list[str]] = {}
+    for channel in channels:
+        by_slot.setdefault(key_slot(channel.encode()), []).append(channel)
+    per_node: dict[str, Any] = {}
+    for slot, group in by_slot.items():
+        node = client.nodes_manager.get_node_from_slot(slot)
+        ps = per_node.get(node.name)
+        if ps is None:
+            ps = client.get_redis_connection(node).pubsub()
+            per_node[node.name] = ps
+            opened.append(ps)
+        ps.ssubscribe(*group)
+
+
+def _drain(pubsubs: Sequence[Any]) -> list[dict[str, Any]]:
+    """Every message already readable on the per-master connections, without waiting."""
+    out = []
+    for ps in pubsubs:
+        while (msg := ps.get_message(timeout=0.0)) is not None:
+            out.append(msg)
+    return out
