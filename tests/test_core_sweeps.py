@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from quorum_cron.core.model import SlotState, SweepParams, SweepResult
 from quorum_cron.core.node import NodeCore, NodeSettings, Now, Sweep
-from quorum_cron.core.sweeps import FULL_SWEEP_MS, SweepPlan
+from quorum_cron.core.sweeps import FULL_SWEEP_MS, FULL_SWEEP_SLICES, SweepPlan
 from quorum_cron.store.memory import MemoryStore
 from tests.core_driver import Driver, Every
 from tests.test_core import T0, job
@@ -31,7 +31,7 @@ def test_the_first_sweep_covers_every_job_then_only_the_open_and_the_heard_of() 
     assert _jobs(plan.next(1_000, probe=False)) == ["a", "c"]
     plan.replied(SweepResult([], {}), 1_010)
     assert plan.next(2_000, probe=False) is None  # (nothing open, nothing heard of: no call)
-    assert _jobs(plan.next(10 + FULL_SWEEP_MS, probe=False)) == ["a", "b", "c"]
+    assert _jobs(plan.next(1_010 + FULL_SWEEP_MS, probe=False)) == ["a"]  # (the backstop's first slice)
 
 
 def test_an_open_job_is_swept_when_its_own_time_comes_not_when_another_jobs_does() -> None:
@@ -91,9 +91,11 @@ def test_a_job_a_vote_reply_showed_waits_for_its_time_and_a_sweep_of_others_keep
     assert _jobs(plan.next(5_000, probe=False)) == ["a"]
     plan.replied(SweepResult([], {}), 5_100)
     plan.expect(1, 9_000, 60_000)
-    assert _jobs(plan.next(FULL_SWEEP_MS, probe=False)) == ["a", "b", "c"]  # (the backstop)
+    plan.expect(2, 2 * FULL_SWEEP_MS, 120_000)
+    # The backstop's slice ("a") takes "b", due, and nothing of "c", not due and not in the slice.
+    assert _jobs(plan.next(FULL_SWEEP_MS, probe=False)) == ["a", "b"]
     plan.replied(SweepResult([], {}), FULL_SWEEP_MS)
-    assert plan.due_in_ms(FULL_SWEEP_MS) == 0  # ("b"'s expectation went with the full sweep)
+    assert plan.due_in_ms(FULL_SWEEP_MS) == FULL_SWEEP_MS  # ("c"'s expectation stays)
 
 
 def test_a_slot_seen_ended_drops_the_sweep_it_alone_expected() -> None:
@@ -135,6 +137,47 @@ def test_the_executor_does_not_sweep_a_job_whose_slot_it_finished() -> None:
     assert executor._sweeps.next_full() > d.mono_ms + 10_000  # (the full sweep is not due)
     later = Now(t0 + 10_000, d.mono_ms + 9_500)  # (past the start timeout its vote reply set)
     assert [a for a in executor.tick(later) if isinstance(a, Sweep)] == []
+
+
+def test_the_backstop_sweeps_every_job_once_in_its_slices_then_starts_over() -> None:
+    """After the first (whole) sweep, each backstop covers one slice of the jobs, in turn: every
+    job once in ``FULL_SWEEP_SLICES`` periods; a slice's failed sweep is sent again, not skipped;
+    a slice takes the expectations of its jobs, due or not (its reply says when each is due)."""
+    assert FULL_SWEEP_SLICES == 3
+    params = [SweepParams(f"j{i}", 30_000, 5_000) for i in range(7)]
+    plan = SweepPlan(params)
+    assert len(_jobs(plan.next(0, probe=False))) == 7
+    plan.replied(SweepResult([], {}), 0)
+    plan.expect(4, 10 * FULL_SWEEP_MS, 60_000)  # (not due for long: "j4" is in slice 1)
+    seen: list[list[str]] = []
+    at = 0
+    for _ in range(4):
+        at += FULL_SWEEP_MS
+        assert plan.next(at - 1, probe=False) is None  # (nothing before the backstop's time)
+        seen.append(_jobs(plan.next(at, probe=False)))
+        if len(seen) == 2:
+            plan.failed()  # (the store did not answer: the same slice goes again)
+            assert _jobs(plan.next(at + 1, probe=False)) == seen[-1]
+        plan.replied(SweepResult([], {}), at + 1)
+        at += 1
+    assert seen == [["j0", "j3", "j6"], ["j1", "j4"], ["j2", "j5"], ["j0", "j3", "j6"]]
+    assert plan.due_in_ms(at) == 0  # ("j4"'s expectation went with its slice)
+
+
+def test_a_plan_with_fewer_jobs_than_slices_moves_past_its_empty_slices() -> None:
+    """One job: two of the three slices are empty; the backstop makes no call for them and moves
+    on, so the job is swept by it every ``FULL_SWEEP_SLICES`` periods and never waits forever."""
+    plan = SweepPlan(PARAMS[:1])
+    plan.next(0, probe=False)
+    plan.replied(SweepResult([], {}), 0)
+    calls = []
+    for k in range(1, 7):
+        sweep = plan.next(k * FULL_SWEEP_MS, probe=False)
+        if sweep is not None:
+            calls.append(k)
+            plan.replied(SweepResult([], {}), k * FULL_SWEEP_MS)
+        assert plan.next_full() == (k + 1) * FULL_SWEEP_MS
+    assert calls == [1, 4]
 
 
 def test_a_reload_makes_the_next_sweep_cover_every_job_of_the_new_list() -> None:

@@ -25,12 +25,24 @@ covers
   at once, unless a later reply shows that very slot ended (``ended``: the
   executor's own finish) while no other slot of the job is expected,
 
-and every :data:`FULL_SWEEP_MS` (and at start, after a reload, and while
-the store is unreachable, when the sweep is the probe) all of them: the
-backstop for a slot this node never heard of (created by a node whose
-schedule differs during a rolling change, or whose voters all left). When
-the set is empty no call is made. Pure: the caller passes monotonic
-readings.
+and, as the backstop for a slot this node never heard of (created by a
+node whose schedule differs during a rolling change, or whose voters all
+left), every :data:`FULL_SWEEP_MS` one of :data:`FULL_SWEEP_SLICES` slices
+of all the jobs in turn (job ``i`` in slice ``i % FULL_SWEEP_SLICES``), and
+all of them at start, after a reload and while the store is unreachable
+(when the sweep is the probe). When the set is empty no call is made. Pure:
+the caller passes monotonic readings.
+
+Why slices: the backstop looked at every job every minute on every node,
+which for 10,000 per-minute jobs on three agents was three of the ~5
+job-sweeps per slot, and for installations of hourly or daily jobs nearly
+all of the store's sweep work (a job-sweep per job and node every minute,
+against one slot per job an hour or a day; benchmarks/scale.py, issue 27).
+A slice a minute sweeps each job every three minutes on each node, so about
+once a minute on a cluster of three; a slot heard of is never left to the
+backstop (above), so only the rare slot no voter of this node knows of
+waits up to three minutes instead of one for its deadline or takeover to
+be enforced.
 
 Why per job: at a minute boundary of 10,000 jobs every job has a slot open
 for a few seconds, and sweeping all of them whenever the first one was due
@@ -63,10 +75,14 @@ from quorum_cron.core.actions import Sweep
 from quorum_cron.core.model import SweepParams, SweepResult
 from quorum_cron.core.timers import NEVER
 
-__all__ = ["FULL_SWEEP_MS", "SweepPlan"]
+__all__ = ["FULL_SWEEP_MS", "FULL_SWEEP_SLICES", "SweepPlan"]
 
 FULL_SWEEP_MS = 60_000
-"""How often a node sweeps every job, whatever it heard of (the backstop)."""
+"""How often a node sweeps a slice of its jobs, whatever it heard of (the backstop)."""
+
+FULL_SWEEP_SLICES = 3
+"""How many slices the backstop cycles through: each job is swept by it every
+``FULL_SWEEP_SLICES * FULL_SWEEP_MS`` on each node (see the module docstring)."""
 
 _SEVERAL = -1
 """``SweepPlan._expect_for`` of a job whose expected sweep more than one slot set."""
@@ -85,6 +101,9 @@ class SweepPlan:
         "_params",
         "_sent",
         "_sent_full",
+        "_sent_slice",
+        "_slice",
+        "_whole",
         "heard",
     )
 
@@ -103,6 +122,12 @@ class SweepPlan:
         self._sent: set[int] = set()
         """What the sweep in flight covers besides the full list: re-covered if it fails."""
         self._sent_full = False
+        self._sent_slice = False
+        """The sweep in flight covers the backstop's current slice (its reply moves to the next)."""
+        self._slice = 0
+        """The backstop's next slice: jobs whose index modulo :data:`FULL_SWEEP_SLICES` is this."""
+        self._whole = True
+        """The next backstop covers every job (at start, after a reload, until one was answered)."""
         self.reset(params)
 
     def reset(self, params: Iterable[SweepParams]) -> None:
@@ -114,6 +139,7 @@ class SweepPlan:
         self._expect = {}
         self._expect_for = {}
         self._full_at = 0
+        self._whole = True
 
     def expect(self, index: int, mono_ms: int, fire_ms: int) -> None:
         """Job ``index``'s slot at ``fire_ms`` is one a sweep can change from ``mono_ms`` on (a
@@ -143,27 +169,38 @@ class SweepPlan:
         """
         heard, self.heard = self.heard, set()
         expect = self._expect
-        if probe or mono_ms >= self._full_at:
-            self._sent, self._sent_full = heard.union(expect), True
+        backstop = mono_ms >= self._full_at
+        if probe or (backstop and self._whole):
+            self._sent, self._sent_full, self._sent_slice = heard.union(expect), True, False
             self._expect = {}
             self._expect_for = {}
             return self._all
         chosen = heard.union(i for i, at in self._due.items() if at <= mono_ms)
         if expect:
             ripe = [i for i, at in expect.items() if at <= mono_ms]
+            if backstop:  # (the slice's jobs go with it: its reply says when each is due)
+                part = self._slice
+                ripe.extend(i for i, at in expect.items() if at > mono_ms and i % FULL_SWEEP_SLICES == part)
             expect_for = self._expect_for
             for i in ripe:
                 del expect[i]
                 del expect_for[i]
             chosen.update(ripe)
-        self._sent, self._sent_full = chosen, False
+        if backstop:
+            chosen.update(range(self._slice, len(self._params), FULL_SWEEP_SLICES))
+        self._sent, self._sent_full, self._sent_slice = chosen, False, backstop
         if not chosen:
+            if backstop:  # (an empty slice, with fewer jobs than slices: on to the next)
+                self._sent_slice = False
+                self._slice = (self._slice + 1) % FULL_SWEEP_SLICES
+                self._full_at = mono_ms + FULL_SWEEP_MS
             return None
         params = self._params
         return Sweep(tuple(params[i] for i in sorted(chosen)))
 
     def next_full(self) -> int:
-        """The monotonic time at which the next sweep covers every job."""
+        """The monotonic time at which the next sweep covers the backstop's next slice (every job
+        at start and after a reload)."""
         return self._full_at
 
     def due_in_ms(self, mono_ms: int) -> int:
@@ -180,9 +217,13 @@ class SweepPlan:
         if self._sent_full:
             self._due = {}
             self._full_at = mono_ms + FULL_SWEEP_MS
+            self._whole = False
         else:
             for i in self._sent:  # (a partial sweep covered exactly these)
                 self._due.pop(i, None)
+            if self._sent_slice:
+                self._full_at = mono_ms + FULL_SWEEP_MS
+                self._slice = (self._slice + 1) % FULL_SWEEP_SLICES
         index = self._index
         for job, due_in in reply.open_due.items():
             idx = index.get(job)
@@ -191,7 +232,8 @@ class SweepPlan:
         self._sent = set()
 
     def failed(self) -> None:
-        """The sweep sent last failed: what it covered is covered by the next one (a full sweep
-        stays due)."""
+        """The sweep sent last failed: what it covered is covered by the next one (a full sweep,
+        or the backstop's slice, stays due)."""
         self.heard |= self._sent
         self._sent = set()
+        self._sent_slice = False
