@@ -49,6 +49,7 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
+from redis.exceptions import RedisClusterException
 
 from quorum_cron.store.ports import DeliverNotice, Notice, Trigger, _text, parse_notice, parse_trigger
 
@@ -151,8 +152,9 @@ class NoticeListener:
                             confirmed += 1
                             if confirmed == len(channels):
                                 backoff = 0.05
-            except (redis.RedisError, OSError, ValueError) as exc:
-                # ValueError: the client was closed under us at shutdown.
+            except (redis.RedisError, RedisClusterException, OSError, ValueError) as exc:
+                # ValueError: the client was closed under us at shutdown. RedisClusterException:
+                # a slot no master covers (SlotNotCoveredError), until the slot map is whole again.
                 if self._stop.is_set():
                     return
                 if self.subscribed.is_set():
