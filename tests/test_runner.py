@@ -6,6 +6,7 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -119,8 +120,8 @@ def test_callable_gets_a_context_and_exceptions_fail_the_slot() -> None:
     assert not out.succeeded and out.detail.startswith("raised RuntimeError: boom")
 
 
-def test_coroutine_is_cancelled_on_timeout() -> None:
-    cancelled: list[bool] = []
+def _sleeps_until_cancelled(cancelled: list[bool]) -> Callable[[JobContext], Awaitable[None]]:
+    """A coroutine job that sleeps 30 s and, when cancelled, says so in ``cancelled``."""
 
     async def slow(ctx: JobContext) -> None:
         try:
@@ -128,6 +129,14 @@ def test_coroutine_is_cancelled_on_timeout() -> None:
         except asyncio.CancelledError:
             cancelled.append(True)
             raise
+
+    return slow
+
+
+def test_coroutine_is_cancelled_on_timeout() -> None:
+    cancelled: list[bool] = []
+
+    slow = _sleeps_until_cancelled(cancelled)
 
     async def go() -> tuple[bool, bool]:
         out = await run(CallableTarget(slow), timeout_ms=100).run()
@@ -277,12 +286,7 @@ def test_a_cancelled_wait_stops_the_callable_without_a_loop_error() -> None:
     errors: list[str] = []
     cancelled: list[bool] = []
 
-    async def slow(ctx: JobContext) -> None:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            cancelled.append(True)
-            raise
+    slow = _sleeps_until_cancelled(cancelled)
 
     async def go() -> None:
         asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: errors.append(ctx["message"]))

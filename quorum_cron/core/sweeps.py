@@ -191,12 +191,16 @@ class SweepPlan:
         self._sent, self._sent_full, self._sent_slice = chosen, False, backstop
         if not chosen:
             if backstop:  # (an empty slice, with fewer jobs than slices: on to the next)
-                self._sent_slice = False
-                self._slice = (self._slice + 1) % FULL_SWEEP_SLICES
-                self._full_at = mono_ms + FULL_SWEEP_MS
+                self._slice_done(mono_ms)
             return None
         params = self._params
         return Sweep(tuple(params[i] for i in sorted(chosen)))
+
+    def _slice_done(self, mono_ms: int) -> None:
+        """The backstop's current slice was swept (or is empty): the next one is due a period on."""
+        self._sent_slice = False
+        self._slice = (self._slice + 1) % FULL_SWEEP_SLICES
+        self._full_at = mono_ms + FULL_SWEEP_MS
 
     def next_full(self) -> int:
         """The monotonic time at which the next sweep covers the backstop's next slice (every job
@@ -222,8 +226,7 @@ class SweepPlan:
             for i in self._sent:  # (a partial sweep covered exactly these)
                 self._due.pop(i, None)
             if self._sent_slice:
-                self._full_at = mono_ms + FULL_SWEEP_MS
-                self._slice = (self._slice + 1) % FULL_SWEEP_SLICES
+                self._slice_done(mono_ms)
         index = self._index
         for job, due_in in reply.open_due.items():
             idx = index.get(job)

@@ -53,7 +53,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quorum_cron.errors import StoreError, StoreUnavailable
-from quorum_cron.store.scripts import Call, Script, Wait, WaitShortfall, pipeline_parts
+from quorum_cron.store.scripts import Call, Script, Wait, WaitShortfall, execute_waited, fewer, pipeline_parts
 
 __all__ = ["REDIRECTED", "ClusterScriptRunner", "cluster_variant"]
 
@@ -265,14 +265,8 @@ class ClusterScriptRunner:
                     pipe.execute_command("ASKING")  # type: ignore[no-untyped-call]
                 # One declared key (routing, ASK), every key in ARGV (see _PRELUDE).
                 pipe.evalsha(self._script(call).sha, 1, call.keys[0], len(call.keys), *call.keys, *call.args)
-            if wait is not None:
-                pipe.wait(wait.replicas, wait.timeout_ms)
-            raw = list(pipe.execute(raise_on_error=False))
-            if wait is not None:
-                w = raw.pop()
-                if isinstance(w, Exception):
-                    raise w
-                acked = int(w) if acked is None else min(acked, int(w))
+            raw, part_acked = execute_waited(pipe, wait)
+            acked = fewer(acked, part_acked)
             it = iter(raw)
             for i in part:
                 if items[i][1]:

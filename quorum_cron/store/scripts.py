@@ -50,6 +50,8 @@ __all__ = [
     "ScriptRunner",
     "Wait",
     "WaitShortfall",
+    "execute_waited",
+    "fewer",
     "pipeline_parts",
 ]
 
@@ -152,6 +154,25 @@ def pipeline_parts(calls: Sequence[Call]) -> list[range]:
     return parts
 
 
+def execute_waited(pipe: Any, wait: Wait | None) -> tuple[list[Any], int | None]:
+    """Run ``pipe`` (errors as values), ending it with ``WAIT`` when ``wait`` asks: its replies
+    without WAIT's, and the replicas WAIT counted (None without ``wait``)."""
+    if wait is not None:
+        pipe.wait(wait.replicas, wait.timeout_ms)
+    got = list(pipe.execute(raise_on_error=False))
+    if wait is None:
+        return got, None
+    acked = got.pop()
+    if isinstance(acked, Exception):
+        raise acked
+    return got, int(acked)
+
+
+def fewer(a: int | None, b: int | None) -> int | None:
+    """The fewer of two WAIT counts, either of which may be absent (None)."""
+    return b if a is None else a if b is None else min(a, b)
+
+
 class ScriptRunner:
     """Runs scripts on one client by SHA, loading them once and after NOSCRIPT.
 
@@ -245,13 +266,7 @@ class ScriptRunner:
             for i in part:
                 c = calls[i]
                 pipe.evalsha(c.script.sha, len(c.keys), *c.keys, *c.args)
-            if wait is not None:
-                pipe.wait(wait.replicas, wait.timeout_ms)
-            got = list(pipe.execute(raise_on_error=False))
-            if wait is not None:
-                acked = got.pop()
-                if isinstance(acked, Exception):
-                    raise acked
-                fewest = int(acked) if fewest is None else min(fewest, int(acked))
+            got, acked = execute_waited(pipe, wait)
+            fewest = fewer(fewest, acked)
             replies.extend(got)
         return replies, fewest or 0
