@@ -17,9 +17,16 @@ from collections.abc import Sequence
 
 import pytest
 
-from quorum_cron.agent.storeio import MAX_FENCED_BATCH, StoreWorker
-from quorum_cron.core.actions import Finish, ReadSlots, Renew, Start, StoreAction
-from quorum_cron.core.model import FencedRequest, SlotState, SlotView, TransitionResult, VoteRequest
+from quorum_cron.agent.storeio import MAX_FENCED_BATCH, MAX_MISSED_BATCH, StoreWorker
+from quorum_cron.core.actions import Finish, ReadSlots, RecordMissed, Renew, Start, StoreAction
+from quorum_cron.core.model import (
+    FencedRequest,
+    MissedRequest,
+    SlotState,
+    SlotView,
+    TransitionResult,
+    VoteRequest,
+)
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.memory import MemoryStore
 
@@ -55,6 +62,17 @@ class HeldStore(MemoryStore):
             return super().fenced(requests)
         finally:
             self._batch = False
+
+    def record_missed_many(self, requests: Sequence[MissedRequest]) -> list[SlotView | StoreError]:
+        self.calls.append(f"missed x{len(requests)}")
+        if self.unreachable:
+            raise StoreUnavailable("store unreachable (test)")
+        return super().record_missed_many(requests)
+
+    def record_missed(self, job: str, fire_ms: int, deadline_ms: int, reason: str) -> SlotView:
+        if job in self.refuse:
+            raise StoreError(f"corrupt store: {job}'s ledger is a string (test)")
+        return super().record_missed(job, fire_ms, deadline_ms, reason)
 
     def start(self, job: str, fire_ms: int, node: str, token: int, lease_ms: int) -> TransitionResult:
         if not self._batch:
@@ -144,6 +162,30 @@ def test_a_batch_holds_at_most_max_fenced_batch_actions() -> None:
     got = asyncio.run(_burst(store, [Start(j, T0, tokens[j], 30_000) for j in jobs]))
     assert store.calls == ["read_slots", f"fenced x{MAX_FENCED_BATCH}", "fenced x3"], store.calls
     assert all(isinstance(r, TransitionResult) and r.ok for r in got)
+
+
+def test_missed_records_queued_behind_a_call_leave_in_batches_in_order_and_apart_from_starts() -> None:
+    """A node starting after a minute boundary accounts for that minute's slot of every job: the
+    records go as batches of at most MAX_MISSED_BATCH (not a call each, which at 100,000 jobs
+    kept the thread busy for minutes), never mixed with the fenced batch after them; a corrupt
+    job fails only its own record."""
+    store = HeldStore()
+    tokens = committed(store, ["s1", "s2"])
+    store.refuse.add("j1")
+    old = T0 - 120_000
+    missed: list[StoreAction] = [
+        RecordMissed(f"j{i}", old, 30_000, "nobody voted") for i in range(MAX_MISSED_BATCH + 2)
+    ]
+    starts: list[StoreAction] = [Start(j, T0, tokens[j], 30_000) for j in ("s1", "s2")]
+    got = asyncio.run(_burst(store, [*missed, *starts]))
+    assert store.calls == ["read_slots", f"missed x{MAX_MISSED_BATCH}", "missed x2", "fenced x2"], store.calls
+    assert isinstance(got[1], StoreError) and "corrupt store" in str(got[1])
+    views = got[: len(missed)]
+    assert all(isinstance(v, SlotView) and v.state == SlotState.MISSED for i, v in enumerate(views) if i != 1)
+    assert [v.job for v in views if isinstance(v, SlotView)] == [
+        f"j{i}" for i in range(len(missed)) if i != 1
+    ]
+    assert all(isinstance(r, TransitionResult) and r.ok for r in got[len(missed) :]), got[len(missed) :]
 
 
 def test_actions_queued_at_shutdown_are_cancelled_not_sent() -> None:

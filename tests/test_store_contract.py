@@ -51,8 +51,10 @@ from redis.cluster import RedisCluster
 from quorum_cron.core.model import (
     Delivery,
     FencedRequest,
+    MissedRequest,
     Overlap,
     SlotState,
+    SlotView,
     SweepParams,
     TransitionResult,
     VoteRequest,
@@ -647,6 +649,26 @@ class StoreParity(RuleBasedStateMachine):
 
     @rule(
         data=st.data(),
+        n=st.integers(min_value=1, max_value=2 * MAX_BATCH + 1),
+        deadline=deadlines,
+        reason=st.sampled_from(("no quorum before the deadline", 'ünï/"why"')),
+    )
+    def record_missed_many(self, data: st.DataObject, n: int, deadline: int, reason: str) -> None:
+        """Several missed records in one call (a node starting after a minute boundary), repeats
+        and more than ``max_batch`` included: each reply what its one-slot call would have replied."""
+        picked = [self.pick_slot(data) for _ in range(n)]
+        requests = [MissedRequest(job, fire, deadline, reason) for job, fire in picked]
+        got = self.redis.record_missed_many(requests)
+        self.same("record_missed_many", got, self.model.record_missed_many(requests))
+        note("op record_missed_many")
+        for (job, fire), view in zip(picked, got, strict=True):
+            assert isinstance(view, SlotView), f"record_missed_many {job}@{fire}: {view!r}"
+            note(f"record_missed_many -> {view.state}")
+            if (job, fire) not in self.known and view.state != SlotState.ABSENT:
+                self.known.append((job, fire))
+
+    @rule(
+        data=st.data(),
         what=st.sampled_from(("slot", "read_slots", "slots", "ledger", "members")),
         a=fire_offsets,
         b=fire_offsets,
@@ -820,7 +842,7 @@ OPERATIONS: tuple[str, ...] = (
     "slots",
 )
 OPERATIONS += ("ledger", "members", "time_ms", "pause", "resume", "trigger", "triggers", "control")
-OPERATIONS += ("heartbeat", "leave", "fenced", "publish_jobs")
+OPERATIONS += ("heartbeat", "leave", "fenced", "publish_jobs", "record_missed_many")
 """Every store operation the machine calls (``op <name>`` in :data:`STATS`)."""
 
 WALK_GOALS = (
@@ -842,6 +864,7 @@ WALK_GOALS = (
     "sweep -> committed (takeover)",
     "sweep -> missed (deadline)",
     "record_missed -> missed",
+    "record_missed_many -> missed",
     "heartbeat ok",
     "heartbeat refused",
     "vote split over calls",

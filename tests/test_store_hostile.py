@@ -23,7 +23,9 @@ from quorum_cron.errors import StoreError
 from quorum_cron.store.base import (
     FencedRequest,
     Member,
+    MissedRequest,
     SlotState,
+    SlotView,
     SweepParams,
     TransitionResult,
     VoteRequest,
@@ -236,6 +238,26 @@ def test_one_fence_call_carries_many_jobs_and_a_corrupt_one_fails_only_its_own_r
     assert isinstance(got[3], TransitionResult) and got[3].ok and got[3].slot.lease_until_ms == T0 + 20_000
     assert isinstance(got[4], TransitionResult) and got[4].ok and got[4].slot.state == SlotState.RUNNING
     assert s.slot("b", T0).state == SlotState.RUNNING  # nothing of b's finish applied
+
+
+def test_one_missed_call_carries_many_jobs_and_a_corrupt_one_fails_only_its_own_record(
+    redis_client: redis.Redis, store: tuple[RedisStore, list[tuple[str, str]]]
+) -> None:
+    """``record_missed_many`` (a node starting after a minute boundary accounts for that minute's
+    slot of every job) travels as ONE script call; job b's corrupt ledger fails b's record with
+    the corrupt-store error in its place and writes nothing of it; a and c end missed."""
+    s, _ = store
+    fire = T0 - 60_000
+    redis_client.set(key("b", "ledger"), "not a stream")
+    redis_client.config_resetstat()
+    got = s.record_missed_many([MissedRequest(j, fire, 30_000, "nobody voted") for j in ("a", "b", "c")])
+    calls = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
+    assert calls == 1, f"{calls} script calls for one batch of three jobs"
+    assert isinstance(got[1], StoreError) and "ledger is a string" in str(got[1]), got[1]
+    for view in (got[0], got[2]):
+        assert isinstance(view, SlotView) and view.state == SlotState.MISSED and view.reason == "nobody voted"
+    assert s.slot("b", fire).state == SlotState.ABSENT  # nothing of b's record applied
+    assert [e.state for e in s.ledger("c", 10)] == [SlotState.MISSED]
 
 
 @pytest.mark.parametrize(

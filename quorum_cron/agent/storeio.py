@@ -15,7 +15,10 @@ thread was busy go together, up to :data:`MAX_FENCED_BATCH`, through
 round trip each. Why: at a minute boundary an executor of thousands of jobs
 starts thousands of slots, and one round trip each kept its starts queued
 past their start timeout, so other nodes' sweeps took the slots over and the
-takeovers cascaded (docs/benchmarks.md, "Scale"). Each action still gets its
+takeovers cascaded (docs/benchmarks.md, "Scale"). Consecutive missed records
+go together the same way (up to :data:`MAX_MISSED_BATCH`, through
+:func:`~quorum_cron.core.perform.perform_missed`): a node that starts after a
+minute boundary accounts for that minute's slot of every job. Each action still gets its
 own reply (or its own error) in order; a batch the store could not be
 reached for fails every action in it with the same ``StoreUnavailable``,
 which the core handles as it does one lost reply.
@@ -42,18 +45,22 @@ from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
 
-from quorum_cron.core.node import Renew, Start, StoreAction
-from quorum_cron.core.perform import FENCED, perform, perform_fenced
+from quorum_cron.core.node import RecordMissed, Renew, Start, StoreAction
+from quorum_cron.core.perform import FENCED, perform, perform_fenced, perform_missed
 from quorum_cron.errors import StoreError
 from quorum_cron.store.base import Store
 
-__all__ = ["MAX_FENCED_BATCH", "StoreWorker"]
+__all__ = ["MAX_FENCED_BATCH", "MAX_MISSED_BATCH", "StoreWorker"]
 
 T = TypeVar("T")
 
 MAX_FENCED_BATCH = 256
 """Fenced actions per pipeline at most: a burst's starts leave in a few round trips, while one
 batch's replies still come back within milliseconds for the first of them."""
+MAX_MISSED_BATCH = 1_000
+"""Missed records per batch at most: a node that starts after a minute boundary accounts for that
+minute's slot of every job (100,000 at a time), and a call each kept its store thread busy for
+minutes; a batch is a few calls of many jobs each, and a vote queued behind waits one batch."""
 
 Then = Callable[[StoreAction, object, BaseException | None], None]
 """``then(action, reply, error)``: an action's outcome, called on the loop (``error`` is a
@@ -95,20 +102,27 @@ def _tell_sent(tell: Callable[[StoreAction, int], None], actions: list[StoreActi
         tell(action, at)
 
 
+def _kind(action: StoreAction) -> tuple[type, int] | None:
+    """The batch an action may join, as ``(kind, most per batch)``; ``None``: it goes alone."""
+    if isinstance(action, FENCED):
+        return Start, MAX_FENCED_BATCH
+    if isinstance(action, RecordMissed):
+        return RecordMissed, MAX_MISSED_BATCH
+    return None
+
+
 def _groups(items: list[_Item]) -> list[list[_Item]]:
-    """Runs of consecutive fenced actions (at most :data:`MAX_FENCED_BATCH`); any other action alone."""
+    """Runs of consecutive fenced actions (at most :data:`MAX_FENCED_BATCH`) and of consecutive
+    missed records (at most :data:`MAX_MISSED_BATCH`); any other action alone."""
     out: list[list[_Item]] = []
+    last_kind: tuple[type, int] | None = None
     for item in items:
-        last = out[-1] if out else None
-        if (
-            last is not None
-            and isinstance(item[0], FENCED)
-            and isinstance(last[0][0], FENCED)
-            and len(last) < MAX_FENCED_BATCH
-        ):
-            last.append(item)
+        kind = _kind(item[0])
+        if kind is not None and kind == last_kind and len(out[-1]) < kind[1]:
+            out[-1].append(item)
         else:
             out.append([item])
+        last_kind = kind
     return out
 
 
@@ -188,7 +202,8 @@ class StoreWorker:
         try:
             if len(actions) == 1:
                 return [(actions[0], group[0][1], perform(self.store, self.node, actions[0]), None)]
-            replies = perform_fenced(self.store, self.node, actions)
+            batch = perform_missed if isinstance(actions[0], RecordMissed) else perform_fenced
+            replies = batch(self.store, self.node, actions)
         except Exception as exc:  # the whole call failed: every action of it, with the same error
             return [(a, then, None, exc) for a, then in group]
         return [

@@ -49,6 +49,7 @@ __all__ = [
     "Membership",
     "MembershipChange",
     "MembershipRecord",
+    "MissedRequest",
     "Overlap",
     "SlotState",
     "SlotView",
@@ -217,6 +218,17 @@ class TransitionResult:
     """A finish that ended its slot ``succeeded`` only: how many of the job's slots ended
     ``failed`` or ``lost`` in a row before it (missed and skipped slots pass over; the store
     keeps the count, so ``job_recovered`` needs no ledger read). 0 otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
+class MissedRequest:
+    """One slot to account missed, for :meth:`~quorum_cron.store.ports.MissedRecords.record_missed_many`:
+    the arguments of ``record_missed``, so that many go in one call."""
+
+    job: str
+    fire_ms: int
+    deadline_ms: int
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from quorum_cron.core.actions import (
     Sweep,
     Vote,
 )
-from quorum_cron.core.model import FencedRequest
+from quorum_cron.core.model import FencedRequest, MissedRequest
 from quorum_cron.store.base import Store
 
 __all__ = ["FENCED", "perform", "perform_fenced"]
@@ -141,3 +141,16 @@ def perform_fenced(store: Store, node: str, actions: Sequence[StoreAction]) -> l
     the whole batch, whose outcome is then unknown as for one lost reply.
     """
     return list(store.fenced([_request(node, a) for a in actions]))
+
+
+def perform_missed(store: Store, node: str, actions: Sequence[StoreAction]) -> list[object]:
+    """Call ``store.record_missed_many`` for several ``RecordMissed`` actions at once; replies in
+    action order, each what :func:`perform` of that action alone returns or the
+    :class:`~quorum_cron.errors.StoreError` it would have raised. Raises ``StoreUnavailable`` for
+    the whole batch (``node`` is unused, as for one ``RecordMissed``)."""
+    requests = []
+    for a in actions:
+        if not isinstance(a, RecordMissed):
+            raise TypeError(f"not a RecordMissed action: {a!r}")
+        requests.append(MissedRequest(a.job, a.fire_ms, a.deadline_ms, a.reason))
+    return list(store.record_missed_many(requests))

@@ -52,6 +52,7 @@ from quorum_cron.core.model import (
     Membership,
     MembershipChange,
     MembershipRecord,
+    MissedRequest,
     Overlap,
     SlotState,
     SlotView,
@@ -69,6 +70,7 @@ from quorum_cron.store.ports import (
     AlertPage,
     DeliverNotice,
     JobTables,
+    MissedRecords,
     Notice,
     NoticeListening,
     StoredAlert,
@@ -93,6 +95,8 @@ __all__ = [
     "Membership",
     "MembershipChange",
     "MembershipRecord",
+    "MissedRecords",
+    "MissedRequest",
     "Notice",
     "NoticeListening",
     "ObservedStore",
@@ -112,7 +116,7 @@ __all__ = [
 
 
 @runtime_checkable
-class Store(JobTables, Protocol):
+class Store(JobTables, MissedRecords, Protocol):
     """The operations every store offers, each atomic on the store (and :class:`JobTables`').
 
     Raises: every method may raise :class:`~quorum_cron.errors.StoreUnavailable` when the
@@ -264,17 +268,6 @@ class Store(JobTables, Protocol):
         for a running one — minus ``now`` (at least 1). A node sweeps that
         job again then (or after ``sweep_ms``, whichever is later), not
         every ``sweep_ms`` while nothing can be due.
-        """
-        ...
-
-    def record_missed(self, job: str, fire_ms: int, deadline_ms: int, reason: str) -> SlotView:
-        """Account for a slot nobody voted for (whole-cluster outage).
-
-        Marks an ``absent`` or ``proposed`` slot ``missed`` with ``reason`` —
-        only if ``now > fire_ms + deadline_ms`` by store time (for a proposed
-        slot ``max(deadline_ms, D)``, ``D`` the largest deadline its votes
-        carried), so a live slot is never ended early. Returns the slot as it
-        stands afterwards.
         """
         ...
 

@@ -34,7 +34,7 @@ from quorum_cron.core.model import (
 )
 from quorum_cron.store import keys as defaults
 from quorum_cron.store.memory_control import ControlModel
-from quorum_cron.store.memory_fenced import FencedInTurn
+from quorum_cron.store.memory_fenced import FencedInTurn, MissedInTurn
 from quorum_cron.store.memory_observe import ObservationModel
 from quorum_cron.store.memory_ports import MemoryAlerts, MemoryNotices
 from quorum_cron.store.memory_records import _Job, _Slot, choose_executor
@@ -50,7 +50,7 @@ def _adopt(req: VoteRequest) -> MembershipRecord:
     return record
 
 
-class MemoryStore(ControlModel, ObservationModel, FencedInTurn):
+class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
     """The store contract in memory, on an injected clock.
 
     ``clock`` returns the store's time in epoch ms: in the simulator it is the

@@ -1,4 +1,4 @@
-"""The memory model's batch of fenced transitions (:meth:`Store.fenced`): each request in turn.
+"""The memory model's batches (:meth:`Store.fenced`, :meth:`Store.record_missed_many`): each request in turn.
 
 On Redis the requests travel as ``fence.lua`` calls of many jobs each, every
 request its own step, in order within its job; the model has no round trip
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from quorum_cron.core.model import FencedRequest, TransitionResult
+from quorum_cron.core.model import FencedRequest, MissedRequest, SlotView, TransitionResult
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.base import Store
 
-__all__ = ["FencedInTurn", "fenced_in_turn"]
+__all__ = ["FencedInTurn", "MissedInTurn", "fenced_in_turn"]
 
 
 def one_fenced(store: Store, r: FencedRequest) -> TransitionResult:
@@ -51,3 +51,19 @@ class FencedInTurn:
 
     def fenced(self: Store, requests: Sequence[FencedRequest]) -> list[TransitionResult | StoreError]:
         return fenced_in_turn(self, requests)
+
+
+class MissedInTurn:
+    """The memory model's :meth:`~quorum_cron.store.base.Store.record_missed_many`: each request in
+    turn, a :class:`StoreError` in its place."""
+
+    def record_missed_many(self: Store, requests: Sequence[MissedRequest]) -> list[SlotView | StoreError]:
+        out: list[SlotView | StoreError] = []
+        for r in requests:
+            try:
+                out.append(self.record_missed(r.job, r.fire_ms, r.deadline_ms, r.reason))
+            except StoreUnavailable:
+                raise
+            except StoreError as exc:
+                out.append(exc)
+        return out

@@ -1,30 +1,62 @@
--- missed.lua: account for a slot nobody voted for (Store.record_missed).
+-- missed.lua: account for slots nobody voted for, of one or more jobs
+-- (Store.record_missed, Store.record_missed_many; MemoryStore is the model).
 --
--- KEYS[1] the job's meta key (one job group), ARGV[1..6]: see _job.lua.
--- ARGV[7]  fire_ms
--- ARGV[8]  deadline_ms
--- ARGV[9]  reason
+-- KEYS: one meta key per job group (see _job.lua), ARGV[1..6]: see _job.lua.
+-- ARGV[7..] per group g = 1, 2, ... (as many as KEYS), in order: n (its
+-- number of requests, in call order), then n requests of 3 arguments each:
+--   fire_ms
+--   deadline_ms
+--   reason
 --
 -- An absent slot, or a proposed one, becomes missed once now > fire +
 -- deadline — for a proposed slot the larger of deadline_ms and its dl, the
 -- largest deadline any of its votes carried (see vote.lua).
 --
--- Reply: {now, slot} with slot = emit("", record) as it stands afterwards.
+-- Why one call for many: a node that starts after a minute boundary
+-- accounts for that minute's slot of every job; a call each at 100,000 jobs
+-- kept its store thread busy for minutes while the next minutes' votes
+-- waited (benchmarks/scale.py, issue 27). Each request is still its own
+-- step, in call order.
+--
+-- Reply: {now, why_1, value_1, ..., why_N, value_N}, flat (see fence.lua):
+-- why "" and the slot value as it stands afterwards ("" when absent), or
+-- "!" and the message: the request failed on a corrupt key of its job (only
+-- that request; an outage fails the call).
 
-bind(1)
-local fire = ARGV[7]
-local r = load(fire, true)
-if r == nil or r.proposed then
-  local deadline = tonumber(ARGV[8])
-  if r then
-    deadline = math.max(deadline, num(r.dl))
-  end
-  if now > tonumber(fire) + deadline then
-    if r == nil then
-      r = new_slot(P .. 'slot:' .. fire, fire, tonumber(fire))
+local function missed_one(fire, deadline_ms, reason)
+  local r = load(fire, true)
+  if r == nil or r.proposed then
+    local deadline = tonumber(deadline_ms)
+    if r then
+      deadline = math.max(deadline, num(r.dl))
     end
-    end_slot(r, 'missed', ARGV[9])
+    if now > tonumber(fire) + deadline then
+      if r == nil then
+        r = new_slot(P .. 'slot:' .. fire, fire, tonumber(fire))
+      end
+      end_slot(r, 'missed', reason)
+    end
   end
+  meta_flush()
+  return value(r)
 end
-meta_flush()
-return {NOW, emit('', r)}
+
+local out, n = {NOW}, 1
+local stop = each_item(3, function(i)
+  local ok, val = pcall(missed_one, ARGV[i], ARGV[i + 1], ARGV[i + 2])
+  local why = ''
+  if not ok then
+    local outage = transient(val)
+    if outage then
+      return redis.error_reply(outage)
+    end
+    M, M_dirty = nil, nil -- (the job's cached meta may be half-changed: read it afresh)
+    why, val = '!', tostring(type(val) == 'table' and val.err or val)
+  end
+  out[n + 1], out[n + 2] = why, val
+  n = n + 2
+end)
+if stop then
+  return stop
+end
+return out

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
-from quorum_cron.core.model import Member
+from quorum_cron.core.model import Member, MissedRequest, SlotView
 from quorum_cron.errors import StoreError, StoreUnavailable
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "DeliverNotice",
     "Flag",
     "JobTables",
+    "MissedRecords",
     "Notice",
     "NoticeListening",
     "StoredAlert",
@@ -166,6 +167,36 @@ class JobTables(Protocol):
 
     def published_jobs(self, nodes: Sequence[str]) -> dict[str, str]:
         """The tables kept for ``nodes``; a node without one (or with a corrupt one) is left out."""
+        ...
+
+
+class MissedRecords(Protocol):
+    """Accounting for slots nobody voted for (part of :class:`~quorum_cron.store.base.Store`)."""
+
+    def record_missed(self, job: str, fire_ms: int, deadline_ms: int, reason: str) -> SlotView:
+        """Account for a slot nobody voted for (whole-cluster outage).
+
+        Marks an ``absent`` or ``proposed`` slot ``missed`` with ``reason`` —
+        only if ``now > fire_ms + deadline_ms`` by store time (for a proposed
+        slot ``max(deadline_ms, D)``, ``D`` the largest deadline its votes
+        carried), so a live slot is never ended early. Returns the slot as it
+        stands afterwards.
+        """
+        ...
+
+    def record_missed_many(self, requests: Sequence[MissedRequest]) -> list[SlotView | StoreError]:
+        """Several :meth:`record_missed` calls in one round trip, each its own atomic step, in order.
+
+        Why: a node that starts (or comes back) after a minute boundary
+        accounts for that minute's slots of every job; at 100,000 jobs one
+        call each kept its store thread busy for minutes, and the votes of
+        the following minutes queued behind them until they too were missed
+        (docs/benchmarks.md, "Scale"). Results are in request order; a
+        request the store answered with an error (a corrupt key of its job)
+        gets that :class:`StoreError` in its place. Raises
+        :class:`~quorum_cron.errors.StoreUnavailable` for the whole batch,
+        whose requests may then have taken effect, as with a lost reply.
+        """
         ...
 
 

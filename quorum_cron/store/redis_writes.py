@@ -18,6 +18,7 @@ from quorum_cron.store import parse
 from quorum_cron.store.base import (
     Delivery,
     FencedRequest,
+    MissedRequest,
     SlotState,
     SlotView,
     SweepParams,
@@ -47,11 +48,8 @@ _FENCED_OPS = {"s": "start", "r": "renew", "f": "finish"}
 _FENCED_CODES = {name: code for code, name in _FENCED_OPS.items()}
 _FENCED_WIDTH = 3
 """Values per request in fence.lua's flat reply: refusal code, slot value, failure streak."""
-
-
-def _slot_view(job: str, fire_ms: int, emitted: Sequence[object]) -> SlotView:
-    """Decode an ``emit(code, slot)`` reply: ``{code, slot value}``."""
-    return parse.slot_view(job, emitted, fire_ms)
+_MISSED_WIDTH = 2
+"""Values per request in missed.lua's flat reply: ``""`` or ``"!"``, then the slot value or error."""
 
 
 def _slot_value(job: str, fire_ms: int, record: object) -> SlotView:
@@ -308,12 +306,56 @@ class RedisWrites(RedisBatching):
 
     def record_missed(self, job: str, fire_ms: int, deadline_ms: int, reason: str) -> SlotView:
         with self._boundary("record_missed"):
-            reply = as_list(
-                self._scripts.call(
-                    self._job_call(MISSED, job, self._now_arg(), [fire_ms, deadline_ms, reason]),
-                    self._wait,
-                )
+            call = self._job_call(MISSED, job, self._now_arg(), [1, fire_ms, deadline_ms, reason])
+            reply = as_list(self._scripts.call(call, self._wait))
+            if len(reply) != 1 + _MISSED_WIDTH:
+                raise ValueError(f"record_missed reply has {len(reply) - 1} values, expected {_MISSED_WIDTH}")
+            return self._missed_reply(job, fire_ms, reply[1:])
+
+    def _missed_reply(self, job: str, fire_ms: int, item: list[Any]) -> SlotView:
+        """One request's two values of missed.lua's reply (inside the caller's ``_boundary``): ``""``
+        and the slot value, or ``"!"`` and the error of a corrupt key of the job (a ``StoreError``)."""
+        if item[0] in (b"!", "!"):
+            raise StoreError(
+                f"redis at {self._where} failed record_missed: {without_script(as_text(item[1]))}"
             )
-            if len(reply) != 2:
-                raise ValueError(f"record_missed reply has {len(reply)} elements, expected 2")
-            return _slot_view(job, fire_ms, as_list(reply[1]))
+        return _slot_value(job, fire_ms, item[1])
+
+    def record_missed_many(self, requests: Sequence[MissedRequest]) -> list[SlotView | StoreError]:
+        """``missed.lua`` calls covering many jobs each (one per master on a cluster), in one
+        pipeline, then ``WAIT`` if set."""
+        if not requests:
+            return []
+        now = self._now_arg()
+
+        def build(items: Sequence[int], singles: bool) -> list[tuple[Call, list[int]]]:
+            def args(k: int) -> Sequence[str | int]:
+                r = requests[items[k]]
+                return (r.fire_ms, r.deadline_ms, r.reason)
+
+            return self._grouped_calls(MISSED, now, [requests[i].job for i in items], args, singles=singles)
+
+        out: list[SlotView | StoreError | None] = [None] * len(requests)
+        with self._boundary("record_missed"):
+            for order, raw in self._run_grouped(build, len(requests), self._wait):
+                reply = as_list(raw)
+                if len(reply) != 1 + _MISSED_WIDTH * len(order):
+                    raise ValueError(
+                        f"record_missed reply has {len(reply) - 1} values for {len(order)} requests "
+                        f"(expected {_MISSED_WIDTH} each)"
+                    )
+                for k, i in enumerate(order):
+                    out[i] = self._missed_item(
+                        requests[i], reply[1 + _MISSED_WIDTH * k : 1 + _MISSED_WIDTH * (k + 1)]
+                    )
+        return [r for r in out if r is not None]
+
+    def _missed_item(self, r: MissedRequest, item: list[Any]) -> SlotView | StoreError:
+        """One request's result; a corrupt key of its job fails only it."""
+        try:
+            with self._boundary("record_missed"):
+                return self._missed_reply(r.job, r.fire_ms, item)
+        except StoreUnavailable:
+            raise
+        except StoreError as exc:
+            return exc
