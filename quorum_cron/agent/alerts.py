@@ -47,6 +47,13 @@ log = logging.getLogger(EVENT_LOGGER)
 
 MAX_QUEUED = 100
 HOOK_TIMEOUT_S = 10.0
+MAX_PER_KIND: Final = 50
+"""Alerts of one kind sent one by one per :data:`KIND_WINDOW_S` at most; the rest are counted and
+told in one ``alerts_suppressed`` alert. Why: a whole minute missed at 100,000 jobs (a restart
+across a minute boundary, an overloaded machine) raised 100,000 ``slot_missed`` alerts on every
+node: a log line, a store write and a hook call each, which nobody reads one by one and which
+cost the node the CPU it needed to catch up (docs/benchmarks.md, "Scale")."""
+KIND_WINDOW_S: Final = 60.0
 MAX_MESSAGE_CHARS: Final = 1000
 """A stored alert's message is cut to this many characters."""
 MAX_STORED_FIELDS: Final = 16
@@ -83,6 +90,9 @@ class AlertKind:
     """SIGHUP: the config file did not validate; the node keeps the config it runs."""
     CONFIG_RELOADED = "config_reloaded"
     """SIGHUP: a new config was taken (kept in the store's stream only: nobody must act)."""
+    ALERTS_SUPPRESSED = "alerts_suppressed"
+    """More than :data:`MAX_PER_KIND` alerts of one kind in a window: how many more were raised
+    (fields: of_kind, suppressed, window_s); each is still counted in the metrics and the ledger."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,8 +220,12 @@ class AlertHook:
         command: Sequence[str] | str | None = None,
         url: str | None = None,
         journal: AlertJournal | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.node = node
+        self._clock = clock
+        self._windows: dict[str, tuple[float, int, int]] = {}
+        """Per kind: when its window began, alerts sent in it, alerts suppressed in it."""
         if isinstance(command, str):
             self.command: tuple[str, ...] = ("/bin/sh", "-c", command)
         else:
@@ -242,7 +256,44 @@ class AlertHook:
         return bool(self.command or self.url)
 
     def raise_(self, kind: str, message: str, **fields: object) -> None:
-        """Record and (when a hook is configured) deliver an alert; never blocks."""
+        """Record and (when a hook is configured) deliver an alert; never blocks.
+
+        Beyond :data:`MAX_PER_KIND` of one kind in a window, the alert is only
+        counted; the window's count goes out as one ``alerts_suppressed`` alert
+        when it ends (:meth:`flush_suppressed`, or the next alert of the kind).
+        """
+        now = self._clock()
+        began, sent, suppressed = self._windows.get(kind, (now, 0, 0))
+        if now - began >= KIND_WINDOW_S:
+            self._tell_suppressed(kind, began, now, suppressed)
+            began, sent, suppressed = now, 0, 0
+        if sent >= MAX_PER_KIND:
+            self._windows[kind] = (began, sent, suppressed + 1)
+            return
+        self._windows[kind] = (began, sent + 1, suppressed)
+        self._send(kind, message, fields)
+
+    def flush_suppressed(self) -> None:
+        """Send the ``alerts_suppressed`` alert of every window that has ended (the agent calls
+        this with its summary line, once a minute; :meth:`aclose` sends the open windows')."""
+        now = self._clock()
+        for kind, (began, _, suppressed) in list(self._windows.items()):
+            if now - began >= KIND_WINDOW_S:
+                del self._windows[kind]
+                self._tell_suppressed(kind, began, now, suppressed)
+
+    def _tell_suppressed(self, kind: str, began: float, now: float, suppressed: int) -> None:
+        if suppressed:
+            window_s = round(now - began)
+            self._send(
+                AlertKind.ALERTS_SUPPRESSED,
+                f"{suppressed} more {kind} alerts in the last {window_s} s were not sent one by one "
+                f"(at most {MAX_PER_KIND} of a kind per {KIND_WINDOW_S:g} s); each is counted in the "
+                "metrics and the ledger",
+                {"of_kind": kind, "suppressed": suppressed, "window_s": window_s},
+            )
+
+    def _send(self, kind: str, message: str, fields: dict[str, object]) -> None:
         alert = Alert(
             kind, self.node, message, {k: str(v) for k, v in fields.items()}, time.time_ns() // 1_000_000
         )
@@ -302,7 +353,13 @@ class AlertHook:
             await asyncio.to_thread(_post, url, body)
 
     async def aclose(self, flush_s: float = 2.0) -> None:
-        """Give queued alerts ``flush_s`` to go out (to the hook and the store, side by side), then stop."""
+        """Give queued alerts ``flush_s`` to go out (to the hook and the store, side by side), then stop.
+
+        The suppressed counts of windows still open go out first: a node that stops does not
+        take them with it."""
+        for kind, (began, _, suppressed) in list(self._windows.items()):
+            self._tell_suppressed(kind, began, self._clock(), suppressed)
+        self._windows.clear()
         await asyncio.gather(self._hook.aclose(flush_s), self._journal.aclose(flush_s))
 
 

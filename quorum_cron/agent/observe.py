@@ -148,6 +148,7 @@ class Observer:
         metrics). Each node says what *it* did: summed over the nodes,
         ``committed`` is the slots decided and ``started`` the runs.
         """
+        self.alerts.flush_suppressed()
         counts, self.counts = self.counts, Counter()
         if not counts:
             return
