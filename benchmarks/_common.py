@@ -61,12 +61,30 @@ __all__ = [
     "now_ms",
     "percentile",
     "print_table",
+    "speed_probe",
     "stats_ms",
     "write_result",
 ]
 
 AGENT = [sys.executable, "-m", "quorum_cron.agent"]
 _LOAD_AT_IMPORT = os.getloadavg()  # the 1, 5 and 15 min load averages when the benchmark started
+SPEED_PROBE_LOOPS = 2_000_000
+
+
+def speed_probe() -> float:
+    """Seconds a fixed pure-Python loop of :data:`SPEED_PROBE_LOOPS` additions takes now.
+
+    Why: this shared machine's CPU speed moves up to five times between hours
+    (the same code's 100k run passed on one morning and started nothing at
+    midnight, with the load average near 1 both times); the load average
+    does not show it, this does. Figures of two results compare only at a
+    like probe.
+    """
+    t0 = time.perf_counter()
+    total = 0
+    for i in range(SPEED_PROBE_LOOPS):
+        total += i
+    return round(time.perf_counter() - t0, 3)
 
 
 # -- processes -------------------------------------------------------------------
@@ -369,6 +387,8 @@ def machine() -> dict[str, object]:
         "loadavg_1m_at_start": round(load[0], 2),
         "loadavg_at_import": [round(x, 2) for x in _LOAD_AT_IMPORT],
         "loadavg_at_write": [round(x, 2) for x in load],
+        "speed_probe_s_at_write": speed_probe(),
+        "speed_probe_loops": SPEED_PROBE_LOOPS,
         "code": doc_code(),
     }
 
