@@ -9,8 +9,8 @@ whose reply is decoded here into :class:`~quorum_cron.store.base.VoteResult`,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from quorum_cron.core.model import MAX_ENCODED, refusal_reason
 from quorum_cron.errors import StoreError, StoreUnavailable
@@ -30,9 +30,11 @@ from quorum_cron.store.base import (
 )
 from quorum_cron.store.redis_base import as_list, as_text, without_script
 from quorum_cron.store.redis_batch import RedisBatching
-from quorum_cron.store.scripts import FENCE, MISSED, SWEEP, Call
+from quorum_cron.store.scripts import FENCE, MISSED, SWEEP, Call, Script
 
 __all__ = ["RedisWrites"]
+
+T = TypeVar("T")
 
 _DELIVERY = {Delivery.AT_MOST_ONCE: "m", Delivery.AT_LEAST_ONCE: "l"}
 _STATUS = {
@@ -188,7 +190,6 @@ class RedisWrites(RedisBatching):
             if op is None:
                 raise ValueError(f"fenced request op {r.op!r}: expected 'start', 'renew' or 'finish'")
             codes.append(op)
-        now = self._now_arg()
 
         def item(i: int) -> Sequence[str | int]:
             r = requests[i]
@@ -199,32 +200,50 @@ class RedisWrites(RedisBatching):
             )
             return _fenced_args(codes[i], r.fire_ms, r.node, r.token, extra)
 
-        def build(items: Sequence[int], singles: bool) -> list[tuple[Call, list[int]]]:
-            return self._grouped_calls(
-                FENCE, now, [requests[i].job for i in items], lambda k: item(items[k]), singles=singles
-            )
-
         out: list[TransitionResult | StoreError | None] = [None] * len(requests)
         with self._boundary("fenced"):
-            for order, raw in self._run_grouped(build, len(requests), self._wait):
-                reply = as_list(raw)
-                if len(reply) != 1 + _FENCED_WIDTH * len(order):
-                    raise ValueError(
-                        f"fenced reply has {len(reply) - 1} values for {len(order)} requests "
-                        f"(expected {_FENCED_WIDTH} each)"
-                    )
-                for k, i in enumerate(order):
-                    got = reply[1 + _FENCED_WIDTH * k : 1 + _FENCED_WIDTH * (k + 1)]
-                    out[i] = self._fenced_item(requests[i], codes[i], reply[0], got)
+            jobs = [r.job for r in requests]
+            for i, now, got in self._per_request("fenced", FENCE, jobs, item, _FENCED_WIDTH):
+                r = requests[i]
+                out[i] = self._alone(
+                    r.op, self._fenced_reply, r.op, codes[i], r.job, r.fire_ms, r.node, r.token, now, got
+                )
         return [r for r in out if r is not None]
 
-    def _fenced_item(
-        self, r: FencedRequest, op: str, now: object, item: list[Any]
-    ) -> TransitionResult | StoreError:
-        """One request's result; a corrupt key of its job (``"!", message``) fails only it."""
+    def _per_request(
+        self,
+        name: str,
+        script: Script,
+        jobs: Sequence[str],
+        args: Callable[[int], Sequence[str | int]],
+        width: int,
+    ) -> Iterator[tuple[int, object, list[Any]]]:
+        """Send requests (request i of job ``jobs[i]``, arguments ``args(i)``) as calls of the grouped
+        ``script`` (packed by :meth:`_grouped_calls`, re-sent one job per call if redirected) and
+        yield each request's index, its call's store time and its ``width`` values of the flat reply."""
+        now = self._now_arg()
+
+        def build(items: Sequence[int], singles: bool) -> list[tuple[Call, list[int]]]:
+            return self._grouped_calls(
+                script, now, [jobs[i] for i in items], lambda k: args(items[k]), singles=singles
+            )
+
+        for order, raw in self._run_grouped(build, len(jobs), self._wait):
+            reply = as_list(raw)
+            if len(reply) != 1 + width * len(order):
+                raise ValueError(
+                    f"{name} reply has {len(reply) - 1} values for {len(order)} requests "
+                    f"(expected {width} each)"
+                )
+            for k, i in enumerate(order):
+                yield i, reply[0], reply[1 + width * k : 1 + width * (k + 1)]
+
+    def _alone(self, name: str, decode: Callable[..., T], *args: Any) -> T | StoreError:
+        """``decode(*args)``, one request's result; a ``StoreError`` (a corrupt key of its job)
+        fails only that request."""
         try:
-            with self._boundary(r.op):
-                return self._fenced_reply(r.op, op, r.job, r.fire_ms, r.node, r.token, now, item)
+            with self._boundary(name):
+                return decode(*args)
         except StoreUnavailable:
             raise
         except StoreError as exc:
@@ -326,36 +345,14 @@ class RedisWrites(RedisBatching):
         pipeline, then ``WAIT`` if set."""
         if not requests:
             return []
-        now = self._now_arg()
 
-        def build(items: Sequence[int], singles: bool) -> list[tuple[Call, list[int]]]:
-            def args(k: int) -> Sequence[str | int]:
-                r = requests[items[k]]
-                return (r.fire_ms, r.deadline_ms, r.reason)
-
-            return self._grouped_calls(MISSED, now, [requests[i].job for i in items], args, singles=singles)
+        def args(i: int) -> Sequence[str | int]:
+            return (requests[i].fire_ms, requests[i].deadline_ms, requests[i].reason)
 
         out: list[SlotView | StoreError | None] = [None] * len(requests)
         with self._boundary("record_missed"):
-            for order, raw in self._run_grouped(build, len(requests), self._wait):
-                reply = as_list(raw)
-                if len(reply) != 1 + _MISSED_WIDTH * len(order):
-                    raise ValueError(
-                        f"record_missed reply has {len(reply) - 1} values for {len(order)} requests "
-                        f"(expected {_MISSED_WIDTH} each)"
-                    )
-                for k, i in enumerate(order):
-                    out[i] = self._missed_item(
-                        requests[i], reply[1 + _MISSED_WIDTH * k : 1 + _MISSED_WIDTH * (k + 1)]
-                    )
+            jobs = [r.job for r in requests]
+            for i, _, got in self._per_request("record_missed", MISSED, jobs, args, _MISSED_WIDTH):
+                r = requests[i]
+                out[i] = self._alone("record_missed", self._missed_reply, r.job, r.fire_ms, got)
         return [r for r in out if r is not None]
-
-    def _missed_item(self, r: MissedRequest, item: list[Any]) -> SlotView | StoreError:
-        """One request's result; a corrupt key of its job fails only it."""
-        try:
-            with self._boundary("record_missed"):
-                return self._missed_reply(r.job, r.fire_ms, item)
-        except StoreUnavailable:
-            raise
-        except StoreError as exc:
-            return exc
