@@ -113,6 +113,6 @@ def test_an_observer_missing_a_whole_minute_alerts_the_bound_and_counts_every_sl
     for job in jobs:
         view = store.record_missed(job, T0, 30_000, "nobody voted")
         assert view.state == SlotState.MISSED
-        observer.missed(view, "accounted at start-up")
+        observer.missed(view, "recorded by this node")
     assert observer.counts["missed"] == len(jobs)
     assert len(alerts_of(hook, AlertKind.SLOT_MISSED)) == MAX_PER_KIND

@@ -298,7 +298,7 @@ def test_a_missed_record_written_by_this_node_alerts_once_and_one_written_before
     mine = RecordMissed(JOB, FIRE, DEADLINE, "clock untrusted")
     world.observer.reply(mine, world.store.record_missed(JOB, FIRE, DEADLINE, mine.reason))
     [alert] = alerts_of(world.alerts, AlertKind.SLOT_MISSED)
-    assert alert.fields["how"] == "accounted at start-up"
+    assert alert.fields["how"] == "recorded by this node"
     late = RecordMissed(JOB, FIRE, DEADLINE, "store unreachable")  # the slot already says "clock untrusted"
     world.observer.reply(late, world.store.record_missed(JOB, FIRE, DEADLINE, late.reason))
     assert len(alerts_of(world.alerts, AlertKind.SLOT_MISSED)) == 1

@@ -209,7 +209,8 @@ class Observer:
     def _replied_record_missed(self, action: RecordMissed, reply: object) -> None:
         assert isinstance(reply, SlotView)
         if reply.state == SlotState.MISSED and reply.reason == action.reason:
-            self.missed(reply, "accounted at start-up")
+            # (not "at start-up": a slot this node could not vote for in time is recorded so too)
+            self.missed(reply, "recorded by this node")
 
     def _replied_read_slots(self, action: ReadSlots, reply: object) -> None:
         """Nothing to report: the core acts on what a read shows."""
