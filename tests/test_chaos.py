@@ -152,11 +152,26 @@ def test_checker_reports_an_early_run_beyond_max_skew_only() -> None:
     assert [v.split(" started")[0] for v in rep.violations] == [f"early: job0@{DUE[2]}"]
 
 
-def test_checker_reports_tokens_out_of_start_order() -> None:
+def test_checker_reports_a_reused_token_and_a_slot_rerun_under_a_lower_token() -> None:
     runs = _clean_runs()
     runs[5] = Run("job0", DUE[5], "n1", DUE[5] + 5.0, 2)  # token 2 again, after 5
     rep = check(_record(), runs, {})
-    assert any(v.startswith("token order:") for v in rep.violations), rep.render()
+    assert any(v.startswith("token order:") and "reuses the token" in v for v in rep.violations), rep.render()
+    runs = [*_clean_runs(), Run("job0", DUE[3], "n5", DUE[3] + 9.0, 1)]  # slot 3 again, lower token
+    rep = check(_record(), runs, {})
+    assert any(v.startswith("token order:") and "same slot's token" in v for v in rep.violations), rep.render()
+
+
+def test_a_start_reply_that_arrives_late_reorders_runs_across_slots_without_a_violation() -> None:
+    """CI, seed 2, 37 % packet loss on n2: the store started job0@226000 (token 22) before it
+    committed job0@228000 (token 23), but n2 got the reply 2.4 s late and launched after n4's
+    run of the newer slot. The protocol orders tokens per slot and by commit, not process
+    starts across slots: counted in a note, not a violation."""
+    runs = _clean_runs()
+    runs[4] = Run("job0", DUE[4], "n5", DUE[5] + 400.0, 5)  # after slot 5's run (token 6)
+    rep = check(_record(), runs, {})
+    assert rep.ok, rep.render()
+    assert any("1 run(s) started after a run of a later slot" in n for n in rep.notes), rep.notes
 
 
 def test_checker_reports_an_unaccounted_slot_and_accepts_a_ledger_reason() -> None:
