@@ -234,7 +234,7 @@ def check(record: dict[str, Any], runs: list[Run], ledger: dict[str, list[dict[s
                 )
             holder[b.token] = b
             before = last.get(b.slot)
-            if before is not None and before.token is not None and b.token <= before.token:
+            if before is not None and b.token <= (before.token or 0):
                 rep.violations.append(
                     f"token order: {job}@{b.slot} token {b.token} on {b.node} started after the same "
                     f"slot's token {before.token} on {before.node}"

@@ -49,8 +49,8 @@ MAX_QUEUED = 100
 HOOK_TIMEOUT_S = 10.0
 MAX_PER_KIND: Final = 50
 """Alerts of one kind sent one by one per :data:`KIND_WINDOW_S` at most; the rest are counted and
-told in one ``alerts_suppressed`` alert. Why: a whole minute missed at 100,000 jobs (a restart
-across a minute boundary, an overloaded machine) raised 100,000 ``slot_missed`` alerts on every
+told in one ``alerts_suppressed`` alert. Why: a whole minute missed at 100,000 jobs (agents
+starting or running on an overloaded machine) raised 100,000 ``slot_missed`` alerts on every
 node: a log line, a store write and a hook call each, which nobody reads one by one and which
 cost the node the CPU it needed to catch up (docs/benchmarks.md, "Scale")."""
 KIND_WINDOW_S: Final = 60.0
@@ -273,12 +273,12 @@ class AlertHook:
         self._windows[kind] = (began, sent + 1, suppressed)
         self._send(kind, message, fields)
 
-    def flush_suppressed(self) -> None:
+    def flush_suppressed(self, *, open_too: bool = False) -> None:
         """Send the ``alerts_suppressed`` alert of every window that has ended (the agent calls
-        this with its summary line, once a minute; :meth:`aclose` sends the open windows')."""
+        this with its summary line, once a minute), or of every window (``open_too``: at shutdown)."""
         now = self._clock()
         for kind, (began, _, suppressed) in list(self._windows.items()):
-            if now - began >= KIND_WINDOW_S:
+            if open_too or now - began >= KIND_WINDOW_S:
                 del self._windows[kind]
                 self._tell_suppressed(kind, began, now, suppressed)
 
@@ -357,9 +357,7 @@ class AlertHook:
 
         The suppressed counts of windows still open go out first: a node that stops does not
         take them with it."""
-        for kind, (began, _, suppressed) in list(self._windows.items()):
-            self._tell_suppressed(kind, began, self._clock(), suppressed)
-        self._windows.clear()
+        self.flush_suppressed(open_too=True)
         await asyncio.gather(self._hook.aclose(flush_s), self._journal.aclose(flush_s))
 
 

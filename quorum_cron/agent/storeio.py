@@ -17,8 +17,8 @@ starts thousands of slots, and one round trip each kept its starts queued
 past their start timeout, so other nodes' sweeps took the slots over and the
 takeovers cascaded (docs/benchmarks.md, "Scale"). Consecutive missed records
 go together the same way (up to :data:`MAX_MISSED_BATCH`, through
-:func:`~quorum_cron.core.perform.perform_missed`): a node that starts after a
-minute boundary accounts for that minute's slot of every job. Each action still gets its
+:func:`~quorum_cron.core.perform.perform_missed`): a node whose first tick
+outlasts a slot's deadline records that slot of every job missed. Each action still gets its
 own reply (or its own error) in order; a batch the store could not be
 reached for fails every action in it with the same ``StoreUnavailable``,
 which the core handles as it does one lost reply.
@@ -58,9 +58,10 @@ MAX_FENCED_BATCH = 256
 """Fenced actions per pipeline at most: a burst's starts leave in a few round trips, while one
 batch's replies still come back within milliseconds for the first of them."""
 MAX_MISSED_BATCH = 1_000
-"""Missed records per batch at most: a node that starts after a minute boundary accounts for that
-minute's slot of every job (100,000 at a time), and a call each kept its store thread busy for
-minutes; a batch is a few calls of many jobs each, and a vote queued behind waits one batch."""
+"""Missed records per batch at most: a node that could not vote for a minute's slots in time (a
+first tick of 100,000 jobs on a slow machine) records each job's slot missed, and a call each kept
+its store thread busy for minutes; a batch is a few calls of many jobs each, and a vote queued
+behind waits one batch."""
 
 Then = Callable[[StoreAction, object, BaseException | None], None]
 """``then(action, reply, error)``: an action's outcome, called on the loop (``error`` is a
@@ -102,12 +103,17 @@ def _tell_sent(tell: Callable[[StoreAction, int], None], actions: list[StoreActi
         tell(action, at)
 
 
-def _kind(action: StoreAction) -> tuple[type, int] | None:
-    """The batch an action may join, as ``(kind, most per batch)``; ``None``: it goes alone."""
+_Batch = tuple[Callable[[Store, str, list[StoreAction]], list[object]], int]
+_FENCED: _Batch = (perform_fenced, MAX_FENCED_BATCH)
+_MISSED: _Batch = (perform_missed, MAX_MISSED_BATCH)
+
+
+def _kind(action: StoreAction) -> _Batch | None:
+    """The batch an action may join, as ``(its call, most per batch)``; ``None``: it goes alone."""
     if isinstance(action, FENCED):
-        return Start, MAX_FENCED_BATCH
+        return _FENCED
     if isinstance(action, RecordMissed):
-        return RecordMissed, MAX_MISSED_BATCH
+        return _MISSED
     return None
 
 
@@ -115,7 +121,7 @@ def _groups(items: list[_Item]) -> list[list[_Item]]:
     """Runs of consecutive fenced actions (at most :data:`MAX_FENCED_BATCH`) and of consecutive
     missed records (at most :data:`MAX_MISSED_BATCH`); any other action alone."""
     out: list[list[_Item]] = []
-    last_kind: tuple[type, int] | None = None
+    last_kind: _Batch | None = None
     for item in items:
         kind = _kind(item[0])
         if kind is not None and kind == last_kind and len(out[-1]) < kind[1]:
@@ -202,8 +208,9 @@ class StoreWorker:
         try:
             if len(actions) == 1:
                 return [(actions[0], group[0][1], perform(self.store, self.node, actions[0]), None)]
-            batch = perform_missed if isinstance(actions[0], RecordMissed) else perform_fenced
-            replies = batch(self.store, self.node, actions)
+            kind = _kind(actions[0])
+            assert kind is not None  # (_groups batches only actions of a kind)
+            replies = kind[0](self.store, self.node, actions)
         except Exception as exc:  # the whole call failed: every action of it, with the same error
             return [(a, then, None, exc) for a, then in group]
         return [

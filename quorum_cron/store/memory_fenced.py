@@ -11,13 +11,14 @@ sit in front of it, not in it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from quorum_cron.core.model import FencedRequest, MissedRequest, SlotView, TransitionResult
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.base import Store
 
-__all__ = ["FencedInTurn", "MissedInTurn", "fenced_in_turn"]
+__all__ = ["FencedInTurn", "MissedInTurn", "fenced_in_turn", "in_turn"]
 
 
 def one_fenced(store: Store, r: FencedRequest) -> TransitionResult:
@@ -33,17 +34,27 @@ def one_fenced(store: Store, r: FencedRequest) -> TransitionResult:
     raise ValueError(f"fenced request op {r.op!r}: expected 'start', 'renew' or 'finish'")
 
 
-def fenced_in_turn(store: Store, requests: Sequence[FencedRequest]) -> list[TransitionResult | StoreError]:
-    """Each request in turn; a :class:`StoreError` (not ``StoreUnavailable``) in the request's place."""
-    out: list[TransitionResult | StoreError] = []
+R = TypeVar("R")
+V = TypeVar("V")
+
+
+def in_turn(call: Callable[[R], V], requests: Sequence[R]) -> list[V | StoreError]:
+    """``call`` of each request in turn; a :class:`StoreError` (not ``StoreUnavailable``) in the
+    request's place, as the Redis scripts answer one job's corrupt key."""
+    out: list[V | StoreError] = []
     for r in requests:
         try:
-            out.append(one_fenced(store, r))
+            out.append(call(r))
         except StoreUnavailable:
             raise
         except StoreError as exc:
             out.append(exc)
     return out
+
+
+def fenced_in_turn(store: Store, requests: Sequence[FencedRequest]) -> list[TransitionResult | StoreError]:
+    """Each request in turn; a :class:`StoreError` (not ``StoreUnavailable``) in the request's place."""
+    return in_turn(lambda r: one_fenced(store, r), requests)
 
 
 class FencedInTurn:
@@ -58,12 +69,4 @@ class MissedInTurn:
     turn, a :class:`StoreError` in its place."""
 
     def record_missed_many(self: Store, requests: Sequence[MissedRequest]) -> list[SlotView | StoreError]:
-        out: list[SlotView | StoreError] = []
-        for r in requests:
-            try:
-                out.append(self.record_missed(r.job, r.fire_ms, r.deadline_ms, r.reason))
-            except StoreUnavailable:
-                raise
-            except StoreError as exc:
-                out.append(exc)
-        return out
+        return in_turn(lambda r: self.record_missed(r.job, r.fire_ms, r.deadline_ms, r.reason), requests)

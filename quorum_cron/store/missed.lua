@@ -12,8 +12,8 @@
 -- deadline — for a proposed slot the larger of deadline_ms and its dl, the
 -- largest deadline any of its votes carried (see vote.lua).
 --
--- Why one call for many: a node that starts after a minute boundary
--- accounts for that minute's slot of every job; a call each at 100,000 jobs
+-- Why one call for many: a node that could not vote for a minute's slots in
+-- time records each job's slot missed; a call each at 100,000 jobs
 -- kept its store thread busy for minutes while the next minutes' votes
 -- waited (benchmarks/scale.py, issue 27). Each request is still its own
 -- step, in call order.

@@ -187,8 +187,8 @@ class MissedRecords(Protocol):
     def record_missed_many(self, requests: Sequence[MissedRequest]) -> list[SlotView | StoreError]:
         """Several :meth:`record_missed` calls in one round trip, each its own atomic step, in order.
 
-        Why: a node that starts (or comes back) after a minute boundary
-        accounts for that minute's slots of every job; at 100,000 jobs one
+        Why: a node that could not vote for a minute's slots in time (a first
+        tick of every job on a slow machine) records each missed; at 100,000 jobs one
         call each kept its store thread busy for minutes, and the votes of
         the following minutes queued behind them until they too were missed
         (docs/benchmarks.md, "Scale"). Results are in request order; a

@@ -324,12 +324,10 @@ class RedisWrites(RedisBatching):
             return 1
 
     def record_missed(self, job: str, fire_ms: int, deadline_ms: int, reason: str) -> SlotView:
-        with self._boundary("record_missed"):
-            call = self._job_call(MISSED, job, self._now_arg(), [1, fire_ms, deadline_ms, reason])
-            reply = as_list(self._scripts.call(call, self._wait))
-            if len(reply) != 1 + _MISSED_WIDTH:
-                raise ValueError(f"record_missed reply has {len(reply) - 1} values, expected {_MISSED_WIDTH}")
-            return self._missed_reply(job, fire_ms, reply[1:])
+        [got] = self.record_missed_many([MissedRequest(job, fire_ms, deadline_ms, reason)])
+        if isinstance(got, StoreError):
+            raise got
+        return got
 
     def _missed_reply(self, job: str, fire_ms: int, item: list[Any]) -> SlotView:
         """One request's two values of missed.lua's reply (inside the caller's ``_boundary``): ``""``
