@@ -141,6 +141,28 @@ def test_the_run_log_line_names_the_voters_the_store_accepted(caplog: pytest.Log
     assert [e.qc_fields["ok"] for e in ended] == [True, True]  # type: ignore[attr-defined]
 
 
+def test_a_reported_success_logs_its_end_at_debug_and_a_failure_at_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A success is told at INFO by the store's ``finish`` line (Observer): two lines per slot."""
+    caplog.set_level(logging.INFO, logger=EVENT_LOGGER)
+
+    async def main() -> None:
+        node = Node()
+        node.job.release.set()
+        node.runs.start(Run("job", FIRE, 7, 60_000))
+        await node.reported(1)
+        node.job.fail = "disk full"
+        node.runs.start(Run("job", FIRE + 2_000, 8, 60_000))
+        await node.reported(2)
+
+    asyncio.run(main())
+    assert [r.qc_fields["token"] for r in events(caplog.records, "run")] == [7, 8]  # type: ignore[attr-defined]
+    [ended] = events(caplog.records, "ended")
+    assert ended.levelno == logging.WARNING and ended.qc_fields["token"] == 8  # type: ignore[attr-defined]
+    assert "raised ValueError: disk full" in ended.getMessage()
+
+
 @inproc
 async def test_a_failing_job_is_reported_failed_with_its_exception(node: Node) -> None:
     node.job.fail = "disk full"

@@ -232,6 +232,17 @@ def test_a_recorded_result_counts_the_slot_by_outcome(
     assert finish.qc_fields["state"] == state.value  # type: ignore[attr-defined]
 
 
+def test_the_finish_line_tells_how_long_the_run_held_the_slot_by_the_store_clock(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    executor, token = world.run()  # started at FIRE by the store's clock
+    world.clock.advance(2_404)
+    _finish(world, executor, token, True)
+    [finish] = events(caplog.records, "finish")
+    assert finish.levelno == logging.INFO and finish.qc_fields["ran_ms"] == 2_404  # type: ignore[attr-defined]
+    assert finish.getMessage().endswith("recorded succeeded (2404 ms after its start)")
+
+
 def test_a_failed_run_with_retries_left_is_logged_as_retrying_and_not_counted(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -352,15 +352,20 @@ class Observer:
             self.metrics.slots.inc((action.job, view.state.value))
             self.counts[view.state.value] += 1
             if log.isEnabledFor(logging.INFO):
+                # The line that tells a run's end (``ended`` is at DEBUG for a success): how long
+                # the run held the slot, from its start to its result, by the store's clock.
+                ran = max(0, view.finished_ms - view.started_ms) if view.started_ms else 0
                 event(
                     log,
                     logging.INFO,
                     "finish",
-                    f"{action.job}@{action.fire_ms} token {action.token} recorded {view.state}",
+                    f"{action.job}@{action.fire_ms} token {action.token} recorded {view.state}"
+                    f"{f' ({ran} ms after its start)' if ran else ''}",
                     job=action.job,
                     slot=action.fire_ms,
                     token=action.token,
                     state=view.state.value,
+                    ran_ms=ran,
                 )
             self._outcome(action, view, reply.failures_before)
         else:
