@@ -28,6 +28,7 @@ from functools import partial
 
 from quorum_cron.agent.joboutput import OutputRate, RunOutput
 from quorum_cron.agent.jobprocess import CommandTarget, JobRun, RunOutcome
+from quorum_cron.agent.linebudget import LineBudget
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.spec import AgentJob
@@ -64,15 +65,18 @@ class Runs:
         poke: Callable[[], None],
         output_log_lines: int = 0,
         output_log_rate: int = 1,
+        lines: LineBudget | None = None,
     ) -> None:
         """``output_log_lines`` (per run) and ``output_log_rate`` (per second, node-wide) bound the
-        output lines copied to the log (:mod:`.joboutput`)."""
+        output lines copied to the log (:mod:`.joboutput`); ``lines`` the failed runs' ``ended``
+        lines (the node's observer's, said in its summary line)."""
         self.node = node
         self.jobs = jobs
         self.clock = clock
         self.metrics = metrics
         self.tail_bytes = tail_bytes
         self.output_log_lines = output_log_lines
+        self.lines = lines if lines is not None else LineBudget()
         self._output_rate = OutputRate(output_log_rate, time.monotonic)
         self._outputs: dict[tuple[str, int], RunOutput] = {}
         self._report = report
@@ -263,10 +267,22 @@ class Runs:
         self.metrics.duration.observe((run.job, result), outcome.duration_ms / 1000)
         # A success reported to the store is told by the ``finish`` line that follows (with the
         # run's time): at INFO it would be a third line per slot, a third of an executor's log
-        # work at 10,000 jobs. A failure, or a local run (no ``finish`` may follow), keeps it.
+        # work at 10,000 jobs. A failure (its line bounded: LineBudget), or a local run (no
+        # ``finish`` may follow), keeps it.
         level = logging.WARNING if not outcome.succeeded else logging.INFO if local else logging.DEBUG
         if log.isEnabledFor(level):
-            self._log_ended(run, local, outcome, level)
+            (self.lines.event if level == logging.WARNING else event)(
+                log,
+                level,
+                "ended",
+                f"{run.job}@{run.fire_ms} token {run.token} ended: {outcome.detail.split(chr(10), 1)[0]}",
+                job=run.job,
+                slot=run.fire_ms,
+                token=run.token,
+                ok=outcome.succeeded,
+                duration_ms=outcome.duration_ms,
+                local=local,
+            )
         if not local:
             self._report(run.job, run.fire_ms, run.token, outcome.succeeded, outcome.detail)
         elif key in self._adopted:
@@ -279,18 +295,3 @@ class Runs:
                 self._local_results.popitem(last=False)
             self._report(run.job, run.fire_ms, 0, outcome.succeeded, outcome.detail)
         self._poke()
-
-    @staticmethod
-    def _log_ended(run: JobRun, local: bool, outcome: RunOutcome, level: int) -> None:
-        event(
-            log,
-            level,
-            "ended",
-            f"{run.job}@{run.fire_ms} token {run.token} ended: {outcome.detail.split(chr(10), 1)[0]}",
-            job=run.job,
-            slot=run.fire_ms,
-            token=run.token,
-            ok=outcome.succeeded,
-            duration_ms=outcome.duration_ms,
-            local=local,
-        )

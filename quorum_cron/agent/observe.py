@@ -28,7 +28,8 @@ the executor — and the executor's ``run`` line carries the same facts
 (token, votes) anyway. What went as planned is counted instead and said
 once a minute by :meth:`Observer.summary` (event ``summary``, INFO: slots
 this node committed, started, finished, and what went wrong); what did not
-go as planned (a takeover, a refusal, a miss) keeps its own WARNING line.
+go as planned (a takeover, a refusal, a miss) keeps its own WARNING line,
+up to a bound per event and minute (:mod:`.linebudget`).
 A message is only formatted when its level is enabled.
 """
 
@@ -41,6 +42,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from quorum_cron.agent.alerts import AlertHook, AlertKind
+from quorum_cron.agent.linebudget import LineBudget
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.spec import AgentJob
@@ -132,6 +134,8 @@ class Observer:
         """Store action type → its ``_replied_*`` handler."""
         self.counts: Counter[str] = Counter()
         """What this node saw since the last ``summary`` line (keys: :data:`SUMMARY_KEYS`)."""
+        self.lines = LineBudget()
+        """The bound on the lines of what did not go as planned, said in the ``summary`` line."""
 
     def alerts_on(self, job: str, what: str) -> bool:
         """Whether ``job``'s ``alert_on`` names ``what`` (a job this node does not run: the default)."""
@@ -150,16 +154,21 @@ class Observer:
         """
         self.alerts.flush_suppressed()
         counts, self.counts = self.counts, Counter()
-        if not counts:
+        suppressed = self.lines.take_suppressed()
+        if not counts and not suppressed:
             return
         fields = {key: counts[key] for key in SUMMARY_KEYS}
         said = ", ".join(f"{n} {key.replace('_', ' ')}" for key, n in fields.items() if n)
+        if suppressed:  # (LineBudget: an event's lines past its bound are only counted, and said here)
+            lost = f"lines not logged one by one: {', '.join(f'{k} {n}' for k, n in suppressed.items())}"
+            said = f"{said}; {lost}" if said else lost
         event(
             log,
             logging.INFO,
             "summary",
             f"last {interval_s:g} s: {said}",
             interval_s=interval_s,
+            lines_suppressed=sum(suppressed.values()),
             **fields,
         )
 
@@ -186,7 +195,7 @@ class Observer:
         assert isinstance(reply, TransitionResult)
         if not reply.ok:
             self.counts["renew_refused"] += 1
-            event(
+            self.lines.event(
                 log,
                 logging.WARNING,
                 "renew_refused",
@@ -222,7 +231,7 @@ class Observer:
         """This node did not vote for a due slot (``cause``: ``clock`` or ``store``)."""
         self.metrics.abstentions.inc((action.job, cause))
         self.counts["abstained"] += 1
-        event(
+        self.lines.event(
             log,
             logging.WARNING,
             "abstain",
@@ -286,8 +295,9 @@ class Observer:
                 self.counts["committed"] += 1
             # DEBUG (module docstring): formatted only when someone reads DEBUG.
             level = logging.WARNING if skipped else logging.DEBUG
+            say = self.lines.event if skipped else event  # (a skip's line is bounded: LineBudget)
             if log.isEnabledFor(level):
-                event(
+                say(
                     log,
                     level,
                     "skipped" if skipped else "commit",
@@ -310,7 +320,7 @@ class Observer:
             # The core starts it again when the store says the backoff is over.
             if not log.isEnabledFor(logging.INFO):
                 return
-            event(
+            self.lines.event(
                 log,
                 logging.INFO,
                 "retry_wait",
@@ -321,7 +331,7 @@ class Observer:
             )
             return
         self.counts["start_refused"] += 1
-        event(
+        self.lines.event(
             log,
             logging.WARNING,
             "start_refused",
@@ -336,7 +346,7 @@ class Observer:
         view = reply.slot
         if reply.ok and view.state == SlotState.COMMITTED:
             self.counts["retrying"] += 1
-            event(
+            self.lines.event(
                 log,
                 logging.WARNING,
                 "retrying",
@@ -370,7 +380,7 @@ class Observer:
             self._outcome(action, view, reply.failures_before)
         else:
             self.counts["finish_refused"] += 1
-            event(
+            self.lines.event(
                 log,
                 logging.WARNING,
                 "finish_refused",
@@ -452,7 +462,7 @@ class Observer:
             )
         elif view.state == SlotState.COMMITTED:
             self.counts["takeovers"] += 1
-            event(
+            self.lines.event(
                 log,
                 logging.WARNING,
                 "takeover",

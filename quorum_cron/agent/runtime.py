@@ -151,6 +151,7 @@ class Agent:
             poke=self._poke,
             output_log_lines=settings.output_log_lines,
             output_log_rate=settings.output_log_rate,
+            lines=self.observer.lines,
         )
         self.intake = Intake(
             settings,
