@@ -34,8 +34,10 @@ minutes: each burst and everything the cluster does between bursts
   not reach the store in its lease ends ``lost`` although the job ran (at
   100,000 jobs, two in five did before the core stopped dropping results it
   had not sent yet: docs/benchmarks.md, "A bound that dropped results");
-* **takeovers and refused starts** — the agents' ``takeover`` and
-  ``start_refused`` log events in the window;
+* **takeovers and refused starts** — counted in each agent from its
+  store's replies (a sweep's slot handed to another executor, a start not
+  accepted) over the window: not from its ``takeover`` and
+  ``start_refused`` log lines, which a node bounds to 50 an event a minute;
 * **Redis CPU per slot** — ``used_cpu_sys + used_cpu_user`` delta over the
   window (summed over the masters with ``--cluster``) / slots due: all the
   server did, not only the vote; with ``INFO commandstats`` calls per slot,
@@ -258,7 +260,13 @@ def _wrap_first_vote(rec: Recorder) -> None:
                 break
         if "first_vote" not in rec.stats and kind.startswith("Vote"):
             rec.mark("first_vote")
-        return inner(store, node, action)
+        reply = inner(store, node, action)
+        if kind == "Sweep":  # a slot a sweep hands to another executor comes back committed
+            moved = sum(1 for v in getattr(reply, "changed", ()) if str(v.state) == "committed")
+            counts["takeovers"] = counts.get("takeovers", 0) + moved
+        elif kind == "Start" and getattr(reply, "ok", True) is False:  # (a start that went alone)
+            counts["Start refused"] = counts.get("Start refused", 0) + 1
+        return reply
 
     storeio.perform = perform  # type: ignore[attr-defined]
 
@@ -272,9 +280,16 @@ def _wrap_first_vote(rec: Recorder) -> None:
             kind = type(action).__name__
             counts[kind] = counts.get(kind, 0) + 1
         counts["fenced batches"] = counts.get("fenced batches", 0) + 1
-        return inner_batched(store, node, actions)
+        replies = inner_batched(store, node, actions)
+        for action, reply in zip(actions, replies, strict=False):
+            if type(action).__name__ == "Start" and getattr(reply, "ok", True) is False:
+                counts["Start refused"] = counts.get("Start refused", 0) + 1
+        return replies
 
     storeio.perform_fenced = perform_fenced  # type: ignore[attr-defined]
+    fenced_kind = getattr(storeio, "_FENCED", None)
+    if fenced_kind is not None:  # (the worker's batch kinds carry their call, since cb60001)
+        setattr(storeio, "_FENCED", (perform_fenced, fenced_kind[1]))  # noqa: B010 (typed as the original)
 
 
 def agent_main(argv: list[str]) -> int:
@@ -688,6 +703,8 @@ def analyse(
     store_actions: Counter[str] = Counter()
     log_lines = 0
     events_all: Counter[str] = Counter()
+    moved: dict[str, int] = {}  # per node: takeovers, refused starts (see the module docstring)
+    refused: dict[str, int] = {}
     for n in nodes:
         lines, events, other = read_log(workdir / f"{n}.log", lo, hi)
         log_lines += lines
@@ -700,6 +717,8 @@ def analyse(
         if actions is not None:
             a0, a1 = actions[0].get(n, {}).get("actions", {}), actions[1].get(n, {}).get("actions", {})
             acts = Counter({k: int(v) - int(a0.get(k, 0)) for k, v in a1.items()})
+        moved[n] = acts.pop("takeovers", 0) if actions is not None else events["takeover"]
+        refused[n] = acts.pop("Start refused", 0) if actions is not None else events["start_refused"]
         store_actions.update(acts)
         n_jobs, rss_imported = len(names), int(st.get("rss_kb_imported", 0))
         gc_s = float("nan")  # the collector's pauses over the window (the same ±2 s edges), all generations
@@ -731,8 +750,10 @@ def analyse(
                 "rss_kb_per_job_above_imports": round((rss[1][n] - rss_imported) / n_jobs, 2),
                 "log_lines": lines,
                 "log_lines_per_slot": round(lines / due, 2) if due else float("nan"),
-                "takeovers": events["takeover"],
-                "start_refused": events["start_refused"],
+                # (From the store's replies, not the log: a node logs at most 50 lines of an
+                # event a minute, LineBudget; the log's own counts stay under "events".)
+                "takeovers": moved[n],
+                "start_refused": refused[n],
                 "non_json_lines": other,
                 "events": dict(events.most_common()),
                 "store_actions_per_slot": {k: round(v / due, 3) for k, v in acts.most_common() if v},
@@ -767,8 +788,8 @@ def analyse(
         "lateness_ms": stats_ms(lateness),
         "bursts_detail": bursts,
         "warm_up_lateness_ms": stats_ms(warm_late),
-        "takeovers": events_all["takeover"],
-        "start_refused": events_all["start_refused"],
+        "takeovers": sum(moved.values()),
+        "start_refused": sum(refused.values()),
         "redis_cpu_s": round(redis_cpu, 3),
         "redis_cpu_us_per_slot": round(redis_cpu / due * 1e6, 1) if due else float("nan"),
         "redis_cpu_share": round(redis_cpu / window_s, 3),

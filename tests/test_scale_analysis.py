@@ -108,13 +108,21 @@ def test_server_agent_and_log_figures_are_per_slot_over_the_window(tmp_path: Pat
         tmp_path / "n1.log", (LO - 1, "takeover"), (LO, "takeover"), (LO + 5, "start_refused"), (HI, "commit")
     )
     _log(tmp_path / "n2.log", (LO + 1, "commit"))
+    # The agents count takeovers and refused starts from their store's replies (their log
+    # lines of an event are bounded): those counts win over the log's when the stats have them.
+    said = {"takeovers": 7, "Start refused": 2}
     actions = (
-        {"n1": {"actions": {"Vote": 1, "Vote items": 10}}, "n2": {}},
-        {"n1": {"actions": {"Vote": 4, "Vote items": 16, "Start": 6}}, "n2": {"actions": {"Sweep": 3}}},
+        {"n1": {"actions": {"Vote": 1, "Vote items": 10, "takeovers": 2}}, "n2": {}},
+        {
+            "n1": {"actions": {"Vote": 4, "Vote items": 16, "Start": 6, **said}},
+            "n2": {"actions": {"Sweep": 3}},
+        },
     )
+    assert _analyse(tmp_path)["takeovers"] == 1  # no stats: the log's, in the window [LO, HI)
+    assert _analyse(tmp_path)["start_refused"] == 1
     res = _analyse(tmp_path, actions=actions)  # 3 jobs x 2 minutes = 6 slots due
     assert res["store_actions_per_slot"] == {"Start": 1.0, "Vote items": 1.0, "Vote": 0.5, "Sweep": 0.5}
-    assert res["takeovers"] == 1 and res["start_refused"] == 1  # the window is [LO, HI)
+    assert res["takeovers"] == 5 and res["start_refused"] == 2
     assert res["log_lines_per_slot"] == pytest.approx(3 / 6, abs=0.01)
     assert res["redis_cpu_us_per_slot"] == pytest.approx(0.6 / 6 * 1e6, rel=1e-6)
     assert res["redis_calls_per_slot"] == {"evalsha": 10.0}
