@@ -89,6 +89,11 @@ class TextFormatter(logging.Formatter):
         return scrub(line)
 
 
+_JSON: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+"""One encoder for every line: ``json.dumps`` with arguments builds a new encoder per call."""
+_PLAIN: Final = (int, float, bool, type(None))
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ``ts`` (epoch ms), ``level``, ``node``, ``event``, ``msg``, fields."""
 
@@ -105,13 +110,17 @@ class JsonFormatter(logging.Formatter):
             "msg": scrub(record.getMessage()),
         }
         for key, value in _fields(record).items():
-            plain = isinstance(value, (int, float, bool, type(None)))
-            doc.setdefault(key, value if plain else scrub(str(value)))
+            if key in doc:
+                continue
+            if type(value) is str:  # (most fields: scrub(str(s)) is scrub(s))
+                doc[key] = scrub(value)
+            else:
+                doc[key] = value if isinstance(value, _PLAIN) else scrub(str(value))
         if record.exc_text:
             doc["exc"] = scrub(record.exc_text)
         # Each string is scrubbed before encoding: JSON has no whitespace to end
         # a URL at, so scrubbing the encoded line could swallow its structure.
-        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+        return _JSON.encode(doc)
 
 
 def configure_logging(
