@@ -250,6 +250,14 @@ def _wrap_first_vote(rec: Recorder) -> None:
 
     counts = rec.actions
 
+    def outcome(kind: str, reply: object) -> None:
+        """Count what a reply shows went wrong (the log's lines of it are bounded)."""
+        if kind == "Sweep":  # a slot a sweep hands to another executor comes back committed
+            moved = sum(1 for v in getattr(reply, "changed", ()) if str(v.state) == "committed")
+            counts["takeovers"] = counts.get("takeovers", 0) + moved
+        elif kind == "Start" and getattr(reply, "ok", True) is False:
+            counts["Start refused"] = counts.get("Start refused", 0) + 1
+
     def perform(store: object, node: str, action: object) -> object:
         kind = type(action).__name__
         counts[kind] = counts.get(kind, 0) + 1  # only the store worker thread writes
@@ -261,11 +269,7 @@ def _wrap_first_vote(rec: Recorder) -> None:
         if "first_vote" not in rec.stats and kind.startswith("Vote"):
             rec.mark("first_vote")
         reply = inner(store, node, action)
-        if kind == "Sweep":  # a slot a sweep hands to another executor comes back committed
-            moved = sum(1 for v in getattr(reply, "changed", ()) if str(v.state) == "committed")
-            counts["takeovers"] = counts.get("takeovers", 0) + moved
-        elif kind == "Start" and getattr(reply, "ok", True) is False:  # (a start that went alone)
-            counts["Start refused"] = counts.get("Start refused", 0) + 1
+        outcome(kind, reply)
         return reply
 
     storeio.perform = perform  # type: ignore[attr-defined]
@@ -282,8 +286,7 @@ def _wrap_first_vote(rec: Recorder) -> None:
         counts["fenced batches"] = counts.get("fenced batches", 0) + 1
         replies = inner_batched(store, node, actions)
         for action, reply in zip(actions, replies, strict=False):
-            if type(action).__name__ == "Start" and getattr(reply, "ok", True) is False:
-                counts["Start refused"] = counts.get("Start refused", 0) + 1
+            outcome(type(action).__name__, reply)
         return replies
 
     storeio.perform_fenced = perform_fenced  # type: ignore[attr-defined]
