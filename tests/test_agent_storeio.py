@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from quorum_cron.agent.storeio import MAX_FENCED_BATCH, MAX_MISSED_BATCH, StoreWorker
-from quorum_cron.core.actions import Finish, ReadSlots, RecordMissed, Renew, Start, StoreAction
+from quorum_cron.agent.storeio import MAX_FENCED_BATCH, MAX_MISSED_BATCH, VOTE_PART, StoreWorker
+from quorum_cron.core.actions import Finish, ReadSlots, RecordMissed, Renew, Start, StoreAction, Vote
 from quorum_cron.core.model import (
     FencedRequest,
     MissedRequest,
@@ -26,6 +26,8 @@ from quorum_cron.core.model import (
     SlotView,
     TransitionResult,
     VoteRequest,
+    VoteResult,
+    VoteStatus,
 )
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.memory import MemoryStore
@@ -45,7 +47,21 @@ class HeldStore(MemoryStore):
         self.refuse: set[str] = set()
         """Jobs whose start raises StoreError (a corrupt key of that job)."""
         self.unreachable = False
+        self.hold_votes = False
+        """Hold the first vote call (as the first read is held) until :attr:`release` is set."""
+        self.votes_fail_after = -1
+        """Vote calls that succeed before every later one raises StoreUnavailable (-1: never)."""
         self._batch = False
+
+    def vote(self, requests: Sequence[VoteRequest]) -> list[VoteResult]:
+        self.calls.append(f"vote x{len(requests)}")
+        if self.hold_votes:
+            self.entered.set()
+            assert self.release.wait(10), "the test never released the store"
+        if self.votes_fail_after == 0:
+            raise StoreUnavailable("store unreachable (test)")
+        self.votes_fail_after -= 1
+        return super().vote(requests)
 
     def read_slots(self, slots: Sequence[tuple[str, int]]) -> list[SlotView]:
         self.calls.append("read_slots")
@@ -101,7 +117,9 @@ def committed(store: MemoryStore, jobs: Sequence[str]) -> dict[str, int]:
     """Commit slot T0 of each job with n1 as executor; each job's token."""
     out = {}
     for job in jobs:
-        [res] = store.vote([VoteRequest(job, T0, "n1", "h", quorum=1, max_skew_ms=1_000, deadline_ms=60_000)])
+        [res] = MemoryStore.vote(
+            store, [VoteRequest(job, T0, "n1", "h", quorum=1, max_skew_ms=1_000, deadline_ms=60_000)]
+        )
         assert res.slot.state == SlotState.COMMITTED and res.slot.executor == "n1", res
         out[job] = res.slot.token
     return out
@@ -113,7 +131,7 @@ async def _burst(
     """Submit a held read, then ``actions`` while it is held; every action's outcome, in order."""
     worker = worker if worker is not None else StoreWorker(store, "n1")
     try:
-        first = worker.submit(ReadSlots(((actions[0].job, T0),)))  # type: ignore[attr-defined]
+        first = worker.submit(ReadSlots((("held", T0),)))
         assert await asyncio.to_thread(store.entered.wait, 10)
         futures = [worker.submit(a) for a in actions]
         store.release.set()
@@ -299,3 +317,79 @@ def test_submit_then_hands_each_action_its_outcome_in_order_even_after_a_failing
     ]
     assert reported == ["handling the reply to Start failed"]
     assert calls == ["read_slots", "fenced x3", "read_slots"]
+
+
+def _votes(n: int, quorum: int = 2) -> Vote:
+    return Vote(
+        tuple(
+            VoteRequest(f"v{i}", T0, "n1", "h", quorum=quorum, max_skew_ms=1_000, deadline_ms=60_000)
+            for i in range(n)
+        )
+    )
+
+
+def test_a_long_vote_goes_in_parts_and_starts_queued_meanwhile_go_between_them() -> None:
+    """At 100,000 jobs a node's votes of one minute took tens of seconds; the starts of the slots
+    that committed first waited behind all of them, past their start timeout and deadline. The
+    fenced actions queued while a part is on the wire go before the next part (in their order,
+    ahead of a read queued before them); the vote's reply comes whole, after theirs."""
+
+    async def scenario() -> tuple[list[str], list[object], list[str]]:
+        store = HeldStore()
+        tokens = committed(store, ["s1", "s2"])
+        store.hold_votes = True
+        worker = StoreWorker(store, "n1")
+        settled: list[str] = []
+        try:
+            vote = _votes(2 * VOTE_PART + 5)
+            first = worker.submit(vote)
+            first.add_done_callback(lambda _: settled.append("vote"))
+            assert await asyncio.to_thread(store.entered.wait, 10)
+            queued: list[StoreAction] = [
+                Start("s1", T0, tokens["s1"], 30_000),
+                ReadSlots((("s1", T0),)),
+                Start("s2", T0, tokens["s2"], 30_000),
+            ]
+            futures = [worker.submit(a) for a in queued]
+            for name, f in zip(["Start", "ReadSlots", "Start"], futures, strict=True):
+                f.add_done_callback(lambda _, name=name: settled.append(name))
+            store.release.set()
+            replies = await asyncio.gather(first, *futures)
+            return store.calls, replies, settled
+        finally:
+            worker.shutdown()
+
+    calls, replies, settled = asyncio.run(scenario())
+    assert calls == [
+        f"vote x{VOTE_PART}",
+        "fenced x2",
+        f"vote x{VOTE_PART}",
+        "vote x5",
+        "read_slots",
+    ], calls
+    assert settled == ["Start", "Start", "vote", "ReadSlots"], settled
+    results = replies[0]
+    assert isinstance(results, list) and len(results) == 2 * VOTE_PART + 5
+    assert [r.slot.job for r in results] == [f"v{i}" for i in range(2 * VOTE_PART + 5)]
+    assert all(r.status == VoteStatus.RECORDED for r in results)
+    assert all(isinstance(r, TransitionResult) and r.ok for r in (replies[1], replies[3])), replies
+
+
+def test_a_vote_of_one_part_goes_as_one_call_behind_what_was_queued_before_it() -> None:
+    store = HeldStore()
+    tokens = committed(store, ["s1"])
+    got = asyncio.run(_burst(store, [_votes(VOTE_PART), Start("s1", T0, tokens["s1"], 30_000)]))
+    assert store.calls == ["read_slots", f"vote x{VOTE_PART}", "start"], store.calls
+    assert isinstance(got[0], list) and len(got[0]) == VOTE_PART
+
+
+def test_a_failed_part_fails_the_whole_vote_and_the_parts_before_it_stay_recorded() -> None:
+    """As a pipeline part failing inside one call: the core sends the whole vote again, and a
+    vote sent twice is recorded once."""
+    store = HeldStore()
+    store.votes_fail_after = 1
+    got = asyncio.run(_burst(store, [_votes(VOTE_PART + 1), ReadSlots((("v0", T0),))]))
+    assert store.calls == ["read_slots", f"vote x{VOTE_PART}", "vote x1", "read_slots"], store.calls
+    assert isinstance(got[0], StoreUnavailable)
+    assert store.slot("v0", T0).state == SlotState.PROPOSED
+    assert store.slot(f"v{VOTE_PART}", T0).state == SlotState.ABSENT

@@ -23,6 +23,21 @@ own reply (or its own error) in order; a batch the store could not be
 reached for fails every action in it with the same ``StoreUnavailable``,
 which the core handles as it does one lost reply.
 
+A tick's ``Vote`` of more than :data:`VOTE_PART` slots goes in parts, and the
+fenced actions queued while a part was on the wire go before the next part:
+at 100,000 ``* * * * *`` jobs a node's votes of one minute kept its thread
+busy for tens of seconds on a slow machine, and the starts of the slots that
+committed in the first second waited behind all of them, past their start
+timeout and the starting deadline, so the burst ran nothing
+(docs/benchmarks.md, "Starts between a burst's votes"). Only fenced actions
+move ahead, and only of a vote's remaining parts and what was queued behind
+it; among themselves they keep their order. A vote's reply still comes whole,
+after the fenced replies that overtook it: the core takes a vote's view of a
+slot it already started as the stale news it is, as it takes a late poll's
+(the simulator delivers calls out of order for the same reason). A part that
+fails fails the whole vote, as a pipeline part does inside one call today:
+votes are idempotent, and the core sends them again.
+
 Each ``Start`` and ``Renew`` is stamped when its call goes on the wire
 (``sent``: the agent's monotonic clock and ``NodeCore.sent``, told on the
 loop before the reply): the core counts the lease from there, not from when
@@ -45,12 +60,12 @@ from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
 
-from quorum_cron.core.node import RecordMissed, Renew, Start, StoreAction
+from quorum_cron.core.node import RecordMissed, Renew, Start, StoreAction, Vote
 from quorum_cron.core.perform import FENCED, perform, perform_fenced, perform_missed
 from quorum_cron.errors import StoreError
 from quorum_cron.store.base import Store
 
-__all__ = ["MAX_FENCED_BATCH", "MAX_MISSED_BATCH", "StoreWorker"]
+__all__ = ["MAX_FENCED_BATCH", "MAX_MISSED_BATCH", "VOTE_PART", "StoreWorker"]
 
 T = TypeVar("T")
 
@@ -62,6 +77,10 @@ MAX_MISSED_BATCH = 1_000
 first tick of 100,000 jobs on a slow machine) records each job's slot missed, and a call each kept
 its store thread busy for minutes; a batch is a few calls of many jobs each, and a vote queued
 behind waits one batch."""
+VOTE_PART = 1_000
+"""Votes per call at most when a tick's vote is split (about half of one pipeline part of
+``Store.vote``): small enough that a start waits one part (well under a second on a slow machine,
+not a minute's whole burst), large enough that a burst's votes still go in few round trips."""
 
 Then = Callable[[StoreAction, object, BaseException | None], None]
 """``then(action, reply, error)``: an action's outcome, called on the loop (``error`` is a
@@ -83,6 +102,11 @@ def _settle(done: list[_Settled]) -> None:
             asyncio.get_running_loop().call_exception_handler(
                 {"message": f"handling the reply to {type(action).__name__} failed", "exception": bug}
             )
+
+
+def _cancelled(items: list[_Item]) -> list[_Settled]:
+    """The outcome of actions the shutdown dropped before they were sent."""
+    return [(a, then, None, asyncio.CancelledError()) for a, then in items]
 
 
 def _into(fut: asyncio.Future[object], action: StoreAction, reply: object, exc: BaseException | None) -> None:
@@ -173,7 +197,8 @@ class StoreWorker:
             self._protocol.submit(self._drain, loop)
 
     def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
-        """On the protocol thread: carry out everything queued, in order, until the queue is empty."""
+        """On the protocol thread: carry out everything queued, in order, until the queue is empty
+        (a long vote in parts, with the fenced actions queued meanwhile between them)."""
         while True:
             with self._lock:
                 if not self._queue or self._closed:
@@ -181,16 +206,76 @@ class StoreWorker:
                     return
                 items = list(self._queue)
                 self._queue.clear()
-            for group in _groups(items):
+            groups = _groups(items)
+            for k, group in enumerate(groups):
                 if self._closed:  # shut down between two calls: the rest is cancelled, not sent
-                    done: list[_Settled] = [(a, then, None, asyncio.CancelledError()) for a, then in group]
+                    done = _cancelled(group)
+                elif isinstance(group[0][0], Vote) and len(group[0][0].requests) > VOTE_PART:
+                    later = [item for rest in groups[k + 1 :] for item in rest]
+                    with self._lock:  # (what came after it waits in the queue, where fenced ones can jump)
+                        closed = self._closed
+                        if not closed:
+                            self._queue.extendleft(reversed(later))
+                    if closed:  # (shutdown took the queue just now: these were never in it)
+                        self._post(loop, _cancelled([*group, *later]))
+                        return
+                    if not self._post(loop, self._vote_in_parts(loop, group[0])):
+                        return
+                    break
                 else:
                     self._stamp(loop, group)
                     done = self._carry_out(group)
-                try:
-                    loop.call_soon_threadsafe(_settle, done)
-                except RuntimeError:  # the loop closed under us (shutdown): nobody awaits these
+                if not self._post(loop, done):
                     return
+
+    @staticmethod
+    def _post(loop: asyncio.AbstractEventLoop, done: list[_Settled]) -> bool:
+        """Hand ``done`` to the loop; ``False`` when the loop closed under us (shutdown: nobody
+        awaits these)."""
+        try:
+            loop.call_soon_threadsafe(_settle, done)
+        except RuntimeError:
+            return False
+        return True
+
+    def _vote_in_parts(self, loop: asyncio.AbstractEventLoop, item: _Item) -> list[_Settled]:
+        """Carry out a long vote :data:`VOTE_PART` slots at a time; before each part after the
+        first, the fenced actions queued meanwhile. One reply for the whole vote, or the first
+        part's error (the parts before it landed: a vote sent again is recorded once)."""
+        action, then = item
+        assert isinstance(action, Vote)
+        requests = action.requests
+        results: list[object] = []
+        for at in range(0, len(requests), VOTE_PART):
+            if at:
+                self._fenced_first(loop)
+                if self._closed:
+                    return _cancelled([item])
+            try:
+                reply = perform(self.store, self.node, Vote(requests[at : at + VOTE_PART]))
+            except Exception as exc:
+                return [(action, then, None, exc)]
+            assert isinstance(reply, list)
+            results.extend(reply)
+        return [(action, then, results, None)]
+
+    def _fenced_first(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Carry out the queued fenced actions now, in their order, ahead of everything else queued."""
+        with self._lock:
+            fenced = [item for item in self._queue if isinstance(item[0], FENCED)]
+            if not fenced:
+                return
+            rest = [item for item in self._queue if not isinstance(item[0], FENCED)]
+            self._queue.clear()
+            self._queue.extend(rest)
+        for group in _groups(fenced):
+            if self._closed:
+                done = _cancelled(group)
+            else:
+                self._stamp(loop, group)
+                done = self._carry_out(group)
+            if not self._post(loop, done):
+                return
 
     def _stamp(self, loop: asyncio.AbstractEventLoop, group: list[_Item]) -> None:
         """Just before ``group`` goes on the wire: tell the core (queued on the loop ahead of the
