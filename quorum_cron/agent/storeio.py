@@ -31,12 +31,15 @@ committed in the first second waited behind all of them, past their start
 timeout and the starting deadline, so the burst ran nothing
 (docs/benchmarks.md, "Starts between a burst's votes"). Only fenced actions
 move ahead, and only of a vote's remaining parts and what was queued behind
-it; among themselves they keep their order. A vote's reply still comes whole,
-after the fenced replies that overtook it: the core takes a vote's view of a
-slot it already started as the stale news it is, as it takes a late poll's
-(the simulator delivers calls out of order for the same reason). A part that
-fails fails the whole vote, as a pipeline part does inside one call today:
-votes are idempotent, and the core sends them again.
+it; among themselves they keep their order. Each part is answered as soon as
+it is back, as a ``Vote`` of its own requests (the core handles a vote's
+replies request by request): a slot's executor has voted for it, so the part
+holding its vote is answered before the start that the commit notice brought
+is carried out, and the core never meets the vote's view of a slot it has
+already run and forgotten (which it would start again, to be refused). A part
+that fails fails the rest of the vote as one ``Vote``, as a pipeline part
+failing inside one call fails that call: votes are idempotent, and the core
+sends them again.
 
 Each ``Start`` and ``Renew`` is stamped when its call goes on the wire
 (``sent``: the agent's monotonic clock and ``NodeCore.sent``, told on the
@@ -121,6 +124,25 @@ def _into(fut: asyncio.Future[object], action: StoreAction, reply: object, exc: 
         fut.set_exception(exc)
 
 
+class _Gather:
+    """:meth:`StoreWorker.submit`'s ``then`` for a vote, which may be answered part by part: the
+    future gets the whole reply (or the first error)."""
+
+    __slots__ = ("fut", "got", "want")
+
+    def __init__(self, fut: asyncio.Future[object], want: int) -> None:
+        self.fut, self.got, self.want = fut, list[object](), want
+
+    def __call__(self, action: StoreAction, reply: object, exc: BaseException | None) -> None:
+        if exc is not None:
+            _into(self.fut, action, None, exc)
+            return
+        assert isinstance(reply, list)
+        self.got.extend(reply)
+        if len(self.got) >= self.want:
+            _into(self.fut, action, self.got, None)
+
+
 def _tell_sent(tell: Callable[[StoreAction, int], None], actions: list[StoreAction], at: int) -> None:
     """On the loop, before the calls' replies: the core hears when its starts and renews left."""
     for action in actions:
@@ -176,12 +198,16 @@ class StoreWorker:
         Raises ``RuntimeError`` after :meth:`shutdown`.
         """
         fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        self.submit_then(action, partial(_into, fut))
+        self.submit_then(
+            action, _Gather(fut, len(action.requests)) if isinstance(action, Vote) else partial(_into, fut)
+        )
         return fut
 
     def submit_then(self, action: StoreAction, then: Then) -> None:
         """Queue ``action`` on the protocol thread; ``then(action, reply, error)`` runs on the loop.
 
+        A vote longer than :data:`VOTE_PART` is answered part by part: ``then`` gets each part
+        as a ``Vote`` of its own requests, in order (see the module's docstring).
         What the runtime uses: no future, callback list and partial per action,
         which an executor's burst of thousands of starts and finishes held all
         at once (docs/benchmarks.md, "An executor's memory per run").
@@ -219,7 +245,7 @@ class StoreWorker:
                     if closed:  # (shutdown took the queue just now: these were never in it)
                         self._post(loop, _cancelled([*group, *later]))
                         return
-                    if not self._post(loop, self._vote_in_parts(loop, group[0])):
+                    if not self._vote_in_parts(loop, group[0]):
                         return
                     break
                 else:
@@ -238,26 +264,28 @@ class StoreWorker:
             return False
         return True
 
-    def _vote_in_parts(self, loop: asyncio.AbstractEventLoop, item: _Item) -> list[_Settled]:
-        """Carry out a long vote :data:`VOTE_PART` slots at a time; before each part after the
-        first, the fenced actions queued meanwhile. One reply for the whole vote, or the first
-        part's error (the parts before it landed: a vote sent again is recorded once)."""
+    def _vote_in_parts(self, loop: asyncio.AbstractEventLoop, item: _Item) -> bool:
+        """Carry out a long vote :data:`VOTE_PART` slots at a time, each part answered as a
+        ``Vote`` of its own requests as soon as it is back; before each part after the first, the
+        fenced actions queued meanwhile. A part that fails (or a shutdown) fails the rest of the
+        vote as one ``Vote``: the parts before it landed and were answered. ``False`` when the
+        loop closed under us."""
         action, then = item
         assert isinstance(action, Vote)
         requests = action.requests
-        results: list[object] = []
         for at in range(0, len(requests), VOTE_PART):
             if at:
                 self._fenced_first(loop)
-                if self._closed:
-                    return _cancelled([item])
+            part = Vote(requests[at : at + VOTE_PART])
+            if self._closed:
+                return self._post(loop, _cancelled([(Vote(requests[at:]), then)]))
             try:
-                reply = perform(self.store, self.node, Vote(requests[at : at + VOTE_PART]))
+                reply = perform(self.store, self.node, part)
             except Exception as exc:
-                return [(action, then, None, exc)]
-            assert isinstance(reply, list)
-            results.extend(reply)
-        return [(action, then, results, None)]
+                return self._post(loop, [(Vote(requests[at:]), then, None, exc)])
+            if not self._post(loop, [(part, then, reply, None)]):
+                return False
+        return True
 
     def _fenced_first(self, loop: asyncio.AbstractEventLoop) -> None:
         """Carry out the queued fenced actions now, in their order, ahead of everything else queued."""
