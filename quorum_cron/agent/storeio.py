@@ -31,7 +31,9 @@ committed in the first second waited behind all of them, past their start
 timeout and the starting deadline, so the burst ran nothing
 (docs/benchmarks.md, "Starts between a burst's votes"). Only fenced actions
 move ahead, and only of a vote's remaining parts and what was queued behind
-it; among themselves they keep their order. Each part is answered as soon as
+it; among themselves they keep their order. The parts take the slots in the
+order :mod:`quorum_cron.agent.burstorder` gives: alike on every node, a new
+draw each minute, each node's top-ranked slots first. Each part is answered as soon as
 it is back, as a ``Vote`` of its own requests (the core handles a vote's
 replies request by request): a slot's executor has voted for it, so the part
 holding its vote is answered before the start that the commit notice brought
@@ -63,6 +65,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
 
+from quorum_cron.agent.burstorder import burst_order
 from quorum_cron.core.node import RecordMissed, Renew, Start, StoreAction, Vote
 from quorum_cron.core.perform import FENCED, perform, perform_fenced, perform_missed
 from quorum_cron.errors import StoreError
@@ -126,21 +129,22 @@ def _into(fut: asyncio.Future[object], action: StoreAction, reply: object, exc: 
 
 class _Gather:
     """:meth:`StoreWorker.submit`'s ``then`` for a vote, which may be answered part by part: the
-    future gets the whole reply (or the first error)."""
+    future gets the whole reply in the vote's own order (or the first error)."""
 
-    __slots__ = ("fut", "got", "want")
+    __slots__ = ("fut", "got", "vote")
 
-    def __init__(self, fut: asyncio.Future[object], want: int) -> None:
-        self.fut, self.got, self.want = fut, list[object](), want
+    def __init__(self, fut: asyncio.Future[object], vote: Vote) -> None:
+        self.fut, self.vote = fut, vote
+        self.got: dict[int, object] = {}
 
     def __call__(self, action: StoreAction, reply: object, exc: BaseException | None) -> None:
         if exc is not None:
             _into(self.fut, action, None, exc)
             return
-        assert isinstance(reply, list)
-        self.got.extend(reply)
-        if len(self.got) >= self.want:
-            _into(self.fut, action, self.got, None)
+        assert isinstance(action, Vote) and isinstance(reply, list)
+        self.got.update(zip(map(id, action.requests), reply, strict=True))
+        if len(self.got) >= len(self.vote.requests):
+            _into(self.fut, self.vote, [self.got[id(r)] for r in self.vote.requests], None)
 
 
 def _tell_sent(tell: Callable[[StoreAction, int], None], actions: list[StoreAction], at: int) -> None:
@@ -198,9 +202,7 @@ class StoreWorker:
         Raises ``RuntimeError`` after :meth:`shutdown`.
         """
         fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        self.submit_then(
-            action, _Gather(fut, len(action.requests)) if isinstance(action, Vote) else partial(_into, fut)
-        )
+        self.submit_then(action, _Gather(fut, action) if isinstance(action, Vote) else partial(_into, fut))
         return fut
 
     def submit_then(self, action: StoreAction, then: Then) -> None:
@@ -272,7 +274,7 @@ class StoreWorker:
         loop closed under us."""
         action, then = item
         assert isinstance(action, Vote)
-        requests = action.requests
+        requests = burst_order(action.requests)
         for at in range(0, len(requests), VOTE_PART):
             if at:
                 self._fenced_first(loop)

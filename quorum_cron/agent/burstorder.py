@@ -1,0 +1,66 @@
+"""The order in which a node sends a long vote's parts (:mod:`quorum_cron.agent.storeio`).
+
+A minute boundary of many ``* * * * *`` jobs is one vote of every job, sent
+in parts of :data:`~quorum_cron.agent.storeio.VOTE_PART` so that starts can
+go between them. What the order of the slots over those parts must do:
+
+* **Be the same on every node**, whatever order each declared its jobs in:
+  a slot commits when a quorum's votes have landed, so all nodes should
+  reach a slot at about the same point of their sends for commits to come
+  part by part from the burst's first second. Hence a hash of the slot, not
+  the job list's order (and below, every node's first slots are a uniform
+  draw from that one order, so a slot sits at about the same point in each).
+* **Change with the fire time**: a burst larger than the machine can start
+  before the deadline misses its last slots; with the declaration order
+  those were the same jobs every minute. A hash of (job, fire time) makes
+  them a different draw each minute.
+* **Keep each slot's executor among its first voters**: the store picks
+  the executor by rendezvous among the voters that reached the quorum, so a
+  node whose parts happened to land first would be in every quorum and run
+  more than its share (docs/benchmarks.md, "Spreading the executors"). So
+  each node sends first the slots for which it ranks among the top quorum
+  of the members (:func:`~quorum_cron.store.rendezvous.rank`), then the
+  others: the first quorum of votes of a slot then comes from its top-ranked
+  members, and the rendezvous winner of all members is among them.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from quorum_cron.core.membership import MembershipRecord
+from quorum_cron.core.model import VoteRequest
+from quorum_cron.store.rendezvous import rank
+
+__all__ = ["burst_order"]
+
+
+def burst_order(requests: tuple[VoteRequest, ...]) -> tuple[VoteRequest, ...]:
+    """``requests`` in the order a node sends them in parts (see the module's docstring)."""
+    seats: dict[str, tuple[tuple[str, ...], int] | None] = {}
+
+    def key(r: VoteRequest) -> tuple[bool, int]:
+        text = r.membership
+        if text not in seats:
+            seats[text] = _seats(text, r.node)
+        top = seats[text]
+        late = top is not None and rank(r.job, r.fire_ms, r.node, top[0]) >= top[1]
+        return late, zlib.crc32(f"{r.job}\n{r.fire_ms}".encode())
+
+    return tuple(sorted(requests, key=key))
+
+
+def _seats(text: str, node: str) -> tuple[tuple[str, ...], int] | None:
+    """The members a vote under record ``text`` ranks against and how many of them make the
+    current configuration's quorum; None without a record (legacy votes), for a record that does
+    not parse (the store refuses that vote: its place does not matter) or that ``node`` is not
+    a member of."""
+    if not text:
+        return None
+    try:
+        record = MembershipRecord.decode(text)
+    except ValueError:
+        return None
+    if node not in record.members:
+        return None
+    return record.members, record.current.quorum
