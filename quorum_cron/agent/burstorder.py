@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import zlib
 
-from quorum_cron.core.membership import MembershipRecord
 from quorum_cron.core.model import VoteRequest
-from quorum_cron.store.rendezvous import rank
+from quorum_cron.store.rendezvous import rank, ranking_seats
 
 __all__ = ["burst_order"]
 
@@ -42,25 +41,9 @@ def burst_order(requests: tuple[VoteRequest, ...]) -> tuple[VoteRequest, ...]:
     def key(r: VoteRequest) -> tuple[bool, int]:
         text = r.membership
         if text not in seats:
-            seats[text] = _seats(text, r.node)
+            seats[text] = ranking_seats(text, r.node)
         top = seats[text]
         late = top is not None and rank(r.job, r.fire_ms, r.node, top[0]) >= top[1]
         return late, zlib.crc32(f"{r.job}\n{r.fire_ms}".encode())
 
     return tuple(sorted(requests, key=key))
-
-
-def _seats(text: str, node: str) -> tuple[tuple[str, ...], int] | None:
-    """The members a vote under record ``text`` ranks against and how many of them make the
-    current configuration's quorum; None without a record (legacy votes), for a record that does
-    not parse (the store refuses that vote: its place does not matter) or that ``node`` is not
-    a member of."""
-    if not text:
-        return None
-    try:
-        record = MembershipRecord.decode(text)
-    except ValueError:
-        return None
-    if node not in record.members:
-        return None
-    return record.members, record.current.quorum

@@ -236,9 +236,7 @@ class StoreWorker:
                 self._queue.clear()
             groups = _groups(items)
             for k, group in enumerate(groups):
-                if self._closed:  # shut down between two calls: the rest is cancelled, not sent
-                    done = _cancelled(group)
-                elif isinstance(group[0][0], Vote) and len(group[0][0].requests) > VOTE_PART:
+                if isinstance(group[0][0], Vote) and len(group[0][0].requests) > VOTE_PART:
                     later = [item for rest in groups[k + 1 :] for item in rest]
                     with self._lock:  # (what came after it waits in the queue, where fenced ones can jump)
                         closed = self._closed
@@ -250,11 +248,16 @@ class StoreWorker:
                     if not self._vote_in_parts(loop, group[0]):
                         return
                     break
-                else:
-                    self._stamp(loop, group)
-                    done = self._carry_out(group)
-                if not self._post(loop, done):
+                if not self._send(loop, group):
                     return
+
+    def _send(self, loop: asyncio.AbstractEventLoop, group: list[_Item]) -> bool:
+        """Carry out ``group`` (cancelled instead once shut down: the rest is not sent) and hand
+        its outcomes to the loop; ``False`` when the loop closed under us."""
+        if self._closed:
+            return self._post(loop, _cancelled(group))
+        self._stamp(loop, group)
+        return self._post(loop, self._carry_out(group))
 
     @staticmethod
     def _post(loop: asyncio.AbstractEventLoop, done: list[_Settled]) -> bool:
@@ -299,12 +302,7 @@ class StoreWorker:
             self._queue.clear()
             self._queue.extend(rest)
         for group in _groups(fenced):
-            if self._closed:
-                done = _cancelled(group)
-            else:
-                self._stamp(loop, group)
-                done = self._carry_out(group)
-            if not self._post(loop, done):
+            if not self._send(loop, group):
                 return
 
     def _stamp(self, loop: asyncio.AbstractEventLoop, group: list[_Item]) -> None:

@@ -14,13 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from quorum_cron.core.membership import MembershipRecord
 from quorum_cron.errors import StoreError
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.base import Overlap, VoteRequest
 from quorum_cron.store.cluster import REDIRECTED
 from quorum_cron.store.redis_base import RedisBase
-from quorum_cron.store.rendezvous import rank
+from quorum_cron.store.rendezvous import rank, ranking_seats
 from quorum_cron.store.scripts import VOTE, Call, Wait
 
 __all__ = ["RedisBatching"]
@@ -195,19 +194,13 @@ _ParamKey = tuple[str, int, int, int, str, int, str]
 
 def _rank_members(param_index: dict[_ParamKey, int]) -> dict[int, tuple[str, ...]]:
     """Per parameter set whose record names the voting node among two or more members: the
-    members (what the vote order ranks by). Empty when no set has one (legacy epoch-0 votes,
-    an unparsable record — the script refuses that vote; its order does not matter)."""
+    members (what the vote order ranks by; :func:`~quorum_cron.store.rendezvous.ranking_seats`).
+    Empty when no set has one."""
     out: dict[int, tuple[str, ...]] = {}
     for key, k in param_index.items():
-        node, text = key[0], key[6]
-        if not text:
-            continue
-        try:
-            members = MembershipRecord.decode(text).members
-        except ValueError:
-            continue
-        if len(members) > 1 and node in members:
-            out[k] = members
+        seats = ranking_seats(key[6], key[0])
+        if seats is not None and len(seats[0]) > 1:
+            out[k] = seats[0]
     return out
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-__all__ = ["pick_executor", "rank", "weight"]
+from quorum_cron.core.membership import MembershipRecord
+
+__all__ = ["pick_executor", "rank", "ranking_seats", "weight"]
 
 
 def weight(job: str, fire_ms: int, node: str) -> str:
@@ -46,3 +48,24 @@ def rank(job: str, fire_ms: int, node: str, members: Iterable[str]) -> int:
         for other in members
         if other != node and ((w := weight(job, fire_ms, other)) > mine or (w == mine and other < node))
     )
+
+
+def ranking_seats(record_text: str, node: str) -> tuple[tuple[str, ...], int] | None:
+    """The members a vote of ``node`` under ``record_text`` ranks against (for :func:`rank`), and
+    how many of them make the current configuration's quorum.
+
+    None without a record (legacy epoch-0 votes), for a record that does not
+    parse (the store refuses that vote: where it goes does not matter) or
+    that ``node`` is not a member of. What both orders of a node's votes read:
+    the store's within a call (``redis_batch``) and the agent's over a long
+    vote's parts (``agent.burstorder``).
+    """
+    if not record_text:
+        return None
+    try:
+        record = MembershipRecord.decode(record_text)
+    except ValueError:
+        return None
+    if node not in record.members:
+        return None
+    return record.members, record.current.quorum
