@@ -146,6 +146,9 @@ class _BaselineProcess:
     def notice(self, payload: Any) -> None:
         return None
 
+    def subscribed(self) -> None:
+        return None
+
     def set_trust(self, trusted: bool, why: str) -> None:
         return None  # the baselines do not look at clock quality
 

@@ -548,7 +548,14 @@ class QuorumProcess:
     def boot(self) -> None:
         if self.record is not None:
             self.core.set_membership(self.record)  # (a strategy may have replaced the core since)
+        self.core.notices_subscribed()  # (the agent subscribes before its first vote)
         self.wake()
+
+    def subscribed(self) -> None:
+        """Notices are subscribed again after one was lost: the core polls its awaiting slots."""
+        self.core.notices_subscribed()
+        if not self.node.paused and self.node.up:
+            self.world.wake_in(self.node, 0)
 
     def set_membership(self, record: MembershipRecord) -> None:
         """The node learns a membership record (a heartbeat's reply in the agent): a change wakes it."""

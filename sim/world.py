@@ -37,6 +37,11 @@ from sim.trace import Trace
 __all__ = ["Link", "Process", "SimNode", "StoreHost", "Strategy", "World"]
 
 
+RESUBSCRIBE_MS = 100
+"""How often a node whose notice was lost tries to subscribe again (the agent's listener backs off
+from 50 ms)."""
+
+
 class Process(Protocol):
     """A node's software, as a strategy builds it; the world calls these."""
 
@@ -48,6 +53,10 @@ class Process(Protocol):
         ...
 
     def notice(self, payload: Any) -> None: ...
+    def subscribed(self) -> None:
+        """The node's notice subscription is back after a lost notice (:meth:`World.notify`)."""
+        ...
+
     def run_finished(self, job: str, fire_ms: int, token: int, ok: bool, detail: str) -> None: ...
     def set_trust(self, trusted: bool, why: str) -> None: ...
 
@@ -131,6 +140,8 @@ class SimNode:
     """Job name → spec hash override (a rolling deploy)."""
     health: str = "?"
     health_check_at: int = -1
+    resubscribing: bool = False
+    """A notice to this node was lost: its subscription comes back once its link does."""
 
 
 @dataclass(eq=False)
@@ -248,6 +259,7 @@ class World:
         node.up = True
         node.paused = False
         node.incarnation += 1
+        node.resubscribing = False  # (a process subscribes as it boots)
         node.trusted = False
         node.trust_why = "clock not checked yet"
         node.guard_last = None
@@ -433,7 +445,10 @@ class World:
     def notify(self, node: SimNode, payload: Any) -> None:
         """A message from the store host to ``node`` (an assignment notice over pub/sub)."""
         link = node.link
-        if not node.up or link.cuts or (link.reply_loss and self.net_rng.random() < link.reply_loss):
+        if not node.up:
+            return
+        if link.cuts or (link.reply_loss and self.net_rng.random() < link.reply_loss):
+            self._notice_lost(node, node.incarnation)
             return
         lo, hi = link.delay_ms
         self.loop.at(
@@ -442,8 +457,29 @@ class World:
 
     def _notified(self, node: SimNode, incarnation: int, payload: Any) -> None:
         if node.link.cuts or node.process is None:
+            self._notice_lost(node, incarnation)
             return
         self._deliver(node, incarnation, node.process.notice, payload)
+
+    def _notice_lost(self, node: SimNode, incarnation: int) -> None:
+        """Pub/sub loses a message only with its connection: the node's listener sees that and
+        subscribes again once its link is back (every ``RESUBSCRIBE_MS`` until then), and the
+        node hears of it (``Process.subscribed``), as the agent's listener tells its core."""
+        if node.resubscribing or node.incarnation != incarnation or not node.up:
+            return
+        node.resubscribing = True
+        self.loop.at(self.loop.now + RESUBSCRIBE_MS, self._resubscribe, node, incarnation)
+
+    def _resubscribe(self, node: SimNode, incarnation: int) -> None:
+        if node.incarnation != incarnation or not node.up:
+            return  # (a crash: the next boot subscribes)
+        if node.link.cuts:
+            self.loop.at(self.loop.now + RESUBSCRIBE_MS, self._resubscribe, node, incarnation)
+            return
+        node.resubscribing = False
+        self.reached("notices subscribed again after a lost notice", node=node.id)
+        if node.process is not None:
+            self._deliver(node, incarnation, node.process.subscribed)
 
     def start_local_run(self, node: SimNode, job: str, fire_ms: int, timeout_ms: int) -> None:
         """Start a ``run-local`` job process (no store, token 0): the ``run_local`` trace record."""

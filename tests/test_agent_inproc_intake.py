@@ -32,14 +32,17 @@ from quorum_cron.agent.spec import AgentJob
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.agent.triggers import MAX_VERIFYING
 from quorum_cron.clock.base import ManualClock
-from quorum_cron.core.actions import Action, Start
+from quorum_cron.core.actions import Action, ReadSlots, Start, Vote
 from quorum_cron.core.lifecycle import Phase
+from quorum_cron.core.model import SlotState, SlotView, VoteResult, VoteStatus
 from quorum_cron.core.node import NodeCore, Now
 from quorum_cron.errors import StoreError
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.base import Notice, Store, Trigger
+from quorum_cron.store.connect import fail_fast
 from quorum_cron.store.redis import RedisStore
 from tests.agent_inproc import T0, OutageStore, Signal, agent_job, events, settings, until
+from tests.core_driver import boot
 
 
 class Node:
@@ -409,3 +412,47 @@ def test_a_subscription_that_cannot_be_made_does_not_hold_the_start(
     assert [r.getMessage() for r in events(caplog.records, "notices")] == [
         "notice channels not subscribed yet: polling meanwhile"
     ]
+
+
+def test_a_subscription_that_comes_back_makes_the_core_poll_the_slots_it_awaits(
+    redis_client: redis.Redis,
+) -> None:
+    """Notices published while the pub/sub connection was down are lost: once the store confirms
+    the subscription again, the core reads every slot it awaits at once (issue 27: between
+    subscriptions it polls such a slot only as a backstop, before the start timeout)."""
+    # The agent's own client settings (one retry): redis-py then reconnects the dropped pub/sub
+    # connection and subscribes again by itself, unseen unless the listener counts that round.
+    where = redis_client.connection_pool.connection_kwargs
+    client = redis.Redis(host=where["host"], port=where["port"], **fail_fast())
+    clock = ManualClock(wall_ms=T0, monotonic_ms=0)
+    store = RedisStore(client, "inproc", clock=clock.wall_ms)
+
+    async def main() -> None:
+        node = Node(store, clock, listen=True, jobs=[agent_job("a", deadline_ms=30_000)])
+        core = node.core
+        core.set_trust(True)
+        await node.intake.start(asyncio.get_running_loop())
+        try:
+            await until(node.signal, lambda: len(node.tasks) == 1, "the catch-up on subscribing")
+            now = Now(clock.wall_ms(), clock.monotonic_ms())
+            (vote,) = [a for a in boot(core, now) if isinstance(a, Vote)]
+            fires = [r.fire_ms for r in vote.requests]  # (the slots still inside the deadline)
+            replies = [
+                VoteResult(VoteStatus.RECORDED, SlotView("a", t, SlotState.PROPOSED), now.wall_ms)
+                for t in fires
+            ]
+            assert core.on_reply(vote, replies, now) == []
+            assert {core.slot_phase("a", t) for t in fires} == {Phase.AWAITING}
+            assert not [a for a in core.tick(now) if isinstance(a, ReadSlots)]
+            pokes = node.pokes
+            assert redis_client.client_kill_filter(_type="pubsub") >= 1
+            await until(node.signal, lambda: len(node.tasks) == 2, "the catch-up on subscribing again")
+            assert node.pokes > pokes
+            reads = [slot for a in core.tick(now) if isinstance(a, ReadSlots) for slot in a.slots]
+            assert sorted(reads) == [("a", t) for t in sorted(fires)]
+        finally:
+            await node.intake.stop()
+            node.close()
+
+    asyncio.run(main())
+    client.close()

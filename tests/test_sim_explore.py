@@ -79,6 +79,8 @@ def test_explore_100_seeds_5_nodes_1_hour_runs_nothing_twice(explored: list[Seed
     # The dangerous states the claim is about were actually reached.
     for what in ("reply lost after commit", "failover lost writes", "write held unacknowledged by WAIT"):
         assert reached[what] > 0, what
+    # And the nodes' notice subscriptions came back after lost notices (their awaited slots read).
+    assert reached["notices subscribed again after a lost notice"] > 0
 
 
 def test_without_wait_a_failover_that_loses_a_start_runs_a_slot_twice() -> None:

@@ -12,6 +12,11 @@ from sim.mutants import MUTANTS
 
 SCENARIO_DIR = Path(sim.__file__).parent / "scenarios"
 MAX_SEEDS = 10
+SEEDS = {"lease-from-reply": 20}
+"""Mutants that need more seeds than ``MAX_SEEDS`` (each run is deterministic: the budget is a fixed
+fact, not a chance). ``lease-from-reply`` needs a renew's reply delayed past the lease by the
+partition; since a subscribed node polls an awaiting slot less often (issue 27), the partitions of
+the first ten seeds of majority-partition meet no renewal that way; seed 12 does."""
 
 CASES = {
     "quorum-n-over-2": ("minority-partition", "commit without a majority"),
@@ -42,13 +47,14 @@ def test_every_mutant_has_a_case() -> None:
 def test_checker_catches_the_mutant(mutant: str) -> None:
     scenario_name, kind = CASES[mutant]
     sc = sim.load(SCENARIO_DIR / f"{scenario_name}.toml")
-    for seed in range(MAX_SEEDS):
+    seeds = SEEDS.get(mutant, MAX_SEEDS)
+    for seed in range(seeds):
         caught = sim.run(sc, seed, mutant=mutant).report
         if any(v.kind == kind for v in caught.unexpected()):
             clean = sim.run(sc, seed).report
             if not clean.unexpected():  # the same seed passes with the real protocol
                 return
-    pytest.fail(f"{mutant} not caught as {kind!r} within {MAX_SEEDS} seeds of {scenario_name}")
+    pytest.fail(f"{mutant} not caught as {kind!r} within {seeds} seeds of {scenario_name}")
 
 
 @pytest.mark.parametrize("mutant", ACCOUNTING)

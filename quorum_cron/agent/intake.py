@@ -104,7 +104,7 @@ class Intake:
             loop.call_soon_threadsafe(self._on_notice, item)
 
         def subscribed() -> None:
-            loop.call_soon_threadsafe(self.catch_up, "subscribed")
+            loop.call_soon_threadsafe(self._subscribed)
 
         self._listener = self._store.listen_notices(self._node, sorted(self._jobs), deliver, subscribed)
         self._listener.start()
@@ -116,6 +116,13 @@ class Intake:
         if self._listener is not None:
             self._listener.stop()
             await asyncio.to_thread(self._listener.join, 2.0)
+
+    def _subscribed(self) -> None:
+        """Live (again): the core polls what a lost notice may have assigned, and awaits notices
+        rather than polling each second (issue 27); the triggers are read again."""
+        self._core.notices_subscribed()
+        self._poke()
+        self.catch_up("subscribed")
 
     def _on_notice(self, item: Notice | Trigger) -> None:
         if isinstance(item, Trigger):

@@ -174,6 +174,18 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
     def store_reachable(self) -> bool:
         return self._reachable
 
+    def notices_subscribed(self) -> None:
+        """The node's assignment notices are subscribed (again); those sent before may be lost.
+
+        Every slot awaiting its assignment is polled at the next tick, and
+        from now on a slot still proposed waits longer for its notice before
+        it is polled (:meth:`_poll_gap`). The agent calls this each time the
+        store confirms its subscription; the simulator at boot and once a
+        dropped notice's link is back.
+        """
+        self._notices_live = True
+        self._poll_awaiting_now()
+
     def stop_voting(self) -> None:
         """Graceful shutdown: vote no more; running jobs still renew and finish."""
         self._stopping = True

@@ -37,8 +37,9 @@ from quorum_cron.core.outcomes import (
     killed_renew_refused,
     killed_stale,
 )
-from quorum_cron.core.slots import HELD, IN_FLIGHT, Running
-from quorum_cron.core.state import CoreState, _JobState
+from quorum_cron.core.polls import Polls
+from quorum_cron.core.slots import Running
+from quorum_cron.core.state import _JobState
 from quorum_cron.core.timers import NEVER, min_sweep_gap
 
 _NEVER = NEVER
@@ -64,20 +65,8 @@ def lease_end(sent_mono: int, lease_ms: int) -> int:
     return sent_mono + lease_ms - lease_margin(lease_ms)
 
 
-class RunningSide(CoreState):
+class RunningSide(Polls):
     """Committed slots → starts, runs, renewals, kills."""
-
-    def _polls_due(self, js: _JobState, order: list[int], now: Now, reads: list[tuple[str, int]]) -> None:
-        """Add the job's slots whose poll is due to ``reads`` (the tick sends them in one call)."""
-        slots = js.slots
-        for fire_ms in order:
-            s = slots.get(fire_ms)
-            if s is None:
-                continue
-            at = s.poll_at
-            if at is not None and 0 <= at <= now.mono_ms:
-                s.poll_at = IN_FLIGHT
-                reads.append((js.job.name, fire_ms))
 
     def _renewals_due(self, js: _JobState, order: list[int], now: Now, out: list[Action]) -> None:
         slots = js.slots
@@ -176,10 +165,7 @@ class RunningSide(CoreState):
             if self._past_proposed(js, view.fire_ms):
                 return []  # (a read sent before the commit, answered late: stale)
             if now.wall_ms <= view.fire_ms + js.job.deadline_ms + self.settings.start_timeout_ms:
-                # A fallback for a lost assignment notice: poll well inside the deadline.
-                poll = max(10, min(self.settings.assign_poll_ms, js.job.deadline_ms // 2))
-                self._slot(js, view.fire_ms).poll_at = now.mono_ms + poll
-                self._dirty.add(js.index)
+                self._await_notice(js, view.fire_ms, now)  # (a fallback for a lost notice)
             return []
         self._stop_polling(js, view.fire_ms)
         if view.state in TERMINAL_STATES:
@@ -244,37 +230,6 @@ class RunningSide(CoreState):
             return []
         return self._confirm(js, fire_ms, view.token, now)
 
-    def _stop_polling(self, js: _JobState, fire_ms: int) -> None:
-        s = js.slots.get(fire_ms)
-        if s is None:
-            return
-        at = s.poll_at
-        if at is not None:
-            s.poll_at = None
-            self._touched.append((js, s))
-            if at >= 0:  # (IN_FLIGHT and HELD are no timer)
-                self._dirty.add(js.index)
-        p = s.vote
-        if p is not None and p.revote:  # (decided, or no longer proposed: nothing to bring it)
-            s.vote = None
-            self._touched.append((js, s))
-            self._dirty.add(js.index)
-
-    def _polls_failed(self, action: ReadSlots, failure: Failure, retry_at: int) -> None:
-        """A poll call failed: each slot is polled again at ``retry_at``, or, with the store
-        unreachable, once it answers (:meth:`~quorum_cron.core.state.CoreState._hold_until_answered`)."""
-        held = self._hold_until_answered(failure, retry_at)
-        for job, fire_ms in action.slots:
-            js = self._jobs[job]
-            s = js.slots.get(fire_ms)
-            if s is not None and s.poll_at is not None:
-                if held:
-                    s.poll_at = HELD  # (no timer, as IN_FLIGHT was: the job's timers stand)
-                    self._held.add(js.index)
-                else:
-                    s.poll_at = retry_at
-                    self._dirty.add(js.index)
-
     def _drop_stale_run(self, js: _JobState, view: SlotView) -> list[Action]:
         s = js.slots.get(view.fire_ms)
         r = s.run if s is not None else None
@@ -306,6 +261,7 @@ class RunningSide(CoreState):
         if s.start_first is None or s.start_first[0] != token:
             s.start_first = (token, now.mono_ms)
         s.poll_at = None
+        s.parked = False  # (a read, should the start fail, must be sent: sim start-reply-lost)
         self._dirty.add(js.index)
         return [Start(js.job.name, fire_ms, token, self.settings.lease_ms)]
 

@@ -114,6 +114,9 @@ class Slot:
     """Due, voting, abstaining or running locally: the vote this node owes the slot."""
     poll_at: int | None = None
     """Voted, not assigned to us yet: monotonic time of the next poll (or ``IN_FLIGHT``, ``HELD``)."""
+    parked: bool = False
+    """The ``poll_at`` timer forgets the slot rather than reading it: notices are subscribed
+    (:mod:`quorum_cron.core.polls`)."""
     start_token: int | None = None
     """Start sent (or its confirming renew, see ``confirming``) under this token."""
     start_sent: int | None = None

@@ -141,6 +141,8 @@ class CoreState:
         self._unreachable_reason = ""
         self._held: set[int] = set()
         """Jobs with votes or polls held until the unreachable store answers again."""
+        self._notices_live = False
+        """Whether assignment notices are subscribed (:meth:`NodeCore.notices_subscribed`)."""
         self._ran_local: OrderedDict[tuple[str, int], None] = OrderedDict()
         """Slots run locally on this node (at most once each)."""
         self._started = False

@@ -132,9 +132,7 @@ class NoticeListener:
         sub, msg_type, unsub = ("ssubscribe", "smessage", "sunsubscribe") if self._sharded else (
             "subscribe", "message", "unsubscribe")  # fmt: skip
         if not channels:  # a node without jobs on a cluster: nothing to hear
-            self.subscribed.set()
-            if self._on_subscribed is not None:
-                self._on_subscribed()
+            self._live()
             self._stop.wait()
             return
         while not self._stop.is_set():
@@ -145,13 +143,29 @@ class NoticeListener:
                 else:
                     pubsub.subscribe(*channels)
                 confirmed = 0
+                again = False  # (confirmations after the first whole round, not told yet)
                 while not self._stop.is_set():
-                    for msg in self._messages(pubsub):
-                        self._handle(msg, sub, msg_type, unsub, len(channels), confirmed)
+                    msgs = self._messages(pubsub)
+                    for msg in msgs:
                         if msg.get("type") == sub:
+                            # Live only once the server confirmed every channel: a
+                            # catch-up read before that could miss a trigger.
                             confirmed += 1
                             if confirmed == len(channels):
                                 backoff = 0.05
+                                self._live()
+                            again = confirmed > len(channels)
+                            continue
+                        if again:
+                            again = False
+                            self._live()
+                        self._handle(msg, msg_type, unsub)
+                    if not msgs and again:
+                        # redis-py reconnected a dropped connection by itself and subscribed
+                        # again (all channels, or one master's): what was published in
+                        # between is lost just the same, so the caller catches up.
+                        again = False
+                        self._live()
             except (redis.RedisError, RedisClusterException, OSError, ValueError) as exc:
                 # ValueError: the client was closed under us at shutdown. RedisClusterException:
                 # a slot no master covers (SlotNotCoveredError), until the slot map is whole again.
@@ -174,18 +188,15 @@ class NoticeListener:
                     with contextlib.suppress(redis.RedisError, OSError, ValueError):
                         each.close()
 
-    def _handle(
-        self, msg: dict[str, Any], sub: str, msg_type: str, unsub: str, total: int, seen: int
-    ) -> None:
+    def _live(self) -> None:
+        """The subscription is (again) whole: say so, and let the caller catch up."""
+        self.subscribed.set()
+        if self._on_subscribed is not None:
+            self._on_subscribed()
+
+    def _handle(self, msg: dict[str, Any], msg_type: str, unsub: str) -> None:
         kind = msg.get("type")
-        if kind == sub:
-            # Live only once the server confirmed every channel: a
-            # catch-up read before that could miss a trigger.
-            if seen + 1 == total:
-                self.subscribed.set()
-                if self._on_subscribed is not None:
-                    self._on_subscribed()
-        elif kind == msg_type:
+        if kind == msg_type:
             item = self._parse(msg["channel"], msg["data"])
             if item is not None:
                 self._deliver(item)
