@@ -235,6 +235,7 @@ class QuorumStrategy:
         record = self.record_for(world)
         process = QuorumProcess(world, node, NodeCore(settings, jobs, record), bounds, self.exact_wakeups)
         process.record = record
+        process.notices = s.notices
         return process
 
     @staticmethod
@@ -435,6 +436,7 @@ class QuorumProcess:
         "core",
         "exact",
         "node",
+        "notices",
         "record",
         "spinning",
         "world",
@@ -453,6 +455,8 @@ class QuorumProcess:
         self.spinning = False
         self.record: MembershipRecord | None = None
         """The membership record the node booted with (set by the strategy)."""
+        self.notices = True
+        """Whether the node subscribes to its notices (the scenario's ``notices``)."""
         self._wake_gen = -1
         """``node.wake_gen`` of the wake this process last scheduled ..."""
         self._wake_target = 0
@@ -548,11 +552,14 @@ class QuorumProcess:
     def boot(self) -> None:
         if self.record is not None:
             self.core.set_membership(self.record)  # (a strategy may have replaced the core since)
-        self.core.notices_subscribed()  # (the agent subscribes before its first vote)
+        if self.notices:
+            self.core.notices_subscribed()  # (the agent subscribes before its first vote)
         self.wake()
 
     def subscribed(self) -> None:
         """Notices are subscribed again after one was lost: the core polls its awaiting slots."""
+        if not self.notices:
+            return
         self.core.notices_subscribed()
         if not self.node.paused and self.node.up:
             self.world.wake_in(self.node, 0)

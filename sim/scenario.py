@@ -164,6 +164,10 @@ class SettingsDef:
     retry_ms: int = 500
     sweep_ms: int = 1_000
     assign_poll_ms: int = 1_000
+    notices: bool = True
+    """Whether the nodes subscribe to their assignment notices, as an agent does by default:
+    a slot still proposed is then parked rather than polled (docs/protocol.md); ``false`` runs
+    them as agents with notices off, polling every ``assign_poll``."""
     wait_replicas: int = 1
     """The store's ``wait_replicas``: a write is acknowledged only once a replica
     has it (Redis ``WAIT``), so a failover loses no acknowledged write. On by
@@ -453,6 +457,7 @@ def loads(text: str, source: str = "<scenario>") -> Scenario:
         retry_ms=st.duration("retry", 500),
         sweep_ms=st.duration("sweep", 1_000),
         assign_poll_ms=st.duration("assign_poll", 1_000),
+        notices=st.bool_("notices", True),
         wait_replicas=st.int_("wait_replicas", SettingsDef().wait_replicas, lo=0),
     )
     st.done()

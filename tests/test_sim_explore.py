@@ -107,6 +107,18 @@ def test_generated_scenarios_pass(scenario: sim.Scenario, seed: int) -> None:
     assert report.unexpected() == [] and FAILOVER_LOSS not in report.by_kind()
 
 
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(nodes=3, jobs=2, duration_ms=300_000, max_faults=4), st.integers(0, 2**32 - 1))
+def test_generated_scenarios_pass_with_notices_off(scenario: sim.Scenario, seed: int) -> None:
+    """Nodes that never subscribe to their notices (an agent with notices off) poll every slot
+    they await each ``assign_poll``: the path every scenario took before subscribed nodes parked
+    such slots (docs/protocol.md), held to the same rules."""
+    off = replace(scenario, settings=replace(scenario.settings, notices=False))
+    assert sim.loads(sim.dumps(off)) == off
+    report = sim.run(off, seed).report
+    assert report.unexpected() == [] and FAILOVER_LOSS not in report.by_kind()
+
+
 NO_WAIT_LIMITS = frozenset({FAILOVER_LOSS, FAILOVER_STALL, NEVER_SEEN})
 """What a store without WAIT may report: its own limit (a failover forgets a slot or runs it
 twice) and the two every deployment has; nothing else."""
