@@ -26,6 +26,7 @@ from quorum_cron.core.model import VoteRequest, VoteStatus
 from quorum_cron.errors import StoreUnavailable
 from quorum_cron.store.base import Notice, Trigger
 from quorum_cron.store.cluster import cluster_variant
+from quorum_cron.store.connect import fail_fast
 from quorum_cron.store.embedded.procs import command
 from quorum_cron.store.embedded.topology import EmbeddedCluster, ServerProc
 from quorum_cron.store.redis import RedisStore
@@ -166,6 +167,34 @@ def test_a_moved_slot_is_subscribed_again_on_its_new_master(
         listener.join(5)
         if redis_cluster.master_of(key) is not source:
             redis_cluster.migrate_slot(key, source)
+
+
+def test_a_dropped_pubsub_connection_of_one_master_is_caught_up_after(redis_cluster: EmbeddedCluster) -> None:
+    """One master drops the node's sharded pub/sub connection, under the agent's client settings
+    (one retry): notices published until it is back are lost, so the listener tells its caller
+    again (``on_subscribed``: catch up, read the awaited slots), and the next notice arrives.
+    (Here the listener sees the connection closed and subscribes anew; a reconnect redis-py
+    makes by itself is the single-server test's, tests/test_agent_inproc_intake.py.)"""
+    client = RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0], **fail_fast())
+    client.flushall()
+    store = RedisStore(client, "nt")
+    jobs = _jobs_on_two_masters(redis_cluster, "nt")
+    got: queue.Queue[Notice | Trigger] = queue.Queue()
+    told: queue.Queue[int] = queue.Queue()
+    listener = store.listen_notices("n1", jobs, got.put, on_subscribed=lambda: told.put(1))
+    listener.start()
+    owner = redis_cluster.master_of(f"qc:{{nt:{jobs[0]}}}:meta").client()
+    try:
+        assert told.get(timeout=20) == 1
+        assert owner.client_kill_filter(_type="pubsub") == 1
+        assert told.get(timeout=10) == 1, "the listener did not tell its caller after the reconnect"
+        at = store.trigger(jobs[0], "ops")
+        assert got.get(timeout=10) == Trigger(jobs[0], at)
+    finally:
+        listener.stop()
+        listener.join(5)
+        owner.close()
+        store.close()
 
 
 def test_wait_is_sent_to_each_master_that_took_writes(redis_cluster: EmbeddedCluster) -> None:
