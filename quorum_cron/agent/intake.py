@@ -118,8 +118,8 @@ class Intake:
             await asyncio.to_thread(self._listener.join, 2.0)
 
     def _subscribed(self) -> None:
-        """Live (again): the core polls what a lost notice may have assigned, and awaits notices
-        rather than polling each second (issue 27); the triggers are read again."""
+        """Live (again): the core polls what a lost notice may have assigned and parks, rather
+        than polls, what it awaits from now on (issue 27); the triggers are read again."""
         self._core.notices_subscribed()
         self._poke()
         self.catch_up("subscribed")

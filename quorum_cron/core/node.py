@@ -18,9 +18,10 @@ slot ``t`` comes due   ``Vote`` (wall clock ≥ ``t - vote_lead``; batched;
                        still in flight is known)
 vote reply             ``Start`` when the reply names this node executor
                        (deferred until the wall clock reaches ``t``);
-                       otherwise the slot is awaited (a ``ReadSlots`` poll,
-                       one per tick for every slot due, as a fallback for a
-                       lost assignment notice)
+                       otherwise the slot is awaited: a ``ReadSlots`` poll
+                       (one per tick for every slot due) as a fallback for a
+                       lost assignment notice, or, subscribed to notices,
+                       parked and forgotten unread (:mod:`.polls`)
 start reply ok         ``Run`` (the runtime starts the job process); also
                        when a read shows the slot running under a start
                        whose reply was lost (within half a lease of it)
@@ -178,8 +179,8 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
         """The node's assignment notices are subscribed (again); those sent before may be lost.
 
         Every slot awaiting its assignment is polled at the next tick, and
-        from now on a slot still proposed waits longer for its notice before
-        it is polled (:meth:`_poll_gap`). The agent calls this each time the
+        from now on a slot still proposed is parked, not polled
+        (:mod:`quorum_cron.core.polls`). The agent calls this each time the
         store confirms its subscription; the simulator at boot and once a
         dropped notice's link is back.
         """
