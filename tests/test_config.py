@@ -483,3 +483,18 @@ def test_env_passthrough_names_agent_variables_and_never_quorum_crons_own(tmp_pa
     assert "'not a name'" in line
     line = only_error(tmp_path, MINIMAL + 'env_passthrough = "AWS_PROFILE"\n')
     assert "env_passthrough" in line and "array of strings" in line
+
+
+def test_jobs_share_one_empty_env_and_alert_on_and_carry_no_dict() -> None:
+    """Memory at scale (issue 27): 100,000 jobs hold one empty ``env`` and one ``alert_on``
+    between them, not one each, and no ``__dict__``; the shared ``env`` is read-only, so no job
+    can change another's."""
+    a = JobSpec.create("a", "* * * * *", command=["/bin/a"])
+    b = JobSpec.create("b", "*/5 * * * *", command=["/bin/b"], alert_on=list(a.alert_on))
+    assert a.env is b.env and a.alert_on is b.alert_on
+    with pytest.raises(TypeError):
+        a.env["X"] = "1"  # type: ignore[index]
+    c = JobSpec.create("c", "* * * * *", command=["/bin/c"], env={"X": "1"}, alert_on=["failed"])
+    assert dict(c.env) == {"X": "1"} and dict(a.env) == {} and c.alert_on == ("failed",)
+    assert not hasattr(a, "__dict__") and not hasattr(a.schedule, "__dict__")
+    assert a.spec_hash is a.spec_hash and b.schedule.min_interval_ms == 300_000  # (computed once)

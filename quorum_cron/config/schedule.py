@@ -219,7 +219,7 @@ _NEXT_AFTER_MAX = 8192
 # --------------------------------------------------------------------------- the value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Schedule:
     """When one job fires, as UTC epoch milliseconds.
 
@@ -234,6 +234,9 @@ class Schedule:
     job: str = ""
     _plan: CronPlan | None = field(init=False, repr=False, compare=False)
     _every_ms: int | None = field(init=False, repr=False, compare=False)
+    _min_interval: int = field(default=0, init=False, repr=False, compare=False)
+    """:attr:`min_interval_ms` once computed (0: not yet). Slots, not a ``cached_property``: its
+    cache made each instance a ``__dict__``, one more object per job (issue 27)."""
 
     @classmethod
     def parse(cls, expr: str, tz: str = "UTC", *, job: str, dst: DstPolicy = "once") -> Schedule:
@@ -317,7 +320,7 @@ class Schedule:
         """
         return self._plan.resolved if self._plan is not None else self.expr
 
-    @functools.cached_property
+    @property
     def min_interval_ms(self) -> int:
         """The shortest gap between consecutive nominal fire times, ignoring DST shifts.
 
@@ -325,9 +328,12 @@ class Schedule:
         for daily-or-rarer schedules it is the shortest gap between matching
         dates over a 28-year calendar cycle.
         """
-        if self._every_ms is not None:
-            return self._every_ms
-        return _cron_min_interval_ms(self._require_plan())
+        gap = self._min_interval
+        if not gap:
+            every = self._every_ms
+            gap = every if every is not None else _cron_min_interval_ms(self._require_plan())
+            object.__setattr__(self, "_min_interval", gap)
+        return gap
 
     @staticmethod
     def _day_matches(plan: CronPlan, date: dt.date) -> bool:

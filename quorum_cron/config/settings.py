@@ -15,7 +15,6 @@ all of them in ``.errors``.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -73,6 +72,12 @@ _MINUTE: Final = 60 * _SECOND
 _HOUR: Final = 60 * _MINUTE
 _DAY: Final = 24 * _HOUR
 
+_NO_ENV: Final[Mapping[str, str]] = types.MappingProxyType({})
+"""The ``env`` of every job that sets none, shared: an empty mapping each is 104 bytes a job,
+10 MB at 100,000 jobs (issue 27)."""
+_ALERT_ON_SHARED: dict[tuple[str, ...], tuple[str, ...]] = {}
+"""Each distinct ``alert_on`` once (jobs nearly all share the default): a tuple each was 72
+bytes a job. Bounded: its entries are distinct orderings of :data:`ALERT_ON_KINDS`' few names."""
 _ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 _MAX_ARGV = 1000
 _MAX_ENV = 200
@@ -245,7 +250,7 @@ def default_starting_deadline_ms(schedule: Schedule) -> int:
     return max(1, min(_MINUTE, schedule.min_interval_ms // 2))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """One job: what runs, when, and under which policies.
 
@@ -291,6 +296,10 @@ class JobSpec:
     retry_jitter: float = 0.0
     """0-1: each retry's wait is shortened by up to this fraction of itself, by an amount derived
     from the slot and attempt, so every node computes the same wait (``quorum_cron.core.backoff``)."""
+
+    _spec_hash: str = field(default="", init=False, repr=False, compare=False)
+    """:attr:`spec_hash` once computed. Slots, not a ``cached_property``: its cache made each
+    instance a ``__dict__``, one more object per job at 100,000 jobs (issue 27)."""
 
     retry_problems = staticmethod(retry_problems)
     """The retry policy's rules (:mod:`quorum_cron.config.retry`), for the file reader and the API."""
@@ -345,7 +354,8 @@ class JobSpec:
         if self.in_process and self.env_passthrough:
             _fail(where, "env_passthrough", "an in-process job has no process environment")
         _fail(where, "alert_on", alert_on_problem(self.alert_on))
-        object.__setattr__(self, "alert_on", tuple(dict.fromkeys(self.alert_on)))
+        alert_on = tuple(dict.fromkeys(self.alert_on))
+        object.__setattr__(self, "alert_on", _ALERT_ON_SHARED.setdefault(alert_on, alert_on))
         if self.cwd is not None and not os.path.isabs(self.cwd):
             _fail(where, "cwd", f"{self.cwd!r} is not an absolute path (expected e.g. '/var/lib/app')")
         if self.starting_deadline_ms == AUTO:
@@ -375,7 +385,8 @@ class JobSpec:
         for key in self.env:
             if not _ENV_KEY_RE.fullmatch(key):
                 _fail(where, "env", f"{key!r} is not a valid environment variable name")
-        object.__setattr__(self, "env", types.MappingProxyType(dict(sorted(self.env.items()))))
+        env = types.MappingProxyType(dict(sorted(self.env.items()))) if self.env else _NO_ENV
+        object.__setattr__(self, "env", env)
 
     @property
     def schedule_expr(self) -> str:
@@ -424,11 +435,15 @@ class JobSpec:
             **({"retry_jitter": self.retry_jitter} if self.retry_jitter else {}),
         }
 
-    @functools.cached_property
+    @property
     def spec_hash(self) -> str:
         """First 16 hex digits of SHA-256 over :meth:`canonical` as sorted, compact JSON."""
-        data = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-        return hashlib.sha256(data.encode("ascii")).hexdigest()[:16]
+        digest = self._spec_hash
+        if not digest:
+            data = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+            digest = hashlib.sha256(data.encode("ascii")).hexdigest()[:16]
+            object.__setattr__(self, "_spec_hash", digest)
+        return digest
 
 
 _JOB_DURATION_BOUNDS: tuple[tuple[str, int, int], ...] = (

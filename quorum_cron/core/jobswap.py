@@ -83,7 +83,7 @@ class JobSwap(CoreState):
             elif js.removed or job.spec_hash != js.job.spec_hash:
                 if self._started:
                     boundary = max(js.cursor_ms, now.wall_ms)
-                    js.before.append((boundary, js.job))
+                    js.before = (*js.before, (boundary, js.job))
                     js.cursor_ms = boundary
                     js.next_fire_for = -1  # (another schedule: the cached next fire time is stale)
                     boundaries.append((name, boundary))
@@ -130,4 +130,4 @@ class JobSwap(CoreState):
             late = now.wall_ms > boundary + old.deadline_ms + self._drop_after_ms
             if not late or any(t <= boundary for t, s in js.slots.items() if s.vote is not None):
                 keep.append((boundary, old))
-        js.before = keep
+        js.before = tuple(keep)

@@ -83,9 +83,11 @@ class _JobState:
     caught_up: bool = False
     """The high-water read was answered: votes wait for it (a vote can raise the mark past
     slots the catch-up must still account for; sim/scenarios/bugs/outage-run-once-unaccounted)."""
-    before: list[tuple[int, CoreJob]] = field(default_factory=list)
+    before: tuple[tuple[int, CoreJob], ...] = ()
     """Definitions replaced by a reload (:mod:`quorum_cron.core.jobswap`), oldest first:
-    ``(boundary, job)`` — slots at or before the boundary are voted under that definition."""
+    ``(boundary, job)`` — slots at or before the boundary are voted under that definition.
+    A tuple, replaced on change: nearly every job has none, and an empty list each was 56
+    bytes a job (issue 27)."""
     removed: bool = False
     """Removed by a reload: no new slots; what was voted, committed or running finishes."""
 

@@ -66,25 +66,27 @@ class JobTimers:
     __slots__ = ("_heaps", "_limit", "_wakes")
 
     def __init__(self, jobs: int) -> None:
-        self._wakes: list[list[int]] = [[_UNSET] * 4 for _ in range(jobs)]
+        self._wakes: list[int] = [_UNSET] * (4 * jobs)
+        """Job ``i``'s four timers at ``4 * i + kind``: one flat list, not a list per job (a list
+        of four was 96 bytes a job; issue 27)."""
         self._heaps: tuple[list[tuple[int, int]], ...] = ([], [], [], [])
         self._limit = 64 + 4 * jobs
         """A heap longer than this holds mostly stale entries: it is rebuilt."""
 
     def update(self, job: int, wake_wall: int, wake_mono: int, visit_wall: int, visit_mono: int) -> None:
         """Job ``job``'s timers are now these (``NEVER``: none of that kind); push the changed ones."""
-        wakes = self._wakes[job]
-        if wakes[0] != wake_wall:
-            self._push(wakes, job, WAKE_WALL, wake_wall)
-        if wakes[1] != wake_mono:
-            self._push(wakes, job, WAKE_MONO, wake_mono)
-        if wakes[2] != visit_wall:
-            self._push(wakes, job, VISIT_WALL, visit_wall)
-        if wakes[3] != visit_mono:
-            self._push(wakes, job, VISIT_MONO, visit_mono)
+        wakes, at = self._wakes, job << 2
+        if wakes[at] != wake_wall:
+            self._push(job, WAKE_WALL, wake_wall)
+        if wakes[at + 1] != wake_mono:
+            self._push(job, WAKE_MONO, wake_mono)
+        if wakes[at + 2] != visit_wall:
+            self._push(job, VISIT_WALL, visit_wall)
+        if wakes[at + 3] != visit_mono:
+            self._push(job, VISIT_MONO, visit_mono)
 
-    def _push(self, wakes: list[int], job: int, kind: int, at: int) -> None:
-        wakes[kind] = at
+    def _push(self, job: int, kind: int, at: int) -> None:
+        self._wakes[(job << 2) + kind] = at
         if at != NEVER:
             heap = self._heaps[kind]
             heappush(heap, (at, job))
@@ -93,15 +95,16 @@ class JobTimers:
 
     def pop_due(self, wall_ms: int, mono_ms: int, into: set[int]) -> None:
         """Add to ``into`` every job with a timer due at these readings (its timers must then be updated)."""
+        wakes = self._wakes
         for kind, heap in enumerate(self._heaps):
             if not heap:
                 continue
             limit = wall_ms if _WALL_KINDS[kind] else mono_ms
             while heap and heap[0][0] <= limit:
                 at, i = heappop(heap)
-                wakes = self._wakes[i]
-                if wakes[kind] == at:
-                    wakes[kind] = _UNSET  # popped: the next ``update`` pushes anew
+                w = (i << 2) + kind
+                if wakes[w] == at:
+                    wakes[w] = _UNSET  # popped: the next ``update`` pushes anew
                     into.add(i)
 
     def earliest_wait(self, wall_ms: int, mono_ms: int) -> int:
@@ -109,12 +112,12 @@ class JobTimers:
         wait = NEVER
         wakes = self._wakes
         heap = self._heaps[WAKE_WALL]
-        while heap and wakes[heap[0][1]][WAKE_WALL] != heap[0][0]:
+        while heap and wakes[heap[0][1] << 2] != heap[0][0]:  # (WAKE_WALL is 0)
             heappop(heap)
         if heap:
             wait = heap[0][0] - wall_ms
         heap = self._heaps[WAKE_MONO]
-        while heap and wakes[heap[0][1]][WAKE_MONO] != heap[0][0]:
+        while heap and wakes[(heap[0][1] << 2) + WAKE_MONO] != heap[0][0]:
             heappop(heap)
         if heap and heap[0][0] - mono_ms < wait:
             wait = heap[0][0] - mono_ms
@@ -123,7 +126,8 @@ class JobTimers:
     def _compact(self, kind: int) -> None:
         """Rebuild a heap from the cached timers, dropping the stale entries."""
         heap = self._heaps[kind]
-        heap[:] = [(w[kind], i) for i, w in enumerate(self._wakes) if w[kind] not in (NEVER, _UNSET)]
+        wakes = self._wakes
+        heap[:] = [(wakes[w], w >> 2) for w in range(kind, len(wakes), 4) if wakes[w] not in (NEVER, _UNSET)]
         heapify(heap)
 
 
