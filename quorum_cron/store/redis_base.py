@@ -160,7 +160,6 @@ class RedisBase:
         self._scripts: ScriptRunner | ClusterScriptRunner = (
             self._cluster_runner if self._cluster_runner is not None else ScriptRunner(client)  # type: ignore[arg-type]
         )
-        self._prefixes: dict[str, str] = {}
         self._members_key = store_keys.members_key(namespace)
         self._assign_prefix = store_keys.assign_prefix(namespace)
         self._trigger_channel = store_keys.trigger_channel(namespace)
@@ -253,13 +252,11 @@ class RedisBase:
         return "" if self._clock is None else str(self._clock())
 
     def _job_prefix(self, job: str) -> str:
-        """The job's key prefix ``qc:{<ns>:<job>}:``: every key of the job is it plus a suffix."""
-        prefix = self._prefixes.get(job)
-        if prefix is None:
-            prefix = store_keys.job_prefix(self._ns, job)
-            if len(self._prefixes) < 10_000:
-                self._prefixes[job] = prefix
-        return prefix
+        """The job's key prefix ``qc:{<ns>:<job>}:``: every key of the job is it plus a suffix.
+
+        Built per call, not cached: a cache of every job's prefix held ~130 bytes a job for
+        the agent's life to save ~25 ns a call (issue 27)."""
+        return store_keys.job_prefix(self._ns, job)
 
     def _job_call(self, script: Any, job: str, now: str, args: Sequence[str | int]) -> Call:
         """A one-job script call: KEYS[1] the job's meta key, its own arguments from ``ARGV[7]``."""
