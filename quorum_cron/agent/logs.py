@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import IO, Any, Final
 
+from quorum_cron.agent.logwriter import BatchedLineHandler
 from quorum_cron.printable import printable
 from quorum_cron.redact import redact_text
 
@@ -126,12 +127,15 @@ class JsonFormatter(logging.Formatter):
 def configure_logging(
     node: str, *, json_lines: bool = False, level: str = "INFO", stream: IO[str] | None = None
 ) -> None:
-    """Send quorum-cron's logs to ``stream`` (stderr) in the chosen form; idempotent."""
+    """Send quorum-cron's logs to ``stream`` (stderr) in the chosen form; idempotent.
+
+    Lines are written in batches, WARNING and above at once (:mod:`.logwriter`)."""
     root = logging.getLogger("quorum_cron")
-    for handler in list(root.handlers):
-        if getattr(handler, "_quorum_cron", False):
-            root.removeHandler(handler)
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    for old in list(root.handlers):
+        if getattr(old, "_quorum_cron", False):
+            root.removeHandler(old)
+            old.close()  # (writes the lines it holds)
+    handler = BatchedLineHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JsonFormatter(node) if json_lines else TextFormatter(node))
     handler.addFilter(_ScrubFilter())
     handler._quorum_cron = True  # type: ignore[attr-defined]
