@@ -1,9 +1,12 @@
 """The agent's log handler: lines written in batches, at most :data:`FLUSH_S` after they were logged.
 
 Why: a ``StreamHandler`` writes and flushes each line on its own, one
-``write`` system call per line, and at a burst of 10,000 slots an
-executor's two INFO lines per slot made that call a tenth of its CPU (a
-py-spy profile of one burst, docs/benchmarks.md, "Log lines in batches").
+``write`` system call per line, and an executor logs two INFO lines per
+slot it runs. Into a pipe (stderr under systemd or a container runtime) a
+JSON line cost 15.5 µs of CPU that way and 10.1 in batches, into a file
+13.4 and 10.3, and the pipe's reader is woken once a batch instead of once
+a line (``benchmarks/log_lines.py``; docs/benchmarks.md, "Less memory per
+job, and log lines in batches").
 This handler keeps the formatted lines and writes them together:
 
 * at most :data:`FLUSH_S` after the first of them was logged (a daemon
