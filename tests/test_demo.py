@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from quorum_cron.commands.demo import _Node, _verdict, demo
+from quorum_cron.commands.demo import _full_membership, _Node, _verdict, demo
 from quorum_cron.core.model import LedgerEntry
 from quorum_cron.store.base import SlotState
 
@@ -50,3 +50,18 @@ def test_a_failed_verdict_is_one_line_naming_each_slot_and_what_the_ledger_says(
     assert "executor node3 was killed" in line
     assert "tick@12:39:06.000 missed (ledger: skipped, overlap forbidden: slot 1796215145000 active" in line
     assert "report@12:39:06.000 missed (no ledger entry); and 1 more (see `quorum-cron history`)" in line
+
+
+def test_the_tally_waits_for_a_membership_record_with_every_seat_filled() -> None:
+    """Slots due while seats are still filling wait for the members' next heartbeat by design
+    (docs/protocol.md); the tally starts only once a node holds the full, non-joint record."""
+    assert _full_membership({"event": "membership", "members": "node1,node2,node3", "joint": False}, 3)
+    assert not _full_membership({"event": "membership", "members": "node1,node2", "joint": False}, 3)
+    assert not _full_membership({"event": "membership", "members": "", "joint": False}, 1)
+    assert not _full_membership({"event": "membership", "members": "node1,node2,node3", "joint": True}, 3)
+
+
+def test_a_duration_too_short_to_count_a_slot_is_refused() -> None:
+    result = CliRunner().invoke(demo, ["--duration", "5"])
+    assert result.exit_code == 2
+    assert "'--duration': 5.0 is not in the range 6<=x<=3600" in result.output
