@@ -1,10 +1,10 @@
 """The agent's lean histogram (quorum_cron/agent/metrics.py) exposes what the library's would.
 
-The per-job histograms keep a list of counts per label set instead of a
-lock-guarded value per bucket (issue 27: agent memory per job). Scrapers
-and alert rules must not see the difference: the same observations give
-the same ``/metrics`` text, bucket boundaries included (a value equal to a
-bound counts in that bound's bucket).
+The per-job histograms keep packed counts per label set, in the job's cell,
+instead of a lock-guarded value per bucket (issue 27: agent memory per
+job). Scrapers and alert rules must not see the difference: the same
+observations give the same ``/metrics`` samples, bucket boundaries included
+(a value equal to a bound counts in that bound's bucket).
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ import re
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 from quorum_cron.agent.metrics import _DURATION_BUCKETS, LeanHistogram, Metrics
+from tests.test_metrics_lean import in_any_order
 
 
 def _exposition(registry: CollectorRegistry) -> str:
-    """The text a scrape gets, without the creation timestamps (two objects, two clocks)."""
-    return re.sub(r"(?m)^\w+_created\{[^}]*\} \S+$", "", generate_latest(registry).decode())
+    """The text a scrape gets, without the creation timestamps (two objects, two clocks), each
+    family's samples in a fixed order (the lean families list them in an order of their own)."""
+    return in_any_order(re.sub(r"(?m)^\w+_created\{[^}]*\} \S+$\n", "", generate_latest(registry).decode()))
 
 
 def test_the_lean_histogram_exposes_what_the_library_histogram_does() -> None:
