@@ -29,6 +29,7 @@ from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.observe import Observer
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.clock.base import ManualClock
+from quorum_cron.core.membership import Configuration, MembershipRecord
 from quorum_cron.core.model import Member
 from quorum_cron.errors import StoreError, StoreOutOfMemory
 from tests.agent_inproc import T0, OutageStore, Signal, agent_job, alerts_of, events, metric, settings, until
@@ -477,3 +478,31 @@ def test_the_table_is_written_before_the_first_heartbeat_again_when_changed_and_
     jobs["b"] = agent_job("b", spec_hash="h")  # (a reload replaces the table in place)
     sync.changed()
     assert sync.table == "a=h,b=h" and sync.publish_due()
+
+
+@inproc
+async def test_while_seats_fill_at_the_start_the_heartbeat_comes_often(node: Node) -> None:
+    """Each seat filled is a new epoch a job takes only from one of its members, who hear of it
+    by heartbeat: at a cluster's first start the first slots waited a whole heartbeat per seat."""
+    h = node.health
+    hour = h.settings.heartbeat_ms
+    assert hour == 3_600_000 and h.beat_interval_ms() == hour  # no record held yet
+    h.record = MembershipRecord(2, Configuration.of(["n1"], size=3))
+    assert h.beat_interval_ms() == health.SEAT_FILLING_BEAT_MS  # seats open, the node just started
+    h.record = MembershipRecord(4, Configuration.of(["n1", "n2", "n3"]))
+    assert h.beat_interval_ms() == hour  # every seat filled
+    h.record = MembershipRecord(5, Configuration.of(["n1", "n2"], size=3))
+    node.clock.advance(2 * h.settings.heartbeat_ttl_ms)  # past the start: a seat open for good
+    assert h.beat_interval_ms() == hour
+
+
+@inproc
+async def test_the_loop_beats_at_that_pace_while_seats_fill(node: Node) -> None:
+    assert await node.health.first_contact(lambda: False)
+    node.health.record = MembershipRecord(2, Configuration.of(["n1"], size=3))
+    beats = node.store.count("heartbeat")
+    loop = asyncio.ensure_future(node.health.loop(lambda exc: None))
+    try:  # (the configured heartbeat is an hour: only the seat-filling pace beats again)
+        await until(node.signal, lambda: node.store.count("heartbeat") >= beats + 3, "three heartbeats")
+    finally:
+        loop.cancel()

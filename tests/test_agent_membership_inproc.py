@@ -25,6 +25,7 @@ from quorum_cron.agent.alerts import AlertKind
 from quorum_cron.agent.build import agent_job, agent_settings
 from quorum_cron.agent.runtime import Agent
 from quorum_cron.config.settings import AUTO, ClusterConfig, JobSpec
+from quorum_cron.core.membership import MembershipRecord
 from quorum_cron.core.model import Configuration
 from quorum_cron.store.redis import RedisStore
 from tests.polling import until
@@ -160,3 +161,23 @@ def test_a_node_hears_a_new_record_with_its_next_heartbeat(redis_client: redis.R
     stored = store.membership()
     assert stored is not None and stored.record.epoch == 3 and stored.record.current == Configuration.of("ab")
     assert agent.metrics.registry.get_sample_value("quorum_cron_membership_epoch") == 3
+
+
+def test_a_newer_record_wakes_the_loop_for_the_votes_it_makes_at_once(redis_client: redis.Redis) -> None:
+    """A member that takes a newer record votes again under it for the undecided slots it voted
+    for; a job still behind takes the record only from such a vote (docs/protocol.md). The loop
+    must run for that now, not at its next timer (up to a heartbeat or a slot away)."""
+    store = RedisStore(redis_client, "wake")
+    agent = Agent(agent_settings(cluster("wake", size=3), "a"), [], store)
+
+    async def main() -> None:
+        agent._wake = wake = asyncio.Event()  # (what run() makes; the loop waits on it)
+        agent._on_record(MembershipRecord(2, Configuration.of(["a"], size=3)))
+        assert wake.is_set()
+        wake.clear()
+        agent._on_record(MembershipRecord(2, Configuration.of(["a"], size=3)))  # not newer
+        assert not wake.is_set()
+        agent._on_record(MembershipRecord(3, Configuration.of(["a", "b"], size=3)))
+        assert wake.is_set()
+
+    asyncio.run(main())

@@ -494,5 +494,7 @@ class Agent:
     # -- membership ------------------------------------------------------------
 
     def _on_record(self, record: MembershipRecord) -> None:
-        """A newer membership record (at start, or from a heartbeat reply): the core votes under it."""
-        self.core.set_membership(record)
+        """A newer membership record (at start, a heartbeat's reply): the core votes under it at once
+        (a member's votes again for undecided slots may be what a job behind awaits: docs/protocol.md)."""
+        if self.core.set_membership(record):
+            self._poke()
