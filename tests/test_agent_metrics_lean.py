@@ -1,4 +1,4 @@
-"""The agent's lean histogram (quorum_cron/agent/metrics.py) exposes what the library's would.
+"""The agent's lean histogram (quorum_cron/agent/lean_metrics.py) exposes what the library's would.
 
 The per-job histograms keep packed counts per label set, in the job's cell,
 instead of a lock-guarded value per bucket (issue 27: agent memory per

@@ -1,9 +1,9 @@
 """The agent's lean per-job families expose what prometheus_client's own metrics would.
 
-quorum_cron/agent/metrics.py keeps the per-job metrics (``slots{job,outcome}``,
+quorum_cron/agent/lean_metrics.py keeps the per-job metrics (``slots{job,outcome}``,
 ``votes``, ``abstentions``, ``fire_delay``, ``last_run``, ``last_success``,
-``last_failure``, ``duration``, ``output_dropped``) as plain numbers in a dict
-per family (issue 27: the library's child per label set was ~5 KB of agent
+``last_failure``, ``duration``, ``output_dropped``) as plain numbers packed
+in one cell per job (issue 27: the library's child per label set was ~5 KB of agent
 memory per job). Scrapers, dashboards and alert rules must not see the
 difference, so each test here applies the same observations to the lean
 families and to the library's Counter/Gauge/Histogram on a reference
