@@ -21,8 +21,9 @@ sees one: a counter's column is ``[value, created]``, a gauge's ``[value,
 set]``, a histogram's ``[count per bucket..., sum, created]``. Why one cell
 per job: a label set of its own — a key tuple, a dict entry per family
 and, for a counter, two dicts of floats, each float a new object at every
-``inc`` — made the metrics about 1.2 KB per job on a node that had voted
-on and run every job, against about 0.4 KB now (issue 27: RSS per job;
+``inc`` — made the metrics about 1.1 KB per job on a node that had voted
+on and run it and 0.36 KB for one it had only voted on, against 0.55 and
+0.13 KB now (``tests/test_metrics_lean.py``; issue 27: RSS per job;
 docs/benchmarks.md, "The per-job metrics in one cell per job"). And none of
 it is a container the garbage collector tracks: the label sets are made as
 each job first runs, after the agent froze its heap (:mod:`.heap`), and at
@@ -32,6 +33,13 @@ every full collection walked, about 0.35 s each (``benchmarks/scale.py``,
 The labelled metrics with a few fixed label sets (``store_errors{op}``...)
 and the unlabelled gauges stay library objects.
 
+Two tables, not one (:class:`~quorum_cron.agent.metrics.Metrics`): every node
+votes on every job, but runs about one in N of them, and the columns are
+laid out in the order they were first claimed, so in one table a job this
+node only voted on carried the histograms' columns it never used (a review
+counted 779 B per job once every label value had been seen somewhere,
+against 356 B before the cells).
+
 Threads, and why no lock: the agent observes on its event-loop thread only;
 a scrape collects on the HTTP server's thread. Under the GIL a dict
 insert, a cell's ``extend`` and a ``pack_into`` are atomic; the scrape copies
@@ -40,7 +48,9 @@ it walks them, so a table growing meanwhile is never iterated, and a cell
 only grows, so a column the scrape found inside it stays there. A scrape may
 read a label set between two stores of one observation (a histogram's
 sum added, its bucket not yet): one observation behind, as with the
-library, whose locks guard each number, not a label set.
+library, whose locks guard each number, not a label set. This relies on the
+GIL, as the agent does elsewhere: on a free-threaded build (3.13t) a cell's
+``extend`` could meet a scrape's read of it (``BufferError``).
 """
 
 from __future__ import annotations
@@ -73,11 +83,11 @@ class JobCells:
 
     A family claims a *column* (a run of packed doubles at a fixed offset,
     the same in every job's cell) for each distinct value of its labels after
-    ``job`` as it first sees it. A job's cell is as long as the columns
-    claimed when it was made, and grows (in place) to the current width when
-    a later column is written. The last double of a column is nonzero once
-    the column is in use for that job (a counter's or histogram's
-    ``created`` time, a gauge's set flag): zeros mean "no such label set".
+    ``job`` as it first sees it. A job's cell reaches as far as the last
+    column the job has used, and grows (in place) when it uses a later one.
+    The last double of a column is nonzero once the column is in use for
+    that job (a counter's or histogram's ``created`` time, a gauge's set
+    flag): zeros mean "no such label set".
     """
 
     __slots__ = ("cells", "width")
@@ -92,12 +102,13 @@ class JobCells:
         return offset
 
     def cell(self, job: str, end: int) -> bytearray:
-        """The job's cell, made or grown to hold at least ``end`` bytes."""
+        """The job's cell, made or grown to hold ``end`` bytes: as far as the columns it uses, no
+        further (a column another job claimed later, for a rare label value, is not carried by all)."""
         cell = self.cells.get(job)
         if cell is None:
-            cell = self.cells[job] = bytearray(max(end, self.width))
+            cell = self.cells[job] = bytearray(end)
         elif len(cell) < end:
-            cell.extend(bytes(self.width - len(cell)))  # (never shrinks: a scrape's bounds stay true)
+            cell.extend(bytes(end - len(cell)))  # (never shrinks: a scrape's bounds stay true)
         return cell
 
 
@@ -169,6 +180,16 @@ class _LeanFamily:
         if cell is None or len(cell) < offset + self._size:
             cell = self._table.cell(key[0], offset + self._size)
         return cell, offset
+
+    def reserve(self, *rest: str) -> None:
+        """Claim the column of the label values after ``job`` now, in this order, before any job
+        uses it (no label set is made): a cell reaches as far as the last column its job uses, so
+        the columns most jobs use go first, side by side (:class:`~quorum_cron.agent.metrics.Metrics`)."""
+        if len(rest) != len(self._labelnames) - 1:
+            raise ValueError("Incorrect label count")
+        col = rest[0] if len(rest) == 1 else rest
+        if col not in self._columns:
+            self._columns[col] = self._table.claim(self._size)
 
     def _find(self, key: Key) -> tuple[bytearray, int] | None:
         """Where ``key``'s label set is, if it is in use (no claim, no cell made)."""

@@ -49,14 +49,16 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.cells = cells = JobCells()
-        """Every per-job family's numbers, one cell per job (the families below share it)."""
+        self.vote_cells = voting = JobCells()
+        """The numbers of the families every node adds to for every job it votes on."""
+        self.run_cells = running = JobCells()
+        """The numbers of the families a node adds to for the jobs it runs (and the slots it ends)."""
         self.slots = LeanCounter(
             "quorum_cron_slots",
             "Slots this node saw end, by outcome.",
             ["job", "outcome"],
             registry=r,
-            table=cells,
+            table=running,
         )
         self.fire_delay = LeanHistogram(
             "quorum_cron_fire_delay_seconds",
@@ -64,21 +66,21 @@ class Metrics:
             ["job"],
             buckets=_DELAY_BUCKETS,
             registry=r,
-            table=cells,
+            table=running,
         )
         self.votes = LeanCounter(
             "quorum_cron_votes",
             "Votes cast, by the store's answer.",
             ["job", "status"],
             registry=r,
-            table=cells,
+            table=voting,
         )
         self.abstentions = LeanCounter(
             "quorum_cron_abstentions",
             "Due slots this node did not vote for.",
             ["job", "cause"],
             registry=r,
-            table=cells,
+            table=voting,
         )
         self.clock_offset = Gauge(
             "quorum_cron_clock_offset_seconds", "Estimated reference minus local clock.", registry=r
@@ -117,21 +119,21 @@ class Metrics:
             "Unix time this node last started a run of the job (max over the nodes: the cluster's).",
             ["job"],
             registry=r,
-            table=cells,
+            table=running,
         )
         self.last_success = LeanGauge(
             "quorum_cron_job_last_success_timestamp_seconds",
             "Unix time (store clock) a run of the job executed here last recorded succeeded.",
             ["job"],
             registry=r,
-            table=cells,
+            table=running,
         )
         self.last_failure = LeanGauge(
             "quorum_cron_job_last_failure_timestamp_seconds",
             "Unix time (store clock) a slot of the job executed here last recorded failed.",
             ["job"],
             registry=r,
-            table=cells,
+            table=running,
         )
         self.duration = LeanHistogram(
             "quorum_cron_job_duration_seconds",
@@ -139,16 +141,25 @@ class Metrics:
             ["job", "result"],
             buckets=_DURATION_BUCKETS,
             registry=r,
-            table=cells,
+            table=running,
         )
         self.output_dropped = LeanCounter(
             "quorum_cron_job_output_lines_dropped",
             "Job output lines not copied to the agent's log (per-run or per-second bound).",
             ["job"],
             registry=r,
-            table=cells,
+            table=running,
         )
         self.running = Gauge("quorum_cron_running_jobs", "Job processes running on this node.", registry=r)
+        # The columns nearly every job uses, first and side by side: a job's cell reaches only as
+        # far as the last column it uses (lean_metrics.JobCells), so the rarer values (a failure,
+        # a refused vote, a missed slot...) are claimed after these, as they first come.
+        for status in ("recorded", "committed", "decided"):
+            self.votes.reserve(status)
+        self.slots.reserve("succeeded")
+        for family in (self.last_run, self.last_success, self.fire_delay):
+            family.reserve()
+        self.duration.reserve("succeeded")
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:
         """Serve ``/metrics`` on ``addr:port`` from a daemon thread."""
