@@ -59,6 +59,9 @@ def test_the_tally_waits_for_a_membership_record_with_every_seat_filled() -> Non
     assert not _full_membership({"event": "membership", "members": "node1,node2", "joint": False}, 3)
     assert not _full_membership({"event": "membership", "members": "", "joint": False}, 1)
     assert not _full_membership({"event": "membership", "members": "node1,node2,node3", "joint": True}, 3)
+    # Lines of the same event that name no record leave the node's verdict as it was.
+    assert _full_membership({"event": "membership", "msg": "heartbeat failed: timeout"}, 3) is None
+    assert _full_membership({"event": "joined", "members": "node1,node2,node3", "joint": False}, 3) is None
 
 
 def test_a_duration_too_short_to_count_a_slot_is_refused() -> None:

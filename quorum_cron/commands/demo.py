@@ -270,8 +270,8 @@ def _watch(
             name, item = events.get(timeout=0.2)
             if isinstance(item, dict) and item.get("event") == "joined":
                 by_name[name].joined = True
-            elif isinstance(item, dict) and item.get("event") == "membership":
-                by_name[name].settled = _full_membership(item, size)
+            elif isinstance(item, dict) and (full := _full_membership(item, size)) is not None:
+                by_name[name].settled = full
             elif isinstance(item, str):
                 by_name[name].lines = [*by_name[name].lines[-20:], item]
     settled_ms = time.time_ns() // 1_000_000
@@ -326,9 +326,13 @@ def _due(period: int, after_ms: int, until_ms: int) -> range:
     return range((after_ms // period + 1) * period, until_ms + 1, period)
 
 
-def _full_membership(item: dict[str, object], size: int) -> bool:
-    """A ``membership`` event naming a record with all ``size`` seats filled (not a joint one)."""
-    members = [m for m in str(item.get("members", "")).split(",") if m]
+def _full_membership(item: dict[str, object], size: int) -> bool | None:
+    """Whether a ``membership`` event names a record with all ``size`` seats filled (not a joint
+    one); None for an event that names no record (a heartbeat that failed, a job table not
+    exchanged: the node still holds the record it had)."""
+    if item.get("event") != "membership" or "members" not in item:
+        return None
+    members = [m for m in str(item["members"]).split(",") if m]
     return item.get("joint") is False and len(members) == size
 
 
