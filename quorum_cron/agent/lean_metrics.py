@@ -119,10 +119,11 @@ class _LeanFamily:
     names it (the registry refuses a duplicate name, as for a library
     metric), ``collect`` builds the :class:`~prometheus_client.metrics_core.Metric`
     the library's own object would, with the same samples; in its own
-    order: by the family's label values after ``job`` in first-use order,
-    then by job (the text format does not order a family's samples). The
-    first label is the job's name: it keys the row of ``table``, shared by
-    the agent's families (one of its own when none is given).
+    order: by the family's label values after ``job`` in the order their
+    columns were claimed, then by job (the text format does not order a
+    family's samples). The first label is the job's name: it keys the cell
+    of ``table``, shared with the agent's other families of the same role
+    (one of its own when none is given).
     """
 
     _type: ClassVar[str]
@@ -175,7 +176,7 @@ class _LeanFamily:
         if offset is None:
             if len(key) != len(self._labelnames):
                 raise ValueError("Incorrect label count")
-            offset = self._columns[col] = self._table.claim(self._size)
+            offset = self._claim(col)
         cell = self._cells.get(key[0])
         if cell is None or len(cell) < offset + self._size:
             cell = self._table.cell(key[0], offset + self._size)
@@ -189,7 +190,12 @@ class _LeanFamily:
             raise ValueError("Incorrect label count")
         col = rest[0] if len(rest) == 1 else rest
         if col not in self._columns:
-            self._columns[col] = self._table.claim(self._size)
+            self._claim(col)
+
+    def _claim(self, col: str | Key) -> int:
+        """A new column for the label values ``col`` (see ``_columns``): its offset."""
+        offset = self._columns[col] = self._table.claim(self._size)
+        return offset
 
     def _find(self, key: Key) -> tuple[bytearray, int] | None:
         """Where ``key``'s label set is, if it is in use (no claim, no cell made)."""

@@ -27,7 +27,8 @@ holds the full membership record (all seats filled), and one starting
 deadline has passed since. Until then the slots wait by design: each node
 filling a seat makes a new membership epoch, a job takes a newer record
 only from a member of the one it enforces (docs/protocol.md), and the
-members hear of the new epoch at their next heartbeat. A slot due in that
+members hear of the new epoch by heartbeat (every 250 ms while seats
+fill, ``agent/health.py``). A slot due in that
 time may start up to its starting deadline late and, overlap forbidden,
 hold the job's next slot; counting it as missed would blame the cluster's
 start-up on its steady state (CI saw exactly that on a loaded machine).
@@ -167,8 +168,8 @@ def _stop_all(nodes: list[_Node]) -> None:
     default=30.0,
     show_default=True,
     type=click.FloatRange(6, 3600),
-    help="Seconds from when the cluster has settled; the tally counts the slots due from 2 s after "
-    "that until 2 s before the stop.",
+    help=f"Seconds from when the cluster has settled; the tally counts the slots due from "
+    f"{STARTING_DEADLINE_MS // 1000} s after that until {STARTING_DEADLINE_MS // 1000} s before the stop.",
 )
 @click.option("--redis", "redis_url", metavar="URL", help="Use this Redis instead of an embedded one.")
 @click.option("--no-kill", is_flag=True, help="Do not kill a node halfway.")
@@ -287,8 +288,8 @@ def _watch(
     while time.monotonic() < end:
         _check_alive(nodes)
         now = time.monotonic()
-        settled = now >= kill_at + KILL_WAIT_S or _all_started(started, first)
-        if kill and not victim.killed and now >= kill_at and settled:
+        quiet = now >= kill_at + KILL_WAIT_S or _all_started(started, first)
+        if kill and not victim.killed and now >= kill_at and quiet:
             _kill_between_slots(victim)
             console.print(
                 f"[bold red]SIGKILL {victim.name}[/] — {size - 1} of {size} nodes remain "
