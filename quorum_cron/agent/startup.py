@@ -30,8 +30,10 @@ import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from quorum_cron.agent.allocator import tune_allocator
 from quorum_cron.agent.badvalues import BadValueReporter
 from quorum_cron.agent.build import agent_settings, replica_shortfall
+from quorum_cron.agent.heap import SETTLE_MIN_JOBS
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.preflight import PreflightError, check_server, eviction_problem
@@ -152,7 +154,12 @@ async def run_node(agent: Agent, *, signals: bool, reloader: ConfigReload | None
     (:data:`STOP_SIGNALS`) for the time of the run — only for a caller that
     owns the process; ``reloader`` takes SIGHUP first. Cancelling the
     caller stops the node gracefully before the cancellation goes on.
+    From :data:`~.heap.SETTLE_MIN_JOBS` jobs the C allocator is tuned first, before the node's
+    threads start (:mod:`.allocator`).
     """
+    if len(agent.jobs) >= SETTLE_MIN_JOBS:
+        tuned = tune_allocator()
+        log.debug("allocator: %s", ", ".join(tuned) or "left as it is")
     loop = asyncio.get_running_loop()
     if isinstance(agent.store, RedisStore):
         BadValueReporter(agent.metrics, agent.alerts).attach(agent.store, loop)

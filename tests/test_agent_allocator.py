@@ -1,0 +1,150 @@
+"""The C allocator's settings (:mod:`quorum_cron.agent.allocator`), checked by what glibc then
+does: threads share one arena, freed heap goes back to the system after a large block was freed,
+a setting the environment gives glibc is left alone, and an agent applies them only for a
+large job table. Each check runs in a fresh interpreter: the settings are process-wide."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from quorum_cron.agent.allocator import _glibc, tune_allocator
+
+pytestmark = pytest.mark.skipif(_glibc() is None, reason="the C library is not glibc (no mallopt to test)")
+
+_PROBE = """
+import ctypes, json, os, sys, threading
+
+libc = ctypes.CDLL(None)
+
+def arenas():
+    # malloc_stats() prints one "Arena N:" block per arena to the C stderr.
+    r, w = os.pipe()
+    saved = os.dup(2)
+    os.dup2(w, 2)
+    libc.malloc_stats()
+    os.dup2(saved, 2)
+    os.close(w)
+    text = os.read(r, 1 << 20).decode()
+    os.close(r)
+    return sum(line.startswith("Arena ") for line in text.splitlines())
+
+def allocate_in_threads(n=4):
+    # Each thread holds blocks larger than Python's small-object limit (from malloc) while
+    # the others allocate, so glibc would give each its own arena.
+    barrier = threading.Barrier(n)
+    def work():
+        held = [bytes(2048) for _ in range(200)]
+        barrier.wait()
+        del held
+    threads = [threading.Thread(target=work) for _ in range(n)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+
+class MI(ctypes.Structure):
+    _fields_ = [(f, ctypes.c_size_t) for f in
+                ("arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split())]
+
+def kept_after_free():
+    # KB of freed heap top glibc keeps after 3 MB of blocks were freed, once a 4 MB mapped
+    # block was freed before (untuned, that raises the trim threshold to 8 MB).
+    info = libc.mallinfo2
+    info.restype = MI
+    block = bytes(4_000_000)
+    del block
+    held = [bytes(3000) for _ in range(1000)]
+    del held
+    return info().keepcost // 1024
+"""
+
+
+def _run(body: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    """Run ``body`` after :data:`_PROBE` in a new interpreter; it prints one JSON line."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "GLIBC_TUNABLES"))}
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE + textwrap.dedent(body)],
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+_TUNED = """
+from quorum_cron.agent.allocator import tune_allocator
+applied = tune_allocator()
+allocate_in_threads()
+print(json.dumps({"applied": list(applied), "arenas": arenas(), "kept_kb": kept_after_free()}))
+"""
+
+_UNTUNED = """
+allocate_in_threads()
+print(json.dumps({"arenas": arenas(), "kept_kb": kept_after_free()}))
+"""
+
+
+def test_tuned_threads_share_one_arena_and_a_freed_heap_top_goes_back() -> None:
+    before = _run(_UNTUNED)
+    assert before["arenas"] > 1, "the probe must give threads arenas of their own untuned"
+    assert before["kept_kb"] > 2048, "untuned, glibc keeps a freed top below its raised threshold"
+    after = _run(_TUNED)
+    assert after["applied"] == ["arena_max", "mmap_threshold"]
+    assert after["arenas"] == 1
+    assert after["kept_kb"] < 1024, "tuned, the freed top goes back to the system"
+
+
+def test_a_setting_the_environment_gives_glibc_is_left_alone() -> None:
+    by_variable = _run(_TUNED, {"MALLOC_ARENA_MAX": "4"})
+    assert by_variable["applied"] == ["mmap_threshold"]
+    assert by_variable["arenas"] > 1
+    by_tunable = _run(_TUNED, {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"})
+    assert by_tunable["applied"] == ["arena_max"]
+    assert by_tunable["arenas"] == 1
+    assert tune_allocator({"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "1"}) == ()
+
+
+_AGENT = """
+import asyncio, time
+from quorum_cron.app import App
+from quorum_cron.store.memory import MemoryStore
+
+jobs = int(sys.argv[1]) if len(sys.argv) > 1 else {jobs}
+app = App(namespace="alloc", members=["n1"], node_id="n1", store=MemoryStore(lambda: int(time.time() * 1000)))
+async def noop(ctx):
+    return None
+for i in range(jobs):
+    app.cron("0 0 1 1 *", name=f"job-{{i}}")(noop)
+
+async def run():
+    task = asyncio.ensure_future(app.serve())
+    await asyncio.wait_for(app.ready(), 60)
+    app.stop()
+    await asyncio.wait_for(task, 60)
+
+asyncio.run(run())
+allocate_in_threads()
+print(json.dumps({{"arenas": arenas(), "kept_kb": kept_after_free()}}))
+"""
+
+
+@pytest.mark.parametrize(("jobs", "tuned"), [(1_000, True), (999, False)])
+def test_an_agent_tunes_the_allocator_only_for_a_large_table(jobs: int, tuned: bool) -> None:
+    from quorum_cron.agent.heap import SETTLE_MIN_JOBS
+
+    assert SETTLE_MIN_JOBS == 1_000
+    result = _run(_AGENT.format(jobs=jobs))
+    if tuned:
+        assert result["arenas"] == 1
+        assert result["kept_kb"] < 1024
+    else:
+        assert result["arenas"] > 1
+        assert result["kept_kb"] > 2048
