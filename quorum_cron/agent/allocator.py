@@ -19,9 +19,10 @@ a minute's burst, in two ways this module turns off:
   log lines) come from the heap and its freed top stays. Setting
   ``M_MMAP_THRESHOLD`` (to glibc's own start, 128 KiB) holds both fixed.
 
-Measured (``scale.py``, 10,000 jobs, 3 agents, the same hour, the settings
-through the environment): 2.96-3.16 KB per job above the imports with one
-arena, 2.96-3.00 with both, against 3.17-3.36 without (docs/benchmarks.md).
+Measured (``scale.py``, 3 agents, alternating with the code before;
+docs/benchmarks.md, "The C allocator's arenas and thresholds"): RSS per job
+above the imports 3.03-3.13 KB against 3.21-3.34 at 10,000 jobs, 2.65-2.72
+against 2.80-2.90 at 100,000; no change in CPU beyond the hour's spread.
 
 The settings are process-wide, like :mod:`.heap`'s collector settings, and
 applied from the same job count: a process that schedules a thousand jobs is a
