@@ -227,7 +227,8 @@ class Recorder:
 
     def close(self) -> None:
         self._done.set()
-        self._thread.join(timeout=5)
+        if self._thread.ident is not None:  # (started once the node was ready)
+            self._thread.join(timeout=5)
         self.flush()
         # What a full collection still walks at the end (objects not frozen by the agent's
         # heap.settle): its count and commonest types, to see what makes generation 2 cost.
@@ -335,7 +336,6 @@ def agent_main(argv: list[str]) -> int:
         app.cron(schedule, name=name)(func)
     rec.mark("registered")
     configure_logging(a.node, json_lines=True, level="INFO")
-    rec.start()
 
     async def serve() -> None:
         loop = asyncio.get_running_loop()
@@ -345,6 +345,7 @@ def agent_main(argv: list[str]) -> int:
         try:
             await app.ready()
             rec.mark("ready")
+            rec.start()  # (the recorder's thread after the node's: App tunes the allocator before those)
         finally:
             await task
 

@@ -36,7 +36,14 @@ from quorum_cron.agent.logs import configure_logging
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.redisclient import default_node_id
 from quorum_cron.agent.runtime import Agent
-from quorum_cron.agent.startup import new_agent, open_node_store, preflight, report_preflight, run_node
+from quorum_cron.agent.startup import (
+    new_agent,
+    open_node_store,
+    preflight,
+    report_preflight,
+    run_node,
+    tune_allocator_for,
+)
 from quorum_cron.config.durations import parse_duration
 from quorum_cron.config.job_options import in_process_job
 from quorum_cron.config.settings import (
@@ -92,6 +99,7 @@ class App:
         ntp_unreachable: NtpUnreachable = "store-time",
         wait_replicas: int = 0,
         allow_evicting_redis: bool = False,
+        tune_allocator: bool = True,
         config: Config | None = None,
         store: Store | None = None,
         **durations: str | int,
@@ -100,7 +108,10 @@ class App:
         ``clock_check_interval``, ``wait_timeout``. ``wait_replicas``: see docs/configuration.md
         (set it when Redis has a replica it may fail over to). ``allow_evicting_redis``: run on a
         Redis whose ``maxmemory-policy`` can evict keys (unsafe, as the agent's
-        ``--allow-evicting-redis``; docs/operations.md). ``store`` replaces the Redis
+        ``--allow-evicting-redis``; docs/operations.md). ``tune_allocator``: from 1,000 jobs,
+        set glibc's allocator for a scheduler (one arena, fixed thresholds) before the node's
+        threads start; process-wide and lasting, so ``False`` for a program that must keep its
+        own (docs/operations.md, "Leave the C allocator to the agent"). ``store`` replaces the Redis
         connection (e.g. a MemoryStore in a test of your jobs). Without NTP servers the Redis
         TIME check alone decides clock trust (``ntp_unreachable="store-time"``); pass servers
         for the full check. ``members``: the node ids of the cluster (``size`` is then their
@@ -139,6 +150,7 @@ class App:
         self._grace_ms = parse_duration(grace, what="App grace")
         self._store = store
         self._allow_evicting_redis = allow_evicting_redis
+        self._tune_allocator = tune_allocator
         self._specs: dict[str, JobSpec] = {}
         self._funcs: dict[str, Callable[[JobContext], object]] = {}
         self._agent: Agent | None = None
@@ -264,6 +276,8 @@ class App:
         """The checked store (owned when opened here) and the node's agent on it."""
         owned: RedisStore | None = None
         store: Store
+        if self._tune_allocator:
+            tune_allocator_for(len(self._specs))  # before the checks' worker thread starts
         if self._store is not None:
             store = self._store
         else:

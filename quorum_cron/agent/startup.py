@@ -2,6 +2,8 @@
 
 Both faces go through the same steps, so a check added here holds for both:
 
+0. :func:`tune_allocator_for` — from 1,000 jobs, the C allocator's settings
+   (:mod:`.allocator`), before any thread of the node starts;
 1. :func:`open_node_store` — the cluster's store on a fail-fast client
    (:func:`quorum_cron.store.options.open_store` with :func:`store_options`);
 2. :func:`preflight` — the server checks of :mod:`.preflight` (credentials,
@@ -55,6 +57,7 @@ __all__ = [
     "report_preflight",
     "run_node",
     "store_options",
+    "tune_allocator_for",
 ]
 
 log = logging.getLogger(EVENT_LOGGER)
@@ -131,6 +134,18 @@ def report_preflight(found: Preflight, *, warn: Callable[[str], None] | None = N
             event(log, logging.WARNING, "replicas", found.shortfall)
 
 
+def tune_allocator_for(jobs: int) -> tuple[str, ...]:
+    """For a node of ``jobs`` >= :data:`~.heap.SETTLE_MIN_JOBS` jobs: the C allocator's settings
+    (:mod:`.allocator`); returns those applied. A face calls it first, before any thread of the
+    node starts (metrics, dashboard, the server checks' worker thread): the arena setting holds
+    only for threads that allocate for the first time afterwards."""
+    if jobs < SETTLE_MIN_JOBS:
+        return ()
+    tuned = tune_allocator()
+    log.debug("allocator: %s", ", ".join(tuned) or "left as it is")
+    return tuned
+
+
 def new_agent(
     cluster: ClusterConfig,
     node_id: str,
@@ -154,12 +169,7 @@ async def run_node(agent: Agent, *, signals: bool, reloader: ConfigReload | None
     (:data:`STOP_SIGNALS`) for the time of the run — only for a caller that
     owns the process; ``reloader`` takes SIGHUP first. Cancelling the
     caller stops the node gracefully before the cancellation goes on.
-    From :data:`~.heap.SETTLE_MIN_JOBS` jobs the C allocator is tuned first, before the node's
-    threads start (:mod:`.allocator`).
     """
-    if len(agent.jobs) >= SETTLE_MIN_JOBS:
-        tuned = tune_allocator()
-        log.debug("allocator: %s", ", ".join(tuned) or "left as it is")
     loop = asyncio.get_running_loop()
     if isinstance(agent.store, RedisStore):
         BadValueReporter(agent.metrics, agent.alerts).attach(agent.store, loop)

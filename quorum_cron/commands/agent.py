@@ -40,7 +40,14 @@ from quorum_cron.agent.preflight import PreflightError
 from quorum_cron.agent.redisclient import default_node_id
 from quorum_cron.agent.reload import ConfigReload
 from quorum_cron.agent.runtime import EXIT_ID_TAKEN
-from quorum_cron.agent.startup import new_agent, open_node_store, preflight, report_preflight, run_node
+from quorum_cron.agent.startup import (
+    new_agent,
+    open_node_store,
+    preflight,
+    report_preflight,
+    run_node,
+    tune_allocator_for,
+)
 from quorum_cron.commands.common import config_option, load, redis_option, store_url
 from quorum_cron.config.durations import parse_duration
 from quorum_cron.config.file import load_config
@@ -111,6 +118,7 @@ def agent(
         grace_ms = parse_duration(grace, what="--grace")
     except ConfigError as exc:
         _exit(EXIT_USAGE, str(exc))
+    tune_allocator_for(sum(not spec.in_process for spec in config.jobs))  # before any thread starts
     try:
         store, shown_url = open_node_store(store_url(config, redis_url), config.cluster)
     except QuorumCronError as exc:
