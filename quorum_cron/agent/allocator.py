@@ -21,8 +21,8 @@ a minute's burst, in two ways this module turns off:
 
 Measured (``scale.py``, 3 agents, alternating with the code before;
 docs/benchmarks.md, "The C allocator's arenas and thresholds"): RSS per job
-above the imports lower by 0.14-0.22 KB at 10,000 jobs and 0.14 KB at
-100,000, with no change in CPU beyond the hour's spread.
+above the imports lower by 0.25-0.28 KB at 10,000 jobs and 0.12 KB at
+100,000; no change in CPU that two pairs could resolve.
 
 The costs, for a program that embeds an ``App``: every thread then takes
 the one arena's lock to allocate (Python code holds the GIL anyway; C
