@@ -1,7 +1,8 @@
 """The C allocator's settings (:mod:`quorum_cron.agent.allocator`), checked by what glibc then
 does: threads share one arena, freed heap goes back to the system after a large block was freed,
 a setting the environment gives glibc is left alone, and an agent applies them only for a
-large job table. Each check runs in a fresh interpreter: the settings are process-wide."""
+large job table, in the App and in ``quorum-cron agent``. Each check runs in a fresh interpreter
+or process: the settings are process-wide."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from quorum_cron.agent.allocator import _glibc, tune_allocator
 from quorum_cron.agent.heap import SETTLE_MIN_JOBS
 from quorum_cron.store.embedded.single import EmbeddedRedis
+from tests.agent_cluster import Cluster, free_port
 
 _LIBC = _glibc()
 pytestmark = pytest.mark.skipif(
@@ -72,12 +75,21 @@ def kept_after_free():
 """
 
 
+_ALLOCATOR_VARS = (
+    "MALLOC_",
+    "GLIBC_TUNABLES",
+    "LD_PRELOAD",
+    "PYTHONMALLOC",
+    "PYTHONTRACEMALLOC",
+    "PYTHONDEVMODE",
+)
+"""Variables of the parent's that would change the allocator under test: glibc's own settings, a
+preloaded allocator, Python's allocator choice or tracing. A probe runs without them."""
+
+
 def _run(body: str, env: dict[str, str] | None = None) -> dict[str, object]:
     """Run ``body`` after :data:`_PROBE` in a new interpreter; it prints one JSON line."""
-    # (Nothing of the parent's that changes the allocator: glibc's own settings, a preloaded
-    # allocator, Python's allocator choice or tracing.)
-    strip = ("MALLOC_", "GLIBC_TUNABLES", "LD_PRELOAD", "PYTHONMALLOC", "PYTHONTRACEMALLOC", "PYTHONDEVMODE")
-    base = {k: v for k, v in os.environ.items() if not k.startswith(strip)}
+    base = {k: v for k, v in os.environ.items() if not k.startswith(_ALLOCATOR_VARS)}
     proc = subprocess.run(
         [sys.executable, "-c", _PROBE + textwrap.dedent(body)],
         env={**base, **(env or {})},
@@ -188,3 +200,56 @@ def test_an_app_tunes_the_allocator_before_its_threads_only_for_a_large_table(
     else:
         assert result["arenas"] > 1
         assert result["kept_kb"] > 4096
+
+
+_HEAP = 64 << 20
+"""glibc's ``HEAP_MAX_SIZE`` on a 64-bit system: a thread arena's heap is a mapping of this size
+aligned to it, read-write as far as it is in use and inaccessible beyond (``MAP_NORESERVE``,
+so it never merges with a neighbour)."""
+
+
+def _thread_arena_heaps(pid: int) -> int:
+    """How many glibc thread-arena heaps the process ``pid`` has mapped (``/proc/PID/maps``)."""
+    regions = []
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        parts = line.split()
+        lo, hi = (int(x, 16) for x in parts[0].split("-"))
+        regions.append((lo, hi, parts[1], parts[5] if len(parts) > 5 else ""))
+    heaps = 0
+    for i, (lo, hi, perms, name) in enumerate(regions):
+        if lo % _HEAP or name or not perms.startswith("rw"):
+            continue
+        end = hi
+        if i + 1 < len(regions):
+            nlo, nhi, nperms, nname = regions[i + 1]
+            if nlo == hi and nperms.startswith("---") and not nname:
+                end = nhi
+        heaps += end - lo == _HEAP
+    return heaps
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("jobs", "tuned"), [(SETTLE_MIN_JOBS, True), (SETTLE_MIN_JOBS - 1, False)])
+def test_the_agent_command_tunes_the_allocator_before_its_threads(
+    tmp_path: Path, redis_server: EmbeddedRedis, jobs: int, tuned: bool
+) -> None:
+    """``quorum-cron agent`` with a large table: once it has joined (its store, notice and metrics
+    threads have all allocated), no thread has an arena of its own; with a small one they do (the
+    count this reads is seen to work)."""
+    redis_server.client().flushall()
+    c = Cluster(tmp_path, redis_server.url, 1, namespace="alloc")
+    try:
+        table = "".join(
+            f'[[jobs]]\nname = "job-{i}"\nschedule = "0 0 1 1 *"\ncommand = ["true"]\n\n' for i in range(jobs)
+        )
+        unset = [f"--unset={k}" for k in os.environ if k.startswith(_ALLOCATOR_VARS)]
+        metrics = ("--metrics-port", str(free_port()))
+        node = c.start("n1", c.config(table), *metrics, wrap=["env", *unset] if unset else ())
+        c.wait_joined(["n1"], timeout=60)
+        heaps = _thread_arena_heaps(node.pid)
+        if tuned:
+            assert heaps == 0, f"{heaps} thread arenas after tuning"
+        else:
+            assert heaps >= 1, "untuned, the agent's threads allocate from arenas of their own"
+    finally:
+        c.close()
