@@ -23,7 +23,7 @@ sees one: a counter's column is the doubles ``[value, created]``, a gauge's
 per job: a label set of its own — a key tuple, a dict entry per family
 and, for a counter, two dicts of floats, each float a new object at every
 ``inc`` — made the metrics about 1.1 KB per job on a node that had voted
-on and run it and 0.36 KB for one it had only voted on, against 0.55 and
+on and run it and 0.36 KB for one it had only voted on, against 0.44 and
 0.13 KB now (``tests/test_metrics_lean.py``; issue 27: RSS per job;
 docs/benchmarks.md, "The per-job metrics in one cell per job"). And none of
 it is a container the garbage collector tracks: the label sets are made as
@@ -48,7 +48,7 @@ the tables (``copy()``, one C call: no other thread runs during it) before
 it walks them, so a table growing meanwhile is never iterated, and a cell
 only grows, so a column the scrape found inside it stays there. A scrape may
 read a label set between two stores of one observation (a histogram's
-sum added, its bucket not yet): one observation behind, as with the
+bucket counted, its sum not yet): one observation behind, as with the
 library, whose locks guard each number, not a label set. This relies on the
 GIL, as the agent does elsewhere: on a free-threaded build (3.13t) a cell's
 ``extend`` could meet a scrape's read of it (``BufferError``).
