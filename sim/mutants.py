@@ -194,9 +194,9 @@ class _NoBackoffStore(MemoryStore):
 
 
 class _SameExecutorStore(MemoryStore):
-    def _assign(self, name: str, job: _Job, rec: _Slot, now: int) -> bool:
+    def _assign(self, name: str, job: _Job, rec: _Slot, now: int, vote: VoteRequest | None = None) -> bool:
         previous = rec.executor
-        if not super()._assign(name, job, rec, now):
+        if not super()._assign(name, job, rec, now, vote):
             return False
         if previous and rec.votes.get(previous) == rec.spec_hash:
             rec.executor = previous  # the token is new, the executor is not
@@ -233,22 +233,22 @@ class _CoreMutant(QuorumStrategy):
 class _SkipWronglyStore(MemoryStore):
     """Every third slot that reaches quorum is skipped, for no reason the design has."""
 
-    def _assign(self, name: str, job: _Job, rec: _Slot, now: int) -> bool:
+    def _assign(self, name: str, job: _Job, rec: _Slot, now: int, vote: VoteRequest | None = None) -> bool:
         if rec.state == SlotState.PROPOSED and (rec.fire_ms // 1000) % 3 == 0:
             self._end(name, job, rec, SlotState.SKIPPED, "skipped", now)
             return True
-        return super()._assign(name, job, rec, now)
+        return super()._assign(name, job, rec, now, vote)
 
 
 class _ForgetRetryStore(MemoryStore):
     """A failed run with retries left is logged ``retrying``, then the slot is dropped."""
 
-    def _assign(self, name: str, job: _Job, rec: _Slot, now: int) -> bool:
+    def _assign(self, name: str, job: _Job, rec: _Slot, now: int, vote: VoteRequest | None = None) -> bool:
         if rec.state == SlotState.RUNNING and rec.not_before_ms:
             rec.state = SlotState.FAILED  # (no ledger entry: the retry is forgotten)
             self._close_slot(job, rec.fire_ms)
             return True
-        return super()._assign(name, job, rec, now)
+        return super()._assign(name, job, rec, now, vote)
 
 
 class _NewOnlyRecord(MembershipRecord):

@@ -229,6 +229,8 @@ class QuorumStrategy:
             retry_ms=s.retry_ms,
             sweep_ms=s.sweep_ms,
             assign_poll_ms=s.assign_poll_ms,
+            vote_lead_ms=s.vote_lead_ms,
+            incarnation=str(node.incarnation),
         )
         jobs = self.core_jobs(world, node)
         bounds = input_bounds(settings, run_local=any(j.run_local for j in jobs))
@@ -301,18 +303,7 @@ class QuorumStrategy:
 
     def _exec_start(self, world: World, node: SimNode, store: MemoryStore, action: Start) -> Any:
         res: TransitionResult = perform(store, node.id, action)  # type: ignore[assignment]
-        world.trace.emit(
-            world.loop.now,
-            "start",
-            node=node.id,
-            job=action.job,
-            fire=action.fire_ms,
-            token=action.token,
-            ok=res.ok,
-            why=res.reason,
-            st=res.now_ms,
-            lease=res.slot.lease_until_ms,
-        )
+        _trace_start(world, node, action.job, action.fire_ms, action.token, res.slot, res.now_ms, res.reason)
         if not res.ok and res.slot.token > action.token:
             world.reached("stale executor refused by the fenced start", node=node.id)
         if res.ok:
@@ -375,7 +366,8 @@ class QuorumStrategy:
     @staticmethod
     def _decided(world: World, caller: SimNode, view: SlotView, by: str) -> None:
         t = world.loop.now
-        if view.state != SlotState.COMMITTED:
+        started = view.state == SlotState.RUNNING  # (a start folded into the commit: vote only)
+        if view.state != SlotState.COMMITTED and not started:
             world.trace.emit(
                 t, "decided", job=view.job, fire=view.fire_ms, state=view.state.value, why=view.reason, by=by
             )
@@ -399,6 +391,11 @@ class QuorumStrategy:
             return
         if by == "takeover":
             world.reached("slot taken over by another executor", job=view.job)
+        if started:
+            # The committing voter's start, in the same step: traced as its start call's would be.
+            _trace_start(world, caller, view.job, view.fire_ms, view.token, view, world.store.clock.wall(t))
+            world.on_started(executor)
+            return
         world.on_commit(executor)
         if executor is not caller:
             world.notify(executor, view)
@@ -625,3 +622,22 @@ class QuorumProcess:
         self.core.set_trust(trusted, why)
         if changed and not self.node.paused:
             self.world.wake_in(self.node, 0)
+
+
+def _trace_start(
+    world: World, node: SimNode, job: str, fire_ms: int, token: int, slot: SlotView, st: int, why: str = ""
+) -> None:
+    """The ``start`` record of a start the store handled (accepted unless ``why``): a fenced call's,
+    or one folded into the commit of the node's vote."""
+    world.trace.emit(
+        world.loop.now,
+        "start",
+        node=node.id,
+        job=job,
+        fire=fire_ms,
+        token=token,
+        ok=not why,
+        why=why,
+        st=st,
+        lease=slot.lease_until_ms,
+    )

@@ -164,6 +164,10 @@ class SettingsDef:
     retry_ms: int = 500
     sweep_ms: int = 1_000
     assign_poll_ms: int = 1_000
+    vote_lead_ms: int = 50
+    """How long before a fire time the nodes vote (``NodeSettings.vote_lead_ms``). ``0`` votes at
+    the fire time, so most slots commit after it and their executor's start is folded into the
+    commit (docs/protocol.md, "A start folded into the commit"), as in a burst of many jobs."""
     notices: bool = True
     """Whether the nodes subscribe to their assignment notices, as an agent does by default:
     a slot still proposed is then parked rather than polled (docs/protocol.md); ``false`` runs
@@ -457,6 +461,7 @@ def loads(text: str, source: str = "<scenario>") -> Scenario:
         retry_ms=st.duration("retry", 500),
         sweep_ms=st.duration("sweep", 1_000),
         assign_poll_ms=st.duration("assign_poll", 1_000),
+        vote_lead_ms=st.duration("vote_lead", 50),
         notices=st.bool_("notices", True),
         wait_replicas=st.int_("wait_replicas", SettingsDef().wait_replicas, lo=0),
     )
@@ -476,6 +481,11 @@ def loads(text: str, source: str = "<scenario>") -> Scenario:
     )
     if settings.quorum > nodes:
         raise ConfigError(f"{source}: [settings] quorum = {settings.quorum} exceeds nodes = {nodes}")
+    if not settings.vote_lead_ms < max(1, settings.max_skew_ms):
+        raise ConfigError(
+            f"{source}: [settings] vote_lead = {settings.vote_lead_ms} ms is outside the store's early "
+            f"window (expected less than max_skew = {settings.max_skew_ms} ms)"
+        )
     for n in members:
         if n not in node_ids:
             raise ConfigError(f"{source}: members names {n!r} (expected ids among {', '.join(node_ids)})")
@@ -553,6 +563,7 @@ _FIELD_KEYS = {
     "retry_backoff_ms": ("retry_backoff", _dur),
     "sweep_ms": ("sweep", _dur),
     "assign_poll_ms": ("assign_poll", _dur),
+    "vote_lead_ms": ("vote_lead", _dur),
 }
 
 

@@ -65,6 +65,7 @@ from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.embedded.topology import EmbeddedCluster
 from quorum_cron.store.memory import MemoryStore
 from quorum_cron.store.redis import RedisStore
+from quorum_cron.store.rendezvous import pick_executor
 from tests.topologies import cluster_client
 
 NODES = ("n1", "n2", "n3", "n4", "n5")
@@ -100,6 +101,8 @@ fire_offsets = st.integers(min_value=-3, max_value=2)
 round_offsets = st.sampled_from((0, 0, 0, 0, -1, 1, -3))
 """A voting round mostly targets the slot that is due now."""
 leases = st.sampled_from((300, 1_000, 5_000))
+start_leases = st.sampled_from((0, 0, 1_000, 5_000))
+"""A voting round's start lease: mostly none (the commit only), else the start folded into it."""
 variants = st.sampled_from(("current", "current", "current", "current", "stale", "future", "other-node"))
 operators = st.sampled_from(("ops", "alice", "ünï"))
 pause_reasons = st.sampled_from(("maintenance", "incident: db down", ""))
@@ -271,6 +274,7 @@ class StoreParity(RuleBasedStateMachine):
         deadline=deadlines,
         overlap=overlaps,
         batched=st.booleans(),
+        lease=start_leases,
     )
     def vote_round(
         self,
@@ -281,15 +285,17 @@ class StoreParity(RuleBasedStateMachine):
         deadline: int,
         overlap: Overlap,
         batched: bool,
+        lease: int,
     ) -> None:
-        """Several nodes vote for the same slot, mostly agreeing: the path to commits."""
+        """Several nodes vote for the same slot, mostly agreeing: the path to commits (and, with
+        a start lease, to starts folded into them)."""
         fire = self.fire(offset)
         votes = [(job, fire, n, other or spec, q, SKEW_MS, deadline, overlap) for n, other, q in voters]
         if batched:
-            self._vote(votes)
+            self._vote(votes, lease)
         else:
             for v in votes:
-                self._vote([v])
+                self._vote([v], lease)
 
     @rule(
         job=st.sampled_from(JOBS),
@@ -319,10 +325,19 @@ class StoreParity(RuleBasedStateMachine):
         """More votes than ``max_batch`` in one call: the Redis store splits them between jobs."""
         self._vote([(j, self.fire(k), n, h, q, SKEW_MS, 30_000, o) for j, k, n, h, q, o in votes])
 
-    def _vote(self, votes: list[Vote]) -> None:
+    def _vote(self, votes: list[Vote], lease: int = 0) -> None:
         requests = [
             VoteRequest(
-                job=j, fire_ms=f, node=n, spec_hash=h, quorum=q, max_skew_ms=s, deadline_ms=d, overlap=o
+                job=j,
+                fire_ms=f,
+                node=n,
+                spec_hash=h,
+                quorum=q,
+                max_skew_ms=s,
+                deadline_ms=d,
+                overlap=o,
+                start_lease_ms=lease,
+                incarnation=f"inc-{n}",
             )
             for j, f, n, h, q, s, d, o in votes
         ]
@@ -378,7 +393,19 @@ class StoreParity(RuleBasedStateMachine):
             assert req.fire_ms - req.max_skew_ms <= res.now_ms <= req.fire_ms + self.max_deadline[key]
             if slot.state == SlotState.COMMITTED:
                 assert slot.executor in agreeing
-                assert slot.committed_ms == res.now_ms
+                assert slot.committed_ms == res.now_ms and not slot.starter
+                assert not (req.start_lease_ms and slot.executor == req.node and res.now_ms >= req.fire_ms), (
+                    f"slot {key} committed to its voter {req.node} at {res.now_ms}, asked to start it"
+                )
+                self.saw_assignment(req.job, slot.token, "vote")
+            elif slot.state == SlotState.RUNNING:
+                # A start folded into the commit: only for the voter that asked, once due.
+                note("vote committed and started")
+                assert req.start_lease_ms and slot.executor == req.node and res.now_ms >= req.fire_ms
+                assert slot.executor in agreeing and slot.runs == 1
+                assert slot.committed_ms == slot.started_ms == res.now_ms
+                assert slot.lease_until_ms == res.now_ms + req.start_lease_ms
+                assert slot.starter == req.incarnation
                 self.saw_assignment(req.job, slot.token, "vote")
             else:
                 assert slot.state == SlotState.SKIPPED and req.overlap == Overlap.FORBID
@@ -811,6 +838,7 @@ class StoreParity(RuleBasedStateMachine):
 
 COVERAGE_GOALS = (
     "vote committed -> committed",
+    "vote committed -> running",
     "vote recorded -> proposed",
     "vote early -> absent",
     "vote missed -> missed",
@@ -957,6 +985,15 @@ def _fixed_walk() -> None:
         assert m._start("beta", beta, executor, token, 5_000, "current")
         m._finish("beta", beta, executor, token, True, "", 0, 0)  # recovered from 1 failure
         assert m.redis.ledger("beta", 1)[0].state == SlotState.SUCCEEDED
+        # A start folded into the commit: the committing voter asks for it and is chosen.
+        m.advance(20_000)
+        fold = m.fire(0)
+        winner = pick_executor("alpha", fold, NODES[:3])
+        first = [n for n in NODES[:3] if n != winner]
+        m._vote([("alpha", fold, n, *ok) for n in first], 5_000)
+        m._vote([("alpha", fold, winner, *ok)], 5_000)
+        step()
+        assert m.model.slot("alpha", fold).state == SlotState.RUNNING
         m.advance(11_000)
         m.sweep([SweepParams("gamma", 30_000, 8_000)], 0)  # gamma's lone vote: missed
         step()

@@ -108,7 +108,8 @@ class NodeHealth:
             ntp_unreachable=settings.ntp_unreachable,
             check_interval_ms=settings.clock_check_interval_ms,
         )
-        self.membership = Membership(store, self.node, settings.heartbeat_ttl_ms)
+        incarnation = settings.node.incarnation or None  # (the runtime's: its votes tag the starts they fold)
+        self.membership = Membership(store, self.node, settings.heartbeat_ttl_ms, incarnation)
         self.store_up = True
         self._oom = False
         self._oom_hold_until = 0

@@ -86,6 +86,7 @@ SUMMARY_INTERVAL_S = 60.0
 SUMMARY_KEYS = (
     "committed",
     "started",
+    "started_at_commit",
     "succeeded",
     "failed",
     "retrying",
@@ -220,6 +221,10 @@ class Observer:
         if reply.state == SlotState.MISSED and reply.reason == action.reason:
             # (not "at start-up": a slot this node could not vote for in time is recorded so too)
             self.missed(reply, "recorded by this node")
+            if action.ran_locally:  # a local run, in the ledger as its slot's missed record
+                self.metrics.slots.inc((action.job, "local"))
+                said = f"{action.job}@{action.fire_ms} recorded: {reply.reason}"
+                event(log, logging.INFO, "local_recorded", said, job=action.job, slot=action.fire_ms)
 
     def _replied_read_slots(self, action: ReadSlots, reply: object) -> None:
         """Nothing to report: the core acts on what a read shows."""
@@ -293,6 +298,9 @@ class Observer:
                 self.counts["skipped"] += 1
             else:
                 self.counts["committed"] += 1
+                if view.state == SlotState.RUNNING:  # our vote committed and started it (a folded start)
+                    self.counts["started"] += 1
+                    self.counts["started_at_commit"] += 1
             # DEBUG (module docstring): formatted only when someone reads DEBUG.
             level = logging.WARNING if skipped else logging.DEBUG
             say = self.lines.event if skipped else event  # (a skip's line is bounded: LineBudget)

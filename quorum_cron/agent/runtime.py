@@ -56,14 +56,14 @@ from quorum_cron.agent.executions import Runs
 from quorum_cron.agent.health import NodeHealth
 from quorum_cron.agent.intake import Intake
 from quorum_cron.agent.logs import EVENT_LOGGER, event
-from quorum_cron.agent.membership import NodeIdTaken
+from quorum_cron.agent.membership import NodeIdTaken, new_incarnation
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.observe import SUMMARY_INTERVAL_S, Observer
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.clock.base import Clock, SystemClock
 from quorum_cron.core.actions import Refused, handlers
-from quorum_cron.core.model import MembershipRecord, SlotState, SlotView, TransitionResult
+from quorum_cron.core.model import MembershipRecord, SlotState, TransitionResult, VoteStatus
 from quorum_cron.core.node import (
     Abstain,
     Action,
@@ -73,11 +73,11 @@ from quorum_cron.core.node import (
     Kill,
     NodeCore,
     Now,
-    RecordMissed,
     Run,
     RunLocal,
     Start,
     StoreAction,
+    Vote,
 )
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.base import Store
@@ -112,6 +112,8 @@ class Agent:
         """``notices``: when true, subscribe to the store's notices (``Store.listen_notices``); None or
         False: rely on polls and catch-up reads. (Callers that passed the store's redis-py client
         still get the subscription: any true value.)"""
+        if not settings.node.incarnation:  # (this process's: its heartbeats, the starts its votes fold)
+            settings = replace(settings, node=replace(settings.node, incarnation=new_incarnation()))
         self.settings = settings
         self.node = settings.node_id
         self.jobs = {j.name: j for j in jobs}
@@ -459,20 +461,13 @@ class Agent:
     def _replied_finish(self, action: Finish, reply: object) -> None:
         self._finishing.discard((action.job, action.fire_ms))
 
-    def _replied_record_missed(self, action: RecordMissed, reply: object) -> None:
-        if isinstance(reply, SlotView):
-            self._local_recorded(action, reply)
+    def _replied_vote(self, action: Vote, reply: object) -> None:
+        for res in reply if isinstance(reply, list) else ():
+            if res.slot.state is SlotState.RUNNING and res.status is VoteStatus.COMMITTED:
+                self.runs.note_start(res.slot)  # (our vote committed and started it: its run's line)
 
     def _replied_other(self, action: StoreAction, reply: object) -> None:
-        """Votes, renews, sweeps and reads: the core and the observer act on them, not the runtime."""
-
-    def _local_recorded(self, action: RecordMissed, view: SlotView) -> None:
-        """Log (and count) a local run that went into the ledger as its slot's missed record."""
-        if view.state != SlotState.MISSED or view.reason != action.reason or not action.ran_locally:
-            return
-        self.metrics.slots.inc((action.job, "local"))
-        said = f"{action.job}@{action.fire_ms} recorded: {view.reason}"
-        event(log, logging.INFO, "local_recorded", said, job=action.job, slot=action.fire_ms)
+        """Renews, sweeps, reads and missed records: the core and the observer act on them."""
 
     def _run_ended(self, job: str, fire_ms: int, token: int, succeeded: bool, detail: str) -> None:
         self._dispatch(self.core.on_run_finished(job, fire_ms, token, succeeded, detail, self.now()))

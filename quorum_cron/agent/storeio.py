@@ -43,11 +43,12 @@ that fails fails the rest of the vote as one ``Vote``, as a pipeline part
 failing inside one call fails that call: votes are idempotent, and the core
 sends them again.
 
-Each ``Start`` and ``Renew`` is stamped when its call goes on the wire
-(``sent``: the agent's monotonic clock and ``NodeCore.sent``, told on the
-loop before the reply): the core counts the lease from there, not from when
-it queued the call, so a start that waited behind a burst's votes runs
-without a renew first (:mod:`quorum_cron.core.wire`).
+Each ``Start``, ``Renew`` and ``Vote`` (each part of one) is stamped when
+its call goes on the wire (``sent``: the agent's monotonic clock and
+``NodeCore.sent``, told on the loop before the reply): the core counts the
+lease from there, not from when it queued the call, so a start that waited
+behind a burst's votes — or one folded into a commit of a vote that waited —
+runs without a renew first (:mod:`quorum_cron.core.wire`).
 
 A ``Finish`` carries the job's retry policy (the core's ``CoreJob``): the
 store decides, in the same atomic step as the result, whether a failed run
@@ -284,6 +285,7 @@ class StoreWorker:
             part = Vote(requests[at : at + VOTE_PART])
             if self._closed:
                 return self._post(loop, _cancelled([(Vote(requests[at:]), then)]))
+            self._stamp(loop, [(part, then)])
             try:
                 reply = perform(self.store, self.node, part)
             except Exception as exc:
@@ -310,7 +312,7 @@ class StoreWorker:
         replies) when its starts and renews left."""
         if self._sent is None:
             return
-        wire: list[StoreAction] = [action for action, _ in group if isinstance(action, Start | Renew)]
+        wire: list[StoreAction] = [action for action, _ in group if isinstance(action, Start | Renew | Vote)]
         if wire:
             clock, tell = self._sent
             with contextlib.suppress(RuntimeError):  # (the loop closed: nobody awaits the replies)

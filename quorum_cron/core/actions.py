@@ -110,6 +110,10 @@ class NodeSettings:
     must stay below ``max_skew_ms``; the job itself still starts only when
     this node's clock says ``t`` has come (the start is deferred until then).
     """
+    incarnation: str = ""
+    """This process's incarnation (random per start). Set, the node's votes ask the store to
+    start a slot they commit to this node in the same step, tagged with it (docs/protocol.md,
+    "A start folded into the commit"); empty, every start is a call of its own."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.vote_lead_ms < max(1, self.max_skew_ms):

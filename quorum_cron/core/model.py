@@ -153,6 +153,13 @@ class VoteRequest:
     overlap: Overlap = Overlap.ALLOW
     epoch: int = 0
     membership: str = ""
+    start_lease_ms: int = 0
+    """When > 0 and this vote commits the slot to its own node, at or after the fire time,
+    the store starts it in the same step under a lease of this length: the executor's fenced
+    start folded into the commit, one call and one write fewer per slot (``Store.vote``, step 6)."""
+    incarnation: str = ""
+    """The voting process's incarnation: the tag of a start folded into the commit
+    (``SlotView.starter``), by which that process alone adopts it should the reply be lost."""
 
 
 @fast_frozen_init
@@ -181,6 +188,9 @@ class SlotView:
     """A retry may not start before this store time (0: no constraint)."""
     runs: int = 0
     """How many times the slot was started (retries and at-least-once re-runs raise it)."""
+    starter: str = ""
+    """The incarnation of the process whose commit vote also started the slot (a start folded
+    into the commit, ``Store.vote`` step 6); empty otherwise, and again once reassigned."""
 
     @property
     def voters(self) -> tuple[str, ...]:

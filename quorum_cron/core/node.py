@@ -470,7 +470,10 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
             # Store time has not passed the deadline yet: ask again.
             self._retries.add(now.mono_ms + self.settings.retry_ms, action)
             self._missed_waits(action, 1)
-        return []
+            return []
+        # Decided: news, as any read's is. A vote of ours whose reply was lost may have started it here
+        # (a folded start, adopted as a lost start is; a cluster failover past the slot's deadline).
+        return self._on_view(reply, now)
 
     # -- failures, one handler per store action type ---------------------------
 

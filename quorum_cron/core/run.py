@@ -137,9 +137,17 @@ class RunningSide(Polls):
         self._dirty.add(js.index)
         return [killed_lease_expired_unreachable(js.job.name, fire_ms, r.token)]
 
-    def _on_view(self, view: SlotView, now: Now, poll_again: bool = False, store_ms: int = 0) -> list[Action]:
+    def _on_view(
+        self,
+        view: SlotView,
+        now: Now,
+        poll_again: bool = False,
+        store_ms: int = 0,
+        started: int | None = None,
+    ) -> list[Action]:
         """React to a slot's state, whichever call revealed it (``store_ms``: the store's time of
-        the reply, when it says; 0 when not)."""
+        the reply, when it says; 0 when not; ``started``: the reply is this node's committing
+        vote's, sent at that monotonic time, -1 when not known)."""
         js = self._jobs.get(view.job)
         if js is None:
             return []
@@ -148,6 +156,9 @@ class RunningSide(Polls):
         if view.state == SlotState.COMMITTED:
             self._stop_polling(js, view.fire_ms)
             if view.executor != me:
+                s = js.slots.get(view.fire_ms)
+                if s is not None and s.start_first is not None and s.start_first[0] == 0:
+                    self._forget_start(js, view.fire_ms)  # (our failed vote did not start it)
                 return []  # (most replies: another voter runs it; _maybe_start would say the same)
             if view.not_before_ms > now.wall_ms:
                 self._defer(js, view.fire_ms, view.token, view.not_before_ms)
@@ -160,6 +171,8 @@ class RunningSide(Polls):
             return []
         if view.state == SlotState.RUNNING:
             self._stop_polling(js, view.fire_ms)
+            if started is not None:
+                return self._folded_start(js, view, started, now)
             return self._adopt_start(js, view, now)
         if view.state == SlotState.PROPOSED and poll_again and not self._stopping:
             if self._past_proposed(js, view.fire_ms):
@@ -213,6 +226,8 @@ class RunningSide(Polls):
         fire_ms = view.fire_ms
         s = js.slots.get(fire_ms)
         first = s.start_first if s is not None else None
+        if first is not None and first[0] == 0 and view.starter and view.starter == self.settings.incarnation:
+            first = (view.token, first[1])  # a vote of ours that failed started it (_vote_failed)
         if (
             s is None
             or first is None
@@ -224,11 +239,34 @@ class RunningSide(Polls):
             return []
         self._touched.append((js, s))
         s.start_sent = None
+        s.start_first = first
         self._dirty.add(js.index)
         if now.mono_ms - first[1] >= self.settings.lease_ms:
             s.start_first = None  # long past: the store decides (lost, or another voter)
             return []
         return self._confirm(js, fire_ms, view.token, now)
+
+    def _folded_start(self, js: _JobState, view: SlotView, sent: int, now: Now) -> list[Action]:
+        """This node's vote committed the slot and started it in the same step (docs/protocol.md,
+        "A start folded into the commit"): run it, as a start's reply would have it run — even
+        while stopping, as the store holds it started. A reply held half a lease (or one whose
+        vote's send time is unknown, -1) is confirmed by a renew first, as a late start's is."""
+        fire_ms, token = view.fire_ms, view.token
+        s = self._slot(js, fire_ms)
+        self._dirty.add(js.index)
+        if (
+            (s.start_token if s.start_token is not None else -1) >= token
+            or (s.run is not None and s.run.token >= token)
+            or self._ran(js, fire_ms, token)
+        ):
+            # A failover that lost writes hands a token out again (store-failover seed 30): a start
+            # of it in flight decides (refused now, it adopts this one), a run of it is the run.
+            return []
+        if sent < 0 or now.mono_ms - sent >= self.settings.lease_ms // 2:
+            s.start_first = (token, sent if sent >= 0 else now.mono_ms)
+            return self._confirm(js, fire_ms, token, now)
+        s.start_first = None
+        return self._run(js, fire_ms, token, sent, view.runs)
 
     def _drop_stale_run(self, js: _JobState, view: SlotView) -> list[Action]:
         s = js.slots.get(view.fire_ms)

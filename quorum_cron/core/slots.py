@@ -88,6 +88,9 @@ class Pending:
     """A vote this node already had recorded, sent again to bring a newer membership record
     (:meth:`CoreState._adopt`): past its deadline or abstained it is dropped, not recorded
     missed (the slot's poll accounts for it)."""
+    sent_mono: int = 0
+    """Monotonic time the vote in flight was sent: a start folded into its commit holds a lease
+    counted from there (:class:`~quorum_cron.core.wire.WireTimes` moves it to the wire)."""
 
 
 @dataclass(slots=True)

@@ -245,6 +245,8 @@ class CoreState:
             job.overlap,
             record.epoch if record is not None else 0,
             self._record_text,
+            self.settings.lease_ms if self.settings.incarnation else 0,
+            self.settings.incarnation,
         )
 
     def _adopt(self, record: MembershipRecord) -> bool:
@@ -334,6 +336,13 @@ class CoreState:
                 delivery=js.job.delivery,
             )
 
-    def _on_view(self, view: SlotView, now: Now, poll_again: bool = False, store_ms: int = 0) -> list[Action]:
+    def _on_view(
+        self,
+        view: SlotView,
+        now: Now,
+        poll_again: bool = False,
+        store_ms: int = 0,
+        started: int | None = None,
+    ) -> list[Action]:
         """React to a slot's state, whichever call revealed it (``core.run.RunningSide``)."""
         raise NotImplementedError

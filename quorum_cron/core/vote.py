@@ -134,6 +134,7 @@ class VotingSide(CoreState):
             if not js.caught_up:
                 continue  # the high-water read's reply marks the job dirty
             p.in_flight = True
+            p.sent_mono = mono
             self._touched.append((js, s))
             if p.request is None:
                 p.request = self._vote_request(js.job, fire_ms, p.deadline_ms)
@@ -155,6 +156,10 @@ class VotingSide(CoreState):
             if p is not None:
                 assert s is not None
                 self._touched.append((js, s))
+                if req.start_lease_ms and s.start_first is None:
+                    # It may have landed and started the slot here: a read showing it running under
+                    # this process's tag is then adopted (token unknown: 0), as a lost start's is.
+                    s.start_first = (0, p.sent_mono)
                 p.in_flight = False
                 p.why = why
                 self._dirty.add(js.index)
@@ -205,6 +210,7 @@ class VotingSide(CoreState):
 
     def _on_votes(self, action: Vote, results: list[object], now: Now) -> list[Action]:
         out: list[Action] = []
+        committed = VoteStatus.COMMITTED
         for req, res in zip(action.requests, results, strict=True):
             assert isinstance(res, VoteResult)
             js = self._jobs[req.job]
@@ -227,7 +233,10 @@ class VotingSide(CoreState):
                 s.vote = None
                 if not p.in_flight:
                     self._dirty.add(js.index)  # (a vote in flight has no timer: dropping it changes none)
-            out.extend(self._on_view(res.slot, now, poll_again=True, store_ms=res.now_ms))
+            # This vote committed the slot and started it here (a start folded into the commit):
+            # its lease counts from the vote's send (unknown once the vote part was dropped).
+            started = (p.sent_mono if p is not None else -1) if res.status is committed else None
+            out.extend(self._on_view(res.slot, now, poll_again=True, store_ms=res.now_ms, started=started))
         return out
 
     def _on_refused(

@@ -553,8 +553,12 @@ local function choose(r)
 end
 
 -- Give the slot to chosen (see choose): new token; the executor is notified
--- on its channel.
-local function assign_to(r, chosen)
+-- on its channel. With lease (a number: vote.lua, the committing voter is
+-- chosen and asked for it) the slot starts in this same step instead, as a
+-- fenced start would (fence.lua), tagged with the voting process's
+-- incarnation inc (si; "": none): nobody to notify, the reply tells it, and
+-- should the reply be lost the tag lets that process alone adopt the start.
+local function assign_to(r, chosen, lease, inc)
   local m = meta()
   check_counter(m.tk)
   local tk = fmt(num(m.tk) + 1)
@@ -568,6 +572,18 @@ local function assign_to(r, chosen)
   f.cm = NOW
   f.sm = nil
   f.lu = nil
+  f.si = nil
+  if lease then
+    f.st = 'running'
+    f.rn = fmt(num(f.rn) + 1)
+    f.sm = NOW
+    f.lu = fmt(now + lease)
+    if inc ~= '' then
+      f.si = inc
+    end
+    save(r)
+    return true
+  end
   save(r)
   -- A committed slot is always in the open index already (vote: index_open).
   if CHAN == '' then
@@ -576,12 +592,6 @@ local function assign_to(r, chosen)
     redis.call('PUBLISH', CHAN .. chosen, job() .. '\n' .. r.fire .. '\n' .. tk)
   end
   return true
-end
-
--- Give a slot being committed to its executor (a commit always has one: its
--- quorum is of agreeing members).
-local function assign(r)
-  assign_to(r, choose(r))
 end
 
 -- A slot nobody can take over (choose found no member among its voters)

@@ -164,6 +164,13 @@ class Store(JobTables, MissedRecords, Protocol):
            becomes ``skipped`` instead; with ``replace`` the other active
            slots are ended first (``skipped`` if not started, ``failed``
            if running, reason naming the new slot).
+        6. a request with ``start_lease_ms`` > 0 whose own node is the executor
+           chosen in step 5, with ``now >= fire_ms``, starts the slot in the
+           same step as :meth:`start` would (``running``, ``runs`` 1, lease
+           ``now + start_lease_ms``, ``starter`` its ``incarnation``), and no
+           notice is published: the reply tells the executor (``COMMITTED``,
+           the slot ``running``; docs/protocol.md, "A start folded into the
+           commit").
 
         Results are in request order. Requests for different jobs are
         independent; no order across jobs is promised.

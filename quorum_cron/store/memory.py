@@ -20,7 +20,6 @@ from quorum_cron.core.model import (
     DECIDED_STATES,
     Delivery,
     LedgerEntry,
-    MembershipRecord,
     Overlap,
     SlotState,
     SlotView,
@@ -37,17 +36,9 @@ from quorum_cron.store.memory_control import ControlModel
 from quorum_cron.store.memory_fenced import FencedInTurn, MissedInTurn
 from quorum_cron.store.memory_observe import ObservationModel
 from quorum_cron.store.memory_ports import MemoryAlerts, MemoryNotices
-from quorum_cron.store.memory_records import _Job, _Slot, choose_executor
+from quorum_cron.store.memory_records import _Job, _Slot, adopt_record, choose_executor
 
 __all__ = ["MemoryStore"]
-
-
-def _adopt(req: VoteRequest) -> MembershipRecord:
-    """The record a vote carries (vote.lua refuses the same texts: code X, this vote only)."""
-    record = MembershipRecord.decode(req.membership)
-    if record.epoch != req.epoch:
-        raise ValueError(f"vote of epoch {req.epoch} carries a record of epoch {record.epoch}")
-    return record
 
 
 class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
@@ -129,6 +120,7 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
             rec.detail,
             rec.not_before_ms,
             rec.runs,
+            rec.starter,
         )
 
     def _end(self, name: str, job: _Job, rec: _Slot, state: SlotState, reason: str, now: int) -> int:
@@ -163,9 +155,10 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
             )
         )
 
-    def _assign(self, name: str, job: _Job, rec: _Slot, now: int) -> bool:
+    def _assign(self, name: str, job: _Job, rec: _Slot, now: int, vote: VoteRequest | None = None) -> bool:
         """Give the slot to the next executor (``choose_executor``) and publish the assignment notice,
-        like Redis (heard only through ``listen_notices``); False, changing nothing, if none may."""
+        like Redis (heard only through ``listen_notices``); False, changing nothing, if none may.
+        Or start it at once, unannounced: the committing ``vote``'s node is chosen and asked to."""
         chosen = choose_executor(name, job, rec)[0]
         if not chosen:
             return False
@@ -177,8 +170,16 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
         rec.committed_ms = now
         rec.started_ms = 0
         rec.lease_until_ms = 0
+        rec.starter = ""
         self._touch(rec, now)
         self._open_slot(job, rec.fire_ms)
+        if vote is not None and vote.start_lease_ms > 0 and chosen == vote.node and now >= rec.fire_ms:
+            rec.state = SlotState.RUNNING
+            rec.runs += 1
+            rec.started_ms = now
+            rec.lease_until_ms = now + vote.start_lease_ms
+            rec.starter = vote.incarnation
+            return True
         self._notices.assigned(name, rec.fire_ms, rec.token, chosen)
         return True
 
@@ -204,7 +205,7 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
             if req.epoch > (record.epoch if record else 0) and (not record or record.is_member(req.node)):
                 # A member's newer record (a stranger's may be one the namespace never held: one
                 # epoch, one record): the job adopts it (only ever forward), drops the legacy floor.
-                record = job.record = _adopt(req)
+                record = job.record = adopt_record(req)
                 job.quorum = 0
             if record is None or req.epoch < record.epoch or not record.is_member(req.node):
                 why = refusal_reason(req.node, req.epoch, record)
@@ -255,7 +256,7 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
                 other = job.slots[f]
                 ended = SlotState.FAILED if other.state == SlotState.RUNNING else SlotState.SKIPPED
                 self._end(name, job, other, ended, f"replaced by slot {fire_ms}", now)
-        self._assign(name, job, rec, now)
+        self._assign(name, job, rec, now, req)
         return VoteResult(VoteStatus.COMMITTED, self._view(name, fire_ms, rec), now)
 
     # -- fenced transitions --------------------------------------------------

@@ -14,10 +14,17 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from quorum_cron.core.model import AuditEntry, JobControl, LedgerEntry, MembershipRecord, SlotState
+from quorum_cron.core.model import (
+    AuditEntry,
+    JobControl,
+    LedgerEntry,
+    MembershipRecord,
+    SlotState,
+    VoteRequest,
+)
 from quorum_cron.store.rendezvous import pick_executor
 
-__all__ = ["NOT_PAUSED", "_Job", "_Member", "_Slot", "choose_executor"]
+__all__ = ["NOT_PAUSED", "_Job", "_Member", "_Slot", "adopt_record", "choose_executor"]
 
 NOT_PAUSED = JobControl(paused=False, by="", at_ms=0, reason="")
 
@@ -44,6 +51,7 @@ class _Slot:
     detail: str = ""
     not_before_ms: int = 0
     expires_ms: int = 0
+    starter: str = ""
 
 
 @dataclass
@@ -112,3 +120,11 @@ def choose_executor(name: str, job: _Job, rec: _Slot) -> tuple[str, str]:
     if record is None:
         return "", "no agreeing voter"
     return "", f"no agreeing voter is a member of epoch {record.epoch}"
+
+
+def adopt_record(req: VoteRequest) -> MembershipRecord:
+    """The record a vote carries (vote.lua refuses the same texts: code X, this vote only)."""
+    record = MembershipRecord.decode(req.membership)
+    if record.epoch != req.epoch:
+        raise ValueError(f"vote of epoch {req.epoch} carries a record of epoch {record.epoch}")
+    return record

@@ -223,6 +223,7 @@ def slot_value(job: str, fire_ms: int, record: object) -> SlotView:
         detail=_str_field(f, "dt", what),
         not_before_ms=_int_field(f, "nb", what),
         runs=_int_field(f, "rn", what, 0),
+        starter=_str_field(f, "si", what, MAX_NAME_CHARS),
     )
 
 

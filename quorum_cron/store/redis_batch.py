@@ -126,7 +126,7 @@ class RedisBatching(RedisBase):
         """The vote script calls for ``requests`` and each call's request indices, in vote order.
 
         The fields a node's votes share (node, quorum, skew, deadline,
-        overlap, membership epoch and record) go once per call as numbered
+        overlap, membership epoch and record, start lease, incarnation) go once per call as numbered
         parameter sets. Votes travel in
         segments that share a parameter set and a fire time (at a schedule
         boundary most of a batch does): per segment set, fire_ms, count; per
@@ -145,7 +145,17 @@ class RedisBatching(RedisBase):
         param_index: dict[_ParamKey, int] = {}
         vote_params: list[int] = []
         for r in requests:
-            key = (r.node, r.quorum, r.max_skew_ms, r.deadline_ms, _OVERLAP[r.overlap], r.epoch, r.membership)
+            key = (
+                r.node,
+                r.quorum,
+                r.max_skew_ms,
+                r.deadline_ms,
+                _OVERLAP[r.overlap],
+                r.epoch,
+                r.membership,
+                r.start_lease_ms,
+                r.incarnation,
+            )
             k = param_index.get(key)
             if k is None:
                 k = param_index[key] = len(param_index) + 1
@@ -189,7 +199,7 @@ class RedisBatching(RedisBase):
         return out
 
 
-_ParamKey = tuple[str, int, int, int, str, int, str]
+_ParamKey = tuple[str, int, int, int, str, int, str, int, str]
 
 
 def _rank_members(param_index: dict[_ParamKey, int]) -> dict[int, tuple[str, ...]]:

@@ -4,11 +4,12 @@
 -- KEYS[i]   vote i's job meta key (see _job.lua; a job's votes are
 --             consecutive, consecutive equal keys share the job's meta read)
 -- ARGV[1..6] see _job.lua.
--- ARGV[7]   p, the number of parameter sets that follow, each 7 fields:
+-- ARGV[7]   p, the number of parameter sets that follow, each 9 fields:
 --             node, quorum, max_skew_ms, deadline_ms, overlap ("a" allow |
 --             "f" forbid | "r" replace), epoch, membership record text
---             ("" with epoch 0) — the fields a node's votes share, sent once
---             per call (the record too: it is parsed only when a job adopts it)
+--             ("" with epoch 0), start lease ms (0: none), incarnation —
+--             the fields a node's votes share, sent once per call (the
+--             record too: it is parsed only when a job adopts it)
 -- then      segments up to the end of ARGV, each: parameter set (1-based
 --             index), fire_ms, n, then the spec_hash of each of its n votes.
 --             Votes are handled in order (vote i is the i-th spec hash over
@@ -17,7 +18,8 @@
 -- Reply: {now, codes, value_1, ..., value_N} over all votes in argument
 --   order (flat: a table per vote costs more to convert); codes is one
 --   string, its i-th character vote i's code:
---   R recorded | C committed (or skipped by overlap forbid) | D decided
+--   R recorded | C committed (or skipped by overlap forbid; or started, see
+--     below) | D decided
 --   E early (not stored) | M missed | S skipped because the job is paused
 --   X the job's stored state is corrupt (nothing written; value_i the error)
 --   F refused by membership (not stored): value_i is the job's record text,
@@ -36,6 +38,14 @@
 -- current and, while joint, of old; stored votes of others do not count.
 -- An epoch-0 vote on a job without a record keeps the legacy rule: the
 -- highest quorum any such vote sent (q) agreeing votes commit.
+--
+-- A start folded into the commit: when the vote that commits a slot carries a
+-- start lease, its own node is the executor chosen, and the store's time is
+-- at or past the fire time, the slot starts in the same step (running, one
+-- run, lease now + lease ms; fence.lua's start; tagged with the vote's
+-- incarnation) and no notice is published: the reply tells the executor. A node votes its slots so that it is mostly
+-- the one committing those it executes (redis_batch.py), and a start of its
+-- own was a call, a decode, an encode and a write more per slot.
 --
 -- A slot's deadline is the largest deadline_ms any of its votes carried
 -- (dl, kept on the proposed slot): a vote's missed check uses it, so a node
@@ -178,21 +188,24 @@ local function vote_one(fire, firen, spec, q)
     end
   end
   index_open(r)
-  assign(r)
+  local chosen = choose(r) -- (a commit always has one: its quorum is of agreeing members)
+  local lease = q[11]
+  assign_to(r, chosen, (lease > 0 and chosen == node and now >= firen) and lease or nil, q[12])
   return 'C', r.json
 end
 
 -- Parameter sets: node, quorum, skew, deadline, overlap, deadline text,
 -- physical TTL of a proposed slot this set's vote creates (see _job.lua),
--- quorum text, epoch, record text (parsed on first use: vote_record).
+-- quorum text, epoch, record text (parsed on first use: vote_record), start
+-- lease ms (0: none), incarnation.
 local PS = {}
 local i = 8
 for k = 1, tonumber(ARGV[7]) do
   local skew, deadline = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   PS[fmt(k)] = {ARGV[i], tonumber(ARGV[i + 1]), skew, deadline, ARGV[i + 4], ARGV[i + 3],
                 fmt(KEY_TTLN + math.max(deadline, 0) + math.max(skew, 0)), ARGV[i + 1],
-                tonumber(ARGV[i + 5]) or 0, ARGV[i + 6]}
-  i = i + 7
+                tonumber(ARGV[i + 5]) or 0, ARGV[i + 6], tonumber(ARGV[i + 7]) or 0, ARGV[i + 8]}
+  i = i + 9
 end
 local out, codes = {NOW, ''}, {}
 local v = 0
