@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python benchmarks/store_cycle.py [--jobs 10000] [--rounds 3] [--voters 3]
-        [--sweeps 2] [--redis-server PATH] [--label NAME]
+        [--sweeps 2] [--redis-server PATH] [--label NAME] [--callgrind] [--fold]
 
 Why: ``scale.py`` measures the store's end-to-end cost per slot with real
 agents, but a run takes minutes, shares two vCPUs with three busy agents and
@@ -20,7 +20,10 @@ boundary with ``* * * * *``), what the agents of ``scale.py`` do:
 * ``vote`` — each of ``voters`` nodes sends one batch naming every job (the
   first records, the ``quorum``-th commits and assigns, the rest are decided
   votes), with epoch 1 and the voters' membership record;
-* ``start`` — each executor starts its slots (one ``fenced`` batch);
+* ``start`` — each executor starts its slots (one ``fenced`` batch); with
+  ``--fold`` the votes ask for the start and go in the agents' burst order,
+  so nearly every commit starts its slot (docs/protocol.md, "A start folded
+  into the commit") and this phase starts only the others;
 * ``finish`` — each executor finishes them succeeded, detail ``exit 0``;
 * ``sweep`` — ``sweeps`` nodes sweep every job (``scale.py`` counted about
   6 sweep items per slot over 3 agents: the sweeps after the executors'
@@ -72,10 +75,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import write_result  # noqa: E402
 
 from quorum_cron.core.membership import MembershipRecord  # noqa: E402
-from quorum_cron.core.model import FencedRequest, SweepParams  # noqa: E402
+from quorum_cron.core.model import FencedRequest, SlotState, SweepParams  # noqa: E402
 from quorum_cron.store.base import VoteRequest, VoteStatus  # noqa: E402
 from quorum_cron.store.embedded.single import EmbeddedRedis  # noqa: E402
 from quorum_cron.store.redis import RedisStore  # noqa: E402
+from quorum_cron.store.rendezvous import rank  # noqa: E402
 
 NAMESPACE = "bench"
 DEADLINE_MS = 3_600_000
@@ -167,10 +171,34 @@ class Meter:
         return out
 
 
+def _vote_passes(jobs: list[str], fire: int, nodes: list[str], quorum: int) -> list[tuple[str, list[str]]]:
+    """The votes of a round as the agents' burst order sends them at one pace (``--fold``): first
+    every node's top-quorum slots it would not win, then those it would (its vote commits them,
+    and the commit folds the start in), then the rest (decided votes); a batch per node each."""
+    members = tuple(sorted(nodes))
+    passes: dict[str, tuple[list[str], list[str], list[str]]] = {n: ([], [], []) for n in nodes}
+    for job in jobs:
+        for node in nodes:
+            ahead = rank(job, fire, node, members)
+            passes[node][1 if ahead == 0 else 0 if ahead < quorum else 2].append(job)
+    return [(node, passes[node][k]) for k in range(3) for node in nodes if passes[node][k]]
+
+
 def run_store(
-    port: int, jobs: list[str], rounds: int, voters: int, sweeps: int, base: int, callgrind: bool = False
+    port: int,
+    jobs: list[str],
+    rounds: int,
+    voters: int,
+    sweeps: int,
+    base: int,
+    callgrind: bool = False,
+    fold: bool = False,
 ) -> dict[str, Any]:
-    """The store's cycle; raises SystemExit when a slot did not end ``succeeded`` exactly once."""
+    """The store's cycle; raises SystemExit when a slot did not end ``succeeded`` exactly once.
+
+    ``fold``: the votes ask for the start (``VoteRequest.start_lease_ms``) in the agents' burst
+    order, so the executor's vote commits nearly every slot and starts it in the same step; the
+    ``start`` phase then starts only the slots whose commit did not."""
     admin = redis.Redis(host="127.0.0.1", port=port)
     client = redis.Redis(host="127.0.0.1", port=port)
     store = RedisStore(client, NAMESPACE)
@@ -189,12 +217,18 @@ def run_store(
     for r in range(rounds):
         fire = base + r
         committed: list[Any] = []
+        passes = _vote_passes(jobs, fire, nodes, quorum) if fold else [(node, jobs) for node in nodes]
 
-        def votes(fire: int = fire, committed: list[Any] = committed) -> None:
-            for node in nodes:
+        def votes(
+            fire: int = fire, committed: list[Any] = committed, passes: list[tuple[str, list[str]]] = passes
+        ) -> None:
+            for node, batch in passes:
+                ask: dict[str, Any] = {"start_lease_ms": LEASE_MS, "incarnation": f"i-{node}"} if fold else {}
                 reqs = [
-                    VoteRequest(j, fire, node, "h1", quorum, SKEW_MS, DEADLINE_MS, epoch=1, membership=record)
-                    for j in jobs
+                    VoteRequest(
+                        j, fire, node, "h1", quorum, SKEW_MS, DEADLINE_MS, epoch=1, membership=record, **ask
+                    )
+                    for j in batch
                 ]
                 for res in store.vote(reqs):
                     if res.status == VoteStatus.COMMITTED:
@@ -210,7 +244,10 @@ def run_store(
             by_executor[slot.executor].append(slot)
 
         def fenced(op: str, by_executor: dict[str, list[Any]] = by_executor) -> None:
-            for node, slots in by_executor.items():
+            for node, all_slots in by_executor.items():
+                slots = [s for s in all_slots if op != "start" or s.state == SlotState.COMMITTED]
+                if not slots:
+                    continue
                 reqs = [
                     FencedRequest(op, s.job, s.fire_ms, node, s.token, LEASE_MS, True, "exit 0")
                     if op == "finish"
@@ -282,6 +319,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run the server under callgrind; report instructions per slot",
     )
+    ap.add_argument(
+        "--fold",
+        action="store_true",
+        help="votes ask for the start, in the agents' burst order (the start folded into the commit)",
+    )
     args = ap.parse_args(argv)
     if args.jobs < 1 or args.rounds < 1 or args.voters < 1 or args.sweeps < 0:
         raise SystemExit("--jobs, --rounds and --voters must be >= 1, --sweeps >= 0")
@@ -316,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         cycle = (server.port, jobs, args.rounds, args.voters, args.sweeps, base, args.callgrind)
         floor = run_floor(*cycle)
-        store = run_store(*cycle)
+        store = run_store(*cycle, fold=args.fold)
         wall = time.perf_counter() - t0
     header = f"{'Redis CPU µs per slot':24}" + "".join(f"{p:>9}" for p in (*PHASES, "total"))
     print()
@@ -344,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         "voters": args.voters,
         "sweeps": args.sweeps,
         "callgrind": args.callgrind,
+        "fold": args.fold,
         "wall_s": round(wall, 1),
         "floor": floor,
         "store": store,
