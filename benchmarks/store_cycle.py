@@ -391,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         "floor": floor,
         "store": store,
     }
-    write_result("store_cycle", doc, args.label, variant="callgrind" if args.callgrind else "")
+    variant = "-".join(v for v, on in (("callgrind", args.callgrind), ("fold", args.fold)) if on)
+    write_result("store_cycle", doc, args.label, variant=variant)
     return 0
 
 

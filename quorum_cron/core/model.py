@@ -190,7 +190,7 @@ class SlotView:
     """How many times the slot was started (retries and at-least-once re-runs raise it)."""
     starter: str = ""
     """The incarnation of the process whose commit vote also started the slot (a start folded
-    into the commit, ``Store.vote`` step 6); empty otherwise, and again once reassigned."""
+    into the commit, ``Store.vote`` step 6) while it runs; empty otherwise (ended, reassigned)."""
 
     @property
     def voters(self) -> tuple[str, ...]:

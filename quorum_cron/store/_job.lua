@@ -473,6 +473,7 @@ local function end_slot(r, state, reason)
   f.rs = reason
   f.fm = NOW
   f.lu = nil
+  f.si = nil -- (only a running slot's tag means anything: a record a finish writes stays short)
   raise_hw(r)
   if state == 'failed' or state == 'lost' then
     local n = streak(m) + 1

@@ -129,6 +129,7 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
         rec.reason = reason
         rec.finished_ms = now
         rec.lease_until_ms = 0
+        rec.starter = ""
         self._touch(rec, now)
         self._close_slot(job, rec.fire_ms)
         job.hwm = max(job.hwm, rec.fire_ms)
