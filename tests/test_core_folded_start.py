@@ -13,6 +13,7 @@ from __future__ import annotations
 from quorum_cron.core.model import SlotState, SlotView, TransitionResult, VoteResult, VoteStatus
 from quorum_cron.core.node import (
     CoreJob,
+    Failure,
     NodeCore,
     NodeSettings,
     Now,
@@ -123,3 +124,45 @@ def test_a_folded_start_of_a_token_whose_start_is_in_flight_leaves_the_run_to_th
     assert core.on_reply(vote, [folded], Now(T0 + 10, 10)) == []
     refused = TransitionResult(False, view, T0 + 20, "slot is running, not committed")
     assert core.on_reply(start, refused, Now(T0 + 20, 20)) == [Renew("a", T0, 4, LEASE)]
+
+
+def test_a_decided_reply_under_this_incarnation_is_confirmed_and_run() -> None:
+    """The client sent the vote again after a connection error (redis-py's retry) or an earlier
+    send's reply was lost: the store answers ``decided``, the slot running under this node with
+    this process's tag. A renew confirms it; under another process's tag nothing happens."""
+    for starter, adopted in (("inc-1", True), ("inc-0", False)):
+        core = _core()
+        vote = _vote(core, 0)
+        view = SlotView("a", T0, SlotState.RUNNING, executor="n1", token=4, runs=1, starter=starter)
+        got = core.on_reply(vote, [VoteResult(VoteStatus.DECIDED, view, T0 + 10)], Now(T0 + 20, 20))
+        assert got == ([Renew("a", T0, 4, LEASE)] if adopted else []), starter
+
+
+def test_a_vote_in_flight_at_a_graceful_stop_still_runs_the_slot_it_starts() -> None:
+    """Stopping keeps the votes in flight (the agent waits for their replies within the grace):
+    a reply that started the slot here runs it at once, its lease from the vote's send."""
+    core = _core()
+    store = MemoryStore(lambda: T0 + 10)
+    vote = _vote(core, 0)
+    core.stop_voting()
+    (res,) = store.vote(vote.requests)
+    assert core.on_reply(vote, [res], Now(T0 + 20, 20)) == [Run("a", T0, res.slot.token, 60_000)]
+
+
+def test_a_failed_folding_votes_mark_goes_once_a_retry_shows_nothing_committed() -> None:
+    """A folding vote that failed marks the slot for adoption; the retry's ``recorded`` reply shows
+    the first send committed nothing, and the node keeps nothing of the slot (no record leaks)."""
+    job = CoreJob(name="a", schedule=Every(60_000), spec_hash="h1", deadline_ms=5_000, timeout_ms=60_000)
+    settings = NodeSettings(node_id="n1", quorum=2, lease_ms=LEASE, vote_lead_ms=0, incarnation="inc-1")
+    core = NodeCore(settings, [job])
+    core.set_trust(True)
+    store = MemoryStore(lambda: T0 + 10)
+    vote = _vote(core, 0)
+    core.on_failure(vote, Now(T0 + 100, 100), Failure.REFUSED, "OOM command not allowed")
+    retry = next(a for a in core.tick(Now(T0 + 1_000, 1_000)) if isinstance(a, Vote))
+    (res,) = store.vote(retry.requests)
+    assert res.status == VoteStatus.RECORDED
+    slot = core._jobs["a"].slots[T0]
+    assert slot.start_first == (0, 0)  # (the mark: token unknown, the vote sent at 0)
+    core.on_reply(retry, [res], Now(T0 + 1_010, 1_010))
+    assert slot.start_first is None

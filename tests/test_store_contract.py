@@ -994,6 +994,15 @@ def _fixed_walk() -> None:
         m._vote([("alpha", fold, winner, *ok)], 5_000)
         step()
         assert m.model.slot("alpha", fold).state == SlotState.RUNNING
+        # Asked for before the fire time (store time inside the skew window): a commit only.
+        ahead = m.fire(1)
+        m.advance(ahead - 200 - m.now)
+        winner = pick_executor("beta", ahead, NODES[:3])
+        m._vote([("beta", ahead, n, *ok) for n in NODES[:3] if n != winner], 5_000)
+        m._vote([("beta", ahead, winner, *ok)], 5_000)
+        step()
+        before = m.model.slot("beta", ahead)
+        assert (before.state, before.executor, before.starter) == (SlotState.COMMITTED, winner, ""), before
         m.advance(11_000)
         m.sweep([SweepParams("gamma", 30_000, 8_000)], 0)  # gamma's lone vote: missed
         step()
@@ -1129,7 +1138,8 @@ def test_notices_reach_the_executor_and_triggers_every_node_on_both_stores(
     redis_server: EmbeddedRedis,
 ) -> None:
     """listen_notices: a commit, a retried failure (new executor) and a takeover notify the executor
-    with its token; a trigger reaches every subscriber. Same notices from Redis pub/sub and the model."""
+    with its token; a commit that starts the slot for its own voter notifies nobody; a trigger
+    reaches every subscriber. Same notices from Redis pub/sub and the model."""
     fire = BASE_MS
     now = [fire]
     client, stores = _both_stores(redis_server, lambda: now[0])
@@ -1145,6 +1155,17 @@ def test_notices_reach_the_executor_and_triggers_every_node_on_both_stores(
             retried = store.finish("j", fire, first.executor, first.token, False, "exit 1", 2, 0).slot
             now[0] += 10_000  # the retry's executor never starts it: a sweep takes it over
             [taken] = store.sweep([SweepParams("j", 30_000, 1_000)]).changed
+            # A commit whose own voter is picked and asked for the start starts it: no notice.
+            due = now[0]
+            winner = pick_executor("j", due, ("n1", "n2", "n3"))
+            other = next(n for n in ("n1", "n2", "n3") if n != winner)
+            asks = [
+                VoteRequest("j", due, n, "h1", 2, SKEW_MS, 30_000, start_lease_ms=5_000, incarnation=f"i-{n}")
+                for n in (other, winner)
+            ]
+            store.vote(asks[:1])
+            [folded] = store.vote(asks[1:])
+            assert folded.slot.state == SlotState.RUNNING and folded.slot.executor == winner
             last = Trigger("j", store.trigger("j", "alice"))
             heard = {n: _until(q, last) for n, (_, q, _) in subs.items()}
             for listening, _, subscribed in subs.values():
@@ -1157,7 +1178,7 @@ def test_notices_reach_the_executor_and_triggers_every_node_on_both_stores(
         for slot in (first, retried, taken):
             assert Notice("j", fire, slot.token) in heard[slot.executor]
         assert all(h[-1] == Trigger("j", now[0]) for h in heard.values())
-        assert sum(len(h) for h in heard.values()) == 3 + 3  # three assignments, one trigger to each
+        assert sum(len(h) for h in heard.values()) == 3 + 3  # three assignments (no fourth), one trigger each
     finally:
         client.close()
 

@@ -175,6 +175,7 @@ class Agent:
         self._tasks: list[asyncio.Task[None]] = []
         self._bg: set[asyncio.Task[None]] = set()
         self._finishing: set[tuple[str, int]] = set()
+        self._voting = 0  # votes on their way: one may start a slot here (a stop waits for its reply)
         self._after_reply = handlers(type(self), "_replied_", fallback=type(self)._replied_other)
         """Store action type → what the runtime itself does with its reply (most: nothing)."""
         self._stopping = False
@@ -383,6 +384,8 @@ class Agent:
                 said = "grace period over" if cut is None else why
                 event(log, logging.WARNING, "stopping", f"{said}: stopping {len(self.runs)} job(s)")
             return False
+        if self._voting and mono < self._stop_deadline_mono:
+            return False  # (a vote's reply may start a slot here: docs/protocol.md, "A start folded ...")
         if not self._finishing:
             return True
         if mono >= self._stop_deadline_mono + FLUSH_TIMEOUT_MS:
@@ -425,9 +428,11 @@ class Agent:
     def _call_store(self, action: StoreAction) -> None:
         if isinstance(action, Finish):
             self._finishing.add((action.job, action.fire_ms))
+        self._voting += len(action.requests) if isinstance(action, Vote) else 0
         self._worker.submit_then(action, self._on_store_done)
 
     def _on_store_done(self, action: StoreAction, reply: object, exc: BaseException | None) -> None:
+        self._voting -= len(action.requests) if isinstance(action, Vote) else 0  # (a part, or the rest)
         if isinstance(exc, asyncio.CancelledError):  # dropped by the worker's shutdown
             return
         if exc is None:

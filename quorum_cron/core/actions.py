@@ -108,7 +108,9 @@ class NodeSettings:
 
     The store accepts votes from ``t - max_skew`` by its own clock, so this
     must stay below ``max_skew_ms``; the job itself still starts only when
-    this node's clock says ``t`` has come (the start is deferred until then).
+    this node's clock says ``t`` has come (the start is deferred until then),
+    unless a commit at or after ``t`` by the store's clock started it (a start
+    folded into the commit: the node's clock is within ``max_skew`` of that).
     """
     incarnation: str = ""
     """This process's incarnation (random per start). Set, the node's votes ask the store to

@@ -192,8 +192,9 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
         self._stopping = True
         for js in self._jobs.values():
             for slot in js.slots.values():
-                if slot.vote is not None or slot.poll_at is not None:
-                    slot.vote = slot.poll_at = None
+                keep = slot.vote is not None and slot.vote.in_flight  # (its reply may start the slot here)
+                if (slot.vote is not None and not keep) or slot.poll_at is not None:
+                    slot.vote, slot.poll_at = slot.vote if keep else None, None
                     self._touched.append((js, slot))
         self._dirty.update(range(len(self._by_index)))
         self._settle()
@@ -471,8 +472,7 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
             self._retries.add(now.mono_ms + self.settings.retry_ms, action)
             self._missed_waits(action, 1)
             return []
-        # Decided: news, as any read's is. A vote of ours whose reply was lost may have started it here
-        # (a folded start, adopted as a lost start is; a cluster failover past the slot's deadline).
+        # Decided: news, as any read's (a lost vote's folded start here is adopted: docs/protocol.md).
         return self._on_view(reply, now)
 
     # -- failures, one handler per store action type ---------------------------

@@ -210,7 +210,8 @@ class VotingSide(CoreState):
 
     def _on_votes(self, action: Vote, results: list[object], now: Now) -> list[Action]:
         out: list[Action] = []
-        committed = VoteStatus.COMMITTED
+        committed, decided, recorded = VoteStatus.COMMITTED, VoteStatus.DECIDED, VoteStatus.RECORDED
+        incarnation = self.settings.incarnation
         for req, res in zip(action.requests, results, strict=True):
             assert isinstance(res, VoteResult)
             js = self._jobs[req.job]
@@ -233,9 +234,16 @@ class VotingSide(CoreState):
                 s.vote = None
                 if not p.in_flight:
                     self._dirty.add(js.index)  # (a vote in flight has no timer: dropping it changes none)
-            # This vote committed the slot and started it here (a start folded into the commit):
-            # its lease counts from the vote's send (unknown once the vote part was dropped).
-            started = (p.sent_mono if p is not None else -1) if res.status is committed else None
+            # This vote committed the slot and started it here (a start folded into the commit): its
+            # lease counts from the vote's send. Or an earlier send of it did (a lost reply, a client's
+            # retry): the slot shows this process's tag, and a renew confirms it first (send unknown).
+            started = None
+            if res.status is committed:
+                started = p.sent_mono if p is not None else -1
+            elif res.status is decided and incarnation and res.slot.starter == incarnation:
+                started = -1
+            elif res.status is recorded and s is not None and s.start_first and not s.start_first[0]:
+                s.start_first = None  # (an earlier failed send committed nothing: nothing to adopt)
             out.extend(self._on_view(res.slot, now, poll_again=True, store_ms=res.now_ms, started=started))
         return out
 
