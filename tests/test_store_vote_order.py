@@ -95,41 +95,6 @@ def test_a_node_sends_the_slots_it_would_execute_first(redis_client: redis.Redis
     assert {r.status for r in final} == {VoteStatus.DECIDED}
 
 
-def test_votes_asking_for_the_start_send_the_slots_the_node_would_execute_after_its_other_top_ones(
-    redis_client: redis.Redis,
-) -> None:
-    """With a start lease the node's rank-0 slots go after its rank-1 slots (quorum 2 of 3) and
-    before the rest: the winner's vote tends to be the committing one, and the commit starts it
-    (agent.burstorder does the same over a long vote's parts)."""
-    jobs = [f"job-{i:02d}" for i in range(60)]
-    for node in MEMBERS:
-        store = RedisStore(redis_client, "ns3", clock=lambda: T0, max_batch=7)
-        calls = _recorded_calls(store)
-        requests = [
-            VoteRequest(
-                job,
-                T0,
-                node,
-                "h1",
-                2,
-                250,
-                30_000,
-                epoch=1,
-                membership=RECORD,
-                start_lease_ms=5_000,
-                incarnation=f"i-{node}",
-            )
-            for job in jobs
-        ]
-        results = store.vote(requests)
-        assert [r.slot.job for r in results] == jobs
-        sent = [_job_of(k) for c in calls for k in c.keys]
-        ranks = [rank(job, T0, node, MEMBERS) for job in sent]
-        classes = [{1: 0, 0: 1}.get(k, 2) for k in ranks]
-        assert classes == sorted(classes), f"{node}: {ranks}"
-        assert {0, 1, 2} <= set(ranks)
-
-
 def test_legacy_votes_and_foreign_records_keep_the_callers_order(redis_client: redis.Redis) -> None:
     """No rank without a record naming the voter among two or more members: epoch-0 votes, and a
     record the node is not in, travel as given (one fire time, one parameter set)."""

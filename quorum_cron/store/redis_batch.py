@@ -140,11 +140,7 @@ class RedisBatching(RedisBase):
         whose calls the server happens to take first was in every quorum and
         ran half the slots of three nodes (docs/benchmarks.md, "Spreading the
         executors"). Voting its own slots first, each node is among the
-        first voters of the slots it would win. Votes that ask for the start
-        (``start_lease_ms``) send those slots after the node's other
-        top-quorum slots instead, as the agent's burst order does
-        (:mod:`quorum_cron.agent.burstorder`): the winner's vote then tends
-        to be the one that commits, and the commit starts the slot.
+        first voters of the slots it would win.
         """
         param_index: dict[_ParamKey, int] = {}
         vote_params: list[int] = []
@@ -206,30 +202,18 @@ class RedisBatching(RedisBase):
 _ParamKey = tuple[str, int, int, int, str, int, str, int, str]
 
 
-_Ranked = tuple[tuple[str, ...], int]
-
-
-def _rank_members(param_index: dict[_ParamKey, int]) -> dict[int, _Ranked]:
+def _rank_members(param_index: dict[_ParamKey, int]) -> dict[int, tuple[str, ...]]:
     """Per parameter set whose record names the voting node among two or more members: the
-    members (what the vote order ranks by; :func:`~quorum_cron.store.rendezvous.ranking_seats`)
-    and, for votes asking for the start, the quorum (0 for the others). Empty when no set has
-    one."""
-    out: dict[int, _Ranked] = {}
+    members (what the vote order ranks by; :func:`~quorum_cron.store.rendezvous.ranking_seats`).
+    Empty when no set has one."""
+    out: dict[int, tuple[str, ...]] = {}
     for key, k in param_index.items():
         seats = ranking_seats(key[6], key[0])
         if seats is not None and len(seats[0]) > 1:
-            out[k] = (seats[0], seats[1] if key[7] > 0 else 0)
+            out[k] = seats[0]
     return out
 
 
-def _vote_order(r: VoteRequest, param: int, ranked: dict[int, _Ranked]) -> tuple[int, int, int]:
-    seats = ranked.get(param)
-    if seats is None:
-        return param, r.fire_ms, 0
-    members, quorum = seats
-    ahead = rank(r.job, r.fire_ms, r.node, members)
-    if 0 < ahead < quorum:
-        ahead -= 1  # (asking for the start: the other top-quorum slots first, then those it wins)
-    elif ahead == 0 and quorum:
-        ahead = quorum - 1
-    return param, r.fire_ms, ahead
+def _vote_order(r: VoteRequest, param: int, ranked: dict[int, tuple[str, ...]]) -> tuple[int, int, int]:
+    members = ranked.get(param)
+    return param, r.fire_ms, 0 if members is None else rank(r.job, r.fire_ms, r.node, members)

@@ -45,9 +45,8 @@
 -- run, lease now + lease ms; fence.lua's start; tagged with the vote's
 -- incarnation) and no notice is published: the reply tells the executor. A
 -- node votes its slots so that it is mostly the one committing those it
--- executes (agent/burstorder.py over a burst's parts, redis_batch.py within
--- a call), and a start of its own was a call, a decode, an encode and a
--- write more per slot.
+-- executes (agent/burstorder.py, over a burst's parts), and a start of its
+-- own was a call, a decode, an encode and a write more per slot.
 --
 -- A slot's deadline is the largest deadline_ms any of its votes carried
 -- (dl, kept on the proposed slot): a vote's missed check uses it, so a node
