@@ -38,7 +38,7 @@ from quorum_cron.core.outcomes import (
     killed_stale,
 )
 from quorum_cron.core.polls import Polls
-from quorum_cron.core.slots import Running
+from quorum_cron.core.slots import TOKEN_UNKNOWN, Running
 from quorum_cron.core.state import _JobState
 from quorum_cron.core.timers import NEVER, min_sweep_gap
 
@@ -157,7 +157,7 @@ class RunningSide(Polls):
             self._stop_polling(js, view.fire_ms)
             if view.executor != me:
                 s = js.slots.get(view.fire_ms)
-                if s is not None and s.start_first is not None and s.start_first[0] == 0:
+                if s is not None and s.start_first is not None and s.start_first[0] == TOKEN_UNKNOWN:
                     self._forget_start(js, view.fire_ms)  # (our failed vote did not start it)
                 return []  # (most replies: another voter runs it; _maybe_start would say the same)
             if view.not_before_ms > now.wall_ms:
@@ -226,7 +226,7 @@ class RunningSide(Polls):
         fire_ms = view.fire_ms
         s = js.slots.get(fire_ms)
         first = s.start_first if s is not None else None
-        if first is not None and first[0] == 0 and view.starter and view.starter == self.settings.incarnation:
+        if first and first[0] == TOKEN_UNKNOWN and view.starter and view.starter == self.settings.incarnation:
             first = (view.token, first[1])  # a vote of ours that failed started it (_vote_failed)
         if (
             s is None
@@ -254,11 +254,7 @@ class RunningSide(Polls):
         fire_ms, token = view.fire_ms, view.token
         s = self._slot(js, fire_ms)
         self._dirty.add(js.index)
-        if (
-            (s.start_token if s.start_token is not None else -1) >= token
-            or (s.run is not None and s.run.token >= token)
-            or self._ran(js, fire_ms, token)
-        ):
+        if self._holds(js, fire_ms, token):
             # A failover that lost writes hands a token out again (store-failover seed 30): a start
             # of it in flight decides (refused now, it adopts this one), a run of it is the run.
             return []
@@ -287,12 +283,8 @@ class RunningSide(Polls):
             # Committed ahead of time (votes lead the fire time): start when due.
             self._defer(js, fire_ms, token, fire_ms)
             return []
-        s = js.slots.get(fire_ms)
-        if s is not None:
-            if (s.start_token if s.start_token is not None else -1) >= token or self._ran(js, fire_ms, token):
-                return []
-            if s.run is not None and s.run.token >= token:
-                return []
+        if self._holds(js, fire_ms, token):
+            return []
         s = self._slot(js, fire_ms)
         s.start_token = token
         s.start_sent = now.mono_ms
@@ -302,6 +294,19 @@ class RunningSide(Polls):
         s.parked = False  # (a read, should the start fail, must be sent: sim start-reply-lost)
         self._dirty.add(js.index)
         return [Start(js.job.name, fire_ms, token, self.settings.lease_ms)]
+
+    def _holds(self, js: _JobState, fire_ms: int, token: int) -> bool:
+        """Whether this node already sent a start of ``token`` (or a later one), runs it, or ran it:
+        a start of it, a late notice's or a folded one (a failover may hand a token out twice),
+        must not run the job again."""
+        s = js.slots.get(fire_ms)
+        if s is None:
+            return False
+        return (
+            (s.start_token if s.start_token is not None else -1) >= token
+            or (s.run is not None and s.run.token >= token)
+            or self._ran(js, fire_ms, token)
+        )
 
     def _ran(self, js: _JobState, fire_ms: int, token: int) -> bool:
         """Whether this node's run of the slot under ``token`` (or a later one) already ended.

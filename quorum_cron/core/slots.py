@@ -41,6 +41,7 @@ __all__ = [
     "LOCAL_NO",
     "LOCAL_RUNNING",
     "LOCAL_TOO_LATE",
+    "TOKEN_UNKNOWN",
     "Holder",
     "Pending",
     "Running",
@@ -58,6 +59,11 @@ LOCAL_ENDED = 2
 """``Pending.local``: the local run ended (``local_detail`` says how)."""
 LOCAL_TOO_LATE = 3
 """``Pending.local``: past its deadline before it could run locally."""
+
+TOKEN_UNKNOWN = 0
+"""``Slot.start_first``'s token when a vote that asked for the start failed: it may have started
+the slot here under a token the node never heard (tokens start at 1); a view under this process's
+tag names it (docs/protocol.md, "A start folded into the commit")."""
 
 IN_FLIGHT = -1
 """``Slot.poll_at`` of a slot whose poll was sent (its reply or failure sets the next)."""

@@ -29,7 +29,7 @@ from quorum_cron.core.model import (
     VoteStatus,
 )
 from quorum_cron.core.outcomes import missed_no_node_alive, missed_not_running, missed_unvoted
-from quorum_cron.core.slots import LOCAL_NO, LOCAL_RUNNING, LOCAL_TOO_LATE, Pending, Slot
+from quorum_cron.core.slots import LOCAL_NO, LOCAL_RUNNING, LOCAL_TOO_LATE, TOKEN_UNKNOWN, Pending, Slot
 from quorum_cron.core.state import (
     MAX_CATCHUP_SLOTS,
     MAX_RAN_LOCAL,
@@ -159,7 +159,7 @@ class VotingSide(CoreState):
                 if req.start_lease_ms and s.start_first is None:
                     # It may have landed and started the slot here: a read showing it running under
                     # this process's tag is then adopted (token unknown: 0), as a lost start's is.
-                    s.start_first = (0, p.sent_mono)
+                    s.start_first = (TOKEN_UNKNOWN, p.sent_mono)
                 p.in_flight = False
                 p.why = why
                 self._dirty.add(js.index)
@@ -242,7 +242,12 @@ class VotingSide(CoreState):
                 started = p.sent_mono if p is not None else -1
             elif res.status is decided and incarnation and res.slot.starter == incarnation:
                 started = -1
-            elif res.status is recorded and s is not None and s.start_first and not s.start_first[0]:
+            elif (
+                res.status is recorded
+                and s is not None
+                and s.start_first
+                and s.start_first[0] == TOKEN_UNKNOWN
+            ):
                 s.start_first = None  # (an earlier failed send committed nothing: nothing to adopt)
             out.extend(self._on_view(res.slot, now, poll_again=True, store_ms=res.now_ms, started=started))
         return out
