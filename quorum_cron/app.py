@@ -109,10 +109,11 @@ class App:
         (set it when Redis has a replica it may fail over to). ``allow_evicting_redis``: run on a
         Redis whose ``maxmemory-policy`` can evict keys (unsafe, as the agent's
         ``--allow-evicting-redis``; docs/operations.md). ``tune_allocator``: from 1,000 jobs,
-        set glibc's allocator for a scheduler (one arena, fixed thresholds) before the node's
-        threads start; process-wide and lasting, so ``False`` for a program that must keep its
-        own (docs/operations.md, "Leave the C allocator to the agent"). ``store`` replaces the Redis
-        connection (e.g. a MemoryStore in a test of your jobs). Without NTP servers the Redis
+        set glibc's allocator for a scheduler (one arena, fixed thresholds, the heap trimmed
+        when idle after a burst) before the node's threads start; process-wide and lasting, so
+        ``False`` for a program that must keep its own (docs/operations.md, "Leave the C
+        allocator to the agent"). ``store`` replaces the Redis connection (e.g. a MemoryStore in
+        a test of your jobs). Without NTP servers the Redis
         TIME check alone decides clock trust (``ntp_unreachable="store-time"``); pass servers
         for the full check. ``members``: the node ids of the cluster (``size`` is then their
         number); without it, ``size`` ids fill the seats as they register (docs/operations.md,

@@ -51,6 +51,7 @@ from functools import partial
 
 from quorum_cron.agent import heap
 from quorum_cron.agent.alerts import AlertHook, AlertJournal
+from quorum_cron.agent.allocator import BurstTrim
 from quorum_cron.agent.definitions import Definitions
 from quorum_cron.agent.executions import Runs
 from quorum_cron.agent.health import NodeHealth
@@ -109,9 +110,8 @@ class Agent:
         notices: object = None,
         metrics: Metrics | None = None,
     ) -> None:
-        """``notices``: when true, subscribe to the store's notices (``Store.listen_notices``); None or
-        False: rely on polls and catch-up reads. (Callers that passed the store's redis-py client
-        still get the subscription: any true value.)"""
+        """``notices``: when true (any true value), subscribe to the store's notices
+        (``Store.listen_notices``); None or False: rely on polls and catch-up reads."""
         if not settings.node.incarnation:  # (this process's: its heartbeats, the starts its votes fold)
             settings = replace(settings, node=replace(settings.node, incarnation=new_incarnation()))
         self.settings = settings
@@ -181,15 +181,13 @@ class Agent:
         self._stopping = False
         self._stop_deadline_mono = 0
         self._grace_expired = False
-        self._grace_cut: str | None = None
-        """Why the grace period was cut short (a second signal): the stopped runs' recorded cause."""
+        self._grace_cut: str | None = None  # why a second signal cut the grace short: the runs' cause
         self._joined = False
         self._exit_code = EXIT_OK
         self._summary_mono = self.clock.monotonic_ms()
-        self.definitions = Definitions(self.jobs)
-        """The definition each slot runs under, across reloads (:meth:`replace_jobs`)."""
-        self.ready = asyncio.Event()
-        """Set once the node has joined and started its loop (tests, App)."""
+        self._trim = BurstTrim()
+        self.definitions = Definitions(self.jobs)  # each slot's definition, across reloads
+        self.ready = asyncio.Event()  # set once the node has joined and started its loop (tests, App)
 
     def __repr__(self) -> str:
         return f"Agent(node={self.node!r}, jobs={sorted(self.jobs)!r}, store={self.store!r})"
@@ -357,6 +355,7 @@ class Agent:
             wait_ms = self.core.next_wakeup(self.now())
             if self._stopping:
                 wait_ms = min(wait_ms, 100)
+            self._trim.idle(self.clock.monotonic_ms(), wait_ms, self._voting + len(self._finishing))
             handle = self._loop.call_later(wait_ms / 1000, wake.set)
             await wake.wait()
             handle.cancel()
