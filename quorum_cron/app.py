@@ -110,7 +110,7 @@ class App:
         Redis whose ``maxmemory-policy`` can evict keys (unsafe, as the agent's
         ``--allow-evicting-redis``; docs/operations.md). ``tune_allocator``: from 1,000 jobs,
         set glibc's allocator for a scheduler (one arena, fixed thresholds, the heap trimmed
-        when idle after a burst) before the node's threads start; process-wide and lasting, so
+        whenever the node is idle) before the node's threads start; process-wide and lasting, so
         ``False`` for a program that must keep its own (docs/operations.md, "Leave the C
         allocator to the agent"). ``store`` replaces the Redis connection (e.g. a MemoryStore in
         a test of your jobs). Without NTP servers the Redis

@@ -54,14 +54,18 @@ lease ends, the sweeps after them, replies parsed on the store thread), and
 a trim at the first idle moment after a burst measured no gain at all. A
 trim walks the heap's free blocks with its lock held: about 0.1 ms with
 nothing freed, 3 ms for 70 MB with 27,000 free blocks, 20 ms for 570 MB with
-200,000 (here); hence only while idle, never in the middle of a burst's store
-work. Measured (``scale.py``, 10,000 jobs, 3 agents, alternating with the
+200,000 (here), and every thread that allocates meanwhile waits; hence only
+while the loop is idle and no vote or result is on its way (a sweep's or a
+renewal's reply may still be parsed on the store thread, which then waits
+those milliseconds). Measured (``scale.py``, 10,000 jobs, 3 agents, alternating with the
 code before in one hour): RSS per job above the imports 0.08-0.12 KB lower
 (about 2 MB of each agent's 70), every agent under 3 KB; the agents' CPU per
 slot moved with the hour, not the trim (docs/benchmarks.md, "The heap
 trimmed while idle"). The next burst faults those pages in again. Only where
 :func:`tune_allocator` set the trim threshold: an operator who sets glibc's
-trimming, or an ``App(tune_allocator=False)``, keeps its own.
+trimming keeps its own, and so does an ``App(tune_allocator=False)`` unless
+something else in its process tuned the allocator (the settings, and so the
+trim, are the process's).
 """
 
 from __future__ import annotations

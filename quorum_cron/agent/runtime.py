@@ -110,8 +110,8 @@ class Agent:
         notices: object = None,
         metrics: Metrics | None = None,
     ) -> None:
-        """``notices``: when true (any true value), subscribe to the store's notices
-        (``Store.listen_notices``); None or False: rely on polls and catch-up reads."""
+        """``notices``: when true (any true value, e.g. the store's redis-py client), subscribe to
+        the store's notices (``Store.listen_notices``); None or False: polls and catch-up reads."""
         if not settings.node.incarnation:  # (this process's: its heartbeats, the starts its votes fold)
             settings = replace(settings, node=replace(settings.node, incarnation=new_incarnation()))
         self.settings = settings
@@ -355,8 +355,8 @@ class Agent:
             wait_ms = self.core.next_wakeup(self.now())
             if self._stopping:
                 wait_ms = min(wait_ms, 100)
+            handle = self._loop.call_later(wait_ms / 1000, wake.set)  # (before a trim: on time after it)
             self._trim.idle(self.clock.monotonic_ms(), wait_ms, self._voting + len(self._finishing))
-            handle = self._loop.call_later(wait_ms / 1000, wake.set)
             await wake.wait()
             handle.cancel()
 
