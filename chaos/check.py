@@ -178,10 +178,13 @@ class Report:
         return "\n".join(out)
 
 
-def _impaired(faults: list[dict[str, Any]], nodes: list[str]) -> list[tuple[int, int, frozenset[str]]]:
+def _impaired(
+    faults: list[dict[str, Any]], nodes: list[str], kinds: frozenset[str] | None = IMPAIRING
+) -> list[tuple[int, int, frozenset[str]]]:
+    """Each fault of ``kinds`` (None: every kind) as (start, recovered, the nodes it touched)."""
     spans = []
     for f in faults:
-        if f["kind"] in IMPAIRING:
+        if kinds is None or f["kind"] in kinds:
             who = frozenset(nodes) if f["kind"] in REDIS_KINDS else frozenset(f["targets"])
             spans.append((int(f["start_ms"]), int(f["recovered_ms"]), who))
     return spans
@@ -202,6 +205,7 @@ def check(record: dict[str, Any], runs: list[Run], ledger: dict[str, list[dict[s
     rep.notes = list(record.get("notes", []))
     rep.violations += [f"crash: {c}" for c in record.get("crashes", [])]
     spans = _impaired(faults, nodes)
+    touches = _impaired(faults, nodes, None)
 
     first = math.ceil((t0 + WARMUP_MS) / period) * period
     due = [(j, t) for j in jobs for t in range(first, end + 1, period)]
@@ -316,9 +320,15 @@ def check(record: dict[str, Any], runs: list[Run], ledger: dict[str, list[dict[s
         for since, until, who in spans:
             if since <= hi and until >= lo:
                 hurt |= who
-        if not mine and entry is not None and entry["state"] == "lost" and entry.get("executor") in hurt:
-            # At-most-once by design: the executor was hit around its start, so the slot may
-            # have started and is never re-run. Counted apart, not as a coverage miss.
+        hit: set[str] = set()
+        for since, until, who in touches:
+            if since <= hi and until >= lo:
+                hit |= who
+        if not mine and entry is not None and entry["state"] == "lost" and entry.get("executor") in hit:
+            # At-most-once by design: a fault of any kind hit the executor around its start (a
+            # kill, or a lossy link that kept a folded start's reply and its renewals from it
+            # past the lease: docs/protocol.md, "A start folded into the commit"), so the slot
+            # may have started and is never re-run. Counted apart, not as a coverage miss.
             rep.lost_to_fault += 1
         elif len(nodes) - len(hurt) >= quorum:
             rep.eligible += 1

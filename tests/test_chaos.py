@@ -230,6 +230,15 @@ def test_a_slot_lost_with_its_killed_executor_is_counted_apart_from_coverage() -
     rep = check(_record([kill]), runs, {"job0": [lost | {"executor": "n3"}]})
     assert rep.lost_to_fault == 0
     assert any(v.startswith("coverage:") for v in rep.violations)
+    # A lossy link to the executor (it can still vote, so its slots count in the coverage) that
+    # kept a folded start's reply and renewals from it past the lease: lost by design too.
+    loss = kill | {"kind": "loss", "params": {"percent": 37}}
+    rep = check(_record([loss]), runs, {"job0": [lost]})
+    assert rep.ok, rep.render()
+    assert (rep.lost_to_fault, rep.eligible) == (1, len(DUE) - 1)
+    rep = check(_record([loss]), runs, {"job0": [lost | {"executor": "n3"}]})
+    assert rep.lost_to_fault == 0
+    assert any(v.startswith("coverage:") for v in rep.violations)
 
 
 def test_checker_reports_a_run_the_ledger_calls_missed() -> None:
