@@ -211,32 +211,31 @@ def test_slots_during_a_majority_partition_do_not_count_in_coverage() -> None:
     assert not check(_record([fault]), runs, ledger).ok
 
 
-def test_a_slot_lost_with_its_killed_executor_is_counted_apart_from_coverage() -> None:
-    kill = {
+@pytest.mark.parametrize(
+    ("kind", "params"),
+    # A kill takes the executor out; a lossy link leaves it able to vote (its slots count in the
+    # coverage) but may keep a folded start's reply and renewals from it past the lease.
+    [("kill", {}), ("loss", {"percent": 37})],
+)
+def test_a_slot_lost_with_an_executor_a_fault_hit_is_counted_apart_from_coverage(
+    kind: str, params: dict[str, int]
+) -> None:
+    fault = {
         "index": 0,
-        "kind": "kill",
+        "kind": kind,
         "targets": ["n2"],
-        "params": {},
+        "params": params,
         "start_ms": DUE[4] + 10,
         "end_ms": DUE[4] + 2000,
         "recovered_ms": DUE[4] + 5000,
     }
     runs = [r for r in _clean_runs() if r.slot != DUE[4]]
     lost = {"fire_ms": DUE[4], "state": "lost", "reason": "lease of n2 expired mid-run", "executor": "n2"}
-    rep = check(_record([kill]), runs, {"job0": [lost]})
+    rep = check(_record([fault]), runs, {"job0": [lost]})
     assert rep.ok, rep.render()
     assert (rep.lost_to_fault, rep.eligible) == (1, len(DUE) - 1)
     # Lost on a node no fault touched: a coverage miss like any other.
-    rep = check(_record([kill]), runs, {"job0": [lost | {"executor": "n3"}]})
-    assert rep.lost_to_fault == 0
-    assert any(v.startswith("coverage:") for v in rep.violations)
-    # A lossy link to the executor (it can still vote, so its slots count in the coverage) that
-    # kept a folded start's reply and renewals from it past the lease: lost by design too.
-    loss = kill | {"kind": "loss", "params": {"percent": 37}}
-    rep = check(_record([loss]), runs, {"job0": [lost]})
-    assert rep.ok, rep.render()
-    assert (rep.lost_to_fault, rep.eligible) == (1, len(DUE) - 1)
-    rep = check(_record([loss]), runs, {"job0": [lost | {"executor": "n3"}]})
+    rep = check(_record([fault]), runs, {"job0": [lost | {"executor": "n3"}]})
     assert rep.lost_to_fault == 0
     assert any(v.startswith("coverage:") for v in rep.violations)
 
