@@ -306,10 +306,10 @@ def run_floor(
     return meter.report(len(jobs) * rounds)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--jobs", type=int, default=10_000)
-    ap.add_argument("--rounds", type=int, default=3, help="slots per job")
+def add_cycle_arguments(ap: argparse.ArgumentParser, jobs: int, rounds: int) -> None:
+    """The options this script shares with ``chunk_probe.py``."""
+    ap.add_argument("--jobs", type=int, default=jobs)
+    ap.add_argument("--rounds", type=int, default=rounds, help="slots per job")
     ap.add_argument("--voters", type=int, default=3)
     ap.add_argument("--sweeps", type=int, default=2, help="full sweeps of every job per round")
     ap.add_argument("--redis-server", default=None, help="server binary (default: as store_vote.py)")
@@ -319,6 +319,27 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run the server under callgrind; report instructions per slot",
     )
+
+
+def callgrind_wrapper(binary: str | None, directory: Path) -> str:
+    """A script in ``directory`` that starts ``binary`` (default: as :class:`EmbeddedRedis`) under
+    callgrind, its profile written beside it; SystemExit when valgrind is missing."""
+    missing = [t for t in ("valgrind", "callgrind_control") if shutil.which(t) is None]
+    if missing:
+        raise SystemExit(f"--callgrind: {' and '.join(missing)} not on PATH (apt-get install valgrind)")
+    wrapper = directory / "redis-server"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"exec valgrind --tool=callgrind --callgrind-out-file={directory}/callgrind.%p.out "
+        f'{binary or EmbeddedRedis().binary} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_cycle_arguments(ap, jobs=10_000, rounds=3)
     ap.add_argument(
         "--fold",
         action="store_true",
@@ -328,21 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1 or args.rounds < 1 or args.voters < 1 or args.sweeps < 0:
         raise SystemExit("--jobs, --rounds and --voters must be >= 1, --sweeps >= 0")
     jobs = [f"job-{i:06d}" for i in range(args.jobs)]
-    binary = args.redis_server
     tmp = tempfile.TemporaryDirectory(prefix="qc-store-cycle-")
-    if args.callgrind:
-        missing = [t for t in ("valgrind", "callgrind_control") if shutil.which(t) is None]
-        if missing:
-            raise SystemExit(f"--callgrind: {' and '.join(missing)} not on PATH (apt-get install valgrind)")
-        server_binary = binary or EmbeddedRedis().binary
-        wrapper = Path(tmp.name) / "redis-server"
-        wrapper.write_text(
-            "#!/bin/sh\n"
-            f"exec valgrind --tool=callgrind --callgrind-out-file={tmp.name}/callgrind.%p.out "
-            f'{server_binary} "$@"\n'
-        )
-        wrapper.chmod(0o755)
-        binary = str(wrapper)
+    binary = callgrind_wrapper(args.redis_server, Path(tmp.name)) if args.callgrind else args.redis_server
     with tmp, EmbeddedRedis(binary, startup_timeout=60.0 if args.callgrind else 10.0) as server:
         probe = server.client()
         version = probe.info("server")["redis_version"]
