@@ -12,10 +12,11 @@ target stands") finds that no lever that keeps one record, one meta read and
 one index entry per job can take that near the 50 µs issue 27 asks for.
 Those pages name the way that could: jobs that share a fire time share one
 record per chunk of jobs, so the three votes, the commit and the finish of a
-chunk are a handful of commands for all its jobs. That is a protocol revision
-of every part (scripts, memory model, contract suite, simulator, readers,
-a rolling upgrade), so before anyone builds it this measures what it would
-buy, with a prototype that does each job's share of the protocol's work.
+chunk are a handful of commands for all its jobs. That is a revision of the
+Redis store (its scripts, keys, readers, cluster routing, and a cut-over;
+the store's contract, and so the core, memory model and simulator, can
+stay), so before anyone builds it this measures what it would buy, with a
+prototype that does each job's share of the protocol's work.
 
 The prototype, per chunk of ``--chunk`` jobs, keys under the chunk's own
 hash tag:
@@ -48,12 +49,20 @@ per job the token, executor and state checked and the state ended, one
 and, once nothing of the fire time is open, one ``ZREM``. A sweep: one
 ``ZRANGEBYSCORE`` per chunk.
 
-What it leaves out, so its figures are lower bounds of the revision's cost:
-pauses, overlap, the missed and early checks, the legacy quorum, joint
-configurations' second count, the retention and TTL rules, the trim of the
-terminal index, the corruption checks of the keys' types, and replies that
-tell an agent only what changed (it returns every job's code and value, as
-``vote.lua`` does).
+Like the store, it reads the server's clock (``TIME``) once per call and
+takes a spec hash per vote and a detail per finish. What it leaves out, so
+its figures are lower bounds of the revision's cost: pauses, overlap, the
+missed and early checks, the legacy quorum, joint configurations' second
+count, a job adopting a membership record (each chunk's is written before
+the run), the retention and TTL rules, the trim of the terminal index, the
+corruption checks of the keys' types, and a finish's failure and retry
+paths (every run succeeds). It also keeps a job's meta in one field
+(``"tk hw fs"``), a lever of its own that the store could take today
+(docs/store.md). The other way, it pays a little the store does not: each
+vote call reads every job's meta, decided votes included, and adds to the
+open index. Replies: ``cjson`` and ``packed`` return every job's code and
+value, as ``vote.lua`` does; ``fields`` returns a job's state fields (none
+for a recorded vote).
 
 A hash of at most 512 short fields is a listpack (the server's default
 ``hash-max-listpack-entries``), where each field read or written is a scan;
@@ -76,7 +85,7 @@ import platform
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -106,22 +115,27 @@ FMT = "local function fmt(n)\n  return string.format('%d', n)\nend"  # (as _cloc
 
 HEAD_LUA = r"""
 -- KEYS[1] the chunk's prefix; ARGV[1] phase (v vote | f finish | w sweep),
--- ARGV[2] fire ms, ARGV[3] now ms, ARGV[4] node;
--- vote: ARGV[5] spec hash, ARGV[6] lease ms, ARGV[7] incarnation, ARGV[8..] jobs;
--- finish: ARGV[5..] job, token pairs.
+-- ARGV[2] fire ms, ARGV[3] now ms or "" (the server's TIME, as the store
+-- reads it), ARGV[4] node;
+-- vote: ARGV[5] lease ms, ARGV[6] incarnation, ARGV[7..] job, spec hash pairs;
+-- finish: ARGV[5..] job, token, detail triples.
 -- Shared by the layouts: the arguments, the meta read, the helpers. A layout's
 -- part then reads the slot hash (setting open) and defines vote_one(k, job)
--- and finish_one(k, job, token); TAIL_LUA runs them and writes.
+-- and finish_one(k, job, token, detail); TAIL_LUA runs them and writes.
 local P, phase, fire, NOW = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 if phase == 'w' then
   return redis.call('ZRANGEBYSCORE', P .. 'open', '-inf', '+inf', 'LIMIT', '0', '16')
+end
+if NOW == '' then
+  local t = redis.call('TIME')
+  NOW = fmt(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 end
 local now, firen, node = tonumber(NOW), tonumber(fire), ARGV[4]
 local byte, sub, match = string.byte, string.sub, string.match
 local EXPIRY = fmt(now + RETENTION)
 local SKEY = P .. 'slot:' .. fire
 local voting = phase == 'v'
-local first, step = voting and 8 or 5, voting and 1 or 2
+local first, step = voting and 7 or 5, voting and 2 or 3
 local jobs, mf = {}, {'mr'}
 for i = first, #ARGV, step do
   jobs[#jobs + 1] = ARGV[i]
@@ -133,7 +147,8 @@ if not rec then
   return redis.error_reply('no membership record in ' .. P .. 'meta')
 end
 local sw, mw, codes, out = {}, {}, {}, {NOW, ''}
-local open -- how many of the chunk's slots at fire are not terminal (the layout's read sets it)
+local open -- how many of the chunk's slots at fire are not terminal (the layout's read sets
+-- it; TAIL_LUA counts a slot a vote created and one a finish ended)
 
 local function put(t, k, v)
   local n = #t
@@ -157,13 +172,12 @@ local function commit_meta(k, job)
   return tk
 end
 
--- A success's meta change (the failure streak reset), and one slot less open.
+-- A success's meta change (the failure streak reset).
 local function finish_meta(k, job)
   local tk, hw, fs = meta_of(k)
   if fs ~= '0' then
     put(mw, job, tk .. ' ' .. hw .. ' 0')
   end
-  open = open - 1
 end
 
 -- Rendezvous among cands (the first 12 hex digits of sha1(job \n fire \n node)).
@@ -180,10 +194,10 @@ local function pick(job, cands)
 end
 
 -- The slot's ledger entry: today's fields, and the job.
-local function log_entry(job, voters, executor, token, cm, sm)
+local function log_entry(job, voters, executor, token, cm, sm, detail)
   redis.call('XADD', P .. 'ledger', 'MAXLEN', '10000', '*', 'job', job, 'fire', fire, 'state', 'succeeded',
-             'finished', NOW, 'reason', 'exit 0', 'voters', voters, 'executor', executor,
-             'token', token, 'committed', cm, 'started', sm, 'detail', 'exit 0')
+             'finished', NOW, 'reason', detail, 'voters', voters, 'executor', executor,
+             'token', token, 'committed', cm, 'started', sm, 'detail', detail)
 end
 """
 
@@ -245,8 +259,8 @@ else
     cjson.encode
 end
 
-function vote_one(k, job)
-  local raw, spec = slots[k + 1], ARGV[5]
+function vote_one(k, job, spec)
+  local raw = slots[k + 1]
   if raw and byte(raw, 1) ~= 112 then
     return 'D', raw
   end
@@ -256,7 +270,6 @@ function vote_one(k, job)
     votes, dl = votes_dec(v), d
   else
     votes, dl = {}, '3600000'
-    open = open + 1
   end
   if not rec.cur.set[node] then
     return 'F', raw or ''
@@ -272,22 +285,22 @@ function vote_one(k, job)
   if a < rec.cur.quorum then
     local val = 'proposed ' .. EXPIRY .. ' ' .. dl .. ' ' .. votes_enc(votes)
     put(sw, job, val)
-    return 'R', val
+    return 'R', val, not raw
   end
   local tk = commit_meta(k, job)
   local chosen = pick(job, agreeing)
   local f = {st = 'committed', v = votes, sh = spec, ex = chosen, as = fmt(#chosen) .. ':' .. chosen,
              na = '1', tk = tk, cm = NOW, dl = dl, x = EXPIRY}
-  local lease = tonumber(ARGV[6])
+  local lease = tonumber(ARGV[5])
   if lease > 0 and chosen == node and now >= firen then
-    f.st, f.rn, f.sm, f.lu, f.si = 'running', '1', NOW, fmt(now + lease), ARGV[7]
+    f.st, f.rn, f.sm, f.lu, f.si = 'running', '1', NOW, fmt(now + lease), ARGV[6]
   end
   local val = f.st .. ' ' .. EXPIRY .. ' ' .. rec_enc(f)
   put(sw, job, val)
-  return 'C', val
+  return 'C', val, not raw
 end
 
-function finish_one(k, job, token)
+function finish_one(k, job, token, detail)
   local raw = slots[k + 1]
   local st, at = match(raw or '', '^(%a+) %d+ ()')
   if st ~= 'running' then
@@ -297,15 +310,15 @@ function finish_one(k, job, token)
   if f.tk ~= token or f.ex ~= node then
     return 'N', raw
   end
-  f.st, f.rs, f.fm, f.lu, f.si, f.dt, f.x = 'succeeded', 'exit 0', NOW, nil, nil, 'exit 0', EXPIRY
-  local val = 'succeeded ' .. EXPIRY .. ' ' .. rec_enc(f)
-  put(sw, job, val)
-  finish_meta(k, job)
   local voters = {}
   for n in pairs(f.v) do
     voters[#voters + 1] = n
   end
-  log_entry(job, list_enc(voters), f.ex, f.tk, f.cm, f.sm)
+  log_entry(job, list_enc(voters), f.ex, f.tk, f.cm, f.sm, detail)
+  f.st, f.rs, f.fm, f.lu, f.si, f.dt, f.x = 'succeeded', detail, NOW, nil, nil, detail, EXPIRY
+  local val = 'succeeded ' .. EXPIRY .. ' ' .. rec_enc(f)
+  put(sw, job, val)
+  finish_meta(k, job)
   return 'S', val
 end
 """
@@ -315,15 +328,14 @@ FIELDS_LUA = r"""
 -- node's spec hash (a vote), <job>:s = "<st> <token> <executor>", <job>:r =
 -- "<x> <cm> <sm> <lu> <si> <na> <rn> <dl> <as>" ("-" for none) and, once
 -- ended, <job>:f = "<fm> <reason>": the server splits a job's state into the
--- fields a call reads.
+-- fields a call reads. A reply's value is s and r on two lines ("" for a
+-- recorded vote, whose caller needs nothing back).
 local members, nm = rec.cur.members, #rec.cur.members
-local per = nm + (voting and 1 or 2) -- fields read per job: s, (r,) a vote per member
+local per = nm + 2 -- fields read per job: s, r, a vote per member
 local sf = {'#open'}
 for _, job in ipairs(jobs) do
   sf[#sf + 1] = job .. ':s'
-  if not voting then
-    sf[#sf + 1] = job .. ':r'
-  end
+  sf[#sf + 1] = job .. ':r'
   for m = 1, nm do
     sf[#sf + 1] = job .. ':v:' .. members[m]
   end
@@ -331,18 +343,18 @@ end
 local vals = redis.call('HMGET', SKEY, unpack(sf))
 open = tonumber(vals[1]) or 0
 
-function vote_one(k, job)
+function vote_one(k, job, spec)
   local b = 1 + (k - 1) * per
   local s = vals[b + 1]
   if s then
-    return 'D', s
+    return 'D', s .. '\n' .. vals[b + 2]
   end
   if not rec.cur.set[node] then
     return 'F', ''
   end
-  local spec, n, cands, new = ARGV[5], 0, {}, true
+  local n, cands, new = 0, {}, true
   for m = 1, nm do
-    local h = vals[b + 1 + m]
+    local h = vals[b + 2 + m]
     if h then
       new = false
     end
@@ -354,46 +366,46 @@ function vote_one(k, job)
       cands[n] = members[m]
     end
   end
-  if new then
-    open = open + 1
-  end
-  put(sw, job .. ':v:' .. node, spec)
   if n < rec.cur.quorum then
-    return 'R', ''
+    put(sw, job .. ':v:' .. node, spec)
+    return 'R', '', new
   end
   local tk = commit_meta(k, job)
   local chosen = pick(job, cands)
   local st, sm, lu, si, rn = 'committed', '-', '-', '-', '0'
-  local lease = tonumber(ARGV[6])
+  local lease = tonumber(ARGV[5])
   if lease > 0 and chosen == node and now >= firen then
-    st, sm, lu, si, rn = 'running', NOW, fmt(now + lease), ARGV[7], '1'
+    st, sm, lu, si, rn = 'running', NOW, fmt(now + lease), ARGV[6], '1'
   end
   local sv = st .. ' ' .. tk .. ' ' .. chosen
+  local r = table.concat({EXPIRY, NOW, sm, lu, si, '1', rn, '3600000', #chosen .. ':' .. chosen}, ' ')
+  put(sw, job .. ':v:' .. node, spec)
   put(sw, job .. ':s', sv)
-  local r = {EXPIRY, NOW, sm, lu, si, '1', rn, '3600000', #chosen .. ':' .. chosen}
-  put(sw, job .. ':r', table.concat(r, ' '))
-  return 'C', sv
+  put(sw, job .. ':r', r)
+  return 'C', sv .. '\n' .. r, new
 end
 
-function finish_one(k, job, token)
+function finish_one(k, job, token, detail)
   local b = 1 + (k - 1) * per
   local s, r = vals[b + 1], vals[b + 2]
   if s ~= 'running ' .. token .. ' ' .. node or not r then
     return 'N', s or ''
   end
-  local cm, sm = match(r, '^%S+ (%S+) (%S+)')
-  local sv = 'succeeded ' .. token .. ' ' .. node
-  put(sw, job .. ':s', sv)
-  put(sw, job .. ':f', NOW .. ' exit 0')
-  finish_meta(k, job)
+  local cm, sm, na, rn, dl, as = match(r, '^%S+ (%S+) (%S+) %S+ %S+ (%S+) (%S+) (%S+) (%S+)$')
   local voters = {}
   for m = 1, nm do
     if vals[b + 2 + m] then
       voters[#voters + 1] = members[m]
     end
   end
-  log_entry(job, cjson.encode(voters), node, token, cm, sm)
-  return 'S', sv
+  log_entry(job, cjson.encode(voters), node, token, cm, sm, detail)
+  local sv = 'succeeded ' .. token .. ' ' .. node
+  r = table.concat({EXPIRY, cm, sm, '-', '-', na, rn, dl, as}, ' ') -- (lease and tag cleared)
+  put(sw, job .. ':s', sv)
+  put(sw, job .. ':r', r)
+  put(sw, job .. ':f', NOW .. ' ' .. detail)
+  finish_meta(k, job)
+  return 'S', sv .. '\n' .. r
 end
 """
 
@@ -401,14 +413,19 @@ TAIL_LUA = r"""
 -- Each job under pcall (a bad value fails its own job only, as in vote.lua),
 -- then the writes of all of them.
 for k, job in ipairs(jobs) do
-  local ok, code, val
+  local i = first + step * (k - 1)
+  local ok, code, val, new
   if voting then
-    ok, code, val = pcall(vote_one, k, job)
+    ok, code, val, new = pcall(vote_one, k, job, ARGV[i + 1])
   else
-    ok, code, val = pcall(finish_one, k, job, ARGV[first + 2 * k - 1])
+    ok, code, val = pcall(finish_one, k, job, ARGV[i + 1], ARGV[i + 2])
   end
   if not ok then
     code, val = 'X', tostring(code)
+  elseif new then
+    open = open + 1 -- (a slot this vote created)
+  elseif code == 'S' then
+    open = open - 1
   end
   codes[k], out[k + 2] = code, val
 end
@@ -478,7 +495,6 @@ def run_chunked(
     prefix = {j: f"qc:{{{ns}:c{i // chunk}}}:" for i, j in enumerate(jobs)}
     for c in range(len(chunks)):
         client.hset(f"qc:{{{ns}:c{c}}}:meta", "mr", record)
-    now = str(base + 60_000)
 
     def send(calls: list[tuple[str, list[str]]]) -> list[Any]:
         pipe = client.pipeline(transaction=False)
@@ -490,43 +506,62 @@ def run_chunked(
     for r in range(rounds):
         fire = str(base + r)
         passes = _vote_passes(jobs, int(fire), nodes, quorum)
-        running: dict[tuple[str, str], list[str]] = defaultdict(list)  # (executor, prefix) -> job, token
+        # (executor, prefix) -> job, token, detail of each slot it runs; the votes' codes
+        running: dict[tuple[str, str], list[str]] = defaultdict(list)
+        codes: Counter[str] = Counter()
 
         def votes(
-            fire: str = fire, passes: list[tuple[str, list[str]]] = passes, running: Any = running
+            fire: str = fire,
+            passes: list[tuple[str, list[str]]] = passes,
+            running: Any = running,
+            codes: Counter[str] = codes,
         ) -> None:
             for node, batch in passes:
                 by_chunk: dict[str, list[str]] = defaultdict(list)
                 for j in batch:
                     by_chunk[prefix[j]].append(j)
                 calls = [
-                    (p, ["v", fire, now, node, "h1", str(LEASE_MS), f"i-{node}", *js])
+                    (
+                        p,
+                        [
+                            "v",
+                            fire,
+                            "",
+                            node,
+                            str(LEASE_MS),
+                            f"i-{node}",
+                            *(a for j in js for a in (j, "h1")),
+                        ],
+                    )
                     for p, js in by_chunk.items()
                 ]
                 for (p, args), reply in zip(calls, send(calls), strict=True):
-                    for j, code, value in zip(args[7:], reply[1], reply[2:], strict=True):
+                    codes.update(reply[1])
+                    for j, code, value in zip(args[6::2], reply[1], reply[2:], strict=True):
                         if code not in "RCD":
                             raise SystemExit(f"prototype vote {j}: {code} {value[:80]}")
                         if code == "C":
                             if not value.startswith("running "):
                                 raise SystemExit(f"prototype commit of {j} did not fold its start")
                             token = _token(value, layout)
-                            running[(node, p)] += [j, token]
+                            running[(node, p)] += [j, token, "exit 0"]
 
         def finishes(fire: str = fire, running: Any = running) -> None:
-            calls = [(p, ["f", fire, now, node, *pairs]) for (node, p), pairs in running.items()]
+            calls = [(p, ["f", fire, "", node, *items]) for (node, p), items in running.items()]
             for reply in send(calls):
                 if set(reply[1]) != {"S"}:
                     raise SystemExit(f"prototype finish: codes {reply[1]!r}")
 
         def sweep() -> None:
             for _ in range(sweeps):
-                if any(send([(f"qc:{{{ns}:c{c}}}:", ["w", "0", now, ""]) for c in range(len(chunks))])):
+                if any(send([(f"qc:{{{ns}:c{c}}}:", ["w", "0", "", ""]) for c in range(len(chunks))])):
                     raise SystemExit("prototype sweep: a slot left open")
 
         meter.phase("vote", votes)
-        if sum(len(v) for v in running.values()) != 2 * len(jobs):
-            raise SystemExit(f"round {r}: prototype committed {sum(len(v) for v in running.values()) // 2}")
+        # Each slot: quorum - 1 votes recorded, the quorum-th committing, the rest decided.
+        want = {"R": (quorum - 1) * len(jobs), "C": len(jobs), "D": (voters - quorum) * len(jobs)}
+        if {c: n for c, n in codes.items() if n} != {c: n for c, n in want.items() if n}:
+            raise SystemExit(f"round {r}: prototype vote codes {dict(codes)}, expected {want}")
         meter.phase("finish", finishes)
         meter.phase("sweep", sweep)
     entries = sum(int(client.xlen(f"qc:{{{ns}:c{c}}}:ledger")) for c in range(len(chunks)))
