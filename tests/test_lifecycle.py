@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +133,7 @@ def test_the_one_writer_of_a_phase_steps_through_the_table() -> None:
     assert slot.phase is Phase.RUNNING
     assert reported == [
         "slot phase due -> running is not in the lifecycle table: expected due -> one of "
-        "abstained, awaiting, local, missed, none, starting, voting"
+        "abstained, awaiting, deferred, local, missed, none, starting, voting"
     ]
     slot.run = None  # (holding nothing: the record goes)
     settle([(job, slot)], True)
@@ -203,6 +203,35 @@ def test_a_failed_start_of_a_retry_falls_back_to_the_finish_still_being_sent() -
     assert phase_of(slot, may_vote=True) is Phase.STARTING
     slot.start_token = None
     assert step(Phase.STARTING, phase_of(slot, may_vote=True)) is Phase.FINISHING
+
+
+def test_an_assignment_reaches_a_slot_whose_vote_is_still_owed() -> None:
+    """A vote that landed but whose reply was lost leaves the slot due here (or abstained, the
+    clock untrusted) while the store assigns it to this node: the start goes first, ``starting``,
+    or ``deferred`` while this node's clock puts the fire time ahead. Steps the table allows."""
+    for may_vote, owed in ((True, Phase.DUE), (False, Phase.ABSTAINED)):
+        slot = Slot(T0, vote=Pending(fire_ms=T0, deadline_ms=1000, abstained=True))
+        assert phase_of(slot, may_vote) is owed
+        slot.deferred = (52, T0)
+        assert step(owed, phase_of(slot, may_vote)) is Phase.DEFERRED
+        slot.deferred, slot.start_token = None, 52
+        assert step(owed, phase_of(slot, may_vote)) is Phase.STARTING
+
+
+def test_a_takeover_of_an_abstained_slot_to_a_clock_stepped_back_is_in_the_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Explorer seed 536 (half an hour, ``vote_lead`` 0): a folded start's reply is lost, every
+    clock steps back 30 s, the node abstains on the slot it still owes a vote, and a takeover
+    hands it the slot before its fire time by its clock: ``abstained`` -> ``deferred``
+    (``benchmarks/fold_loss.py`` found it; the core raised before the table had the row)."""
+    seen: list[str] = []
+    taken: set[tuple[Phase, Phase]] = set()
+    monkeypatch.setattr(sim.quorum, "NodeCore", _observing(seen, taken))
+    scenario = explore_scenario(536, hours=0.5)
+    sim.run(replace(scenario, settings=replace(scenario.settings, vote_lead_ms=0)), 536)
+    assert seen == []
+    assert (Phase.ABSTAINED, Phase.DEFERRED) in taken
 
 
 def test_allowed_refuses_what_the_table_does_not_list() -> None:

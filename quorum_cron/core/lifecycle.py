@@ -47,9 +47,9 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     P.NONE: frozenset(
         {P.DUE, P.VOTING, P.ABSTAINED, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.FINISHING, P.MISSED}
     ),
-    P.DUE: frozenset({P.VOTING, P.ABSTAINED, P.LOCAL, P.AWAITING, P.STARTING, P.MISSED, P.NONE}),
+    P.DUE: frozenset({P.VOTING, P.ABSTAINED, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.MISSED, P.NONE}),
     P.VOTING: frozenset({P.DUE, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.RUNNING, P.NONE}),
-    P.ABSTAINED: frozenset({P.DUE, P.VOTING, P.LOCAL, P.MISSED, P.NONE}),
+    P.ABSTAINED: frozenset({P.DUE, P.VOTING, P.LOCAL, P.DEFERRED, P.STARTING, P.MISSED, P.NONE}),
     P.LOCAL: frozenset({P.DUE, P.VOTING, P.ABSTAINED, P.AWAITING, P.DEFERRED, P.STARTING, P.NONE}),
     P.AWAITING: frozenset({P.DEFERRED, P.STARTING, P.RUNNING, P.MISSED, P.NONE}),
     P.DEFERRED: frozenset({P.STARTING, P.NONE}),
@@ -64,7 +64,9 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
 reply that commits the slot to this node goes from ``voting`` straight to ``starting``).
 ``starting`` → ``finishing``: the store handed this node the retry of a run whose ``Finish``
 it is still sending (the reply was lost), and the retry's ``Start`` failed: the record is back
-to the finish it holds."""
+to the finish it holds. ``due`` or ``abstained`` → ``starting`` or ``deferred``: the node's vote
+landed but its reply was lost, so the vote is owed again (or withheld, the clock untrusted),
+when the store assigns the slot here (a commit's notice, a takeover, a retry)."""
 
 
 def allowed(before: Phase, after: Phase) -> bool:
