@@ -218,20 +218,35 @@ def test_an_assignment_reaches_a_slot_whose_vote_is_still_owed() -> None:
         assert step(owed, phase_of(slot, may_vote)) is Phase.STARTING
 
 
-def test_a_takeover_of_an_abstained_slot_to_a_clock_stepped_back_is_in_the_table(
-    monkeypatch: pytest.MonkeyPatch,
+def test_a_refused_vote_of_a_node_that_lost_trust_again_is_withheld() -> None:
+    """A node that had abstained trusts its clock again and votes; the reply refuses the vote and
+    the node stops trusting its clock in the same input: ``voting`` -> ``abstained``."""
+    pending = Pending(fire_ms=T0, deadline_ms=1000, abstained=True, in_flight=True)
+    slot = Slot(T0, vote=pending)
+    assert phase_of(slot, may_vote=True) is Phase.VOTING
+    pending.in_flight = False
+    assert step(Phase.VOTING, phase_of(slot, may_vote=False)) is Phase.ABSTAINED
+
+
+@pytest.mark.parametrize(
+    ("seed", "lead_ms", "stepped"),
+    [(536, 0, (Phase.ABSTAINED, Phase.DEFERRED)), (1392, 50, (Phase.VOTING, Phase.ABSTAINED))],
+)
+def test_explored_steps_the_table_lacked_are_rows_now(
+    seed: int, lead_ms: int, stepped: tuple[Phase, Phase], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Explorer seed 536 (half an hour, ``vote_lead`` 0): a folded start's reply is lost, every
-    clock steps back 30 s, the node abstains on the slot it still owes a vote, and a takeover
-    hands it the slot before its fire time by its clock: ``abstained`` -> ``deferred``
-    (``benchmarks/fold_loss.py`` found it; the core raised before the table had the row)."""
+    """Seeds of ``benchmarks/fold_loss.py``'s runs (half an hour, ``vote_lead`` forced) whose core
+    raised before the table had the row. 536 at 0: a folded start's reply is lost, every clock
+    steps back 30 s, the node abstains on the slot it still owes a vote, and a takeover hands it
+    the slot before its fire time by its clock. 1392 at 50 ms: a node that had abstained trusts
+    its clock again, votes, and the refusal's store time takes the trust back."""
     seen: list[str] = []
     taken: set[tuple[Phase, Phase]] = set()
     monkeypatch.setattr(sim.quorum, "NodeCore", _observing(seen, taken))
-    scenario = explore_scenario(536, hours=0.5)
-    sim.run(replace(scenario, settings=replace(scenario.settings, vote_lead_ms=0)), 536)
+    scenario = explore_scenario(seed, hours=0.5)
+    sim.run(replace(scenario, settings=replace(scenario.settings, vote_lead_ms=lead_ms)), seed)
     assert seen == []
-    assert (Phase.ABSTAINED, Phase.DEFERRED) in taken
+    assert stepped in taken
 
 
 def test_allowed_refuses_what_the_table_does_not_list() -> None:

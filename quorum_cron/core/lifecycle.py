@@ -48,7 +48,7 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
         {P.DUE, P.VOTING, P.ABSTAINED, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.FINISHING, P.MISSED}
     ),
     P.DUE: frozenset({P.VOTING, P.ABSTAINED, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.MISSED, P.NONE}),
-    P.VOTING: frozenset({P.DUE, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.RUNNING, P.NONE}),
+    P.VOTING: frozenset({P.DUE, P.ABSTAINED, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.RUNNING, P.NONE}),
     P.ABSTAINED: frozenset({P.DUE, P.VOTING, P.LOCAL, P.DEFERRED, P.STARTING, P.MISSED, P.NONE}),
     P.LOCAL: frozenset({P.DUE, P.VOTING, P.ABSTAINED, P.AWAITING, P.DEFERRED, P.STARTING, P.NONE}),
     P.AWAITING: frozenset({P.DEFERRED, P.STARTING, P.RUNNING, P.MISSED, P.NONE}),
@@ -66,7 +66,9 @@ reply that commits the slot to this node goes from ``voting`` straight to ``star
 it is still sending (the reply was lost), and the retry's ``Start`` failed: the record is back
 to the finish it holds. ``due`` or ``abstained`` → ``starting`` or ``deferred``: the node's vote
 landed but its reply was lost, so the vote is owed again (or withheld, the clock untrusted),
-when the store assigns the slot here (a commit's notice, a takeover, a retry)."""
+when the store assigns the slot here (a commit's notice, a takeover, a retry). ``voting`` →
+``abstained``: the vote's reply refused it and the node no longer trusts its clock (the store's
+time, which the reply carries, disagreed), so the vote owed is withheld again."""
 
 
 def allowed(before: Phase, after: Phase) -> bool:
