@@ -20,7 +20,9 @@ probe = load_benchmark("fold_loss.py", "bench_fold_loss")
 def test_starts_and_losses_are_classed_by_how_the_slot_started() -> None:
     total: Counter[str] = Counter()
     for seed in range(3):
-        total.update(probe.count_seed(seed, 0.05))
+        counts, failures = probe.count_seed(seed, 0.05)
+        assert failures == []
+        total.update(counts)
     summary = probe.summarize(total)
     at_fire, ahead = summary["vote_lead_0ms"], summary["vote_lead_50ms"]
     assert at_fire["folded"]["starts"] > 0 and at_fire["call"]["starts"] > 0, at_fire
@@ -33,3 +35,16 @@ def test_starts_and_losses_are_classed_by_how_the_slot_started() -> None:
 def test_bad_arguments_are_refused_before_a_run() -> None:
     with pytest.raises(SystemExit, match="--seeds and --workers must be >= 1"):
         probe.main(["--seeds", "0"])
+
+
+def test_a_run_whose_core_raises_is_listed_and_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    def raising(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("slot phase x -> y is not in the lifecycle table")
+
+    monkeypatch.setattr(probe, "run", raising)
+    counts, failures = probe.count_seed(7, 0.05)
+    assert counts == {}
+    assert failures == [
+        "7 lead 0: RuntimeError: slot phase x -> y is not in the lifecycle table",
+        "7 lead 50: RuntimeError: slot phase x -> y is not in the lifecycle table",
+    ]

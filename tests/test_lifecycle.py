@@ -218,9 +218,10 @@ def test_an_assignment_reaches_a_slot_whose_vote_is_still_owed() -> None:
         assert step(owed, phase_of(slot, may_vote)) is Phase.STARTING
 
 
-def test_a_refused_vote_of_a_node_that_lost_trust_again_is_withheld() -> None:
-    """A node that had abstained trusts its clock again and votes; the reply refuses the vote and
-    the node stops trusting its clock in the same input: ``voting`` -> ``abstained``."""
+def test_a_vote_refused_by_a_record_that_leaves_the_node_out_is_withheld_again() -> None:
+    """A node that had abstained votes again; the store refuses the vote with a newer record that
+    leaves the node out, and holding it the node may not vote: ``voting`` -> ``abstained`` in
+    that one input."""
     pending = Pending(fire_ms=T0, deadline_ms=1000, abstained=True, in_flight=True)
     slot = Slot(T0, vote=pending)
     assert phase_of(slot, may_vote=True) is Phase.VOTING
@@ -239,7 +240,8 @@ def test_explored_steps_the_table_lacked_are_rows_now(
     raised before the table had the row. 536 at 0: a folded start's reply is lost, every clock
     steps back 30 s, the node abstains on the slot it still owes a vote, and a takeover hands it
     the slot before its fire time by its clock. 1392 at 50 ms: a node that had abstained trusts
-    its clock again, votes, and the refusal's store time takes the trust back."""
+    its clock again and votes, and the store refuses the vote with a newer membership record that
+    leaves the node out."""
     seen: list[str] = []
     taken: set[tuple[Phase, Phase]] = set()
     monkeypatch.setattr(sim.quorum, "NodeCore", _observing(seen, taken))

@@ -67,8 +67,9 @@ it is still sending (the reply was lost), and the retry's ``Start`` failed: the 
 to the finish it holds. ``due`` or ``abstained`` → ``starting`` or ``deferred``: the node's vote
 landed but its reply was lost, so the vote is owed again (or withheld, the clock untrusted),
 when the store assigns the slot here (a commit's notice, a takeover, a retry). ``voting`` →
-``abstained``: the vote's reply refused it and the node no longer trusts its clock (the store's
-time, which the reply carries, disagreed), so the vote owed is withheld again."""
+``abstained``: a node that had abstained (its clock untrusted) votes again, and the store refuses
+the vote with a newer membership record that leaves the node out; holding it, the node may not
+vote, so the vote owed is withheld again."""
 
 
 def allowed(before: Phase, after: Phase) -> bool:

@@ -524,7 +524,7 @@ end
 -- assigned yet, else any (rendezvous). Returns it, or nil plus the reason
 -- nobody can take the slot: after a membership change every agreeing voter
 -- may have left (never at a commit: its quorum is of members). The model is
--- MemoryStore._choose.
+-- memory_records.choose_executor.
 local function choose(r)
   local spec = r.f.sh
   local rec = job_record(meta())
