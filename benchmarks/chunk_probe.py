@@ -491,10 +491,10 @@ def run_chunked(
     quorum = voters // 2 + 1
     record = MembershipRecord.decode(f"1;{voters},{quorum}," + ",".join(sorted(nodes))).encode()
     ns = f"{NAMESPACE}-{layout}"
-    chunks = [jobs[i : i + chunk] for i in range(0, len(jobs), chunk)]
-    prefix = {j: f"qc:{{{ns}:c{i // chunk}}}:" for i, j in enumerate(jobs)}
-    for c in range(len(chunks)):
-        client.hset(f"qc:{{{ns}:c{c}}}:meta", "mr", record)
+    prefixes = [f"qc:{{{ns}:c{c}}}:" for c in range(-(-len(jobs) // chunk))]  # (a chunk's keys)
+    prefix = {j: prefixes[i // chunk] for i, j in enumerate(jobs)}
+    for p in prefixes:
+        client.hset(p + "meta", "mr", record)
 
     def send(calls: list[tuple[str, list[str]]]) -> list[Any]:
         pipe = client.pipeline(transaction=False)
@@ -554,7 +554,7 @@ def run_chunked(
 
         def sweep() -> None:
             for _ in range(sweeps):
-                if any(send([(f"qc:{{{ns}:c{c}}}:", ["w", "0", "", ""]) for c in range(len(chunks))])):
+                if any(send([(p, ["w", "0", "", ""]) for p in prefixes])):
                     raise SystemExit("prototype sweep: a slot left open")
 
         meter.phase("vote", votes)
@@ -564,7 +564,7 @@ def run_chunked(
             raise SystemExit(f"round {r}: prototype vote codes {dict(codes)}, expected {want}")
         meter.phase("finish", finishes)
         meter.phase("sweep", sweep)
-    entries = sum(int(client.xlen(f"qc:{{{ns}:c{c}}}:ledger")) for c in range(len(chunks)))
+    entries = sum(int(client.xlen(p + "ledger")) for p in prefixes)
     if entries != len(jobs) * rounds:
         raise SystemExit(f"prototype ledger: {entries} entries for {len(jobs) * rounds} slots")
     client.close()
@@ -595,9 +595,7 @@ def main(argv: list[str] | None = None) -> int:
         sec, usec = probe.time()
         base = int(sec) * 1000 + int(usec) // 1000 - 60_000
         probe.close()
-        print(
-            f"redis {version}; {args.jobs:,} jobs x {args.rounds} rounds; chunks of {args.chunk}", flush=True
-        )
+        print(f"{version}; {args.jobs:,} jobs x {args.rounds} rounds; chunks of {args.chunk}", flush=True)
         t0 = time.perf_counter()
         cycle = (server.port, jobs, args.rounds, args.voters, args.sweeps, base)
         floor = run_floor(*cycle, callgrind=args.callgrind)

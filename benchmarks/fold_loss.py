@@ -41,6 +41,7 @@ import sys
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -89,14 +90,9 @@ def count_seed(seed: int, hours: float) -> tuple[dict[str, int], list[str]]:
     return dict(counts), failures
 
 
-def _count(args: tuple[int, float]) -> tuple[dict[str, int], list[str]]:
-    return count_seed(*args)
-
-
 def summarize(counts: Counter[str]) -> dict[str, Any]:
-    """Per ``vote_lead``: each class's starts, lost and lost per 1,000 starts, and all lost; for
-    ``vote_lead`` 0, how far the folded rate is from the call rate in standard deviations of the
-    folded count (Poisson, at the pooled rate)."""
+    """Per ``vote_lead``: each class's starts, lost and lost per 1,000 starts, all lost, and how far
+    the folded count is above what the pooled rate predicts, in its standard deviations (Poisson)."""
     out: dict[str, Any] = {}
     for lead in LEADS_MS:
         row: dict[str, Any] = {"all_lost": counts[f"{lead} all lost"]}
@@ -127,11 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.seeds < 1 or args.workers < 1 or not 0 < args.hours <= 24:
         raise SystemExit("--seeds and --workers must be >= 1, --hours in (0, 24]")
-    seeds = [(s, args.hours) for s in range(args.first_seed, args.first_seed + args.seeds)]
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     total: Counter[str] = Counter()
     failures: list[str] = []
     with ProcessPoolExecutor(args.workers) as pool:
-        for counts, failed in pool.map(_count, seeds, chunksize=4):
+        for counts, failed in pool.map(count_seed, seeds, repeat(args.hours), chunksize=4):
             total.update(counts)
             failures += failed
     summary = summarize(total)
