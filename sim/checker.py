@@ -48,15 +48,18 @@ It proves, for the run it reads (not for all runs):
   record it may hold has it (else it abstains as a non-member);
 * **a retry or takeover goes to a voter not tried yet** when one is left:
   an agreeing voter that is a member of the record the store enforced for
-  the job at that commit (a voter the membership removed is not "left").
+  the job at that commit (a voter the membership removed is not "left");
+  when every one has had it, to the one whose last turn is the oldest.
 
 Every exemption is counted under its own name (``Report.exempt`` and the
 known limits' violation kinds), never merged, and is as narrow as the
 physics: ``cut off`` only for slots no node could *reach the store* to
 record (an untrusted clock can, and must record "missed: clock
-untrusted"); the failover limits only for slots that had a write executed
-in the writes the failover lost; a paused node's lease exemption only for a
-pause that overlapped that lease.
+untrusted"), and for slots only a voter can end (a due retry, an
+unfinished at-least-once run) no voter long enough for its turn and a
+run; the failover limits only for slots that had a write executed in the
+writes the failover lost; a paused node's lease exemption only for a pause
+that overlapped that lease.
 
 It cannot prove anything about runs it did not see, about slots whose
 window saw a health change (they are exempt from liveness), or about the
@@ -233,10 +236,13 @@ class _Health:
         self.times.setdefault(node, []).append(t)
         self.oks.setdefault(node, []).append(ok)
 
-    def longest_healthy(self, lo: int, hi: int) -> int:
-        """The longest stretch of [lo, hi] during which one node stayed healthy (ms)."""
+    def longest_healthy(self, lo: int, hi: int, among: frozenset[str] | None = None) -> int:
+        """The longest stretch of [lo, hi] during which one node (of ``among`` if given) stayed
+        healthy (ms)."""
         best = 0
         for node, times in self.times.items():
+            if among is not None and node not in among:
+                continue
             oks = self.oks[node]
             i = max(0, bisect.bisect_right(times, lo) - 1)
             while i < len(times) and times[i] <= hi:
@@ -271,7 +277,9 @@ reasons in order, so these mean up, unpaused, linked, and the store up and takin
 class _Facts:
     """What the world saw happen to each slot, for judging the ledger against it."""
 
-    __slots__ = ("decided", "ended", "finished", "leased", "ledger", "lost", "runs", "voted", "writes")
+    __slots__ = (
+        "decided", "eligible", "ended", "finished", "leased", "ledger", "lost", "runs", "voted", "writes",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.runs: dict[tuple[str, int], list[tuple[str, int, int]]] = {}
@@ -292,6 +300,9 @@ class _Facts:
         """Per slot, true times the store executed a write for it."""
         self.leased: dict[tuple[str, int], int] = {}
         """Per slot, the latest lease end the store granted it (a start's or a renewal's)."""
+        self.eligible: dict[tuple[str, int], frozenset[str]] = {}
+        """Per slot, the voters its latest commit (a vote's, a takeover's, a retry's) could hand
+        it to: agreeing, and members of the record the store enforced (:func:`_may_execute`)."""
 
     def lease(self, job: str, fire: int, until: int) -> None:
         key = (job, fire)
@@ -631,23 +642,9 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             key = (r["job"], r["fire"])
             facts.wrote(r["job"], r["fire"], r["t"])
             earlier_executors = executors.get(key, [])
+            facts.eligible[key] = frozenset(n for n, h in r["votes"] if h == r["spec"] and _may_execute(r, n))
             if r["by"] in ("retry", "takeover") and r["executor"] in earlier_executors:
-                fresh = [
-                    n
-                    for n, h in r["votes"]
-                    if h == r["spec"] and n not in earlier_executors and _may_execute(r, n)
-                ]
-                if fresh:
-                    out.append(
-                        Violation(
-                            "executor re-picked while another voter was left",
-                            r["job"],
-                            r["fire"],
-                            r["t"],
-                            f"{r['by']} gave token {r['token']} to {r['executor']} again; "
-                            f"{', '.join(fresh)} never had it",
-                        )
-                    )
+                out.extend(_repick_violations(r, earlier_executors, facts.in_lost(key, unwaited_only=True)))
             previous = committed.get(key, 0)
             if (
                 r["by"] == "takeover"
@@ -1027,6 +1024,28 @@ def _quorum_short(config: Configuration, agreeing: Sequence[str]) -> str:
     return f"{len(have)} of {', '.join(config.members)} agreeing {have}, need {config.quorum}"
 
 
+def _repick_violations(r: Record, earlier: Sequence[str], forgotten: bool) -> list[Violation]:
+    """A retry or takeover ``r`` that gave the slot to ``earlier``'s executor again: wrong while an
+    agreeing member voter never had it, or (every one had) while another's last turn is older.
+    The second needs the store's whole list of assignments, so not after a failover lost some
+    (``forgotten``: the store may count a voter as fresh that the trace saw assigned)."""
+    agreeing = [n for n, h in r["votes"] if h == r["spec"] and _may_execute(r, n)]
+    fresh = [n for n in agreeing if n not in earlier]
+    why = ""
+    if fresh:
+        kind, why = "executor re-picked while another voter was left", f"{', '.join(fresh)} never had it"
+    elif not forgotten:
+        last = {n: i for i, n in enumerate(earlier)}
+        oldest = min((n for n in agreeing if n in last), key=last.__getitem__, default=r["executor"])
+        if oldest != r["executor"]:
+            kind = "executor re-picked ahead of a voter that waited longer"
+            why = f"{oldest}'s last turn came before {r['executor']}'s"
+    if not why:
+        return []
+    text = f"{r['by']} gave token {r['token']} to {r['executor']} again; {why}"
+    return [Violation(kind, r["job"], r["fire"], r["t"], text)]
+
+
 def _may_execute(r: Record, node: str) -> bool:
     """Whether the store may hand ``node`` the slot of commit ``r``: a member (current or, while
     joint, old) of the record the store enforced for the job at that commit, traced with it as
@@ -1138,6 +1157,44 @@ def _tail_ms(sc: Scenario, job: JobDef) -> int:
     )
 
 
+def _cut_off(
+    sc: Scenario, facts: _Facts, job: JobDef, fire: int, retrying: bool, recorders: _Health, settle: int
+) -> bool:
+    """Whether the end of the run came before an unended slot could be recorded: like a slot in
+    the tail, not checkable in this run (``CUT_OFF``).
+
+    Most slots any node can end once they can be recorded (:meth:`_Facts.recordable_from`): a
+    sweep (missed, lost) or the executor's finish, so they count as cut off when no node could
+    reach the store for ``settle`` after that. Two kinds need one of the slot's own voters to run
+    it: a retry that is due (``retrying``), and an at-least-once run whose finish never landed
+    (its lease runs out and the store hands the slot on). Those are cut off only when no
+    voter the store could hand it to could reach the store long enough for its turn to come
+    (the store goes round them, one start timeout and a sweep each) and the run to end; and,
+    for the at-least-once run, its executor could not finish it before its lease ran out.
+    """
+    key = (job.name, fire)
+    end = sc.start_ms + sc.duration_ms
+    start = facts.recordable_from(job.name, fire, job.deadline_ms)
+    runs = facts.runs.get(key, ())
+    last = runs[-1] if runs else None
+    unfinished = last is not None and (last[0], job.name, fire, last[1]) not in facts.finished
+    if not retrying and not (job.delivery == Delivery.AT_LEAST_ONCE and unfinished):
+        return recorders.longest_healthy(start, end) < settle
+    s = sc.settings
+    voters = facts.eligible.get(key, frozenset())
+    turns = len(voters) * (s.start_timeout_ms + max_sweep_gap(s.sweep_ms, s.start_timeout_ms))
+    rerun = turns + min(job.run_ms[1], job.timeout_ms) + (job.retry_backoff_ms if retrying else 0)
+    if retrying or last is None:
+        return recorders.longest_healthy(start, end, voters) < settle + rerun
+    node, token, _ = last
+    ended = facts.ended.get((node, job.name, fire, token))
+    lease = facts.leased.get(key, start)
+    alone = frozenset({node})
+    if ended is not None and recorders.longest_healthy(ended[0], min(lease, end), alone) >= settle:
+        return False  # its executor could have finished it
+    return recorders.longest_healthy(max(start, lease), end, voters) < settle + rerun
+
+
 def _retry_bound(sc: Scenario, job: JobDef) -> int:
     """How long a ``retrying`` chain may last before its terminal entry: per retry, the backoff,
     then a start (a start timeout and a sweep gap if its executor does not start it, so a
@@ -1201,19 +1258,9 @@ def _check_due(
             final = next((e for e in reversed(entries) if e["state"] != "retrying"), None)
             state = final["state"] if final is not None else None
             if state is None:
-                _unaccounted(
-                    report,
-                    facts,
-                    job,
-                    fire,
-                    bool(entries),
-                    end,
-                    never_seen,
-                    health,
-                    recorders,
-                    enough,
-                    settle,
-                )
+                retrying = bool(entries)
+                cut = _cut_off(sc, facts, job, fire, retrying, recorders, settle)
+                _unaccounted(report, facts, job, fire, retrying, never_seen, health, enough, cut)
             lo, hi = (
                 fire - early - _near_clock_error(sc, clock_faults, fire - early, fire + job.deadline_ms),
                 fire + job.deadline_ms,
@@ -1274,15 +1321,14 @@ def _unaccounted(
     job: JobDef,
     fire: int,
     retrying: bool,
-    end: int,
     never_seen: Callable[[str, int], bool],
     health: _Health,
-    recorders: _Health,
     enough: int,
-    settle: int,
+    cut_off: bool,
 ) -> None:
-    """A due slot with no terminal ledger entry: a known limit, cut off by the end of the run, or a
-    violation (the slot's retry chain never ended, nobody could vote, or nobody recorded it)."""
+    """A due slot with no terminal ledger entry: a known limit, cut off by the end of the run
+    (:func:`_cut_off`), or a violation (the slot's retry chain never ended, nobody could vote,
+    or nobody recorded it)."""
     key = (job.name, fire)
     out = report.violations
     if facts.in_lost(key, unwaited_only=True):
@@ -1306,10 +1352,7 @@ def _unaccounted(
                 "before one could record it",
             )
         )
-    elif recorders.longest_healthy(facts.recordable_from(job.name, fire, job.deadline_ms), end) < settle:
-        # Nobody could reach the store to record it before the run ended (a fault lasting to the
-        # end) once it could be recorded (a slot that ran: once its run ended, or its lease):
-        # like a slot in the tail, not checkable in this run.
+    elif cut_off:
         report.cut_off += 1
         report.exempt[CUT_OFF] += 1
     elif retrying:
@@ -1322,10 +1365,10 @@ def _unaccounted(
                 "its last ledger entry is 'retrying': no retry ended it",
             )
         )
-    elif health.longest_healthy(fire, fire + job.deadline_ms) >= enough:
-        out.append(
-            Violation(UNACCOUNTED, job.name, fire, fire, "no terminal ledger entry at the end of the run")
-        )
+    elif (voted := facts.voted.get(key)) or health.longest_healthy(fire, fire + job.deadline_ms) >= enough:
+        by = f" (voted by {', '.join(sorted(voted))})" if voted else ""
+        detail = f"no terminal ledger entry at the end of the run{by}"
+        out.append(Violation(UNACCOUNTED, job.name, fire, fire, detail))
     else:
         out.append(
             Violation(

@@ -1,9 +1,11 @@
-"""Findings of the 1,000-seed exploration of 2026-12-02 (sim/findings/README.md), fixed: regressions.
+"""Findings of the simulator's explorations (sim/findings/README.md), fixed: regressions.
 
 Five were the checker misreading a membership change (``sim/scenarios/checker/``): a voter the
 membership removed counted as "left" for a retry, and a node frozen on a record without it
 counted as a healthy voter. One was a core bug (``sim/scenarios/bugs/``): of two jobs' votes
-refused as stale in one batch, only the first voted again. Each scenario runs at its own seed
+refused as stale in one batch, only the first voted again. Seed 639 (2026-12-06) was both: the
+store handed a slot back to its rendezvous winner every time, and the checker's cut-off counted
+nodes that were no voters of a slot only a voter could end. Each scenario runs at its own seed
 and must pass; each test also checks that the story it guards still happens in the trace, so a
 change that no longer reaches it shows here instead of passing silently.
 """
@@ -95,3 +97,28 @@ def test_two_jobs_refused_as_stale_in_one_batch_both_vote_again() -> None:
     assert {"job0", "job1"} in batches  # (the story: both refused in one batch)
     ran = {r["job"] for r in result.trace.records if r["ev"] == "run" and r["fire"] == fire}
     assert ran == {"job0", "job1"}, ran
+
+
+def test_an_unfinished_at_least_once_run_goes_round_its_voters_and_is_cut_off_by_the_end() -> None:
+    """Seed 639 (fold_loss.py's sweep, 2026-12-06): a rolling partition cuts the five nodes off one
+    by one; job1's slot of 27 min, at-least-once, is run by n1 (killed at its lease's end), then
+    by n2, whose failed run ends just after n2 is cut off, so its finish waits. From then on only a
+    voter can end the slot. The store hands it on at every start timeout while the voters stay cut
+    off, and went back to the rendezvous winner every time once each had had it (n1, three times
+    in a row); it now goes round them. n2 comes back 5 s before the end, too late to run it: the
+    slot is cut off, not "nobody could vote" (it was voted) nor unaccounted (n4 and n5, healthy
+    at the end, are no voters of it)."""
+    path = SCENARIOS / "checker" / "rerun-needs-a-voter-639.toml"
+    result = sim.run(sim.load(path), 639)
+    rep = result.report
+    assert rep.violations == [], rep.summary()
+    assert rep.exempt["cut off"] >= 1
+    fire = 1700001660000
+    mine = [r for r in result.trace.records if r.get("job") == "job1" and r.get("fire") == fire]
+    executors = [r["executor"] for r in mine if r["ev"] == "commit"]
+    voters = {n for r in mine if r["ev"] == "commit" for n, _ in r["votes"]}
+    assert len(executors) > len(voters) + 1, executors  # (the story: more turns than voters)
+    again = executors[len(voters) :]
+    assert again == executors[: len(again)], executors  # round again, in the same order
+    refused = [r for r in mine if r["ev"] == "finish" and r["node"] == "n2" and not r["ok"]]
+    assert refused, "n2's late finish should have been refused (the store had handed the slot on)"

@@ -231,6 +231,61 @@ def test_a_slot_that_ran_is_cut_off_only_if_nobody_could_reach_the_store_once_it
         assert rep.by_kind() == {checker.UNACCOUNTED: 1} and rep.cut_off == 0
 
 
+@pytest.mark.parametrize(
+    ("delivery", "n1_stays", "n2_back", "cut_off"),
+    [
+        ("at-least-once", False, LATER - 25_000, True),
+        ("at-least-once", False, LATER - 30_000, False),
+        ("at-least-once", True, None, False),
+        ("at-most-once", False, None, False),
+    ],
+)
+def test_an_unfinished_at_least_once_run_is_cut_off_only_if_no_voter_could_run_it_again(
+    delivery: str, n1_stays: bool, n2_back: int | None, cut_off: bool
+) -> None:
+    """n1 runs the slot and is cut off before its finish lands. Under at-least-once only a voter
+    (n1, n2) can end it now: the store hands it on once the lease runs out (FIRE + 15 s), so n3,
+    healthy throughout but no voter, cannot (seed 639, sim/findings/README.md). Cut off unless a
+    voter could reach the store for the settle time (13.25 s), both voters' turns (2 x 7.5 s)
+    and a run (1 s): 29.25 s, which n2 back 30 s before the end had and 25 s did not; or n1 itself
+    could have finished it within its lease. Under at-most-once any node's sweep ends it."""
+    run = [*ran_ok(at=FIRE)[:5], slot_ev("end", "n1", FIRE + 500, 1, ok=True, st=FIRE + 500)]
+    cut = ("n2",) if n1_stays else ("n1", "n2")
+    faults = health(FIRE + 400, ok=False, why="partitioned", nodes=cut)
+    if n2_back is not None:
+        faults += health(n2_back, nodes=("n2",))
+    rep = check(_trace(*health(T0), *run, *faults, delivery=delivery))
+    if cut_off:
+        assert rep.violations == [] and rep.exempt == {checker.CUT_OFF: 1}
+    else:
+        assert rep.by_kind() == {checker.UNACCOUNTED: 1} and rep.cut_off == 0
+    if not rep.violations:
+        return
+    assert rep.violations[0].detail.endswith("(voted by n1, n2)")
+
+
+@pytest.mark.parametrize(
+    ("n2_back", "kinds_"), [(T0 + 155_000, {}), (T0 + 145_000, {checker.RETRY_UNENDED: 1})]
+)
+def test_a_due_retry_is_cut_off_only_if_no_voter_could_run_it(n2_back: int, kinds_: dict[str, int]) -> None:
+    """n1's run failed and the retry went to n2; both voters are cut off from FIRE + 600 ms, n3
+    (no voter) stays healthy. Only a voter can run the retry, so the slot counts as cut off
+    unless n2 came back with the settle time, the backoff, both turns and a run to go (31.25 s):
+    35 s before the end (3 min) it had them, 25 s before it did not."""
+    retried = [
+        *ran_ok(ok=False),
+        commit(FIRE + 520, 2, "n2", by="retry", st=FIRE + 520),
+        ledger("retrying", "attempt 1 of 2 failed; retry after 2000 ms", "n1", 1, ("n1", "n2")),
+    ]
+    faults = [
+        *health(FIRE + 600, ok=False, why="partitioned", nodes=("n1", "n2")),
+        *health(n2_back, nodes=("n2",)),
+    ]
+    rep = check(_trace(*health(T0), *retried, *faults, retries=1))
+    assert rep.by_kind() == kinds_
+    assert rep.exempt == ({} if kinds_ else {checker.CUT_OFF: 1})
+
+
 def test_a_slot_of_a_job_the_store_never_saw_forgotten_by_every_node_restarting_is_a_known_limit() -> None:
     boots = [{"ev": "boot", "t": FIRE + 10_000, "node": n, "incarnation": 2, "specs": {}} for n in NODES]
     assert kinds(_trace(*boots)) == {checker.NEVER_SEEN: 1}
@@ -398,6 +453,22 @@ def test_a_takeover_handing_the_slot_back_to_its_executor_while_a_voter_never_ha
     assert kinds(_trace(*records)) == {"executor re-picked while another voter was left": 1}
 
 
+@pytest.mark.parametrize(("third", "fourth"), [("n1", "n2"), ("n2", "n1")])
+def test_once_every_voter_had_the_slot_a_takeover_goes_to_the_one_waiting_longest(
+    third: str, fourth: str
+) -> None:
+    """Committed to n1, taken over by n2, then again: n1's turn is the older one. Handing it to n2
+    again (the store's old rule sent it back to the rendezvous winner every time) is reported."""
+    records = [
+        *ran_ok(at=LATER)[:3],
+        commit(LATER + 6_000, 2, "n2", by="takeover", fire=LATER),
+        commit(LATER + 12_000, 3, third, by="takeover", fire=LATER),
+        commit(LATER + 18_000, 4, fourth, by="takeover", fire=LATER),
+    ]
+    expected = {} if third == "n1" else {"executor re-picked ahead of a voter that waited longer": 1}
+    assert kinds(_trace(*records)) == expected
+
+
 # -- votes ------------------------------------------------------------------------------------------
 
 
@@ -550,6 +621,7 @@ COVERED = {
     checker.BUSY_LOOP, "slot executed twice", "execution under a stale token",
     "retry started before its backoff ended", "two runs of a slot at once", "more retries than max_retries",
     "retry without a higher token", "executor re-picked while another voter was left",
+    "executor re-picked ahead of a voter that waited longer",
     "commit without a majority", "vote counted before its window", "vote counted after its deadline",
     "vote sent by an untrusted node", "local run before its fire time", "slot run locally twice on one node",
     checker.MEMBERSHIP_QUORUM, checker.MEMBERSHIP_FOREIGN, checker.MEMBERSHIP_BACKWARD,

@@ -1113,6 +1113,57 @@ def test_widened_deadline_carries_to_the_commit_and_start(redis_server: Embedded
         client.close()
 
 
+# -- takeovers and retries go round the voters ------------------------------------------------------
+
+
+def _rendezvous_order(job: str, fire: int, voters: list[str]) -> list[str]:
+    """The voters in rendezvous rank: the winner, then the winner of the rest, and so on."""
+    left, order = list(voters), []
+    while left:
+        order.append(pick_executor(job, fire, left))
+        left.remove(order[-1])
+    return order
+
+
+def test_takeovers_and_retries_go_round_the_voters(redis_server: EmbeddedRedis) -> None:
+    """Once every agreeing voter has had the slot, a takeover or a retry goes to the one whose last
+    turn is the oldest, not back to the rendezvous winner (seed 639, sim/findings/README.md): the
+    voters in rank order, over and over, through start timeouts, at-least-once leases that run
+    out and failed runs that are retried. Both stores, same replies."""
+    fire, voters = BASE_MS, ["n1", "n2", "n3"]
+    now = [fire]
+    client, stores = _both_stores(redis_server, lambda: now[0])
+    order = _rendezvous_order("j", fire, voters)
+    sweep = [SweepParams("j", 3_600_000, 5_000, Delivery.AT_LEAST_ONCE)]
+    try:
+        replies: list[list[Any]] = []
+        for store in stores:
+            now[0] = fire
+            votes = [VoteRequest("j", fire, n, "h1", 3, SKEW_MS, 30_000) for n in voters]
+            got: list[Any] = [store.vote(votes)]
+            seen = [store.slot("j", fire)]
+            for _ in range(4):  # start timeouts: nobody starts it
+                now[0] += 5_001
+                got.append(store.sweep(sweep))
+                seen.append(store.slot("j", fire))
+            for _ in range(2):  # at-least-once: started, then its lease runs out
+                got.append(store.start("j", fire, seen[-1].executor, seen[-1].token, 1_000))
+                now[0] += 1_001
+                got.append(store.sweep(sweep))
+                seen.append(store.slot("j", fire))
+            for _ in range(2):  # started and failed, retried
+                got.append(store.start("j", fire, seen[-1].executor, seen[-1].token, 60_000))
+                got.append(store.finish("j", fire, seen[-1].executor, seen[-1].token, False, "x", 9, 0))
+                seen.append(store.slot("j", fire))
+            replies.append([*got, *seen])
+            executors = [v.executor for v in seen]
+            assert executors == (order * 3)[: len(executors)], (store, executors, order)
+            assert [v.token for v in seen] == list(range(1, len(seen) + 1)), store
+        assert replies[0] == replies[1], f"redis replied\n  {replies[0]}\nmodel replied\n  {replies[1]}"
+    finally:
+        client.close()
+
+
 # -- the ports beside the slot protocol: notices, the alerts journal, the faces' reads -------------
 
 

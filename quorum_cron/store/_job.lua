@@ -520,11 +520,15 @@ end
 
 -- The next executor among the voters that agree with the committed spec
 -- hash and are members (current or, while joint, old) of the record the job
--- enforces (any agreeing voter on a job without a record: legacy): one not
--- assigned yet, else any (rendezvous). Returns it, or nil plus the reason
--- nobody can take the slot: after a membership change every agreeing voter
--- may have left (never at a commit: its quorum is of members). The model is
--- memory_records.choose_executor.
+-- enforces (any agreeing voter on a job without a record: legacy): at a
+-- commit the rendezvous winner; at a takeover or a retry the rendezvous
+-- winner among those not assigned yet, and once every one has been, the one
+-- whose last assignment is the oldest. So the slot goes round its voters and
+-- never waits on one that stays down while another is up (it went back to
+-- the winner every time before: sim/findings/README.md, seed 639). Returns
+-- it, or nil plus the reason nobody can take the slot: after a membership
+-- change every agreeing voter may have left (never at a commit: its quorum
+-- is of members). The model is memory_records.choose_executor.
 local function choose(r)
   local spec = r.f.sh
   local rec = job_record(meta())
@@ -535,15 +539,23 @@ local function choose(r)
       agreeing[a] = n
     end
   end
-  if r.f.as then -- assigned before (takeover, retry): prefer voters not assigned yet
-    local assigned = {}
-    for _, n in ipairs(list_decode(r.f.as)) do
-      assigned[n] = true
+  if r.f.as then -- assigned before (takeover, retry)
+    local last = {} -- node -> the position of its last assignment
+    for i, n in ipairs(list_decode(r.f.as)) do
+      last[n] = i
     end
+    local oldest, oldest_i = nil, nil
     for i = 1, a do
-      if not assigned[agreeing[i]] then
-        fresh[#fresh + 1] = agreeing[i]
+      local n = agreeing[i]
+      local at = last[n]
+      if not at then
+        fresh[#fresh + 1] = n
+      elseif oldest_i == nil or at < oldest_i then
+        oldest, oldest_i = n, at
       end
+    end
+    if #fresh == 0 and oldest then
+      return oldest
     end
   end
   local chosen = pick(r.fire, #fresh > 0 and fresh or agreeing)

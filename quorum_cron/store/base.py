@@ -257,9 +257,9 @@ class Store(JobTables, MissedRecords, Protocol):
           ``missed``, ``D`` the largest deadline its votes carried (see
           :meth:`vote`);
         * ``committed`` with ``now > max(committed_ms, not_before_ms) + start_timeout_ms`` →
-          re-assigned to the next rendezvous winner among the voters that
-          were not assigned yet (or all voters, when every one was), new
-          token, ``committed_ms = now``, executor notified — the slot never
+          re-assigned to the rendezvous winner among the voters not assigned
+          yet (else the least recently assigned one), new token,
+          ``committed_ms = now``, executor notified — the slot never
           started (in this attempt), so this is safe under at-most-once; a
           slot that never started at all and is past its starting deadline
           becomes ``missed`` instead;

@@ -105,15 +105,21 @@ def choose_executor(name: str, job: _Job, rec: _Slot) -> tuple[str, str]:
     Only agreeing voters that are members (current or, while joint, old) of
     the record the job enforces may execute: a node removed since it voted
     must not be handed the slot (any agreeing voter on a job without a
-    record: legacy). Among them, one not assigned yet, else any. A commit
-    always finds one (its quorum is of members); a takeover or a retry after
-    a membership change may not.
+    record: legacy). Among them: at a commit the rendezvous winner; at a
+    takeover or a retry the rendezvous winner among those not assigned yet,
+    and once every one has been, the one whose last assignment is the
+    oldest, so the slot goes round its voters instead of waiting on one
+    that stays down. A commit always finds one (its quorum is of members); a
+    takeover or a retry after a membership change may not.
     """
     record = job.record
     agreeing = [
         n for n, h in rec.votes.items() if h == rec.spec_hash and (record is None or record.is_member(n))
     ]
-    fresh = [n for n in agreeing if n not in rec.assigned]
+    last = {n: i for i, n in enumerate(rec.assigned)}
+    fresh = [n for n in agreeing if n not in last]
+    if agreeing and not fresh and rec.assigned:
+        return min(agreeing, key=last.__getitem__), ""
     chosen = pick_executor(name, rec.fire_ms, fresh or agreeing)
     if chosen:
         return chosen, ""
