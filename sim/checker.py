@@ -278,7 +278,8 @@ class _Facts:
     """What the world saw happen to each slot, for judging the ledger against it."""
 
     __slots__ = (
-        "decided", "eligible", "ended", "finished", "leased", "ledger", "lost", "runs", "voted", "writes",
+        "decided", "eligible", "ended", "finished", "killed", "leased", "ledger", "lost", "runs",
+        "token_leases", "voted", "writes",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -286,6 +287,10 @@ class _Facts:
         """Per slot, (node, token, t) of every ``run``."""
         self.ended: dict[tuple[str, str, int, int], tuple[int, bool]] = {}
         """(node, job, fire, token) → (t, ok) of the run's end; ok is False for a kill."""
+        self.killed: set[tuple[str, str, int, int]] = set()
+        """(node, job, fire, token) of the runs that ended by a kill (no finish can follow)."""
+        self.token_leases: dict[tuple[str, str, int, int], int] = {}
+        """(node, job, fire, token) → the latest lease end the store granted that token."""
         self.finished: dict[tuple[str, str, int, int], list[int]] = {}
         """(node, job, fire, token) → true times the store accepted its finish."""
         self.voted: dict[tuple[str, int], set[str]] = {}
@@ -304,10 +309,17 @@ class _Facts:
         """Per slot, the voters its latest commit (a vote's, a takeover's, a retry's) could hand
         it to: agreeing, and members of the record the store enforced (:func:`_may_execute`)."""
 
-    def lease(self, job: str, fire: int, until: int) -> None:
+    def lease(self, node: str, job: str, fire: int, token: int, until: int) -> None:
         key = (job, fire)
         if until > self.leased.get(key, 0):
             self.leased[key] = until
+        key4 = (node, job, fire, token)
+        if until > self.token_leases.get(key4, 0):
+            self.token_leases[key4] = until
+
+    def finish_landed(self, key4: tuple[str, str, int, int]) -> bool:
+        """Whether the store accepted a finish of that run outside the writes a failover lost."""
+        return any(not self.in_lost_window(t) for t in self.finished.get(key4, ()))
 
     def recordable_from(self, job: str, fire: int, deadline_ms: int) -> int:
         """When the slot's end could first be written: its deadline; if it ran, once its last run
@@ -578,6 +590,8 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             _on_run(r, report, jobs, committed, runs, quorum_mode, late, forgotten, retry_tokens)
         elif ev in ("end", "kill"):
             facts.ended.setdefault((r["node"], r["job"], r["fire"], r["token"]), (r["t"], r.get("ok", False)))
+            if ev == "kill":
+                facts.killed.add((r["node"], r["job"], r["fire"], r["token"]))
             _check_lease(r, report, jobs, leases, unbound, quorum_mode, pauses)
             key = (r["job"], r["fire"])
             if alive.get(key) == (r["node"], r["token"]):
@@ -588,7 +602,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             key4 = (r["node"], r["job"], r["fire"], r["token"])
             facts.wrote(r["job"], r["fire"], r["t"])
             leases[key4] = (r["lease"], r["t"])
-            facts.lease(r["job"], r["fire"], r["lease"])
+            facts.lease(*key4, r["lease"])
             if key4 in started:
                 # A renew accepted before the run began (a start reply held half a lease is
                 # confirmed this way) extends the lease the run may start under.
@@ -604,7 +618,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             facts.wrote(r["job"], r["fire"], r["t"])
             if "lease" in r:
                 leases[(r["node"], r["job"], r["fire"], r["token"])] = (r["lease"], r["t"])
-                facts.lease(r["job"], r["fire"], r["lease"])
+                facts.lease(r["node"], r["job"], r["fire"], r["token"], r["lease"])
             slot_starts.setdefault((r["job"], r["fire"]), []).append(r["t"])
             not_before = retry_at.get((r["job"], r["fire"], r["token"]))
             if not_before is not None and r.get("st", not_before) < not_before:
@@ -1027,14 +1041,16 @@ def _quorum_short(config: Configuration, agreeing: Sequence[str]) -> str:
 def _repick_violations(r: Record, earlier: Sequence[str], forgotten: bool) -> list[Violation]:
     """A retry or takeover ``r`` that gave the slot to ``earlier``'s executor again: wrong while an
     agreeing member voter never had it, or (every one had) while another's last turn is older.
-    The second needs the store's whole list of assignments, so not after a failover lost some
-    (``forgotten``: the store may count a voter as fresh that the trace saw assigned)."""
+    Both need the store's whole list of assignments, so neither is judged after a failover lost
+    some (``forgotten``: the store may count a voter as fresh that the trace saw assigned)."""
+    if forgotten:
+        return []
     agreeing = [n for n, h in r["votes"] if h == r["spec"] and _may_execute(r, n)]
     fresh = [n for n in agreeing if n not in earlier]
     why = ""
     if fresh:
         kind, why = "executor re-picked while another voter was left", f"{', '.join(fresh)} never had it"
-    elif not forgotten:
+    else:
         last = {n: i for i, n in enumerate(earlier)}
         oldest = min((n for n in agreeing if n in last), key=last.__getitem__, default=r["executor"])
         if oldest != r["executor"]:
@@ -1166,32 +1182,34 @@ def _cut_off(
     Most slots any node can end once they can be recorded (:meth:`_Facts.recordable_from`): a
     sweep (missed, lost) or the executor's finish, so they count as cut off when no node could
     reach the store for ``settle`` after that. Two kinds need one of the slot's own voters to run
-    it: a retry that is due (``retrying``), and an at-least-once run whose finish never landed
-    (its lease runs out and the store hands the slot on). Those are cut off only when no
-    voter the store could hand it to could reach the store long enough for its turn to come
-    (the store goes round them, one start timeout and a sweep each) and the run to end; and,
-    for the at-least-once run, its executor could not finish it before its lease ran out.
+    it: a due retry (the failed run's finish landed, the retry has not started), and an
+    at-least-once run whose finish never landed (its lease runs out and the store hands the slot
+    on). Those are cut off only when no voter the store could hand it to could reach the store
+    long enough for its turn to come (the store goes round them, one start timeout and a sweep
+    gap each), the backoff and the run; and, for the at-least-once run, its executor could not
+    have finished it within that run's lease (a killed run it cannot finish).
     """
     key = (job.name, fire)
     end = sc.start_ms + sc.duration_ms
     start = facts.recordable_from(job.name, fire, job.deadline_ms)
     runs = facts.runs.get(key, ())
-    last = runs[-1] if runs else None
-    unfinished = last is not None and (last[0], job.name, fire, last[1]) not in facts.finished
-    if not retrying and not (job.delivery == Delivery.AT_LEAST_ONCE and unfinished):
+    last = (runs[-1][0], job.name, fire, runs[-1][1]) if runs else None
+    unfinished = last is not None and not facts.finish_landed(last)
+    due_retry = retrying and not unfinished
+    if not due_retry and not (job.delivery == Delivery.AT_LEAST_ONCE and unfinished):
         return recorders.longest_healthy(start, end) < settle
     s = sc.settings
     voters = facts.eligible.get(key, frozenset())
     turns = len(voters) * (s.start_timeout_ms + max_sweep_gap(s.sweep_ms, s.start_timeout_ms))
-    rerun = turns + min(job.run_ms[1], job.timeout_ms) + (job.retry_backoff_ms if retrying else 0)
-    if retrying or last is None:
+    rerun = turns + min(job.run_ms[1], job.timeout_ms) + (job.retry_backoff_ms if due_retry else 0)
+    if due_retry or last is None:
         return recorders.longest_healthy(start, end, voters) < settle + rerun
-    node, token, _ = last
-    ended = facts.ended.get((node, job.name, fire, token))
-    lease = facts.leased.get(key, start)
-    alone = frozenset({node})
-    if ended is not None and recorders.longest_healthy(ended[0], min(lease, end), alone) >= settle:
-        return False  # its executor could have finished it
+    lease = facts.token_leases.get(last, start)
+    ended = facts.ended.get(last)
+    if ended is not None and last not in facts.killed:
+        alone = frozenset({last[0]})
+        if recorders.longest_healthy(ended[0], min(lease, end), alone) >= settle:
+            return False  # its executor could have finished it
     return recorders.longest_healthy(max(start, lease), end, voters) < settle + rerun
 
 

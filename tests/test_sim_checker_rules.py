@@ -232,46 +232,52 @@ def test_a_slot_that_ran_is_cut_off_only_if_nobody_could_reach_the_store_once_it
 
 
 @pytest.mark.parametrize(
-    ("delivery", "n1_stays", "n2_back", "cut_off"),
+    ("delivery", "n1_cut_at", "n2_back", "ended_by", "cut_off"),
     [
-        ("at-least-once", False, LATER - 25_000, True),
-        ("at-least-once", False, LATER - 30_000, False),
-        ("at-least-once", True, None, False),
-        ("at-most-once", False, None, False),
+        ("at-least-once", FIRE + 400, LATER - 29_000, "end", True),
+        ("at-least-once", FIRE + 400, LATER - 30_000, "end", False),
+        ("at-least-once", FIRE + 15_005, None, "end", False),
+        ("at-least-once", FIRE + 15_005, None, "kill", True),
+        ("at-most-once", FIRE + 400, None, "end", False),
     ],
 )
 def test_an_unfinished_at_least_once_run_is_cut_off_only_if_no_voter_could_run_it_again(
-    delivery: str, n1_stays: bool, n2_back: int | None, cut_off: bool
+    delivery: str, n1_cut_at: int, n2_back: int | None, ended_by: str, cut_off: bool
 ) -> None:
-    """n1 runs the slot and is cut off before its finish lands. Under at-least-once only a voter
-    (n1, n2) can end it now: the store hands it on once the lease runs out (FIRE + 15 s), so n3,
-    healthy throughout but no voter, cannot (seed 639, sim/findings/README.md). Cut off unless a
-    voter could reach the store for the settle time (13.25 s), both voters' turns (2 x 7.5 s)
-    and a run (1 s): 29.25 s, which n2 back 30 s before the end had and 25 s did not; or n1 itself
-    could have finished it within its lease. Under at-most-once any node's sweep ends it."""
-    run = [*ran_ok(at=FIRE)[:5], slot_ev("end", "n1", FIRE + 500, 1, ok=True, st=FIRE + 500)]
-    cut = ("n2",) if n1_stays else ("n1", "n2")
-    faults = health(FIRE + 400, ok=False, why="partitioned", nodes=cut)
+    """n1 runs the slot (lease to FIRE + 15 s) and its finish never lands; n2 is cut off from
+    FIRE + 400 ms. Under at-least-once only a voter (n1, n2) can end it now: the store hands it
+    on once the lease runs out, so n3, healthy throughout but no voter, cannot (seed 639,
+    sim/findings/README.md). Cut off unless a voter could reach the store for the settle time
+    (13.25 s), both voters' turns (2 x 7.5 s) and a run (1 s): 29.25 s, which n2 back 30 s
+    before the end had and 29 s did not; or n1, healthy for 14.5 s from its run's end to its
+    lease's, could have finished it (not a run it killed: nothing to finish). Under at-most-once
+    any node's sweep ends it."""
+    ended = slot_ev(ended_by, "n1", FIRE + 500, 1, ok=True, st=FIRE + 500)
+    if ended_by == "kill":
+        ended = slot_ev("kill", "n1", FIRE + 500, 1, why="crashed", st=FIRE + 500)
+    run = [*ran_ok(at=FIRE)[:5], ended]
+    faults = [
+        *health(FIRE + 400, ok=False, why="partitioned", nodes=("n2",)),
+        *health(n1_cut_at, ok=False, why="partitioned", nodes=("n1",)),
+    ]
     if n2_back is not None:
         faults += health(n2_back, nodes=("n2",))
     rep = check(_trace(*health(T0), *run, *faults, delivery=delivery))
     if cut_off:
         assert rep.violations == [] and rep.exempt == {checker.CUT_OFF: 1}
-    else:
-        assert rep.by_kind() == {checker.UNACCOUNTED: 1} and rep.cut_off == 0
-    if not rep.violations:
         return
+    assert rep.by_kind() == {checker.UNACCOUNTED: 1} and rep.cut_off == 0
     assert rep.violations[0].detail.endswith("(voted by n1, n2)")
 
 
 @pytest.mark.parametrize(
-    ("n2_back", "kinds_"), [(T0 + 155_000, {}), (T0 + 145_000, {checker.RETRY_UNENDED: 1})]
+    ("n2_back", "kinds_"), [(T0 + 150_000, {}), (T0 + 148_000, {checker.RETRY_UNENDED: 1})]
 )
 def test_a_due_retry_is_cut_off_only_if_no_voter_could_run_it(n2_back: int, kinds_: dict[str, int]) -> None:
     """n1's run failed and the retry went to n2; both voters are cut off from FIRE + 600 ms, n3
     (no voter) stays healthy. Only a voter can run the retry, so the slot counts as cut off
     unless n2 came back with the settle time, the backoff, both turns and a run to go (31.25 s):
-    35 s before the end (3 min) it had them, 25 s before it did not."""
+    32 s before the end (3 min) it had them, 30 s before it did not."""
     retried = [
         *ran_ok(ok=False),
         commit(FIRE + 520, 2, "n2", by="retry", st=FIRE + 520),
@@ -284,6 +290,23 @@ def test_a_due_retry_is_cut_off_only_if_no_voter_could_run_it(n2_back: int, kind
     rep = check(_trace(*health(T0), *retried, *faults, retries=1))
     assert rep.by_kind() == kinds_
     assert rep.exempt == ({} if kinds_ else {checker.CUT_OFF: 1})
+
+
+def test_a_started_retry_whose_finish_never_landed_any_node_can_end() -> None:
+    """The retry has started (n2 ran it) and its finish never landed: under at-most-once a sweep
+    by any node ends it lost once its lease runs out, so n3, healthy throughout but no voter, could
+    have: the chain never ended, not cut off (a due retry's voters-only rule does not apply)."""
+    retried = [
+        *ran_ok(ok=False),
+        commit(FIRE + 520, 2, "n2", by="retry", st=FIRE + 520),
+        ledger("retrying", "attempt 1 of 2 failed; retry after 2000 ms", "n1", 1, ("n1", "n2")),
+        slot_ev("start", "n2", FIRE + 2_600, 2, ok=True, why="", st=FIRE + 2_600, lease=FIRE + 17_600),
+        slot_ev("run", "n2", FIRE + 2_601, 2),
+        slot_ev("end", "n2", FIRE + 3_000, 2, ok=True, st=FIRE + 3_000),
+    ]
+    faults = health(FIRE + 2_900, ok=False, why="partitioned", nodes=("n1", "n2"))
+    rep = check(_trace(*health(T0), *retried, *faults, retries=1))
+    assert rep.by_kind() == {checker.RETRY_UNENDED: 1} and rep.cut_off == 0
 
 
 def test_a_slot_of_a_job_the_store_never_saw_forgotten_by_every_node_restarting_is_a_known_limit() -> None:
