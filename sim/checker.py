@@ -56,7 +56,7 @@ known limits' violation kinds), never merged, and is as narrow as the
 physics: ``cut off`` only for slots no node could *reach the store* to
 record (an untrusted clock can, and must record "missed: clock
 untrusted"), and for slots only a voter can end (a due retry, an
-unfinished at-least-once run) no voter long enough for its turn and a
+unfinished at-least-once start) no voter long enough for its turn and a
 run; the failover limits only for slots that had a write executed in the
 writes the failover lost; a paused node's lease exemption only for a pause
 that overlapped that lease.
@@ -278,8 +278,8 @@ class _Facts:
     """What the world saw happen to each slot, for judging the ledger against it."""
 
     __slots__ = (
-        "decided", "eligible", "ended", "finished", "killed", "leased", "ledger", "lost", "runs",
-        "token_leases", "voted", "writes",
+        "decided", "eligible", "ended", "finished", "killed", "ledger", "lost", "runs",
+        "starts", "token_leases", "voted", "writes",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -287,6 +287,9 @@ class _Facts:
         """Per slot, (node, token, t) of every ``run``."""
         self.ended: dict[tuple[str, str, int, int], tuple[int, bool]] = {}
         """(node, job, fire, token) → (t, ok) of the run's end; ok is False for a kill."""
+        self.starts: dict[tuple[str, int], dict[int, tuple[str, int]]] = {}
+        """Per slot, token → (node, t) of each start the store accepted (folded ones included),
+        whether or not a run followed (its reply may be lost, its node crash first)."""
         self.killed: set[tuple[str, str, int, int]] = set()
         """(node, job, fire, token) of the runs that ended by a kill (no finish can follow)."""
         self.token_leases: dict[tuple[str, str, int, int], int] = {}
@@ -303,16 +306,11 @@ class _Facts:
         """(from, to, waited) of each failover's lost writes, true time (the model's snapshot)."""
         self.writes: dict[tuple[str, int], list[int]] = {}
         """Per slot, true times the store executed a write for it."""
-        self.leased: dict[tuple[str, int], int] = {}
-        """Per slot, the latest lease end the store granted it (a start's or a renewal's)."""
         self.eligible: dict[tuple[str, int], frozenset[str]] = {}
         """Per slot, the voters its latest commit (a vote's, a takeover's, a retry's) could hand
         it to: agreeing, and members of the record the store enforced (:func:`_may_execute`)."""
 
     def lease(self, node: str, job: str, fire: int, token: int, until: int) -> None:
-        key = (job, fire)
-        if until > self.leased.get(key, 0):
-            self.leased[key] = until
         key4 = (node, job, fire, token)
         if until > self.token_leases.get(key4, 0):
             self.token_leases[key4] = until
@@ -322,14 +320,28 @@ class _Facts:
         return any(not self.in_lost_window(t) for t in self.finished.get(key4, ()))
 
     def recordable_from(self, job: str, fire: int, deadline_ms: int) -> int:
-        """When the slot's end could first be written: its deadline; if it ran, once its last run
-        ended (the executor's finish), or, for a run whose end nobody saw (its node crashed or
-        the run outlasted the trace), once the lease the store granted it ran out (a sweep)."""
+        """When the slot's end could first be written: its deadline; if it started, once its last
+        run ended (the executor's finish), or, for a start whose run's end nobody saw (no run
+        followed, its node crashed, or the run outlasted the trace), once the lease the store
+        granted that token ran out (a sweep)."""
         at = fire + deadline_ms
-        for node, token, t in self.runs.get((job, fire), ()):
-            ended = self.ended.get((node, job, fire, token))
-            at = max(at, ended[0] if ended is not None else self.leased.get((job, fire), t))
+        began = {(node, token): t for node, token, t in self.runs.get((job, fire), ())}
+        for token, (node, t) in self.starts.get((job, fire), {}).items():
+            began.setdefault((node, token), t)
+        for (node, token), t in began.items():
+            key4 = (node, job, fire, token)
+            ended = self.ended.get(key4)
+            at = max(at, ended[0] if ended is not None else self.token_leases.get(key4, t))
         return at
+
+    def last_start(self, job: str, fire: int) -> tuple[str, str, int, int] | None:
+        """(node, job, fire, token) of the start the store accepted under the slot's highest
+        token: the store's current run (a stale run's token is lower), or None."""
+        starts = self.starts.get((job, fire))
+        if not starts:
+            return None
+        token = max(starts)
+        return (starts[token][0], job, fire, token)
 
     def wrote(self, job: str, fire: int, t: int) -> None:
         self.writes.setdefault((job, fire), []).append(t)
@@ -615,6 +627,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
                 facts.finished.setdefault((r["node"], r["job"], r["fire"], r["token"]), []).append(r["t"])
         elif ev == "start" and r["ok"]:
             started[(r["node"], r["job"], r["fire"], r["token"])] = r["t"]
+            facts.starts.setdefault((r["job"], r["fire"]), {})[r["token"]] = (r["node"], r["t"])
             facts.wrote(r["job"], r["fire"], r["t"])
             if "lease" in r:
                 leases[(r["node"], r["job"], r["fire"], r["token"])] = (r["lease"], r["t"])
@@ -1183,7 +1196,7 @@ def _cut_off(
     sweep (missed, lost) or the executor's finish, so they count as cut off when no node could
     reach the store for ``settle`` after that. Two kinds need one of the slot's own voters to run
     it: a due retry (the failed run's finish landed, the retry has not started), and an
-    at-least-once run whose finish never landed (its lease runs out and the store hands the slot
+    at-least-once start whose finish never landed (its lease runs out and the store hands the slot
     on). Those are cut off only when no voter the store could hand it to could reach the store
     long enough for its turn to come (the store goes round them, one start timeout and a sweep
     gap each), the backoff and the run; and, for the at-least-once run, its executor could not
@@ -1192,8 +1205,7 @@ def _cut_off(
     key = (job.name, fire)
     end = sc.start_ms + sc.duration_ms
     start = facts.recordable_from(job.name, fire, job.deadline_ms)
-    runs = facts.runs.get(key, ())
-    last = (runs[-1][0], job.name, fire, runs[-1][1]) if runs else None
+    last = facts.last_start(job.name, fire)
     unfinished = last is not None and not facts.finish_landed(last)
     due_retry = retrying and not unfinished
     if not due_retry and not (job.delivery == Delivery.AT_LEAST_ONCE and unfinished):

@@ -231,43 +231,86 @@ def test_a_slot_that_ran_is_cut_off_only_if_nobody_could_reach_the_store_once_it
         assert rep.by_kind() == {checker.UNACCOUNTED: 1} and rep.cut_off == 0
 
 
+def _cut(node: str, at: int, back: int | None = None) -> list[Rec]:
+    """``node`` partitioned from ``at`` (to the end, or until ``back``)."""
+    return health(at, ok=False, why="partitioned", nodes=(node,)) + (
+        [] if back is None else health(back, nodes=(node,))
+    )
+
+
 @pytest.mark.parametrize(
-    ("delivery", "n1_cut_at", "n2_back", "ended_by", "cut_off"),
+    ("delivery", "ended_by", "faults", "cut_off"),
     [
-        ("at-least-once", FIRE + 400, LATER - 29_000, "end", True),
-        ("at-least-once", FIRE + 400, LATER - 30_000, "end", False),
-        ("at-least-once", FIRE + 15_005, None, "end", False),
-        ("at-least-once", FIRE + 15_005, None, "kill", True),
-        ("at-most-once", FIRE + 400, None, "end", False),
+        # n2 back 29 s before the end: short of 29.25 s; 30 s: long enough.
+        ("at-least-once", "end", (("n1", FIRE + 400, None), ("n2", FIRE + 400, LATER - 29_000)), True),
+        ("at-least-once", "end", (("n1", FIRE + 400, None), ("n2", FIRE + 400, LATER - 30_000)), False),
+        # n1 healthy from its run's end to its lease's (14.5 s): it could have finished it.
+        ("at-least-once", "end", (("n1", FIRE + 15_005, None), ("n2", FIRE + 400, None)), False),
+        # ... not a run it killed, nor a start no run followed: nothing to finish.
+        ("at-least-once", "kill", (("n1", FIRE + 15_005, None), ("n2", FIRE + 400, None)), True),
+        ("at-least-once", "", (("n1", FIRE + 400, None), ("n2", FIRE + 400, None)), True),
+        # n1 back for 20 s after its lease: too late to finish (the slot was handed on), too
+        # short for a turn and a run.
+        ("at-least-once", "end", (("n1", FIRE + 400, LATER - 20_000), ("n2", FIRE + 400, None)), True),
+        # n2 healthy until 25 s after the lease ran out: 39.5 s from the run's end, but a voter's
+        # turn comes only once the lease has run out.
+        ("at-least-once", "end", (("n1", FIRE + 400, None), ("n2", FIRE + 40_000, None)), True),
+        ("at-most-once", "end", (("n1", FIRE + 400, None), ("n2", FIRE + 400, None)), False),
     ],
 )
 def test_an_unfinished_at_least_once_run_is_cut_off_only_if_no_voter_could_run_it_again(
-    delivery: str, n1_cut_at: int, n2_back: int | None, ended_by: str, cut_off: bool
+    delivery: str, ended_by: str, faults: tuple[tuple[str, int, int | None], ...], cut_off: bool
 ) -> None:
-    """n1 runs the slot (lease to FIRE + 15 s) and its finish never lands; n2 is cut off from
-    FIRE + 400 ms. Under at-least-once only a voter (n1, n2) can end it now: the store hands it
-    on once the lease runs out, so n3, healthy throughout but no voter, cannot (seed 639,
-    sim/findings/README.md). Cut off unless a voter could reach the store for the settle time
-    (13.25 s), both voters' turns (2 x 7.5 s) and a run (1 s): 29.25 s, which n2 back 30 s
-    before the end had and 29 s did not; or n1, healthy for 14.5 s from its run's end to its
-    lease's, could have finished it (not a run it killed: nothing to finish). Under at-most-once
-    any node's sweep ends it."""
-    ended = slot_ev(ended_by, "n1", FIRE + 500, 1, ok=True, st=FIRE + 500)
-    if ended_by == "kill":
-        ended = slot_ev("kill", "n1", FIRE + 500, 1, why="crashed", st=FIRE + 500)
-    run = [*ran_ok(at=FIRE)[:5], ended]
-    faults = [
-        *health(FIRE + 400, ok=False, why="partitioned", nodes=("n2",)),
-        *health(n1_cut_at, ok=False, why="partitioned", nodes=("n1",)),
-    ]
-    if n2_back is not None:
-        faults += health(n2_back, nodes=("n2",))
-    rep = check(_trace(*health(T0), *run, *faults, delivery=delivery))
+    """n1's start is accepted (lease to FIRE + 15 s) and its finish never lands. Under
+    at-least-once only a voter (n1, n2) can end the slot now: the store hands it on once the lease
+    runs out, so n3, healthy throughout but no voter, cannot (seed 639, sim/findings/README.md).
+    Cut off unless a voter could reach the store, after the lease, for the settle time (13.25 s),
+    both voters' turns (2 x 7.5 s) and a run (1 s): 29.25 s; or n1 could have finished its run
+    within its lease. Under at-most-once any node's sweep ends it."""
+    run = ran_ok(at=FIRE)[:4]  # the votes, the commit, the start
+    if ended_by:
+        run.append(slot_ev("run", "n1", FIRE + 6, 1))
+        end = {"ok": True} if ended_by == "end" else {"why": "crashed"}
+        run.append(slot_ev(ended_by, "n1", FIRE + 500, 1, st=FIRE + 500, **end))
+    cuts = [r for node, at, back in faults for r in _cut(node, at, back)]
+    rep = check(_trace(*health(T0), *run, *cuts, delivery=delivery))
     if cut_off:
         assert rep.violations == [] and rep.exempt == {checker.CUT_OFF: 1}
         return
     assert rep.by_kind() == {checker.UNACCOUNTED: 1} and rep.cut_off == 0
     assert rep.violations[0].detail.endswith("(voted by n1, n2)")
+
+
+@pytest.mark.parametrize(("n3_cut_at", "cut_off"), [(FIRE + 19_000, True), (FIRE + 30_000, False)])
+def test_a_start_no_run_followed_can_be_recorded_once_its_lease_ran_out(
+    n3_cut_at: int, cut_off: bool
+) -> None:
+    """At-most-once: the store accepted n1's start (lease to FIRE + 15 s) and nothing ran (its
+    reply was lost); n1 and n2 are cut off. Only a sweep once the lease ran out can end the slot
+    (lost), not one at the deadline: n3, healthy 4 s past the lease, had too little time (the
+    14 s past the deadline do not count); 15 s was enough."""
+    cuts = _cut("n1", FIRE + 400) + _cut("n2", FIRE + 400) + _cut("n3", n3_cut_at)
+    rep = check(_trace(*health(T0), *ran_ok(at=FIRE)[:4], *cuts))
+    if cut_off:
+        assert rep.violations == [] and rep.exempt == {checker.CUT_OFF: 1}
+    else:
+        assert rep.by_kind() == {checker.UNACCOUNTED: 1}
+
+
+@pytest.mark.parametrize(("landed_at", "cut_off"), [(FIRE + 510, True), (FIRE - 10_000, False)])
+def test_a_finish_whose_write_a_failover_lost_did_not_land(landed_at: int, cut_off: bool) -> None:
+    """At-least-once, n1's finish was accepted, but a failover (with WAIT) lost the writes of the
+    second around it: the store still has the slot running, so only a voter can end it, and
+    both are cut off to the end. With the lost second elsewhere the finish landed: any node
+    (n3) could have recorded the slot, so it is unaccounted."""
+    run = [*ran_ok(at=FIRE)[:6], slot_ev("finish", "n1", FIRE + 510, 1, ok=True, why="")]
+    failover = _failover(landed_at + 600, 1_000)
+    cuts = _cut("n1", FIRE + 1_200) + _cut("n2", FIRE + 400)
+    rep = check(_trace(*health(T0), *run, failover, *cuts, delivery="at-least-once"))
+    if cut_off:
+        assert rep.violations == [] and rep.exempt == {checker.CUT_OFF: 1}
+    else:
+        assert rep.by_kind() == {checker.UNACCOUNTED: 1}
 
 
 @pytest.mark.parametrize(
@@ -292,18 +335,23 @@ def test_a_due_retry_is_cut_off_only_if_no_voter_could_run_it(n2_back: int, kind
     assert rep.exempt == ({} if kinds_ else {checker.CUT_OFF: 1})
 
 
-def test_a_started_retry_whose_finish_never_landed_any_node_can_end() -> None:
-    """The retry has started (n2 ran it) and its finish never landed: under at-most-once a sweep
-    by any node ends it lost once its lease runs out, so n3, healthy throughout but no voter, could
-    have: the chain never ended, not cut off (a due retry's voters-only rule does not apply)."""
+@pytest.mark.parametrize("ran", [True, False])
+def test_a_started_retry_whose_finish_never_landed_any_node_can_end(ran: bool) -> None:
+    """The store accepted the retry's start (n2 ran it, or its reply was lost and nothing ran)
+    and no finish landed: under at-most-once a sweep by any node ends it lost once its lease runs
+    out, so n3, healthy throughout but no voter, could have: the chain never ended, not cut off
+    (a due retry's voters-only rule does not apply)."""
     retried = [
         *ran_ok(ok=False),
         commit(FIRE + 520, 2, "n2", by="retry", st=FIRE + 520),
         ledger("retrying", "attempt 1 of 2 failed; retry after 2000 ms", "n1", 1, ("n1", "n2")),
         slot_ev("start", "n2", FIRE + 2_600, 2, ok=True, why="", st=FIRE + 2_600, lease=FIRE + 17_600),
-        slot_ev("run", "n2", FIRE + 2_601, 2),
-        slot_ev("end", "n2", FIRE + 3_000, 2, ok=True, st=FIRE + 3_000),
     ]
+    if ran:
+        retried += [
+            slot_ev("run", "n2", FIRE + 2_601, 2),
+            slot_ev("end", "n2", FIRE + 3_000, 2, ok=True, st=FIRE + 3_000),
+        ]
     faults = health(FIRE + 2_900, ok=False, why="partitioned", nodes=("n1", "n2"))
     rep = check(_trace(*health(T0), *retried, *faults, retries=1))
     assert rep.by_kind() == {checker.RETRY_UNENDED: 1} and rep.cut_off == 0
@@ -392,6 +440,23 @@ def test_a_run_repeated_after_a_failover_lost_its_start_is_the_no_wait_limit() -
         slot_ev("run", "n2", LATER + 6_010, 1, fire=LATER),
     ]
     assert kinds(_trace(*records, wait=0)) == {checker.FAILOVER_LOSS: 1}
+
+
+@pytest.mark.parametrize(("lost_from", "repicked"), [(LATER + 5_000, 0), (LATER + 6_500, 1)])
+def test_no_repick_rule_is_judged_after_a_failover_lost_the_assignments(
+    lost_from: int, repicked: int
+) -> None:
+    """Without WAIT a failover loses n2's takeover (its commit at LATER + 6 s), so the store, back
+    to n1 alone assigned, hands n2 the slot again: no rule broken. With the commit outside the
+    lost writes the store knew n2 had it, so n1 was the one waiting longer."""
+    records = [
+        *ran_ok(at=LATER)[:3],
+        commit(LATER + 6_000, 2, "n2", by="takeover", fire=LATER),
+        _failover(LATER + 7_000, LATER + 7_000 - lost_from),
+        commit(LATER + 12_000, 3, "n2", by="takeover", fire=LATER),
+    ]
+    got = kinds(_trace(*records, wait=0))
+    assert got["executor re-picked ahead of a voter that waited longer"] == repicked, got
 
 
 # -- leases ----------------------------------------------------------------------------------------
