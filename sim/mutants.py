@@ -57,7 +57,7 @@ from quorum_cron.core.node import NodeCore
 from quorum_cron.core.state import _JobState
 from quorum_cron.store.memory import MemoryStore
 from quorum_cron.store.memory_records import _Job, _Slot
-from sim.quorum import QuorumProcess, QuorumStrategy
+from sim.quorum import WHOLE_LEDGER, QuorumProcess, QuorumStrategy
 from sim.world import SimNode, World
 
 __all__ = ["CHECKER_MUTANTS", "MUTANTS", "checker_mutant", "make_mutant"]
@@ -66,6 +66,11 @@ __all__ = ["CHECKER_MUTANTS", "MUTANTS", "checker_mutant", "make_mutant"]
 def _store_clock(world: World) -> Callable[[], int]:
     clock, loop = world.store.clock, world.loop
     return lambda: clock.wall(loop.now)
+
+
+def _sim_store(cls: type[MemoryStore], world: World) -> MemoryStore:
+    """A mutant store as the simulator makes its own: on the world's store clock, the whole ledger."""
+    return cls(_store_clock(world), ledger_maxlen=WHOLE_LEDGER)
 
 
 class _SmallQuorum(QuorumStrategy):
@@ -84,7 +89,7 @@ class _NoSpecHashStore(MemoryStore):
 
 class _NodeClockWindowStore(MemoryStore):
     def __init__(self, world: World) -> None:
-        super().__init__(_store_clock(world))
+        super().__init__(_store_clock(world), ledger_maxlen=WHOLE_LEDGER)
         self._world = world
 
     def vote(self, requests: Sequence[VoteRequest]) -> list[VoteResult]:
@@ -110,7 +115,7 @@ class _NonAtomicCommitStore(MemoryStore):
     """Counts the quorum in the vote call, commits in a second step a few ms later, unconditionally."""
 
     def __init__(self, world: World) -> None:
-        super().__init__(_store_clock(world))
+        super().__init__(_store_clock(world), ledger_maxlen=WHOLE_LEDGER)
         self._world = world
         self._rng = world.streams.fork("mutant")
 
@@ -335,19 +340,19 @@ def make_mutant(name: str) -> QuorumStrategy:
     if name == "quorum-n-over-2":
         return _SmallQuorum()
     if name == "no-spec-hash":
-        return QuorumStrategy(store_factory=lambda w: _NoSpecHashStore(_store_clock(w)))
+        return QuorumStrategy(store_factory=lambda w: _sim_store(_NoSpecHashStore, w))
     if name == "node-clock-window":
         return QuorumStrategy(store_factory=_NodeClockWindowStore)
     if name == "unfenced-start":
-        return QuorumStrategy(store_factory=lambda w: _UnfencedStartStore(_store_clock(w)))
+        return QuorumStrategy(store_factory=lambda w: _sim_store(_UnfencedStartStore, w))
     if name == "non-atomic-commit":
         return QuorumStrategy(store_factory=_NonAtomicCommitStore)
     if name == "untrusted-votes":
         return _UntrustedVotes()
     if name == "retry-no-backoff":
-        return QuorumStrategy(store_factory=lambda w: _NoBackoffStore(_store_clock(w)))
+        return QuorumStrategy(store_factory=lambda w: _sim_store(_NoBackoffStore, w))
     if name == "same-executor":
-        return QuorumStrategy(store_factory=lambda w: _SameExecutorStore(_store_clock(w)))
+        return QuorumStrategy(store_factory=lambda w: _sim_store(_SameExecutorStore, w))
     if name == "lease-from-reply":
         return _LeaseFromReply()
     if name == "never-record-missed":
@@ -355,11 +360,11 @@ def make_mutant(name: str) -> QuorumStrategy:
     if name == "no-catch-up":
         return _CoreMutant(_NoCatchUpCore)
     if name == "skip-wrongly":
-        return QuorumStrategy(store_factory=lambda w: _SkipWronglyStore(_store_clock(w)))
+        return QuorumStrategy(store_factory=lambda w: _sim_store(_SkipWronglyStore, w))
     if name == "succeeded-early":
         return _SucceededEarly()
     if name == "forget-retry":
-        return QuorumStrategy(store_factory=lambda w: _ForgetRetryStore(_store_clock(w)))
+        return QuorumStrategy(store_factory=lambda w: _sim_store(_ForgetRetryStore, w))
     if name == "joint-new-only":
-        return QuorumStrategy(store_factory=lambda w: _JointNewOnlyStore(_store_clock(w)))
+        return QuorumStrategy(store_factory=lambda w: _sim_store(_JointNewOnlyStore, w))
     raise ValueError(f"unknown mutant {name!r}: expected one of {', '.join(MUTANTS)}")

@@ -20,6 +20,7 @@ import pytest
 
 import sim
 from quorum_cron.core.model import MembershipRecord
+from quorum_cron.store.keys import DEFAULT_LEDGER_MAXLEN
 
 SCENARIOS = Path(sim.__file__).parent / "scenarios"
 REPICK = sorted((SCENARIOS / "checker").glob("retry-voter-left-membership-*.toml"))
@@ -122,3 +123,15 @@ def test_an_unfinished_at_least_once_run_goes_round_its_voters_and_is_cut_off_by
     assert again == executors[: len(again)], executors  # round again, in the same order
     refused = [r for r in mine if r["ev"] == "finish" and r["node"] == "n2" and not r["ok"]]
     assert refused, "n2's late finish should have been refused (the store had handed the slot on)"
+
+
+def test_a_run_with_more_slots_than_the_default_ledger_holds_is_judged_whole() -> None:
+    """Explorer seed 30001 at 6 h (2026-12-06): a 2-second job wrote more than the store's default
+    10,000 ledger entries per job, the oldest were trimmed, and the checker, which reads the final
+    ledger, reported the run's first slots unaccounted for. The simulated store keeps the whole
+    ledger (``sim.quorum.WHOLE_LEDGER``); here a 1-second job for 2 h 50 min (failed with 199
+    such slots before)."""
+    result = sim.run(sim.load(SCENARIOS / "checker" / "ledger-longer-than-its-default.toml"), 1)
+    assert result.report.violations == [], result.report.summary()
+    entries = sum(1 for r in result.trace.records if r["ev"] == "ledger")
+    assert entries > DEFAULT_LEDGER_MAXLEN, entries  # (the story: more than the default holds)
