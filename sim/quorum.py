@@ -410,7 +410,7 @@ class QuorumStrategy:
         """Append the store's ledger (the final word on every slot) to the trace."""
         store: MemoryStore = world.store.state
         for job in world.scenario.jobs:
-            for e in reversed(store.ledger(job.name, 1_000_000)):
+            for e in reversed(store.ledger(job.name, WHOLE_LEDGER)):
                 world.trace.emit(
                     world.end_ms,
                     "ledger",

@@ -11,7 +11,7 @@ sim/findings/README.md).
 from __future__ import annotations
 
 import hypothesis.strategies as st
-from hypothesis import given
+from hypothesis import example, given
 
 from quorum_cron.core.model import Configuration, MembershipRecord
 from quorum_cron.store.memory_records import _Job, _Slot, choose_executor
@@ -27,7 +27,12 @@ def slots(draw: st.DrawFn) -> tuple[_Job, _Slot, list[str]]:
     voters = draw(st.lists(st.sampled_from(POOL), min_size=1, max_size=7, unique=True))
     votes = {n: draw(st.sampled_from(("h", "h", "other"))) for n in voters}
     members = draw(st.none() | st.lists(st.sampled_from(POOL), min_size=1, max_size=7, unique=True))
-    record = None if members is None else MembershipRecord(2, Configuration.of(members))
+    old = draw(st.none() | st.lists(st.sampled_from(POOL), min_size=1, max_size=7, unique=True))
+    record = None
+    if members is not None:  # (while joint, a member of either configuration may execute)
+        record = MembershipRecord(
+            2, Configuration.of(members), None if old is None else Configuration.of(old)
+        )
     assigned = draw(st.lists(st.sampled_from(POOL), max_size=8))
     fire = draw(st.integers(0, 2**40))
     job = _Job(name=draw(st.sampled_from(("alpha", "beta", "a job"))), record=record)
@@ -36,10 +41,25 @@ def slots(draw: st.DrawFn) -> tuple[_Job, _Slot, list[str]]:
     return job, rec, eligible
 
 
+def _case(assigned: list[str]) -> tuple[_Job, _Slot, list[str]]:
+    """Three agreeing voters, no record, and a history of ``assigned``."""
+    votes = {"n1": "h", "n2": "h", "n3": "h", "n4": "other"}
+    return (
+        _Job(name="alpha"),
+        _Slot(fire_ms=60_000, votes=votes, spec_hash="h", assigned=assigned),
+        ["n1", "n2", "n3"],
+    )
+
+
+# Every voter assigned, newest first in id order and last in rendezvous order; one never assigned.
+@example(_case(["n3", "n2", "n1"]))
+@example(_case(["n1", "n2", "n3", "n1"]))
+@example(_case(["n2", "n4", "n2"]))
 @given(slots())
 def test_no_eligible_voter_waits_more_than_one_round(case: tuple[_Job, _Slot, list[str]]) -> None:
     job, rec, eligible = case
-    fresh = [n for n in eligible if n not in rec.assigned]
+    history = list(rec.assigned)
+    fresh = [n for n in eligible if n not in history]
     chosen: list[str] = []
     for _ in range(3 * len(eligible) + 1):
         executor, why = choose_executor(job.name, job, rec)
@@ -54,6 +74,11 @@ def test_no_eligible_voter_waits_more_than_one_round(case: tuple[_Job, _Slot, li
     for executor in chosen[: len(fresh)]:
         assert executor == pick_executor(job.name, rec.fire_ms, left)
         left.remove(executor)
+    # Then the one whose last assignment is the oldest, the drawn history included.
+    if len(chosen) > len(fresh):
+        before = history + chosen[: len(fresh)]
+        last = {n: i for i, n in enumerate(before)}
+        assert chosen[len(fresh)] == min(eligible, key=last.__getitem__), (before, chosen)
     # Then round and round: every window of one round holds each eligible voter once.
     size = len(eligible)
     for i in range(len(chosen) - size + 1):
