@@ -669,9 +669,11 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             key = (r["job"], r["fire"])
             facts.wrote(r["job"], r["fire"], r["t"])
             earlier_executors = executors.get(key, [])
-            facts.eligible[key] = frozenset(n for n, h in r["votes"] if h == r["spec"] and _may_execute(r, n))
+            eligible = _may_execute(r)
+            facts.eligible[key] = frozenset(eligible)
             if r["by"] in ("retry", "takeover") and r["executor"] in earlier_executors:
-                out.extend(_repick_violations(r, earlier_executors, facts.in_lost(key, unwaited_only=True)))
+                forgotten = facts.in_lost(key, unwaited_only=True)
+                out.extend(_repick_violations(r, eligible, earlier_executors, forgotten))
             previous = committed.get(key, 0)
             if (
                 r["by"] == "takeover"
@@ -1051,14 +1053,16 @@ def _quorum_short(config: Configuration, agreeing: Sequence[str]) -> str:
     return f"{len(have)} of {', '.join(config.members)} agreeing {have}, need {config.quorum}"
 
 
-def _repick_violations(r: Record, earlier: Sequence[str], forgotten: bool) -> list[Violation]:
+def _repick_violations(
+    r: Record, agreeing: Sequence[str], earlier: Sequence[str], forgotten: bool
+) -> list[Violation]:
     """A retry or takeover ``r`` that gave the slot to ``earlier``'s executor again: wrong while an
-    agreeing member voter never had it, or (every one had) while another's last turn is older.
+    ``agreeing`` member voter (:func:`_may_execute`) never had it, or (every one had) while
+    another's last turn is older.
     Both need the store's whole list of assignments, so neither is judged after a failover lost
     some (``forgotten``: the store may count a voter as fresh that the trace saw assigned)."""
     if forgotten:
         return []
-    agreeing = [n for n, h in r["votes"] if h == r["spec"] and _may_execute(r, n)]
     fresh = [n for n in agreeing if n not in earlier]
     why = ""
     if fresh:
@@ -1075,19 +1079,21 @@ def _repick_violations(r: Record, earlier: Sequence[str], forgotten: bool) -> li
     return [Violation(kind, r["job"], r["fire"], r["t"], text)]
 
 
-def _may_execute(r: Record, node: str) -> bool:
-    """Whether the store may hand ``node`` the slot of commit ``r``: a member (current or, while
-    joint, old) of the record the store enforced for the job at that commit, traced with it as
-    ``mr`` (any voter on a job without one). A voter the membership removed since it voted is not
-    "left" for a retry or takeover (docs/protocol.md § Membership); a record that does not parse
-    is the membership rule's to report, and hides nobody here."""
+def _may_execute(r: Record) -> list[str]:
+    """The voters the store may hand the slot of commit ``r``, in vote order: agreeing, and members
+    (current or, while joint, old) of the record the store enforced for the job at that commit,
+    traced with it as ``mr`` (any agreeing voter on a job without one). A voter the membership
+    removed since it voted is not "left" for a retry or takeover (docs/protocol.md § Membership);
+    a record that does not parse is the membership rule's to report, and hides nobody here."""
+    agreeing = [n for n, h in r["votes"] if h == r["spec"]]
     text = r.get("mr")
     if text is None:
-        return True
+        return agreeing
     try:
-        return MembershipRecord.decode(text).is_member(node)
+        record = MembershipRecord.decode(text)
     except ValueError:
-        return True
+        return agreeing
+    return [n for n in agreeing if record.is_member(n)]
 
 
 def _check_membership(

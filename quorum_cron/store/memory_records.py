@@ -118,7 +118,7 @@ def choose_executor(name: str, job: _Job, rec: _Slot) -> tuple[str, str]:
     ]
     last = {n: i for i, n in enumerate(rec.assigned)}
     fresh = [n for n in agreeing if n not in last]
-    if agreeing and not fresh and rec.assigned:
+    if agreeing and not fresh:  # (every one assigned before: a takeover or a retry)
         return min(agreeing, key=last.__getitem__), ""
     chosen = pick_executor(name, rec.fire_ms, fresh or agreeing)
     if chosen:
