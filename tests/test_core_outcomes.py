@@ -7,21 +7,28 @@ by hand through each case.
 
 from __future__ import annotations
 
-from quorum_cron.core.model import SlotState, SlotView, SweepResult, VoteResult, VoteStatus
+from collections.abc import Callable
+
+from quorum_cron.core.model import SlotState, SlotView, SweepResult, TransitionResult, VoteResult, VoteStatus
 from quorum_cron.core.node import (
     Abstain,
+    Action,
     CoreJob,
     Failure,
+    Finish,
     NodeCore,
     NodeSettings,
     Now,
     ReadHighWater,
     ReadSlots,
     RecordMissed,
+    Run,
     RunLocal,
+    Start,
     Sweep,
     Vote,
 )
+from quorum_cron.core.vote import STALE_LOCAL_RUN_MS
 from tests.core_driver import Every
 
 T0 = 1_699_999_980_000
@@ -75,23 +82,37 @@ def vote_for_next_slot(core: NodeCore, clock: Clock, fire: int) -> Vote:
     return votes[0]
 
 
-def drive(core: NodeCore, clock: Clock, until: int, failure: Failure) -> list[object]:
-    """Tick every 10 ms until ``until``, failing every store call with ``failure``; return the rest."""
-    seen: list[object] = []
-    pending: list[object] = []
+Answer = Callable[[object, Now], tuple[bool, list[Action]]]
+"""What a test's store does with one action: (keep it for the test to look at, what the core sends on)."""
+
+
+def pump(core: NodeCore, clock: Clock, until: int, answer: Answer) -> list[object]:
+    """Tick every 10 ms until ``until``, ``answer`` every action; return those kept, in order."""
+    kept: list[object] = []
+    pending: list[Action] = []
     t = clock.wall
     while t < until:
         t += 10
         pending.extend(core.tick(clock.at(t)))
         while pending:
             a = pending.pop(0)
-            if isinstance(a, (Vote, RecordMissed, Sweep, ReadHighWater)):
-                if isinstance(a, RecordMissed):
-                    seen.append(a)
-                pending.extend(core.on_failure(a, clock.at(t), failure, "OOM command not allowed"))
-            else:
-                seen.append(a)
-    return seen
+            keep, more = answer(a, clock.at(t))
+            if keep:
+                kept.append(a)
+            pending.extend(more)
+    return kept
+
+
+def drive(core: NodeCore, clock: Clock, until: int, failure: Failure) -> list[object]:
+    """Tick every 10 ms until ``until``, failing every store call with ``failure``; return the rest
+    (and the missed records sent)."""
+
+    def fail(a: object, now: Now) -> tuple[bool, list[Action]]:
+        if isinstance(a, (Vote, RecordMissed, Sweep, ReadHighWater)):
+            return isinstance(a, RecordMissed), core.on_failure(a, now, failure, "OOM command not allowed")
+        return True, []
+
+    return pump(core, clock, until, fail)
 
 
 def test_run_local_while_unreachable_at_the_fire_time_never_before_and_once() -> None:
@@ -248,3 +269,177 @@ def test_while_the_store_is_unreachable_polls_wait_for_it_to_answer() -> None:
     sweep = Sweep(())
     core.on_reply(sweep, SweepResult([]), clock.at(t))  # any reply: the store is back
     assert polls[0] in core.tick(clock.at(t))
+
+
+def serve(core: NodeCore, clock: Clock, until: int) -> list[RecordMissed]:
+    """Tick every 10 ms until ``until`` with the store answering; return the missed records sent,
+    unanswered (the caller answers them), in the order the core sent them."""
+
+    def answer(a: object, now: Now) -> tuple[bool, list[Action]]:
+        if isinstance(a, Sweep):
+            return False, core.on_reply(a, SweepResult([]), now)
+        if isinstance(a, ReadSlots):
+            return False, core.on_reply(a, [SlotView(job, f, SlotState.ABSENT) for job, f in a.slots], now)
+        assert isinstance(a, (Abstain, RunLocal, RecordMissed)), a
+        return isinstance(a, RecordMissed), []
+
+    return [a for a in pump(core, clock, until, answer) if isinstance(a, RecordMissed)]
+
+
+def landed(core: NodeCore, clock: Clock, record: RecordMissed) -> list[object]:
+    """The store recorded ``record``: its reply, and what the core sends on it."""
+    view = SlotView(record.job, record.fire_ms, SlotState.MISSED, reason=record.reason)
+    return list(core.on_reply(record, view, clock.at(clock.wall)))
+
+
+def local_run_then_two_later_slots_held() -> tuple[NodeCore, Clock, int, list[int]]:
+    """A slot run locally while the store was away; then the store answers, the clock is not
+    trusted, and the next two slots are abstained, their deadlines passing while the local run
+    goes on (its timeout is a minute): their records wait. Returns (core, clock, fire, later)."""
+    core, clock, fire, vote = voted()
+    core.on_failure(vote, clock.at(fire - 40), Failure.UNREACHABLE, "connection refused")
+    assert [a for a in drive(core, clock, fire + 100, Failure.UNREACHABLE) if isinstance(a, RunLocal)]
+    core.set_store_reachable(True)
+    core.set_trust(False, "NTP unreachable")
+    later = [fire + 10_000, fire + 20_000]
+    assert serve(core, clock, later[-1] + 3_000) == []
+    return core, clock, fire, later
+
+
+def test_a_later_slots_record_waits_for_the_record_of_a_slot_run_locally() -> None:
+    """A missed record raises the job's high-water mark, and a restart's catch-up starts there.
+
+    So a node running a slot locally sends no record of a later slot of that job before the
+    local slot's own record has landed: otherwise, should every node restart before the local
+    run ends, no catch-up would reach the slot and it would end with no ledger entry (explorer
+    seed 30004, ``sim/scenarios/bugs/local-runs-killed-below-hwm.toml``).
+    """
+    core, clock, fire, later = local_run_then_two_later_slots_held()
+    assert core.slot_phase("j", later[0]).value == "missed"  # (held, as records waiting are)
+    # The local run ends: its own record goes first, alone.
+    core.on_run_finished("j", fire, 0, True, "exit 0", clock.at(clock.wall))
+    first = serve(core, clock, clock.wall + 100)
+    assert [(r.fire_ms, r.ran_locally) for r in first] == [(fire, True)]
+    assert serve(core, clock, clock.wall + 1_000) == []  # (not before it has landed)
+    # It landed: the later records go, in slot order.
+    released = landed(core, clock, first[0])
+    assert [a.fire_ms for a in released if isinstance(a, RecordMissed)] == later
+    assert all(isinstance(a, RecordMissed) and "abstained" in a.reason for a in released)
+    assert serve(core, clock, clock.wall + 1_000) == []  # (each sent once)
+
+
+def test_a_vote_that_landed_lets_the_later_records_go() -> None:
+    """A local slot whose vote the store took is voted: the store accounts for it, so the
+    records it held back go (at the next tick) without waiting for the local run's end."""
+    core, clock, fire, vote = voted()
+    core.on_failure(vote, clock.at(fire - 40), Failure.UNREACHABLE, "connection refused")
+    assert [a for a in drive(core, clock, fire + 100, Failure.UNREACHABLE) if isinstance(a, RunLocal)]
+    core.set_store_reachable(True)
+    votes = [a for a in core.tick(clock.at(fire + 200)) if isinstance(a, Vote)]
+    assert [r.fire_ms for r in votes[0].requests] == [fire]  # (voted again once the store answers)
+    core.set_trust(False, "NTP unreachable")
+    later = fire + 10_000
+    assert serve(core, clock, later + 3_000) == []  # (held: the vote's reply has not come)
+    view = SlotView("j", fire, SlotState.PROPOSED, (("n1", "h"),), "h")
+    core.on_reply(votes[0], [VoteResult(VoteStatus.RECORDED, view, clock.wall)], clock.at(clock.wall))
+    assert [r.fire_ms for r in serve(core, clock, clock.wall + 100)] == [later]
+
+
+def test_local_runs_records_land_in_slot_order() -> None:
+    """Two slots run locally: the later one's record, with its run's outcome, waits for the
+    earlier one's to land too (it raises the mark as any record does)."""
+    core, clock, fire, vote = voted()
+    core.on_failure(vote, clock.at(fire - 40), Failure.UNREACHABLE, "connection refused")
+    second = fire + 10_000
+    local = [a for a in drive(core, clock, second + 100, Failure.UNREACHABLE) if isinstance(a, RunLocal)]
+    assert [a.fire_ms for a in local] == [fire, second]
+    core.set_store_reachable(True)
+    core.set_trust(False, "NTP unreachable")
+    core.on_run_finished("j", second, 0, True, "exit 0", clock.at(clock.wall))
+    assert serve(core, clock, second + 3_000) == []  # (past its deadline: owed, held back)
+    core.on_run_finished("j", fire, 0, False, "exit 1", clock.at(clock.wall))
+    first = serve(core, clock, clock.wall + 100)
+    assert [(r.fire_ms, r.ran_locally) for r in first] == [(fire, True)]
+    released = landed(core, clock, first[0])
+    assert [(a.fire_ms, a.ran_locally) for a in released if isinstance(a, RecordMissed)] == [(second, True)]
+
+
+def test_a_local_run_adopted_under_a_token_lets_the_later_records_go_when_it_ends() -> None:
+    """The store commits the slot run locally to this node (its vote landed, the reply was lost):
+    the agent reports the adopted run's end under the token. The slot is committed, so the vote
+    owed is moot and no record of it is owed: the records it held back go, in slot order."""
+    core, clock, fire, later = local_run_then_two_later_slots_held()
+    committed = SlotView("j", fire, SlotState.COMMITTED, (("n1", "h"), ("n2", "h")), "h", "n1", 1, 1)
+    core.on_reply(Sweep(()), SweepResult([committed]), clock.at(clock.wall))
+    core.on_run_finished("j", fire, 1, True, "exit 0", clock.at(clock.wall))
+    sent = serve(core, clock, clock.wall + 100)
+    assert [(r.fire_ms, r.ran_locally) for r in sent] == [(later[0], False), (later[1], False)]
+
+
+def test_a_graceful_stop_keeps_holding_the_later_records() -> None:
+    """Stopping, the node sends no more records of a job's slots than the local run's own would
+    let go: the records left die with the process, and the mark stays below the local slot, so
+    a restart's catch-up accounts for it and for them."""
+    core, clock, fire, _later = local_run_then_two_later_slots_held()
+    core.stop_voting()
+    assert serve(core, clock, clock.wall + 1_000) == []
+    core.on_run_finished("j", fire, 0, True, "exit 0", clock.at(clock.wall))
+    assert serve(core, clock, clock.wall + 5_000) == []
+
+
+def test_a_local_run_whose_end_never_comes_holds_the_later_records_only_so_long() -> None:
+    """No end reported (a bug, a lost process): past the job's timeout and STALE_LOCAL_RUN_MS the
+    later records go, rather than never."""
+    core, clock, fire, later = local_run_then_two_later_slots_held()
+    stale = fire + 2_000 + 60_000 + STALE_LOCAL_RUN_MS  # (deadline, timeout, the margin)
+    assert serve(core, clock, stale - 10) == []
+    sent = serve(core, clock, stale + 1_000)
+    assert [r.fire_ms for r in sent][:2] == later
+
+
+def test_a_held_records_slot_committed_here_for_a_retry_goes_deferred_and_back() -> None:
+    """A held record's slot can turn out committed to this node after all (its vote landed, the
+    reply lost), its retry's backoff not over: ``missed`` -> ``deferred``. A graceful stop before
+    the backoff ends drops the deferred start, and the record still waits: ``deferred`` ->
+    ``missed``. Both steps are in the table."""
+    core, clock, _fire, later = local_run_then_two_later_slots_held()
+    assert core.slot_phase("j", later[0]).value == "missed"
+    votes = (("n1", "h"), ("n2", "h"))
+    view = SlotView(
+        "j", later[0], SlotState.COMMITTED, votes, "h", "n1", 2, 2, not_before_ms=clock.wall + 5_000
+    )
+    core.on_reply(Sweep(()), SweepResult([view]), clock.at(clock.wall))
+    assert core.slot_phase("j", later[0]).value == "deferred"
+    core.stop_voting()
+    assert serve(core, clock, clock.wall + 6_000) == []
+    assert core.slot_phase("j", later[0]).value == "missed"
+
+
+def test_a_run_under_a_token_ends_the_vote_still_owed_for_its_slot() -> None:
+    """The vote's reply was lost and the clock then went untrusted (the vote is withheld); the
+    store commits the slot here all the same. Once the run ends, the vote owed is moot: the
+    record holds nothing of it (no ``finishing`` -> ``abstained`` step, no missed record)."""
+    core, clock, fire, vote = voted(run_local=False)
+    core.on_failure(vote, clock.at(fire - 40), Failure.UNREACHABLE, "connection refused")
+    core.set_store_reachable(True)
+    core.set_trust(False, "NTP unreachable")
+    assert [a for a in core.tick(clock.at(fire + 150)) if isinstance(a, Abstain)]
+    votes = (("n1", "h"), ("n2", "h"))
+    committed = SlotView("j", fire, SlotState.COMMITTED, votes, "h", "n1", 1, 1)
+    start = [
+        a
+        for a in core.on_reply(Sweep(()), SweepResult([committed]), clock.at(fire + 200))
+        if isinstance(a, Start)
+    ]
+    running = SlotView("j", fire, SlotState.RUNNING, votes, "h", "n1", 1, 1)
+    assert [
+        a
+        for a in core.on_reply(start[0], TransitionResult(True, running, clock.wall), clock.at(fire + 250))
+        if isinstance(a, Run)
+    ]
+    out = core.on_run_finished("j", fire, 1, True, "exit 0", clock.at(fire + 300))
+    finish = [a for a in out if isinstance(a, Finish)]
+    done = SlotView("j", fire, SlotState.SUCCEEDED, votes, "h", "n1", 1, 1)
+    core.on_reply(finish[0], TransitionResult(True, done, clock.wall), clock.at(fire + 350))
+    assert core.slot_phase("j", fire).value == "none"
+    assert not [r for r in serve(core, clock, fire + 5_000) if r.fire_ms == fire]

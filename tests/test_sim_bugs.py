@@ -117,3 +117,20 @@ def test_a_start_seen_only_by_a_read_is_confirmed_before_the_job_runs() -> None:
     fire = 1700001210000  # the slot that ran twice before the fix
     runs = [r for r in result.trace.records if r["ev"] == "run" and r["fire"] == fire]
     assert len(runs) == 1, runs
+
+
+def test_local_runs_an_outage_killed_are_recorded_below_the_high_water_mark() -> None:
+    """Explorer seed 30004 (six hours; moved to the first ten minutes, where its later local runs'
+    own records raised the mark too): a node whose clock runs ahead ran slots locally while the
+    store flapped, and its records of later slots raised the job's high-water mark while those
+    runs went on. A whole-cluster outage killed them, and every restart's catch-up started above
+    them: no ledger entry. A node now sends no record of a slot later than one it ran locally
+    before that slot's own record has landed (``VotingSide._record_missed``)."""
+    for name in ("local-runs-killed-below-hwm", "local-runs-killed-below-hwm-30004"):
+        result = sim.run(sim.load(BUGS / f"{name}.toml"), 30004)
+        assert result.report.violations == [], (name, result.report.summary())
+        records = result.trace.records
+        killed = {r["fire"] for r in records if r["ev"] == "kill" and r["token"] == 0}
+        assert killed, name  # (the story still happens: local runs the outage killed)
+        ledger = {r["fire"]: r["state"] for r in records if r["ev"] == "ledger" and r["job"] == "job1"}
+        assert all(ledger.get(f) == "missed" for f in killed), (name, {f: ledger.get(f) for f in killed})

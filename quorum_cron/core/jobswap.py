@@ -80,6 +80,7 @@ class JobSwap(CoreState):
                         if p is not None and not p.in_flight and p.request is None:
                             slot.vote = None
                             self._touched.append((js, slot))
+                            self._floor_moved.add(name)  # (a slot run locally: see _record_missed)
             elif js.removed or job.spec_hash != js.job.spec_hash:
                 if self._started:
                     boundary = max(js.cursor_ms, now.wall_ms)

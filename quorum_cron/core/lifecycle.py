@@ -39,7 +39,8 @@ class Phase(enum.StrEnum):
     FINISHING = "finishing"
     MISSED = "missed"
     """A missed record failed, or was held while the store is unreachable: sent again after a
-    backoff until the store answers (one probe at a time while it is unreachable)."""
+    backoff until the store answers (one probe at a time while it is unreachable). Or it waits
+    for the record of an earlier slot of the job run locally here to land."""
 
 
 P = Phase
@@ -52,13 +53,13 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     P.ABSTAINED: frozenset({P.DUE, P.VOTING, P.LOCAL, P.DEFERRED, P.STARTING, P.MISSED, P.NONE}),
     P.LOCAL: frozenset({P.DUE, P.VOTING, P.ABSTAINED, P.AWAITING, P.DEFERRED, P.STARTING, P.NONE}),
     P.AWAITING: frozenset({P.DEFERRED, P.STARTING, P.RUNNING, P.MISSED, P.NONE}),
-    P.DEFERRED: frozenset({P.STARTING, P.NONE}),
+    P.DEFERRED: frozenset({P.STARTING, P.MISSED, P.NONE}),
     P.STARTING: frozenset(
         {P.DUE, P.VOTING, P.LOCAL, P.RUNNING, P.AWAITING, P.DEFERRED, P.FINISHING, P.MISSED, P.NONE}
     ),
     P.RUNNING: frozenset({P.FINISHING, P.STARTING, P.LOCAL, P.MISSED, P.NONE}),
     P.FINISHING: frozenset({P.DUE, P.VOTING, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.MISSED, P.NONE}),
-    P.MISSED: frozenset({P.STARTING, P.NONE}),
+    P.MISSED: frozenset({P.DEFERRED, P.STARTING, P.NONE}),
 }
 """Phase → the phases one input may take a slot to (an input can make several steps: a vote
 reply that commits the slot to this node goes from ``voting`` straight to ``starting``).
@@ -69,7 +70,9 @@ landed but its reply was lost, so the vote is owed again (or withheld, the clock
 when the store assigns the slot here (a commit's notice, a takeover, a retry). ``voting`` →
 ``abstained``: a node that had abstained (its clock untrusted) votes again, and the store refuses
 the vote with a newer membership record that leaves the node out; holding it, the node may not
-vote, so the vote owed is withheld again."""
+vote, so the vote owed is withheld again. ``missed`` → ``deferred``: a read shows the slot whose
+record waits committed here after all, its retry's backoff not over (the record is then moot);
+``deferred`` → ``missed``: a graceful stop drops that deferred start, and the record still waits."""
 
 
 def allowed(before: Phase, after: Phase) -> bool:

@@ -81,8 +81,6 @@ from quorum_cron.core.finish import FinishingSide
 from quorum_cron.core.inspection import Inspection
 from quorum_cron.core.jobswap import JobChanges, JobSwap
 from quorum_cron.core.model import (
-    SlotState,
-    SlotView,
     SweepResult,
     VoteRequest,
 )
@@ -118,6 +116,7 @@ __all__ = [
 ]
 
 _NEVER = NEVER
+_LOCAL_OWED = (LOCAL_RUNNING, LOCAL_ENDED)
 
 
 class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
@@ -192,7 +191,9 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
         self._stopping = True
         for js in self._jobs.values():
             for slot in js.slots.values():
-                keep = slot.vote is not None and slot.vote.in_flight  # (its reply may start the slot here)
+                # (A vote in flight: its reply may start the slot here. A slot run locally: records of
+                # later slots wait for its own, which a restart's catch-up then makes.)
+                keep = slot.vote is not None and (slot.vote.in_flight or slot.vote.local in _LOCAL_OWED)
                 if (slot.vote is not None and not keep) or slot.poll_at is not None:
                     slot.vote, slot.poll_at = slot.vote if keep else None, None
                     self._touched.append((js, slot))
@@ -263,6 +264,8 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
                 if isinstance(retried, RecordMissed):
                     self._missed_waits(retried, -1)  # (sent: no longer waiting)
                 out.append(retried)
+        if (self._parked or self._local_runs) and (self._floor_moved or mono >= self._parked_check_mono):
+            self._release_due(now, out)  # (no timer of its own: a tick comes at least every sweep gap)
         if not self._sweeping and mono >= self._next_sweep_mono:
             sweep = self._sweeps.next(mono, probe=not self._reachable)
             if sweep is None:  # (nothing due, nothing heard of: look again at the cap, or sooner)
@@ -398,13 +401,17 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
         s = self._slot(js, fire_ms)
         self._dirty.add(js.index)
         out: list[Action] = []
-        if token == 0:
-            p = s.vote
-            if p is not None and p.local == LOCAL_RUNNING:
-                p.local = LOCAL_ENDED
-                p.local_detail = detail.split("\n", 1)[0]
-        else:
+        p = s.vote
+        if token:
+            if p is not None and not p.in_flight:
+                # The slot was committed here: a vote still owed (its reply lost, or a local run
+                # the agent adopted) is moot, and records it held back may go.
+                s.vote = None
+                self._floor_moved.add(job)
             self._record_finish(js, s, token, succeeded, detail, out)
+        elif p is not None and p.local == LOCAL_RUNNING:
+            p.local = LOCAL_ENDED
+            p.local_detail = detail.split("\n", 1)[0]
         self._settle()
         return out
 
@@ -464,17 +471,6 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
             out.extend(self._catch_up(js, hwm, now))
         return out
 
-    def _reply_record_missed(self, action: RecordMissed, reply: object, now: Now) -> list[Action]:
-        assert isinstance(reply, SlotView)
-        self._retries.answered(action)
-        if reply.state in (SlotState.ABSENT, SlotState.PROPOSED):
-            # Store time has not passed the deadline yet: ask again.
-            self._retries.add(now.mono_ms + self.settings.retry_ms, action)
-            self._missed_waits(action, 1)
-            return []
-        # Decided: news, as any read's (a lost vote's folded start here is adopted: docs/protocol.md).
-        return self._on_view(reply, now)
-
     # -- failures, one handler per store action type ---------------------------
 
     def _failed_sweep(
@@ -490,11 +486,4 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
     ) -> list[Action]:
         # Backing off (one probe at a time while the store is unreachable): quorum_cron.core.retries.
         self._retries.failed(action, now.mono_ms, self._reachable)
-        return []
-
-    def _failed_record_missed(
-        self, action: RecordMissed, now: Now, failure: Failure, reason: str, retry_at: int
-    ) -> list[Action]:
-        self._retries.failed(action, now.mono_ms, self._reachable)
-        self._missed_waits(action, 1)
         return []

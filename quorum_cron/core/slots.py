@@ -145,7 +145,8 @@ class Slot:
     finishing: bool = False
     """The finish is in flight."""
     missed: int = 0
-    """Missed records of the slot waiting in the retry queue to be sent (again)."""
+    """Missed records of the slot waiting to be sent (again): in the retry queue, or held back
+    behind the record of an earlier slot run locally here (``VotingSide._record_missed``)."""
 
     def empty(self) -> bool:
         """Whether the node holds nothing of the slot any more (the record can go)."""

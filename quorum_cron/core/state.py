@@ -25,6 +25,7 @@ from quorum_cron.core.actions import (
     Failure,
     NodeSettings,
     Now,
+    RecordMissed,
     handlers,
 )
 from quorum_cron.core.model import (
@@ -147,6 +148,17 @@ class CoreState:
         """Whether assignment notices are subscribed (:meth:`NodeCore.notices_subscribed`)."""
         self._ran_local: OrderedDict[tuple[str, int], None] = OrderedDict()
         """Slots run locally on this node (at most once each)."""
+        self._local_runs: dict[str, set[int]] = {}
+        """Per job, slots run locally here whose record may not have gone yet (pruned lazily)."""
+        self._owed_local: dict[str, set[int]] = {}
+        """Per job, slots run locally here whose record, with the run's outcome, has not landed."""
+        self._floor_moved: set[str] = set()
+        """Jobs a slot run locally here may have stopped holding back (a vote of it landed, ...)."""
+        self._parked_check_mono = 0
+        """When every job's held records (and stale local runs) are looked at again."""
+        self._parked: dict[str, list[RecordMissed]] = {}
+        """Per job, missed records of slots later than one run locally here that is still owed
+        (:meth:`VotingSide._record_missed`): sent once that slot's own record has landed."""
         self._started = False
         self._next_sweep_mono = 0
         self._sweeping = False

@@ -4,14 +4,17 @@ Fire times come due (``_collect_due``); they are voted in one batch, or
 abstained while the clock is not trusted, or run locally (``run-local``)
 while the store is unreachable (``_votes_due``); a slot past its deadline
 that no vote of this node got counted for is recorded missed with the
-reason (worded in :mod:`quorum_cron.core.outcomes`); vote replies go to the
-running side (``_on_votes``); and at start-up the slots between the job's
-high-water mark and the first one voted are accounted for (``_catch_up``).
+reason (worded in :mod:`quorum_cron.core.outcomes`), after the record of any
+earlier slot of the job run locally here (``_record_missed``); vote replies go
+to the running side (``_on_votes``); and at start-up the slots between the
+job's high-water mark and the first one voted are accounted for (``_catch_up``).
 """
 
 from __future__ import annotations
 
 import itertools
+from bisect import insort
+from collections.abc import Iterable
 
 from quorum_cron.core.actions import (
     Abstain,
@@ -24,12 +27,22 @@ from quorum_cron.core.actions import (
     Vote,
 )
 from quorum_cron.core.model import (
+    SlotState,
+    SlotView,
     VoteRequest,
     VoteResult,
     VoteStatus,
 )
 from quorum_cron.core.outcomes import missed_no_node_alive, missed_not_running, missed_unvoted
-from quorum_cron.core.slots import LOCAL_NO, LOCAL_RUNNING, LOCAL_TOO_LATE, TOKEN_UNKNOWN, Pending, Slot
+from quorum_cron.core.slots import (
+    LOCAL_ENDED,
+    LOCAL_NO,
+    LOCAL_RUNNING,
+    LOCAL_TOO_LATE,
+    TOKEN_UNKNOWN,
+    Pending,
+    Slot,
+)
 from quorum_cron.core.state import (
     MAX_CATCHUP_SLOTS,
     MAX_RAN_LOCAL,
@@ -39,8 +52,22 @@ from quorum_cron.core.state import (
 from quorum_cron.core.timers import NEVER
 
 _NEVER = NEVER
+_LOCAL_OWED = (LOCAL_RUNNING, LOCAL_ENDED)
 
-__all__ = ["VotingSide"]
+PARKED_CHECK_MS = 10_000
+"""How often held records are looked at without an event that may let them go (a local run
+gone stale), and the local runs of jobs holding none are pruned (:meth:`VotingSide._release_due`)."""
+
+STALE_LOCAL_RUN_MS = 60_000
+"""A local run reported no end this long after its timeout (its deadline and timeout past the
+fire time): the records of later slots stop waiting for its own (:meth:`VotingSide._local_floor`)."""
+
+
+def _fire_time(action: RecordMissed) -> int:
+    return action.fire_ms
+
+
+__all__ = ["PARKED_CHECK_MS", "STALE_LOCAL_RUN_MS", "VotingSide"]
 
 
 class VotingSide(CoreState):
@@ -119,6 +146,7 @@ class VotingSide(CoreState):
                 p.local = LOCAL_RUNNING
                 self._touched.append((js, s))
                 self._ran_local[(js.job.name, fire_ms)] = None
+                self._local_runs.setdefault(js.job.name, set()).add(fire_ms)
                 while len(self._ran_local) > MAX_RAN_LOCAL:
                     self._ran_local.popitem(last=False)
                 out.append(RunLocal(js.job.name, fire_ms, js.job.timeout_ms))
@@ -177,11 +205,118 @@ class VotingSide(CoreState):
         answers again: a node cut off for an hour must not send a record per
         slot into the void, each costing a connect timeout in the agent.)
         """
+        name = action.job
+        if action.ran_locally:  # (owed until it lands, parked or not)
+            self._owed_local.setdefault(name, set()).add(action.fire_ms)
+        gated = name in self._local_runs or name in self._owed_local
+        if gated or name in self._parked:
+            if gated and action.fire_ms > self._local_floor(name, now):
+                # A later slot's record would raise the high-water mark past a slot whose local
+                # run has no record yet: should every node then restart, no catch-up would reach
+                # it (explorer seed 30004). It waits until that slot's own record has landed.
+                insort(self._parked.setdefault(name, []), action, key=_fire_time)
+                self._missed_waits(action, 1)
+                return
+            if name in self._parked:
+                self._release_parked(now, out, (name,))  # (earlier ones the floor let go: first)
         if self._reachable:
             out.append(action)
         else:
             self._retries.add(now.mono_ms, action)
             self._missed_waits(action, 1)
+
+    def _local_floor(self, name: str, now: Now) -> int:
+        """The job's earliest slot run locally here whose record has not landed (``NEVER``: none).
+
+        Its local run is still going, or ended with the slot still undecided, or its record,
+        with the run's outcome, is on its way (:meth:`_record_missed`). A vote of it that
+        landed lets it go (the slot was voted: the store accounts for it), and so does a local
+        run whose end never came (:data:`STALE_LOCAL_RUN_MS` past its timeout): a record
+        held back for ever would lose more than it guards.
+        """
+        owed = self._owed_local.get(name)
+        floor = min(owed) if owed else _NEVER
+        runs = self._local_runs.get(name)
+        if runs:
+            js = self._jobs.get(name)
+            for fire_ms in list(runs):
+                s = js.slots.get(fire_ms) if js is not None else None
+                p = s.vote if s is not None else None
+                if (
+                    js is None
+                    or p is None
+                    or p.local not in _LOCAL_OWED
+                    or (
+                        p.local == LOCAL_RUNNING
+                        and now.wall_ms
+                        > fire_ms
+                        + p.deadline_ms
+                        + self._definition(js, fire_ms).timeout_ms
+                        + STALE_LOCAL_RUN_MS
+                    )
+                ):
+                    runs.discard(fire_ms)  # (recorded, voted, let go, or its end never came)
+                elif fire_ms < floor:
+                    floor = fire_ms
+            if not runs:
+                del self._local_runs[name]
+        return floor
+
+    def _release_due(self, now: Now, out: list[Action]) -> None:
+        """Release the held records of the jobs whose floor may have moved; every
+        :data:`PARKED_CHECK_MS`, of every job (a local run gone stale moves it with no event),
+        pruning the local runs of jobs that hold none back."""
+        if now.mono_ms >= self._parked_check_mono:
+            self._parked_check_mono = now.mono_ms + PARKED_CHECK_MS
+            for name in list(self._local_runs):
+                if name not in self._parked:
+                    self._local_floor(name, now)
+            names: Iterable[str] = list(self._parked)
+        else:
+            names = [name for name in self._floor_moved if name in self._parked]
+        self._floor_moved.clear()
+        self._release_parked(now, out, names)
+
+    def _release_parked(self, now: Now, out: list[Action], names: Iterable[str] | None = None) -> None:
+        """Send, in slot order, the parked missed records no slot run locally holds back any more
+        (of the jobs ``names``; None: every job with any)."""
+        for name in list(self._parked) if names is None else names:
+            held = self._parked.get(name)
+            if not held or held[0].fire_ms > self._local_floor(name, now):
+                continue  # (the common case: the earliest is still held back)
+            del self._parked[name]
+            for i, action in enumerate(held):
+                if action.fire_ms > self._local_floor(name, now):  # (a local one sent just now)
+                    self._parked[name] = held[i:]
+                    break
+                self._missed_waits(action, -1)
+                self._record_missed(action, now, out)
+
+    def _reply_record_missed(self, action: RecordMissed, reply: object, now: Now) -> list[Action]:
+        assert isinstance(reply, SlotView)
+        self._retries.answered(action)
+        if reply.state in (SlotState.ABSENT, SlotState.PROPOSED):
+            # Store time has not passed the deadline yet: ask again.
+            self._retries.add(now.mono_ms + self.settings.retry_ms, action)
+            self._missed_waits(action, 1)
+            return []
+        owed = self._owed_local.get(action.job)
+        if owed is not None:
+            owed.discard(action.fire_ms)  # (decided: the records it held back may go)
+            if not owed:
+                del self._owed_local[action.job]
+        # Decided: news, as any read's (a lost vote's folded start here is adopted: docs/protocol.md).
+        out = self._on_view(reply, now)
+        if action.job in self._parked:
+            self._release_parked(now, out, (action.job,))
+        return out
+
+    def _failed_record_missed(
+        self, action: RecordMissed, now: Now, failure: Failure, reason: str, retry_at: int
+    ) -> list[Action]:
+        self._retries.failed(action, now.mono_ms, self._reachable)
+        self._missed_waits(action, 1)
+        return []
 
     def _missed_waits(self, action: RecordMissed, count: int) -> None:
         """``count`` more (or fewer) missed records of the slot wait in the retry queue."""
@@ -232,6 +367,8 @@ class VotingSide(CoreState):
             if p is not None:
                 assert s is not None
                 s.vote = None
+                if p.local in _LOCAL_OWED:
+                    self._floor_moved.add(req.job)  # (voted: the records it held back may go)
                 if not p.in_flight:
                     self._dirty.add(js.index)  # (a vote in flight has no timer: dropping it changes none)
             # This vote committed the slot and started it here (a start folded into the commit): its
