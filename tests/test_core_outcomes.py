@@ -28,7 +28,7 @@ from quorum_cron.core.node import (
     Sweep,
     Vote,
 )
-from quorum_cron.core.vote import STALE_LOCAL_RUN_MS
+from quorum_cron.core.vote import PARKED_CHECK_MS, STALE_LOCAL_RUN_MS
 from tests.core_driver import Every
 
 T0 = 1_699_999_980_000
@@ -388,12 +388,15 @@ def test_a_graceful_stop_keeps_holding_the_later_records() -> None:
 
 
 def test_a_local_run_whose_end_never_comes_holds_the_later_records_only_so_long() -> None:
-    """No end reported (a bug, a lost process): past the job's timeout and STALE_LOCAL_RUN_MS the
-    later records go, rather than never."""
+    """No end reported (a bug, a lost process): past the job's timeout and STALE_LOCAL_RUN_MS
+    from the run's start the later records go, rather than never. A forward step of the wall
+    clock does not shorten that: it is counted on the monotonic clock."""
     core, clock, fire, later = local_run_then_two_later_slots_held()
-    stale = fire + 2_000 + 60_000 + STALE_LOCAL_RUN_MS  # (deadline, timeout, the margin)
-    assert serve(core, clock, stale - 10) == []
-    sent = serve(core, clock, stale + 1_000)
+    assert clock.wall == fire + 23_000  # (and the run started at ``fire``)
+    clock.wall += 180_000  # (a wall step: no monotonic time passes)
+    left = 60_000 + STALE_LOCAL_RUN_MS - 23_000  # (monotonic time before the run is taken as stale)
+    assert serve(core, clock, clock.wall + left - 100) == []
+    sent = serve(core, clock, clock.wall + PARKED_CHECK_MS + 3_000)
     assert [r.fire_ms for r in sent][:2] == later
 
 

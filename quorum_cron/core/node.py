@@ -402,16 +402,16 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
         self._dirty.add(js.index)
         out: list[Action] = []
         p = s.vote
-        if token:
-            if p is not None and not p.in_flight:
-                # The slot was committed here: a vote still owed (its reply lost, or a local run
-                # the agent adopted) is moot, and records it held back may go.
-                s.vote = None
-                self._floor_moved.add(job)
-            self._record_finish(js, s, token, succeeded, detail, out)
-        elif p is not None and p.local == LOCAL_RUNNING:
+        if token and p is not None and not p.in_flight:
+            # The slot was committed here: a vote still owed (its reply lost, or a local run the
+            # agent adopted) is moot, and records it held back may go.
+            s.vote = None
+            self._floor_moved.add(job)
+        elif p is not None and p.local == LOCAL_RUNNING:  # (a vote in flight: its reply ends it)
             p.local = LOCAL_ENDED
             p.local_detail = detail.split("\n", 1)[0]
+        if token:
+            self._record_finish(js, s, token, succeeded, detail, out)
         self._settle()
         return out
 

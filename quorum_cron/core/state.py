@@ -148,8 +148,9 @@ class CoreState:
         """Whether assignment notices are subscribed (:meth:`NodeCore.notices_subscribed`)."""
         self._ran_local: OrderedDict[tuple[str, int], None] = OrderedDict()
         """Slots run locally on this node (at most once each)."""
-        self._local_runs: dict[str, set[int]] = {}
-        """Per job, slots run locally here whose record may not have gone yet (pruned lazily)."""
+        self._local_runs: dict[str, dict[int, int]] = {}
+        """Per job, slots run locally here whose record may not have gone yet (pruned lazily):
+        fire time → the monotonic time after which its run, if no end came, is taken as stale."""
         self._owed_local: dict[str, set[int]] = {}
         """Per job, slots run locally here whose record, with the run's outcome, has not landed."""
         self._floor_moved: set[str] = set()

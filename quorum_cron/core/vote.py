@@ -59,8 +59,8 @@ PARKED_CHECK_MS = 10_000
 gone stale), and the local runs of jobs holding none are pruned (:meth:`VotingSide._release_due`)."""
 
 STALE_LOCAL_RUN_MS = 60_000
-"""A local run reported no end this long after its timeout (its deadline and timeout past the
-fire time): the records of later slots stop waiting for its own (:meth:`VotingSide._local_floor`)."""
+"""A local run reported no end this long after its timeout (on the monotonic clock, from its
+start): the records of later slots stop waiting for its own (:meth:`VotingSide._local_floor`)."""
 
 
 def _fire_time(action: RecordMissed) -> int:
@@ -146,7 +146,8 @@ class VotingSide(CoreState):
                 p.local = LOCAL_RUNNING
                 self._touched.append((js, s))
                 self._ran_local[(js.job.name, fire_ms)] = None
-                self._local_runs.setdefault(js.job.name, set()).add(fire_ms)
+                stale_at = mono + js.job.timeout_ms + STALE_LOCAL_RUN_MS  # (monotonic: no wall step)
+                self._local_runs.setdefault(js.job.name, {})[fire_ms] = stale_at
                 while len(self._ran_local) > MAX_RAN_LOCAL:
                     self._ran_local.popitem(last=False)
                 out.append(RunLocal(js.job.name, fire_ms, js.job.timeout_ms))
@@ -231,31 +232,24 @@ class VotingSide(CoreState):
         Its local run is still going, or ended with the slot still undecided, or its record,
         with the run's outcome, is on its way (:meth:`_record_missed`). A vote of it that
         landed lets it go (the slot was voted: the store accounts for it), and so does a local
-        run whose end never came (:data:`STALE_LOCAL_RUN_MS` past its timeout): a record
-        held back for ever would lose more than it guards.
+        run whose end never came (:data:`STALE_LOCAL_RUN_MS` past its timeout, counted on the
+        monotonic clock from its start): a record held back for ever would lose more than it
+        guards.
         """
         owed = self._owed_local.get(name)
         floor = min(owed) if owed else _NEVER
         runs = self._local_runs.get(name)
         if runs:
             js = self._jobs.get(name)
-            for fire_ms in list(runs):
+            for fire_ms, stale_at in list(runs.items()):
                 s = js.slots.get(fire_ms) if js is not None else None
                 p = s.vote if s is not None else None
                 if (
-                    js is None
-                    or p is None
+                    p is None
                     or p.local not in _LOCAL_OWED
-                    or (
-                        p.local == LOCAL_RUNNING
-                        and now.wall_ms
-                        > fire_ms
-                        + p.deadline_ms
-                        + self._definition(js, fire_ms).timeout_ms
-                        + STALE_LOCAL_RUN_MS
-                    )
+                    or (p.local == LOCAL_RUNNING and now.mono_ms > stale_at)
                 ):
-                    runs.discard(fire_ms)  # (recorded, voted, let go, or its end never came)
+                    del runs[fire_ms]  # (recorded, voted, let go, or its end never came)
                 elif fire_ms < floor:
                     floor = fire_ms
             if not runs:
