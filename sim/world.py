@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from quorum_cron.core.outcomes import LOCAL_DETAIL
 from sim.clocks import HostClock
 from sim.loop import Loop
 from sim.rng import Streams
@@ -131,6 +132,12 @@ class SimNode:
     wake_gen: int = 0
     runs: dict[tuple[str, int, int], int] = field(default_factory=dict)
     """(job, fire_ms, token) → run id of the job processes alive on this host."""
+    adopted: dict[tuple[str, int], int] = field(default_factory=dict)
+    """(job, fire_ms) → the token a local run still going was adopted under (the agent's
+    ``Executions.start``: a slot the store assigns here while its local run goes is not run twice)."""
+    local_results: dict[tuple[str, int], tuple[bool, str]] = field(default_factory=dict)
+    """(job, fire_ms) → (ok, detail) of a local run that ended, reported under the token instead of
+    running the slot again should the store assign it here after all (the agent keeps them too)."""
     trusted: bool = False
     trust_why: str = "clock not checked yet"
     ntp_bias: int = 0
@@ -282,11 +289,13 @@ class World:
                 node=node.id,
                 job=job,
                 fire=fire_ms,
-                token=token,
+                token=node.adopted.get((job, fire_ms), token) if token == 0 else token,
                 why=why,
                 st=self.store.clock.wall(self.loop.now),
             )
         node.runs.clear()
+        node.adopted.clear()
+        node.local_results.clear()
         node.inbox.clear()
         node.up = False
         node.paused = False
@@ -488,8 +497,29 @@ class World:
         self._start_process(node, job, fire_ms, 0, timeout_ms)
 
     def start_run(self, node: SimNode, job: str, fire_ms: int, token: int, timeout_ms: int) -> None:
-        """Start the job process: its side effect happens now (the ``run`` trace record)."""
+        """Start the job process: its side effect happens now (the ``run`` trace record).
+
+        As the agent does (``Executions.start``), a slot this node ran locally is not run again:
+        a local run still going is adopted (it ends under ``token``), and one that ended is
+        reported under ``token`` at once. The ``run`` record then says ``adopted``: the side
+        effect began at the ``run_local`` record.
+        """
         now = self.loop.now
+        slot = (job, fire_ms)
+        ended = node.local_results.pop(slot, None)
+        if ended is not None or (job, fire_ms, 0) in node.runs:
+            self.trace.emit(now, "run", node=node.id, job=job, fire=fire_ms, token=token, adopted=True)
+            self.reached("local run adopted under a token", node=node.id)
+            if ended is None:
+                node.adopted[slot] = token
+            else:
+                self._run_ids += 1
+                node.runs[(job, fire_ms, token)] = self._run_ids
+                ok, detail = ended
+                key = (job, fire_ms, token)
+                detail = f"{LOCAL_DETAIL}: {detail}"
+                self.loop.at(now, self._run_ended, node, node.incarnation, key, self._run_ids, ok, detail)
+            return
         self.trace.emit(now, "run", node=node.id, job=job, fire=fire_ms, token=token)
         self._start_process(node, job, fire_ms, token, timeout_ms)
 
@@ -518,6 +548,12 @@ class World:
             return
         del node.runs[key]
         job, fire_ms, token = key
+        if token == 0:
+            adopted = node.adopted.pop((job, fire_ms), None)
+            if adopted is None:
+                node.local_results[(job, fire_ms)] = (ok, detail)
+            else:
+                token, detail = adopted, f"{LOCAL_DETAIL}: {detail}"
         self.trace.emit(
             self.loop.now,
             "end",
@@ -533,6 +569,10 @@ class World:
 
     def kill_run(self, node: SimNode, job: str, fire_ms: int, token: int, why: str) -> None:
         """Stop a job process (the side effect of its start cannot be undone)."""
+        if node.adopted.get((job, fire_ms)) == token:  # (the local run adopted under it)
+            del node.adopted[(job, fire_ms)]
+            node.runs.pop((job, fire_ms, 0), None)
+            node.runs[(job, fire_ms, token)] = 0  # (popped below, as any run's)
         if node.runs.pop((job, fire_ms, token), None) is not None:
             self.trace.emit(
                 self.loop.now,

@@ -102,3 +102,24 @@ def test_retries_refusals_and_local_runs_are_simulated_and_checked() -> None:
     assert any(r["state"] == "retrying" for r in ledger)
     assert any("ran locally on" in r["why"] for r in ledger if r["job"] == "local")
     assert any("could not vote: store refused the vote (OOM" in r["why"] for r in ledger)
+
+
+@pytest.mark.parametrize("seed", [40006, 0])
+def test_a_slot_run_locally_then_assigned_here_is_not_run_again(seed: int) -> None:
+    """The simulator adopts a local run as the agent does: the slot the store assigns to a node
+    that ran it locally ends under the token, with no second process (``run`` says ``adopted``)."""
+    result = sim.run(sim.load(SCENARIO_DIR / "local-run-adopted.toml"), seed)
+    assert result.report.violations == [], result.report.summary()
+    records = result.trace.records
+    adopted = [r for r in records if r["ev"] == "run" and r.get("adopted")]
+    assert adopted
+    for a in adopted:
+        slot = [
+            r
+            for r in records
+            if (r.get("job"), r.get("fire"), r.get("node")) == (a["job"], a["fire"], a["node"])
+        ]
+        kinds = [(r["ev"], r.get("token")) for r in slot if r["ev"] in ("run_local", "run", "end")]
+        assert kinds[0] == ("run_local", None), kinds  # (the side effect began there)
+        assert kinds.count(("run", a["token"])) == 1, kinds  # (no second process)
+        assert ("end", a["token"]) in kinds, kinds  # (the local run's end, under the token)

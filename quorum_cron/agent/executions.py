@@ -35,6 +35,7 @@ from quorum_cron.agent.spec import AgentJob
 from quorum_cron.clock.base import Clock
 from quorum_cron.core.model import SlotView
 from quorum_cron.core.node import Kill, Run, RunLocal
+from quorum_cron.core.outcomes import LOCAL_DETAIL
 
 __all__ = ["LOCAL_DETAIL", "Report", "Runs"]
 
@@ -44,7 +45,6 @@ MAX_LOCAL_RESULTS = 1_000
 """Bound on finished local runs waiting to be reported."""
 MAX_START_VIEWS = 1_000
 
-LOCAL_DETAIL = "ran locally while the store was unreachable"
 
 Report = Callable[[str, int, int, bool, str], None]
 """``report(job, fire_ms, token, succeeded, detail)``: a run ended."""

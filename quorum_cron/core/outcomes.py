@@ -17,6 +17,7 @@ from quorum_cron.core.model import SlotView
 from quorum_cron.core.slots import LOCAL_ENDED, Pending
 
 __all__ = [
+    "LOCAL_DETAIL",
     "finished",
     "killed_lease_ended",
     "killed_lease_expired_unreachable",
@@ -26,6 +27,11 @@ __all__ = [
     "missed_not_running",
     "missed_unvoted",
 ]
+
+
+LOCAL_DETAIL = "ran locally while the store was unreachable"
+"""How a run's result begins when it was a local run the store then assigned to this node (the
+agent adopts it rather than run the slot twice; the simulator models that)."""
 
 
 def missed_not_running(job: CoreJob, fire_ms: int, me: str) -> RecordMissed:
