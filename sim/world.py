@@ -132,6 +132,8 @@ class SimNode:
     wake_gen: int = 0
     runs: dict[tuple[str, int, int], int] = field(default_factory=dict)
     """(job, fire_ms, token) → run id of the job processes alive on this host."""
+    locals: set[tuple[str, int]] = field(default_factory=set)
+    """(job, fire_ms) of the local runs (``start_local_run``) going on this host."""
     adopted: dict[tuple[str, int], int] = field(default_factory=dict)
     """(job, fire_ms) → the token a local run still going was adopted under (the agent's
     ``Executions.start``: a slot the store assigns here while its local run goes is not run twice)."""
@@ -294,6 +296,7 @@ class World:
                 st=self.store.clock.wall(self.loop.now),
             )
         node.runs.clear()
+        node.locals.clear()
         node.adopted.clear()
         node.local_results.clear()
         node.inbox.clear()
@@ -494,6 +497,7 @@ class World:
         """Start a ``run-local`` job process (no store, token 0): the ``run_local`` trace record."""
         now = self.loop.now
         self.trace.emit(now, "run_local", node=node.id, job=job, fire=fire_ms, wall=node.clock.wall(now))
+        node.locals.add((job, fire_ms))
         self._start_process(node, job, fire_ms, 0, timeout_ms)
 
     def start_run(self, node: SimNode, job: str, fire_ms: int, token: int, timeout_ms: int) -> None:
@@ -507,7 +511,7 @@ class World:
         now = self.loop.now
         slot = (job, fire_ms)
         ended = node.local_results.pop(slot, None)
-        if ended is not None or (job, fire_ms, 0) in node.runs:
+        if ended is not None or slot in node.locals:
             self.trace.emit(now, "run", node=node.id, job=job, fire=fire_ms, token=token, adopted=True)
             self.reached("local run adopted under a token", node=node.id)
             if ended is None:
@@ -548,7 +552,8 @@ class World:
             return
         del node.runs[key]
         job, fire_ms, token = key
-        if token == 0:
+        if token == 0 and (job, fire_ms) in node.locals:  # (a baseline's runs have token 0 too)
+            node.locals.discard((job, fire_ms))
             adopted = node.adopted.pop((job, fire_ms), None)
             if adopted is None:
                 node.local_results[(job, fire_ms)] = (ok, detail)
@@ -568,22 +573,39 @@ class World:
             self._deliver(node, incarnation, node.process.run_finished, job, fire_ms, token, ok, detail)
 
     def kill_run(self, node: SimNode, job: str, fire_ms: int, token: int, why: str) -> None:
-        """Stop a job process (the side effect of its start cannot be undone)."""
-        if node.adopted.get((job, fire_ms)) == token:  # (the local run adopted under it)
-            del node.adopted[(job, fire_ms)]
-            node.runs.pop((job, fire_ms, 0), None)
-            node.runs[(job, fire_ms, token)] = 0  # (popped below, as any run's)
-        if node.runs.pop((job, fire_ms, token), None) is not None:
-            self.trace.emit(
-                self.loop.now,
-                "kill",
-                node=node.id,
-                job=job,
-                fire=fire_ms,
-                token=token,
-                why=why,
-                st=self.store.clock.wall(self.loop.now),
-            )
+        """Stop a job process (the side effect of its start cannot be undone).
+
+        As in the agent, the process's end is then reported like any run's (failed, "stopped by
+        the agent"): the core gets ``run_finished`` for the token it killed. A crash reports none.
+        """
+        slot = (job, fire_ms)
+        local = node.adopted.get(slot) == token  # (the local run adopted under it)
+        key = (job, fire_ms, 0) if local else (job, fire_ms, token)
+        if node.runs.pop(key, None) is None:
+            return
+        if local:
+            del node.adopted[slot]
+            node.locals.discard(slot)
+        now = self.loop.now
+        self.trace.emit(
+            now,
+            "kill",
+            node=node.id,
+            job=job,
+            fire=fire_ms,
+            token=token,
+            why=why,
+            st=self.store.clock.wall(now),
+        )
+        detail = f"stopped by the agent ({why})"
+        detail = f"{LOCAL_DETAIL}: {detail}" if local else detail
+        self.loop.at(now, self._killed, node, node.incarnation, job, fire_ms, token, detail)
+
+    def _killed(
+        self, node: SimNode, incarnation: int, job: str, fire_ms: int, token: int, detail: str
+    ) -> None:
+        if node.process is not None:
+            self._deliver(node, incarnation, node.process.run_finished, job, fire_ms, token, False, detail)
 
     def on_started(self, executor: SimNode) -> None:
         """The store just let ``executor`` start a slot (its reply is on the way): "pause on start"."""

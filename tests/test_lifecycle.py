@@ -133,7 +133,7 @@ def test_the_one_writer_of_a_phase_steps_through_the_table() -> None:
     assert slot.phase is Phase.RUNNING
     assert reported == [
         "slot phase due -> running is not in the lifecycle table: expected due -> one of "
-        "abstained, awaiting, deferred, local, missed, none, starting, voting"
+        "abstained, awaiting, deferred, finishing, local, missed, none, starting, voting"
     ]
     slot.run = None  # (holding nothing: the record goes)
     settle([(job, slot)], True)

@@ -104,22 +104,55 @@ def test_retries_refusals_and_local_runs_are_simulated_and_checked() -> None:
     assert any("could not vote: store refused the vote (OOM" in r["why"] for r in ledger)
 
 
-@pytest.mark.parametrize("seed", [40006, 0])
-def test_a_slot_run_locally_then_assigned_here_is_not_run_again(seed: int) -> None:
-    """The simulator adopts a local run as the agent does: the slot the store assigns to a node
-    that ran it locally ends under the token, with no second process (``run`` says ``adopted``)."""
-    result = sim.run(sim.load(SCENARIO_DIR / "local-run-adopted.toml"), seed)
+@pytest.mark.parametrize(
+    ("name", "seed", "path"),
+    [
+        ("local-run-adopted", 40006, "ended"),
+        ("local-run-adopted-killed", 2, "running"),
+        ("local-run-adopted-killed", 0, "killed"),
+    ],
+)
+def test_a_slot_run_locally_then_assigned_here_is_not_run_again(name: str, seed: int, path: str) -> None:
+    """The simulator adopts a local run as the agent does (``Executions.start``): the slot the
+    store assigns to a node that ran it locally is not run by a second process. A local run that
+    ``ended`` is reported under the token at once; one still ``running`` ends under the token; one
+    ``killed`` under it reports its end to the core, which sends its result as for any run."""
+    result = sim.run(sim.load(SCENARIO_DIR / f"{name}.toml"), seed)
     assert result.report.violations == [], result.report.summary()
     records = result.trace.records
     adopted = [r for r in records if r["ev"] == "run" and r.get("adopted")]
     assert adopted
     for a in adopted:
+        token = a["token"]
         slot = [
             r
             for r in records
             if (r.get("job"), r.get("fire"), r.get("node")) == (a["job"], a["fire"], a["node"])
         ]
-        kinds = [(r["ev"], r.get("token")) for r in slot if r["ev"] in ("run_local", "run", "end")]
-        assert kinds[0] == ("run_local", None), kinds  # (the side effect began there)
-        assert kinds.count(("run", a["token"])) == 1, kinds  # (no second process)
-        assert ("end", a["token"]) in kinds, kinds  # (the local run's end, under the token)
+        kinds = [(r["ev"], r.get("token")) for r in slot if r["ev"] in ("run_local", "run")]
+        assert kinds == [("run_local", None), ("run", token)], kinds  # (the side effect began once)
+        ends = {t: [r for r in slot if r["ev"] in ("end", "kill") and r["token"] == t] for t in (0, token)}
+        if path == "ended":  # (the same outcome, reported at the adoption: no process ran)
+            [local_end], [end] = ends[0], ends[token]
+            assert local_end["t"] < a["t"] == end["t"] and end["ok"] == local_end["ok"]
+        else:  # (one process, which ended once, under the token)
+            assert ends[0] == [] and len(ends[token]) == 1 and ends[token][0]["t"] > a["t"]
+    if path == "killed":
+        killed = [r for r in records if r["ev"] == "kill" and any(r["token"] == a["token"] for a in adopted)]
+        assert killed
+        k = killed[0]
+        finishes = [
+            r
+            for r in records
+            if r["ev"] == "finish"
+            and (r["node"], r["job"], r["fire"], r["token"]) == (k["node"], k["job"], k["fire"], k["token"])
+        ]
+        assert finishes and finishes[0]["t"] >= k["t"]  # (its end reported, its result sent)
+
+
+@pytest.mark.parametrize("strategy", ["leader", "lock"])
+def test_baselines_runs_are_never_taken_for_local_runs(strategy: str) -> None:
+    """The baselines start their runs with token 0, as a local run has: none is adopted."""
+    result = sim.run(sim.load(SCENARIO_DIR / "clock-jump.toml"), 0, strategy)
+    assert result.report.duplicates > 0
+    assert not [r for r in result.trace.records if r["ev"] == "run" and r.get("adopted")]

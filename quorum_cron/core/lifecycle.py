@@ -48,18 +48,24 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     P.NONE: frozenset(
         {P.DUE, P.VOTING, P.ABSTAINED, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.FINISHING, P.MISSED}
     ),
-    P.DUE: frozenset({P.VOTING, P.ABSTAINED, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.MISSED, P.NONE}),
-    P.VOTING: frozenset({P.DUE, P.ABSTAINED, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.RUNNING, P.NONE}),
-    P.ABSTAINED: frozenset({P.DUE, P.VOTING, P.LOCAL, P.DEFERRED, P.STARTING, P.MISSED, P.NONE}),
-    P.LOCAL: frozenset({P.DUE, P.VOTING, P.ABSTAINED, P.AWAITING, P.DEFERRED, P.STARTING, P.NONE}),
-    P.AWAITING: frozenset({P.DEFERRED, P.STARTING, P.RUNNING, P.MISSED, P.NONE}),
-    P.DEFERRED: frozenset({P.STARTING, P.MISSED, P.NONE}),
+    P.DUE: frozenset(
+        {P.VOTING, P.ABSTAINED, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.FINISHING, P.MISSED, P.NONE}
+    ),
+    P.VOTING: frozenset(
+        {P.DUE, P.ABSTAINED, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.RUNNING, P.FINISHING, P.NONE}
+    ),
+    P.ABSTAINED: frozenset({P.DUE, P.VOTING, P.LOCAL, P.DEFERRED, P.STARTING, P.FINISHING, P.MISSED, P.NONE}),
+    P.LOCAL: frozenset(
+        {P.DUE, P.VOTING, P.ABSTAINED, P.AWAITING, P.DEFERRED, P.STARTING, P.FINISHING, P.NONE}
+    ),
+    P.AWAITING: frozenset({P.DEFERRED, P.STARTING, P.RUNNING, P.FINISHING, P.MISSED, P.NONE}),
+    P.DEFERRED: frozenset({P.STARTING, P.FINISHING, P.MISSED, P.NONE}),
     P.STARTING: frozenset(
         {P.DUE, P.VOTING, P.LOCAL, P.RUNNING, P.AWAITING, P.DEFERRED, P.FINISHING, P.MISSED, P.NONE}
     ),
     P.RUNNING: frozenset({P.FINISHING, P.STARTING, P.LOCAL, P.MISSED, P.NONE}),
     P.FINISHING: frozenset({P.DUE, P.VOTING, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.MISSED, P.NONE}),
-    P.MISSED: frozenset({P.DEFERRED, P.STARTING, P.NONE}),
+    P.MISSED: frozenset({P.DEFERRED, P.STARTING, P.FINISHING, P.NONE}),
 }
 """Phase → the phases one input may take a slot to (an input can make several steps: a vote
 reply that commits the slot to this node goes from ``voting`` straight to ``starting``).
@@ -72,7 +78,10 @@ when the store assigns the slot here (a commit's notice, a takeover, a retry). `
 the vote with a newer membership record that leaves the node out; holding it, the node may not
 vote, so the vote owed is withheld again. ``missed`` → ``deferred``: a read shows the slot whose
 record waits committed here after all, its retry's backoff not over (the record is then moot);
-``deferred`` → ``missed``: a graceful stop drops that deferred start, and the record still waits."""
+``deferred`` → ``missed``: a graceful stop drops that deferred start, and the record still waits.
+Any phase → ``finishing``: a run this node killed (its lease ended, a renew was refused, a read
+showed the slot gone) still reports its end, as every run does, and its result goes to the store
+fenced by its token, whatever else the record holds by then."""
 
 
 def allowed(before: Phase, after: Phase) -> bool:
