@@ -285,15 +285,8 @@ class World:
         if not node.up:
             return
         for job, fire_ms, token in sorted(node.runs):
-            self.trace.emit(
-                self.loop.now,
-                "kill",
-                node=node.id,
-                job=job,
-                fire=fire_ms,
-                token=node.adopted.get((job, fire_ms), token) if token == 0 else token,
-                why=why,
-                st=self.store.clock.wall(self.loop.now),
+            self._trace_kill(
+                node, job, fire_ms, node.adopted.get((job, fire_ms), token) if token == 0 else token, why
             )
         node.runs.clear()
         node.locals.clear()
@@ -586,20 +579,15 @@ class World:
         if local:
             del node.adopted[slot]
             node.locals.discard(slot)
-        now = self.loop.now
-        self.trace.emit(
-            now,
-            "kill",
-            node=node.id,
-            job=job,
-            fire=fire_ms,
-            token=token,
-            why=why,
-            st=self.store.clock.wall(now),
-        )
+        self._trace_kill(node, job, fire_ms, token, why)
         detail = f"stopped by the agent ({why})"
         detail = f"{LOCAL_DETAIL}: {detail}" if local else detail
-        self.loop.at(now, self._killed, node, node.incarnation, job, fire_ms, token, detail)
+        self.loop.at(self.loop.now, self._killed, node, node.incarnation, job, fire_ms, token, detail)
+
+    def _trace_kill(self, node: SimNode, job: str, fire_ms: int, token: int, why: str) -> None:
+        now = self.loop.now
+        st = self.store.clock.wall(now)
+        self.trace.emit(now, "kill", node=node.id, job=job, fire=fire_ms, token=token, why=why, st=st)
 
     def _killed(
         self, node: SimNode, incarnation: int, job: str, fire_ms: int, token: int, detail: str

@@ -84,7 +84,7 @@ from quorum_cron.core.model import (
     SweepResult,
     VoteRequest,
 )
-from quorum_cron.core.slots import LOCAL_ENDED, LOCAL_NO, LOCAL_RUNNING, Pending
+from quorum_cron.core.slots import LOCAL_ENDED, LOCAL_NO, LOCAL_OWED, LOCAL_RUNNING, Pending
 from quorum_cron.core.state import _JobState
 from quorum_cron.core.timers import NEVER, max_sweep_gap, sweep_gap
 from quorum_cron.core.vote import VotingSide
@@ -116,7 +116,6 @@ __all__ = [
 ]
 
 _NEVER = NEVER
-_LOCAL_OWED = (LOCAL_RUNNING, LOCAL_ENDED)
 
 
 class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
@@ -193,7 +192,7 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
             for slot in js.slots.values():
                 # (A vote in flight: its reply may start the slot here. A slot run locally: records of
                 # later slots wait for its own, which a restart's catch-up then makes.)
-                keep = slot.vote is not None and (slot.vote.in_flight or slot.vote.local in _LOCAL_OWED)
+                keep = slot.vote is not None and (slot.vote.in_flight or slot.vote.local in LOCAL_OWED)
                 if (slot.vote is not None and not keep) or slot.poll_at is not None:
                     slot.vote, slot.poll_at = slot.vote if keep else None, None
                     self._touched.append((js, slot))

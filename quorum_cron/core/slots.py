@@ -39,6 +39,7 @@ __all__ = [
     "IN_FLIGHT",
     "LOCAL_ENDED",
     "LOCAL_NO",
+    "LOCAL_OWED",
     "LOCAL_RUNNING",
     "LOCAL_TOO_LATE",
     "TOKEN_UNKNOWN",
@@ -59,6 +60,10 @@ LOCAL_ENDED = 2
 """``Pending.local``: the local run ended (``local_detail`` says how)."""
 LOCAL_TOO_LATE = 3
 """``Pending.local``: past its deadline before it could run locally."""
+
+LOCAL_OWED = (LOCAL_RUNNING, LOCAL_ENDED)
+"""``Pending.local`` values of a slot run locally whose record, with the run's outcome, is still
+owed: the node's records of the job's later slots wait for it (``VotingSide._record_missed``)."""
 
 TOKEN_UNKNOWN = 0
 """``Slot.start_first``'s token when a vote that asked for the start failed: it may have started

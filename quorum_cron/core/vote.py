@@ -35,8 +35,8 @@ from quorum_cron.core.model import (
 )
 from quorum_cron.core.outcomes import missed_no_node_alive, missed_not_running, missed_unvoted
 from quorum_cron.core.slots import (
-    LOCAL_ENDED,
     LOCAL_NO,
+    LOCAL_OWED,
     LOCAL_RUNNING,
     LOCAL_TOO_LATE,
     TOKEN_UNKNOWN,
@@ -52,7 +52,6 @@ from quorum_cron.core.state import (
 from quorum_cron.core.timers import NEVER
 
 _NEVER = NEVER
-_LOCAL_OWED = (LOCAL_RUNNING, LOCAL_ENDED)
 
 PARKED_CHECK_MS = 10_000
 """How often held records are looked at without an event that may let them go (a local run
@@ -246,7 +245,7 @@ class VotingSide(CoreState):
                 p = s.vote if s is not None else None
                 if (
                     p is None
-                    or p.local not in _LOCAL_OWED
+                    or p.local not in LOCAL_OWED
                     or (p.local == LOCAL_RUNNING and now.mono_ms > stale_at)
                 ):
                     del runs[fire_ms]  # (recorded, voted, let go, or its end never came)
@@ -361,7 +360,7 @@ class VotingSide(CoreState):
             if p is not None:
                 assert s is not None
                 s.vote = None
-                if p.local in _LOCAL_OWED:
+                if p.local in LOCAL_OWED:
                     self._floor_moved.add(req.job)  # (voted: the records it held back may go)
                 if not p.in_flight:
                     self._dirty.add(js.index)  # (a vote in flight has no timer: dropping it changes none)
