@@ -446,3 +446,31 @@ def test_a_run_under_a_token_ends_the_vote_still_owed_for_its_slot() -> None:
     core.on_reply(finish[0], TransitionResult(True, done, clock.wall), clock.at(fire + 350))
     assert core.slot_phase("j", fire).value == "none"
     assert not [r for r in serve(core, clock, fire + 5_000) if r.fire_ms == fire]
+
+
+def test_a_reload_that_removes_a_job_still_sends_the_record_of_its_slot_run_locally() -> None:
+    """A removed job's slots already taken in finish (quorum_cron/core/jobswap.py), a slot run
+    locally included. The agent withdraws trust while the store is down, so that slot was
+    abstained, never voted: the swap let it go as a due slot nobody had voted for, and its record,
+    which carries the local run's outcome, was never sent (with every node reloaded, the slot
+    ended with no ledger entry)."""
+    core, clock = make(), Clock(T0)
+    boot(core, clock)
+    fire = T0 + 10_000
+    core.set_store_reachable(False, "connection refused")
+    core.set_trust(False, "store unreachable")
+    seen = drive(core, clock, fire + 500, Failure.UNREACHABLE)
+    assert [type(a) for a in seen] == [Abstain, RunLocal]
+    core.replace_jobs([], clock.at(clock.wall))
+    assert core.job_names == ()
+    core.on_run_finished("j", fire, 0, True, "exit 0", clock.at(clock.wall + 100))
+    assert [
+        a for a in drive(core, clock, fire + 3_000, Failure.UNREACHABLE) if not isinstance(a, RecordMissed)
+    ] == []
+    core.set_store_reachable(True)
+    core.set_trust(True)
+    [record] = serve(core, clock, fire + 10_000)
+    assert (record.fire_ms, record.ran_locally) == (fire, True)
+    assert record.reason == "no quorum before the deadline; ran locally on n1 (exit 0)"
+    assert landed(core, clock, record) == []
+    assert serve(core, clock, fire + 20_000) == []  # (nothing of the removed job after it)

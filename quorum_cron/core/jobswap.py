@@ -20,8 +20,11 @@ new schedule and are voted with the new hash. The old definitions are kept
   node's to account for.
 * **removed**: no new slot is taken in, a due slot not yet voted is let go
   (the nodes still defining the job account for it), and what is already
-  voted, committed or running finishes; the job stays in the sweep, so its
-  open slots still time out and are taken over.
+  voted, committed or running finishes, a slot run locally included (its
+  missed record, which carries the run's outcome, is still sent: the agent
+  withdraws trust while the store is down, so such a slot was abstained,
+  never voted); the job stays in the sweep, so its open slots still time
+  out and are taken over.
 
 Pure like the rest of the core: the caller passes the time.
 """
@@ -32,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from quorum_cron.core.actions import CoreJob, Now
+from quorum_cron.core.slots import LOCAL_OWED
 from quorum_cron.core.state import CoreState, _JobState
 from quorum_cron.core.timers import JobTimers
 
@@ -74,10 +78,16 @@ class JobSwap(CoreState):
                 if not js.removed:
                     js.removed = True
                     removed.append(name)
-                    # Due, not voted yet: let it go (a failed vote's slot is kept: it is voted again).
+                    # Due, not voted yet: let it go (a failed vote's slot is kept: it is voted
+                    # again; so is a slot run locally here, whose record carries the run's outcome).
                     for slot in js.slots.values():
                         p = slot.vote
-                        if p is not None and not p.in_flight and p.request is None:
+                        if (
+                            p is not None
+                            and not p.in_flight
+                            and p.request is None
+                            and p.local not in LOCAL_OWED
+                        ):
                             slot.vote = None
                             self._touched.append((js, slot))
                             self._floor_moved.add(name)  # (a slot run locally: see _record_missed)
