@@ -15,7 +15,7 @@ import pytest
 
 from quorum_cron.core.actions import Vote
 from quorum_cron.core.membership import Configuration
-from quorum_cron.core.model import MembershipRecord, SlotState
+from quorum_cron.core.model import MembershipRecord, SlotState, SweepResult
 from quorum_cron.core.node import CoreJob, Failure, NodeCore, NodeSettings, Now
 from tests.core_driver import Driver, Every, boot
 
@@ -163,3 +163,29 @@ def test_reloads_at_random_moments_never_run_a_slot_twice_nor_under_another_defi
     for node in d.nodes.values():
         now = Now(d.now_ms, d.mono_ms)
         assert node.core.next_wakeup(now) == node.core.reference_wakeup(now)
+
+
+def test_a_slot_due_but_not_taken_in_when_its_job_changes_is_voted_under_the_old_definition() -> None:
+    """A tick takes a slot in at its vote lead; a swap that comes between the fire time and that
+    tick (no vote lead, a loop busy for a moment, a reload queued while the node was paused) drew
+    the boundary at the wall clock, past the slot, and nobody voted or recorded it (explorer seed
+    60498, every node reloaded at the fire time). The slot is taken in first: voted with the old
+    hash, and the next slot with the new one."""
+    settings = NodeSettings(node_id="n1", quorum=2, vote_lead_ms=0)
+    core = NodeCore(settings, [job("a", 10_000, "h1", deadline_ms=2_000)])
+    core.set_trust(True)
+    mono = 0
+
+    def at(wall: int) -> Now:
+        return Now(wall_ms=wall, mono_ms=mono + wall - T0)
+
+    for a in core.tick(at(T0 + 3_000)):  # (boot: the high-water read and the sweep answered)
+        reply = [0] if type(a).__name__ == "ReadHighWater" else SweepResult([])
+        core.on_reply(a, reply, at(T0 + 3_000))
+    fire = T0 + 10_000
+    assert not [a for a in core.tick(at(fire - 5)) if isinstance(a, Vote)]  # (not due yet)
+    core.replace_jobs([job("a", 10_000, "h2", deadline_ms=2_000)], at(fire + 3))
+    votes = [r for a in core.tick(at(fire + 4)) if isinstance(a, Vote) for r in a.requests]
+    assert [(r.fire_ms, r.spec_hash) for r in votes] == [(fire, "h1")]
+    later = [r for a in core.tick(at(fire + 10_000)) if isinstance(a, Vote) for r in a.requests]
+    assert [(r.fire_ms, r.spec_hash) for r in later] == [(fire + 10_000, "h2")]

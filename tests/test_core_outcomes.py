@@ -474,3 +474,30 @@ def test_a_reload_that_removes_a_job_still_sends_the_record_of_its_slot_run_loca
     assert record.reason == "no quorum before the deadline; ran locally on n1 (exit 0)"
     assert landed(core, clock, record) == []
     assert serve(core, clock, fire + 20_000) == []  # (nothing of the removed job after it)
+
+
+def serve_all(core: NodeCore, clock: Clock, until: int) -> list[object]:
+    """Like :func:`serve`, but every action the core sent besides sweeps and reads, in order."""
+
+    def answer(a: object, now: Now) -> tuple[bool, list[Action]]:
+        if isinstance(a, Sweep):
+            return False, core.on_reply(a, SweepResult([]), now)
+        return True, []
+
+    return pump(core, clock, until, answer)
+
+
+def test_a_reload_that_removes_a_job_still_records_a_slot_it_abstained_on() -> None:
+    """An abstained slot is owed its missed record (the clock was untrusted): the swap let it go
+    as a due slot nothing was done about, and with the job removed from every node it ended with
+    no ledger entry (explorer seed 79, ``sim/scenarios/bugs/reload-drops-abstained-slot.toml``)."""
+    core, clock = make(run_local=False), Clock(T0)
+    boot(core, clock)
+    fire = T0 + 10_000
+    core.set_trust(False, "clock error bound 900 ms > max skew 250 ms")
+    assert [type(a) for a in serve_all(core, clock, fire + 100)] == [Abstain]
+    core.replace_jobs([], clock.at(fire + 500))
+    [record] = serve(core, clock, fire + 10_000)
+    assert record.fire_ms == fire and "n1 abstained: clock error bound 900 ms" in record.reason
+    assert landed(core, clock, record) == []
+    assert serve(core, clock, fire + 20_000) == []  # (nothing of the removed job after it)

@@ -18,13 +18,17 @@ new schedule and are voted with the new hash. The old definitions are kept
   deadline are voted (so nodes reloaded a few seconds apart agree on the
   first slot). No high-water catch-up: nothing before the reload was this
   node's to account for.
-* **removed**: no new slot is taken in, a due slot not yet voted is let go
-  (the nodes still defining the job account for it), and what is already
-  voted, committed or running finishes, a slot run locally included (its
-  missed record, which carries the run's outcome, is still sent: the agent
+* **removed**: no new slot is taken in, a due slot nothing was done about
+  yet is let go (the nodes still defining the job account for it), and
+  what is already voted, abstained on, committed or running finishes: a
+  failed vote is sent again, an abstained slot is recorded missed at its
+  deadline (or voted, should the clock be trusted again before), and a slot
+  run locally here gets its missed record with the run's outcome (the agent
   withdraws trust while the store is down, so such a slot was abstained,
-  never voted); the job stays in the sweep, so its open slots still time
-  out and are taken over.
+  never voted). Otherwise a job removed from every node would leave those
+  slots with no ledger entry (explorer seed 79,
+  ``sim/scenarios/bugs/reload-drops-abstained-slot.toml``). The job stays in
+  the sweep, so its open slots still time out and are taken over.
 
 Pure like the rest of the core: the caller passes the time.
 """
@@ -78,14 +82,17 @@ class JobSwap(CoreState):
                 if not js.removed:
                     js.removed = True
                     removed.append(name)
-                    # Due, not voted yet: let it go (a failed vote's slot is kept: it is voted
-                    # again; so is a slot run locally here, whose record carries the run's outcome).
+                    # Due, nothing done about it yet: let it go. Kept: a failed vote's slot (it
+                    # is voted again), an abstained one (it is recorded missed at its deadline, or
+                    # voted if the clock is trusted again before), one run locally here (its
+                    # record carries the run's outcome).
                     for slot in js.slots.values():
                         p = slot.vote
                         if (
                             p is not None
                             and not p.in_flight
                             and p.request is None
+                            and not p.abstained
                             and p.local not in LOCAL_OWED
                         ):
                             slot.vote = None
@@ -93,6 +100,8 @@ class JobSwap(CoreState):
                             self._floor_moved.add(name)  # (a slot run locally: see _record_missed)
             elif js.removed or job.spec_hash != js.job.spec_hash:
                 if self._started:
+                    if not js.removed:
+                        self._take_in_due(js, now)
                     boundary = max(js.cursor_ms, now.wall_ms)
                     js.before = (*js.before, (boundary, js.job))
                     js.cursor_ms = boundary

@@ -349,6 +349,10 @@ class CoreState:
                 delivery=js.job.delivery,
             )
 
+    def _take_in_due(self, js: _JobState, now: Now) -> None:
+        """Take in the job's fire times due by ``now`` that no tick took in yet (``core.vote``)."""
+        raise NotImplementedError
+
     def _on_view(
         self,
         view: SlotView,

@@ -102,6 +102,22 @@ class VotingSide(CoreState):
             touched.append((js, s))
             js.cursor_ms = t
 
+    def _take_in_due(self, js: _JobState, now: Now) -> None:
+        """Take in the fire times of the job's current definition that are due by ``now`` and no
+        tick has taken in yet, before a boundary at ``now`` puts them behind the cursor.
+
+        A tick takes a slot in at its vote lead; a swap between the fire time and that tick (no
+        vote lead, a loop busy for a moment, a node resuming from a pause, whose queued reload
+        comes before its first tick) drew the boundary past the slot, and nobody voted or
+        recorded it (explorer seed 60498). The catch-up records of slots slept through wait in
+        the retry queue for the next tick: a swap emits no action."""
+        out: list[Action] = []
+        self._collect_due(js, Now(now.wall_ms - self._lead_ms, now.mono_ms), out)
+        for action in out:
+            assert isinstance(action, RecordMissed)
+            self._retries.add(now.mono_ms, action)
+            self._missed_waits(action, 1)
+
     def _votes_due(
         self, js: _JobState, order: list[int], now: Now, out: list[Action], requests: list[VoteRequest]
     ) -> None:
