@@ -152,6 +152,9 @@ class _BaselineProcess:
     def set_trust(self, trusted: bool, why: str) -> None:
         return None  # the baselines do not look at clock quality
 
+    def reload(self) -> None:
+        return None  # no live reload (and no reload fault is installed for them)
+
 
 class LeaderProcess(_BaselineProcess):
     def __init__(self, world: World, node: SimNode, schedules: dict[str, MemoSchedule]) -> None:

@@ -46,6 +46,17 @@ It proves, for the run it reads (not for all runs):
   membership, the healthy nodes counted are members of each configuration
   in force, a node frozen by a ``stale_config`` fault only while every
   record it may hold has it (else it abstains as a non-member);
+* **a reload changes what is due, not what ran** — a live reload that takes
+  a job out of a node's config (``reload`` with ``remove``) leaves that node
+  out of the job's slots from then on: liveness counts only the healthy
+  nodes that had the job when they would vote, and a slot no store call
+  touched and nobody ran is exempt from accounting only if every node
+  lacked the job at some time between the slot's window and the node's
+  first chance to record it (``JOB_REMOVED``). A slot any node voted for,
+  wrote or ran must still end in the ledger ("what is already voted,
+  committed or running finishes", core/jobswap.py), unless every node
+  restarted without the job before it ended (``REMOVED_UNSWEPT``, a known
+  limit);
 * **a retry or takeover goes to a voter not tried yet** when one is left:
   an agreeing voter that is a member of the record the store enforced for
   the job at that commit (a voter the membership removed is not "left");
@@ -87,18 +98,21 @@ __all__ = [
     "ENDED_TWICE",
     "FAILOVER_LOSS",
     "FAILOVER_STALL",
+    "JOB_REMOVED",
     "KNOWN_LIMITS",
     "LATE_RUN",
     "LEASE_LOST",
     "LEASE_PAUSED",
     "LEDGER_CONTRADICTS",
     "LIVENESS",
+    "LOCAL_KILLED",
     "MEMBERSHIP_BACKWARD",
     "MEMBERSHIP_FOREIGN",
     "MEMBERSHIP_QUORUM",
     "MEMBERSHIP_SETTLING",
     "NEVER_SEEN",
     "OUTLIVED_LEASE",
+    "REMOVED_UNSWEPT",
     "RETRY_SLOW",
     "RETRY_UNENDED",
     "STRAY_VOTER",
@@ -113,6 +127,12 @@ RAN_STATES = frozenset({"succeeded", "failed"})
 SKIP_REASONS = ("paused by ", "overlap forbidden: ", "replaced by slot ")
 """The reasons a ``skipped`` slot counts as decided for liveness: an operator's pause, the overlap
 policy. A slot skipped for anything else (a bug) did not run when it should have."""
+
+JOB_REMOVED = "slot of a job a reload took out of nodes' config"
+"""Exemption (``Report.exempt``): a slot no store call touched and nobody ran, while every node
+lacked the job at some time between the slot's window and its first chance to record it; or,
+for liveness, a slot that had a quorum of healthy nodes only with those that lacked the job
+when they would vote for it."""
 
 BUSY_LOOP = "busy wakeup loop"
 UNVOTED = "slot nobody could vote for left unaccounted"
@@ -138,7 +158,9 @@ MEMBERSHIP_SETTLING = "membership change near the window"
 CUT_OFF = "cut off"
 LEASE_PAUSED = "lease: node paused during it"
 LEASE_LOST = "lease: granted in writes a failover lost"
-KNOWN_LIMITS = frozenset({FAILOVER_LOSS, FAILOVER_STALL, NEVER_SEEN})
+REMOVED_UNSWEPT = "open slot of a job every node removed, then restarted without"
+LOCAL_KILLED = "slot only run locally, its records lost to a restart of every node"
+KNOWN_LIMITS = frozenset({FAILOVER_LOSS, FAILOVER_STALL, NEVER_SEEN, REMOVED_UNSWEPT, LOCAL_KILLED})
 """Violation kinds that are documented limits of the design, not bugs (docs/protocol.md).
 
 * ``FAILOVER_LOSS``: without ``wait_replicas`` a failover can lose
@@ -151,7 +173,18 @@ KNOWN_LIMITS = frozenset({FAILOVER_LOSS, FAILOVER_STALL, NEVER_SEEN})
 * ``NEVER_SEEN``: a slot of a job no store call had named yet (its
   high-water mark is unset), due while no node could reach the store, then
   every node restarted: the nodes keep no state and the store has none, so
-  nobody knows the slot was due (a limit of the current store contract).
+  nobody knows the slot was due (a limit of the current store contract);
+* ``REMOVED_UNSWEPT``: a slot some node voted for or wrote, of a job a
+  reload removed from every node, whose every process then restarted
+  without it before the slot ended: a node sweeps only the jobs it defines
+  (a removed one until its process ends), so nobody ends it;
+* ``LOCAL_KILLED``: a slot nobody's vote was counted for, which nodes ran
+  locally (the store away for its window), then every node restarted
+  before one of their records landed, after a later slot of the job was
+  decided: the record that carries a local run's outcome goes only when
+  the run ends (and after those of earlier slots run locally), the later
+  slot raised the high-water mark past the slot, and no restart's catch-up
+  reaches it (docs/protocol.md; explorer seed 60376).
 
 They are reported under their own names and counted separately (the
 explorer's "known limits"), never silently dropped.
@@ -252,6 +285,17 @@ class _Health:
                 i += 1
         return best
 
+    def first_ok(self, node: str, t: int, end: int) -> int:
+        """The first time at or after ``t`` the node is healthy (``end`` if none before it)."""
+        times = self.times.get(node, [])
+        i = bisect.bisect_right(times, t) - 1
+        if i >= 0 and self.oks[node][i]:
+            return t
+        for j in range(max(i + 1, 0), len(times)):
+            if self.oks[node][j]:
+                return min(times[j], end)
+        return end
+
     def healthy_throughout(self, node: str, lo: int, hi: int) -> bool:
         times = self.times.get(node, [])
         i = bisect.bisect_right(times, lo) - 1
@@ -269,6 +313,52 @@ class _Health:
         return healthy, stable
 
 
+class _Removals:
+    """When a live reload had taken each job out of each node's config (``reload`` records, and
+    ``boot`` records, which carry the config a restarted node read): such a node neither votes
+    for the job's slots nor accounts for them."""
+
+    def __init__(self) -> None:
+        self.open: dict[tuple[str, str], int] = {}
+        """(node, job) → removed since (true time), still removed at the last record."""
+        self.spans: dict[str, list[tuple[str, int, int]]] = {}
+        """Job → (node, from, to) of the removals that ended."""
+        self.booted_without: dict[str, frozenset[str]] = {}
+        """Node → the jobs its current process booted without."""
+
+    def boot(self, node: str, t: int, removed: Sequence[str]) -> None:
+        self.booted_without[node] = frozenset(removed)
+        self.config(node, t, removed)
+
+    def config(self, node: str, t: int, removed: Sequence[str]) -> None:
+        """``node``'s config, from ``t`` on, lacks the jobs ``removed``."""
+        gone = set(removed)
+        for (n, job), since in list(self.open.items()):
+            if n == node and job not in gone:
+                self.spans.setdefault(job, []).append((node, since, t))
+                del self.open[(n, job)]
+        for job in gone:
+            self.open.setdefault((node, job), t)
+
+    def lacked(self, node: str, job: str, lo: int, hi: int) -> bool:
+        """Whether ``node`` lacked ``job`` at some time in [lo, hi]."""
+        since = self.open.get((node, job))
+        if since is not None and since <= hi:
+            return True
+        return any(n == node and a <= hi and lo <= b for n, a, b in self.spans.get(job, ()))
+
+    def nodes_near(self, job: str, lo: int, hi: int) -> frozenset[str]:
+        """The nodes that lacked ``job`` at some time in [lo, hi]."""
+        near = {n for n, a, b in self.spans.get(job, ()) if a <= hi and lo <= b}
+        near.update(n for (n, j), since in self.open.items() if j == job and since <= hi)
+        return frozenset(near)
+
+    def orphaned(self, job: str, nodes: frozenset[str]) -> bool:
+        """Whether every node lacks ``job`` at the end and its process booted without it: no
+        process sweeps the job's open slots any more."""
+        return all((n, job) in self.open and job in self.booted_without.get(n, ()) for n in nodes)
+
+
 _REACHABLE_WHYS = ("untrusted", "clock off by")
 """Health reasons of a node that can still reach the store (the world's ``update_health`` lists
 reasons in order, so these mean up, unpaused, linked, and the store up and taking writes)."""
@@ -278,7 +368,7 @@ class _Facts:
     """What the world saw happen to each slot, for judging the ledger against it."""
 
     __slots__ = (
-        "decided", "eligible", "ended", "finished", "killed", "ledger", "lost", "runs",
+        "decided", "eligible", "ended", "finished", "killed", "ledger", "local", "lost", "runs",
         "starts", "token_leases", "voted", "writes",
     )  # fmt: skip
 
@@ -298,6 +388,8 @@ class _Facts:
         """(node, job, fire, token) → true times the store accepted its finish."""
         self.voted: dict[tuple[str, int], set[str]] = {}
         """Per slot, the nodes whose vote the store counted."""
+        self.local: dict[tuple[str, int], set[str]] = {}
+        """Per slot, the nodes that ran it locally (``run-local``, the store unreachable)."""
         self.decided: dict[tuple[str, int], list[tuple[int, str]]] = {}
         """Per slot, (t, state) of each decision a sweep, vote or missed record made."""
         self.ledger: dict[tuple[str, int], list[Record]] = {}
@@ -557,6 +649,8 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
     """Slots whose job process is alive: (node, token) of the run."""
     local_seen: set[tuple[str, int, str, int]] = set()
     first_decided: dict[str, int] = {}
+    decided_at: dict[str, list[tuple[int, int]]] = {}
+    """Per job, (fire, true time) of every commit and decision (a later slot's raises the mark)."""
     """Per job, when the store first decided one of its slots (raising its high-water mark)."""
     boots: dict[str, list[int]] = {}
     commit_log: list[tuple[int, tuple[str, int], int, str, str]] = []
@@ -575,6 +669,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
     changes: list[tuple[int, str]] = []
     """(true time, text) of each change of the namespace record (liveness exempts windows near them)."""
     stale = _StaleNodes()
+    removals = _Removals()
     out = report.violations
     for r in records:
         ev = r["ev"]
@@ -610,6 +705,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
                 del alive[key]
         elif ev == "run_local":
             _on_local_run(r, report, local_seen, len(boots.get(r["node"], ())))
+            facts.local.setdefault((r["job"], r["fire"]), set()).add(r["node"])
         elif ev == "renew" and r["ok"] and "lease" in r:
             key4 = (r["node"], r["job"], r["fire"], r["token"])
             facts.wrote(r["job"], r["fire"], r["t"])
@@ -701,6 +797,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             executors.setdefault(key, []).append(r["executor"])
             committed[key] = max(committed.get(key, 0), r["token"])
             first_decided.setdefault(r["job"], r["t"])
+            decided_at.setdefault(r["job"], []).append((r["fire"], r["t"]))
             commit_log.append((r["t"], key, r["token"], r["executor"], r["by"]))
             sent = counted.get(key, {})
             agreeing = sorted(n for n, h in sent.items() if h == r["spec"])
@@ -726,10 +823,12 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
                     facts.voted.setdefault((job_name, fire), set()).add(r["node"])
         elif ev == "decided":
             first_decided.setdefault(r["job"], r["t"])
+            decided_at.setdefault(r["job"], []).append((r["fire"], r["t"]))
             facts.wrote(r["job"], r["fire"], r["t"])
             facts.decided.setdefault((r["job"], r["fire"]), []).append((r["t"], r["state"]))
         elif ev == "boot":
             boots.setdefault(r["node"], []).append(r["t"])
+            removals.boot(r["node"], r["t"], r.get("removed", ()))
             # (It reads the store's record; the first one if the store has none to give.)
             stale.learned(r["node"], r["t"], *(text for _, text in changes[:1] + changes[-1:]))
         elif ev == "health":
@@ -737,6 +836,8 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             reach.add(r["node"], r["t"], r["ok"] or r["why"].startswith(_REACHABLE_WHYS))
         elif ev == "ledger":
             facts.ledger.setdefault((r["job"], r["fire"]), []).append(r)
+        elif ev == "reload":
+            removals.config(r["node"], r["t"], r["removed"])
         elif ev == "reached":
             report.reached[r["what"]] += 1
         elif ev == "membership":
@@ -777,7 +878,9 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
         split,
         lagging,
         lambda job, fire: _never_seen(fire, job, first_decided, boots, sc),
+        lambda job, fire: _lost_to_restarts(job, fire, decided_at, boots, sc),
         _MembershipTimeline(changes, stale) if sc.uses_membership else None,
+        removals,
     )
     return report
 
@@ -996,6 +1099,23 @@ def _never_seen(
     catch-up had no high-water mark to count from)."""
     decided = first_decided.get(job, 1 << 62)
     return all(any(fire < b < decided for b in boots.get(n, ())) for n in sc.node_ids)
+
+
+def _lost_to_restarts(
+    job: str,
+    fire: int,
+    decided_at: Mapping[str, list[tuple[int, int]]],
+    boots: Mapping[str, list[int]],
+    sc: Scenario,
+) -> bool:
+    """Whether every node restarted after slot ``fire`` of ``job``, and a later slot of the job
+    was decided before the first of those restarts: the mark then stood past the slot, so no
+    restart's catch-up reaches it (the ``LOCAL_KILLED`` limit)."""
+    after = [min((b for b in boots.get(n, ()) if b > fire), default=None) for n in sc.node_ids]
+    if any(b is None for b in after):
+        return False
+    first = min(b for b in after if b is not None)
+    return any(f > fire and t < first for f, t in decided_at.get(job, ()))
 
 
 def _forget_commits(
@@ -1260,9 +1380,13 @@ def _check_due(
     split: set[tuple[str, int]],
     lagging: list[tuple[int, int]],
     never_seen: Callable[[str, int], bool],
+    lost_to_restarts: Callable[[str, int], bool],
     membership: _MembershipTimeline | None = None,
+    removals: _Removals | None = None,
 ) -> None:
     q = sc.nodes // 2 + 1
+    everyone = frozenset(f"n{i}" for i in range(1, sc.nodes + 1))
+    removals = removals or _Removals()
     end = sc.start_ms + sc.duration_ms
     clock_faults = _clock_faults(sc)
     end_error = _end_clock_error(sc)
@@ -1293,14 +1417,40 @@ def _check_due(
             entries = facts.ledger.get(key, ())
             final = next((e for e in reversed(entries) if e["state"] != "retrying"), None)
             state = final["state"] if final is not None else None
-            if state is None:
-                retrying = bool(entries)
-                cut = _cut_off(sc, facts, job, fire, retrying, recorders, settle)
-                _unaccounted(report, facts, job, fire, retrying, never_seen, health, enough, cut)
             lo, hi = (
                 fire - early - _near_clock_error(sc, clock_faults, fire - early, fire + job.deadline_ms),
                 fire + job.deadline_ms,
             )
+            if state is None:
+                retrying = bool(entries)
+                # A reload had taken the job from every node before it could record the slot,
+                # and nothing of the slot happened: nobody owes it a record.
+                untouched = not (ran or key in facts.local or key in facts.voted or key in facts.writes)
+                unowned = untouched and all(
+                    removals.lacked(n, job.name, lo, recorders.first_ok(n, hi, end)) for n in everyone
+                )
+                orphan = not untouched and removals.orphaned(job.name, everyone)
+                local = facts.local.get(key, set())
+                killed = bool(local) and key not in facts.voted and lost_to_restarts(job.name, fire)
+                cut = _cut_off(sc, facts, job, fire, retrying, recorders, settle)
+                _unaccounted(
+                    report,
+                    facts,
+                    job,
+                    fire,
+                    retrying,
+                    never_seen,
+                    health,
+                    enough,
+                    cut,
+                    unowned,
+                    orphan,
+                    killed,
+                )
+            # Nodes that lacked the job when they would vote for the slot (its vote lead, within
+            # the clock error a healthy node may have): they do not vote.
+            at = fire - sc.settings.vote_lead_ms
+            gone = removals.nodes_near(job.name, at - sc.settings.max_skew_ms, at + sc.settings.max_skew_ms)
             healthy, stable = health.stable_healthy(lo, hi)
             # A slot committed to an unhealthy executor waits for a takeover
             # (start timeout), which the deadline may not leave room for.
@@ -1311,15 +1461,25 @@ def _check_due(
                 if membership.near_change(lo, hi):
                     report.exempt[MEMBERSHIP_SETTLING] += 1
                     continue
-                enough_members = True
+                enough_members = enough_with_gone = True
                 unaware = membership.unaware(lo, hi)
                 for config in membership.configs_at(lo):
-                    have, _ = health.stable_healthy(lo, hi, frozenset(config.members) - unaware)
+                    aware = frozenset(config.members) - unaware
+                    have, _ = health.stable_healthy(lo, hi, aware - gone)
                     enough_members = enough_members and have >= config.quorum
+                    if gone:
+                        have, _ = health.stable_healthy(lo, hi, aware)
+                        enough_with_gone = enough_with_gone and have >= config.quorum
                 if not (stable and sound and key not in split and enough_members):
+                    if gone and stable and sound and key not in split and enough_with_gone:
+                        report.exempt[JOB_REMOVED] += 1  # (a quorum only with the nodes that lacked it)
                     continue
-            elif not (stable and sound and key not in split and healthy >= q):
-                continue
+            else:
+                kept_healthy = health.stable_healthy(lo, hi, everyone - gone)[0] if gone else healthy
+                if not (stable and sound and key not in split and kept_healthy >= q):
+                    if gone and stable and sound and key not in split and healthy >= q:
+                        report.exempt[JOB_REMOVED] += 1  # (a quorum only with the nodes that lacked it)
+                    continue
             report.liveness_checked += 1
             decided = ran or state in RAN_STATES
             if state == "skipped" and final is not None and final["why"].startswith(SKIP_REASONS):
@@ -1361,6 +1521,9 @@ def _unaccounted(
     health: _Health,
     enough: int,
     cut_off: bool,
+    unowned: bool = False,
+    orphan: bool = False,
+    killed_local: bool = False,
 ) -> None:
     """A due slot with no terminal ledger entry: a known limit, cut off by the end of the run
     (:func:`_cut_off`), or a violation (the slot's retry chain never ended, nobody could vote,
@@ -1399,6 +1562,29 @@ def _unaccounted(
                 fire,
                 fire,
                 "its last ledger entry is 'retrying': no retry ended it",
+            )
+        )
+    elif unowned:
+        report.exempt[JOB_REMOVED] += 1
+    elif orphan:
+        out.append(
+            Violation(
+                REMOVED_UNSWEPT,
+                job.name,
+                fire,
+                fire,
+                "every node restarted without the job (a reload removed it) before the slot ended",
+            )
+        )
+    elif killed_local:
+        out.append(
+            Violation(
+                LOCAL_KILLED,
+                job.name,
+                fire,
+                fire,
+                "only run locally; every node restarted before a record of it landed, a later "
+                "slot having raised the high-water mark past it",
             )
         )
     elif (voted := facts.voted.get(key)) or health.longest_healthy(fire, fire + job.deadline_ms) >= enough:

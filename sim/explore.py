@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from sim.checker import KNOWN_LIMITS, Report
-from sim.gen import RandomChooser, random_scenario
+from sim.gen import RandomChooser, random_reloads, random_scenario
 from sim.rng import derive_seed
 from sim.runner import run
 from sim.scenario import Fault, Scenario
@@ -63,7 +63,18 @@ def explore_scenario(
     # executor's start folded into the commit (docs/protocol.md). Drawn apart from the scenario,
     # so each seed's jobs and faults are what they were.
     lead = random.Random(derive_seed(seed, "explore-lead")).choice((0, sc.settings.vote_lead_ms))
-    return replace(sc, settings=replace(sc.settings, wait_replicas=wait_replicas, vote_lead_ms=lead))
+    # One seed in three reloads the config live (added after the other faults, drawn apart too).
+    reloads = random_reloads(
+        RandomChooser(random.Random(derive_seed(seed, "explore-reload"))),
+        sc.node_ids,
+        sc.duration_ms,
+        [j.name for j in sc.jobs],
+    )
+    return replace(
+        sc,
+        faults=sc.faults + reloads,
+        settings=replace(sc.settings, wait_replicas=wait_replicas, vote_lead_ms=lead),
+    )
 
 
 def _one(args: tuple[int, int, int, float, str, frozenset[str], int]) -> SeedResult:

@@ -41,8 +41,8 @@ def install_faults(world: World) -> None:
     """
     quorum = world.strategy.name == "quorum"
     for fid, fault in enumerate(world.scenario.faults):
-        if fault.kind in MEMBERSHIP_KINDS and not quorum:
-            continue
+        if (fault.kind in MEMBERSHIP_KINDS or fault.kind == "reload") and not quorum:
+            continue  # (the baselines have no membership, and no live reload)
         _INSTALL[fault.kind](world, fid, fault, _targets(world, fault))
     if world.scenario.uses_membership and quorum:
         world.loop.at(world.start_ms, _trace_membership, world, "start")
@@ -415,6 +415,28 @@ def _deploy(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
     _at(world, f, 0, lambda: _mark(world, f, "begin", nodes, job=f.job, spec=f.spec))
 
 
+def _reload(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    """Each node's config changes in turn, ``period`` apart, and goes back ``for`` later."""
+
+    def change(node: SimNode, back: bool) -> None:
+        if back:  # (only what this reload changed: another reload or a deploy may have set a spec)
+            if f.remove:
+                node.removed.discard(f.job)
+            elif node.specs.get(f.job) == f.spec:
+                del node.specs[f.job]
+        elif f.remove:
+            node.removed.add(f.job)
+        else:
+            node.specs[f.job] = f.spec
+        world.reload(node)
+
+    for i, node in enumerate(nodes):
+        _at(world, f, i * f.period_ms, change, node, False)
+        if f.for_ms > 0:
+            _at(world, f, i * f.period_ms + f.for_ms, change, node, True)
+    _at(world, f, 0, lambda: _mark(world, f, "begin", nodes, job=f.job, spec=f.spec, remove=f.remove))
+
+
 _INSTALL: dict[str, Callable[[World, int, Fault, list[SimNode]], None]] = {
     "partition": _partition,
     "flap": _flap,
@@ -432,6 +454,7 @@ _INSTALL: dict[str, Callable[[World, int, Fault, list[SimNode]], None]] = {
     "store_failover": _store_failover,
     "store_refuse": _store_refuse,
     "deploy": _deploy,
+    "reload": _reload,
     "reconfigure": _reconfigure,
     "finish": _finish,
     "stale_config": _stale_config,

@@ -21,6 +21,7 @@ __all__ = [
     "random_fault",
     "random_jobs",
     "random_membership",
+    "random_reloads",
     "random_scenario",
 ]
 
@@ -232,6 +233,36 @@ def random_membership(
             faults.append(Fault(kind="finish", at_ms=at + 400_000))
     first = () if len(members) == n else members
     return first, tuple(f for f in faults if 0 <= f.at_ms < duration_ms)
+
+
+def random_reloads(
+    c: Chooser, node_ids: Sequence[str], duration_ms: int, jobs: Sequence[str]
+) -> tuple[Fault, ...]:
+    """Live config reloads (one draw in three; ``()`` otherwise): one or two, each redefining a job
+    (a new spec hash) or removing it, on every node or on some, one node per ``period`` (0: all
+    at once, as a config push does) and put back later, or never.
+
+    A reload is its own plan, drawn after the rest of a scenario (``sim.explore`` draws it from a
+    stream of its own), so each seed's other faults and jobs are what they were before reloads
+    were explored."""
+    if c.int(0, 2):
+        return ()
+    out = []
+    for _ in range(c.int(1, 2)):
+        remove = c.int(0, 1) == 1
+        out.append(
+            Fault(
+                kind="reload",
+                at_ms=c.int(0, duration_ms * 9 // 10 // 1000) * 1000,
+                for_ms=c.choice((0, 30_000, 180_000, 600_000)),
+                nodes=tuple(node_ids) if c.int(0, 1) else _nodes(c, node_ids, len(node_ids)),
+                period_ms=c.choice((0, 2_000, 30_000)),
+                job=c.choice(jobs),
+                spec="" if remove else f"v{c.int(2, 9)}",
+                remove=remove,
+            )
+        )
+    return tuple(out)
 
 
 def random_jobs(c: Chooser, count: int) -> tuple[JobDef, ...]:

@@ -27,6 +27,8 @@ mutant                 what is broken
 ``forget-retry``       the store logs a retry, then forgets the slot
 ``joint-new-only``     while the job's membership record is joint, the store
                        commits a slot with a majority of the new set alone
+``reload-unswept``     a reload that removes a job stops the node's sweep
+                       from ending its open slots
 =====================  =======================================================
 
 The last five break accounting and liveness, not safety: the checker catches
@@ -41,9 +43,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 
 import sim.checker
-from quorum_cron.core.actions import Action, Now, RecordMissed, Renew, Run
+from quorum_cron.core.actions import Action, CoreJob, Now, RecordMissed, Renew, Run
+from quorum_cron.core.jobswap import JobChanges
 from quorum_cron.core.model import (
     DECIDED_STATES,
     MembershipRecord,
@@ -217,6 +221,18 @@ class _NeverMissedCore(NodeCore):
         return [a for a in super()._catch_up(js, hwm, now) if not isinstance(a, RecordMissed)]
 
 
+class _ReloadUnsweptCore(NodeCore):
+    def replace_jobs(self, jobs: Sequence[CoreJob], now: Now) -> JobChanges:
+        changes = super().replace_jobs(jobs, now)
+        # (The real core keeps a removed job in the sweep until its open slots end; this one
+        # keeps its place, index i being job i, under a deadline no slot reaches.)
+        self._sweeps.reset(
+            replace(p, deadline_ms=10**15, start_timeout_ms=10**15) if self._jobs[p.job].removed else p
+            for p in self._sweep_params()
+        )
+        return changes
+
+
 class _NoCatchUpCore(NodeCore):
     def _catch_up(self, js: _JobState, hwm: int, now: Now) -> list[Action]:
         return []
@@ -314,6 +330,7 @@ MUTANTS: dict[str, str] = {
     "succeeded-early": "the node reports a run succeeded as it starts it",
     "forget-retry": "the store logs a retry, then forgets the slot",
     "joint-new-only": "while a job's record is joint, the store commits with the new set's majority alone",
+    "reload-unswept": "a reload that removes a job stops the node's sweep from ending its open slots",
 }
 
 CHECKER_MUTANTS: dict[str, str] = {
@@ -365,6 +382,8 @@ def make_mutant(name: str) -> QuorumStrategy:
         return _SucceededEarly()
     if name == "forget-retry":
         return QuorumStrategy(store_factory=lambda w: _sim_store(_ForgetRetryStore, w))
+    if name == "reload-unswept":
+        return _CoreMutant(_ReloadUnsweptCore)
     if name == "joint-new-only":
         return QuorumStrategy(store_factory=lambda w: _sim_store(_JointNewOnlyStore, w))
     raise ValueError(f"unknown mutant {name!r}: expected one of {', '.join(MUTANTS)}")

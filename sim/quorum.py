@@ -200,6 +200,8 @@ class QuorumStrategy:
     def core_jobs(self, world: World, node: SimNode) -> list[CoreJob]:
         jobs = []
         for job in world.scenario.jobs:
+            if job.name in node.removed:
+                continue
             if job.name not in self._schedules:
                 self._schedules[job.name] = MemoSchedule(make_schedule(job))
             spec = self._spec_hashes.get(job.name)
@@ -571,6 +573,22 @@ class QuorumProcess:
         """The node learns a membership record (a heartbeat's reply in the agent): a change wakes it."""
         if self.core.set_membership(record) and not self.node.paused and self.node.up:
             self.world.wake_in(self.node, 0)
+
+    def reload(self) -> None:
+        """The config changed (the agent's SIGHUP, ``Agent.replace_jobs``): the job set is swapped
+        live. The swap emits no action; the tick it is followed by votes what became due."""
+        world, node = self.world, self.node
+        strategy = world.strategy
+        assert isinstance(strategy, QuorumStrategy)
+        changes = self.core.replace_jobs(strategy.core_jobs(world, node), self._now())
+        world.trace.emit(
+            world.loop.now, "reload", node=node.id, specs=dict(node.specs), removed=sorted(node.removed),
+            changed=list(changes.changed), gone=list(changes.removed),
+        )  # fmt: skip
+        if changes.removed:
+            world.reached("job removed by a reload", node=node.id)
+        node.wake_at = None
+        self.wake()
 
     def wake(self) -> None:
         now = self._now()

@@ -80,6 +80,8 @@ FAULT_KINDS: dict[str, str] = {
     "store_failover": "a replica takes over after `for`, missing the last `by` of writes",
     "store_refuse": "the store answers every write with an error (OOM, READONLY) for `for`",
     "deploy": "restart `nodes` one per `period` (down `for`) with a new spec hash `spec` for `job`",
+    "reload": "reload `nodes` live one per `period` (0: together) with a new spec hash `spec` for "
+    "`job`, or without `job` (`remove` = true); back to the scenario's definition after `for` (0: never)",
     "reconfigure": "an operator moves the membership to the set `nodes`: old -> joint (the first step)",
     "finish": "an operator leaves the joint state (refused unless every new member holds its epoch)",
     "stale_config": "the nodes keep the membership record they hold, learning none for `for` (0: ever)",
@@ -100,6 +102,7 @@ _NODE_KINDS = {
     "clock_strobe",
     "ntp_lie",
     "deploy",
+    "reload",
     "reconfigure",
     "stale_config",
     "rogue",
@@ -199,6 +202,8 @@ class Fault:
     spec: str = ""
     when: str = ""
     lose_state: bool = False
+    remove: bool = False
+    """A ``reload`` that drops ``job`` from the nodes' config instead of changing its spec."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,6 +395,7 @@ def _fault(table: Mapping[str, Any], where: str, node_ids: tuple[str, ...], jobs
         spec=r.str_("spec", ""),
         when=r.str_("when", "", PAUSE_TRIGGERS),
         lose_state=r.bool_("lose_state", False),
+        remove=r.bool_("remove", False),
     )
     r.done()
     validate_fault(f, node_ids, jobs, r.where)
@@ -412,6 +418,12 @@ def validate_fault(f: Fault, node_ids: tuple[str, ...], jobs: set[str], where: s
         raise ConfigError(f"{where}: field 'period' must be > 0")
     if f.kind == "deploy" and (f.job not in jobs or not f.spec):
         raise ConfigError(f"{where}: expected 'job' (one of {', '.join(sorted(jobs))}) and 'spec'")
+    if f.kind == "reload" and (f.job not in jobs or bool(f.spec) == f.remove):
+        raise ConfigError(
+            f"{where}: expected 'job' (one of {', '.join(sorted(jobs))}) and either 'spec' or remove = true"
+        )
+    if f.remove and f.kind != "reload":
+        raise ConfigError(f"{where}: field 'remove' applies to a reload only")
     timed = {"pause", "partition", "flap", "loss", "delay", "clock_strobe", "store_restart", "store_refuse"}
     if f.kind in timed and f.for_ms <= 0:
         raise ConfigError(f"{where}: field 'for' must be > 0")

@@ -24,7 +24,7 @@ from typing import TypeVar
 
 from hypothesis import strategies as st
 
-from sim.gen import EXPLORE_KINDS, random_fault, random_jobs, random_scenario
+from sim.gen import EXPLORE_KINDS, random_fault, random_jobs, random_reloads, random_scenario
 from sim.scenario import Fault, JobDef, Scenario
 
 __all__ = ["fault_schedules", "faults", "jobs", "scenarios"]
@@ -86,8 +86,10 @@ def scenarios(
     max_faults: int = 6,
     kinds: Sequence[str] = EXPLORE_KINDS,
     wait_replicas: int = 1,
+    reloads: bool = True,
 ) -> Scenario:
-    """A whole scenario: random jobs and a random fault schedule on a cluster of ``nodes``.
+    """A whole scenario: random jobs and a random fault schedule on a cluster of ``nodes`` (and,
+    with ``reloads``, one draw in three, live config reloads: :func:`sim.gen.random_reloads`).
 
     ``wait_replicas``: the store's setting; 1 (``WAIT`` on, the deployment docs/store.md asks
     for) by default, so a property that holds only with it is checked without excuses; 0 draws
@@ -105,4 +107,7 @@ def scenarios(
     schedule = draw(
         fault_schedules(base.node_ids, duration_ms, [j.name for j in base.jobs], max_faults, kinds)
     )
+    if reloads:
+        jobs_ = [j.name for j in base.jobs]
+        schedule += random_reloads(_DrawChooser(draw), base.node_ids, duration_ms, jobs_)
     return replace(base.with_faults(schedule), settings=replace(base.settings, wait_replicas=wait_replicas))

@@ -60,6 +60,9 @@ class Process(Protocol):
 
     def run_finished(self, job: str, fire_ms: int, token: int, ok: bool, detail: str) -> None: ...
     def set_trust(self, trusted: bool, why: str) -> None: ...
+    def reload(self) -> None:
+        """The node's config changed (``SimNode.specs``, ``SimNode.removed``): take it live."""
+        ...
 
 
 class Strategy(Protocol):
@@ -146,7 +149,9 @@ class SimNode:
     """How far the NTP server this node asks is off (a lying server)."""
     guard_last: tuple[int, int] | None = None
     specs: dict[str, str] = field(default_factory=dict)
-    """Job name → spec hash override (a rolling deploy)."""
+    """Job name → spec hash override (a rolling deploy, a reload)."""
+    removed: set[str] = field(default_factory=set)
+    """Jobs a reload took out of this node's config (``reload`` with ``remove``)."""
     health: str = "?"
     health_check_at: int = -1
     resubscribing: bool = False
@@ -273,8 +278,10 @@ class World:
         node.trust_why = "clock not checked yet"
         node.guard_last = None
         node.process = self.strategy.make_process(self, node)
+        # (``removed`` only when a reload removed a job: the traces of other runs stay as they were.)
+        gone = {"removed": sorted(node.removed)} if node.removed else {}
         self.trace.emit(
-            self.loop.now, "boot", node=node.id, incarnation=node.incarnation, specs=dict(node.specs)
+            self.loop.now, "boot", node=node.id, incarnation=node.incarnation, specs=dict(node.specs), **gone
         )
         self._guard_check(node)
         node.process.boot()
@@ -324,6 +331,12 @@ class World:
         if node.process is not None and not node.paused and node.incarnation == incarnation:
             node.wake_at = None
             node.process.wake()
+
+    def reload(self, node: SimNode) -> None:
+        """The node's config file changed (``node.specs``, ``node.removed``): its process takes it
+        live, as on SIGHUP (a paused one once it resumes); a host that is down reads it at boot."""
+        if node.up and node.process is not None:
+            self._deliver(node, node.incarnation, node.process.reload)
 
     def _deliver(self, node: SimNode, incarnation: int, fn: Callable[..., None], *args: Any) -> None:
         if node.incarnation != incarnation or not node.up:

@@ -138,6 +138,14 @@ def test_scenarios_round_trip_through_toml() -> None:
         ('[[faults]]\nkind = "partition"\nat = "1m"\nnodes = ["n1"]', "field 'for' must be > 0"),
         ('[[faults]]\nkind = "loss"\nat = "1m"\nfor = "1s"\nloss = 2\nnodes = ["n1"]', "probability"),
         ('[[faults]]\nkind = "pause"\nat = "90"\nfor = "1s"\nnodes = ["n1"]', "has no unit"),
+        ('[[faults]]\nkind = "reload"\nat = "1m"\njob = "a"\nnodes = ["n1"]', "either 'spec' or remove"),
+        (
+            '[[faults]]\nkind = "reload"\nat = "1m"\njob = "a"\nspec = "v2"\nremove = true\nnodes = ["n1"]',
+            "either 'spec' or remove",
+        ),
+        ('[[faults]]\nkind = "reload"\nat = "1m"\njob = "b"\nspec = "v2"\nnodes = ["n1"]', "expected 'job'"),
+        ('[[faults]]\nkind = "reload"\nat = "1m"\njob = "a"\nremove = true', "expected 'nodes'"),
+        ('[[faults]]\nkind = "crash"\nat = "1m"\nremove = true\nnodes = ["n1"]', "applies to a reload only"),
     ],
 )
 def test_bad_scenarios_are_refused_with_the_field_named(snippet: str, message: str) -> None:

@@ -134,3 +134,17 @@ def test_local_runs_an_outage_killed_are_recorded_below_the_high_water_mark() ->
         assert killed, name  # (the story still happens: local runs the outage killed)
         ledger = {r["fire"]: r["state"] for r in records if r["ev"] == "ledger" and r["job"] == "job1"}
         assert all(ledger.get(f) == "missed" for f in killed), (name, {f: ledger.get(f) for f in killed})
+
+
+def test_a_reload_that_removes_a_job_keeps_the_slots_it_abstained_on() -> None:
+    """Explorer seed 79, shrunk: every clock steps back a minute, so every node abstains on the
+    job's slot; a reload then removes the job from every node, one by one, for a few seconds, while
+    by their clocks the slot's deadline is still ahead. The swap let go of the abstained slot as a
+    due slot nothing was done about, and nobody recorded it. It is kept now, and recorded missed."""
+    result = sim.run(sim.load(BUGS / "reload-drops-abstained-slot.toml"), 79)
+    assert result.report.violations == [], result.report.summary()
+    records = result.trace.records
+    fire = 1700002200000
+    assert len([r for r in records if r["ev"] == "reload" and r["gone"] == ["job2"]]) == 5
+    [entry] = [r for r in records if r["ev"] == "ledger" and r["fire"] == fire]
+    assert entry["state"] == "missed" and "abstained: clock error bound" in entry["why"]

@@ -362,6 +362,144 @@ def test_a_slot_of_a_job_the_store_never_saw_forgotten_by_every_node_restarting_
     assert kinds(_trace(*boots)) == {checker.NEVER_SEEN: 1}
 
 
+# -- a reload that removes the job ----------------------------------------------------------------
+
+
+FLICKER = [
+    *health(FIRE + 1_000, ok=False, why="partitioned", nodes=("n2",)),
+    *health(FIRE + 2_000, nodes=("n2",)),
+]
+"""n2 cut off for a second inside the slot's window: liveness does not judge the slot (these
+stories are about accounting), and n2 can record once its window is over."""
+
+
+def removed(t: int, nodes: tuple[str, ...] = NODES, job: str = "a") -> list[Rec]:
+    """A live reload at ``t`` takes ``job`` out of the config of ``nodes``."""
+    return [
+        {"ev": "reload", "t": t, "node": n, "specs": {}, "removed": [job], "changed": [], "gone": [job]}
+        for n in nodes
+    ]
+
+
+@pytest.mark.parametrize(
+    ("story", "expected"),
+    [
+        ("every node, before the slot", {}),
+        ("two of three, before the slot", {checker.UNACCOUNTED: 1}),
+        ("every node, but n1 voted first", {checker.UNACCOUNTED: 1}),
+        ("every node, after they could have recorded it", {checker.UNACCOUNTED: 1}),
+        ("every node, n3 down through the window and removed once back", {}),
+    ],
+)
+def test_a_slot_nobody_touched_is_exempt_only_if_every_node_lacked_the_job_before_it_could_record_it(
+    story: str, expected: dict[str, int]
+) -> None:
+    """``JOB_REMOVED``: a node a reload took the job from neither votes for its slots nor records
+    them; a node that had it, and could reach the store once the slot's window was over, owes it a
+    record (its catch-up, if it was down); and a slot some node voted for is owed its end."""
+    records: list[Rec] = [*health(T0), *FLICKER]
+    if story == "every node, before the slot":
+        records += removed(FIRE - 10_000)
+    elif story == "two of three, before the slot":
+        records += removed(FIRE - 10_000, ("n1", "n2"))
+    elif story == "every node, but n1 voted first":
+        records += [vote("n1", FIRE - 40), *removed(FIRE + 1_000)]
+    elif story == "every node, after they could have recorded it":
+        records += removed(FIRE + 30_000)
+    else:  # (n3 is back after the window, its config already without the job)
+        records += removed(FIRE - 10_000, ("n1", "n2"))
+        records += health(FIRE - 20_000, ok=False, why="down", nodes=("n3",))
+        records += [*removed(FIRE + 20_000, ("n3",)), *health(FIRE + 20_000, nodes=("n3",))]
+    rep = check(_trace(*records))
+    assert rep.by_kind() == expected
+    assert rep.exempt == ({checker.JOB_REMOVED: 1} if not expected else {})
+
+
+@pytest.mark.parametrize(
+    ("removed_at", "expected"), [(FIRE - 10_000, {}), (FIRE + 2_000, {checker.LIVENESS: 1})]
+)
+def test_liveness_counts_only_the_nodes_that_had_the_job_when_they_would_vote(
+    removed_at: int, expected: dict[str, int]
+) -> None:
+    """n1 and n2 lose the job: before the slot, n3 alone is left to vote and cannot commit it
+    (exempt: a quorum only with the nodes that lacked it); two seconds after the fire time, they
+    had voted already (or should have), and the slot must have run."""
+    entry = ledger("missed", "deadline passed before quorum", voters=("n3",))
+    rep = check(_trace(*health(T0), *removed(removed_at, ("n1", "n2")), vote("n3", FIRE - 40), entry))
+    assert rep.by_kind() == expected
+    assert rep.exempt == ({checker.JOB_REMOVED: 1} if not expected else {})
+
+
+@pytest.mark.parametrize("restarted", [True, False])
+def test_an_open_slot_of_a_job_every_node_removed_then_restarted_without_is_a_known_limit(
+    restarted: bool,
+) -> None:
+    """n1 voted for the slot; a reload takes the job from every node; then every node restarts
+    without it (``boot`` records carry the config read): nothing sweeps the job, and the slot never
+    ends (``REMOVED_UNSWEPT``). With the processes that removed the job still up, their sweep owes
+    it its end."""
+    boots = [
+        {"ev": "boot", "t": FIRE + 3_000, "node": n, "incarnation": 2, "specs": {}, "removed": ["a"]}
+        for n in NODES
+    ]
+    seen = {
+        "ev": "decided",
+        "t": T0 + 10,
+        "job": "a",
+        "fire": T0,
+        "state": "missed",
+    }  # (the store knew the job)
+    records = [*health(T0), *FLICKER, seen, vote("n1", FIRE - 40), *removed(FIRE + 1_000)]
+    records += boots if restarted else []
+    assert kinds(_trace(*records)) == (
+        {checker.REMOVED_UNSWEPT: 1} if restarted else {checker.UNACCOUNTED: 1}
+    )
+
+
+@pytest.mark.parametrize(
+    ("story", "expected"),
+    [
+        ("restarted after a later commit", {checker.LOCAL_KILLED: 1}),
+        ("not restarted", {checker.UNACCOUNTED: 1}),
+        ("restarted, no later commit", {checker.UNACCOUNTED: 1}),
+        ("restarted after a later commit, but n1 had voted", {checker.UNACCOUNTED: 1}),
+    ],
+)
+def test_a_slot_only_run_locally_lost_to_a_restart_of_every_node_past_the_mark_is_a_known_limit(
+    story: str, expected: dict[str, int]
+) -> None:
+    """Every node ran the slot locally (the store away for its window); a quorum then committed a
+    later slot, raising the high-water mark past it; every node restarted before a record of it
+    landed: no catch-up reaches it (``LOCAL_KILLED``). Without the restart, the nodes owe the
+    record; without the later commit, the restarts' catch-up does; with a vote counted, the
+    store has the slot and its sweep does."""
+    local = [
+        {"ev": "run_local", "t": FIRE + 5, "node": n, "job": "a", "fire": FIRE, "wall": FIRE} for n in NODES
+    ]
+    nxt = FIRE + 10_000  # (a later slot: a trigger's, say)
+    later = [
+        vote("n1", nxt - 1, fire=nxt),
+        vote("n2", nxt, fire=nxt, status="committed"),
+        commit(nxt, 7, "n1", fire=nxt),
+    ]
+    seen = {
+        "ev": "decided",
+        "t": T0 + 10,
+        "job": "a",
+        "fire": T0,
+        "state": "missed",
+    }  # (the store knew the job)
+    boots = [{"ev": "boot", "t": FIRE + 20_000, "node": n, "incarnation": 2, "specs": {}} for n in NODES]
+    records: list[Rec] = [*health(T0), *FLICKER, seen, *local]
+    if story != "restarted, no later commit":
+        records += later
+    if story != "not restarted":
+        records += boots
+    if story.endswith("n1 had voted"):
+        records.append(vote("n1", FIRE - 40))
+    assert kinds(_trace(*records)) == expected
+
+
 # -- liveness --------------------------------------------------------------------------------------
 
 
@@ -704,7 +842,7 @@ def test_a_refusal_or_a_restart_teaches_a_frozen_node_the_record() -> None:
 COVERED = {
     checker.LEDGER_CONTRADICTS, checker.STRAY_VOTER, checker.EARLY_OUTCOME, checker.RETRY_UNENDED,
     checker.ENDED_TWICE, checker.RETRY_SLOW, checker.UNACCOUNTED, checker.UNVOTED,
-    checker.NEVER_SEEN, checker.LIVENESS,
+    checker.NEVER_SEEN, checker.LIVENESS, checker.REMOVED_UNSWEPT, checker.LOCAL_KILLED,
     checker.FAILOVER_LOSS, checker.FAILOVER_STALL, checker.OUTLIVED_LEASE, checker.LATE_RUN,
     checker.BUSY_LOOP, "slot executed twice", "execution under a stale token",
     "retry started before its backoff ended", "two runs of a slot at once", "more retries than max_retries",

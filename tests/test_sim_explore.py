@@ -16,6 +16,7 @@ from sim.checker import (
     CUT_OFF,
     FAILOVER_LOSS,
     FAILOVER_STALL,
+    JOB_REMOVED,
     KNOWN_LIMITS,
     LEASE_LOST,
     LEASE_PAUSED,
@@ -49,7 +50,10 @@ def test_liveness_is_judged_on_most_due_slots_and_each_exemption_is_counted_apar
     judged = sum(r.liveness_checked for r in results)
     assert due > 2_000 and judged / due >= LIVENESS_FLOOR, (judged, due)
     assert all(r.ok for r in results)
-    assert all(set(r.exempt) <= {CUT_OFF, LEASE_PAUSED, LEASE_LOST, MEMBERSHIP_SETTLING} for r in results)
+    assert all(
+        set(r.exempt) <= {CUT_OFF, LEASE_PAUSED, LEASE_LOST, MEMBERSHIP_SETTLING, JOB_REMOVED}
+        for r in results
+    )
 
 
 SEEDS = 100

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import sim
-from sim.checker import EARLY_OUTCOME, LIVENESS, MEMBERSHIP_QUORUM, RETRY_UNENDED, UNVOTED
+from sim.checker import EARLY_OUTCOME, LIVENESS, MEMBERSHIP_QUORUM, RETRY_UNENDED, UNACCOUNTED, UNVOTED
 from sim.mutants import MUTANTS
 
 SCENARIO_DIR = Path(sim.__file__).parent / "scenarios"
@@ -34,8 +34,16 @@ CASES = {
     "succeeded-early": ("whole-cluster-outage", EARLY_OUTCOME),
     "forget-retry": ("retries-and-refusals", RETRY_UNENDED),
     "joint-new-only": ("membership-partition", MEMBERSHIP_QUORUM),
+    "reload-unswept": ("live-reload", UNACCOUNTED),
 }
-ACCOUNTING = ("never-record-missed", "no-catch-up", "skip-wrongly", "succeeded-early", "forget-retry")
+ACCOUNTING = (
+    "never-record-missed",
+    "no-catch-up",
+    "skip-wrongly",
+    "succeeded-early",
+    "forget-retry",
+    "reload-unswept",
+)
 """Mutants that break accounting or liveness, not safety: each makes exactly its one rule report."""
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import sim
-from sim.checker import FAILOVER_LOSS
+from sim.checker import FAILOVER_LOSS, JOB_REMOVED, LOCAL_KILLED, REMOVED_UNSWEPT
 from sim.explore import check_seeds
 
 SCENARIO_DIR = Path(sim.__file__).parent / "scenarios"
@@ -88,6 +88,30 @@ def test_a_failover_without_wait_forgets_slots_and_with_wait_does_not() -> None:
     assert all(r.reached["write held unacknowledged by WAIT"] > 0 for r in waited)
 
 
+def test_a_job_every_node_removed_then_restarted_without_leaves_its_open_slot_the_named_limit() -> None:
+    """``limits/removed-job-restarted``: a reload removes a job from every node while one of its
+    slots is open (n1 alone voted), then every node restarts: a node sweeps only the jobs it
+    defines, so the slot never ends (``REMOVED_UNSWEPT``, a known limit, docs/protocol.md). Without
+    the restart, the processes that removed the job sweep it, and the slot ends missed."""
+    sc = sim.load(SCENARIO_DIR / "limits" / "removed-job-restarted.toml")
+    limited = check_seeds(sc, range(4))
+    assert all(r.by_kind() == {REMOVED_UNSWEPT: 1} for r in limited), [r.summary() for r in limited]
+    kept_up = check_seeds(sc.with_faults(tuple(f for f in sc.faults if f.kind != "crash")), range(4))
+    assert _unexpected(kept_up) == []
+
+
+def test_slots_only_run_locally_lost_to_a_restart_of_every_node_are_the_named_limit() -> None:
+    """``limits/local-runs-lost-to-restart`` (explorer seed 60376): every node runs a 2-second
+    job's slots locally through a 5-second cut, for up to a minute each; the next slots commit,
+    raising the high-water mark; every node then restarts before those local slots' records land
+    (a record goes when its run ends, and after an earlier local slot's). Nothing else is
+    reported (``LOCAL_KILLED``, docs/protocol.md)."""
+    sc = sim.load(SCENARIO_DIR / "limits" / "local-runs-lost-to-restart.toml")
+    reports = check_seeds(sc, range(4))
+    assert all(set(r.by_kind()) == {LOCAL_KILLED} for r in reports), [r.summary() for r in reports]
+    assert all(r.duplicates == 0 for r in reports)
+
+
 def test_retries_refusals_and_local_runs_are_simulated_and_checked() -> None:
     """Failed runs are retried under higher tokens after their backoff, the store refuses writes
     for a while, and a run-local job runs alone while the store is unreachable: the checker's
@@ -102,6 +126,46 @@ def test_retries_refusals_and_local_runs_are_simulated_and_checked() -> None:
     assert any(r["state"] == "retrying" for r in ledger)
     assert any("ran locally on" in r["why"] for r in ledger if r["job"] == "local")
     assert any("could not vote: store refused the vote (OOM" in r["why"] for r in ledger)
+
+
+def test_live_reloads_redefine_remove_and_restore_jobs_while_the_nodes_run() -> None:
+    """``live-reload``: the nodes take a config reload live (``NodeCore.replace_jobs``, the agent's
+    SIGHUP). tick is redefined node by node: its slots commit under the old spec hash, then the
+    new one, never on a mix. report is removed from n1 and n2 for two minutes: the three others
+    run it without them, and both vote again once it is back. tick is then removed from every
+    node while n4 and n5 alone had voted for its 6:00 slot: the sweep still ends that slot, and
+    nothing of tick is voted or run after it."""
+    sc = sim.load(SCENARIO_DIR / "live-reload.toml")
+    result = sim.run(sc, 0)
+    assert result.report.violations == [], result.report.summary()
+    assert result.report.exempt[JOB_REMOVED] > 0
+    records = result.trace.records
+    at = sc.start_ms
+
+    def s(fire: int) -> int:
+        return (fire - at) // 1000
+
+    specs = {s(r["fire"]): r["spec"] for r in records if r["ev"] == "commit" and r["job"] == "tick"}
+    old, new = specs[0], specs[350]
+    assert old != new
+    assert {specs[t] for t in specs if t < 60} == {old} and {specs[t] for t in specs if t >= 150} == {new}
+    voters: dict[tuple[str, int], set[str]] = {}
+    for r in records:
+        if r["ev"] == "vote":
+            for job, fire, status, _, _ in r["slots"]:
+                if status in ("recorded", "committed"):
+                    voters.setdefault((job, s(fire)), set()).add(r["node"])
+    ledger = {(r["job"], s(r["fire"])): r for r in records if r["ev"] == "ledger"}
+    without = [t for (job, t) in ledger if job == "report" and 190 <= t < 300]  # (210, 240, 270)
+    assert len(without) == 3
+    for t in without:
+        assert ledger[("report", t)]["state"] == "succeeded" and not voters[("report", t)] & {"n1", "n2"}
+    assert any(voters[("report", t)] >= {"n1", "n2"} for t in (330, 390, 420))
+    assert ledger[("tick", 360)]["state"] == "missed" and voters[("tick", 360)] == {"n4", "n5"}
+    assert not [k for k in ledger if k[0] == "tick" and k[1] > 360]
+    assert not [k for k in voters if k[0] == "tick" and k[1] > 360]
+    ran = [r for r in records if r["ev"] in ("run", "run_local") and r["job"] == "tick"]
+    assert ran and not [r for r in ran if s(r["fire"]) > 360]
 
 
 @pytest.mark.parametrize(
