@@ -373,6 +373,11 @@ FLICKER = [
 stories are about accounting), and n2 can record once its window is over."""
 
 
+KNOWN_JOB: Rec = {"ev": "decided", "t": T0 + 10, "job": "a", "fire": T0, "state": "missed"}
+"""A slot before the run's first due one, decided: the store knew the job (no restart forgets it:
+``NEVER_SEEN`` does not apply)."""
+
+
 def removed(t: int, nodes: tuple[str, ...] = NODES, job: str = "a") -> list[Rec]:
     """A live reload at ``t`` takes ``job`` out of the config of ``nodes``."""
     return [
@@ -442,13 +447,7 @@ def test_an_open_slot_of_a_job_every_node_removed_then_restarted_without_is_a_kn
         {"ev": "boot", "t": FIRE + 3_000, "node": n, "incarnation": 2, "specs": {}, "removed": ["a"]}
         for n in NODES
     ]
-    seen = {
-        "ev": "decided",
-        "t": T0 + 10,
-        "job": "a",
-        "fire": T0,
-        "state": "missed",
-    }  # (the store knew the job)
+    seen = KNOWN_JOB
     records = [*health(T0), *FLICKER, seen, vote("n1", FIRE - 40), *removed(FIRE + 1_000)]
     records += boots if restarted else []
     assert kinds(_trace(*records)) == (
@@ -482,13 +481,7 @@ def test_a_slot_only_run_locally_lost_to_a_restart_of_every_node_past_the_mark_i
         vote("n2", nxt, fire=nxt, status="committed"),
         commit(nxt, 7, "n1", fire=nxt),
     ]
-    seen = {
-        "ev": "decided",
-        "t": T0 + 10,
-        "job": "a",
-        "fire": T0,
-        "state": "missed",
-    }  # (the store knew the job)
+    seen = KNOWN_JOB
     boots = [{"ev": "boot", "t": FIRE + 20_000, "node": n, "incarnation": 2, "specs": {}} for n in NODES]
     records: list[Rec] = [*health(T0), *FLICKER, seen, *local]
     if story != "restarted, no later commit":
