@@ -148,3 +148,20 @@ def test_a_reload_that_removes_a_job_keeps_the_slots_it_abstained_on() -> None:
     assert len([r for r in records if r["ev"] == "reload" and r["gone"] == ["job2"]]) == 5
     [entry] = [r for r in records if r["ev"] == "ledger" and r["fire"] == fire]
     assert entry["state"] == "missed" and "abstained: clock error bound" in entry["why"]
+
+
+def test_a_run_once_slot_whose_deadline_a_catch_up_widened_is_recorded_below_the_mark() -> None:
+    """Explorer seed 62201, shrunk: every clock is a minute behind and untrusted; at a restart the
+    catch-up votes the latest missed slot of a run-once job with its deadline widened to now, and
+    every node abstains; the next slot's record, due sooner, raised the high-water mark past it,
+    and a second whole-cluster outage three seconds later lost its record: no catch-up reached it.
+    Later records now wait behind it, as behind a slot run locally, so the mark stays below it and
+    the second restart's catch-up records it."""
+    result = sim.run(sim.load(BUGS / "run-once-widened-below-hwm-62201.toml"), 62201)
+    assert result.report.violations == [], result.report.summary()
+    fire = 1700003040000
+    [entry] = [r for r in result.trace.records if r["ev"] == "ledger" and r["fire"] == fire]
+    # (By the second restart's catch-up: the mark stayed below it.)
+    assert (entry["state"], entry["why"]) == ("missed", "no node alive to vote before its deadline")
+    crashes = [r["t"] for r in result.trace.records if r["ev"] == "crash"]
+    assert len(crashes) == 10  # (both outages: the story still happens)

@@ -190,9 +190,13 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
         self._stopping = True
         for js in self._jobs.values():
             for slot in js.slots.values():
-                # (A vote in flight: its reply may start the slot here. A slot run locally: records of
-                # later slots wait for its own, which a restart's catch-up then makes.)
-                keep = slot.vote is not None and (slot.vote.in_flight or slot.vote.local in LOCAL_OWED)
+                # (A vote in flight: its reply may start the slot here. A slot run locally, or a
+                # run-once slot whose deadline a catch-up widened: records of later slots wait for
+                # its own, which a restart's catch-up then makes.)
+                p = slot.vote
+                keep = p is not None and (
+                    p.in_flight or p.local in LOCAL_OWED or slot.fire_ms in self._widened.get(js.job.name, ())
+                )
                 if (slot.vote is not None and not keep) or slot.poll_at is not None:
                     slot.vote, slot.poll_at = slot.vote if keep else None, None
                     self._touched.append((js, slot))

@@ -152,7 +152,12 @@ class CoreState:
         """Per job, slots run locally here whose record may not have gone yet (pruned lazily):
         fire time → the monotonic time after which its run, if no end came, is taken as stale."""
         self._owed_local: dict[str, set[int]] = {}
-        """Per job, slots run locally here whose record, with the run's outcome, has not landed."""
+        """Per job, slots run locally here whose record, with the run's outcome, has not landed
+        (and run-once catch-up slots whose record has not: ``_widened``)."""
+        self._widened: dict[str, set[int]] = {}
+        """Per job, the run-once catch-up slot whose deadline was widened to now, until its vote
+        or its missed record has landed (pruned lazily): later slots' records wait behind it,
+        as behind a slot run locally (explorer seed 62201)."""
         self._floor_moved: set[str] = set()
         """Jobs a slot run locally here may have stopped holding back (a vote of it landed, ...)."""
         self._parked_check_mono = 0
