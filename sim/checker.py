@@ -1529,76 +1529,41 @@ def _unaccounted(
     (:func:`_cut_off`), or a violation (the slot's retry chain never ended, nobody could vote,
     or nobody recorded it)."""
     key = (job.name, fire)
-    out = report.violations
     if facts.in_lost(key, unwaited_only=True):
-        out.append(
-            Violation(
-                FAILOVER_LOSS,
-                job.name,
-                fire,
-                fire,
-                "the store failed over to a replica without the slot's writes",
-            )
-        )
+        kind, detail = FAILOVER_LOSS, "the store failed over to a replica without the slot's writes"
     elif never_seen(job.name, fire):
-        out.append(
-            Violation(
-                NEVER_SEEN,
-                job.name,
-                fire,
-                fire,
-                "no store call had named the job before the slot, and every node restarted "
-                "before one could record it",
-            )
+        kind, detail = (
+            NEVER_SEEN,
+            "no store call had named the job before the slot, and every node restarted "
+            "before one could record it",
         )
     elif cut_off:
         report.cut_off += 1
         report.exempt[CUT_OFF] += 1
+        return
     elif retrying:
-        out.append(
-            Violation(
-                RETRY_UNENDED,
-                job.name,
-                fire,
-                fire,
-                "its last ledger entry is 'retrying': no retry ended it",
-            )
-        )
+        kind, detail = RETRY_UNENDED, "its last ledger entry is 'retrying': no retry ended it"
     elif unowned:
         report.exempt[JOB_REMOVED] += 1
+        return
     elif orphan:
-        out.append(
-            Violation(
-                REMOVED_UNSWEPT,
-                job.name,
-                fire,
-                fire,
-                "every node restarted without the job (a reload removed it) before the slot ended",
-            )
+        kind, detail = (
+            REMOVED_UNSWEPT,
+            "every node restarted without the job (a reload removed it) before the slot ended",
         )
     elif killed_local:
-        out.append(
-            Violation(
-                LOCAL_KILLED,
-                job.name,
-                fire,
-                fire,
-                "only run locally; every node restarted before a record of it landed, a later "
-                "slot having raised the high-water mark past it",
-            )
+        kind, detail = (
+            LOCAL_KILLED,
+            "only run locally; every node restarted before a record of it landed, a later "
+            "slot having raised the high-water mark past it",
         )
     elif (voted := facts.voted.get(key)) or health.longest_healthy(fire, fire + job.deadline_ms) >= enough:
         by = f" (voted by {', '.join(sorted(voted))})" if voted else ""
-        detail = f"no terminal ledger entry at the end of the run{by}"
-        out.append(Violation(UNACCOUNTED, job.name, fire, fire, detail))
+        kind, detail = UNACCOUNTED, f"no terminal ledger entry at the end of the run{by}"
     else:
-        out.append(
-            Violation(
-                UNVOTED,
-                job.name,
-                fire,
-                fire,
-                "no node could vote in its window (store unreachable or every "
-                "clock untrusted) and no terminal ledger entry at the end",
-            )
+        kind, detail = (
+            UNVOTED,
+            "no node could vote in its window (store unreachable or every "
+            "clock untrusted) and no terminal ledger entry at the end",
         )
+    report.violations.append(Violation(kind, job.name, fire, fire, detail))

@@ -503,41 +503,11 @@ def test_a_reload_that_removes_a_job_still_records_a_slot_it_abstained_on() -> N
     assert serve(core, clock, fire + 20_000) == []  # (nothing of the removed job after it)
 
 
-def test_a_later_slots_record_waits_for_the_record_of_a_run_once_slot_whose_deadline_was_widened() -> None:
-    """A restart's catch-up votes the latest missed slot of a ``run-once`` job with its deadline
-    widened to now, so its record (the clock untrusted: abstained) is due only then; the next
-    slot, due sooner, would raise the high-water mark past it first, and should every node then
-    restart, no catch-up would reach it (explorer seed 62201). Its record waits, as behind a slot
-    run locally."""
-    job = CoreJob(
-        name="j",
-        schedule=Every(10_000),
-        spec_hash="h",
-        deadline_ms=2_000,
-        timeout_ms=60_000,
-        misfire="run-once",
-    )
-    core, clock = NodeCore(SETTINGS, [job]), Clock(T0)
-    core.set_trust(False, "wall clock stepped by -60000 ms")
-    now = clock.at(T0 + 10_500)  # (slot T0 + 10 s due, inside its deadline; T0 missed)
-    for a in core.tick(now):
-        if isinstance(a, ReadHighWater):
-            caught = core.on_reply(a, [T0 - 30_000], now)
-            assert [a.fire_ms for a in caught if isinstance(a, RecordMissed)] == [T0 - 20_000, T0 - 10_000]
-        elif isinstance(a, Sweep):
-            core.on_reply(a, SweepResult([]), now)
-    # T0 + 10 s passes its deadline (T0 + 12.25 s with the skew) before T0's widened one (12.75 s).
-    assert serve(core, clock, T0 + 12_600) == []
-    assert core.slot_phase("j", T0 + 10_000).value == "missed"  # (held)
-    [widened] = serve(core, clock, T0 + 13_000)
-    assert widened.fire_ms == T0 and "n1 abstained: wall clock stepped" in widened.reason
-    [later] = landed(core, clock, widened) + serve(core, clock, T0 + 13_100)
-    assert isinstance(later, RecordMissed) and later.fire_ms == T0 + 10_000
-
-
-def widened_catch_up(run_local: bool = False) -> tuple[NodeCore, Clock]:
+def widened_catch_up(run_local: bool = False, untrusted: str = "") -> tuple[NodeCore, Clock, list[int]]:
     """A restart at T0 + 10.5 s whose catch-up (the mark at T0 - 30 s) records T0 - 20 s and
-    T0 - 10 s and votes T0, the latest, with its deadline widened to now (``run-once``)."""
+    T0 - 10 s and votes T0, the latest, with its deadline widened to now (``run-once``); the
+    clock untrusted (``untrusted``: why) from the start if given. Returns (core, clock, the fire
+    times the catch-up recorded)."""
     job = CoreJob(
         name="j",
         schedule=Every(10_000),
@@ -548,19 +518,39 @@ def widened_catch_up(run_local: bool = False) -> tuple[NodeCore, Clock]:
         run_local=run_local,
     )
     core, clock = NodeCore(SETTINGS, [job]), Clock(T0)
-    core.set_trust(True)
-    now = clock.at(T0 + 10_500)
+    core.set_trust(not untrusted, untrusted)
+    now = clock.at(T0 + 10_500)  # (slot T0 + 10 s due, inside its deadline; T0 missed)
+    caught: list[int] = []
     for a in core.tick(now):
-        reply = [T0 - 30_000] if isinstance(a, ReadHighWater) else SweepResult([])
-        core.on_reply(a, reply, now)
-    return core, clock
+        if isinstance(a, ReadHighWater):
+            caught += [r.fire_ms for r in core.on_reply(a, [T0 - 30_000], now) if isinstance(r, RecordMissed)]
+        elif isinstance(a, Sweep):
+            core.on_reply(a, SweepResult([]), now)
+    return core, clock, caught
+
+
+def test_a_later_slots_record_waits_for_the_record_of_a_run_once_slot_whose_deadline_was_widened() -> None:
+    """A restart's catch-up votes the latest missed slot of a ``run-once`` job with its deadline
+    widened to now, so its record (the clock untrusted: abstained) is due only then; the next
+    slot, due sooner, would raise the high-water mark past it first, and should every node then
+    restart, no catch-up would reach it (explorer seed 62201). Its record waits, as behind a slot
+    run locally."""
+    core, clock, caught = widened_catch_up(untrusted="wall clock stepped by -60000 ms")
+    assert caught == [T0 - 20_000, T0 - 10_000]
+    # T0 + 10 s passes its deadline (T0 + 12.25 s with the skew) before T0's widened one (12.75 s).
+    assert serve(core, clock, T0 + 12_600) == []
+    assert core.slot_phase("j", T0 + 10_000).value == "missed"  # (held)
+    [widened] = serve(core, clock, T0 + 13_000)
+    assert widened.fire_ms == T0 and "n1 abstained: wall clock stepped" in widened.reason
+    [later] = landed(core, clock, widened) + serve(core, clock, T0 + 13_100)
+    assert isinstance(later, RecordMissed) and later.fire_ms == T0 + 10_000
 
 
 def test_a_graceful_stop_keeps_holding_records_behind_a_slot_whose_deadline_was_widened() -> None:
     """As behind a slot run locally: the held records die with the process, so the mark stays below
     the widened slot, and the restart's catch-up records it and them. Dropping the widened slot's
     part at the stop let the held record go, raising the mark past a slot nobody then records."""
-    core, clock = widened_catch_up()
+    core, clock, _ = widened_catch_up()
     core.set_trust(False, "wall clock stepped by -60000 ms")
     assert serve(core, clock, T0 + 12_600) == []  # (T0 + 10 s held behind T0)
     core.stop_voting()
@@ -572,7 +562,7 @@ def test_a_widened_slot_run_locally_holds_records_back_only_as_a_local_run_does(
     """A widened slot whose vote failed with the store away runs locally; its run's end never comes:
     records behind it go once the run is taken as stale (``STALE_LOCAL_RUN_MS``), as behind any
     slot run locally, not never."""
-    core, clock = widened_catch_up(run_local=True)
+    core, clock, _ = widened_catch_up(run_local=True)
     votes = [a for a in core.tick(clock.at(T0 + 10_510)) if isinstance(a, Vote)]
     for v in votes:
         core.on_failure(v, clock.at(T0 + 10_520), Failure.UNREACHABLE, "connection refused")
