@@ -98,6 +98,7 @@ __all__ = [
     "ENDED_TWICE",
     "FAILOVER_LOSS",
     "FAILOVER_STALL",
+    "ILLEGAL_STEP",
     "JOB_REMOVED",
     "KNOWN_LIMITS",
     "LATE_RUN",
@@ -135,6 +136,10 @@ for liveness, a slot that had a quorum of healthy nodes only with those that lac
 when they would vote for it."""
 
 BUSY_LOOP = "busy wakeup loop"
+ILLEGAL_STEP = "phase step outside the lifecycle table"
+"""A node's core moved a slot record between phases the table (``core/lifecycle.py``) does not
+list: a bug in the core. The simulator's core reports it and takes the step, as the agent's
+logs it and takes it, so the run goes on and the explorer names the seed."""
 UNVOTED = "slot nobody could vote for left unaccounted"
 LATE_RUN = "run started after its lease expired"
 OUTLIVED_LEASE = "run outlived its lease in the store"
@@ -853,6 +858,8 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
                     f"{r['node']} voted while its clock was not trusted ({r['why']})",
                 )
             )
+        elif ev == "illegal_step":
+            out.append(Violation(ILLEGAL_STEP, "", 0, r["t"], f"{r['node']}: {r['why']}"))
         elif ev == "spin":
             out.append(
                 Violation(

@@ -80,7 +80,15 @@ def explore_scenario(
 def _one(args: tuple[int, int, int, float, str, frozenset[str], int]) -> SeedResult:
     seed, nodes, jobs, hours, strategy, known, wait_replicas = args
     scenario = explore_scenario(seed, nodes=nodes, jobs=jobs, hours=hours, wait_replicas=wait_replicas)
-    result = run(scenario, seed, strategy)
+    try:
+        result = run(scenario, seed, strategy)
+    except Exception as exc:
+        # A run that raises is a bug in the simulator or the core; name the seed, which a worker
+        # process's traceback does not (explorer seed 70160 raised and stopped a whole exploration).
+        raise RuntimeError(
+            f"explored seed {seed} ({nodes} nodes, {jobs} jobs, {hours:g} h, wait_replicas {wait_replicas}) "
+            f"raised {type(exc).__name__}: {exc}"
+        ) from exc
     rep = result.report
     return SeedResult(
         seed=seed,

@@ -243,7 +243,8 @@ class QuorumStrategy:
         jobs = self.core_jobs(world, node)
         bounds = input_bounds(settings, run_local=any(j.run_local for j in jobs))
         record = self.record_for(world)
-        process = QuorumProcess(world, node, NodeCore(settings, jobs, record), bounds, self.exact_wakeups)
+        core = NodeCore(settings, jobs, record, report_illegal_step=_IllegalStep(world, node))
+        process = QuorumProcess(world, node, core, bounds, self.exact_wakeups)
         process.record = record
         process.notices = s.notices
         return process
@@ -646,6 +647,26 @@ class QuorumProcess:
         self.core.set_trust(trusted, why)
         if changed and not self.node.paused:
             self.world.wake_in(self.node, 0)
+
+
+class _IllegalStep:
+    """Traces a phase step the lifecycle table lacks (the checker's ``ILLEGAL_STEP``): the core
+    takes it, as the agent's does once it has logged it, and the run goes on."""
+
+    __slots__ = ("node", "world")
+
+    def __init__(self, world: World, node: SimNode) -> None:
+        self.world = world
+        self.node = node
+
+    def __call__(self, why: str) -> None:
+        world = self.world
+        world.trace.emit(world.loop.now, "illegal_step", node=self.node.id, why=why)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> _IllegalStep:
+        """Itself: where a core reports is not the core's state, and a copy of a core (the tests
+        compare one against a full scan) would otherwise copy the whole world with it."""
+        return self
 
 
 def _trace_start(

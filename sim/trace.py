@@ -7,25 +7,26 @@ saved from a run can be checked again later (``quorum-cron sim replay``).
 
 Event kinds (fields besides ``t`` and ``ev``):
 
-==============  ===============================================================
-``header``      ``scenario`` (the scenario as TOML), ``seed``, ``strategy``
-``vote``        ``node``, ``st`` (store time), ``slots``: ``[job, fire, status, deadline, spec]``
-``commit``      ``job``, ``fire``, ``token``, ``executor``, ``votes``, ``spec``, ``st``, ``by``
-                (``vote`` or ``takeover``)
-``start``       ``node``, ``job``, ``fire``, ``token``, ``ok``, ``why``
-``run``         ``node``, ``job``, ``fire``, ``token`` — the job's side effect happens here
-``end``         ``node``, ``job``, ``fire``, ``token``, ``ok`` — the job process ended
-``finish``      ``node``, ``job``, ``fire``, ``token``, ``ok``, ``why``
-``renew``       ``node``, ``job``, ``fire``, ``token``, ``why`` (refusals only)
-``kill``        ``node``, ``job``, ``fire``, ``token``, ``why``
-``abstain``     ``node``, ``job``, ``fire``, ``why``
-``decided``     ``job``, ``fire``, ``state``, ``why`` — a sweep or record-missed ended a slot
-``health``      ``node`` (or ``store``), ``ok``, ``why`` — on every change
-``trust``       ``node``, ``trusted``, ``why``
-``fault``       ``kind``, ``phase`` (begin/end), ``nodes``, details
-``reached``     ``what``: a dangerous state the run reached (the "sometimes" report)
-``ledger``      the store's final ledger, one entry per line
-==============  ===============================================================
+================ ==============================================================
+``header``       ``scenario`` (the scenario as TOML), ``seed``, ``strategy``
+``vote``         ``node``, ``st`` (store time), ``slots``: ``[job, fire, status, deadline, spec]``
+``commit``       ``job``, ``fire``, ``token``, ``executor``, ``votes``, ``spec``, ``st``, ``by``
+                 (``vote`` or ``takeover``)
+``start``        ``node``, ``job``, ``fire``, ``token``, ``ok``, ``why``
+``run``          ``node``, ``job``, ``fire``, ``token`` — the job's side effect happens here
+``end``          ``node``, ``job``, ``fire``, ``token``, ``ok`` — the job process ended
+``finish``       ``node``, ``job``, ``fire``, ``token``, ``ok``, ``why``
+``renew``        ``node``, ``job``, ``fire``, ``token``, ``why`` (refusals only)
+``kill``         ``node``, ``job``, ``fire``, ``token``, ``why``
+``abstain``      ``node``, ``job``, ``fire``, ``why``
+``decided``      ``job``, ``fire``, ``state``, ``why`` — a sweep or record-missed ended a slot
+``health``       ``node`` (or ``store``), ``ok``, ``why`` — on every change
+``trust``        ``node``, ``trusted``, ``why``
+``fault``        ``kind``, ``phase`` (begin/end), ``nodes``, details
+``reached``      ``what``: a dangerous state the run reached (the "sometimes" report)
+``illegal_step`` ``node``, ``why`` — the core took a phase step its lifecycle table lacks
+``ledger``       the store's final ledger, one entry per line
+================ ==============================================================
 """
 
 from __future__ import annotations

@@ -165,3 +165,22 @@ def test_a_run_once_slot_whose_deadline_a_catch_up_widened_is_recorded_below_the
     assert (entry["state"], entry["why"]) == ("missed", "no node alive to vote before its deadline")
     crashes = [r["t"] for r in result.trace.records if r["ev"] == "crash"]
     assert len(crashes) == 10  # (both outages: the story still happens)
+
+
+def test_a_refused_start_falls_back_to_the_abstention_a_lost_vote_reply_left() -> None:
+    """Explorer seed 70160, shrunk: n3's vote commits job2's slot to it but the reply is lost; its
+    clock steps back 30 s, so the vote it still owes becomes an abstention; the start it sends once
+    its clock reaches the fire time is refused (the slot ended missed meanwhile). The record fell
+    back to the abstention, ``starting`` -> ``abstained``, a step the lifecycle table lacked (the
+    core raised, and the exploration stopped); the table has it now, and the run is clean."""
+    result = sim.run(sim.load(BUGS / "start-refused-abstained-70160.toml"), 70160)
+    assert result.report.violations == [], result.report.summary()
+    fire = 1700004080000
+    records = [r for r in result.trace.records if r.get("job") == "job2" and r.get("fire") == fire]
+    [commit] = [r for r in records if r["ev"] == "commit"]
+    assert commit["executor"] == "n3"
+    [start] = [r for r in records if r["ev"] == "start"]
+    assert (start["node"], start["ok"], start["why"]) == ("n3", False, "slot is missed, not committed")
+    assert any(r["ev"] == "abstain" and r["node"] == "n3" for r in records)  # (the vote it owed)
+    [entry] = [r for r in records if r["ev"] == "ledger"]
+    assert (entry["state"], entry["why"]) == ("missed", "not started before deadline by n3")

@@ -698,6 +698,9 @@ def test_vote_rules() -> None:
     untrusted = {"ev": "untrusted_vote", "t": LATER, "node": "n1", "why": "clock not checked yet"}
     assert kinds(_trace(untrusted)) == {"vote sent by an untrusted node": 1}
     assert kinds(_trace({"ev": "spin", "t": LATER, "node": "n1"})) == {checker.BUSY_LOOP: 1}
+    why = "slot phase starting -> running is not in the lifecycle table"  # (any step the core reported)
+    illegal = {"ev": "illegal_step", "t": LATER, "node": "n1", "why": why}
+    assert kinds(_trace(illegal)) == {checker.ILLEGAL_STEP: 1}
 
 
 def test_local_run_rules() -> None:
@@ -837,7 +840,7 @@ COVERED = {
     checker.ENDED_TWICE, checker.RETRY_SLOW, checker.UNACCOUNTED, checker.UNVOTED,
     checker.NEVER_SEEN, checker.LIVENESS, checker.REMOVED_UNSWEPT, checker.LOCAL_KILLED,
     checker.FAILOVER_LOSS, checker.FAILOVER_STALL, checker.OUTLIVED_LEASE, checker.LATE_RUN,
-    checker.BUSY_LOOP, "slot executed twice", "execution under a stale token",
+    checker.BUSY_LOOP, checker.ILLEGAL_STEP, "slot executed twice", "execution under a stale token",
     "retry started before its backoff ended", "two runs of a slot at once", "more retries than max_retries",
     "retry without a higher token", "executor re-picked while another voter was left",
     "executor re-picked ahead of a voter that waited longer",

@@ -61,10 +61,23 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     P.AWAITING: frozenset({P.DEFERRED, P.STARTING, P.RUNNING, P.FINISHING, P.MISSED, P.NONE}),
     P.DEFERRED: frozenset({P.STARTING, P.FINISHING, P.MISSED, P.NONE}),
     P.STARTING: frozenset(
-        {P.DUE, P.VOTING, P.LOCAL, P.RUNNING, P.AWAITING, P.DEFERRED, P.FINISHING, P.MISSED, P.NONE}
+        {
+            P.DUE,
+            P.VOTING,
+            P.ABSTAINED,
+            P.LOCAL,
+            P.RUNNING,
+            P.AWAITING,
+            P.DEFERRED,
+            P.FINISHING,
+            P.MISSED,
+            P.NONE,
+        }
     ),
     P.RUNNING: frozenset({P.FINISHING, P.STARTING, P.LOCAL, P.MISSED, P.NONE}),
-    P.FINISHING: frozenset({P.DUE, P.VOTING, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.MISSED, P.NONE}),
+    P.FINISHING: frozenset(
+        {P.DUE, P.VOTING, P.ABSTAINED, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.MISSED, P.NONE}
+    ),
     P.MISSED: frozenset({P.DEFERRED, P.STARTING, P.FINISHING, P.NONE}),
 }
 """Phase → the phases one input may take a slot to (an input can make several steps: a vote
@@ -73,7 +86,10 @@ reply that commits the slot to this node goes from ``voting`` straight to ``star
 it is still sending (the reply was lost), and the retry's ``Start`` failed: the record is back
 to the finish it holds. ``due`` or ``abstained`` → ``starting`` or ``deferred``: the node's vote
 landed but its reply was lost, so the vote is owed again (or withheld, the clock untrusted),
-when the store assigns the slot here (a commit's notice, a takeover, a retry). ``voting`` →
+when the store assigns the slot here (a commit's notice, a takeover, a retry). ``starting`` or
+``finishing`` → ``abstained``: the record falls back to the vote it still owes, as it falls back
+to ``due``, while the clock is untrusted (``due`` and ``abstained`` differ by trust alone, so a
+phase may go to one exactly when it may go to the other). ``voting`` →
 ``abstained``: a node that had abstained (its clock untrusted) votes again, and the store refuses
 the vote with a newer membership record that leaves the node out; holding it, the node may not
 vote, so the vote owed is withheld again. ``missed`` → ``deferred``: a read shows the slot whose
