@@ -169,7 +169,7 @@ def explore_cmd(
 ) -> None:
     """Run random fault schedules over many seeds; list failing seeds with their replay command."""
     import sim
-    from sim.explore import explore, explore_scenario
+    from sim.explore import ExploreError, explore, explore_scenario
     from sim.explore import shrink as shrink_run
 
     console = _console()
@@ -178,7 +178,7 @@ def explore_cmd(
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task(f"exploring ({strategy})", total=seeds)
-        for res in explore(
+        explored = explore(
             range(first_seed, first_seed + seeds),
             nodes=nodes,
             jobs=jobs,
@@ -186,13 +186,17 @@ def explore_cmd(
             strategy=strategy,
             workers=workers,
             wait_replicas=wait_replicas,
-        ):
-            results.append(res)
-            progress.update(
-                task,
-                advance=1,
-                description=f"exploring ({strategy}) failing={sum(not r.ok for r in results)}",
-            )
+        )
+        try:
+            for res in explored:
+                results.append(res)
+                progress.update(
+                    task,
+                    advance=1,
+                    description=f"exploring ({strategy}) failing={sum(not r.ok for r in results)}",
+                )
+        except ExploreError as exc:
+            raise click.ClickException(f"{exc} (the seeds before it passed: {len(results)})") from exc
     seconds = time.perf_counter() - started
     violations: Counter[str] = Counter()
     reached: Counter[str] = Counter()

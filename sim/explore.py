@@ -22,7 +22,12 @@ from sim.rng import derive_seed
 from sim.runner import run
 from sim.scenario import Fault, Scenario
 
-__all__ = ["SeedResult", "check_seeds", "explore", "explore_scenario", "shrink"]
+__all__ = ["ExploreError", "SeedResult", "check_seeds", "explore", "explore_scenario", "shrink"]
+
+
+class ExploreError(RuntimeError):
+    """An explored seed's run raised (a bug in the core or the simulator): the message names the
+    seed and the exploration's settings, so ``sim run`` can replay it."""
 
 
 @dataclass(frozen=True)
@@ -79,15 +84,15 @@ def explore_scenario(
 
 def _one(args: tuple[int, int, int, float, str, frozenset[str], int]) -> SeedResult:
     seed, nodes, jobs, hours, strategy, known, wait_replicas = args
-    scenario = explore_scenario(seed, nodes=nodes, jobs=jobs, hours=hours, wait_replicas=wait_replicas)
     try:
+        scenario = explore_scenario(seed, nodes=nodes, jobs=jobs, hours=hours, wait_replicas=wait_replicas)
         result = run(scenario, seed, strategy)
     except Exception as exc:
         # A run that raises is a bug in the simulator or the core; name the seed, which a worker
         # process's traceback does not (explorer seed 70160 raised and stopped a whole exploration).
-        raise RuntimeError(
-            f"explored seed {seed} ({nodes} nodes, {jobs} jobs, {hours:g} h, wait_replicas {wait_replicas}) "
-            f"raised {type(exc).__name__}: {exc}"
+        raise ExploreError(
+            f"explored seed {seed} ({strategy}, {nodes} nodes, {jobs} jobs, {hours:g} h, "
+            f"wait_replicas {wait_replicas}) raised {type(exc).__name__}: {exc}"
         ) from exc
     rep = result.report
     return SeedResult(

@@ -164,7 +164,11 @@ class _TrustingCore(NodeCore):
 class _UntrustedVotes(QuorumStrategy):
     def make_process(self, world: World, node: SimNode) -> QuorumProcess:
         process = super().make_process(world, node)
-        process.core = _TrustingCore(process.core.settings, self.core_jobs(world, node))
+        process.core = _TrustingCore(
+            process.core.settings,
+            self.core_jobs(world, node),
+            report_illegal_step=process.core._report_illegal_step,
+        )
         return process
 
 
@@ -183,7 +187,11 @@ class _LeaseFromReplyCore(NodeCore):
 class _LeaseFromReply(QuorumStrategy):
     def make_process(self, world: World, node: SimNode) -> QuorumProcess:
         process = super().make_process(world, node)
-        process.core = _LeaseFromReplyCore(process.core.settings, self.core_jobs(world, node))
+        process.core = _LeaseFromReplyCore(
+            process.core.settings,
+            self.core_jobs(world, node),
+            report_illegal_step=process.core._report_illegal_step,
+        )
         return process
 
 
@@ -247,7 +255,11 @@ class _CoreMutant(QuorumStrategy):
 
     def make_process(self, world: World, node: SimNode) -> QuorumProcess:
         process = super().make_process(world, node)
-        process.core = self._core_class(process.core.settings, self.core_jobs(world, node))
+        process.core = self._core_class(
+            process.core.settings,
+            self.core_jobs(world, node),
+            report_illegal_step=process.core._report_illegal_step,
+        )
         return process
 
 

@@ -665,7 +665,9 @@ class _IllegalStep:
 
     def __deepcopy__(self, memo: dict[int, object]) -> _IllegalStep:
         """Itself: where a core reports is not the core's state, and a copy of a core (the tests
-        compare one against a full scan) would otherwise copy the whole world with it."""
+        compare one against a full scan) would otherwise copy the whole world with it. A copy
+        that took an illegal step reports it into the same trace, under the same node: the
+        original takes the same step in the same input, so the run fails either way."""
         return self
 
 

@@ -168,11 +168,12 @@ def test_a_run_once_slot_whose_deadline_a_catch_up_widened_is_recorded_below_the
 
 
 def test_a_refused_start_falls_back_to_the_abstention_a_lost_vote_reply_left() -> None:
-    """Explorer seed 70160, shrunk: n3's vote commits job2's slot to it but the reply is lost; its
-    clock steps back 30 s, so the vote it still owes becomes an abstention; the start it sends once
-    its clock reaches the fire time is refused (the slot ended missed meanwhile). The record fell
-    back to the abstention, ``starting`` -> ``abstained``, a step the lifecycle table lacked (the
-    core raised, and the exploration stopped); the table has it now, and the run is clean."""
+    """Explorer seed 70160, shrunk: n3's vote for job2's slot lands but its reply is lost, and n5's
+    commits the slot to n3; n3's clock steps back 30 s, so the vote it still owes becomes an
+    abstention; the start it sends once its clock reaches the fire time is refused (the slot ended
+    missed meanwhile). The record fell back to the abstention, ``starting`` -> ``abstained``, a
+    step the lifecycle table lacked (the core raised, and the exploration stopped); the table has
+    it now, and the run is clean."""
     result = sim.run(sim.load(BUGS / "start-refused-abstained-70160.toml"), 70160)
     assert result.report.violations == [], result.report.summary()
     fire = 1700004080000

@@ -698,7 +698,7 @@ def test_vote_rules() -> None:
     untrusted = {"ev": "untrusted_vote", "t": LATER, "node": "n1", "why": "clock not checked yet"}
     assert kinds(_trace(untrusted)) == {"vote sent by an untrusted node": 1}
     assert kinds(_trace({"ev": "spin", "t": LATER, "node": "n1"})) == {checker.BUSY_LOOP: 1}
-    why = "slot phase starting -> running is not in the lifecycle table"  # (any step the core reported)
+    why = "slot phase due -> running is not in the lifecycle table: expected due -> one of ... (slot 0)"
     illegal = {"ev": "illegal_step", "t": LATER, "node": "n1", "why": why}
     assert kinds(_trace(illegal)) == {checker.ILLEGAL_STEP: 1}
 

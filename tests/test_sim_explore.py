@@ -23,7 +23,7 @@ from sim.checker import (
     MEMBERSHIP_SETTLING,
     NEVER_SEEN,
 )
-from sim.explore import SeedResult, explore, explore_scenario, shrink
+from sim.explore import ExploreError, SeedResult, explore, explore_scenario, shrink
 from sim.scenario import SettingsDef
 from sim.strategies import fault_schedules, scenarios
 
@@ -222,6 +222,29 @@ def test_an_explored_seed_whose_run_raises_is_named(monkeypatch: pytest.MonkeyPa
         raise ValueError(f"planted failure in {scenario.name}")
 
     monkeypatch.setattr(sim.explore, "run", raising)
-    named = r"^explored seed 7 \(5 nodes, 2 jobs, 0.1 h, wait_replicas 1\) raised ValueError: planted failure"
-    with pytest.raises(RuntimeError, match=named + " in explore-7$"):
+    named = r"^explored seed 7 \(quorum, 5 nodes, 2 jobs, 0.1 h, wait_replicas 1\) raised ValueError: planted"
+    with pytest.raises(ExploreError, match=named + " failure in explore-7$"):
         list(explore([7], jobs=2, hours=0.1))
+
+
+def test_sim_explore_reports_a_seed_that_raised_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``quorum-cron sim explore`` turns that error into a one-line error naming the seed and exits
+    1, without a worker's traceback."""
+    from click.testing import CliRunner
+
+    import sim.explore
+    from quorum_cron.cli import main
+
+    def raising(scenario: sim.Scenario, seed: int, strategy: str = "quorum") -> None:
+        raise ValueError("planted failure")
+
+    monkeypatch.setattr(sim.explore, "run", raising)
+    args = ["sim", "explore", "--seeds", "1", "--first-seed", "7", "--jobs", "2", "--hours", "0.1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    [line] = [ln for ln in result.output.splitlines() if ln.startswith("error: ")]
+    assert line == (
+        "error: explored seed 7 (quorum, 5 nodes, 2 jobs, 0.1 h, wait_replicas 1) raised ValueError: "
+        "planted failure (the seeds before it passed: 0)"
+    )
+    assert "Traceback" not in result.output

@@ -54,6 +54,7 @@ def test_baselines_run_slots_twice_where_quorum_does_not(name: str, strategy: st
 def test_quorum_never_runs_a_slot_twice_when_its_executor_pauses() -> None:
     reports = check_seeds(sim.load(SCENARIO_DIR / "executor-paused.toml"), range(30), workers=WORKERS)
     assert sum(r.duplicates for r in reports) == 0
+    assert _unexpected(reports) == []
 
 
 def test_majority_partition_misses_slots_but_accounts_for_them() -> None:

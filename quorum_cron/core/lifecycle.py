@@ -6,8 +6,9 @@ the one in ``docs/protocol.md`` ("The node side of a slot");
 ``tests/test_lifecycle.py`` checks that the two agree. :func:`step` is the
 table's gate, and the core's: the one writer of a slot record's phase
 (:func:`quorum_cron.core.slots.settle`) moves it only through this table,
-which raises on a step the table does not list, so every simulated run
-checks every step it takes.
+which raises on a step the table does not list, or reports it (the agent
+logs it; the simulator traces it, and its checker fails the run), so every
+simulated run checks every step it takes.
 
 In the spirit of h11's ``_state.py``: the rules are a table a reader can
 check at a glance, not a property of scattered branches.
@@ -54,7 +55,9 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     P.VOTING: frozenset(
         {P.DUE, P.ABSTAINED, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.RUNNING, P.FINISHING, P.NONE}
     ),
-    P.ABSTAINED: frozenset({P.DUE, P.VOTING, P.LOCAL, P.DEFERRED, P.STARTING, P.FINISHING, P.MISSED, P.NONE}),
+    P.ABSTAINED: frozenset(
+        {P.DUE, P.VOTING, P.LOCAL, P.AWAITING, P.DEFERRED, P.STARTING, P.FINISHING, P.MISSED, P.NONE}
+    ),
     P.LOCAL: frozenset(
         {P.DUE, P.VOTING, P.ABSTAINED, P.AWAITING, P.DEFERRED, P.STARTING, P.FINISHING, P.NONE}
     ),
@@ -88,8 +91,10 @@ to the finish it holds. ``due`` or ``abstained`` → ``starting`` or ``deferred`
 landed but its reply was lost, so the vote is owed again (or withheld, the clock untrusted),
 when the store assigns the slot here (a commit's notice, a takeover, a retry). ``starting`` or
 ``finishing`` → ``abstained``: the record falls back to the vote it still owes, as it falls back
-to ``due``, while the clock is untrusted (``due`` and ``abstained`` differ by trust alone, so a
-phase may go to one exactly when it may go to the other). ``voting`` →
+to ``due``, while the node may not vote (``due`` and ``abstained`` are the same part, a vote
+owed, told apart by whether the node may vote: so a phase may go to one exactly when it may go
+to the other, and each may go where the other may; ``abstained`` → ``awaiting`` is ``due`` →
+``awaiting``, the vote dropped with the slot awaited). ``voting`` →
 ``abstained``: a node that had abstained (its clock untrusted) votes again, and the store refuses
 the vote with a newer membership record that leaves the node out; holding it, the node may not
 vote, so the vote owed is withheld again. ``missed`` → ``deferred``: a read shows the slot whose

@@ -224,11 +224,12 @@ def settle(
     The only writer of ``Slot.phase``. The core calls it once per input with the records the
     input changed (a record may come more than once: settling it again changes nothing). A
     step the table does not list is a bug in the core: without ``report`` it raises
-    :class:`~quorum_cron.core.lifecycle.IllegalTransition` (the simulator and the tests, whose
-    explorations check every step they take) and leaves that record's phase as it was; with
-    it, the message goes to ``report`` and the step is taken (the agent: a wrong one-word
-    summary of a slot must not stop a node whose store calls are each fenced by the store's
-    script). ``may_vote``: see :func:`phase_of`.
+    :class:`~quorum_cron.core.lifecycle.IllegalTransition` (the core tests) and leaves that
+    record's phase as it was; with it, the message, naming the slot's fire time, goes to
+    ``report`` and the step is taken (the agent logs it: a wrong one-word summary of a slot must
+    not stop a node whose store calls are each fenced by the store's script; the simulator
+    traces it and its checker fails the run, which goes on, so an exploration names the seed).
+    ``may_vote``: see :func:`phase_of`.
     """
     none = Phase.NONE
     last = None
@@ -245,7 +246,7 @@ def settle(
                 except IllegalTransition as exc:
                     if report is None:
                         raise
-                    report(str(exc))
+                    report(f"{exc} (slot {slot.fire_ms})")
             slot.phase = after
             if hook is not None:
                 hook(holder, slot, before, after)
