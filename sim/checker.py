@@ -583,13 +583,26 @@ def _near_clock_error(
     ``[lo - e, hi]``. ``faults``: (begin, effect end, error, nodes) from
     :func:`_clock_faults`.
     """
-    base = sc.clocks.skew_ms + sc.clocks.drift_ppm * sc.duration_ms // 1_000_000
+    per_node = _clock_errors_near(faults, lo, hi)
+    return _base_clock_error(sc) + max(per_node.values(), default=0)
+
+
+def _base_clock_error(sc: Scenario) -> int:
+    """How far any node's wall clock can be from true time without a clock fault."""
+    return sc.clocks.skew_ms + sc.clocks.drift_ppm * sc.duration_ms // 1_000_000
+
+
+def _clock_errors_near(
+    faults: Sequence[tuple[int, int, int, tuple[str, ...]]], lo: int, hi: int
+) -> dict[str, int]:
+    """Node → the sum of the errors of the clock faults whose effect can reach ``[lo, hi]``
+    (see :func:`_near_clock_error`); a node no such fault may hit is left out."""
     per_node: dict[str, int] = {}
     for begin, until, error, nodes in faults:
         if begin <= hi and until >= lo - error:
             for node in nodes:
                 per_node[node] = per_node.get(node, 0) + error
-    return base + max(per_node.values(), default=0)
+    return per_node
 
 
 def _clock_faults(sc: Scenario) -> list[tuple[int, int, int, tuple[str, ...]]]:
@@ -1433,8 +1446,15 @@ def _check_due(
                 # A reload had taken the job from every node before it could record the slot,
                 # and nothing of the slot happened: nobody owes it a record.
                 untouched = not (ran or key in facts.local or key in facts.voted or key in facts.writes)
+                # (A node whose clock runs behind comes to the slot that much later: its first
+                # chance to record it is when its clock reads the deadline; explorer seed 71193.)
+                behind = _clock_errors_near(clock_faults, lo, hi) if untouched else {}
+                base_error = _base_clock_error(sc)
                 unowned = untouched and all(
-                    removals.lacked(n, job.name, lo, recorders.first_ok(n, hi, end)) for n in everyone
+                    removals.lacked(
+                        n, job.name, lo, recorders.first_ok(n, hi + base_error + behind.get(n, 0), end)
+                    )
+                    for n in everyone
                 )
                 orphan = not untouched and removals.orphaned(job.name, everyone)
                 local = facts.local.get(key, set())

@@ -23,9 +23,11 @@ import sim
 import sim.quorum
 from quorum_cron.core.actions import Finish
 from quorum_cron.core.lifecycle import TRANSITIONS, IllegalTransition, Phase, allowed, step
-from quorum_cron.core.node import NodeCore
+from quorum_cron.core.model import SlotState, SlotView, TransitionResult
+from quorum_cron.core.node import CoreJob, NodeCore, NodeSettings, Now, Start, Vote
 from quorum_cron.core.slots import Pending, Running, Slot, phase_of, settle
 from sim.explore import explore_scenario
+from tests.core_driver import Every, boot
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = Path(sim.__file__).parent / "scenarios"
@@ -274,3 +276,36 @@ def test_explored_steps_the_table_lacked_are_rows_now(
 def test_allowed_refuses_what_the_table_does_not_list() -> None:
     assert allowed(Phase.RUNNING, Phase.FINISHING)
     assert not allowed(Phase.MISSED, Phase.RUNNING)
+
+
+def test_a_refused_start_falls_back_to_the_abstention_a_lost_vote_reply_left() -> None:
+    """Explorer seed 70160, in the core and the agent's order of events: the vote lands but its
+    reply is lost (the agent marks the store down and withdraws trust: the vote owed becomes an
+    abstention); the store assigns the slot here, ahead of this node's clock (its start deferred);
+    the start, sent at the fire time, is refused, the slot missed meanwhile. The record falls back
+    to the abstention: ``starting`` -> ``abstained``, a step the core (no report hook: it raises)
+    takes now."""
+    settings = NodeSettings(node_id="n3", quorum=3, vote_lead_ms=0)
+    job = CoreJob(name="job2", schedule=Every(10_000), spec_hash="h", deadline_ms=5_000, timeout_ms=60_000)
+    core = NodeCore(settings, [job])
+    core.set_trust(True)
+    fire = T0 + 10_000
+    boot(core, Now(T0, 0))
+    [vote] = [a for a in core.tick(Now(fire, 10_000)) if isinstance(a, Vote)]
+    core.set_store_reachable(False, "timeout")  # (the agent's HealthWatch.store_down, then the failure)
+    core.set_trust(False, "store unreachable (timeout)")
+    core.on_failure(vote, Now(fire + 500, 10_500))
+    core.set_store_reachable(True)  # (a heartbeat answered; the clock then stepped back 30 s)
+    core.set_trust(False, "wall clock stepped by -30000 ms")
+    slot = core._jobs["job2"].slots[fire]
+    assert core.on_assigned("job2", fire, 7, Now(fire - 29_000, 11_000)) == []  # (deferred)
+    starts = [a for a in core.tick(Now(fire, 40_000)) if isinstance(a, Start)]
+    assert [(s.job, s.fire_ms, s.token) for s in starts] == [("job2", fire, 7)]
+    assert slot.phase is Phase.STARTING
+    missed = SlotView("job2", fire, SlotState.MISSED, reason="not started before deadline by n3")
+    core.on_reply(
+        starts[0],
+        TransitionResult(False, missed, fire + 40_000, "slot is missed, not committed"),
+        Now(fire, 40_100),
+    )
+    assert slot.phase is Phase.ABSTAINED and slot.vote is not None and slot.vote.abstained

@@ -420,6 +420,20 @@ def test_a_slot_nobody_touched_is_exempt_only_if_every_node_lacked_the_job_befor
     assert rep.exempt == ({checker.JOB_REMOVED: 1} if not expected else {})
 
 
+@pytest.mark.parametrize(("behind", "expected"), [(NODES, {}), (("n3",), {checker.UNACCOUNTED: 1})])
+def test_a_node_whose_clock_runs_behind_comes_to_record_a_slot_that_much_later(
+    behind: tuple[str, ...], expected: dict[str, int]
+) -> None:
+    """Explorer seed 71193: a reload takes the job from every node 15 s after the fire time, 10 s
+    after the deadline. With every clock 20 s behind, no node's clock had reached the deadline, so
+    none could record the slot before it lacked the job: exempt. With n3's alone behind, n1 and
+    n2 could, and owed it a record."""
+    clock = f'\n[[faults]]\nkind = "clock_jump"\nat = "10s"\nnodes = {list(behind)}\nby = "-20s"\n'
+    rep = check(_trace(*health(T0), *FLICKER, *removed(FIRE + 15_000), extra=clock.replace("'", '"')))
+    assert rep.by_kind() == expected
+    assert rep.exempt == ({checker.JOB_REMOVED: 1} if not expected else {})
+
+
 @pytest.mark.parametrize(
     ("removed_at", "expected"), [(FIRE - 10_000, {}), (FIRE + 2_000, {checker.LIVENESS: 1})]
 )
