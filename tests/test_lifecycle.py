@@ -24,7 +24,7 @@ import sim.quorum
 from quorum_cron.core.actions import Finish
 from quorum_cron.core.lifecycle import TRANSITIONS, IllegalTransition, Phase, allowed, step
 from quorum_cron.core.model import SlotState, SlotView, TransitionResult
-from quorum_cron.core.node import CoreJob, NodeCore, NodeSettings, Now, Start, Vote
+from quorum_cron.core.node import Abstain, CoreJob, NodeCore, NodeSettings, Now, Start, Vote
 from quorum_cron.core.slots import Pending, Running, Slot, phase_of, settle
 from sim.explore import explore_scenario
 from tests.core_driver import Every, boot
@@ -298,7 +298,11 @@ def test_a_refused_start_falls_back_to_the_abstention_a_lost_vote_reply_left() -
     core.set_store_reachable(True)  # (a heartbeat answered; the clock then stepped back 30 s)
     core.set_trust(False, "wall clock stepped by -30000 ms")
     slot = core._jobs["job2"].slots[fire]
-    assert core.on_assigned("job2", fire, 7, Now(fire - 29_000, 11_000)) == []  # (deferred)
+    abstained = [a for a in core.tick(Now(fire - 29_500, 10_600)) if isinstance(a, Abstain)]
+    assert [(a.job, a.fire_ms) for a in abstained] == [("job2", fire)]
+    assert slot.phase is Phase.ABSTAINED
+    assert core.on_assigned("job2", fire, 7, Now(fire - 29_000, 11_000)) == []
+    assert slot.phase is Phase.DEFERRED  # (abstained -> deferred: explorer seed 536's step, too)
     starts = [a for a in core.tick(Now(fire, 40_000)) if isinstance(a, Start)]
     assert [(s.job, s.fire_ms, s.token) for s in starts] == [("job2", fire, 7)]
     assert slot.phase is Phase.STARTING
