@@ -53,6 +53,9 @@ from quorum_cron.store.memory import MemoryStore
 from sim.scenario import JobDef
 from sim.world import SimNode, World
 
+STORE_DOWN = "a store call got no answer"
+"""Why the store is down when a call fails in the simulator (the core's own words for it)."""
+
 WHOLE_LEDGER = 1 << 40
 """The simulated store's ledger length per job: all of it. The checker reads the final ledger
 (``finish_trace``) for every slot's end; the default of 10,000 entries per job, an operator's
@@ -616,6 +619,8 @@ class QuorumProcess:
         core = self.core
         # A reply that ends an outage releases the retries held back meanwhile: due at once.
         bound = self.bounds.reply[type(payload)] if core.store_reachable else 0
+        if not core.store_reachable:
+            self._store_back()
         self._apply(core.on_reply(payload, reply, now), now, bound)
 
     def failure(self, payload: Any, refused: str = "") -> None:
@@ -623,8 +628,30 @@ class QuorumProcess:
         if refused:
             actions = self.core.on_failure(payload, now, Failure.REFUSED, refused)
         else:
+            self._store_down()
             actions = self.core.on_failure(payload, now)
         self._apply(actions, now, self.bounds.failure[type(payload)])
+
+    def _store_down(self) -> None:
+        """A call got no answer: the agent's ``HealthWatch.store_down``, before the core hears it.
+
+        The agent marks the store down and withdraws its trust (the node
+        abstains until the store answers again) before it hands the failure
+        to the core (``Runtime._on_store_done``); so does this, so that the
+        simulator drives the core through the agent's order of events. Its
+        votes then become abstentions, recorded ``missed`` once the store is
+        back, rather than votes held for the store to answer.
+        """
+        core = self.core
+        if core.store_reachable:
+            core.set_store_reachable(False, STORE_DOWN)
+            core.set_trust(False, f"store unreachable ({STORE_DOWN})")
+
+    def _store_back(self) -> None:
+        """The store answered again: the agent's ``HealthWatch.store_ok``, trust back to the clock's."""
+        node, core = self.node, self.core
+        core.set_store_reachable(True)
+        core.set_trust(node.trusted, node.trust_why)
 
     def notice(self, payload: Any) -> None:
         view: SlotView = payload
@@ -643,8 +670,11 @@ class QuorumProcess:
         each time it wakes (``HealthWatch.update_trust``), and is not woken by
         a check (a wake per check was 600 of a 10-minute run's 2,000 ticks).
         """
-        changed = trusted != self.core.trusted
-        self.core.set_trust(trusted, why)
+        core = self.core
+        if not core.store_reachable:
+            return  # (untrusted while the store is down; the clock's verdict applies once it is back)
+        changed = trusted != core.trusted
+        core.set_trust(trusted, why)
         if changed and not self.node.paused:
             self.world.wake_in(self.node, 0)
 

@@ -253,17 +253,19 @@ def test_a_vote_refused_by_a_record_that_leaves_the_node_out_is_withheld_again()
 
 @pytest.mark.parametrize(
     ("seed", "lead_ms", "stepped"),
-    [(536, 0, (Phase.ABSTAINED, Phase.DEFERRED)), (1392, 50, (Phase.VOTING, Phase.ABSTAINED))],
+    [(1392, 50, (Phase.VOTING, Phase.ABSTAINED))],
 )
 def test_explored_steps_the_table_lacked_are_rows_now(
     seed: int, lead_ms: int, stepped: tuple[Phase, Phase], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Seeds of ``benchmarks/fold_loss.py``'s runs (half an hour, ``vote_lead`` forced) whose core
-    raised before the table had the row. 536 at 0: a folded start's reply is lost, every clock
-    steps back 30 s, the node abstains on the slot it still owes a vote, and a takeover hands it
-    the slot before its fire time by its clock. 1392 at 50 ms: a node that had abstained trusts
-    its clock again and votes, and the store refuses the vote with a newer membership record that
-    leaves the node out."""
+    raised before the table had the row. (536 at 0, ``abstained`` -> ``deferred``: a folded start's
+    reply is lost, every clock steps back 30 s, the node abstains on the slot it still owes a vote,
+    and a takeover hands it the slot before its fire time by its clock; since the simulator
+    withdraws trust while a node's store calls fail, as the agent does, the seed goes another way,
+    and the core-level story of seed 70160 below takes the step.) 1392 at 50 ms: a node that had
+    abstained trusts its clock again and votes, and the store refuses the vote with a newer
+    membership record that leaves the node out."""
     seen: list[str] = []
     taken: set[tuple[Phase, Phase]] = set()
     monkeypatch.setattr(sim.quorum, "NodeCore", _observing(seen, taken))

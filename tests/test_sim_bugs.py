@@ -167,21 +167,14 @@ def test_a_run_once_slot_whose_deadline_a_catch_up_widened_is_recorded_below_the
     assert len(crashes) == 10  # (both outages: the story still happens)
 
 
-def test_a_refused_start_falls_back_to_the_abstention_a_lost_vote_reply_left() -> None:
-    """Explorer seed 70160, shrunk: n3's vote for job2's slot lands but its reply is lost, and n5's
-    commits the slot to n3; n3's clock steps back 30 s, so the vote it still owes becomes an
-    abstention; the start it sends once its clock reaches the fire time is refused (the slot ended
-    missed meanwhile). The record fell back to the abstention, ``starting`` -> ``abstained``, a
-    step the lifecycle table lacked (the core raised, and the exploration stopped); the table has
-    it now, and the run is clean."""
+def test_explorer_seed_70160_runs_clean() -> None:
+    """Explorer seed 70160, shrunk: n3's vote for job2's slot landed but its reply was lost, and
+    n5's committed the slot to n3; n3's clock stepped back 30 s, so the vote it still owed became
+    an abstention; the start it sent once its clock reached the fire time was refused (the slot
+    ended missed meanwhile), and the record fell back to the abstention, ``starting`` ->
+    ``abstained``, a step the lifecycle table lacked. Since the simulator withdraws a node's trust
+    while its store calls fail, as the agent does, the seed goes another way (the slot is skipped
+    by the overlap rule); ``tests/test_lifecycle.py`` drives the core through the story in the
+    agent's order of events. The run stays clean."""
     result = sim.run(sim.load(BUGS / "start-refused-abstained-70160.toml"), 70160)
     assert result.report.violations == [], result.report.summary()
-    fire = 1700004080000
-    records = [r for r in result.trace.records if r.get("job") == "job2" and r.get("fire") == fire]
-    [commit] = [r for r in records if r["ev"] == "commit"]
-    assert commit["executor"] == "n3"
-    [start] = [r for r in records if r["ev"] == "start"]
-    assert (start["node"], start["ok"], start["why"]) == ("n3", False, "slot is missed, not committed")
-    assert any(r["ev"] == "abstain" and r["node"] == "n3" for r in records)  # (the vote it owed)
-    [entry] = [r for r in records if r["ev"] == "ledger"]
-    assert (entry["state"], entry["why"]) == ("missed", "not started before deadline by n3")

@@ -172,9 +172,9 @@ def test_live_reloads_redefine_remove_and_restore_jobs_while_the_nodes_run() -> 
 @pytest.mark.parametrize(
     ("name", "seed", "path"),
     [
-        ("local-run-adopted", 40006, "ended"),
+        ("local-run-adopted", 2, "ended"),
         ("local-run-adopted-killed", 2, "running"),
-        ("local-run-adopted-killed", 0, "killed"),
+        ("local-run-adopted-killed", 213, "killed"),
     ],
 )
 def test_a_slot_run_locally_then_assigned_here_is_not_run_again(name: str, seed: int, path: str) -> None:
