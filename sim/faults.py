@@ -355,10 +355,15 @@ def _store_restart(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> No
 
 
 def _store_refuse(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
-    """The store answers, but refuses every write with an error, as Redis does out of memory."""
+    """The store answers, but refuses every write with an error: the core's ``REFUSED`` path.
+
+    The agent takes that path for an error answer that is not an outage (a script's, a key of
+    the wrong type); Redis's out-of-memory and ``READONLY`` refusals it takes for outages
+    (``StoreUnavailable``), which the other store faults explore. So the error is a script's.
+    """
 
     def refuse() -> None:
-        world.store.refusing = "OOM command not allowed when used memory > 'maxmemory'"
+        world.store.refusing = "WRONGTYPE Operation against a key holding the wrong kind of value"
         world.update_all_health()
 
     def accept() -> None:

@@ -448,6 +448,7 @@ class QuorumProcess:
         "notices",
         "record",
         "spinning",
+        "store_up",
         "world",
     )
 
@@ -462,6 +463,9 @@ class QuorumProcess:
         self.exact = exact
         """Ask the core for its next wakeup after every input (tests compare both modes)."""
         self.spinning = False
+        self.store_up = True
+        """The agent's ``NodeHealth.store_up``: False from a call that got no answer to the next
+        reply. Apart from the core's own reachability, which a refusal (an answer) sets back."""
         self.record: MembershipRecord | None = None
         """The membership record the node booted with (set by the strategy)."""
         self.notices = True
@@ -617,9 +621,10 @@ class QuorumProcess:
     def reply(self, payload: Any, reply: Any) -> None:
         now = self._now()
         core = self.core
-        # A reply that ends an outage releases the retries held back meanwhile: due at once.
-        bound = self.bounds.reply[type(payload)] if core.store_reachable else 0
-        if not core.store_reachable:
+        # A reply that ends an outage releases the retries held back meanwhile (and gives the
+        # node its trust back): due at once.
+        bound = self.bounds.reply[type(payload)] if core.store_reachable and self.store_up else 0
+        if not self.store_up:
             self._store_back()
         self._apply(core.on_reply(payload, reply, now), now, bound)
 
@@ -633,25 +638,35 @@ class QuorumProcess:
         self._apply(actions, now, self.bounds.failure[type(payload)])
 
     def _store_down(self) -> None:
-        """A call got no answer: the agent's ``HealthWatch.store_down``, before the core hears it.
+        """A call got no answer: the agent's ``NodeHealth.store_down``, before the core hears it.
 
         The agent marks the store down and withdraws its trust (the node
         abstains until the store answers again) before it hands the failure
-        to the core (``Runtime._on_store_done``); so does this, so that the
-        simulator drives the core through the agent's order of events. Its
-        votes then become abstentions, recorded ``missed`` once the store is
-        back, rather than votes held for the store to answer.
+        to the core (``Runtime._on_store_done``), and wakes its loop; so does
+        this, so that the simulator drives the core through the agent's
+        order of events. Slots that come due meanwhile are abstained on, and
+        voted once trust is back if their deadline has not passed (recorded
+        ``missed`` if it has); votes in flight that then fail are held for
+        the store to answer, as before.
         """
-        core = self.core
-        if core.store_reachable:
-            core.set_store_reachable(False, STORE_DOWN)
-            core.set_trust(False, f"store unreachable ({STORE_DOWN})")
+        if not self.store_up:
+            return
+        self.store_up = False
+        core, node = self.core, self.node
+        core.set_store_reachable(False, STORE_DOWN)
+        changed = core.trusted
+        core.set_trust(False, f"store unreachable ({STORE_DOWN})")
+        if changed and not node.paused and node.up:
+            self.world.wake_in(node, 0)
 
     def _store_back(self) -> None:
-        """The store answered again: the agent's ``HealthWatch.store_ok``, trust back to the clock's."""
+        """The store answered again: the agent's ``NodeHealth.store_ok``, in its order (trust back to
+        the clock guard's verdict, then the store reachable; the agent's ``catch_up`` reads operator
+        triggers, which the simulator does not model)."""
+        self.store_up = True
         node, core = self.node, self.core
-        core.set_store_reachable(True)
         core.set_trust(node.trusted, node.trust_why)
+        core.set_store_reachable(True)
 
     def notice(self, payload: Any) -> None:
         view: SlotView = payload
@@ -667,11 +682,11 @@ class QuorumProcess:
         """The guard's verdict (every check): a change wakes the node at once.
 
         An unchanged verdict wakes nothing: the agent's loop reads the verdict
-        each time it wakes (``HealthWatch.update_trust``), and is not woken by
+        each time it wakes (``NodeHealth.update_trust``), and is not woken by
         a check (a wake per check was 600 of a 10-minute run's 2,000 ticks).
         """
         core = self.core
-        if not core.store_reachable:
+        if not self.store_up:
             return  # (untrusted while the store is down; the clock's verdict applies once it is back)
         changed = trusted != core.trusted
         core.set_trust(trusted, why)

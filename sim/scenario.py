@@ -78,7 +78,7 @@ FAULT_KINDS: dict[str, str] = {
     "ntp_lie": "the NTP server is off by `by`: the node's clock follows it and the guard trusts it",
     "store_restart": "the store is down for `for`; `lose_state` = true restarts it empty",
     "store_failover": "a replica takes over after `for`, missing the last `by` of writes",
-    "store_refuse": "the store answers every write with an error (OOM, READONLY) for `for`",
+    "store_refuse": "the store answers every write with an error (a script's: not an outage) for `for`",
     "deploy": "restart `nodes` one per `period` (down `for`) with a new spec hash `spec` for `job`",
     "reload": "reload `nodes` live one per `period` (0: together) with a new spec hash `spec` for "
     "`job`, or without `job` (`remove` = true); back to the scenario's definition after `for` (0: never)",

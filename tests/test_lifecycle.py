@@ -294,7 +294,7 @@ def test_a_refused_start_falls_back_to_the_abstention_a_lost_vote_reply_left() -
     fire = T0 + 10_000
     boot(core, Now(T0, 0))
     [vote] = [a for a in core.tick(Now(fire, 10_000)) if isinstance(a, Vote)]
-    core.set_store_reachable(False, "timeout")  # (the agent's HealthWatch.store_down, then the failure)
+    core.set_store_reachable(False, "timeout")  # (the agent's NodeHealth.store_down, then the failure)
     core.set_trust(False, "store unreachable (timeout)")
     core.on_failure(vote, Now(fire + 500, 10_500))
     core.set_store_reachable(True)  # (a heartbeat answered; the clock then stepped back 30 s)

@@ -277,3 +277,33 @@ def test_cli_explore_lists_failing_seeds_with_replay_commands(tmp_path: Path) ->
         assert written and sim.load(written[0]).strategy == "lock"
     else:
         assert res.exit_code == 0, res.output
+
+
+def test_a_node_whose_store_calls_fail_abstains_until_the_store_answers_as_the_agent_does() -> None:
+    """The agent's ``NodeHealth``: a call without an answer marks the store down and withdraws the
+    node's trust before the core hears it; a refusal (an answer) says nothing of the outage, and a
+    guard verdict meanwhile waits; the next reply gives the node the guard's verdict back."""
+    from quorum_cron.core.model import SweepResult
+    from quorum_cron.core.node import Sweep
+    from sim.runner import make_strategy
+    from sim.world import World
+
+    world = World(sim.loads(SMALL), 3, make_strategy("quorum"))
+    node = world.nodes["n1"]
+    process = world.strategy.make_process(world, node)
+    node.process, node.up = process, True
+    world.set_trust(node, True, "clock error bound 10 ms")
+    core = process.core
+    assert core.trusted and process.store_up
+    process.failure(Sweep(()))
+    assert not core.trusted and not process.store_up and not core.store_reachable
+    process.failure(Sweep(()), refused="WRONGTYPE Operation against a key holding the wrong kind of value")
+    assert not core.trusted and core.store_reachable  # (the core: an answer; the agent: still down)
+    world.set_trust(node, True, "clock error bound 9 ms")
+    assert not core.trusted
+    process.reply(Sweep(()), SweepResult([]))
+    assert core.trusted and process.store_up
+    world.set_trust(node, False, "wall clock stepped by 400 ms")
+    process.failure(Sweep(()))
+    process.reply(Sweep(()), SweepResult([]))
+    assert not core.trusted  # (back to the guard's verdict, not to trusted)

@@ -126,7 +126,7 @@ def test_retries_refusals_and_local_runs_are_simulated_and_checked() -> None:
     ledger = [r for r in result.trace.records if r["ev"] == "ledger"]
     assert any(r["state"] == "retrying" for r in ledger)
     assert any("ran locally on" in r["why"] for r in ledger if r["job"] == "local")
-    assert any("could not vote: store refused the vote (OOM" in r["why"] for r in ledger)
+    assert any("could not vote: store refused the vote (WRONGTYPE" in r["why"] for r in ledger)
 
 
 def test_live_reloads_redefine_remove_and_restore_jobs_while_the_nodes_run() -> None:
