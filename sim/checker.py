@@ -1411,6 +1411,7 @@ def _check_due(
     clock_faults = _clock_faults(sc)
     end_error = _end_clock_error(sc)
     early = sc.settings.max_skew_ms + sc.settings.sweep_ms
+    base_error = _base_clock_error(sc)
     # Long enough for one node to vote: a call timing out, the retry, and a second call.
     enough = 2 * sc.network.timeout_ms + sc.settings.retry_ms + sc.settings.max_skew_ms
     # Long enough, once a node is healthy again, for the records it held to land: its probe's
@@ -1449,7 +1450,6 @@ def _check_due(
                 # (A node whose clock runs behind comes to the slot that much later: its first
                 # chance to record it is when its clock reads the deadline; explorer seed 71193.)
                 behind = _clock_errors_near(clock_faults, lo, hi) if untouched else {}
-                base_error = _base_clock_error(sc)
                 unowned = untouched and all(
                     removals.lacked(
                         n, job.name, lo, recorders.first_ok(n, hi + base_error + behind.get(n, 0), end)

@@ -35,16 +35,21 @@ T0 = 1_699_999_980_000
 SETTINGS = NodeSettings(node_id="n1", quorum=2, retry_ms=500, vote_lead_ms=50)
 
 
-def make(run_local: bool = True) -> NodeCore:
-    job = CoreJob(
+def job_j(run_local: bool = True, misfire: str = "skip") -> CoreJob:
+    """Job ``j``: every 10 s, a 2-second deadline."""
+    return CoreJob(
         name="j",
         schedule=Every(10_000),
         spec_hash="h",
         deadline_ms=2_000,
         timeout_ms=60_000,
+        misfire=misfire,
         run_local=run_local,
     )
-    core = NodeCore(SETTINGS, [job])
+
+
+def make(run_local: bool = True) -> NodeCore:
+    core = NodeCore(SETTINGS, [job_j(run_local)])
     core.set_trust(True)
     return core
 
@@ -508,16 +513,7 @@ def widened_catch_up(run_local: bool = False, untrusted: str = "") -> tuple[Node
     T0 - 10 s and votes T0, the latest, with its deadline widened to now (``run-once``); the
     clock untrusted (``untrusted``: why) from the start if given. Returns (core, clock, the fire
     times the catch-up recorded)."""
-    job = CoreJob(
-        name="j",
-        schedule=Every(10_000),
-        spec_hash="h",
-        deadline_ms=2_000,
-        timeout_ms=60_000,
-        misfire="run-once",
-        run_local=run_local,
-    )
-    core, clock = NodeCore(SETTINGS, [job]), Clock(T0)
+    core, clock = NodeCore(SETTINGS, [job_j(run_local, misfire="run-once")]), Clock(T0)
     core.set_trust(not untrusted, untrusted)
     now = clock.at(T0 + 10_500)  # (slot T0 + 10 s due, inside its deadline; T0 missed)
     caught: list[int] = []
