@@ -24,6 +24,7 @@ from quorum_cron.core.actions import (
     Run,
     Start,
 )
+from quorum_cron.core.lease import lease_end, lease_margin
 from quorum_cron.core.model import (
     TERMINAL_STATES,
     Delivery,
@@ -45,24 +46,6 @@ from quorum_cron.core.timers import NEVER, min_sweep_gap
 _NEVER = NEVER
 
 __all__ = ["RunningSide", "lease_end", "lease_margin"]
-
-
-def lease_margin(lease_ms: int) -> int:
-    """How long before its lease ends in the store (by the node's clock) a run is killed.
-
-    The node measures the lease on its monotonic clock from when it *sent*
-    the start or renew, so the store's lease (set when the call arrived)
-    ends later by the network delay; what is left to cover is the two
-    clocks running at different rates. 1% (10,000 ppm) is twice the
-    simulator's largest drift and a hundred times a typical crystal's
-    (docs/protocol.md, "Leases").
-    """
-    return max(1, lease_ms // 100)
-
-
-def lease_end(sent_mono: int, lease_ms: int) -> int:
-    """The node's monotonic time at which a lease granted to a call sent at ``sent_mono`` is over."""
-    return sent_mono + lease_ms - lease_margin(lease_ms)
 
 
 class RunningSide(Polls):
@@ -257,6 +240,16 @@ class RunningSide(Polls):
         if self._holds(js, fire_ms, token):
             # A failover that lost writes hands a token out again (store-failover seed 30): a start
             # of it in flight decides (refused now, it adopts this one), a run of it is the run.
+            # A start of a later token in flight that the store never gave (a forged notice's:
+            # anyone who may publish in the namespace can send one) is refused showing this
+            # start: it is adopted then, as the start this node sent first.
+            if (
+                s.run is None
+                and s.start_token is not None
+                and s.start_token > token
+                and not self._ran(js, fire_ms, token)
+            ):
+                s.start_first = (token, sent if sent >= 0 else now.mono_ms)
             return []
         if sent < 0 or now.mono_ms - sent >= self.settings.lease_ms // 2:
             s.start_first = (token, sent if sent >= 0 else now.mono_ms)
@@ -353,6 +346,16 @@ class RunningSide(Polls):
                 self._defer(js, action.fire_ms, action.token, at)
             elif view.state == SlotState.RUNNING and view.executor == self.settings.node_id:
                 return self._adopt_start(js, view, now)  # an earlier send of this start landed
+            elif (
+                view.state == SlotState.COMMITTED
+                and view.executor == self.settings.node_id
+                and view.token != action.token
+            ):
+                # Ours under another token than the start's (a forged notice's): the store's, as a read.
+                if view.not_before_ms > now.wall_ms:
+                    self._defer(js, action.fire_ms, view.token, view.not_before_ms)
+                    return []
+                return self._maybe_start(js, action.fire_ms, view.token, view.executor, now)
             elif s.start_first is not None and s.start_first[0] == action.token:
                 s.start_first = None
             return []
@@ -363,8 +366,8 @@ class RunningSide(Polls):
             # first: the store accepts only while the slot is still ours under
             # this token, and then the lease runs from the renew's send.
             return self._confirm(js, action.fire_ms, action.token, now)
-        if s.start_first is not None and s.start_first[0] == action.token:
-            s.start_first = None
+        if s.start_first is not None and s.start_first[0] <= action.token:
+            s.start_first = None  # (an earlier token's start is nothing to adopt once this one holds)
         return self._run(js, action.fire_ms, action.token, sent, reply.slot.runs)
 
     def _confirm(self, js: _JobState, fire_ms: int, token: int, now: Now) -> list[Action]:

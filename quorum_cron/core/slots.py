@@ -42,6 +42,7 @@ __all__ = [
     "LOCAL_OWED",
     "LOCAL_RUNNING",
     "LOCAL_TOO_LATE",
+    "MAX_DEFERRED_AHEAD",
     "TOKEN_UNKNOWN",
     "Holder",
     "Pending",
@@ -49,6 +50,7 @@ __all__ = [
     "Slot",
     "StepHook",
     "phase_of",
+    "room_ahead",
     "settle",
 ]
 
@@ -69,6 +71,17 @@ TOKEN_UNKNOWN = 0
 """``Slot.start_first``'s token when a vote that asked for the start failed: it may have started
 the slot here under a token the node never heard (tokens start at 1); a view under this process's
 tag names it (docs/protocol.md, "A start folded into the commit")."""
+
+MAX_DEFERRED_AHEAD = 8
+"""Starts a job's records may hold deferred to a fire time ahead of the node's clock.
+
+An assignment notice is a hint that anyone who may publish in the namespace can send, and each
+one naming a fire time ahead of the clock makes a record that waits for it: unbounded, notices
+naming fire times years ahead would fill the node's memory. The store commits a slot no earlier
+than ``max_skew`` before its fire time, so a node whose clock it trusts holds one or two such
+starts of a job; one whose clock runs far behind, more, but its starts of them come after the
+store has handed the slots to another voter anyway."""
+
 
 IN_FLIGHT = -1
 """``Slot.poll_at`` of a slot whose poll was sent (its reply or failure sets the next)."""
@@ -199,6 +212,17 @@ def phase_of(slot: Slot, may_vote: bool) -> Phase:
     if slot.missed:
         return Phase.MISSED
     return Phase.NONE
+
+
+def room_ahead(slots: dict[int, Slot], fire_ms: int, now_wall_ms: int) -> tuple[bool, Slot | None]:
+    """Whether a notice may defer a start of ``fire_ms`` (ahead of the clock), and the record
+    whose deferral it takes the place of when ``MAX_DEFERRED_AHEAD`` are held (the latest, if
+    later: the earliest are those that can still be of use; ``(False, None)`` if none is)."""
+    ahead = [s for s in slots.values() if s.deferred is not None and s.fire_ms > now_wall_ms]
+    if len(ahead) < MAX_DEFERRED_AHEAD:
+        return True, None
+    last = max(ahead, key=lambda s: s.fire_ms)
+    return (True, last) if last.fire_ms > fire_ms else (False, None)
 
 
 class Holder(Protocol):

@@ -38,8 +38,10 @@ from quorum_cron.store.base import (
     SlotState,
     SlotView,
 )
+from quorum_cron.store.ports import Notice, Trigger
 
 __all__ = [
+    "MAX_FIRE_MS",
     "MAX_INT",
     "BadValue",
     "audit_entry",
@@ -49,10 +51,13 @@ __all__ = [
     "ledger_entry",
     "member_entry",
     "membership_record",
+    "parse_notice",
+    "parse_trigger",
     "shorten",
     "slot_value",
     "slot_view",
     "text",
+    "wire_text",
 ]
 
 MAX_INT: Final = 2**53 - 1
@@ -332,3 +337,41 @@ def membership_record(value: object, what: str) -> MembershipRecord:
         return MembershipRecord.decode(raw)
     except ValueError as exc:
         raise BadValue(what, str(exc)) from None
+
+
+MAX_FIRE_MS: Final = 253_402_300_799_999
+"""The latest fire time a notice or trigger may name: 9999-12-31T23:59:59.999Z, the last instant a
+date holds (a job's environment and context carry the fire time as one)."""
+
+
+def wire_text(data: bytes | str) -> str:
+    """A pub/sub message or channel name as text (bytes decoded, bad UTF-8 replaced)."""
+    return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+
+
+def parse_notice(data: bytes | str) -> Notice | None:
+    """An assignment notice from its wire form ``job\\nfire_ms\\ntoken``, or None when malformed (a hint).
+
+    Anyone who may publish in the namespace can send one, so its numbers are read with the store's
+    bounds: plain decimals, a fire time a date can hold, a positive token.
+    """
+    parts = wire_text(data).split("\n")
+    if len(parts) != 3:
+        return None
+    job, fire, token = parts
+    try:
+        return Notice(job, bounded_int(fire, "fire", 0, MAX_FIRE_MS), bounded_int(token, "token", 1, MAX_INT))
+    except BadValue:
+        return None
+
+
+def parse_trigger(data: bytes | str) -> Trigger | None:
+    """A trigger from its wire form ``job\\nfire_ms``, or None when malformed (bounded as a notice is)."""
+    parts = wire_text(data).split("\n")
+    if len(parts) != 2:
+        return None
+    job, fire = parts
+    try:
+        return Trigger(job, bounded_int(fire, "fire", 0, MAX_FIRE_MS))
+    except BadValue:
+        return None

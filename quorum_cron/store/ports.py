@@ -32,8 +32,6 @@ __all__ = [
     "NoticeListening",
     "StoredAlert",
     "Trigger",
-    "parse_notice",
-    "parse_trigger",
     "with_job_tables",
 ]
 
@@ -59,34 +57,6 @@ class Trigger:
 
     job: str
     fire_ms: int
-
-
-def _text(data: bytes | str) -> str:
-    return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
-
-
-def parse_notice(data: bytes | str) -> Notice | None:
-    """An assignment notice from its wire form ``job\\nfire_ms\\ntoken``, or None when malformed (a hint)."""
-    parts = _text(data).split("\n")
-    if len(parts) != 3:
-        return None
-    job, fire, token = parts
-    try:
-        return Notice(job, int(fire), int(token))
-    except ValueError:
-        return None
-
-
-def parse_trigger(data: bytes | str) -> Trigger | None:
-    """A trigger from its wire form ``job\\nfire_ms``, or None when malformed."""
-    parts = _text(data).split("\n")
-    if len(parts) != 2:
-        return None
-    job, fire = parts
-    try:
-        return Trigger(job, int(fire))
-    except ValueError:
-        return None
 
 
 DeliverNotice = Callable[[Notice | Trigger], None]

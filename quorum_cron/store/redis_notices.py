@@ -51,7 +51,8 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import RedisClusterException
 
-from quorum_cron.store.ports import DeliverNotice, Notice, Trigger, _text, parse_notice, parse_trigger
+from quorum_cron.store.parse import parse_notice, parse_trigger, wire_text
+from quorum_cron.store.ports import DeliverNotice, Notice, Trigger
 
 __all__ = ["NoticeListener"]
 
@@ -104,7 +105,7 @@ class NoticeListener:
         self._thread.join(timeout)
 
     def _parse(self, channel: bytes | str, data: bytes | str) -> Notice | Trigger | None:
-        if _text(channel) in self._trigger_set:
+        if wire_text(channel) in self._trigger_set:
             return parse_trigger(data)
         return parse_notice(data)
 
@@ -202,7 +203,7 @@ class NoticeListener:
                 self._deliver(item)
         elif kind == unsub:
             # The server dropped a channel (its slot moved): subscribe again.
-            raise redis.ConnectionError(f"channel {_text(msg['channel'])!r} unsubscribed by the server")
+            raise redis.ConnectionError(f"channel {wire_text(msg['channel'])!r} unsubscribed by the server")
 
 
 def _ssubscribe(client: RedisCluster, channels: Sequence[str], opened: list[Any]) -> None:
