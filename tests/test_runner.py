@@ -19,6 +19,8 @@ from quorum_cron.agent.jobprocess import (
     Tail,
     iso_utc,
 )
+from quorum_cron.agent.spec import AgentSettings
+from quorum_cron.core.node import NodeSettings
 
 SLOT_MS = 1_700_000_000_123
 
@@ -30,6 +32,9 @@ def run(target: CommandTarget | CallableTarget, timeout_ms: int = 10_000, **kw: 
 def test_iso_utc_keeps_milliseconds() -> None:
     assert iso_utc(SLOT_MS) == "2023-11-14T22:13:20.123Z"
     assert iso_utc(0) == "1970-01-01T00:00:00.000Z"
+    # A fire time no date holds (a value read from Redis) is said in ms, not raised.
+    assert iso_utc(2**53 - 1) == f"{2**53 - 1} ms"
+    assert iso_utc(-(2**53) + 1) == f"{-(2**53) + 1} ms"
 
 
 def test_tail_keeps_only_the_last_bytes_and_counts_the_rest() -> None:
@@ -301,3 +306,25 @@ def test_a_cancelled_wait_stops_the_callable_without_a_loop_error() -> None:
     asyncio.run(go())
     assert cancelled == [True]
     assert errors == []
+
+
+def test_a_command_targets_repr_shows_no_environment_or_input() -> None:
+    """A job's variables and an alert's input (the text on stdin) may hold secrets: a repr, which
+    can reach a log line or an error, shows neither."""
+    target = CommandTarget(argv=("true",), env={"API_KEY": "hunter2"}, stdin=b"token s3cret")
+    assert "hunter2" not in repr(target) and "s3cret" not in repr(target)
+    assert target.env == {"API_KEY": "hunter2"} and target.stdin == b"token s3cret"
+    with pytest.raises(ValueError, match="got both") as bad:
+        CommandTarget(argv=("a",), shell="b", env={"API_KEY": "hunter2"})
+    assert "hunter2" not in str(bad.value)
+
+
+def test_the_agent_settings_repr_shows_no_webhook_url() -> None:
+    settings = AgentSettings(
+        node=NodeSettings(node_id="n1", quorum=1),
+        namespace="n",
+        size=1,
+        alert_url="https://hooks.example/services/T000/B000/SUPERSECRET",
+    )
+    assert "SUPERSECRET" not in repr(settings)
+    assert settings.alert_url is not None and settings.alert_url.endswith("SUPERSECRET")

@@ -14,6 +14,7 @@ import asyncio
 import redis
 from starlette.testclient import TestClient
 
+from quorum_cron.core.model import VoteRequest
 from quorum_cron.store import keys as store_keys
 from quorum_cron.web.live import Broadcaster
 from tests.test_web import T0, World, _await_event, world  # noqa: F401  (the fixture)
@@ -111,3 +112,22 @@ def test_live_events_drop_a_corrupt_job_once_and_keep_reporting_the_others(
     assert corrupt["job"] == "other" and "WRONGTYPE" in str(corrupt["error"]), corrupt
     assert ledger == {"job": "tick", "slot_ms": T0 + 10_000, "state": "succeeded"}
     assert "event: store" not in rest and "event: corrupt" not in rest, rest
+
+
+def test_a_time_no_date_holds_is_shown_in_ms_and_every_page_stays_up(
+    world: World,  # noqa: F811
+) -> None:
+    """Times read from Redis are bounded to ±2^53 ms, far past year 9999: a slot of one job at such
+    a time (written by anyone who may write the namespace) shows as ``<ms> ms``; no page fails."""
+    far = 2**53 - 1
+    world.now = far
+    reqs = [
+        VoteRequest("other", far - 1_000, n, world.other.spec_hash, 2, 250, world.other.starting_deadline_ms)
+        for n in ("n1", "n2")
+    ]
+    world.store.vote(reqs)
+    world.store.record_missed("other", far - 3_600_000, 30_000, "no quorum before the deadline")
+    with TestClient(world.app) as client:
+        for path in PAGES:
+            assert client.get(path).status_code == 200, path
+        assert f"{far - 3_600_000} ms" in client.get("/jobs/other").text

@@ -25,7 +25,7 @@ import os
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from quorum_cron.agent.jobenv import base_environment, passthrough
@@ -67,8 +67,15 @@ PIPE_DRAIN_S = 1.0
 
 
 def iso_utc(ms: int) -> str:
-    """``ms`` since the epoch as ISO-8601 UTC with milliseconds, e.g. ``2024-05-01T12:00:00.000Z``."""
-    when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    """``ms`` since the epoch as ISO-8601 UTC with milliseconds, e.g. ``2024-05-01T12:00:00.000Z``.
+
+    A fire time beyond what a date can hold (a value read from Redis: the store's own bounds are
+    ±2^53) reads ``<ms> ms``, so that one bad slot value cannot stop the job's run.
+    """
+    try:
+        when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    except (OverflowError, ValueError, OSError):
+        return f"{ms} ms"
     return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
@@ -91,10 +98,12 @@ class CommandTarget:
 
     argv: tuple[str, ...] = ()
     shell: str | None = None
-    env: Mapping[str, str] | None = None
+    env: Mapping[str, str] | None = field(default=None, repr=False)
+    """The job's own variables (secrets, often): never in a repr, as ``JobSpec.env`` is not."""
     cwd: str | None = None
-    stdin: bytes | None = None
-    """Written to the process's standard input, then closed; ``None``: stdin is /dev/null."""
+    stdin: bytes | None = field(default=None, repr=False)
+    """Written to the process's standard input, then closed; ``None``: stdin is /dev/null. (An
+    alert's text, or the job's input: not in a repr either.)"""
     inherit_env: bool = True
     """``False``: the process gets only ``env`` and the slot's facts (cron's clean environment)."""
     passthrough: tuple[str, ...] = ()
@@ -102,7 +111,8 @@ class CommandTarget:
 
     def __post_init__(self) -> None:
         if (not self.argv) == (self.shell is None):
-            raise ValueError(f"a command target needs exactly one of argv or shell, got {self!r}")
+            got = "both" if self.argv else "neither"
+            raise ValueError(f"a command target needs exactly one of argv or shell, got {got}")
 
     @property
     def args(self) -> tuple[str, ...]:

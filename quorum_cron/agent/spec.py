@@ -36,7 +36,8 @@ class AgentJob:
 
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
-    """Everything the agent needs besides its jobs and store (no secrets here)."""
+    """Everything the agent needs besides its jobs and store (the one secret, a webhook URL, kept
+    out of its repr)."""
 
     node: NodeSettings
     namespace: str
@@ -54,7 +55,8 @@ class AgentSettings:
     output_log_rate: int = DEFAULT_OUTPUT_LOG_RATE
     """Output lines per second logged over all runs of this node."""
     alert_command: tuple[str, ...] | str | None = None
-    alert_url: str | None = None
+    alert_url: str | None = field(default=None, repr=False)
+    """A webhook's URL carries its secret in the path (Slack's, say): never in a repr."""
     info: dict[str, str] = field(default_factory=dict)
     """Extra membership info (shown by ``status``)."""
     membership: Configuration | None = None

@@ -79,7 +79,10 @@ def fmt_ms(ms: int, tz: str = "UTC") -> str:
     """Epoch ms as ``2026-05-01 12:00:00.000`` in ``tz`` (with ``Z`` for UTC)."""
     if ms <= 0:
         return "-"
-    when = dt.datetime.fromtimestamp(ms / 1000, dt.UTC if tz == "UTC" else zoneinfo.ZoneInfo(tz))
+    try:
+        when = dt.datetime.fromtimestamp(ms / 1000, dt.UTC if tz == "UTC" else zoneinfo.ZoneInfo(tz))
+    except (OverflowError, ValueError, OSError):  # a value read from Redis, beyond year 9999
+        return f"{ms} ms"
     text = when.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}"
     return text + "Z" if tz == "UTC" else f"{text} {when.strftime('%Z')}"
 
