@@ -52,7 +52,9 @@ It proves, for the run it reads (not for all runs):
   nodes that had the job when they would vote, and a slot no store call
   touched and nobody ran is exempt from accounting only if every node
   lacked the job at some time between the slot's window and the node's
-  first chance to record it (``JOB_REMOVED``). A slot any node voted for,
+  first chance to record it, or had no chance at all (its first came with a
+  restart whose catch-up starts past the slot, a later one decided before
+  it), and one node at least lacked it (``JOB_REMOVED``). A slot any node voted for,
   wrote or ran must still end in the ledger ("what is already voted,
   committed or running finishes", core/jobswap.py), unless every node
   restarted without the job before it ended (``REMOVED_UNSWEPT``, a known
@@ -131,7 +133,8 @@ policy. A slot skipped for anything else (a bug) did not run when it should have
 
 JOB_REMOVED = "slot of a job a reload took out of nodes' config"
 """Exemption (``Report.exempt``): a slot no store call touched and nobody ran, while every node
-lacked the job at some time between the slot's window and its first chance to record it; or,
+lacked the job at some time between the slot's window and its first chance to record it, or had
+none (a restart past the slot: :func:`_restarted_past`), one node at least lacking it; or,
 for liveness, a slot that had a quorum of healthy nodes only with those that lacked the job
 when they would vote for it."""
 
@@ -901,6 +904,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
         lambda job, fire: _lost_to_restarts(job, fire, decided_at, boots, sc),
         _MembershipTimeline(changes, stale) if sc.uses_membership else None,
         removals,
+        lambda node, job, fire, lo, hi: _restarted_past(node, job, fire, lo, hi, decided_at, boots),
     )
     return report
 
@@ -1136,6 +1140,23 @@ def _lost_to_restarts(
         return False
     first = min(b for b in after if b is not None)
     return any(f > fire and t < first for f, t in decided_at.get(job, ()))
+
+
+def _restarted_past(
+    node: str,
+    job: str,
+    fire: int,
+    lo: int,
+    hi: int,
+    decided_at: Mapping[str, list[tuple[int, int]]],
+    boots: Mapping[str, list[int]],
+) -> bool:
+    """Whether ``node`` booted in (``lo``, ``hi``] after a slot of ``job`` later than ``fire`` was
+    decided: that boot's catch-up starts at the job's high-water mark, past the slot, so a node
+    whose first chance to record the slot came only with it (it was down, or its records held in
+    memory were lost to the restart) never had one."""
+    later = [t for f, t in decided_at.get(job, ()) if f > fire]
+    return bool(later) and any(lo < b <= hi and min(later) < b for b in boots.get(node, ()))
 
 
 def _forget_commits(
@@ -1403,6 +1424,7 @@ def _check_due(
     lost_to_restarts: Callable[[str, int], bool],
     membership: _MembershipTimeline | None = None,
     removals: _Removals | None = None,
+    restarted_past: Callable[[str, str, int, int, int], bool] = lambda *_: False,
 ) -> None:
     q = sc.nodes // 2 + 1
     everyone = frozenset(f"n{i}" for i in range(1, sc.nodes + 1))
@@ -1450,12 +1472,17 @@ def _check_due(
                 # (A node whose clock runs behind comes to the slot that much later: its first
                 # chance to record it is when its clock reads the deadline; explorer seed 71193.)
                 behind = _clock_errors_near(clock_faults, lo, hi) if untouched else {}
-                unowned = untouched and all(
-                    removals.lacked(
-                        n, job.name, lo, recorders.first_ok(n, hi + base_error + behind.get(n, 0), end)
+                unowned = False
+                if untouched:
+                    # (A node whose first chance came only with a restart whose catch-up starts
+                    # past the slot, a later one decided before it, never had one: seed 76003.)
+                    chances = {
+                        n: recorders.first_ok(n, hi + base_error + behind.get(n, 0), end) for n in everyone
+                    }
+                    lacking = {n for n, c in chances.items() if removals.lacked(n, job.name, lo, c)}
+                    unowned = bool(lacking) and all(
+                        n in lacking or restarted_past(n, job.name, fire, hi, c) for n, c in chances.items()
                     )
-                    for n in everyone
-                )
                 orphan = not untouched and removals.orphaned(job.name, everyone)
                 local = facts.local.get(key, set())
                 killed = bool(local) and key not in facts.voted and lost_to_restarts(job.name, fire)

@@ -394,6 +394,11 @@ def removed(t: int, nodes: tuple[str, ...] = NODES, job: str = "a") -> list[Rec]
         ("every node, but n1 voted first", {checker.UNACCOUNTED: 1}),
         ("every node, after they could have recorded it", {checker.UNACCOUNTED: 1}),
         ("every node, n3 down through the window and removed once back", {}),
+        ("two of three, n3 down through the window, back after a later slot was decided", {}),
+        (
+            "two of three, n3 down through the window, back before a later slot was decided",
+            {checker.UNACCOUNTED: 1},
+        ),
     ],
 )
 def test_a_slot_nobody_touched_is_exempt_only_if_every_node_lacked_the_job_before_it_could_record_it(
@@ -411,10 +416,20 @@ def test_a_slot_nobody_touched_is_exempt_only_if_every_node_lacked_the_job_befor
         records += [vote("n1", FIRE - 40), *removed(FIRE + 1_000)]
     elif story == "every node, after they could have recorded it":
         records += removed(FIRE + 30_000)
-    else:  # (n3 is back after the window, its config already without the job)
+    elif story == "every node, n3 down through the window and removed once back":
+        # (n3 is back after the window, its config already without the job)
         records += removed(FIRE - 10_000, ("n1", "n2"))
         records += health(FIRE - 20_000, ok=False, why="down", nodes=("n3",))
         records += [*removed(FIRE + 20_000, ("n3",)), *health(FIRE + 20_000, nodes=("n3",))]
+    else:
+        # Explorer seed 76003: n3 is back with the job after the window; its restart's catch-up
+        # starts at the high-water mark, past the slot if a later one was decided before it.
+        decided_at = FIRE + 15_000 if story.endswith("after a later slot was decided") else FIRE + 25_000
+        later: Rec = {"ev": "decided", "t": decided_at, "job": "a", "fire": FIRE + 10_000, "state": "missed"}
+        boot = {"ev": "boot", "t": FIRE + 20_000, "node": "n3", "incarnation": 2, "specs": {}}
+        records += [*removed(FIRE - 10_000, ("n1", "n2")), KNOWN_JOB, later, boot]
+        records += health(FIRE - 20_000, ok=False, why="down", nodes=("n3",))
+        records += health(FIRE + 20_000, nodes=("n3",))
     rep = check(_trace(*records))
     assert rep.by_kind() == expected
     assert rep.exempt == ({checker.JOB_REMOVED: 1} if not expected else {})
