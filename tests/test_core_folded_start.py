@@ -23,7 +23,6 @@ from quorum_cron.core.node import (
     Start,
     Vote,
 )
-from quorum_cron.core.slots import MAX_DEFERRED_AHEAD
 from quorum_cron.store.memory import MemoryStore
 from tests.core_driver import Every, boot
 
@@ -167,61 +166,3 @@ def test_a_failed_folding_votes_mark_goes_once_a_retry_shows_nothing_committed()
     assert slot.start_first == (0, 0)  # (the mark: token unknown, the vote sent at 0)
     core.on_reply(retry, [res], Now(T0 + 1_010, 1_010))
     assert slot.start_first is None
-
-
-def test_a_forged_notice_of_a_later_token_does_not_keep_the_folded_start_from_running() -> None:
-    """Anyone who may publish in the namespace can send an assignment notice. One naming the next
-    fire time with a token the store never gave defers a start here; at the fire time that start
-    goes, and the node's own vote then commits the slot and starts it under the store's token.
-    The forged start is refused showing that start, which is adopted (a renew, then the run): the
-    slot does not stay running with no run anywhere until its lease ends ``lost``."""
-    core = _core()
-    forged = 10**15
-    boot(core, Now(T0 - 5_000, 0))
-    assert core.on_assigned("a", T0, forged, Now(T0 - 4_000, 1_000)) == []  # (ahead: deferred)
-    due = core.tick(Now(T0, 5_000))
-    (vote,) = [a for a in due if isinstance(a, Vote)]
-    (start,) = [a for a in due if isinstance(a, Start)]
-    assert start.token == forged
-    view = SlotView("a", T0, SlotState.RUNNING, executor="n1", token=13, runs=1, starter="inc-1")
-    assert core.on_reply(vote, [VoteResult(VoteStatus.COMMITTED, view, T0 + 10)], Now(T0 + 10, 5_010)) == []
-    refused = TransitionResult(False, view, T0 + 20, "slot is running, not committed")
-    assert core.on_reply(start, refused, Now(T0 + 20, 5_020)) == [Renew("a", T0, 13, LEASE)]
-    ok = TransitionResult(True, view, T0 + 30)
-    assert core.on_reply(Renew("a", T0, 13, LEASE), ok, Now(T0 + 30, 5_030)) == [Run("a", T0, 13, 60_000)]
-
-
-def test_notices_ahead_of_the_clock_hold_a_bounded_number_of_deferred_starts() -> None:
-    """Forged notices naming fire times ahead of the clock would each keep a record until then:
-    a job holds at most ``MAX_DEFERRED_AHEAD`` such starts, the earliest ones (an earlier notice
-    takes the latest one's place; a later one is ignored), and the genuine start still runs."""
-    core = _core()
-    now = Now(T0 - 50_000, 0)
-    boot(core, now)
-    held = core._jobs["a"].slots
-    for k in range(1, 3 * MAX_DEFERRED_AHEAD):
-        core.on_assigned("a", T0 + k * 10**9, 99, now)  # years ahead
-    ahead = sorted(f for f, s in held.items() if s.deferred is not None)
-    assert ahead == [T0 + k * 10**9 for k in range(1, MAX_DEFERRED_AHEAD + 1)]
-    core.on_assigned("a", T0, 7, now)  # the genuine one, earliest of all
-    ahead = sorted(f for f, s in held.items() if s.deferred is not None)
-    assert ahead == [T0] + [T0 + k * 10**9 for k in range(1, MAX_DEFERRED_AHEAD)]
-    assert Start("a", T0, 7, LEASE) in core.tick(Now(T0, 50_000))
-
-
-def test_a_start_refused_because_the_slot_is_ours_under_another_token_starts_under_the_stores() -> None:
-    """Without a folded start (a core with no incarnation): the forged notice's start goes at the
-    fire time and is refused showing the slot committed here under the store's token, which this
-    node then starts, as a read showing it would (its own vote's reply found the forged start in
-    flight, and held back)."""
-    core = _core("")
-    forged = 10**15
-    boot(core, Now(T0 - 5_000, 0))
-    core.on_assigned("a", T0, forged, Now(T0 - 4_000, 1_000))
-    due = core.tick(Now(T0, 5_000))
-    (vote,) = [a for a in due if isinstance(a, Vote)]
-    (start,) = [a for a in due if isinstance(a, Start)]
-    view = SlotView("a", T0, SlotState.COMMITTED, executor="n1", token=13)
-    assert core.on_reply(vote, [VoteResult(VoteStatus.COMMITTED, view, T0 + 10)], Now(T0 + 10, 5_010)) == []
-    refused = TransitionResult(False, view, T0 + 20, "token 1000000000000000 is not the slot's (13)")
-    assert core.on_reply(start, refused, Now(T0 + 20, 5_020)) == [Start("a", T0, 13, LEASE)]

@@ -84,7 +84,13 @@ from quorum_cron.core.model import (
     SweepResult,
     VoteRequest,
 )
-from quorum_cron.core.slots import LOCAL_ENDED, LOCAL_NO, LOCAL_OWED, LOCAL_RUNNING, Pending, room_ahead
+from quorum_cron.core.slots import (
+    LOCAL_ENDED,
+    LOCAL_NO,
+    LOCAL_OWED,
+    LOCAL_RUNNING,
+    Pending,
+)
 from quorum_cron.core.state import _JobState
 from quorum_cron.core.timers import NEVER, max_sweep_gap, sweep_gap
 from quorum_cron.core.vote import VotingSide
@@ -370,14 +376,7 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
         js = self._jobs.get(job)
         if js is None:
             return []
-        if fire_ms > now.wall_ms and fire_ms not in js.slots:  # (a record it makes waits: bounded)
-            room, dropped = room_ahead(js.slots, fire_ms, now.wall_ms)
-            if not room:
-                return []
-            if dropped is not None:
-                dropped.deferred = None
-                self._touched.append((js, dropped))
-        out = self._maybe_start(js, fire_ms, token, self.settings.node_id, now)
+        out = self._on_notice(js, fire_ms, token, now)
         self._settle()
         return out
 

@@ -1,7 +1,7 @@
 """The running side of the node core: starting, running and fencing the slots this node executes.
 
 A slot committed to this node is started when its fire time (or a retry's
-backoff) has come (``_maybe_start``, ``_defer``), its start reply turns into
+backoff) has come (:mod:`quorum_cron.core.starts`), its start reply turns into
 ``Run`` unless the lease may already be gone (``_on_start``), a start whose
 reply was lost is adopted from a read (``_adopt_start``), the lease is
 renewed every lease/3 counted from when the renew was *sent* (``_on_renew``),
@@ -38,8 +38,8 @@ from quorum_cron.core.outcomes import (
     killed_renew_refused,
     killed_stale,
 )
-from quorum_cron.core.polls import Polls
 from quorum_cron.core.slots import TOKEN_UNKNOWN, Running
+from quorum_cron.core.starts import Starts
 from quorum_cron.core.state import _JobState
 from quorum_cron.core.timers import NEVER, min_sweep_gap
 
@@ -48,7 +48,7 @@ _NEVER = NEVER
 __all__ = ["RunningSide", "lease_end", "lease_margin"]
 
 
-class RunningSide(Polls):
+class RunningSide(Starts):
     """Committed slots → starts, runs, renewals, kills."""
 
     def _renewals_due(self, js: _JobState, order: list[int], now: Now, out: list[Action]) -> None:
@@ -240,16 +240,8 @@ class RunningSide(Polls):
         if self._holds(js, fire_ms, token):
             # A failover that lost writes hands a token out again (store-failover seed 30): a start
             # of it in flight decides (refused now, it adopts this one), a run of it is the run.
-            # A start of a later token in flight that the store never gave (a forged notice's:
-            # anyone who may publish in the namespace can send one) is refused showing this
-            # start: it is adopted then, as the start this node sent first.
-            if (
-                s.run is None
-                and s.start_token is not None
-                and s.start_token > token
-                and not self._ran(js, fire_ms, token)
-            ):
-                s.start_first = (token, sent if sent >= 0 else now.mono_ms)
+            # (A start of a later token in flight, one the store never gave, is refused showing
+            # this start under this process's tag, which the refusal adopts: _on_start.)
             return []
         if sent < 0 or now.mono_ms - sent >= self.settings.lease_ms // 2:
             s.start_first = (token, sent if sent >= 0 else now.mono_ms)
@@ -268,68 +260,6 @@ class RunningSide(Polls):
         self._dirty.add(js.index)
         return [killed_stale(js.job.name, r.token, view)]
 
-    def _maybe_start(self, js: _JobState, fire_ms: int, token: int, executor: str, now: Now) -> list[Action]:
-        # While stopping, leave new work to the start timeout's takeover.
-        if executor != self.settings.node_id or self._stopping:
-            return []
-        if now.wall_ms < fire_ms:
-            # Committed ahead of time (votes lead the fire time): start when due.
-            self._defer(js, fire_ms, token, fire_ms)
-            return []
-        if self._holds(js, fire_ms, token):
-            return []
-        s = self._slot(js, fire_ms)
-        s.start_token = token
-        s.start_sent = now.mono_ms
-        if s.start_first is None or s.start_first[0] != token:
-            s.start_first = (token, now.mono_ms)
-        s.poll_at = None
-        s.parked = False  # (a read, should the start fail, must be sent: sim start-reply-lost)
-        self._dirty.add(js.index)
-        return [Start(js.job.name, fire_ms, token, self.settings.lease_ms)]
-
-    def _holds(self, js: _JobState, fire_ms: int, token: int) -> bool:
-        """Whether this node already sent a start of ``token`` (or a later one), runs it, or ran it:
-        a start of it, a late notice's or a folded one (a failover may hand a token out twice),
-        must not run the job again."""
-        s = js.slots.get(fire_ms)
-        if s is None:
-            return False
-        return (
-            (s.start_token if s.start_token is not None else -1) >= token
-            or (s.run is not None and s.run.token >= token)
-            or self._ran(js, fire_ms, token)
-        )
-
-    def _ran(self, js: _JobState, fire_ms: int, token: int) -> bool:
-        """Whether this node's run of the slot under ``token`` (or a later one) already ended.
-
-        Its result is still on its way to the store, which shows the slot running until it
-        lands: a late assignment notice or read must not start it, nor a refused repeat of its
-        start adopt it, a second time (explorer seed 7766, delays reordering the calls).
-        """
-        s = js.slots.get(fire_ms)
-        done = s.finish if s is not None else None
-        return done is not None and done.token >= token
-
-    def _defer(self, js: _JobState, fire_ms: int, token: int, not_before_ms: int) -> None:
-        s = js.slots.get(fire_ms)
-        if s is None or s.deferred is None or s.deferred[0] <= token:
-            self._slot(js, fire_ms).deferred = (token, not_before_ms)
-            self._dirty.add(js.index)
-
-    def _deferred_due(self, js: _JobState, order: list[int], now: Now, out: list[Action]) -> None:
-        slots = js.slots
-        for fire_ms in order:
-            s = slots.get(fire_ms)
-            if s is None or s.deferred is None:
-                continue
-            token, at = s.deferred
-            if at <= now.wall_ms:
-                s.deferred = None
-                self._touched.append((js, s))
-                out.extend(self._maybe_start(js, fire_ms, token, self.settings.node_id, now))
-
     def _on_start(self, action: Start, reply: TransitionResult, now: Now) -> list[Action]:
         js = self._jobs[action.job]
         self._dirty.add(js.index)
@@ -345,7 +275,12 @@ class RunningSide(Polls):
                 at = max(view.not_before_ms, now.wall_ms) + max(1, self.settings.max_skew_ms // 2)
                 self._defer(js, action.fire_ms, action.token, at)
             elif view.state == SlotState.RUNNING and view.executor == self.settings.node_id:
-                return self._adopt_start(js, view, now)  # an earlier send of this start landed
+                # An earlier send of this start landed; or this process's own vote started the
+                # slot (folded) while a start of another token, a forged notice's, was in flight.
+                inc = self.settings.incarnation
+                if inc and view.starter == inc and (s.start_first is None or s.start_first[0] != view.token):
+                    s.start_first = (view.token, now.mono_ms)
+                return self._adopt_start(js, view, now)
             elif (
                 view.state == SlotState.COMMITTED
                 and view.executor == self.settings.node_id
@@ -366,8 +301,8 @@ class RunningSide(Polls):
             # first: the store accepts only while the slot is still ours under
             # this token, and then the lease runs from the renew's send.
             return self._confirm(js, action.fire_ms, action.token, now)
-        if s.start_first is not None and s.start_first[0] <= action.token:
-            s.start_first = None  # (an earlier token's start is nothing to adopt once this one holds)
+        if s.start_first is not None and s.start_first[0] == action.token:
+            s.start_first = None
         return self._run(js, action.fire_ms, action.token, sent, reply.slot.runs)
 
     def _confirm(self, js: _JobState, fire_ms: int, token: int, now: Now) -> list[Action]:
@@ -387,8 +322,11 @@ class RunningSide(Polls):
         ``runs``: the slot's run count the store's reply showed (this run included), kept
         for the run's result: a failed attempt's retry waits the backoff of that attempt.
         """
+        s = self._slot(js, fire_ms)
+        if (s.run is not None and s.run.token >= token) or self._ran(js, fire_ms, token):
+            return []  # (this token, or a later one, runs or ran here: a node never runs it twice)
         lease = self.settings.lease_ms
-        self._slot(js, fire_ms).run = Running(
+        s.run = Running(
             token=token,
             renew_at_mono=lease_from + max(1, lease // 3),
             lease_until_mono=lease_end(lease_from, lease),

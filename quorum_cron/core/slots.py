@@ -49,8 +49,8 @@ __all__ = [
     "Running",
     "Slot",
     "StepHook",
+    "deferred_ahead",
     "phase_of",
-    "room_ahead",
     "settle",
 ]
 
@@ -73,14 +73,16 @@ the slot here under a token the node never heard (tokens start at 1); a view und
 tag names it (docs/protocol.md, "A start folded into the commit")."""
 
 MAX_DEFERRED_AHEAD = 8
-"""Starts a job's records may hold deferred to a fire time ahead of the node's clock.
+"""Starts a job's records may hold deferred to a fire time ahead of the node's clock before a
+notice naming another such fire time is ignored.
 
 An assignment notice is a hint that anyone who may publish in the namespace can send, and each
 one naming a fire time ahead of the clock makes a record that waits for it: unbounded, notices
 naming fire times years ahead would fill the node's memory. The store commits a slot no earlier
 than ``max_skew`` before its fire time, so a node whose clock it trusts holds one or two such
 starts of a job; one whose clock runs far behind, more, but its starts of them come after the
-store has handed the slots to another voter anyway."""
+store has handed the slots to another voter anyway. A notice ignored loses nothing the store
+gave: the node's own vote's reply, or a read, defers the start again, and neither is capped."""
 
 
 IN_FLIGHT = -1
@@ -214,15 +216,9 @@ def phase_of(slot: Slot, may_vote: bool) -> Phase:
     return Phase.NONE
 
 
-def room_ahead(slots: dict[int, Slot], fire_ms: int, now_wall_ms: int) -> tuple[bool, Slot | None]:
-    """Whether a notice may defer a start of ``fire_ms`` (ahead of the clock), and the record
-    whose deferral it takes the place of when ``MAX_DEFERRED_AHEAD`` are held (the latest, if
-    later: the earliest are those that can still be of use; ``(False, None)`` if none is)."""
-    ahead = [s for s in slots.values() if s.deferred is not None and s.fire_ms > now_wall_ms]
-    if len(ahead) < MAX_DEFERRED_AHEAD:
-        return True, None
-    last = max(ahead, key=lambda s: s.fire_ms)
-    return (True, last) if last.fire_ms > fire_ms else (False, None)
+def deferred_ahead(slots: dict[int, Slot], now_wall_ms: int) -> int:
+    """How many starts the job's records hold deferred to a fire time ahead of the clock."""
+    return sum(1 for s in slots.values() if s.deferred is not None and s.fire_ms > now_wall_ms)
 
 
 class Holder(Protocol):
