@@ -29,6 +29,7 @@ from typing import Any, NoReturn
 
 import click
 
+from quorum_cron.commands.common import redis_url_problem
 from quorum_cron.commands.output import format_option, resolve_format
 from quorum_cron.config.durations import format_duration
 from quorum_cron.config.file import load_config
@@ -76,7 +77,8 @@ def _now_ms() -> int:
 
 
 class OneLineError(click.ClickException):
-    """A click error shown the way every quorum-cron error is: one ``error: ...`` line, exit 1."""
+    """A click error shown the way every quorum-cron error is: one ``error: ...`` line, exit 1
+    (2 under ``sim``, whose ``run`` and ``replay`` exit 1 for a violation the checker found)."""
 
     exit_code = 1
 
@@ -84,12 +86,23 @@ class OneLineError(click.ClickException):
         click.echo(f"error: {self.format_message()}", err=True)
 
 
-def _one_line(exc: click.ClickException) -> OneLineError:
+class SimInputError(OneLineError):
+    """A bad argument or input file of ``sim``: exit 2, so that a script running the simulator in
+    CI tells it from a violation the checker found (exit 1)."""
+
+    exit_code = 2
+
+
+def _one_line(exc: click.ClickException, command: str | None = None) -> OneLineError:
     message = " ".join(exc.format_message().split())
     ctx = getattr(exc, "ctx", None)
     if isinstance(exc, click.UsageError) and ctx is not None:
         message = f"{message} (see '{ctx.command_path} --help')"
-    return OneLineError(message)
+    return (
+        SimInputError(message)
+        if command == "sim" and isinstance(exc, click.UsageError)
+        else OneLineError(message)
+    )
 
 
 class _Main(click.Group):
@@ -124,7 +137,7 @@ class _Main(click.Group):
         except OneLineError:
             raise
         except click.ClickException as exc:
-            raise _one_line(exc) from None
+            raise _one_line(exc, ctx.invoked_subcommand) from None
 
 
 @click.group(
@@ -149,6 +162,9 @@ def validate(file: Path) -> None:
     """
     config = _load(file)
     cluster = config.cluster
+    if cluster.redis_url and (problem := redis_url_problem(cluster.redis_url)):
+        # (A connection option redis-py has not got: the configuration checks URLs without a client.)
+        raise OneLineError(f"{config.source}: cluster: field 'redis_url': {problem}")
     now = _now_ms()
     click.echo(f"{config.source}: ok")
     click.echo(

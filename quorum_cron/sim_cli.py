@@ -16,6 +16,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from quorum_cron.printable import printable
+
 __all__ = ["sim_group"]
 
 SHRINK_RUNS = 60
@@ -50,6 +52,12 @@ def _load(spec: str) -> object:
         return sim.load(path)
     except Exception as exc:  # ConfigError and friends: one line, no traceback
         raise click.BadParameter(str(exc), param_hint="SCENARIO") from None
+
+
+def _writable(path: Path | None, option: str) -> None:
+    """Refuse an output path whose directory does not exist now, not after the whole run."""
+    if path is not None and not path.parent.is_dir():
+        raise click.BadParameter(f"{path}: directory {str(path.parent)!r} does not exist", param_hint=option)
 
 
 def _print_report(console: Console, report: object, events: int, seconds: float, sim_ms: int) -> None:
@@ -109,6 +117,8 @@ def run_cmd(
     import sim
     from sim.scenario import Scenario
 
+    _writable(trace_path, "--trace")
+    _writable(plot_path, "--plot")
     sc = _load(scenario)
     assert isinstance(sc, Scenario)
     seed = seed if seed is not None else (sc.seed or 0)
@@ -270,10 +280,18 @@ def replay_cmd(file: Path, plot_path: Path | None) -> None:
     """Replay a scenario file written by explore/shrink (seed inside), or re-check a trace (.jsonl)."""
     import sim
 
+    _writable(plot_path, "--plot")
     console = _console()
     if file.suffix == ".jsonl":
-        records = sim.read_trace(file)
-        report = sim.check(records)
+        try:
+            records = sim.read_trace(file)
+            report = sim.check(records)
+        except Exception as exc:  # (any shape of a file that is not a trace: one line)
+            why = printable(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 200)
+            raise click.BadParameter(
+                f"{file} is not a trace written by 'sim run --trace' ({type(exc).__name__}: {why})",
+                param_hint="FILE",
+            ) from None
         _print_report(console, report, 0, 0.0, 0)
         if plot_path is not None:
             from sim.plot import plot_timeline

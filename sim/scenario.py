@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from quorum_cron.config.durations import format_duration, parse_duration
+from quorum_cron.config.schedule import Schedule
 from quorum_cron.core.model import Delivery, Overlap
-from quorum_cron.errors import ConfigError
+from quorum_cron.errors import ConfigError, ScheduleError
 
 __all__ = [
     "DEFAULT_START_MS",
@@ -54,6 +55,11 @@ __all__ = [
     "loads",
 ]
 
+MAX_NODES = 99
+"""Nodes a scenario may have (``sim explore --nodes`` has the same bound)."""
+MIN_DURATION_MS = 1_000
+MAX_DURATION_MS = 366 * 86_400_000
+"""A scenario's simulated time: a year of it is hours of a run already."""
 DEFAULT_START_MS = 1_700_000_040_000
 """2023-11-14T22:14:00Z: a whole minute, so every-minute slots line up."""
 
@@ -293,12 +299,18 @@ class _Reader:
             raise ConfigError(f"{what}: {value!r} is an empty range (expected 'low..high' with low <= high)")
         return lo, hi
 
-    def int_(self, key: str, default: int, lo: int | None = None) -> int:
+    def int_(self, key: str, default: int, lo: int | None = None, hi: int | None = None) -> int:
         value = self._take(key)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, int) or (lo is not None and value < lo):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or (lo is not None and value < lo)
+            or (hi is not None and value > hi)
+        ):
             bound = f" >= {lo}" if lo is not None else ""
+            bound = f" from {lo} to {hi}" if lo is not None and hi is not None else bound
             raise ConfigError(f"{self.where}: field {key!r} is {value!r} (expected an integer{bound})")
         return value
 
@@ -347,15 +359,27 @@ def _job(table: Mapping[str, Any], where: str) -> JobDef:
     if not name:
         raise ConfigError(f"{where}: field 'name' is missing (expected a job name)")
     r.where = f"{where} ({name})"
+    given_every = "every" in table
     every = r.duration("every", 0)
     cron = r.str_("cron", "")
-    if bool(every) == bool(cron):
+    if given_every == bool(cron):
         raise ConfigError(f"{r.where}: expected exactly one of 'every' or 'cron'")
+    timezone = r.str_("timezone", "UTC")
+    try:  # (checked here, as the agent's config is: not as a traceback once the run has begun)
+        if cron:
+            Schedule.parse(cron, timezone, job=name)
+        else:
+            Schedule.parse(f"@every {every}ms", job=name)
+    except ScheduleError as exc:
+        if cron:
+            raise ConfigError(f"{r.where}: {exc}") from None
+        why = str(exc).rpartition(": ")[2]
+        raise ConfigError(f"{r.where}: field 'every' is '{format_duration(every)}' ({why})") from None
     job = JobDef(
         name=name,
         every_ms=every,
         cron=cron,
-        timezone=r.str_("timezone", "UTC"),
+        timezone=timezone,
         deadline_ms=r.duration("deadline", 5_000),
         timeout_ms=r.duration("timeout", 60_000),
         run_ms=r.range("run", (50, 500)),
@@ -437,8 +461,13 @@ def loads(text: str, source: str = "<scenario>") -> Scenario:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
     r = _Reader(data, source)
     name = r.str_("name", Path(source).stem)
-    nodes = r.int_("nodes", 5, lo=1)
+    nodes = r.int_("nodes", 5, lo=1, hi=MAX_NODES)
     duration = r.duration("duration", 600_000)
+    if not MIN_DURATION_MS <= duration <= MAX_DURATION_MS:
+        raise ConfigError(
+            f"{source}: field 'duration' is '{format_duration(duration)}' (expected "
+            f"{format_duration(MIN_DURATION_MS)} to {format_duration(MAX_DURATION_MS)})"
+        )
     description = r.str_("description", "")
     start = r.int_("start_ms", DEFAULT_START_MS, lo=0)
     seed_raw = r.table.pop("seed", None)

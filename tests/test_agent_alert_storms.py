@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from quorum_cron.agent.alerts import KIND_WINDOW_S, MAX_PER_KIND, AlertHook, AlertJournal, AlertKind
+from quorum_cron.agent.alerts import KIND_WINDOW_S, MAX_PER_KIND, AlertHook, AlertJournal, AlertKind, _post
 from quorum_cron.agent.logs import EVENT_LOGGER
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.observe import Observer
@@ -116,3 +119,32 @@ def test_an_observer_missing_a_whole_minute_alerts_the_bound_and_counts_every_sl
         observer.missed(view, "recorded by this node")
     assert observer.counts["missed"] == len(jobs)
     assert len(alerts_of(hook, AlertKind.SLOT_MISSED)) == MAX_PER_KIND
+
+
+class _Answer(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(503)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_failed_post_names_the_url_without_its_secret_path_and_says_why() -> None:
+    """A webhook's secret is its path: a failure says which hook failed (its host) and why."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        with pytest.raises(RuntimeError) as refused:
+            _post(f"http://127.0.0.1:{port}/services/T0/SECRET", b"{}")
+        assert str(refused.value) == "alert URL http://127.0.0.1/*** answered HTTP 503"
+    finally:
+        server.shutdown()
+        server.server_close()
+    with socket.socket() as bound, pytest.raises(RuntimeError) as closed:
+        bound.bind(("127.0.0.1", 0))  # (bound, not listening: connections are refused)
+        _post(f"http://127.0.0.1:{bound.getsockname()[1]}/services/T0/SECRET", b"{}")
+    assert str(closed.value).startswith("alert URL http://127.0.0.1/***: ")
+    assert "SECRET" not in str(closed.value)

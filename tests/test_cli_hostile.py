@@ -72,9 +72,13 @@ def test_status_and_history_escape_and_survive_hostile_values(
 
     res = runner.invoke(history, ["--config", str(cfg), "--detail"], env={"COLUMNS": "250"})
     out = res.output
-    assert res.exit_code == 0, (out, res.exception)
+    # a's entries are shown, b's corrupt ledger is named, and the command does not claim success.
+    assert res.exit_code == 1, (out, res.exception)
     assert "\x1b" not in out and "[red]gone" in out and "Traceback" not in out
     assert "ledger of 'b' unreadable" in out
+    res = runner.invoke(history, ["--config", str(cfg), "--json"])
+    assert res.exit_code == 1 and '"job": "a"' in res.output
+    assert runner.invoke(history, ["a", "--config", str(cfg), "--json"]).exit_code == 0
 
 
 def test_missing_redis_server_on_python_314_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -58,6 +58,10 @@ def config(tmp_path: Path, url: str = "redis://127.0.0.1:1/0") -> Path:
             "error: --reason 'grow\\x0anow' contains a newline: expected one line saying why the membership",
         ),
         (["check-clock", "--max-skew", "250"], "error: --max-skew: '250' has no unit"),
+        (
+            ["check-clock", "--max-skew", "0s"],
+            "error: --max-skew: '0s' is out of range (expected more than 0",
+        ),
     ],
 )
 def test_bad_input_is_one_error_line_with_exit_1(tmp_path: Path, args: list[str], expected: str) -> None:
@@ -107,3 +111,32 @@ def test_first_stop_signal_says_a_second_stops_at_once(tmp_path: Path, redis_ser
     assert stopping and "SIGINT received (a second signal stops running jobs at once)" in str(
         stopping[0].get("msg", stopping[0])
     ), stopping
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["sim", "run", "{bad}"], "field 'every' is '400d' (period must be between 1s and 366d)"),
+        (["sim", "run", "minority-partition", "--seed", "x"], "'x' is not a valid integer"),
+        (
+            ["sim", "run", "minority-partition", "--trace", "/nonexistent/dir/t.jsonl"],
+            "directory '/nonexistent/dir' does not exist",
+        ),
+        (["sim", "replay", "{garbage}"], "is not a trace written by 'sim run --trace'"),
+    ],
+)
+def test_a_bad_simulator_input_is_one_error_line_with_exit_2(
+    tmp_path: Path, args: list[str], expected: str
+) -> None:
+    """The simulator's ``run`` and ``replay`` exit 1 when the checker finds a violation: a bad
+    argument or input file exits 2, so that a script running it in CI tells them apart (and before
+    the run, not after it: an unwritable ``--trace`` was found only once the run had ended)."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\nnodes = 3\nduration = "1m"\n[[jobs]]\nname = "a"\nevery = "400d"\n')
+    garbage = tmp_path / "t.jsonl"
+    garbage.write_text("[1, 2]\n")
+    full = [a.format(bad=bad, garbage=garbage) for a in args]
+    res = CliRunner().invoke(main, full, prog_name="quorum-cron")
+    assert res.exit_code == 2, (res.stdout, res.stderr)
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], lines

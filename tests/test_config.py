@@ -162,6 +162,21 @@ CASES = [
         "field 'alert_url': 'ftp://x/***' is not an http(s) URL",
     ),
     (
+        "size = 3",
+        'size = 3\nalert_url = "https://user:hunter2@hooks.example/T/secret"',
+        "field 'alert_url': 'https://hooks.example/***' has a user or password before its host",
+    ),
+    (
+        "size = 3",
+        'size = 3\nalert_url = "https://hooks.example:99999/T/secret"',
+        "field 'alert_url': 'https://hooks.example/***' is not a valid URL (Port out of range",
+    ),
+    (
+        "size = 3",
+        'size = 3\nalert_url = "https:// hooks.example/T/secret"',
+        "field 'alert_url': 'https:// hooks.example/***' contains whitespace or a control character",
+    ),
+    (
         'schedule = "30 2 * * *"',
         'schedule = "*/0 * * * *"',
         "job 'backup': field 'schedule': invalid cron expression '*/0 * * * *': step must be >= 1",
@@ -191,6 +206,16 @@ CASES = [
         'schedule = "30 2 * * *"',
         'schedule = "30 2 * * *"\ntimout = "1h"',
         "field 'timout': unknown key (did you mean 'timeout'?)",
+    ),
+    (
+        'schedule = "30 2 * * *"',
+        'schedule = "30 2 * * *"\ncwd = "/srv/\\u0000x"',
+        "job 'backup': field 'cwd': '/srv/\\x00x' contains a NUL character",
+    ),
+    (
+        'schedule = "30 2 * * *"',
+        'schedule = "30 2 * * *"\nenv = {A = "x\\u0000y"}',
+        "job 'backup': field 'env': value of 'A' contains a NUL character",
     ),
     (
         'schedule = "30 2 * * *"',

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 
 import pytest
+import redis
 from click.testing import CliRunner
 
-from quorum_cron.commands.demo import _full_membership, _Node, _verdict, demo
+from quorum_cron.commands.demo import _agent_env, _full_membership, _Node, _verdict, demo
 from quorum_cron.core.model import LedgerEntry
 from quorum_cron.store.base import SlotState
 
 pytestmark = pytest.mark.slow
 
 
-def test_demo_runs_every_slot_once_and_cleans_up() -> None:
-    result = CliRunner().invoke(demo, ["--nodes", "3", "--duration", "8"], catch_exceptions=False)
+def test_demo_runs_every_slot_once_and_cleans_up(redis_client: redis.Redis) -> None:
+    """On its embedded Redis, whatever ``QUORUM_CRON_REDIS_URL`` the shell holds: here another
+    Redis, which must stay untouched (the agents once inherited it and wrote the demo there)."""
+    decoy = redis_client.connection_pool.connection_kwargs
+    env = {"QUORUM_CRON_REDIS_URL": f"redis://{decoy['host']}:{decoy['port']}/0"}
+    result = CliRunner().invoke(demo, ["--nodes", "3", "--duration", "8"], env=env, catch_exceptions=False)
+    assert redis_client.keys("qc:*") == []
     out = result.output
     assert result.exit_code == 0, out
     assert "all 3 nodes joined" in out
@@ -68,3 +75,26 @@ def test_a_duration_too_short_to_count_a_slot_is_refused() -> None:
     result = CliRunner().invoke(demo, ["--duration", "5"])
     assert result.exit_code == 2
     assert "'--duration': 5.0 is not in the range 6<=x<=3600" in result.output
+
+
+def test_the_agents_get_none_of_the_shells_quorum_cron_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUORUM_CRON_REDIS_URL", "redis://:hunter2@elsewhere:6379/0")
+    monkeypatch.setenv("QUORUM_CRON_CONFIG", "/etc/quorum-cron.toml")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    env = _agent_env()
+    assert not [k for k in env if k.startswith("QUORUM_CRON_")]
+    assert env["LANG"] == "C.UTF-8" and env["PYTHONUNBUFFERED"] == "1"
+
+
+def test_a_redis_that_does_not_answer_is_one_line_at_once() -> None:
+    """Not agents that "did not join" 30 s later; the password is not shown."""
+    with socket.socket() as s:  # (a free loopback port, closed: nothing listens there)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = CliRunner().invoke(demo, ["--redis", f"redis://:hunter2@127.0.0.1:{port}/0"])
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"Error: redis at redis://:***@127.0.0.1:{port}/0 did not answer: "), line
+    assert "hunter2" not in result.output
+    bad = CliRunner().invoke(demo, ["--redis", "redis://:hunter2@127.0.0.1:1/0?foo=bar"])
+    assert bad.exit_code == 1 and "has parameter 'foo'" in bad.output and "hunter2" not in bad.output

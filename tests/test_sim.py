@@ -159,6 +159,27 @@ def test_a_job_needs_exactly_one_schedule() -> None:
         sim.loads('name = "x"\n[[jobs]]\nname = "a"\nevery = "1s"\ncron = "* * * * *"\n', "x.toml")
 
 
+@pytest.mark.parametrize(
+    ("top", "job", "message"),
+    [
+        ("nodes = 1000", 'every = "1m"', "field 'nodes' is 1000 (expected an integer from 1 to 99)"),
+        ('duration = "0s"', 'every = "1m"', "field 'duration' is '0s' (expected 1s to 366d)"),
+        ('duration = "400d"', 'every = "1m"', "field 'duration' is '400d' (expected 1s to 366d)"),
+        ("", 'every = "0s"', "field 'every' is '0s' (period must be between 1s and 366d)"),
+        ("", 'every = "1ms"', "field 'every' is '1ms' (period must be between 1s and 366d)"),
+        ("", 'cron = "61 * * * *"', "61 is out of range for the minute field"),
+        ("", 'cron = "* * * * *"\ntimezone = "Mars/X"', "invalid timezone 'Mars/X'"),
+    ],
+)
+def test_bounds_and_schedules_are_checked_when_the_scenario_is_read(top: str, job: str, message: str) -> None:
+    """Not as a traceback once the run has begun (a schedule), nor as a run that never ends or one
+    that checks nothing (a duration), nor as a list of a thousand node ids."""
+    text = f'name = "x"\n{top}\n[[jobs]]\nname = "a"\n{job}\n'
+    with pytest.raises(ConfigError) as bad:
+        sim.loads(text, "x.toml")
+    assert message in str(bad.value) and "\n" not in str(bad.value)
+
+
 def _trace(*records: dict[str, object]) -> list[dict[str, object]]:
     scenario = sim.dumps(
         sim.loads('name = "t"\nnodes = 3\nduration = "1m"\n[[jobs]]\nname = "a"\nevery = "1h"\n')

@@ -4,8 +4,37 @@ from __future__ import annotations
 
 import pytest
 
+from quorum_cron.commands.common import redis_url_problem as common_url_problem
 from quorum_cron.errors import ConfigError
+from quorum_cron.store.connect import open_client, options_problem
 from quorum_cron.store.urls import parse_redis_url, redis_url_problem
+
+
+@pytest.mark.parametrize(
+    ("url", "part"),
+    [
+        ("redis://:hunter2@r:6379/0?socket_timout=2", "has parameter 'socket_timout'"),
+        ("unix://:hunter2@/run/redis.sock?db=0&foo=bar", "has parameter 'foo'"),
+        ("rediss://:hunter2@r:6379/0?socket_timeout=abc", "has a parameter redis-py refuses"),
+    ],
+)
+def test_a_query_parameter_redis_py_has_no_option_for_is_refused_before_a_connection(
+    url: str, part: str
+) -> None:
+    """redis-py hands each query parameter to its connection class: a typo passed the parse and
+    failed the first connection with a traceback. ``validate`` and every command say it in one
+    line (the configuration itself parses URLs without a client)."""
+    assert redis_url_problem(url) is None  # (the parse alone: no client loaded)
+    problem = options_problem(parse_redis_url(url))
+    assert problem is not None and part in problem and "hunter2" not in problem and "\n" not in problem
+    assert common_url_problem(url) == problem
+    with pytest.raises(ConfigError, match=part):
+        open_client(parse_redis_url(url))
+
+
+def test_connection_options_redis_py_knows_are_accepted() -> None:
+    for url in ("redis://r/0?socket_timeout=2&health_check_interval=5", "unix:///run/r.sock?db=1&protocol=3"):
+        assert options_problem(parse_redis_url(url)) is None, url
 
 
 def test_standalone_forms_parse() -> None:

@@ -32,6 +32,7 @@ import logging
 import os
 import signal
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from typing import Final
 
 from quorum_cron.agent.jobenv import base_environment
 from quorum_cron.agent.logs import EVENT_LOGGER, event, scrub
+from quorum_cron.config.values import _redact_alert_url
 from quorum_cron.store.base import ALERTS_MAXLEN, Store, StoredAlert
 
 __all__ = ["ALERTS_MAXLEN", "Alert", "AlertHook", "AlertJournal", "AlertKind"]
@@ -362,7 +364,16 @@ class AlertHook:
 
 
 def _post(url: str, body: bytes) -> None:
+    """POST the alert; a failure names the URL (its secret path hidden) and what went wrong."""
+    shown = _redact_alert_url(url)
     req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(req, timeout=HOOK_TIMEOUT_S) as resp:
-        if resp.status >= 300:
-            raise RuntimeError(f"alert URL answered HTTP {resp.status}")
+    try:
+        with urllib.request.urlopen(req, timeout=HOOK_TIMEOUT_S) as resp:
+            status = resp.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except (urllib.error.URLError, OSError) as exc:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        raise RuntimeError(f"alert URL {shown}: {reason}") from None
+    if status >= 300:
+        raise RuntimeError(f"alert URL {shown} answered HTTP {status}")

@@ -285,7 +285,12 @@ def check_clock(
             if redis_url is None:
                 redis_url = cluster.redis_url
         if max_skew is not None:
-            policy = dataclasses.replace(policy, max_skew_ms=parse_duration(max_skew, what="--max-skew"))
+            skew_ms = parse_duration(max_skew, what="--max-skew")
+            if skew_ms <= 0:
+                raise ConfigError(
+                    f"--max-skew: {max_skew!r} is out of range (expected more than 0, e.g. '250ms')"
+                )
+            policy = dataclasses.replace(policy, max_skew_ms=skew_ms)
         policy = dataclasses.replace(policy, require_store_check=redis_url is not None)
         servers = tuple(NtpServer.parse(s) for s in (server_specs or config_servers))
     except (ConfigError, ValueError) as exc:

@@ -15,6 +15,7 @@ from quorum_cron.config.settings import Config, InvalidConfig
 from quorum_cron.errors import QuorumCronError
 from quorum_cron.printable import printable
 from quorum_cron.store import urls as store_urls
+from quorum_cron.store.connect import options_problem
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.server import server_problem
 
@@ -68,7 +69,10 @@ def store_url(config: Config, redis_url: str | None) -> str:
     """The Redis URL to use (``--redis`` over the config's), or one line on stderr and exit 1."""
     url = redis_url or config.cluster.redis_url
     if not url:
-        fail(f"{config.source}: no Redis URL: set cluster.redis_url or pass --redis URL")
+        fail(
+            f"{config.source}: no Redis URL: set cluster.redis_url, pass --redis URL "
+            "or set QUORUM_CRON_REDIS_URL"
+        )
     problem = redis_url_problem(url)
     if problem is not None:
         fail(problem)
@@ -100,9 +104,14 @@ def redis_url_problem(url: str) -> str | None:
 
     The one parser of every URL form (:mod:`quorum_cron.store.urls`), which
     also refuses what redis-py would misread (``redis://:pw@/0`` going to
-    localhost, ``/notadb`` going to database 0, an unencoded ``/`` in a password).
+    localhost, ``/notadb`` going to database 0, an unencoded ``/`` in a password), then a
+    query parameter redis-py has no connection option for
+    (:func:`~quorum_cron.store.connect.options_problem`).
     """
-    return store_urls.redis_url_problem(url)
+    problem = store_urls.redis_url_problem(url)
+    if problem is None:
+        problem = options_problem(store_urls.parse_redis_url(url))
+    return problem
 
 
 def unprintable_problem(option: str, text: str, what: str) -> str | None:

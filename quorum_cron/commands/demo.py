@@ -128,6 +128,7 @@ def _reader(node: _Node, stream: IO[bytes], events: queue.Queue[tuple[str, dict[
 @contextlib.contextmanager
 def _redis(url: str | None, console: Console) -> Iterator[str]:
     if url:
+        _reachable(url)
         yield url
         return
     from quorum_cron.store.embedded.single import EmbeddedRedis, EmbeddedRedisError
@@ -142,6 +143,28 @@ def _redis(url: str | None, console: Console) -> Iterator[str]:
         yield server.url
     finally:
         server.stop()
+
+
+def _reachable(url: str) -> None:
+    """A ``--redis`` URL that does not parse or answer is said in one line now, not as agents
+    that "did not join" 30 s later."""
+    from quorum_cron.store.connect import answer_problem
+
+    problem = answer_problem(url)
+    if problem is not None:
+        raise click.ClickException(problem.removeprefix("invalid redis url: "))
+
+
+def _agent_env() -> dict[str, str]:
+    """The agents' environment: the demo's, without its ``QUORUM_CRON_*`` settings.
+
+    The agents take their Redis from the demo's config; an operator's
+    ``QUORUM_CRON_REDIS_URL`` (or ``QUORUM_CRON_CONFIG``) in the shell would
+    override it and put the demo's keys into that Redis.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_CRON_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
 
 
 def _stop_all(nodes: list[_Node]) -> None:
@@ -216,7 +239,7 @@ def _run(console: Console, tmp: Path, url: str, size: int, duration: float, *, k
     )
     events: queue.Queue[tuple[str, dict[str, object] | str]] = queue.Queue()
     nodes: list[_Node] = []
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = _agent_env()
     try:
         for i in range(1, size + 1):
             cmd = [sys.executable, "-m", "quorum_cron.agent", "--config", str(config)]

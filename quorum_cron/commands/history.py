@@ -11,6 +11,7 @@ docs/cli-output.md).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -61,8 +62,9 @@ def history(
     if job is not None and job not in names:
         fail(f"unknown job {job!r}: expected one of {', '.join(names) or '(none configured)'}")
     store, shown = store_for(config, redis_url)
+    unreadable: list[str] = []
     try:
-        entries = _read(store, [job] if job else names, limit)
+        entries = _read(store, [job] if job else names, limit, unreadable)
     except StoreError as exc:
         fail(f"cannot read the store at {shown}: {exc}")
     finally:
@@ -72,10 +74,15 @@ def history(
     if fmt == "json":
         for e in entries:
             click.echo(json.dumps(_doc(e), sort_keys=True))
-        return
-    if fmt == "plain":
+    elif fmt == "plain":
         _plain(entries, detail)
-        return
+    else:
+        _table(entries, detail)
+    if unreadable:  # (the others shown, each unreadable one named above: not a success)
+        sys.exit(1)
+
+
+def _table(entries: list[LedgerEntry], detail: bool) -> None:
     table = Table(title=f"history ({len(entries)} entries, newest first)", title_justify="left")
     cols = ["slot (UTC)", "job", "outcome", "reason", "executor", "token", "voters", "delay ms", "ran ms"]
     if detail:
@@ -128,12 +135,12 @@ def _plain(entries: list[LedgerEntry], detail: bool) -> None:
                 click.echo(f"    | {part}")
 
 
-def _read(store: ObservedStore, names: list[str], limit: int) -> list[LedgerEntry]:
+def _read(store: ObservedStore, names: list[str], limit: int, unreadable: list[str]) -> list[LedgerEntry]:
     """Every named job's newest ``limit`` entries: pipelined (per master on a cluster), not per job.
 
     A corrupt ledger (a key that is not a stream) fails the pipelined read;
-    then the jobs are read one by one so that job is named in a warning and
-    the others are still shown.
+    then the jobs are read one by one so that job is named in a warning (and
+    in ``unreadable``: the command then exits 1) and the others are still shown.
     """
     try:
         return [e for got in store.ledgers(names, limit) for e in got]
@@ -149,6 +156,7 @@ def _read(store: ObservedStore, names: list[str], limit: int) -> list[LedgerEntr
             raise
         except StoreError as exc:  # this job's ledger is corrupt: say so, show the others
             click.echo(f"warning: ledger of {name!r} unreadable: {printable(str(exc), 300)}", err=True)
+            unreadable.append(name)
     return entries
 
 

@@ -135,8 +135,10 @@ def _read_env(t: Table, key: str) -> dict[str, str]:
     for var, value in raw.items():
         if not _ENV_KEY_RE.fullmatch(var):
             t.error(key, f"{var!r} is not a valid environment variable name")
-        elif not isinstance(value, str) or "\x00" in value:
+        elif not isinstance(value, str):
             t.error(key, f"value of {var!r} is {_type_name(value)} (expected a string)")
+        elif "\x00" in value:
+            t.error(key, f"value of {var!r} contains a NUL character (an environment cannot hold one)")
         else:
             env[var] = value
     return env

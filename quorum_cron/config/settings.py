@@ -45,6 +45,7 @@ from quorum_cron.config.values import (
 )
 from quorum_cron.core.model import Delivery, Overlap
 from quorum_cron.errors import ConfigError
+from quorum_cron.printable import printable
 from quorum_cron.redact import redact_url as _redact
 from quorum_cron.store.urls import redis_url_problem
 
@@ -338,6 +339,14 @@ class JobSpec:
             _fail(where, "command", "expected a non-empty argv list such as ['/usr/bin/backup', '--full']")
         if self.shell is not None and not self.shell.strip():
             _fail(where, "shell", "expected a non-empty command string")
+        for key, text in (("shell", self.shell), ("cwd", self.cwd)):
+            if text is not None and "\x00" in text:  # (exec refused it at every run, a traceback each)
+                _fail(
+                    where,
+                    key,
+                    f"'{printable(text, 80)}' contains a NUL character (a process's "
+                    "arguments and paths cannot hold one)",
+                )
         if self.in_process and (self.stdin is not None or self.cwd is not None or not self.inherit_env):
             _fail(where, "stdin", "an in-process job has no process ('stdin', 'cwd', 'inherit_env')")
         if self.stdin is not None and len(self.stdin) > _MAX_STDIN:

@@ -16,6 +16,8 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Final
 
+from quorum_cron.printable import printable
+
 __all__ = [
     "ALERT_ON_KINDS",
     "DEFAULT_ALERT_ON",
@@ -62,7 +64,10 @@ def _redact_alert_url(url: str | None) -> str | None:
     # Webhook URLs often carry their secret in the path (Slack, Teams).
     if url is None:
         return None
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # ('http://[x': nothing of it is shown)
+        return f"{printable(url.partition(':')[0], 10)}://***"
     tail = "/***" if parts.path.strip("/") or parts.query else ""
     host = parts.hostname or ""
     return f"{parts.scheme}://{host}{tail}"
@@ -110,9 +115,27 @@ def _command_string_problem(value: str) -> str:
 
 
 def _alert_url_problem(url: str) -> str | None:
-    parts = urllib.parse.urlsplit(url)
+    """Why ``url`` cannot take the alert hook's POST (one line, its secret path hidden), or None.
+
+    urllib's POST sends no user or password from a URL: it took ``user:pw@host`` for the host and
+    asked the resolver for it (the password included), so such a URL is refused here, as are
+    whitespace and control characters and a port no socket has.
+    """
+    expected = "expected e.g. 'https://alerts.example/hook'"
+    if any(not ch.isprintable() or ch.isspace() for ch in url):
+        return f"{_redact_alert_url(url)!r} contains whitespace or a control character ({expected})"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"{_redact_alert_url(url)!r} is not a valid URL ({exc}; {expected})"
     if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{_redact_alert_url(url)!r} is not an http(s) URL ({expected})"
+    if "@" in parts.netloc:
         return (
-            f"{_redact_alert_url(url)!r} is not an http(s) URL (expected e.g. 'https://alerts.example/hook')"
+            f"{_redact_alert_url(url)!r} has a user or password before its host, which the hook's "
+            f"POST cannot send (put a token in the path or query: {expected})"
         )
+    if port == 0:
+        return f"{_redact_alert_url(url)!r} has port 0 ({expected})"
     return None

@@ -17,6 +17,7 @@ that went stale when Redis restarted.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 import redis
@@ -24,10 +25,19 @@ from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 
+from quorum_cron.errors import ConfigError
+from quorum_cron.redact import redact_text
 from quorum_cron.store.sentinels import Sentinels
-from quorum_cron.store.urls import RedisTarget, bad_url
+from quorum_cron.store.urls import RedisTarget, bad_url, parse_redis_url
 
-__all__ = ["SOCKET_CONNECT_TIMEOUT_S", "SOCKET_TIMEOUT_S", "fail_fast", "open_client"]
+__all__ = [
+    "SOCKET_CONNECT_TIMEOUT_S",
+    "SOCKET_TIMEOUT_S",
+    "answer_problem",
+    "fail_fast",
+    "open_client",
+    "options_problem",
+]
 
 SOCKET_TIMEOUT_S: Final = 2.0
 SOCKET_CONNECT_TIMEOUT_S: Final = 1.0
@@ -43,8 +53,54 @@ def fail_fast() -> dict[str, Any]:
     }
 
 
+def options_problem(target: RedisTarget) -> str | None:
+    """Why redis-py would refuse a standalone URL's ``?name=value`` parameters (one line, the URL
+    redacted), or None.
+
+    redis-py hands every query parameter to its connection class, so a typo
+    (``?socket_timout=2``) parses and then fails the first connection with a
+    ``TypeError`` deep in a traceback. A connection object is made here (that
+    opens no socket) to find out now. Apart from :mod:`.urls`, which the
+    configuration imports without loading a client.
+    """
+    if target.mode != "standalone" or "?" not in target.url:
+        return None
+    try:
+        pool = redis.ConnectionPool.from_url(target.url)
+        pool.make_connection()
+        pool.disconnect()
+    except TypeError as exc:
+        name = re.search(r"argument '(\w+)'", str(exc))
+        what = f"parameter {name.group(1)!r}" if name else "a parameter"
+        return f"{target.shown!r} has {what} (not a connection option; expected e.g. ?db=0&socket_timeout=5)"
+    except ValueError as exc:
+        return f"{target.shown!r} has a parameter redis-py refuses ({redact_text(str(exc))})"
+    return None
+
+
+def answer_problem(url: str) -> str | None:
+    """Why ``url`` cannot be used now (it does not parse, or its Redis does not answer a ``PING``
+    within the fail-fast timeouts): one line, the URL redacted; None when it answers."""
+    try:
+        target = parse_redis_url(url)
+        client = open_client(target, **fail_fast())
+    except ConfigError as exc:
+        return str(exc)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        first = redact_text(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return f"redis at {target.shown} did not answer: {first}"
+    finally:
+        client.close()
+    return None
+
+
 def open_client(target: RedisTarget, **client_kwargs: Any) -> redis.Redis | RedisCluster:
     """The redis-py client for ``target``; ``client_kwargs`` (timeouts, retry) go to every connection."""
+    problem = options_problem(target)
+    if problem is not None:
+        raise ConfigError(f"invalid redis url: {problem}")
     try:
         if target.mode == "standalone":
             return redis.Redis.from_url(target.url, **client_kwargs)
