@@ -209,6 +209,16 @@ CASES = [
     ),
     (
         'schedule = "30 2 * * *"',
+        'schedule = "30 2\\n* * *"',
+        "job 'backup': field 'schedule': invalid schedule '30 2\\n* * *': contains '\\n' (expected one line",
+    ),
+    (
+        'schedule = "30 2 * * *"',
+        'schedule = "30 2 * * *"\ntimezone = ""',
+        "job 'backup': field 'timezone': invalid timezone ''",
+    ),
+    (
+        'schedule = "30 2 * * *"',
         'schedule = "30 2 * * *"\ncwd = "/srv/\\u0000x"',
         "job 'backup': field 'cwd': '/srv/\\x00x' contains a NUL character",
     ),

@@ -75,6 +75,7 @@ def test_cluster_url_names_seed_nodes() -> None:
         ("redis+cluster://n1:7000?db=1", "has parameter 'db'"),
         ("redis+cluster://:hunter2@", "has no hosts"),
         ("redis+cluster://n1:x", "has port 'x' for 'n1'"),
+        ("redis://:hunter2@r:0/0", "has port 0 (expected 1-65535"),
     ],
 )
 def test_a_bad_url_is_one_line_naming_the_bad_part_without_the_password(url: str, part: str) -> None:

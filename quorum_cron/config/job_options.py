@@ -144,6 +144,11 @@ def _read_env(t: Table, key: str) -> dict[str, str]:
     return env
 
 
+def _or_utc(zone: str | None) -> str:
+    """The zone given, or UTC when none is (an empty one is not none: it is refused as a zone)."""
+    return "UTC" if zone is None else zone
+
+
 def _read_alert_on(t: Table, key: str) -> tuple[str, ...]:
     value = t.data.get(key, list(DEFAULT_ALERT_ON))
     if (problem := alert_on_problem(value)) is not None:
@@ -166,7 +171,7 @@ JOB_READING: tuple[JobOption | JobCheck, ...] = (
     ),
     JobOption(
         "timezone",
-        lambda t, k: t.get(k, str, "an IANA timezone such as 'Europe/Berlin'", "UTC") or "UTC",
+        lambda t, k: _or_utc(t.get(k, str, "an IANA timezone such as 'Europe/Berlin'", "UTC")),
         None,
     ),
     JobOption("dst", lambda t, k: t.choice(k, DST_POLICIES, "once"), None),

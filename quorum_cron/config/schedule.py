@@ -250,6 +250,12 @@ class Schedule:
         stripped = expr.strip()
         if stripped != expr:
             object.__setattr__(self, "expr", stripped)
+        bad = next((ch for ch in stripped if not ch.isprintable() and ch != "\t"), None)
+        if bad is not None:  # ("* *\n* * *" split into five fields, and printed on two lines)
+            raise ScheduleError(
+                f"invalid schedule {stripped!r} for job {job!r}: contains {bad!r} "
+                f"(expected one line, e.g. '*/5 * * * *')"
+            )
         plan: CronPlan | None = None
         every_ms: int | None = None
         lowered = stripped.lower()

@@ -204,9 +204,11 @@ def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
             "(expected them percent-encoded: %2F %3F %23 %40)",
         )
     try:
-        _ = parts.port
+        port = parts.port
     except ValueError as exc:
         raise bad_url(shown, f"is not a valid URL ({exc})") from None
+    if port == 0:
+        raise bad_url(shown, "has port 0 (expected 1-65535, or none for 6379)")
     db = path.strip("/")
     if db and not db.isdigit():
         raise bad_url(shown, f"has a path, but database {db!r} is not a number (expected e.g. /0)")
