@@ -105,6 +105,10 @@ def test_a_node_that_is_not_a_member_says_so_once_and_never_votes(
         "node intruder (epoch 1) is not a member of the store's epoch 1: a, b, c (quorum 2 of 3): "
         "it does not vote (add it with `quorum-cron members add intruder`, or stop it)"
     ], lines
+    # Its clock's verdict does not say "voting" either (it once did, right after the line above).
+    trust = [r.getMessage() for r in caplog.records if getattr(r, "qc_event", "") == "trust"]
+    assert trust and all(not t.startswith("voting") for t in trust), trust
+    assert trust[-1].startswith("not voting (not a member of epoch 1): clock trusted"), trust
     assert [a.kind for a in agent.alerts.sent].count(AlertKind.NOT_A_MEMBER) == 1
     refusals = agent.metrics.registry.get_sample_value(
         "quorum_cron_membership_refusals_total", {"kind": "not_member"}

@@ -216,13 +216,11 @@ class NodeHealth:
             fields: dict[str, object] = {"trusted": trusted}
             if verdict.offset_ms is not None:
                 fields["offset_ms"] = round(verdict.offset_ms, 1)
-            event(
-                log,
-                logging.INFO if trusted else logging.WARNING,
-                "trust",
-                f"{'voting' if trusted else 'not voting'}: {reason}",
-                **fields,
-            )
+            head = "voting" if trusted else "not voting"
+            if trusted and self.record is not None and not self.record.is_member(self.node):
+                # (The clock's verdict alone: a node outside the record abstains all the same.)
+                head = f"not voting (not a member of epoch {self.record.epoch})"
+            event(log, logging.INFO if trusted else logging.WARNING, "trust", f"{head}: {reason}", **fields)
         self._set_trust(trusted, reason)
 
     def jobs_changed(self) -> None:
