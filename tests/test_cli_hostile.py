@@ -94,3 +94,17 @@ def test_missing_redis_server_on_python_314_names_the_fix(monkeypatch: pytest.Mo
     assert "CPython 3.9-3.13 on x86-64 Linux only" in message
     assert "sudo apt-get install redis-server" in message
     assert "\n" not in message
+
+
+def test_a_lost_slot_shows_no_run_time_as_its_end_is_its_lease_running_out() -> None:
+    """The store ends a slot ``lost`` when its lease runs out: the run itself may have finished long
+    before (a Redis outage kept its result out) or still go on. ``ran ms`` of such an entry once
+    read as the lease's length."""
+    from quorum_cron.commands.history import _ran_ms
+    from quorum_cron.store.base import LedgerEntry, SlotState
+
+    def entry(state: SlotState) -> LedgerEntry:
+        return LedgerEntry("a", 1_000, state, "", ("n1",), "n1", 1, 1_000, 1_100, 14_818, "")
+
+    assert _ran_ms(entry(SlotState.SUCCEEDED)) == "13718"
+    assert _ran_ms(entry(SlotState.LOST)) == "-"

@@ -100,7 +100,7 @@ def _table(entries: list[LedgerEntry], detail: bool) -> None:
             str(e.token or "-"),
             cell(",".join(e.voters) or "-"),
             str(e.started_ms - e.fire_ms) if e.started_ms else "-",
-            str(e.finished_ms - e.started_ms) if e.started_ms and e.finished_ms else "-",
+            _ran_ms(e),
         ]
         if detail:
             row.append(cell(e.detail, 4000, newlines=True))
@@ -121,7 +121,7 @@ def _plain(entries: list[LedgerEntry], detail: bool) -> None:
             str(e.token or "-"),
             ",".join(e.voters) or "-",
             str(e.started_ms - e.fire_ms) if e.started_ms else "-",
-            str(e.finished_ms - e.started_ms) if e.started_ms and e.finished_ms else "-",
+            _ran_ms(e),
             e.reason,
         ]
         for e in entries
@@ -158,6 +158,14 @@ def _read(store: ObservedStore, names: list[str], limit: int, unreadable: list[s
             click.echo(f"warning: ledger of {name!r} unreadable: {printable(str(exc), 300)}", err=True)
             unreadable.append(name)
     return entries
+
+
+def _ran_ms(e: LedgerEntry) -> str:
+    """How long the run took, or ``-`` when the ledger cannot say: a ``lost`` slot's end is when
+    its lease ran out in the store (the run itself may have ended long before, or not yet)."""
+    if not (e.started_ms and e.finished_ms) or e.state == SlotState.LOST:
+        return "-"
+    return str(e.finished_ms - e.started_ms)
 
 
 def _doc(e: LedgerEntry) -> dict[str, object]:

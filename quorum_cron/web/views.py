@@ -95,7 +95,10 @@ def entry_doc(e: LedgerEntry) -> dict[str, Any]:
     """A ledger entry as JSON (the ``history --json`` fields, and the delay)."""
     return ledger_doc(e, _cut) | {
         "delay_ms": e.started_ms - e.fire_ms if e.started_ms else None,
-        "ran_ms": e.finished_ms - e.started_ms if e.started_ms and e.finished_ms else None,
+        # (A lost slot's end is its lease running out, not the run's: no duration to show.)
+        "ran_ms": e.finished_ms - e.started_ms
+        if e.started_ms and e.finished_ms and e.state != SlotState.LOST
+        else None,
     }
 
 
