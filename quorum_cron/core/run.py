@@ -240,8 +240,6 @@ class RunningSide(Starts):
         if self._holds(js, fire_ms, token):
             # A failover that lost writes hands a token out again (store-failover seed 30): a start
             # of it in flight decides (refused now, it adopts this one), a run of it is the run.
-            # (A start of a later token in flight, one the store never gave, is refused showing
-            # this start under this process's tag, which the refusal adopts: _on_start.)
             return []
         if sent < 0 or now.mono_ms - sent >= self.settings.lease_ms // 2:
             s.start_first = (token, sent if sent >= 0 else now.mono_ms)
@@ -275,12 +273,7 @@ class RunningSide(Starts):
                 at = max(view.not_before_ms, now.wall_ms) + max(1, self.settings.max_skew_ms // 2)
                 self._defer(js, action.fire_ms, action.token, at)
             elif view.state == SlotState.RUNNING and view.executor == self.settings.node_id:
-                # An earlier send of this start landed; or this process's own vote started the
-                # slot (folded) while a start of another token, a forged notice's, was in flight.
-                inc = self.settings.incarnation
-                if inc and view.starter == inc and (s.start_first is None or s.start_first[0] != view.token):
-                    s.start_first = (view.token, now.mono_ms)
-                return self._adopt_start(js, view, now)
+                return self._adopt_start(js, view, now)  # an earlier send of this start landed
             elif (
                 view.state == SlotState.COMMITTED
                 and view.executor == self.settings.node_id
@@ -343,7 +336,10 @@ class RunningSide(Starts):
         slot is read again at ``retry_at`` and a read showing it ours under
         this token is confirmed again (:meth:`_adopt_start`, bounded by a
         lease since the first start). A refusal means the slot is no longer
-        ours (taken over, or ended ``lost``); a reply held half a lease again
+        ours under this token (taken over, or ended ``lost``): its view is acted
+        on as a read's is, so a takeover or retry to this node under a new token,
+        whose notice a start in flight held back (``Starts._starting_other``),
+        starts; a reply held half a lease again
         leaves it to the store too: a renew that keeps being accepted but
         never heard in time must not hold the slot forever.
         """
@@ -359,7 +355,11 @@ class RunningSide(Starts):
             return []
         if s.start_first is not None and s.start_first[0] == action.token:
             s.start_first = None
-        if not reply.ok or now.mono_ms - sent >= self.settings.lease_ms // 2:
+        if not reply.ok:
+            # Not ours under this token any more: what is it? (Committed here again under a new
+            # token, a retry or takeover whose notice came while this was in flight: start that.)
+            return self._on_view(reply.slot, now, store_ms=reply.now_ms)
+        if now.mono_ms - sent >= self.settings.lease_ms // 2:
             return []
         return self._run(js, action.fire_ms, action.token, sent, reply.slot.runs)
 
@@ -411,7 +411,8 @@ class RunningSide(Starts):
         # start is refused harmlessly if it had.
         js = self._jobs[action.job]
         s = self._slot(js, action.fire_ms)
-        s.start_token = None
+        if s.start_token == action.token:  # (not a confirmation of another token sent meanwhile)
+            s.start_token = None
         s.poll_at = retry_at
         self._dirty.add(js.index)
         return []
