@@ -59,6 +59,10 @@ def config(tmp_path: Path, url: str = "redis://127.0.0.1:1/0") -> Path:
         ),
         (["check-clock", "--max-skew", "250"], "error: --max-skew: '250' has no unit"),
         (
+            ["import-crontab", "/dev/null", "--dst-from", "9998-01-01"],
+            "error: --dst-from 9998-01-01 is out of range (expected a date from 1970-01-01 to 8999-12-31)",
+        ),
+        (
             ["check-clock", "--max-skew", "0s"],
             "error: --max-skew: '0s' is out of range (expected more than 0",
         ),
@@ -66,7 +70,7 @@ def config(tmp_path: Path, url: str = "redis://127.0.0.1:1/0") -> Path:
 )
 def test_bad_input_is_one_error_line_with_exit_1(tmp_path: Path, args: list[str], expected: str) -> None:
     cfg = str(config(tmp_path))
-    full = [*args, "--config", cfg] if args[0] not in ("nosuch", "next") else args
+    full = [*args, "--config", cfg] if args[0] not in ("nosuch", "next", "import-crontab") else args
     res = CliRunner().invoke(main, full, prog_name="quorum-cron")
     assert res.exit_code == 1, (res.stdout, res.stderr)
     assert res.stdout == ""

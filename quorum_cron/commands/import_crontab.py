@@ -137,6 +137,10 @@ def import_crontab(
     except QuorumCronError:
         what = "--timezone" if tz else "this host's zone"
         fail(f"{what} {zone!r} is not an IANA zone name (expected e.g. 'Europe/Berlin' or 'UTC')")
+    if dst_from is not None and not 1970 <= dst_from.year < 9000:  # (a year of DST changes from it)
+        fail(
+            f"--dst-from {dst_from:%Y-%m-%d} is out of range (expected a date from 1970-01-01 to 8999-12-31)"
+        )
     source, text = _read(file)
     owner = user or getpass.getuser()
     result = translate(
