@@ -405,6 +405,26 @@ def test_a_local_run_whose_end_never_comes_holds_the_later_records_only_so_long(
     assert [r.fire_ms for r in sent][:2] == later
 
 
+def test_records_released_while_the_store_is_away_are_probed_in_the_same_tick() -> None:
+    """The held records go once the local run is taken as stale; the store is away again by then,
+    so they wait with the retries, one probe at a time. The tick that releases them sends that
+    probe: it used to add them after it had looked at the retries, and ``next_wakeup()`` then
+    said 0 right after it (explorer seed 70 with ``--wait-replicas 0``: a busy wakeup loop)."""
+    core, clock, _fire, later = local_run_then_two_later_slots_held()
+    core.set_store_reachable(False, "connection refused")
+    probes: list[RecordMissed] = []
+    until = clock.wall + 60_000 + STALE_LOCAL_RUN_MS + PARKED_CHECK_MS + 3_000
+    while clock.wall < until:
+        now = clock.at(clock.wall + 10)
+        for a in core.tick(now):
+            if isinstance(a, RecordMissed):
+                probes.append(a)  # (left in flight: the probe's answer decides the rest)
+            elif isinstance(a, Sweep):
+                core.on_failure(a, now, Failure.UNREACHABLE, "connection refused")
+        assert core.next_wakeup(now) > 0, f"at {now}: a tick left something due now"
+    assert [p.fire_ms for p in probes] == later[:1]
+
+
 def test_a_held_records_slot_committed_here_for_a_retry_goes_deferred_and_back() -> None:
     """A held record's slot can turn out committed to this node after all (its vote landed, the
     reply lost), its retry's backoff not over: ``missed`` -> ``deferred``. A graceful stop before

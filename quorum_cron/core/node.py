@@ -268,13 +268,13 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
                 self._refresh(by_index[i])
         if self._finish_heap and self._finish_heap[0][0] <= mono:
             self._finishes_due(now, out)
-        if self._retries:
+        if (self._parked or self._local_runs) and (self._floor_moved or mono >= self._parked_check_mono):
+            self._release_due(now, out)  # (no timer of its own: a tick comes at least every sweep gap)
+        if self._retries:  # (after the release: a record it holds while the store is away is due now)
             for retried in self._retries.due(mono, self._reachable):
                 if isinstance(retried, RecordMissed):
                     self._missed_waits(retried, -1)  # (sent: no longer waiting)
                 out.append(retried)
-        if (self._parked or self._local_runs) and (self._floor_moved or mono >= self._parked_check_mono):
-            self._release_due(now, out)  # (no timer of its own: a tick comes at least every sweep gap)
         if not self._sweeping and mono >= self._next_sweep_mono:
             sweep = self._sweeps.next(mono, probe=not self._reachable)
             if sweep is None:  # (nothing due, nothing heard of: look again at the cap, or sooner)
