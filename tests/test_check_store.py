@@ -112,6 +112,24 @@ def test_check_store_names_each_problem_on_one_line() -> None:
             admin.close()
 
 
+def test_a_missing_or_wrong_password_says_what_to_put_in_the_url() -> None:
+    """The server's own words (RESP3's HELLO: "must be called with the client already
+    authenticated ...") name neither the URL nor the fix; the line adds both, the password hidden."""
+    with EmbeddedRedis() as server:
+        admin = server.client()
+        try:
+            admin.config_set("requirepass", "hunter2")
+            code, out = run(server.url)
+            assert code == 1 and "(the server requires a password: expected it in the URL" in out, out
+            code, out = run(server.url.replace("redis://", "redis://:wrong@"))
+            assert code == 1 and "(expected the password, and user, of that server in the URL)" in out, out
+            assert "wrong" not in out
+        finally:
+            admin.execute_command("AUTH", "hunter2")
+            admin.config_set("requirepass", "")
+            admin.close()
+
+
 def test_the_documented_acl_user_may_run_every_command_on_this_server() -> None:
     """The docs' ACL line for this server's version, checked command by command with ACL DRYRUN."""
     with EmbeddedRedis() as server:

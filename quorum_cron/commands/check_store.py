@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import click
 
 from quorum_cron.errors import ConfigError, StoreError
-from quorum_cron.store.server import ServerInfo, ServerProbe, eviction_problem, unsupported
+from quorum_cron.store.server import ServerInfo, ServerProbe, credentials_hint, eviction_problem, unsupported
 from quorum_cron.store.urls import RedisTarget, parse_redis_url
 
 __all__ = ["check_store", "required_commands"]
@@ -195,7 +195,7 @@ def check_store(url: str, acl_user: str | None) -> None:
 
 def _unreachable(target: RedisTarget, exc: StoreError) -> list[str]:
     first = str(exc).split("\n", 1)[0][:300]
-    _line("PROBLEM", "connect", f"redis at {target.shown}: {first}")
+    _line("PROBLEM", "connect", f"redis at {target.shown}: {first}{credentials_hint(first)}")
     return ["connect"]
 
 

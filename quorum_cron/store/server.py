@@ -57,6 +57,7 @@ __all__ = [
     "ServerCheck",
     "ServerInfo",
     "ServerProbe",
+    "credentials_hint",
     "eviction_problem",
     "parse_server_info",
     "preflight",
@@ -260,7 +261,7 @@ def preflight(server: Store | RedisClient, shown_url: str, members_key: str | No
             return ServerCheck(_not_redis(shown_url, exc))
         return ServerCheck(reachable=False)
     except ResponseError as exc:
-        if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
+        if credentials_hint(str(exc)):
             return ServerCheck(
                 f"redis at {shown_url} requires a password ({_first_line(exc)}): "
                 f"expected it in the URL (redis://:PASSWORD@host)"
@@ -307,6 +308,16 @@ def _nodes(reply: object) -> list[Mapping[str, Any]]:
 def _not_redis(shown_url: str, exc: BaseException) -> str:
     why = _first_line(exc)
     return f"the server at {shown_url} does not answer like Redis ({why}): expected a Redis server"
+
+
+def credentials_hint(text: str) -> str:
+    """What to do about an error a server with a password gives a client without the right one
+    (``""`` when ``text`` is not one): its own words name neither the URL nor the fix."""
+    if "NOAUTH" in text or "already authenticated" in text:  # (RESP3's HELLO: the latter)
+        return " (the server requires a password: expected it in the URL, redis://:PASSWORD@host)"
+    if "WRONGPASS" in text or "invalid username-password" in text:
+        return " (expected the password, and user, of that server in the URL)"
+    return ""
 
 
 def _first_line(exc: BaseException, limit: int = 200) -> str:
