@@ -84,13 +84,7 @@ from quorum_cron.core.model import (
     SweepResult,
     VoteRequest,
 )
-from quorum_cron.core.slots import (
-    LOCAL_ENDED,
-    LOCAL_NO,
-    LOCAL_OWED,
-    LOCAL_RUNNING,
-    Pending,
-)
+from quorum_cron.core.slots import LOCAL_ENDED, LOCAL_NO, LOCAL_OWED, LOCAL_RUNNING, Pending
 from quorum_cron.core.state import _JobState
 from quorum_cron.core.timers import NEVER, max_sweep_gap, sweep_gap
 from quorum_cron.core.vote import VotingSide

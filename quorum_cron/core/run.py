@@ -280,10 +280,7 @@ class RunningSide(Starts):
                 and view.token != action.token
             ):
                 # Ours under another token than the start's (a forged notice's): the store's, as a read.
-                if view.not_before_ms > now.wall_ms:
-                    self._defer(js, action.fire_ms, view.token, view.not_before_ms)
-                    return []
-                return self._maybe_start(js, action.fire_ms, view.token, view.executor, now)
+                return self._on_view(view, now, store_ms=reply.now_ms)
             elif s.start_first is not None and s.start_first[0] == action.token:
                 s.start_first = None
             return []
