@@ -64,7 +64,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "model": (),
     "core": ("model", "shared", *STORE_CONTRACT, *PURE_CONFIG),
     "clock": ("shared",),
-    "config": ("model", "shared", "clock/policy.py", "store/urls.py"),
+    "config": ("model", "shared", "clock/policy.py", "clock/servers.py", "store/urls.py"),
     "store": ("model", "shared", "redis"),
     "embedded": ("store", "shared", "redis"),
     "agent": ("model", "core", "clock", "config", "store", "shared"),

@@ -108,6 +108,8 @@ def test_check_store_names_each_problem_on_one_line() -> None:
             assert out.rstrip().endswith("2 problem(s): eviction, acl") and "pw@" not in out
             code, out = run(server.url, "--acl-user", "qc")  # as an admin: DRYRUN covers the writes too
             assert code == 1 and "user qc may not run EVALSHA" in out, out
+            code, out = run(server.url, "--acl-user", "qcc")  # a typo: not "needs an admin URL"
+            assert code == 1 and "PROBLEM acl       user qcc does not exist on this server" in out, out
         finally:
             admin.close()
 

@@ -63,8 +63,16 @@ def config(tmp_path: Path, url: str = "redis://127.0.0.1:1/0") -> Path:
             "error: --dst-from 9998-01-01 is out of range (expected a date from 1970-01-01 to 8999-12-31)",
         ),
         (
+            ["import-crontab", "/dev/null", "--user", "x y"],
+            "error: --user 'x y' is not a user name (expected letters, digits, '.', '_' or '-', at most 32)",
+        ),
+        (
             ["check-clock", "--max-skew", "0s"],
             "error: --max-skew: '0s' is out of range (expected more than 0",
+        ),
+        (
+            ["check-clock", "--max-skew", "99999999999999999999d"],
+            "error: --max-skew: '99999999999999999999d' is out of range (expected more than 0 and at most 1m",
         ),
     ],
 )

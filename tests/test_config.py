@@ -147,6 +147,16 @@ CASES = [
     ),
     (
         "size = 3",
+        'size = 3\nntp_servers = ["pool.ntp.org", "time server"]',
+        "field 'ntp_servers': invalid NTP server 'time server': 'time server' is not a host name or IP",
+    ),
+    (
+        "size = 3",
+        'size = 3\nntp_servers = ["ntp:abc"]',
+        "field 'ntp_servers': invalid NTP server 'ntp:abc': port 'abc' is not a number from 1 to 65535",
+    ),
+    (
+        "size = 3",
         'size = 3\nntp_servers = "pool.ntp.org"',
         "field 'ntp_servers': 'pool.ntp.org' is a string (expected an array",
     ),

@@ -171,6 +171,7 @@ def test_query_servers_of_nothing() -> None:
         ("[::1]:5000", NtpServer("::1", 5000), "[::1]:5000"),
         ("[::1]", NtpServer("::1", 123), "::1"),
         ("2001:db8::1", NtpServer("2001:db8::1", 123), "2001:db8::1"),
+        ("ntp_1.corp.example.", NtpServer("ntp_1.corp.example.", 123), "ntp_1.corp.example."),
     ],
 )
 def test_server_spec_parsing(spec: str, expected: NtpServer, text: str) -> None:
@@ -183,7 +184,11 @@ def test_server_spec_parsing(spec: str, expected: NtpServer, text: str) -> None:
     [
         ("host:abc", "port 'abc' is not a number"),
         (":123", "expected HOST or HOST:PORT"),
-        ("host:70000", "port 70000: expected 1..65535"),
+        ("host:70000", "port '70000' is not a number from 1 to 65535"),
+        ("time server", "'time server' is not a host name or IP address"),
+        ("bad..name", "'bad..name' is not a host name"),
+        ("-lead.example", "'-lead.example' is not a host name"),
+        ("[not:an:ip]:123", "'not:an:ip' is not a host name or IP address"),
     ],
 )
 def test_server_spec_errors(spec: str, message: str) -> None:

@@ -11,6 +11,7 @@ real redis-server, with the store on an injected clock.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,20 @@ def test_the_environment_token_counts_next_to_the_file(tmp_path: Path) -> None:
     assert tokens.check(ALICE) == "alice"
     assert tokens.check(BOB) == "bob"
     assert sorted(tokens.current()) == ["alice", "bob"]
+
+
+def test_a_name_given_twice_is_refused_naming_both_places(tmp_path: Path) -> None:
+    """The last line used to win silently: an operator who appended a new secret for ``alice``
+    believed the old one still worked (or was revoked); the audit's ``by`` could not tell them
+    apart."""
+    path = _tokens_file(tmp_path, ALICE, BOB, "alice:a-second-secret-for-alice")
+    where = re.escape(str(path))
+    twice = rf"admin token name 'alice' appears twice \({where}:1 and {where}:3\)"
+    with pytest.raises(ConfigError, match=twice):
+        AdminTokens.from_environment(path)
+    assert AdminTokens(file=path).check(ALICE) is None  # (edited after start: every token refused)
+    with pytest.raises(ConfigError, match=rf"'bob' appears twice \(\$QUORUM_CRON_WEB_TOKEN and {where}:2\)"):
+        AdminTokens(file=path, env_value=BOB).current()
 
 
 def test_a_secret_needs_sixteen_characters() -> None:

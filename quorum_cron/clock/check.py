@@ -37,6 +37,7 @@ from quorum_cron.clock.ntp import (
     probe_store_time,
     query_server,
 )
+from quorum_cron.clock.policy import MAX_SKEW_LIMIT_MS
 from quorum_cron.clock.skew import (
     ClockGuard,
     ClockReading,
@@ -52,7 +53,7 @@ from quorum_cron.clock.skew import (
     rejection_reason,
     root_distance_ms,
 )
-from quorum_cron.config.durations import parse_duration
+from quorum_cron.config.durations import format_duration, parse_duration
 from quorum_cron.config.file import load_config
 from quorum_cron.config.settings import redact_url
 from quorum_cron.errors import ConfigError
@@ -286,9 +287,10 @@ def check_clock(
                 redis_url = cluster.redis_url
         if max_skew is not None:
             skew_ms = parse_duration(max_skew, what="--max-skew")
-            if skew_ms <= 0:
+            if not 0 < skew_ms <= MAX_SKEW_LIMIT_MS:
                 raise ConfigError(
-                    f"--max-skew: {max_skew!r} is out of range (expected more than 0, e.g. '250ms')"
+                    f"--max-skew: {max_skew!r} is out of range (expected more than 0 and at most "
+                    f"{format_duration(MAX_SKEW_LIMIT_MS)}, as cluster.max_skew, e.g. '250ms')"
                 )
             policy = dataclasses.replace(policy, max_skew_ms=skew_ms)
         policy = dataclasses.replace(policy, require_store_check=redis_url is not None)

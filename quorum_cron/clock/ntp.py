@@ -26,7 +26,6 @@ Failures never raise out of :func:`query_server`: they become
 from __future__ import annotations
 
 import asyncio
-import re
 import secrets
 import socket
 import time
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 import ntplib
 
 from quorum_cron.clock.base import Clock, SystemClock
+from quorum_cron.clock.servers import NTP_PORT, split_ntp_server
 from quorum_cron.clock.skew import ClockError, NtpSample, ServerReport, StoreTimeCheck
 from quorum_cron.errors import ConfigError
 
@@ -54,7 +54,6 @@ __all__ = [
     "query_servers",
 ]
 
-NTP_PORT = 123
 DEFAULT_SAMPLES = 4
 DEFAULT_TIMEOUT_S = 1.0
 DEFAULT_SAMPLE_INTERVAL_S = 2.0
@@ -87,21 +86,7 @@ class NtpServer:
     @classmethod
     def parse(cls, spec: str) -> NtpServer:
         """Read ``HOST``, ``HOST:PORT``, ``[IPV6]`` or ``[IPV6]:PORT`` (a bare IPv6 address works too)."""
-        text = spec.strip()
-        m = re.fullmatch(r"\[([^\]]+)\](?::(\w+))?", text)
-        if m is not None:
-            host, port = m.group(1), m.group(2)
-        elif text.count(":") == 1:
-            host, port = text.split(":")
-        else:
-            host, port = text, None
-        if not host:
-            raise ConfigError(f"invalid NTP server {spec!r}: expected HOST or HOST:PORT")
-        if port is None:
-            return cls(host)
-        if not port.isdigit():
-            raise ConfigError(f"invalid NTP server {spec!r}: port {port!r} is not a number")
-        return cls(host, int(port))
+        return cls(*split_ntp_server(spec))
 
     def __str__(self) -> str:
         if self.port == NTP_PORT:

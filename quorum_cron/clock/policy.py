@@ -20,6 +20,7 @@ from quorum_cron.clock.ntp_evidence import DEFAULT_MAX_ROOT_DISTANCE_MS
 __all__ = [
     "DEFAULT_CHECK_INTERVAL_MS",
     "DEFAULT_MAX_SKEW_MS",
+    "MAX_SKEW_LIMIT_MS",
     "Trust",
     "TrustPolicy",
     "UnreachablePolicy",
@@ -28,6 +29,9 @@ __all__ = [
 ]
 
 DEFAULT_MAX_SKEW_MS = 250
+MAX_SKEW_LIMIT_MS = 60_000
+"""The largest max skew the config (``cluster.max_skew``) and ``check-clock --max-skew`` take: a
+minute of disagreement is not a clock to vote with."""
 DEFAULT_CHECK_INTERVAL_MS = 60_000
 
 

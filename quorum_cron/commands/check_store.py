@@ -120,7 +120,10 @@ def _acl(probe: ServerProbe, target: RedisTarget, api: Api, user: str | None) ->
                 reply = probe.dryrun(user, cmd)
             except StoreError as exc:
                 first = str(exc).split("\n", 1)[0][:200]
-                why = f"ACL DRYRUN as {whoami} failed ({first}): --acl-user needs an admin URL"
+                if f"User '{user}' not found" in first:  # (the server's own words; an admin asked)
+                    why = f"user {user} does not exist on this server (expected a user ACL LIST names)"
+                else:
+                    why = f"ACL DRYRUN as {whoami} failed ({first}): --acl-user needs an admin URL"
                 _line("PROBLEM", "acl", why)
                 return ["acl"]
             if reply != "OK":

@@ -31,7 +31,7 @@ from quorum_cron.commands.common import fail
 from quorum_cron.config.file import parse_config
 from quorum_cron.config.schedule import check_timezone
 from quorum_cron.config.settings import ClusterConfig, InvalidConfig
-from quorum_cron.crontab import parse_crontab, translate
+from quorum_cron.crontab import is_user_name, parse_crontab, translate
 from quorum_cron.errors import QuorumCronError
 
 __all__ = ["host_timezone", "import_crontab"]
@@ -141,6 +141,8 @@ def import_crontab(
         fail(
             f"--dst-from {dst_from:%Y-%m-%d} is out of range (expected a date from 1970-01-01 to 8999-12-31)"
         )
+    if user is not None and not is_user_name(user):
+        fail(f"--user {user!r} is not a user name (expected letters, digits, '.', '_' or '-', at most 32)")
     source, text = _read(file)
     owner = user or getpass.getuser()
     result = translate(

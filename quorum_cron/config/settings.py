@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
+from quorum_cron.clock.policy import MAX_SKEW_LIMIT_MS
+from quorum_cron.clock.servers import ntp_server_problem
 from quorum_cron.config.durations import format_duration
 from quorum_cron.config.members import members_problem, size_vs_members
 from quorum_cron.config.retry import retry_problems
@@ -203,6 +205,7 @@ class ClusterConfig:
             )
         _fail(where, "ledger_maxlen", _range_problem(self.ledger_maxlen, 100, 10_000_000))
         _fail(where, "wait_replicas", _range_problem(self.wait_replicas, 0, _MAX_WAIT_REPLICAS))
+        _fail(where, "ntp_servers", next(filter(None, map(ntp_server_problem, self.ntp_servers)), None))
         if self.ntp_unreachable not in get_args(NtpUnreachable):
             _fail(where, "ntp_unreachable", f"{self.ntp_unreachable!r} is not 'abstain' or 'store-time'")
         if self.ntp_unreachable == "abstain" and not self.ntp_servers:
@@ -235,7 +238,7 @@ class ClusterConfig:
 
 
 _CLUSTER_DURATION_BOUNDS: tuple[tuple[str, int, int], ...] = (
-    ("max_skew_ms", 1, 60 * _SECOND),
+    ("max_skew_ms", 1, MAX_SKEW_LIMIT_MS),
     ("lease_ms", 1 * _SECOND, _DAY),
     ("start_timeout_ms", 100, _HOUR),
     ("heartbeat_ms", 100, _HOUR),

@@ -18,7 +18,7 @@ import only the configuration (the schedules and job specs it writes) and the sh
 ``errors``, ``redact`` and ``printable`` (docs/architecture.md).
 """
 
-from quorum_cron.crontab.parse import BadLine, CronEntry, Crontab, parse_crontab
+from quorum_cron.crontab.parse import BadLine, CronEntry, Crontab, is_user_name, parse_crontab
 from quorum_cron.crontab.translate import Imported, translate
 
-__all__ = ["BadLine", "CronEntry", "Crontab", "Imported", "parse_crontab", "translate"]
+__all__ = ["BadLine", "CronEntry", "Crontab", "Imported", "is_user_name", "parse_crontab", "translate"]

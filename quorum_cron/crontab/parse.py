@@ -26,7 +26,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["CRON_ALIASES", "BadLine", "CronEntry", "Crontab", "parse_crontab", "split_percent"]
+__all__ = [
+    "CRON_ALIASES",
+    "BadLine",
+    "CronEntry",
+    "Crontab",
+    "is_user_name",
+    "parse_crontab",
+    "split_percent",
+]
 
 CRON_ALIASES: tuple[str, ...] = (
     "@reboot",
@@ -67,6 +75,8 @@ _FIELD_RE = re.compile(r"[A-Za-z0-9*,/-]+", re.ASCII)
 _WORD_RE = re.compile(r"[A-Za-z]+", re.ASCII)
 _USER_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*\$?", re.ASCII)
 _MAX_LINE = 10_000
+_MAX_USER = 32
+"""The longest user name ``useradd`` accepts by default (``LOGIN_NAME_MAX`` is larger; cron is not)."""
 _EMPTY_SETTING_RE = re.compile(r"[ \t]*[^\s=]+[ \t]*=[ \t\r]*")
 
 
@@ -267,7 +277,7 @@ def _entry(lineno: int, line: str, system: bool, env: list[tuple[str, str]]) -> 
     if system:
         user, *tail = re.split(r"[ \t]+", rest, maxsplit=1)
         rest = tail[0] if tail else ""
-        if not _USER_RE.fullmatch(user):
+        if not is_user_name(user):
             return BadLine(
                 lineno, line, f"user column {user!r} is not a user name (is this a system crontab?)"
             )
@@ -281,6 +291,16 @@ def _entry(lineno: int, line: str, system: bool, env: list[tuple[str, str]]) -> 
     if not command.strip():
         return BadLine(lineno, line, "no command before the first '%'")
     return CronEntry(lineno, line, schedule, command, stdin, user, tuple(env), quiet)
+
+
+def is_user_name(text: str) -> bool:
+    """Whether ``text`` is a POSIX-portable user name (what ``useradd`` accepts, ``$`` for Samba).
+
+    The system crontab's user column and ``import-crontab --user`` both become
+    ``USER``/``LOGNAME`` in the job's environment: a space or a control
+    character there is a typo, not a user.
+    """
+    return len(text) <= _MAX_USER and _USER_RE.fullmatch(text) is not None
 
 
 def parse_crontab(text: str, *, system: bool = False) -> Crontab:

@@ -78,9 +78,13 @@ class AdminTokens:
     def current(self) -> dict[str, str]:
         """Token name → secret digest, as the sources say right now."""
         out: dict[str, str] = {}
+        where: dict[str, str] = {}
+        # A name is who did an action in the audit: two secrets under one name would make the
+        # first line silently dead (an operator believing it revoked or still valid), so a
+        # repeated name is refused rather than the last line winning.
         if self.env_value is not None:
             name, digest = parse_token(self.env_value, f"${ENV_TOKEN}")
-            out[name] = digest
+            out[name], where[name] = digest, f"${ENV_TOKEN}"
         if self.file is not None:
             try:
                 text = self.file.read_text(encoding="utf-8")
@@ -88,8 +92,14 @@ class AdminTokens:
                 raise ConfigError(f"cannot read admin token file {str(self.file)!r}: {exc}") from None
             for number, line in enumerate(text.splitlines(), 1):
                 if line.strip() and not line.lstrip().startswith("#"):
-                    name, digest = parse_token(line, f"{self.file}:{number}")
-                    out[name] = digest
+                    at = f"{self.file}:{number}"
+                    name, digest = parse_token(line, at)
+                    if name in out:
+                        raise ConfigError(
+                            f"admin token name {name!r} appears twice ({where[name]} and {at}): "
+                            "expected one token per name"
+                        )
+                    out[name], where[name] = digest, at
         return out
 
     def check(self, presented: str) -> str | None:
