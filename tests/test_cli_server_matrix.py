@@ -29,6 +29,7 @@ from quorum_cron.commands.web import missing_web_extra
 from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.server import server_problem
 from tests.test_check_store import _redis_62
+from tests.tools import missing
 
 COMMANDS = {
     "status": ["status"],
@@ -53,7 +54,7 @@ def test_a_command_refuses_a_server_below_the_matrix_with_the_agents_line(
     name: str, redis_62: EmbeddedRedis, tmp_path: Path
 ) -> None:
     if name == "web" and missing_web_extra():
-        pytest.skip(f"web: {missing_web_extra()}")
+        missing(f"web: {missing_web_extra()}")
     config = tmp_path / "cluster.toml"
     config.write_text(_config_text("old", 1, redis_62.url, tmp_path / "ran.log"))
     client = redis_62.client()

@@ -49,7 +49,7 @@ def test_offset_matches_what_the_server_serves(ntp: NtpResponder, offset_s: floa
     ntp.configure(offset_s=offset_s)
     s = query_once(server(ntp), version=version)
     assert offset_within_bound(s, offset_s * 1000), s
-    assert 0 <= s.delay_ms < 50
+    assert 0 <= s.delay_ms < 1_000  # (loopback: a responder woken late adds to it; sanity only)
     assert (s.stratum, s.leap) == (2, 0)
     assert s.root_delay_ms == pytest.approx(1.0, abs=0.1)
     assert s.root_dispersion_ms == pytest.approx(1.0, abs=0.1)
@@ -60,9 +60,11 @@ def test_offset_matches_what_the_server_serves(ntp: NtpResponder, offset_s: floa
 def test_network_delay_is_measured_and_bounds_an_asymmetric_path(ntp: NtpResponder) -> None:
     ntp.configure(offset_s=0.2, delay_in_s=0.06, delay_out_s=0.0)
     s = query_once(server(ntp))
-    assert 60 <= s.delay_ms < 60 + 40
-    # One-way delay shifts the measured offset by up to delay/2, which the bound covers.
-    assert s.offset_ms == pytest.approx(200 + 30, abs=TOLERANCE_MS + 10)
+    assert 60 <= s.delay_ms < 60 + 1_000
+    # The 60 ms inbound leg shifts the measured offset by 30 ms; a responder woken late shifts it
+    # by up to half what it adds to the delay (not a fixed margin: that failed on a loaded machine).
+    late = s.delay_ms - 60
+    assert 230 - TOLERANCE_MS <= s.offset_ms <= 230 + late / 2 + TOLERANCE_MS, s
     assert s.offset_ms - s.delay_ms / 2 <= 200 <= s.offset_ms + s.delay_ms / 2
 
 

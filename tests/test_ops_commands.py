@@ -25,11 +25,11 @@ from quorum_cron.commands.history import history
 from quorum_cron.commands.status import status
 from quorum_cron.store.base import AuditAction, SlotState
 from quorum_cron.store.embedded.single import EmbeddedRedis
-from tests.agent_cluster import Cluster, job_toml
+from tests.agent_cluster import Cluster, job_toml, never_during_the_test
 
 pytestmark = pytest.mark.slow
 
-NEVER = "0 0 1 1 *"
+NEVER = never_during_the_test()
 """A schedule that does not fire during a test: only triggers run these jobs."""
 MAX_SKEW_MS = 250
 

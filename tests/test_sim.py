@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from sim.clocks import HostClock
 from sim.loop import Loop
 from sim.rng import Streams
 from sim.scenario import DEFAULT_START_MS
+from tests.tools import missing
 
 SCENARIOS = sorted((Path(sim.__file__).parent / "scenarios").glob("*.toml"))
 
@@ -266,7 +268,8 @@ def test_cli_run_trace_plot_and_replay(tmp_path: Path) -> None:
 
 
 def test_cli_plot(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    if importlib.util.find_spec("matplotlib") is None:
+        missing("matplotlib is not installed (the simulator's --plot): pip install matplotlib")
     png = tmp_path / "p.png"
     res = CliRunner().invoke(
         sim_group, ["run", "executor-paused", "--strategy", "leader", "--plot", str(png)]

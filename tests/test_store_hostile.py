@@ -434,7 +434,11 @@ def _write(client: redis.Redis, suffix: str, kind: str, value: bytes | str) -> N
         client.xadd(k, {"fire": value, "state": value, "finished": value, "action": value, "at": value})
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(writes=st.lists(st.tuples(_TARGETS, _GARBAGE), min_size=1, max_size=4))
 def test_garbage_in_one_job_never_breaks_the_other_or_runs_uncommitted(
     redis_server: EmbeddedRedis, writes: list[tuple[tuple[str, str], bytes | str]]

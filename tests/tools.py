@@ -1,4 +1,4 @@
-"""System tools some tests need (chronyd, faketime, redis-server).
+"""System tools and optional packages some tests need (chronyd, faketime, matplotlib).
 
 Outside CI a test whose tool is missing skips with a reason naming it; in CI
 (``CI`` set, as ``.ci/run`` does) it fails instead, because ``.ci/run``
@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import NoReturn
 
 import pytest
 
-__all__ = ["require_tool"]
+__all__ = ["missing", "require_tool"]
 
 
 def require_tool(name: str, *, extra_paths: tuple[str, ...] = ("/usr/sbin", "/sbin")) -> str:
@@ -22,7 +23,11 @@ def require_tool(name: str, *, extra_paths: tuple[str, ...] = ("/usr/sbin", "/sb
     )
     if path is not None:
         return path
-    message = f"{name} is not installed (apt-get install the package providing {name!r})"
+    missing(f"{name} is not installed (apt-get install the package providing {name!r})")
+
+
+def missing(message: str) -> NoReturn:
+    """Skip (locally) or fail (in CI) for a missing tool or package ``message`` names."""
     if os.environ.get("CI"):
         pytest.fail(f"{message}; .ci/run must install it", pytrace=False)
     pytest.skip(message)
