@@ -44,6 +44,7 @@ from quorum_cron.agent.startup import (
     run_node,
     tune_allocator_for,
 )
+from quorum_cron.clock.policy import default_unreachable_policy
 from quorum_cron.config.durations import parse_duration
 from quorum_cron.config.job_options import in_process_job
 from quorum_cron.config.settings import (
@@ -96,7 +97,7 @@ class App:
         quorum: int | None = None,
         grace: str | int = "30s",
         ntp_servers: tuple[str, ...] = (),
-        ntp_unreachable: NtpUnreachable = "store-time",
+        ntp_unreachable: NtpUnreachable | None = None,
         wait_replicas: int = 0,
         allow_evicting_redis: bool = False,
         tune_allocator: bool = True,
@@ -115,9 +116,11 @@ class App:
         allocator to the agent"). ``store`` replaces the Redis connection (e.g. a MemoryStore in
         a test of your jobs). Without NTP servers the Redis
         TIME check alone decides clock trust (``ntp_unreachable="store-time"``); pass servers
-        for the full check. ``members``: the node ids of the cluster (``size`` is then their
-        number); without it, ``size`` ids fill the seats as they register (docs/operations.md,
-        "Membership").
+        for the full check. ``ntp_unreachable`` defaults as in the config file: ``"abstain"``
+        once servers are listed (a node that lists NTP servers does not vote on Redis TIME
+        alone while they are silent, as an agent with the same settings would not).
+        ``members``: the node ids of the cluster (``size`` is then their number); without it,
+        ``size`` ids fill the seats as they register (docs/operations.md, "Membership").
         """
         if config is not None:
             self.cluster = config.cluster
@@ -139,7 +142,11 @@ class App:
                 quorum=quorum if quorum is not None else AUTO,
                 redis_url=redis_url,
                 ntp_servers=tuple(ntp_servers),
-                ntp_unreachable=ntp_unreachable,
+                ntp_unreachable=(
+                    ntp_unreachable
+                    if ntp_unreachable is not None
+                    else default_unreachable_policy(tuple(ntp_servers)).value
+                ),
                 wait_replicas=wait_replicas,
                 **timings,
             )

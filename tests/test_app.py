@@ -108,3 +108,21 @@ def test_the_definition_hash_changes_with_the_definition() -> None:
         app.cron("* * * * *", name="j", **kw)(job)
         hashes.add(app.jobs["j"].spec_hash)
     assert len(hashes) == 3
+
+
+def test_ntp_unreachable_defaults_as_in_the_config_file() -> None:
+    """A node that lists NTP servers abstains while they are silent, as an agent with the same
+    settings does; the App once kept voting on Redis TIME alone ("store-time" hard-coded)."""
+    url = "redis://localhost:1/0"
+    listed = App(namespace="x", size=1, redis_url=url, node_id="n", ntp_servers=("127.0.0.1:9",))
+    assert listed.cluster.ntp_unreachable == "abstain"
+    assert App(namespace="x", size=1, redis_url=url, node_id="n").cluster.ntp_unreachable == "store-time"
+    chosen = App(
+        namespace="x",
+        size=1,
+        redis_url=url,
+        node_id="n",
+        ntp_servers=("127.0.0.1:9",),
+        ntp_unreachable="store-time",
+    )
+    assert chosen.cluster.ntp_unreachable == "store-time"

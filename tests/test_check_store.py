@@ -142,6 +142,12 @@ def test_the_documented_acl_user_may_run_every_command_on_this_server() -> None:
             code, out = run(server.url, "--acl-user", "quorum-cron")
             assert code == 0, out
             assert "ok      acl       user quorum-cron may run every command quorum-cron sends" in out
+            # As that user itself (no +acl|whoami): the line names the URL's user, not "default".
+            admin.execute_command("ACL", "SETUSER", "quorum-cron", "on", ">a-long-test-password")
+            code, out = run(server.url.replace("redis://", "redis://quorum-cron:a-long-test-password@"))
+            assert code == 0, out
+            limited = "ok      acl       user quorum-cron may run the read commands; writes unchecked"
+            assert limited in out, out
         finally:
             admin.close()
 

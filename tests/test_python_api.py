@@ -49,6 +49,17 @@ def test_the_python_api_page_example_runs(tmp_path: Path, redis_server: Embedded
     assert re.search(r"^sync-prices: slot \d\d:\d\d:\d\d UTC, token \d+, on web-1$", res.stdout, re.M), res
 
 
+def test_the_tests_without_redis_example_runs_on_the_memory_store(tmp_path: Path) -> None:
+    """docs/python-api.md's "Tests without Redis": no server at all (no URL in its environment)."""
+    page = (ROOT / "docs" / "python-api.md").read_text()
+    script = tmp_path / "memory_example.py"
+    script.write_text(python_block(page.split("## Tests without Redis\n", 1)[1]) + 'print("ran", ran)\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUORUM_CRON_")}
+    res = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=90)
+    assert res.returncode == 0, res.stderr
+    assert re.fullmatch(r"ran \[\d+, \d+(, \d+)*\]\n", res.stdout), res
+
+
 def test_the_readme_example_runs_with_a_quorum(tmp_path: Path, redis_server: EmbeddedRedis) -> None:
     readme = (ROOT / "README.md").read_text()
     code = python_block(readme.split("## Python API\n", 1)[1])

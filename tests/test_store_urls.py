@@ -42,6 +42,15 @@ def test_standalone_forms_parse() -> None:
         assert parse_redis_url(url).mode == "standalone"
 
 
+def test_a_standalone_url_names_its_user_and_takes_an_at_sign_in_the_password() -> None:
+    """The user is what check-store names when the server will not say who it is (no
+    +acl|whoami); an ``@`` in the password is read as redis-py reads it, the host after the last."""
+    assert parse_redis_url("redis://quorum-cron:p@ss@r:6379/0").username == "quorum-cron"
+    assert parse_redis_url("rediss://a%40b:pw@r/2").username == "a@b"
+    assert parse_redis_url("redis://:pw@r/0").username is None
+    assert parse_redis_url("redis://r/0").username is None
+
+
 def test_sentinel_url_names_sentinels_master_db_and_both_credentials() -> None:
     t = parse_redis_url(
         "redis+sentinel://app:s3cret@s1:26380,s2,[::1]:26381/mymaster/3"

@@ -6,8 +6,9 @@ expected) instead of stopping at the first; :func:`parse_config` raises
 :class:`~quorum_cron.config.settings.InvalidConfig` with all of them. A
 ``[[jobs]]`` table's options, defaults and checks are
 :mod:`quorum_cron.config.job_options`'s, which the Python API reads too.
-The values and their own validation live in :mod:`quorum_cron.config.settings`,
-which re-exports :func:`parse_config` and :func:`load_config`.
+The values and their own validation live in :mod:`quorum_cron.config.settings`;
+:func:`parse_config` and :func:`load_config` are imported from here (settings cannot
+re-export them: this module imports settings).
 """
 
 from __future__ import annotations

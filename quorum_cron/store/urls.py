@@ -172,6 +172,9 @@ def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
         raise bad_url(
             shown, "names several hosts (expected redis+sentinel:// or redis+cluster:// for several)"
         )
+    # The user, for what is said about it (check-store's ACL line when the server will not say
+    # who it is); the client reads it from the URL itself.
+    user = urllib.parse.unquote(rest[: rest.rfind("@")].partition(":")[0]) or None if "@" in rest else None
     rest = rest[rest.rfind("@") + 1 :]
     cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
     hostport, path = rest[:cut], rest[cut:]
@@ -184,7 +187,7 @@ def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
     if scheme == "unix":
         if not path:
             raise bad_url(shown, "has no socket path (expected e.g. 'unix:///run/redis.sock')")
-        return RedisTarget(mode="standalone", url=url, shown=shown)
+        return RedisTarget(mode="standalone", url=url, shown=shown, username=user)
     host = hostport
     if hostport.startswith("["):
         host = hostport[1:].partition("]")[0]
@@ -200,8 +203,7 @@ def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
     if client_host.lower() != host.lower():
         raise bad_url(
             shown,
-            "has '/', '?', '#' or '@' in its user or password "
-            "(expected them percent-encoded: %2F %3F %23 %40)",
+            "has '/', '?' or '#' in its user or password (expected them percent-encoded: %2F %3F %23)",
         )
     try:
         port = parts.port
@@ -212,7 +214,7 @@ def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
     db = path.strip("/")
     if db and not db.isdigit():
         raise bad_url(shown, f"has a path, but database {db!r} is not a number (expected e.g. /0)")
-    return RedisTarget(mode="standalone", url=url, shown=shown, tls=scheme == "rediss")
+    return RedisTarget(mode="standalone", url=url, shown=shown, tls=scheme == "rediss", username=user)
 
 
 def redis_url_problem(url: str) -> str | None:
