@@ -189,3 +189,34 @@ def test_a_refused_confirmation_starts_the_retry_a_start_in_flight_held_back() -
     assert core.on_reply(Renew("a", T0, 13, LEASE), refused, Now(T0 + LEASE + 10, 5_010 + LEASE)) == [
         Start("a", T0, 14, LEASE)
     ]
+
+
+def test_a_late_notice_of_a_token_whose_result_is_in_flight_does_not_run_it_again() -> None:
+    """The run of token 13 ended and its finish is on its way (the store still shows the slot
+    running here); a late notice of token 13 (a duplicate, a delayed one, a forged one, or one a
+    failover sent again) starts it, the store refuses the start showing it running here, and a
+    renew would confirm it: the core must not run token 13 a second time (``Starts._ran``).
+
+    Explorer seed 7766 met this once; its scenario no longer reaches the path since timing
+    changed elsewhere, and a mutation audit found ``_ran`` comparing ``>`` instead of ``>=``
+    survived every test, so the story is pinned here, step by step.
+    """
+    core = _core("")
+    boot(core, Now(T0 - 5_000, 0))
+    (start,) = core.on_assigned("a", T0, 13, Now(T0 + 10, 5_010))
+    running = _view(SlotState.RUNNING, 13)
+    ran = core.on_reply(start, TransitionResult(True, running, T0 + 20), Now(T0 + 20, 5_020))
+    assert ran == [Run("a", T0, 13, 60_000)]
+    finished = core.on_run_finished("a", T0, 13, True, "", Now(T0 + 500, 5_500))
+    assert [type(a).__name__ for a in finished] == ["Finish"], finished  # in flight, unanswered
+    again = core.on_assigned("a", T0, 13, Now(T0 + 510, 5_510))
+    runs: list[object] = []
+    for a in again:  # (none is the answer; were there a start, the store's replies are these)
+        assert isinstance(a, Start), again
+        refused = TransitionResult(False, running, T0 + 520, "slot is running, not committed")
+        for b in core.on_reply(a, refused, Now(T0 + 520, 5_520)):
+            if isinstance(b, Renew):
+                ok = TransitionResult(True, running, T0 + 530)
+                runs += [c for c in core.on_reply(b, ok, Now(T0 + 530, 5_530)) if isinstance(c, Run)]
+            runs += [b] if isinstance(b, Run) else []
+    assert again == [] and runs == [], (again, runs)

@@ -221,3 +221,28 @@ def test_baselines_runs_are_never_taken_for_local_runs(strategy: str) -> None:
     result = sim.run(sim.load(SCENARIO_DIR / "clock-jump.toml"), 0, strategy)
     assert result.report.duplicates > 0
     assert not [r for r in result.trace.records if r["ev"] == "run" and r.get("adopted")]
+
+
+def test_a_run_cut_off_under_drift_ends_inside_the_lease_margin() -> None:
+    """lease-margin-under-drift: an at-least-once run cut off from the store, on a node whose
+    monotonic clock runs 0.4% slow, is killed before the store's lease ends, and only the margin
+    (1% of the lease) kept it inside: the drift took more than a third of it. A mutation audit
+    shrank the margin to 1 ms and every other test and exploration passed; here the run outlives
+    its lease by ~60 ms."""
+    from quorum_cron.core.lease import lease_margin
+
+    scenario = sim.load(SCENARIO_DIR / "lease-margin-under-drift.toml")
+    for seed in range(3):
+        result = sim.run(scenario, seed)
+        assert result.report.violations == [], result.report.summary()
+        records = result.trace.records
+        (kill,) = [r for r in records if r["ev"] == "kill"]
+        assert kill["why"] == "lease ended before a renew was accepted", kill
+        granted = [
+            r["lease"]
+            for r in records
+            if r["ev"] in ("start", "renew") and r.get("ok") and r["t"] <= kill["t"]
+            and (r["job"], r["fire"], r["token"]) == (kill["job"], kill["fire"], kill["token"])
+        ]  # fmt: skip
+        left = granted[-1] - kill["t"]  # the store's lease end less the kill, in true time
+        assert 0 < left < lease_margin(15_000) * 2 // 3, (seed, left)
