@@ -7,6 +7,13 @@ It proves, for the run it reads (not for all runs):
   second ``run`` of the same slot fails the run. An ``at-least-once`` job
   may run again only with a token higher than every earlier run's, i.e.
   after the store fenced the earlier executor out by a takeover;
+* **the store hands a slot only to whom it may** — every commit, retry and
+  takeover names an executor among the slot's voters that agreed on the
+  committed spec and are members (current or, while joint, old) of the
+  record the job enforced at that commit (``NOT_ELIGIBLE``); and a start
+  folded into a commit happens at or after the fire time by the store's
+  clock (``STARTED_EARLY``; a start a node sends is timed by its own clock,
+  within ``max_skew``, and not judged so);
 * **no execution under a stale token** — a ``run`` whose token is lower than
   one the store already committed for that slot;
 * **commits are majority decisions inside the window** — every commit has at
@@ -114,10 +121,12 @@ __all__ = [
     "MEMBERSHIP_QUORUM",
     "MEMBERSHIP_SETTLING",
     "NEVER_SEEN",
+    "NOT_ELIGIBLE",
     "OUTLIVED_LEASE",
     "REMOVED_UNSWEPT",
     "RETRY_SLOW",
     "RETRY_UNENDED",
+    "STARTED_EARLY",
     "STRAY_VOTER",
     "UNACCOUNTED",
     "UNVOTED",
@@ -152,6 +161,8 @@ NEVER_SEEN = "slot of a job the store never saw, forgotten by a restart of every
 LEDGER_CONTRADICTS = "ledger contradicts the runs"
 EARLY_OUTCOME = "outcome recorded before the run ended"
 STRAY_VOTER = "ledger names a voter that never voted"
+NOT_ELIGIBLE = "slot handed to a node that was not an agreeing member voter"
+STARTED_EARLY = "start folded into a commit before the fire time"
 RETRY_UNENDED = "retry chain never ended"
 RETRY_SLOW = "retry chain outlasted its bound"
 ENDED_TWICE = "slot ended twice in the ledger"
@@ -788,6 +799,28 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             earlier_executors = executors.get(key, [])
             eligible = _may_execute(r)
             facts.eligible[key] = frozenset(eligible)
+            if r["executor"] not in eligible:
+                out.append(
+                    Violation(
+                        NOT_ELIGIBLE,
+                        r["job"],
+                        r["fire"],
+                        r["t"],
+                        f"{r['by']} gave token {r['token']} to {r['executor']}; the store may hand it "
+                        f"only to {', '.join(eligible) or 'nobody'} (agreeing voters, members of its record)",
+                    )
+                )
+            if r.get("folded") and r["st"] < r["fire"]:
+                out.append(
+                    Violation(
+                        STARTED_EARLY,
+                        r["job"],
+                        r["fire"],
+                        r["t"],
+                        f"the commit of token {r['token']} started it at store time {r['st']}, "
+                        f"{r['fire'] - r['st']} ms before its fire time",
+                    )
+                )
             if r["by"] in ("retry", "takeover") and r["executor"] in earlier_executors:
                 forgotten = facts.in_lost(key, unwaited_only=True)
                 out.extend(_repick_violations(r, eligible, earlier_executors, forgotten))
@@ -1473,15 +1506,28 @@ def _check_due(
                 # chance to record it is when its clock reads the deadline; explorer seed 71193.)
                 behind = _clock_errors_near(clock_faults, lo, hi) if untouched else {}
                 unowned = False
-                if untouched:
+                if removals.nodes_near(job.name, lo, end):
                     # (A node whose first chance came only with a restart whose catch-up starts
-                    # past the slot, a later one decided before it, never had one: seed 76003.)
+                    # past the slot, a later one decided before it, never had one: seed 76003.
+                    # Nor did one that could not reach the store until too near the end for a
+                    # record to land: the others lacking the job, nobody could record it. A node
+                    # that voted for the slot, ran it or was handed it keeps it although a reload
+                    # removed the job (core/jobswap.py): it is never one that lacked it.)
+                    holders = facts.voted.get(key, set()) | facts.local.get(key, set())
+                    holders |= set(executors.get(key, ()))
                     chances = {
                         n: recorders.first_ok(n, hi + base_error + behind.get(n, 0), end) for n in everyone
                     }
-                    lacking = {n for n, c in chances.items() if removals.lacked(n, job.name, lo, c)}
+                    lacking = {
+                        n
+                        for n, c in chances.items()
+                        if n not in holders and removals.lacked(n, job.name, lo, c)
+                    }
                     unowned = bool(lacking) and all(
-                        n in lacking or restarted_past(n, job.name, fire, hi, c) for n, c in chances.items()
+                        n in lacking
+                        or c + settle > end
+                        or (untouched and restarted_past(n, job.name, fire, hi, c))
+                        for n, c in chances.items()
                     )
                 orphan = not untouched and removals.orphaned(job.name, everyone)
                 local = facts.local.get(key, set())

@@ -397,6 +397,8 @@ class QuorumStrategy:
             by=by,
             # The record the job enforced at the commit (the checker's membership rule).
             **_job_record(world, view.job),
+            # A start folded into the commit (the checker: never before the fire time, by st).
+            **({"folded": True} if started else {}),
         )
         executor = world.nodes.get(view.executor)
         if executor is None:

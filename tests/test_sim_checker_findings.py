@@ -135,3 +135,21 @@ def test_a_run_with_more_slots_than_the_default_ledger_holds_is_judged_whole() -
     assert result.report.violations == [], result.report.summary()
     entries = sum(1 for r in result.trace.records if r["ev"] == "ledger")
     assert entries > DEFAULT_LEDGER_MAXLEN, entries  # (the story: more than the default holds)
+
+
+def test_a_slot_only_a_cut_off_node_could_record_the_others_lacking_its_job_is_exempt() -> None:
+    """A hypothesis example (2026-12-06, ``removed-from-the-rest-cut-off-0``): a reload took job0
+    out of n2 and n3 at the start; n1, the only node keeping it, is cut off from the store for
+    the run's last three minutes. Nobody can record those slots (the two that can reach the store
+    lack the job and never voted; n1 cannot reach it), yet the checker reported them, 73 as
+    "nobody could vote" and one n1 had voted for as unaccounted. They are exempt as the job's
+    removal, and before the partition the slots are still judged: missed for want of a quorum."""
+    from sim.checker import JOB_REMOVED
+
+    path = SCENARIOS / "checker" / "removed-from-the-rest-cut-off-0.toml"
+    report = sim.run(sim.load(path), 0).report
+    assert report.violations == [], report.summary()
+    assert report.exempt[JOB_REMOVED] >= 74, report.exempt
+    records = sim.run(sim.load(path), 0).trace.records
+    job0 = [r for r in records if r["ev"] == "ledger" and r["job"] == "job0"]
+    assert job0 and all(r["state"] == "missed" for r in job0), job0[:3]  # (before the cut: no quorum)

@@ -811,6 +811,36 @@ def test_a_voter_the_membership_removed_is_not_left_for_a_retry_or_takeover(
 
 
 @pytest.mark.parametrize(
+    ("executor", "mr", "fires"),
+    [("n3", None, True), ("n2", None, False), ("n2", N2_LEFT, True), ("n2", N2_LEAVING, False)],
+)
+def test_a_slot_handed_to_a_node_that_was_not_an_agreeing_member_voter_is_reported(
+    executor: str, mr: str | None, fires: bool
+) -> None:
+    """n1 and n2 voted, n1 ran. A takeover may go to n2 (a voter), never to n3 (no vote), nor to
+    n2 once the membership removed it (members of the record the job enforced, traced as ``mr``).
+    A mutation audit made the store's pick skip the membership filter and only the store's own
+    tests saw it."""
+    takeover = commit(LATER + 6_000, 2, executor, by="takeover", fire=LATER)
+    if mr is not None:
+        takeover["mr"] = mr
+    history = (held(T0, EPOCH1), held(T0 + 90_000, N2_LEAVING), held(T0 + 100_000, N2_LEFT))
+    records = [*history, *ran_ok(at=LATER)[:3], takeover]
+    found = kinds(_trace(*records, extra=MEMBERSHIP))
+    assert found.get(checker.NOT_ELIGIBLE, 0) == (1 if fires else 0), found
+
+
+@pytest.mark.parametrize(("st", "fires"), [(LATER - 1, True), (LATER, False), (LATER + 3, False)])
+def test_a_start_folded_into_a_commit_before_the_fire_time_is_reported(st: int, fires: bool) -> None:
+    """The store folds the executor's start into its committing vote only once the fire time has
+    come by its own clock (``st``); a mutation audit dropped that condition and no rule saw the
+    runs start up to 49 ms early (a start a node sends is timed by its clock, within max_skew)."""
+    records = [*ran_ok(at=LATER)[:2], {**commit(LATER + 2, 1, "n1", fire=LATER, st=st), "folded": True}]
+    found = kinds(_trace(*records))
+    assert found.get(checker.STARTED_EARLY, 0) == (1 if fires else 0), found
+
+
+@pytest.mark.parametrize(
     ("stale_at", "judged"), [(T0 + 20_000, 0), (T0 + 40_000, 1), (T0 + 5_000, 1), (None, 1)]
 )
 def test_liveness_counts_no_member_that_froze_on_a_record_without_it(
@@ -876,6 +906,7 @@ COVERED = {
     "commit without a majority", "vote counted before its window", "vote counted after its deadline",
     "vote sent by an untrusted node", "local run before its fire time", "slot run locally twice on one node",
     checker.MEMBERSHIP_QUORUM, checker.MEMBERSHIP_FOREIGN, checker.MEMBERSHIP_BACKWARD,
+    checker.NOT_ELIGIBLE, checker.STARTED_EARLY,
 }  # fmt: skip
 
 
