@@ -267,6 +267,30 @@ def test_second_process_with_the_same_node_id_is_refused(
     assert c.stop()["n1"] == 0
 
 
+def test_a_node_killed_and_restarted_at_once_waits_out_its_old_entry_and_joins(
+    tmp_path: Path, redis_server: EmbeddedRedis, cluster_factory: list[Cluster]
+) -> None:
+    """SIGKILL (the OOM killer, a crash) leaves the process's heartbeat entry live for its TTL, and
+    a supervisor restarts sooner (the shipped unit: 2 s against 3 heartbeats of 2 s). The new
+    process used to exit 3 at once, which the unit does not restart: the node stayed down."""
+    c = make(cluster_factory, tmp_path, redis_server.url, 3, "killed")
+    cfg = c.config(job_toml("tick", "@every 1m", c.out))
+    # (An entry that lives 12 s: the restart comes well inside it, however slow the machine.)
+    cfg.write_text(cfg.read_text().replace('heartbeat = "500ms"', 'heartbeat = "4s"'))
+    old = c.start("n1", cfg)
+    c.wait_joined(["n1"])
+    os.killpg(old.proc.pid, signal.SIGKILL)
+    old.proc.wait(timeout=10)
+    held = [m.incarnation for m in c.store.members() if m.node == "n1"]
+    assert held, "the killed process's entry should still be live"
+    new = c.start("n1", cfg)
+    c.wait_joined(["n1"], timeout=60)
+    (waited,) = [e for e in new.logged("membership") if "waiting up to" in str(e.get("msg", ""))]
+    assert "node id 'n1' is held by another live process" in str(waited["msg"]), waited
+    assert [m.incarnation for m in c.store.members() if m.node == "n1"] != held
+    assert c.stop()["n1"] == 0
+
+
 def test_sigterm_lets_the_running_job_finish_and_records_it(
     tmp_path: Path, redis_server: EmbeddedRedis, cluster_factory: list[Cluster]
 ) -> None:

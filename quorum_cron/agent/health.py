@@ -246,6 +246,7 @@ class NodeHealth:
         Returns False when asked to stop before the store answered.
         """
         backoff = BACKOFF_MIN_MS
+        held_until: int | None = None
         while True:
             try:
                 proposed = self.settings.membership
@@ -253,7 +254,15 @@ class NodeHealth:
                     self.membership_seen(
                         await self.worker.background(partial(self.store.init_membership, proposed, self.node))
                     )
-                await self._beat()
+                try:
+                    await self._beat()
+                except NodeIdTaken as exc:
+                    now = self.clock.monotonic_ms()
+                    held_until = self.membership.wait_out(exc, now, held_until, self.settings.heartbeat_ms)
+                    if stopping():
+                        return False
+                    await asyncio.sleep(self.settings.heartbeat_ms / 4000)
+                    continue
                 await self.trust.check(self.store.time_ms, self.worker.background)
                 self.store_ok()
                 break

@@ -25,10 +25,12 @@ they are re-exported here for the agent's modules.
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 from typing import Final
 
+from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.config.membership import (
     MembershipFacts,
     QuorumHealth,
@@ -40,6 +42,8 @@ from quorum_cron.config.membership import (
 )
 from quorum_cron.errors import QuorumCronError
 from quorum_cron.store.base import HeartbeatResult, Member, Store
+
+log = logging.getLogger(EVENT_LOGGER)
 
 __all__ = [
     "MAX_NODE_ID",
@@ -108,6 +112,28 @@ class Membership:
                 f"expected one process per node id — stop it, or give this one a different --node-id"
             )
         return result
+
+    def wait_out(self, exc: NodeIdTaken, now_ms: int, until: int | None, heartbeat_ms: int) -> int:
+        """Until when to ask again for the id another process holds (raises ``exc`` once past it).
+
+        A process killed without leaving (SIGKILL, the OOM killer, a crash) holds its id until its
+        heartbeat entry expires (``ttl_ms``), and a supervisor restarts the node sooner (systemd's
+        ``RestartSec``): exiting 3 at once left such a node down for good. The id is asked for
+        again until that entry would have expired, plus a heartbeat; a live holder renews it
+        every heartbeat and still holds it then.
+        """
+        if until is None:
+            until = now_ms + self.ttl_ms + heartbeat_ms
+            event(
+                log,
+                logging.WARNING,
+                "membership",
+                f"{str(exc).split(';', 1)[0]}: waiting up to {(until - now_ms) / 1000:g} s for it to "
+                "expire (this node restarted after it was killed?)",
+            )
+        if now_ms >= until:
+            raise exc
+        return until
 
     def leave(self) -> None:
         """Drop the membership if this process still holds it (clean shutdown)."""
