@@ -31,6 +31,7 @@ import click
 
 from quorum_cron.commands.common import redis_url_problem
 from quorum_cron.commands.output import format_option, resolve_format
+from quorum_cron.commands.pipes import quiet_on_closed_pipe
 from quorum_cron.config.durations import format_duration
 from quorum_cron.config.file import load_config
 from quorum_cron.config.settings import Config, InvalidConfig, JobSpec
@@ -130,6 +131,7 @@ class _Main(click.Group):
             raise _one_line(exc) from None
 
     def invoke(self, ctx: click.Context) -> Any:
+        quiet_on_closed_pipe()
         try:
             return super().invoke(ctx)
         except click.exceptions.NoArgsIsHelpError:
