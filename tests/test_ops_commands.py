@@ -155,6 +155,12 @@ def test_pause_skips_due_slots_with_the_reason_until_resume(
     docs = [json.loads(line) for line in res.output.splitlines()]
     assert any(d["state"] == "skipped" and d["reason"] == "paused by ops: disk swap" for d in docs), docs
 
+    # A second pause without a reason (a day-2 audit's: it replaced "disk swap" with nothing).
+    res = cli(pause, "tick", "--config", str(cfg), "--by", "root@vm")
+    assert res.exit_code == 0 and "tick is already paused: paused by ops at" in res.output, res.output
+    again = c.store.control("tick")
+    assert (again.by, again.reason, again.at_ms) == ("ops", "disk swap", paused_at)
+
     res = cli(resume, "tick", "--config", str(cfg), "--by", "ops")
     assert res.exit_code == 0 and "resumed tick: active (resumed by ops at" in res.output, res.output
     resumed_at = c.store.control("tick").at_ms

@@ -358,6 +358,8 @@ def test_paused_job_skips_undecided_slots_and_keeps_decided_ones(store: MemorySt
     assert store.slot("j", T0).token == committed.token
     store.resume("j", "bob")
     assert store.vote([req(n, fire=T0 + 2) for n in ("n1", "n2", "n3")])[-1].status == VoteStatus.COMMITTED
+    store.pause("j", "carol", "")  # no reason: no dangling ": " (the Redis store's test says the same)
+    assert store.vote([req("n1", fire=T0 + 3)])[0].slot.reason == "paused by carol"
 
 
 def test_retries_reassign_with_backoff_then_the_last_failure_ends_the_slot(

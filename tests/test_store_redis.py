@@ -449,6 +449,9 @@ def test_pause_skips_votes_and_resume_restores(redis_client: redis.Redis) -> Non
         VoteStatus.COMMITTED,
     ]
     assert [(a.action, a.by) for a in store.audit("j", 10)] == [("resume", "bob"), ("pause", "alice")]
+    store.pause("j", "carol", "")  # no reason: no dangling ": " in each skipped slot's reason
+    [res] = store.vote([req("j", T0 + 7, "n1")])
+    assert res.status == VoteStatus.SKIPPED and res.slot.reason == "paused by carol", res.slot.reason
 
 
 # -- WAIT for replicas ---------------------------------------------------------------------

@@ -126,6 +126,13 @@ def pause(job: str, config_path: Path, redis_url: str | None, reason: str, by: s
         fail(problem)
     if len(reason) > MAX_REASON:
         fail(f"--reason is {len(reason)} characters: expected at most {MAX_REASON}")
+    if not reason:
+        # A second pause without a reason would replace the first's who and why with nothing
+        # (the store takes the latest pause as the job's): say who paused it instead.
+        now = _call(config, redis_url, job, lambda s: s.control(job), "read the pause state of")
+        if now.paused:
+            click.echo(f"{job} is already paused: {describe_control(now)} (unchanged; --reason to replace)")
+            return
     control = _call(config, redis_url, job, lambda s: s.pause(job, who, reason), "pause")
     click.echo(f"paused {job}: {describe_control(control)}")
 

@@ -219,7 +219,7 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
         votes = rec.votes
         if job.control.paused:
             votes[req.node] = req.spec_hash
-            reason = f"paused by {job.control.by}: {job.control.reason}"
+            reason = f"paused by {job.control.by}" + (f": {job.control.reason}" if job.control.reason else "")
             self._end(name, job, rec, SlotState.SKIPPED, reason, now)
             return VoteResult(VoteStatus.SKIPPED, self._view(name, fire_ms, rec), now)
         # A proposed slot keeps the largest deadline any of its votes carried

@@ -105,7 +105,7 @@ local function vote_one(fire, firen, spec, q)
   end
   if m.p then
     set_vote(r, node, spec)
-    end_slot(r, 'skipped', 'paused by ' .. m.pb .. ': ' .. m.pr)
+    end_slot(r, 'skipped', 'paused by ' .. m.pb .. (m.pr ~= '' and (': ' .. m.pr) or ''))
     return 'S', r.json
   end
   -- The slot's deadline: the largest any vote carried, this one included.
