@@ -108,3 +108,37 @@ def test_a_lost_slot_shows_no_run_time_as_its_end_is_its_lease_running_out() -> 
 
     assert _ran_ms(entry(SlotState.SUCCEEDED)) == "13718"
     assert _ran_ms(entry(SlotState.LOST)) == "-"
+
+
+@pytest.mark.parametrize(
+    ("url_tail", "expected"),
+    [
+        ("/99", "DB index is out of range"),
+        ("/0", "(the server requires a password: expected it in the URL, redis://:PASSWORD@host)"),
+    ],
+)
+def test_history_and_status_say_a_refused_connection_once(
+    tmp_path: Path, url_tail: str, expected: str
+) -> None:
+    """A database the server has not got, or a password the URL lacks, is the connection's
+    problem, not each job's: one error line (a day-2 audit saw a warning per job over an empty
+    table, and the server's own words about HELLO that name neither the URL nor the fix)."""
+    with EmbeddedRedis() as server:
+        admin = server.client()
+        try:
+            if url_tail == "/0":
+                admin.config_set("requirepass", "hunter2")
+            url = server.url.rsplit("/", 1)[0] + url_tail
+            cfg = _config(tmp_path, url)
+            for command in (history, status):
+                res = CliRunner().invoke(command, ["--config", str(cfg)])
+                lines = res.stderr.splitlines()
+                assert res.exit_code == 1 and len(lines) == 1, (command.name, res.stderr)
+                assert lines[0].startswith(f"error: cannot read the store at {url}: "), lines
+                assert expected in lines[0], lines
+                assert "hunter2" not in res.stderr
+        finally:
+            if url_tail == "/0":
+                admin.execute_command("AUTH", "hunter2")
+                admin.config_set("requirepass", "")
+            admin.close()

@@ -24,6 +24,7 @@ from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.printable import cell, printable
 from quorum_cron.store.base import LedgerEntry, ObservedStore, SlotState
 from quorum_cron.store.ledger_json import ledger_doc
+from quorum_cron.store.server import credentials_hint
 
 __all__ = ["history"]
 
@@ -66,7 +67,7 @@ def history(
     try:
         entries = _read(store, [job] if job else names, limit, unreadable)
     except StoreError as exc:
-        fail(f"cannot read the store at {shown}: {exc}")
+        fail(f"cannot read the store at {shown}: {exc}{credentials_hint(str(exc))}")
     finally:
         store.close()
     entries.sort(key=lambda e: (e.fire_ms, e.job), reverse=True)
@@ -147,7 +148,9 @@ def _read(store: ObservedStore, names: list[str], limit: int, unreadable: list[s
     except StoreUnavailable:
         raise
     except StoreError:
-        pass
+        # (Not a job's key when the server refuses the connection itself: a password, a database
+        # it has not got. Then one line says so, not a warning per job over an empty table.)
+        store.time_ms()
     entries: list[LedgerEntry] = []
     for name in names:
         try:

@@ -41,6 +41,7 @@ from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.printable import cell, printable
 from quorum_cron.store.base import JobControl, LedgerEntry, Member, SlotState
 from quorum_cron.store.ports import with_job_tables
+from quorum_cron.store.server import credentials_hint
 
 __all__ = ["status"]
 
@@ -97,7 +98,7 @@ def status(config_path: Path, redis_url: str | None, output_format: str | None, 
                     unreadable[name] = str(exc)
                 last[name] = entries[0] if entries else None
     except StoreError as exc:
-        fail(f"cannot read the store at {shown}: {exc}")
+        fail(f"cannot read the store at {shown}: {exc}{credentials_hint(str(exc))}")
     finally:
         store.close()
     facts = membership_facts(stored, members, cluster, config.source)
