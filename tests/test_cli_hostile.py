@@ -142,3 +142,29 @@ def test_history_and_status_say_a_refused_connection_once(
                 admin.execute_command("AUTH", "hunter2")
                 admin.config_set("requirepass", "")
             admin.close()
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "detail", "shown"),
+    [
+        ("failed", "job failed", "exit 3\nstderr: boom", "job failed: exit 3"),
+        ("failed", "job failed", "timed out after 3000 ms: process group killed", "job failed: timed out"),
+        ("failed", "job failed", "", "job failed"),
+        ("succeeded", "exit 0", "exit 0\nok", "exit 0"),
+        ("failed", "job failed", "\x1b[31mred\nx", "job failed: \\x1b[31mred"),
+    ],
+)
+def test_the_history_reason_of_a_failure_says_its_cause(
+    state: str, reason: str, detail: str, shown: str
+) -> None:
+    """The store ends a failed slot "job failed"; the cause (exit status, timeout, signal) is the
+    first line of the run's detail, which only ``--detail`` showed (a day-2 audit's finding)."""
+    from quorum_cron.commands.history import _plain
+    from quorum_cron.core.model import LedgerEntry, SlotState
+
+    entry = LedgerEntry("a", 1_800_000_000_000, SlotState(state), reason, ("n1",), "n1", 1, 0, 0, 0, detail)
+    runner = CliRunner()
+    with runner.isolation() as (out, _err, *_):
+        _plain([entry], detail=False)
+    row = out.getvalue().decode().splitlines()[2]
+    assert shown in row and "\x1b" not in row, row

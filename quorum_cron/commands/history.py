@@ -96,7 +96,7 @@ def _table(entries: list[LedgerEntry], detail: bool) -> None:
             fmt_ms(e.fire_ms),
             e.job,
             f"[{style}]{e.state}[/]" if style else str(e.state),
-            cell(e.reason),
+            cell(_reason(e)),
             cell(e.executor or "-", 100),
             str(e.token or "-"),
             cell(",".join(e.voters) or "-"),
@@ -123,7 +123,7 @@ def _plain(entries: list[LedgerEntry], detail: bool) -> None:
             ",".join(e.voters) or "-",
             str(e.started_ms - e.fire_ms) if e.started_ms else "-",
             _ran_ms(e),
-            e.reason,
+            _reason(e),
         ]
         for e in entries
     ]
@@ -161,6 +161,20 @@ def _read(store: ObservedStore, names: list[str], limit: int, unreadable: list[s
             click.echo(f"warning: ledger of {name!r} unreadable: {printable(str(exc), 300)}", err=True)
             unreadable.append(name)
     return entries
+
+
+def _reason(e: LedgerEntry) -> str:
+    """The ledger's reason, and for a failed run the cause its detail starts with.
+
+    The store ends a failed slot "job failed"; why (``exit 3``, ``timed out after 3000 ms``,
+    ``killed by signal SIGKILL``) is the first line of the run's detail, which only
+    ``--detail`` showed: the reason column of a failure said nothing a success's did not.
+    """
+    if e.state == SlotState.FAILED and e.detail:
+        cause = e.detail.split("\n", 1)[0].strip()[:120]
+        if cause and cause not in e.reason:
+            return f"{e.reason}: {cause}"
+    return e.reason
 
 
 def _ran_ms(e: LedgerEntry) -> str:
