@@ -7,6 +7,11 @@ It proves, for the run it reads (not for all runs):
   second ``run`` of the same slot fails the run. An ``at-least-once`` job
   may run again only with a token higher than every earlier run's, i.e.
   after the store fenced the earlier executor out by a takeover;
+* **the members change only through joint configurations** — each namespace
+  record one epoch after another is a joint one whose old half is the
+  members before it, the finish of one (its current half kept), or an open
+  seat of "size = N" filled (``MEMBERSHIP_UNJOINT``); a record that went back
+  or skipped ahead (lost writes, a store restarted empty) is not judged so;
 * **the store hands a slot only to whom it may** — every commit, retry and
   takeover names an executor among the slot's voters that agreed on the
   committed spec and are members (current or, while joint, old) of the
@@ -120,6 +125,7 @@ __all__ = [
     "MEMBERSHIP_FOREIGN",
     "MEMBERSHIP_QUORUM",
     "MEMBERSHIP_SETTLING",
+    "MEMBERSHIP_UNJOINT",
     "NEVER_SEEN",
     "NOT_ELIGIBLE",
     "OUTLIVED_LEASE",
@@ -171,6 +177,7 @@ LIVENESS = "liveness"
 MEMBERSHIP_QUORUM = "commit without a quorum of each configuration"
 MEMBERSHIP_FOREIGN = "commit under a record the cluster never held"
 MEMBERSHIP_BACKWARD = "job's membership record moved backward"
+MEMBERSHIP_UNJOINT = "namespace's membership changed outside a joint configuration"
 MEMBERSHIP_SETTLING = "membership change near the window"
 """An exemption from liveness (counted in ``Report.exempt``): the slot's window began less than
 ``_MembershipTimeline.SETTLE_MS`` after the namespace record changed, or contains a change."""
@@ -896,6 +903,8 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             report.reached[r["what"]] += 1
         elif ev == "membership":
             held.setdefault(r["epoch"], r["record"])
+            if changes:
+                out.extend(_membership_step(changes[-1][1], r))
             changes.append((r["t"], r["record"]))
         elif ev == "untrusted_vote":
             out.append(
@@ -1271,6 +1280,40 @@ def _repick_violations(
         return []
     text = f"{r['by']} gave token {r['token']} to {r['executor']} again; {why}"
     return [Violation(kind, r["job"], r["fire"], r["t"], text)]
+
+
+def _membership_step(before: str, r: Record) -> list[Violation]:
+    """The namespace's record went from ``before`` to ``r``'s: a change of members must pass
+    through the joint state (``old`` the members before it), and only a finish leaves it (its
+    ``current`` kept). Judged where the epoch grew by one: a record that went back or skipped
+    ahead is a failover's lost writes or a store restarted empty, whose records the membership
+    rule judges at each commit instead (docs/protocol.md, "Why it is safe")."""
+    try:
+        prev, now = MembershipRecord.decode(before), MembershipRecord.decode(r["record"])
+    except ValueError:
+        return []  # (a record that does not parse: the membership rule reports it at a commit)
+    if now.epoch != prev.epoch + 1:
+        return []
+    if now.joint:
+        ok = not prev.joint and now.old == prev.current
+        what = "a joint record whose old members are not the members before it"
+    elif prev.joint:
+        ok = now.current == prev.current
+        what = "a finish that changed the members"
+    else:
+        # ("size = N": an open seat filled by the id that registered, size and quorum kept.)
+        was, got = prev.current, now.current
+        ok = (
+            was.open_seats > 0
+            and (got.size, got.quorum) == (was.size, was.quorum)
+            and len(got.members) == len(was.members) + 1
+            and set(was.members) < set(got.members)
+        )
+        what = "members changed without a joint phase"
+    if ok:
+        return []
+    text = f"epoch {prev.epoch} {before!r} became epoch {now.epoch} {r['record']!r} by {r['by']}: {what}"
+    return [Violation(MEMBERSHIP_UNJOINT, "", 0, r["t"], text)]
 
 
 def _may_execute(r: Record) -> list[str]:
