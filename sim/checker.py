@@ -9,9 +9,11 @@ It proves, for the run it reads (not for all runs):
   after the store fenced the earlier executor out by a takeover;
 * **the members change only through joint configurations** — each namespace
   record one epoch after another is a joint one whose old half is the
-  members before it, the finish of one (its current half kept), or an open
-  seat of "size = N" filled (``MEMBERSHIP_UNJOINT``); a record that went back
-  or skipped ahead (lost writes, a store restarted empty) is not judged so;
+  members before it, the finish of one (its current half kept) once every
+  member of that half held the joint epoch by a live heartbeat (traced as
+  ``hb`` while a change is joint), or an open seat of "size = N" filled
+  (``MEMBERSHIP_UNJOINT``); a record that went back or skipped ahead (lost
+  writes, a store restarted empty) is not judged so;
 * **the store hands a slot only to whom it may** — every commit, retry and
   takeover names an executor among the slot's voters that agreed on the
   committed spec and are members (current or, while joint, old) of the
@@ -706,6 +708,8 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
     job_epochs: dict[str, int] = {}
     """Per job, the highest epoch a commit was made under."""
     changes: list[tuple[int, str]] = []
+    beats: dict[str, tuple[int, int]] = {}
+    """Node → (epoch, store time its entry expires) of its last heartbeat while a change was joint."""
     """(true time, text) of each change of the namespace record (liveness exempts windows near them)."""
     stale = _StaleNodes()
     removals = _Removals()
@@ -904,8 +908,10 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
         elif ev == "membership":
             held.setdefault(r["epoch"], r["record"])
             if changes:
-                out.extend(_membership_step(changes[-1][1], r))
+                out.extend(_membership_step(changes[-1][1], r, beats))
             changes.append((r["t"], r["record"]))
+        elif ev == "hb":
+            beats[r["node"]] = (r["epoch"], r["st"] + r["ttl"])
         elif ev == "untrusted_vote":
             out.append(
                 Violation(
@@ -1282,7 +1288,7 @@ def _repick_violations(
     return [Violation(kind, r["job"], r["fire"], r["t"], text)]
 
 
-def _membership_step(before: str, r: Record) -> list[Violation]:
+def _membership_step(before: str, r: Record, beats: dict[str, tuple[int, int]]) -> list[Violation]:
     """The namespace's record went from ``before`` to ``r``'s: a change of members must pass
     through the joint state (``old`` the members before it), and only a finish leaves it (its
     ``current`` kept). Judged where the epoch grew by one: a record that went back or skipped
@@ -1300,6 +1306,17 @@ def _membership_step(before: str, r: Record) -> list[Violation]:
     elif prev.joint:
         ok = now.current == prev.current
         what = "a finish that changed the members"
+        # A finish waits until every new member holds the joint epoch, by a live heartbeat (the
+        # simulator never forces one): else a member still on the old record could form, with
+        # the old members, a quorum the new configuration never agreed to.
+        lagging = [
+            n
+            for n in prev.current.members
+            if beats.get(n, (0, 0))[0] < prev.epoch or beats.get(n, (0, 0))[1] <= r.get("st", 0)
+        ]
+        if ok and lagging and "st" in r:
+            ok = False
+            what = f"a finish before {', '.join(lagging)} held epoch {prev.epoch} (by a live heartbeat)"
     else:
         # ("size = N": an open seat filled by the id that registered, size and quorum kept.)
         was, got = prev.current, now.current

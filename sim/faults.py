@@ -63,7 +63,10 @@ def _trace_membership(world: World, by: str) -> None:
     if world.membership_traced == text:
         return
     world.membership_traced = text
-    world.trace.emit(world.loop.now, "membership", epoch=ms.record.epoch, record=text, by=by, why=ms.reason)
+    st = world.store.clock.wall(world.loop.now)
+    world.trace.emit(
+        world.loop.now, "membership", epoch=ms.record.epoch, record=text, by=by, why=ms.reason, st=st
+    )
     if ms.record.joint:
         world.reached("membership change (joint)")
     elif ms.record.epoch > 1:
@@ -87,9 +90,13 @@ def _heartbeat(world: World, node: SimNode) -> None:
         return
     core = process.core  # type: ignore[attr-defined]
     held = core.membership
-    hb = world.store.state.heartbeat(
-        node.id, str(node.incarnation), 3 * HEARTBEAT_MS, {}, held.epoch if held is not None else 0
-    )
+    before = world.store.state.membership()
+    epoch = held.epoch if held is not None else 0
+    hb = world.store.state.heartbeat(node.id, str(node.incarnation), 3 * HEARTBEAT_MS, {}, epoch)
+    if hb.ok and before is not None and before.record.joint:
+        # (While a change is joint only: what a finish must wait for, the checker's evidence.)
+        st = world.store.clock.wall(world.loop.now)
+        world.trace.emit(world.loop.now, "hb", node=node.id, epoch=epoch, st=st, ttl=3 * HEARTBEAT_MS)
     _trace_membership(world, f"heartbeat of {node.id}")
     if hb.membership is not None and node.id not in world.stale_config:
         process.set_membership(hb.membership.record)  # type: ignore[attr-defined]

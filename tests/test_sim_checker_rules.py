@@ -791,6 +791,41 @@ def test_the_namespaces_record_changes_members_only_through_a_joint_configuratio
     assert found.get(checker.MEMBERSHIP_UNJOINT, 0) == (1 if fires else 0), found
 
 
+@pytest.mark.parametrize(
+    ("beats", "fires"),
+    [
+        ((("n1", 2, 0), ("n2", 2, 0), ("n4", 2, 0)), False),  # every new member holds epoch 2
+        ((("n1", 2, 0), ("n2", 2, 0)), True),  # n4 never heartbeated under it
+        ((("n1", 2, 0), ("n2", 2, 0), ("n4", 1, 0)), True),  # n4 still on epoch 1
+        ((("n1", 2, 0), ("n2", 2, 0), ("n4", 2, -5_000)), True),  # n4's entry expired before it
+    ],
+)
+def test_a_finish_waits_for_every_new_member_to_hold_the_joint_epoch(
+    beats: tuple[tuple[str, int, int], ...], fires: bool
+) -> None:
+    """The store ends a joint configuration only once every member of its new half heartbeated
+    under it (a live entry): a mutation audit dropped that wait and the checker passed it."""
+    finish_at = T0 + 10_000
+    history = [
+        {**held(T0, EPOCH1), "st": T0},
+        {**held(T0 + 1_000, JOINT), "st": T0 + 1_000},
+        *[
+            {
+                "ev": "hb",
+                "t": finish_at - 500 + ago,
+                "node": n,
+                "epoch": e,
+                "st": finish_at - 500 + ago,
+                "ttl": 3_000,
+            }
+            for n, e, ago in beats
+        ],
+        {**held(finish_at, "3;3,2,n1,n2,n4"), "st": finish_at},
+    ]
+    found = kinds(_trace(*history, extra=MEMBERSHIP))
+    assert found.get(checker.MEMBERSHIP_UNJOINT, 0) == (1 if fires else 0), found
+
+
 def test_membership_rules() -> None:
     history = (held(T0, EPOCH1), held(T0 + 90_000, JOINT))
     # A majority of the new set alone (n1, n4) is not a majority of the old one (n1 only).
