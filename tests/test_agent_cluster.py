@@ -285,7 +285,7 @@ def test_a_node_killed_and_restarted_at_once_waits_out_its_old_entry_and_joins(
     assert held, "the killed process's entry should still be live"
     new = c.start("n1", cfg)
     c.wait_joined(["n1"], timeout=60)
-    (waited,) = [e for e in new.logged("membership") if "waiting up to" in str(e.get("msg", ""))]
+    (waited,) = [e for e in new.logged("membership") if "asking again in" in str(e.get("msg", ""))]
     assert "node id 'n1' is held by another live process" in str(waited["msg"]), waited
     assert [m.incarnation for m in c.store.members() if m.node == "n1"] != held
     assert c.stop()["n1"] == 0

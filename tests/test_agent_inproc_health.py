@@ -157,9 +157,24 @@ async def test_first_contact_keeps_trying_until_the_store_answers(node: Node) ->
 
 @inproc
 async def test_first_contact_refuses_a_node_id_another_live_process_holds(node: Node) -> None:
-    assert node.store.heartbeat("n1", "someone-else", 10_000, {}).ok
+    """Asked once more when the holder's entry would have expired (a killed process's would be
+    gone: see test_agent_cluster), the id is still held here (the store's clock stands still, as
+    a live holder's renewals keep it): refused, after exactly two heartbeats."""
+    assert node.store.heartbeat("n1", "someone-else", 200, {}).ok
     with pytest.raises(NodeIdTaken, match="held by another live process"):
-        await node.health.first_contact(lambda: False)
+        await asyncio.wait_for(node.health.first_contact(lambda: False), 10)
+    assert node.store.count("heartbeat") == 1 + 2  # (the holder's, then this node's two)
+
+
+@inproc
+async def test_first_contact_refuses_at_once_a_holder_whose_entry_outlives_its_own(node: Node) -> None:
+    """An entry that lasts longer than this node's would (another config's heartbeat) is no
+    process of this node's killed moments ago: no wait."""
+    ttl = node.health.settings.heartbeat_ttl_ms
+    assert node.store.heartbeat("n1", "someone-else", ttl + 1_000, {}).ok
+    with pytest.raises(NodeIdTaken, match="held by another live process"):
+        await asyncio.wait_for(node.health.first_contact(lambda: False), 10)
+    assert node.store.count("heartbeat") == 1 + 1
 
 
 # -- the store going down and coming back ------------------------------------------
@@ -336,11 +351,30 @@ async def test_a_reload_rebuilds_the_heartbeat_jobs_and_compares_unchanged_peers
     assert node.health.tables.table == "a=hash-a,b=hash-b,c=hash-c-mine"
     assert node.health.info()["jobs_digest"] == table_digest(node.health.tables.table) != before
     assert node.health.tables.publish_due()  # (written again before the next heartbeat)
+    node.health.observe_members(peer)  # within two heartbeats: a peer reloading too may not have
+    assert node.alerts.sent == []  # published yet (a day-2 audit's `kill -HUP` of every node)
+    node.clock.advance(2 * node.health.settings.heartbeat_ms)
     node.health.observe_members(peer)  # the same list as before: compared again all the same
     [mismatch] = alerts_of(node.alerts, AlertKind.SPEC_MISMATCH)
     assert mismatch.fields["job"] == "c" and mismatch.fields["theirs"] == "hash-c"
     node.health.observe_members(peer)
     assert len(alerts_of(node.alerts, AlertKind.SPEC_MISMATCH)) == 1
+
+
+@inproc
+async def test_peers_reloaded_at_the_same_moment_raise_no_mismatch(node: Node) -> None:
+    """Every node reloaded together: each one's table is the old one until its next heartbeat
+    publishes the new; within two heartbeats of this node's reload, that is no mismatch."""
+    old = [_member("n1"), _member("n2", "a=hash-a,b=hash-b")]
+    node.health.observe_members(old)
+    node.health.jobs["a"] = agent_job("a", spec_hash="hash-a2")  # the reload changes a's command
+    node.health.jobs_changed()
+    node.health.observe_members(old)  # n2 reloaded too, not yet published
+    node.clock.advance(node.health.settings.heartbeat_ms)
+    node.health.observe_members([_member("n1"), _member("n2", "a=hash-a2,b=hash-b")])  # published
+    node.clock.advance(2 * node.health.settings.heartbeat_ms)
+    node.health.observe_members([_member("n1"), _member("n2", "a=hash-a2,b=hash-b")])
+    assert alerts_of(node.alerts, AlertKind.SPEC_MISMATCH) == []
 
 
 # -- the heartbeat loop ------------------------------------------------------------

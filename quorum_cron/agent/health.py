@@ -125,6 +125,8 @@ class NodeHealth:
         self.voting_stopped = False
         self._quiet_until_mono = clock.monotonic_ms() + 2 * settings.heartbeat_ttl_ms
         """No quorum_lost alert before this, unless a quorum was seen: peers may still be starting."""
+        self._tables_quiet_until = 0
+        """No peer's job table compared before this: a reload's peers publish theirs meanwhile."""
         self.record: MembershipRecord | None = None
         """The newest membership record this node has seen (None: none yet)."""
         self.on_record: Callable[[MembershipRecord], None] = lambda record: None
@@ -224,8 +226,10 @@ class NodeHealth:
         self._set_trust(trusted, reason)
 
     def jobs_changed(self) -> None:
-        """The job table was replaced (a reload): write it anew, compare peers anew."""
+        """The job table was replaced (a reload): write it anew, compare peers anew, two heartbeats
+        on (peers reloaded at once publish theirs meanwhile: no spec_mismatch about their old ones)."""
         self.tables.changed()
+        self._tables_quiet_until = self.clock.monotonic_ms() + 2 * self.settings.heartbeat_ms
 
     def info(self) -> dict[str, str]:
         """The heartbeat's info: host, job definitions, voting, clock verdict (``status`` shows it)."""
@@ -246,7 +250,7 @@ class NodeHealth:
         Returns False when asked to stop before the store answered.
         """
         backoff = BACKOFF_MIN_MS
-        held_until: int | None = None
+        wait: Callable[[NodeIdTaken], int | None] | None = self.membership.wait_out  # (once)
         while True:
             try:
                 proposed = self.settings.membership
@@ -257,11 +261,11 @@ class NodeHealth:
                 try:
                     await self._beat()
                 except NodeIdTaken as exc:
-                    now = self.clock.monotonic_ms()
-                    held_until = self.membership.wait_out(exc, now, held_until, self.settings.heartbeat_ms)
-                    if stopping():
-                        return False
-                    await asyncio.sleep(self.settings.heartbeat_ms / 4000)
+                    wait_ms = None if wait is None else await self.worker.background(partial(wait, exc))
+                    if wait_ms is None:
+                        raise
+                    wait = None
+                    await asyncio.sleep(wait_ms / 1000)
                     continue
                 await self.trust.check(self.store.time_ms, self.worker.background)
                 self.store_ok()
@@ -384,6 +388,8 @@ class NodeHealth:
                     AlertKind.QUORUM_RESTORED, f"quorum restored: {health}", alive=health.alive
                 )
             self._quorum_ok = health.ok
+        if self.clock.monotonic_ms() < self._tables_quiet_until:
+            return
         for node, listed in self.tables.to_compare(live, tables or {}):  # (the ones changed since compared)
             for item in filter(None, listed.split(",")):
                 name, _, spec = item.partition("=")

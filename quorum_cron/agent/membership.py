@@ -113,27 +113,30 @@ class Membership:
             )
         return result
 
-    def wait_out(self, exc: NodeIdTaken, now_ms: int, until: int | None, heartbeat_ms: int) -> int:
-        """Until when to ask again for the id another process holds (raises ``exc`` once past it).
+    def wait_out(self, exc: NodeIdTaken) -> int | None:
+        """How long to wait before asking once more for the id another process holds (ms), or
+        None to refuse now.
 
         A process killed without leaving (SIGKILL, the OOM killer, a crash) holds its id until its
-        heartbeat entry expires (``ttl_ms``), and a supervisor restarts the node sooner (systemd's
-        ``RestartSec``): exiting 3 at once left such a node down for good. The id is asked for
-        again until that entry would have expired, plus a heartbeat; a live holder renews it
-        every heartbeat and still holds it then.
+        heartbeat entry expires, and a supervisor restarts the node sooner (systemd's
+        ``RestartSec``): exiting 3 at once left such a node down for good. So when the holder's
+        entry ends within this node's own entry lifetime, the id is asked for once more just
+        after it ends (by the store's clock): a killed holder's entry is gone then, a live one
+        has renewed it and the second refusal stands.
         """
-        if until is None:
-            until = now_ms + self.ttl_ms + heartbeat_ms
-            event(
-                log,
-                logging.WARNING,
-                "membership",
-                f"{str(exc).split(';', 1)[0]}: waiting up to {(until - now_ms) / 1000:g} s for it to "
-                "expire (this node restarted after it was killed?)",
-            )
-        if now_ms >= until:
-            raise exc
-        return until
+        now = self.store.time_ms()
+        entry = next((m for m in self.store.members() if m.node == self.node), None)
+        if entry is None or not now < entry.expires_ms <= now + self.ttl_ms:
+            return None
+        wait = entry.expires_ms - now + 50
+        event(
+            log,
+            logging.WARNING,
+            "membership",
+            f"{str(exc).split(';', 1)[0]}: asking again in {wait / 1000:g} s, when its entry "
+            "expires (this node restarted after it was killed?)",
+        )
+        return wait
 
     def leave(self) -> None:
         """Drop the membership if this process still holds it (clean shutdown)."""
