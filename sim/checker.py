@@ -114,6 +114,7 @@ __all__ = [
     "ENDED_TWICE",
     "FAILOVER_LOSS",
     "FAILOVER_STALL",
+    "FIRST_RECORD_FORGED",
     "ILLEGAL_STEP",
     "JOB_REMOVED",
     "KNOWN_LIMITS",
@@ -179,6 +180,7 @@ LIVENESS = "liveness"
 MEMBERSHIP_QUORUM = "commit without a quorum of each configuration"
 MEMBERSHIP_FOREIGN = "commit under a record the cluster never held"
 MEMBERSHIP_BACKWARD = "job's membership record moved backward"
+FIRST_RECORD_FORGED = "job's first membership record taken from a stranger's vote"
 MEMBERSHIP_UNJOINT = "namespace's membership changed outside a joint configuration"
 MEMBERSHIP_SETTLING = "membership change near the window"
 """An exemption from liveness (counted in ``Report.exempt``): the slot's window began less than
@@ -188,7 +190,9 @@ LEASE_PAUSED = "lease: node paused during it"
 LEASE_LOST = "lease: granted in writes a failover lost"
 REMOVED_UNSWEPT = "open slot of a job every node removed, then restarted without"
 LOCAL_KILLED = "slot only run locally, its records lost to a restart of every node"
-KNOWN_LIMITS = frozenset({FAILOVER_LOSS, FAILOVER_STALL, NEVER_SEEN, REMOVED_UNSWEPT, LOCAL_KILLED})
+KNOWN_LIMITS = frozenset(
+    {FAILOVER_LOSS, FAILOVER_STALL, NEVER_SEEN, REMOVED_UNSWEPT, LOCAL_KILLED, FIRST_RECORD_FORGED}
+)
 """Violation kinds that are documented limits of the design, not bugs (docs/protocol.md).
 
 * ``FAILOVER_LOSS``: without ``wait_replicas`` a failover can lose
@@ -212,7 +216,13 @@ KNOWN_LIMITS = frozenset({FAILOVER_LOSS, FAILOVER_STALL, NEVER_SEEN, REMOVED_UNS
   decided: the record that carries a local run's outcome goes only when
   the run ends (and after those of earlier slots run locally), the later
   slot raised the high-water mark past the slot, and no restart's catch-up
-  reaches it (docs/protocol.md; explorer seed 60376).
+  reaches it (docs/protocol.md; explorer seed 60376);
+* ``FIRST_RECORD_FORGED``: a job's first record is taken from the first
+  vote with an epoch, whoever sent it (no member yet to hold a stranger
+  to): a node outside every record the namespace held, voting first with a
+  record of its own making that lists it, sets the job's (docs/protocol.md,
+  "A job's first record"; explorer seed 89269). A foreign record over one
+  the job already had stays ``MEMBERSHIP_FOREIGN``.
 
 They are reported under their own names and counted separately (the
 explorer's "known limits"), never silently dropped.
@@ -706,6 +716,8 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
     held: dict[int, str] = {}
     """Epoch → the namespace membership record traced under it."""
     job_epochs: dict[str, int] = {}
+    first_records: dict[str, str] = {}
+    """Job → the record its first judged commit enforced."""
     """Per job, the highest epoch a commit was made under."""
     changes: list[tuple[int, str]] = []
     beats: dict[str, tuple[int, int]] = {}
@@ -867,7 +879,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             sent = counted.get(key, {})
             agreeing = sorted(n for n, h in sent.items() if h == r["spec"])
             if "mr" in r:
-                if _check_membership(r, agreeing, held, job_epochs, out):
+                if _check_membership(r, agreeing, held, job_epochs, out, first_records):
                     report.reached["slot committed under a joint membership"] += 1
             elif r["by"] == "vote" and len(agreeing) < q:
                 out.append(
@@ -1351,7 +1363,12 @@ def _may_execute(r: Record) -> list[str]:
 
 
 def _check_membership(
-    r: Record, agreeing: list[str], held: dict[int, str], job_epochs: dict[str, int], out: list[Violation]
+    r: Record,
+    agreeing: list[str],
+    held: dict[int, str],
+    job_epochs: dict[str, int],
+    out: list[Violation],
+    first_records: dict[str, str],
 ) -> bool:
     """The membership rule for one commit (see the module docstring); True for a joint one."""
     job, fire, t = r["job"], r["fire"], r["t"]
@@ -1361,10 +1378,20 @@ def _check_membership(
     except ValueError as exc:
         out.append(Violation(MEMBERSHIP_FOREIGN, job, fire, t, f"the job's record is not one: {exc}"))
         return False
+    before = job_epochs.get(job, 0)
     if held.get(record.epoch) != text:
         why = f"the job enforces {text!r}; the cluster's epoch {record.epoch} was {held.get(record.epoch)!r}"
-        out.append(Violation(MEMBERSHIP_FOREIGN, job, fire, t, why))
-    before = job_epochs.get(job, 0)
+        # A job's first record is taken from the first vote with an epoch, whoever sent it: no
+        # member yet to hold a stranger to (docs/protocol.md, "A job's first record"). A record
+        # naming a node no record of the namespace ever held, on a job no commit had judged (or
+        # still the one it started with), is that documented limit; any other foreign record is
+        # a violation (a job taking a stranger's record over one it had: a planted bug).
+        members = {n for h in held.values() for n in MembershipRecord.decode(h).members}
+        stranger = any(n not in members for n in record.members)
+        first = first_records.setdefault(job, text) == text and before in (0, record.epoch)
+        out.append(
+            Violation(FIRST_RECORD_FORGED if stranger and first else MEMBERSHIP_FOREIGN, job, fire, t, why)
+        )
     if record.epoch < before:
         why = f"committed under epoch {record.epoch} after a commit under epoch {before}"
         out.append(Violation(MEMBERSHIP_BACKWARD, job, fire, t, why))

@@ -246,3 +246,18 @@ def test_a_run_cut_off_under_drift_ends_inside_the_lease_margin() -> None:
         ]  # fmt: skip
         left = granted[-1] - kill["t"]  # the store's lease end less the kill, in true time
         assert 0 < left < lease_margin(15_000) * 2 // 3, (seed, left)
+
+
+def test_a_strangers_record_taken_as_a_jobs_first_is_the_named_limit() -> None:
+    """``limits/first-record-from-a-stranger`` (explorer seed 89269): a node in no record the
+    namespace held votes first, with a record of its own that lists it, on a job no member had
+    voted for yet: the job takes it (no member yet to hold a stranger to; docs/protocol.md, "A
+    job's first record"). Reported as its own known limit, not as a foreign record adopted over
+    the job's own, which stays a violation (sim/scenarios/membership-forged-record.toml)."""
+    from sim.checker import FIRST_RECORD_FORGED, KNOWN_LIMITS
+
+    sc = sim.load(SCENARIO_DIR / "limits" / "first-record-from-a-stranger.toml")
+    report = sim.run(sc, sc.seed or 0).report
+    assert FIRST_RECORD_FORGED in KNOWN_LIMITS
+    assert set(report.by_kind()) == {FIRST_RECORD_FORGED}, report.summary()
+    assert report.duplicates == 0
