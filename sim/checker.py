@@ -1321,11 +1321,8 @@ def _membership_step(before: str, r: Record, beats: dict[str, tuple[int, int]]) 
         # A finish waits until every new member holds the joint epoch, by a live heartbeat (the
         # simulator never forces one): else a member still on the old record could form, with
         # the old members, a quorum the new configuration never agreed to.
-        lagging = [
-            n
-            for n in prev.current.members
-            if beats.get(n, (0, 0))[0] < prev.epoch or beats.get(n, (0, 0))[1] <= r.get("st", 0)
-        ]
+        held_until = {n: beats.get(n, (0, 0)) for n in prev.current.members}
+        lagging = [n for n, (e, until) in held_until.items() if e < prev.epoch or until <= r.get("st", 0)]
         if ok and lagging and "st" in r:
             ok = False
             what = f"a finish before {', '.join(lagging)} held epoch {prev.epoch} (by a live heartbeat)"

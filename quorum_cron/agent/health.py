@@ -250,7 +250,7 @@ class NodeHealth:
         Returns False when asked to stop before the store answered.
         """
         backoff = BACKOFF_MIN_MS
-        wait: Callable[[NodeIdTaken], int | None] | None = self.membership.wait_out  # (once)
+        waited = False
         while True:
             try:
                 proposed = self.settings.membership
@@ -260,11 +260,12 @@ class NodeHealth:
                     )
                 try:
                     await self._beat()
-                except NodeIdTaken as exc:
-                    wait_ms = None if wait is None else await self.worker.background(partial(wait, exc))
+                except NodeIdTaken as exc:  # (a killed process's entry is waited out, once)
+                    ask = partial(self.membership.wait_out, exc)
+                    wait_ms = None if waited else await self.worker.background(ask)
                     if wait_ms is None:
                         raise
-                    wait = None
+                    waited = True
                     await asyncio.sleep(wait_ms / 1000)
                     continue
                 await self.trust.check(self.store.time_ms, self.worker.background)
