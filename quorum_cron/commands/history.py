@@ -20,6 +20,7 @@ from rich.table import Table
 
 from quorum_cron.commands.common import config_option, fail, fmt_ms, load, redis_option, store_for
 from quorum_cron.commands.output import format_option, resolve_format, rows, utc_label
+from quorum_cron.config.values import _name_problem
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.printable import cell, printable
 from quorum_cron.store.base import LedgerEntry, ObservedStore, SlotState
@@ -56,16 +57,20 @@ def history(
     as_json: bool,
     detail: bool,
 ) -> None:
-    """The ledger of JOB (default: every configured job), newest first, with reasons."""
+    """The ledger of JOB (default: every configured job), newest first, with reasons.
+
+    A JOB no longer in the config is shown from the ledger the store keeps.
+    """
     fmt = resolve_format(output_format, as_json)
     config = load(config_path)
     names = [s.name for s in config.jobs]
-    if job is not None and job not in names:
-        fail(f"unknown job {job!r}: expected one of {', '.join(names) or '(none configured)'}")
     store, shown = store_for(config, redis_url)
     unreadable: list[str] = []
     try:
-        entries = _read(store, [job] if job else names, limit, unreadable)
+        if job is not None and job not in names:
+            entries = _removed_job(store, shown, job, names, limit)
+        else:
+            entries = _read(store, [job] if job else names, limit, unreadable)
     except StoreError as exc:
         fail(f"cannot read the store at {shown}: {exc}{credentials_hint(str(exc))}")
     finally:
@@ -134,6 +139,29 @@ def _plain(entries: list[LedgerEntry], detail: bool) -> None:
         if detail and e.detail:
             for part in printable(e.detail, 4000, newlines=True).splitlines():
                 click.echo(f"    | {part}")
+
+
+def _removed_job(
+    store: ObservedStore, shown: str, job: str, names: list[str], limit: int
+) -> list[LedgerEntry]:
+    """The ledger of a job the config does not define: a job removed from it keeps its history.
+
+    A name that is not a job name, or one the store holds no ledger of (a
+    typo, most often), is refused as an unknown job; so is any name when the
+    store cannot be reached, and the line says the ledger could not be looked
+    for. On stderr, a note says where the entries shown come from.
+    """
+    unknown = f"unknown job {job!r}: expected one of {', '.join(names) or '(none configured)'}"
+    if _name_problem(job, "job name"):
+        fail(unknown)
+    try:
+        entries = store.ledger(job, limit)
+    except StoreUnavailable as exc:
+        fail(f"{unknown} (nor could its ledger be looked for in the store at {shown}: {exc})")
+    if not entries:
+        fail(f"{unknown} (the store holds no ledger of {job!r} either)")
+    click.echo(f"note: {job!r} is not in the config (removed?); its ledger as the store keeps it", err=True)
+    return entries
 
 
 def _read(store: ObservedStore, names: list[str], limit: int, unreadable: list[str]) -> list[LedgerEntry]:
