@@ -17,12 +17,14 @@ from dataclasses import dataclass
 
 __all__ = [
     "MAX_ENCODED",
+    "MAX_EPOCH",
     "MAX_MEMBERS",
     "MAX_NODE_ID",
     "Configuration",
     "Membership",
     "MembershipChange",
     "MembershipRecord",
+    "epoch_bound_refusal",
     "refusal_reason",
 ]
 
@@ -31,8 +33,22 @@ MAX_MEMBERS = 100
 MAX_NODE_ID = 100
 """The longest node id (the config's bound on a name)."""
 _NODE_ID = re.compile(r"[A-Za-z0-9_.-]+", re.ASCII)
+MAX_EPOCH = 10**15 - 1
+"""The largest epoch: its text has at most 15 digits, which every decoder (here and the store's
+scripts) bounds it to. No real cluster nears it; a record a forger set there stays at it (the store
+refuses to step past it, rather than write a text no decoder reads)."""
 MAX_ENCODED = 2 * (MAX_MEMBERS * (MAX_NODE_ID + 1) + 16) + 24
 """The longest :meth:`MembershipRecord.encode` text: a decoder refuses anything longer before parsing."""
+
+
+def epoch_bound_refusal(ms: Membership | None) -> str:
+    """Why no record can follow ``ms`` ("": one can): its epoch is :data:`MAX_EPOCH`."""
+    if ms is not None and ms.record.epoch >= MAX_EPOCH:
+        return (
+            f"the stored membership record is corrupt: epoch {ms.record.epoch} is the largest a record "
+            "can have: none can follow it"
+        )
+    return ""
 
 
 def _seats_text(n: int) -> str:
@@ -138,8 +154,8 @@ class MembershipRecord:
     old: Configuration | None = None
 
     def __post_init__(self) -> None:
-        if type(self.epoch) is not int or not 1 <= self.epoch < 2**53:
-            raise ValueError(f"epoch {self.epoch!r}: expected a positive integer below 2^53")
+        if type(self.epoch) is not int or not 1 <= self.epoch <= MAX_EPOCH:
+            raise ValueError(f"epoch {self.epoch!r}: expected a positive integer of at most 15 digits")
 
     @property
     def joint(self) -> bool:

@@ -23,7 +23,8 @@
 --
 -- Replies: heartbeat {now, 1 | 0, holder incarnation on refusal, r, at, by,
 -- why}; leave {now}; list {now, node, value, node, value, ...} of unexpired
--- members (expired ones are deleted on the way: nobody can observe them);
+-- members (expired ones are deleted on the way: nobody can observe them),
+-- then the corrupt ones, bounded (see the list below);
 -- get / init {now, r, at, by, why} ("" fields: no record); change / finish
 -- {now, code, detail, r, at, by, why}: code "" done, or why it was refused:
 -- "N" no record, "E" epoch differs, "J" a change is in progress, "K" not
@@ -40,19 +41,46 @@
 local K, KR, KL = KEYS[1], KEYS[2], KEYS[3]
 local op = ARGV[2]
 
+-- Bounds on what anyone with write access may have put in these keys
+-- (hostile store contents, issue 11): a member value as long as
+-- parse.MAX_MEMBER_BYTES; an expiry at most MAX_TTL ahead (an agent's TTL is
+-- three heartbeats, a heartbeat at most an hour: anything further is forged,
+-- and would hold a node id for good); the record's fields (parse.py's
+-- bounds, in bytes). Nothing over them is read back whole or trusted.
+local MAX_MEMBER_BYTES = 4194304
+local MAX_TTL = 86400000
+local MAX_EPOCH = 999999999999999 -- 15 digits (mdecimal): no record can follow it
+local MAX_FIELD = {r = MAX_RECORD, at = 20, by = 1600, why = 262144}
+
 -- A member value, or nil when it is not one (anyone can write the hash):
--- a corrupt entry neither blocks a heartbeat nor fails the list.
+-- a corrupt entry neither blocks a heartbeat nor fails the list, and one
+-- that claims to live longer than any agent's TTL is not a live holder.
 local function entry(raw)
+  if #raw > MAX_MEMBER_BYTES then
+    return nil
+  end
   local ok, c = pcall(cjson.decode, raw)
-  if ok and type(c) == 'table' and type(c[1]) == 'string' and tonumber(c[3]) then
-    return c
+  if ok and type(c) == 'table' and type(c[1]) == 'string' then
+    local x = tonumber(c[3])
+    if x and x <= now + MAX_TTL then
+      return c
+    end
   end
   return nil
 end
 
 -- The stored record: fields {r, at, by, why} ({'', '', '', ''} when absent)
--- and the parsed record (nil when absent), or nil plus the problem.
+-- and the parsed record (nil when absent), or nil plus the problem. A field
+-- over its bound is not read (a reply of megabytes on every heartbeat would
+-- time every node out): r then says so, which no reader parses as a record.
 local function stored()
+  for _, name in ipairs({'r', 'at', 'by', 'why'}) do
+    local n = redis.call('HSTRLEN', KR, name)
+    if n > MAX_FIELD[name] then
+      local problem = 'field ' .. name .. ' of ' .. n .. ' bytes (expected at most ' .. MAX_FIELD[name] .. ')'
+      return {'corrupt: ' .. problem, '', '', ''}, nil, problem
+    end
+  end
   local f = redis.call('HMGET', KR, 'r', 'at', 'by', 'why')
   if not f[1] then
     return {'', '', '', ''}, nil
@@ -97,13 +125,13 @@ if op == 'h' then
   if c then
     if c[1] ~= inc and tonumber(c[3]) > now then
       local f = stored()
-      return with_fields({NOW, 0, c[1]}, f)
+      return with_fields({NOW, 0, string.sub(c[1], 1, 201)}, f) -- (a real incarnation is short)
     end
   end
   local epoch = tonumber(ARGV[7]) or 0
   redis.call('HSET', K, node, cjson.encode({inc, NOW, fmt(now + tonumber(ARGV[5])), ARGV[6], fmt(epoch)}))
   local f, rec = stored()
-  if rec then
+  if rec and rec.epoch < MAX_EPOCH then
     if rec.old == nil and rec.cur.size > #rec.cur.members and not rec.cur.set[node] then
       -- "size = N": the first N distinct ids to register fill the seats.
       local ms = {}
@@ -163,9 +191,18 @@ if op == 'c' or op == 'f' then
   if fmt(rec.epoch) ~= ARGV[3] then
     return refuse('E', '')
   end
+  local function at_bound()
+    if rec.epoch >= MAX_EPOCH then
+      return refuse('X', 'epoch ' .. fmt(rec.epoch) .. ' is the largest a record can have: none can follow it')
+    end
+  end
   if op == 'c' then
     if rec.old ~= nil then
       return refuse('J', '')
+    end
+    local b = at_bound()
+    if b then
+      return b
     end
     local new, p = parse_record('1;' .. ARGV[4])
     if not new then
@@ -180,6 +217,10 @@ if op == 'c' or op == 'f' then
   if rec.old == nil then
     return refuse('K', '')
   end
+  local b = at_bound()
+  if b then
+    return b
+  end
   if ARGV[6] ~= '1' then
     local waiting = lagging(rec)
     if #waiting > 0 then
@@ -190,15 +231,30 @@ if op == 'c' or op == 'f' then
   return with_fields({NOW, '', ''}, f)
 end
 
-local out = {NOW}
+-- The list: live entries first, then up to MAX_CORRUPT corrupt ones for the
+-- reader to report, each as "corrupt: " and its first 200 bytes (never a
+-- value a reader takes for an entry, nor a reply of megabytes), its name cut
+-- to 201 bytes (still over the reader's bound when it was). So junk fields,
+-- however many or large, neither hide a live member from a reader that
+-- decodes a bounded number of entries nor make the reply large.
+local MAX_CORRUPT = 100
+local out, bad = {NOW}, {}
 local raw = redis.call('HGETALL', K)
 for i = 1, #raw, 2 do
   local c = entry(raw[i + 1])
-  if not c or tonumber(c[3]) > now then -- a corrupt entry is listed for the reader to report
+  if not c then
+    if #bad < 2 * MAX_CORRUPT then
+      bad[#bad + 1] = string.sub(raw[i], 1, 201)
+      bad[#bad + 1] = 'corrupt: ' .. string.sub(raw[i + 1], 1, 200)
+    end
+  elseif tonumber(c[3]) > now then
     out[#out + 1] = raw[i]
     out[#out + 1] = raw[i + 1]
   else
     redis.call('HDEL', K, raw[i])
   end
+end
+for _, v in ipairs(bad) do
+  out[#out + 1] = v
 end
 return out

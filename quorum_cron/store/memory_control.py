@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 
+from quorum_cron.core.membership import MAX_EPOCH, epoch_bound_refusal
 from quorum_cron.core.model import (
     AuditAction,
     AuditEntry,
@@ -129,7 +130,7 @@ class ControlModel:
             return HeartbeatResult(ok=False, now_ms=now, holder=cur.incarnation, membership=self._membership)
         self._members[node] = _Member(incarnation, now, now + ttl_ms, dict(sorted(info.items())), epoch)
         ms = self._membership
-        if ms is not None:
+        if ms is not None and ms.record.epoch < MAX_EPOCH:
             rec = ms.record
             if rec.old is None and rec.current.open_seats and not rec.current.has(node):
                 # "size = N": the first N distinct ids to register fill the seats, one epoch each.
@@ -186,7 +187,7 @@ class ControlModel:
         self, expect_epoch: int, current: Configuration, by: str, reason: str
     ) -> MembershipChange:
         ms = self._membership
-        why = change_refusal(ms, expect_epoch, joint=False)
+        why = change_refusal(ms, expect_epoch, joint=False) or epoch_bound_refusal(ms)
         if ms is not None and not why and current == ms.record.current:
             why = same_refusal(current)
         if why:
@@ -199,7 +200,7 @@ class ControlModel:
         self, expect_epoch: int, by: str, reason: str, force: bool = False
     ) -> MembershipChange:
         ms = self._membership
-        why = change_refusal(ms, expect_epoch, joint=True)
+        why = change_refusal(ms, expect_epoch, joint=True) or epoch_bound_refusal(ms)
         now = self._clock()
         if ms is not None and not why and not force:
             lagging = self._lagging(ms.record, now)
