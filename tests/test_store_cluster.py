@@ -463,3 +463,9 @@ def test_read_slots_of_jobs_on_every_master_equals_slot_by_slot(redis_cluster: E
         assert s.high_waters([]) == []
     finally:
         s.close()
+
+
+def test_job_tables_are_read_size_first_on_a_cluster(store: RedisStore) -> None:
+    """``published_jobs`` asks each table's size before reading it (a pipeline, on a cluster too)."""
+    store.publish_jobs("n1", "a=h1")
+    assert store.published_jobs(["n1", "n2"]) == {"n1": "a=h1"}
