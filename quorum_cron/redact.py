@@ -22,6 +22,7 @@ read from Redis. No backtracking regular expression is involved.
 from __future__ import annotations
 
 from typing import Final
+from urllib.parse import unquote_plus
 
 __all__ = ["MASK", "redact_text", "redact_url"]
 
@@ -39,11 +40,21 @@ def _secret_param(key: str) -> bool:
 
 
 def _redact_query(query: str) -> str:
-    """``a=1&password=x&sentinel_password=y`` → ``a=1&password=***&sentinel_password=***``; linear."""
+    """``a=1&password=x&sentinel_password=y`` → ``a=1&password=***&sentinel_password=***``; linear.
+
+    A name is judged percent-decoded, as the client reads it (redis-py's and the Sentinel
+    parser's :func:`urllib.parse.parse_qs` decode names): ``pass%77ord=x`` IS a password there,
+    so it is masked here, the name kept as written. A secret name holding an encoded ``=``
+    (``pass%77ord%3Dx``) carries a value in the name itself: the whole pair is masked.
+    """
     out = []
     for pair in query.split("&"):
         key, sep, _value = pair.partition("=")
-        out.append(f"{key}={MASK}" if sep and _secret_param(key) else pair)
+        name, smuggled, _ = unquote_plus(key).partition("=")
+        if not (sep or smuggled) or not _secret_param(name):
+            out.append(pair)
+        else:
+            out.append(MASK if smuggled else f"{key}={MASK}")
     return "&".join(out)
 
 

@@ -47,6 +47,25 @@ def test_secret_query_parameters_are_redacted() -> None:
     assert "S3nt!n3l" not in redact_text(f"cannot reach {url}: refused")
 
 
+def test_a_percent_encoded_parameter_name_is_redacted_as_the_client_decodes_it() -> None:
+    """redis-py and the Sentinel parser read names through ``parse_qs``, which decodes them:
+    ``pass%77ord=`` IS the password there, and was printed in clear. The name stays as written."""
+    from urllib.parse import parse_qs
+
+    cases = {
+        "redis://h/0?pass%77ord=TopSecret": "redis://h/0?pass%77ord=***",
+        "redis+sentinel://h/m?sentinel%5Fpassword=TopSecret&db=1": "redis+sentinel://h/m?sentinel%5Fpassword=***&db=1",
+        "redis://h/0?%50ASSWORD=TopSecret": "redis://h/0?%50ASSWORD=***",
+        "redis://h/0?auth%5ftoken=TopSecret": "redis://h/0?auth%5ftoken=***",
+        "redis://h/0?pass%77ord%3DTopSecret&db=1": "redis://h/0?***&db=1",
+        "redis://h/0?pass%77ord%3DTopSecret=1": "redis://h/0?***",
+    }
+    assert "password" in parse_qs("pass%77ord=TopSecret")  # what the client sees
+    for url, shown in cases.items():
+        assert redact_url(url) == shown, url
+        assert "TopSecret" not in redact_text(f"cannot reach {url}: refused"), url
+
+
 def test_text_scrub_finds_every_url_and_keeps_the_rest() -> None:
     text = "connecting to 'redis://u:a/b#c@h:1/0' and rediss://x@y, token=7 user@example"
     out = redact_text(text)
