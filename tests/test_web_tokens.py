@@ -116,3 +116,26 @@ def test_a_secret_needs_sixteen_characters() -> None:
     assert parse_token("alice:" + "x" * 16, "test")[0] == "alice"
     with pytest.raises(ConfigError, match=r"admin token 'alice' in test: secret has 15 characters"):
         parse_token("alice:" + "x" * 15, "test")
+
+
+def test_no_secret_or_session_in_the_reprs(
+    redis_client: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``AdminTokens`` was a plain dataclass: its repr printed ``env_value='bob:...'`` whole, and the
+    ``WebContext`` holding it printed that and every live session id (a login cookie), its CSRF
+    token and its secret's digest. A debug line or an error report would have handed them out."""
+    monkeypatch.delenv("QUORUM_CRON_WEB_TOKEN_FILE", raising=False)
+    monkeypatch.setenv("QUORUM_CRON_WEB_TOKEN", BOB)
+    tokens = AdminTokens.from_environment(_tokens_file(tmp_path, ALICE))
+    assert tokens.env_value == BOB and "tokens" in repr(tokens)  # (the file is still named)
+    store = RedisStore(redis_client, "tok", clock=lambda: T0)
+    job = JobSpec.create("tick", "@every 10s", command=("true",))
+    ctx = WebContext(Config(ClusterConfig(namespace="tok", size=3), (job,)), store, "redis://x/0", tokens)
+    with TestClient(create_app(ctx)) as client:
+        login = client.post("/login", data={"token": ALICE}, headers=ORIGIN, follow_redirects=False)
+        assert login.status_code == 303
+    ((sid, session),) = ctx.sessions.items()
+    shown = repr(ctx) + repr(tokens) + repr(session)
+    for secret in (BOB, BOB.partition(":")[2], ALICE.partition(":")[2], sid, session.csrf, session.digest):
+        assert secret not in shown, (secret, shown)
+    assert "alice" in repr(session)  # who it is stays visible

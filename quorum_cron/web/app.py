@@ -72,21 +72,27 @@ ACTIONS = ("trigger", "pause", "resume")
 
 @dataclass
 class _Session:
+    """An admin's session: the CSRF token and the secret's digest are credentials, kept out of repr."""
+
     name: str
-    digest: str
-    csrf: str
+    digest: str = field(repr=False)
+    csrf: str = field(repr=False)
     expires: float
 
 
 @dataclass
 class WebContext:
-    """What the app serves from: the local config (job names and definitions), the store, the tokens."""
+    """What the app serves from: the local config (job names and definitions), the store, the tokens.
+
+    ``sessions`` is keyed by live session ids (the cookie that IS the login): out of ``repr``,
+    so that printing the context (a debug line, an error report) hands no one a session.
+    """
 
     config: Config
     store: ObservedStore
     shown_url: str
     tokens: AdminTokens = field(default_factory=AdminTokens)
-    sessions: dict[str, _Session] = field(default_factory=dict)
+    sessions: dict[str, _Session] = field(default_factory=dict, repr=False)
 
 
 def create_app(ctx: WebContext) -> Starlette:
@@ -184,7 +190,7 @@ def create_app(ctx: WebContext) -> Starlette:
     async def slot_data(request: Request) -> dict[str, Any]:
         job = job_of(request)
         raw = str(request.path_params["fire_ms"])
-        if not raw.isdigit() or len(raw) > 15:
+        if not (raw.isascii() and raw.isdecimal()) or len(raw) > 15:
             raise Refused(400, f"slot {raw!r} is not a fire time in epoch milliseconds")
         data: dict[str, Any] = await read(request, views.slot_view, ctx.store, ctx.config, job, int(raw))
         return data

@@ -17,7 +17,7 @@ import hashlib
 import hmac
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from quorum_cron.errors import ConfigError
@@ -56,10 +56,14 @@ def parse_token(text: str, where: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class AdminTokens:
-    """Where the admin tokens come from; :meth:`current` reads them (again) at each check."""
+    """Where the admin tokens come from; :meth:`current` reads them (again) at each check.
+
+    ``env_value`` is a whole ``NAME:SECRET`` in clear: it stays out of ``repr`` (the web
+    context that holds this object, a log line or a traceback's locals would print it).
+    """
 
     file: Path | None = None
-    env_value: str | None = None
+    env_value: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_environment(cls, file: Path | None = None) -> AdminTokens:
