@@ -278,6 +278,30 @@ def silent_ntp() -> Iterator[str]:
 
 
 @pytest.mark.parametrize(
+    ("url", "expected", "secret"),
+    [
+        ("redis+sentinel://admin:Xk9q/Zz@sent1/mymaster", "percent-encoded", "Xk9q"),
+        ("redis+cluster://:Xk9q#Zz@node1", "percent-encoded", "Xk9q"),
+        ("redis+sentinel://admin:4242/mymaster@127.0.0.1", "percent-encoded", "4242"),
+        ("redis://127.0.0.1:6379/²", "database '²' is not a number", None),
+        ("redis+sentinel://127.0.0.1:²/m", "has port '²'", None),
+    ],
+)
+def test_sentinel_and_cluster_passwords_and_unicode_digits_are_one_line(
+    tmp_path: Path, url: str, expected: str, secret: str | None
+) -> None:
+    """The security review's cases, through validate (the file) and status (--redis): a raw ``/``
+    or ``#`` in a Sentinel or Cluster password was printed as a path or a host, or taken as the
+    host ``admin:4242``; ``'²'`` passed ``isdigit`` and ``int`` raised."""
+    cfg = config(tmp_path, url)
+    for res in (run("validate", str(cfg)), run("status", "--config", str(cfg), "--redis", url)):
+        line = one_line_error(res)
+        assert expected in line, line
+        if secret is not None:
+            assert secret not in res.stdout + res.stderr, line
+
+
+@pytest.mark.parametrize(
     ("password", "userinfo", "secrets"),
     [
         ("se/cr#et", ":se%2Fcr%23et", ("se/cr#et", "se%2Fcr%23et", "se%2F", "cr#et", "cr%23et")),

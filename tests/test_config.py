@@ -155,6 +155,16 @@ CASES = [
         'size = 3\nntp_servers = ["ntp:abc"]',
         "field 'ntp_servers': invalid NTP server 'ntp:abc': port 'abc' is not a number from 1 to 65535",
     ),
+    (  # '²'.isdigit() is true and int('²') raised: a traceback from validate
+        "size = 3",
+        'size = 3\nntp_servers = ["ntp:²", "[::1]:¹²³"]',
+        "field 'ntp_servers': invalid NTP server 'ntp:²': port '²' is not a number from 1 to 65535",
+    ),
+    (
+        "size = 3",
+        'size = 3\nntp_servers = ["[::1]:¹²³"]',
+        "invalid NTP server '[::1]:¹²³': port '¹²³' is not a number from 1 to 65535",
+    ),
     (
         "size = 3",
         'size = 3\nntp_servers = "pool.ntp.org"',
@@ -322,6 +332,10 @@ def test_each_bad_value_is_refused_with_its_message(
 def test_password_never_in_messages(tmp_path: Path) -> None:
     message = only_error(tmp_path, MINIMAL.replace("size = 3", 'size = 3\nredis_url = "http://u:hunter2@r"'))
     assert "hunter2" not in message
+    # A raw '/' or '#' in a Sentinel or Cluster password: it was printed as a "path" or a "host".
+    for url in ("redis+sentinel://admin:hunter2/Zz@s1/m", "redis+cluster://:hunter2#Zz@n1"):
+        message = only_error(tmp_path, MINIMAL.replace("size = 3", f'size = 3\nredis_url = "{url}"'))
+        assert "hunter2" not in message and "percent-encoded" in message, message
 
 
 def test_collects_all_errors(tmp_path: Path) -> None:

@@ -295,6 +295,14 @@ def test_random_delay_maps_to_h_within_the_delay() -> None:
     assert result.toml.count("RANDOM_DELAY=30: not mapped") == 2
 
 
+def test_random_delay_of_non_ascii_digits_is_not_a_number() -> None:
+    """``'²'.isdigit()`` is true and ``int('²')`` raised: import-crontab died in a traceback."""
+    for raw in ("²", "٣"):
+        result = imported(f"RANDOM_DELAY={raw}\n40 3 * * * a\n")
+        assert f"RANDOM_DELAY={raw!r} is not a number of minutes" in result.toml
+        assert [j.schedule_expr for j in jobs_of(result.toml).values()] == ["40 3 * * *"]
+
+
 TWICE = "on 2026-10-25 cron runs it at 02:30+0200, 02:30+0100, quorum-cron runs it at 02:30+0200."
 
 

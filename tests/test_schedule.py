@@ -483,6 +483,9 @@ def test_every_is_anchored_to_epoch_and_ignores_tz() -> None:
         ("1,,2 * * * *", "empty list element"),
         ("H(5-5) * * * *", "H range 5-5 in the minute field must have begin < end"),
         ("*/x * * * *", "step 'x' in the minute field is not a whole number"),
+        # '²'.isdigit() is true and int('²') raises: these were tracebacks, not one line.
+        ("*/² * * * *", "step '²' in the minute field is not a whole number"),
+        ("H(²-9) * * * *", "'²' is not a number in the minute field (expected 0-59)"),
         ("@reboot", "invalid schedule '@reboot' for job 'backup': @reboot is not supported"),
         ("@fortnightly", "unknown alias (expected one of @yearly"),
         ("@every 0s", "period must be between 1s and 366d"),

@@ -93,3 +93,69 @@ def test_a_bad_url_is_one_line_naming_the_bad_part_without_the_password(url: str
     message = str(info.value)
     assert part in message and "\n" not in message and "hunter2" not in message, message
     assert redis_url_problem(url) is not None
+
+
+@pytest.mark.parametrize(
+    ("url", "secret"),
+    [
+        ("redis+sentinel://admin:Xk9q/Zz@sent1/mymaster", "Xk9q"),
+        ("redis+cluster://:Xk9q#Zz@node1", "Xk9q"),
+        ("redis+sentinel://admin:4242/mymaster@127.0.0.1", "4242"),
+        ("redis+sentinel://admin:Xk9q?Zz@s1/m", "Xk9q"),
+        ("rediss+cluster://u:a/b#c?d@n1:7000,n2", "a/b"),
+        ("redis://:Xk9q/Zz@r/0", "Xk9q"),
+    ],
+)
+def test_a_raw_delimiter_in_the_password_is_refused_in_every_form_without_the_password(
+    url: str, secret: str
+) -> None:
+    """Sentinel and Cluster URLs cut the userinfo at the first ``/`` or ``#``, while the redaction
+    masks up to the last ``@``: the password was printed as a "path" or a "host", or accepted as
+    the host name ``admin:4242`` and printed by every later store error. Every form now reads the
+    userinfo up to the last ``@`` and refuses a raw ``/ ? #`` there, as the standalone form did."""
+    with pytest.raises(ConfigError) as info:
+        parse_redis_url(url)
+    message = str(info.value)
+    assert "percent-encoded: %2F %3F %23" in message and "\n" not in message, message
+    assert secret not in message and "Zz" not in message, message
+
+
+def test_sentinel_and_cluster_passwords_read_up_to_the_last_at_and_percent_decoded() -> None:
+    t = parse_redis_url("redis+sentinel://admin:Xk9q%2FZz%23q%3F@s1,s2/mymaster/2")
+    assert (t.username, t.password, t.master, t.db) == ("admin", "Xk9q/Zz#q?", "mymaster", 2)
+    assert t.hosts == (("s1", 26379), ("s2", 26379)) and "Xk9q" not in t.shown + repr(t)
+    t = parse_redis_url("redis+cluster://:p@ss@n1:7000")
+    assert (t.password, t.hosts) == ("p@ss", (("n1", 7000),)) and "p@ss" not in t.shown
+    # A ',' in a standalone password is no host list: the hosts are read after the last '@'.
+    assert parse_redis_url("redis://:a,b@r/0").shown == "redis://:***@r/0"
+
+
+@pytest.mark.parametrize(
+    ("url", "part"),
+    [
+        ("redis://r/²", "database '²' is not a number"),
+        ("redis://r/0?db=²", "database '²' is not a number"),
+        ("redis://r/0?d%62=x", "database 'x' is not a number"),
+        ("redis://r/٣", "database '٣' is not a number"),
+        ("redis+sentinel://s1:²/m", "has port '²' for 's1'"),
+        ("redis+sentinel://s1/m/²", "has path '/m/²'"),
+        ("redis+sentinel://s1/m/٣", "has path '/m/٣'"),
+        ("redis+cluster://n1:7000,n2:¹²", "has port '¹²' for 'n2'"),
+    ],
+)
+def test_a_port_or_db_of_non_ascii_digits_is_one_line(url: str, part: str) -> None:
+    """``'²'.isdigit()`` is true and ``int('²')`` raises: a traceback from ``validate`` and
+    ``status``, or a URL that passed validation and failed when the client was built. Ports and
+    DB numbers are ASCII decimals (and ``'٣'``, which ``int`` reads as 3, is not one either)."""
+    with pytest.raises(ConfigError) as info:
+        parse_redis_url(url)
+    assert part in str(info.value) and "\n" not in str(info.value), str(info.value)
+    assert redis_url_problem(url) is not None
+
+
+def test_a_value_smuggled_into_a_parameter_name_is_refused_without_being_shown() -> None:
+    """``sentinel_pass%77ord%3DTop=1`` decodes to the name ``sentinel_password=Top``: the unknown
+    parameter message would have printed that name, value and all."""
+    with pytest.raises(ConfigError) as info:
+        parse_redis_url("redis+sentinel://s1/m?sentinel_pass%77ord%3DTopSecret=1")
+    assert "encoded '='" in str(info.value) and "TopSecret" not in str(info.value)

@@ -215,10 +215,13 @@ def test_bad_requests_get_one_line_errors(world: World) -> None:
     with TestClient(world.app) as client:
         assert client.get("/api/jobs/nope").status_code == 404
         assert client.get("/jobs/nope").status_code == 404
-        for params in ({"window": "1s"}, {"window": "soon"}, {"page": "-1"}, {"to": "x"}):
+        # '²'.isdigit() is true and int('²') raised: a 500, not a one-line 400.
+        bad = ({"window": "1s"}, {"window": "soon"}, {"page": "-1"}, {"to": "x"}, {"page": "²"}, {"to": "¹²"})
+        for params in bad:
             r = client.get("/api/jobs/tick", params=params)
             assert r.status_code == 400 and "\n" not in r.json()["error"], params
         assert client.get("/api/jobs/tick/slots/abc").status_code == 400
+        assert client.get("/api/jobs/tick/slots/²").status_code == 400
 
 
 def test_read_only_server_refuses_every_action(redis_client: redis.Redis, tmp_path: Path) -> None:
@@ -533,6 +536,7 @@ def test_web_command_refuses_bad_values_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "tok").write_text("alice:short\n")
     cases = [
         (["--bind", "nowhere"], "--bind 'nowhere' is not HOST:PORT"),
+        (["--bind", "127.0.0.1:²"], "--bind '127.0.0.1:²' is not HOST:PORT"),
         (["--admin-token-file", str(tmp_path / "tok")], "secret has 5 characters"),
         (["--root-path", "cron"], "--root-path 'cron' is not a URL path"),
     ]

@@ -48,7 +48,8 @@ def split_ntp_server(spec: str) -> tuple[str, int]:
         raise ConfigError(f"invalid NTP server {spec!r}: {host!r} is not a host name or IP address")
     if port is None:
         return host, NTP_PORT
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    # ASCII decimals only: '²'.isdigit() is true and int('²') raises (a traceback from validate).
+    if not (port.isascii() and port.isdecimal()) or not 0 < int(port) < 65536:
         raise ConfigError(f"invalid NTP server {spec!r}: port {port!r} is not a number from 1 to 65535")
     return host, int(port)
 

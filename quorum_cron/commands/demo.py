@@ -410,7 +410,7 @@ def _summary(
     runs: Counter[tuple[str, int]] = Counter()
     for line in ran_file.read_text().splitlines():
         parts = line.split()
-        if len(parts) == 4 and parts[1].isdigit():
+        if len(parts) == 4 and parts[1].isascii() and parts[1].isdecimal():
             runs[(parts[0], int(parts[1]))] += 1
     table = Table(title="summary", title_justify="left")
     for col in ("job", "due", "ran", "duplicates", "missed"):

@@ -81,7 +81,7 @@ def _hash_int(job: str, fld: _Field, index: int) -> int:
 
 
 def _value(text: str, fld: _Field) -> int:
-    if text.isdigit():
+    if text.isascii() and text.isdecimal():
         number = int(text)
     elif fld.names and text.lower() in fld.names:
         number = fld.names.index(text.lower()) + fld.name_base
@@ -98,7 +98,7 @@ def _value(text: str, fld: _Field) -> int:
 def _step(text: str | None, fld: _Field) -> int:
     if text is None:
         return 1
-    if not text.isdigit():
+    if not (text.isascii() and text.isdecimal()):
         raise InvalidCron(f"step {text!r} in the {fld.name} field is not a whole number")
     step = int(text)
     if step < 1:

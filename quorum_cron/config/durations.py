@@ -59,7 +59,7 @@ def parse_duration(value: str | int, *, what: str) -> int:
             raise ConfigError(f"{what}: {value!r} is negative (expected a number of seconds >= 0)")
         return value * 1000
     text = value.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdecimal():
         raise ConfigError(
             f"{what}: {value!r} has no unit (expected e.g. '{text}s'; a unit is required in strings)"
         )

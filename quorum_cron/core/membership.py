@@ -134,7 +134,7 @@ class Configuration:
 
 
 def _decimal(text: str, what: str) -> int:
-    if not (text.isascii() and text.isdigit()) or len(text) > 15 or (len(text) > 1 and text[0] == "0"):
+    if not (text.isascii() and text.isdecimal()) or len(text) > 15 or (len(text) > 1 and text[0] == "0"):
         raise ValueError(f"{what} {text[:20]!r}: expected a decimal number without leading zeros")
     return int(text)
 

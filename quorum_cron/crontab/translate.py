@@ -131,17 +131,18 @@ def _random_delay(entry: CronEntry, schedule: str) -> tuple[str, str | None]:
     raw = entry.env_dict.get("RANDOM_DELAY")
     if raw is None:
         return schedule, None
-    if not raw.strip().isdigit():
+    text = raw.strip()
+    if not (text.isascii() and text.isdecimal()):  # (isdigit would pass '²', which int refuses)
         return (
             schedule,
             f"RANDOM_DELAY={raw!r} is not a number of minutes: cronie ignores it, and so does this job",
         )
-    delay = int(raw)
+    delay = int(text)
     if delay == 0:
         return schedule, None
     fields = _five_fields(schedule).split()
     minute = fields[0]
-    if minute.isdigit() and int(minute) + delay <= 59:
+    if minute.isascii() and minute.isdecimal() and int(minute) + delay <= 59:
         lo, hi = int(minute), int(minute) + delay
         fields[0] = f"H({lo}-{hi})"
         return " ".join(fields), (

@@ -125,7 +125,7 @@ def bounded_int(value: object, what: str, lo: int = -MAX_INT, hi: int = MAX_INT)
         if not isinstance(value, str) or not (0 < len(value) <= 17):
             raise BadValue(what, f"{shorten(value)} is not a decimal integer")
         digits = value[1:] if value[:1] == "-" else value
-        if not digits.isascii() or not digits.isdigit():
+        if not digits.isascii() or not digits.isdecimal():
             raise BadValue(what, f"{shorten(value)} is not a decimal integer")
         n = int(value)
     if not lo <= n <= hi:

@@ -13,6 +13,11 @@ Forms (``docs/operations.md`` documents them for users):
   (``rediss+cluster://`` for TLS): seed nodes, any reachable one is enough;
   the DB is always 0 (``/0`` is accepted). Port default 6379.
 
+In every form the userinfo ends at the LAST ``@`` (where
+:func:`~quorum_cron.redact.redact_url` ends the masking), and a raw ``/ ? #``
+in it is refused: it must be percent-encoded. Ports and DB numbers are
+ASCII decimals only.
+
 :func:`parse_redis_url` returns a :class:`RedisTarget` or raises
 :class:`~quorum_cron.errors.ConfigError` with one line naming the bad part
 (the URL is always shown redacted). This module only parses and
@@ -86,19 +91,49 @@ def _hosts(shown: str, netloc: str, default_port: int) -> tuple[tuple[str, int],
             raise bad_url(shown, f"has host {part!r} without a name")
         port = default_port
         if port_text:
-            if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            if not _decimal(port_text) or not 0 < int(port_text) < 65536:
                 raise bad_url(shown, f"has port {port_text!r} for {host!r} (expected a number 1-65535)")
             port = int(port_text)
         out.append((host, port))
     return tuple(out)
 
 
-def _userinfo(netloc: str) -> tuple[str | None, str | None, str]:
-    if "@" not in netloc:
-        return None, None, netloc
-    userinfo, _, rest = netloc.rpartition("@")
+def _decimal(text: str) -> bool:
+    """Whether ``text`` is an ASCII decimal number: ``str.isdigit`` also takes ``'²'`` or ``'٣'``,
+    which ``int`` then refuses (a traceback) or reads (a port the user never wrote)."""
+    return text.isascii() and text.isdecimal()
+
+
+_RAW_DELIMITERS = (
+    "has '/', '?' or '#' in its user or password (expected them percent-encoded: %2F %3F %23; "
+    "an '@' after the host as %40)"
+)
+
+
+def _authority(shown: str, rest: str) -> tuple[str | None, str]:
+    """``rest`` (the URL after ``://``) as (userinfo or None, what follows it): every form alike.
+
+    The userinfo ends at the LAST ``@``, as :func:`~quorum_cron.redact.redact_url` masks it, so
+    what is shown and what is parsed agree on where the password is. A raw ``/ ? #`` in it is
+    refused, as the client's ``urlsplit`` (and this parser, once) cuts the userinfo at the first
+    of them: a password ``Xk9q/Zz`` then became a path or a host name, printed in clear in this
+    very error message and later in every store error. The message shows only ``shown``, the
+    password masked.
+    """
+    at = rest.rfind("@")
+    if at < 0:
+        return None, rest
+    userinfo = rest[:at]
+    if any(c in userinfo for c in "/?#"):
+        raise bad_url(shown, _RAW_DELIMITERS)
+    return userinfo, rest[at + 1 :]
+
+
+def _credentials(userinfo: str | None) -> tuple[str | None, str | None]:
+    if userinfo is None:
+        return None, None
     user, sep, password = userinfo.partition(":")
-    return (urllib.parse.unquote(user) or None), (urllib.parse.unquote(password) if sep else None), rest
+    return (urllib.parse.unquote(user) or None), (urllib.parse.unquote(password) if sep else None)
 
 
 def parse_redis_url(url: str) -> RedisTarget:
@@ -112,16 +147,19 @@ def parse_redis_url(url: str) -> RedisTarget:
         return _standalone(url, shown, scheme)
     if scheme not in SENTINEL_SCHEMES + CLUSTER_SCHEMES:
         raise bad_url(shown, f"has scheme {scheme!r} ({EXPECTED})")
+    userinfo, rest = _authority(shown, rest)
+    username, password = _credentials(userinfo)
     rest = rest.partition("#")[0]
     rest, _, query = rest.partition("?")
-    netloc, slash, path = rest.partition("/")
-    username, password, hostlist = _userinfo(netloc)
+    hostlist, slash, path = rest.partition("/")
     if not hostlist:
         raise bad_url(shown, "has no hosts (expected HOST[:PORT],HOST[:PORT],... after '://')")
     try:
         params = urllib.parse.parse_qs(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
         raise bad_url(shown, "has a query that is not NAME=VALUE&...") from None
+    if any("=" in k for k in params):  # a value smuggled into a name would be printed as the name
+        raise bad_url(shown, "has a parameter name with an encoded '=' (expected NAME=VALUE&...)")
     if scheme in CLUSTER_SCHEMES:
         if params:
             raise bad_url(shown, f"has parameter {sorted(params)[0]!r} (a cluster URL takes no parameters)")
@@ -143,7 +181,7 @@ def parse_redis_url(url: str) -> RedisTarget:
     segments = path.split("/") if slash else []
     if not segments or not segments[0]:
         raise bad_url(shown, "has no master name (expected redis+sentinel://HOST[:PORT],.../MASTER[/DB])")
-    if len(segments) > 2 or (len(segments) == 2 and not segments[1].isdigit()):
+    if len(segments) > 2 or (len(segments) == 2 and not _decimal(segments[1])):
         raise bad_url(shown, f"has path {'/' + path!r} (expected /MASTER or /MASTER/DB, DB a number)")
     return RedisTarget(
         mode="sentinel",
@@ -167,22 +205,22 @@ def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
     ``urlsplit`` cut the userinfo there and connect to another host. So the
     host is read here up to the LAST ``@`` and must be the one the client sees.
     """
-    rest = url.partition("://")[2]
-    if "," in rest.partition("/")[0]:
+    userinfo, rest = _authority(shown, url.partition("://")[2])
+    if "," in rest.partition("/")[0]:  # (after the userinfo: a ',' in a password is no host list)
         raise bad_url(
             shown, "names several hosts (expected redis+sentinel:// or redis+cluster:// for several)"
         )
     # The user, for what is said about it (check-store's ACL line when the server will not say
     # who it is); the client reads it from the URL itself.
-    user = urllib.parse.unquote(rest[: rest.rfind("@")].partition(":")[0]) or None if "@" in rest else None
-    rest = rest[rest.rfind("@") + 1 :]
+    user = _credentials(userinfo)[0]
     cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
     hostport, path = rest[:cut], rest[cut:]
     query = path.partition("?")[2].partition("#")[0]
     path = path.partition("?")[0].partition("#")[0]
     for pair in filter(None, query.split("&")):
-        key, _, value = pair.partition("=")
-        if key == "db" and not value.isdigit():
+        # Decoded as the client's parse_qs decodes them: ``?d%62=x`` is its ``db``.
+        key, _, value = (urllib.parse.unquote_plus(s) for s in pair.partition("="))
+        if key == "db" and not _decimal(value):
             raise bad_url(shown, f"has ?db=, but database {value!r} is not a number (expected ?db=0)")
     if scheme == "unix":
         if not path:
@@ -200,11 +238,8 @@ def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
         client_host = parts.hostname or ""
     except ValueError as exc:
         raise bad_url(shown, f"is not a valid URL ({exc})") from None
-    if client_host.lower() != host.lower():
-        raise bad_url(
-            shown,
-            "has '/', '?' or '#' in its user or password (expected them percent-encoded: %2F %3F %23)",
-        )
+    if client_host.lower() != host.lower():  # the client's urlsplit must see the host seen here
+        raise bad_url(shown, _RAW_DELIMITERS)
     try:
         port = parts.port
     except ValueError as exc:
@@ -212,7 +247,7 @@ def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
     if port == 0:
         raise bad_url(shown, "has port 0 (expected 1-65535, or none for 6379)")
     db = path.strip("/")
-    if db and not db.isdigit():
+    if db and not _decimal(db):
         raise bad_url(shown, f"has a path, but database {db!r} is not a number (expected e.g. /0)")
     return RedisTarget(mode="standalone", url=url, shown=shown, tls=scheme == "rediss", username=user)
 

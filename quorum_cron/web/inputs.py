@@ -58,7 +58,7 @@ def job_args(request: Request) -> dict[str, Any]:
         out["window_ms"] = ms
     for key, name, lo, hi in (("to", "to_ms", 1, 10**15), ("page", "page", 0, MAX_PAGE)):
         if q.get(key):
-            if not q[key].isdigit() or not lo <= int(q[key]) <= hi:
+            if not (q[key].isascii() and q[key].isdecimal()) or not lo <= int(q[key]) <= hi:
                 raise Refused(400, f"{key} {q[key]!r} is not a whole number from {lo} to {hi}")
             out[name] = int(q[key])
     return out
@@ -66,7 +66,7 @@ def job_args(request: Request) -> dict[str, Any]:
 
 async def body_of(request: Request) -> bytes:
     size = request.headers.get("content-length", "")
-    if size.isdigit() and int(size) > MAX_BODY:
+    if size.isascii() and size.isdecimal() and int(size) > MAX_BODY:
         raise Refused(413, f"request body of {size} bytes is too large (expected at most {MAX_BODY})")
     chunks: list[bytes] = []
     total = 0

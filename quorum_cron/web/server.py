@@ -30,7 +30,7 @@ def parse_bind(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:8787`` for IPv6) → (host, port); ConfigError naming the value otherwise."""
     host, sep, port = text.rpartition(":")
     host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not sep or not host or not (port.isascii() and port.isdecimal()) or not 0 <= int(port) <= 65535:
         raise ConfigError(f"--bind {text!r} is not HOST:PORT (expected e.g. 127.0.0.1:8787)")
     return host, int(port)
 
