@@ -27,17 +27,17 @@ without a clock reads the server's ``TIME`` (in ``time_ms`` and inside a
 script, through a heartbeat's ``now``): both must fall between two ``TIME``
 reads taken around the call.
 
-What the random walk reached is counted (:data:`STATS`); under CI's
-derandomized profile the run must reach every operation and outcome of
-:data:`WALK_GOALS` (same examples every run, so this cannot flake), and a
-fixed walk reaches :data:`COVERAGE_GOALS` on every run.
+What a walk reached is counted (:data:`STATS`): a fixed walk reaches every
+operation and outcome of :data:`WALK_GOALS` on every run, and the random walk
+must reach the common ones (:data:`RANDOM_WALK_GOALS`) on every run, so
+neither can fail on an unlucky draw or a new hypothesis release.
 """
 
 from __future__ import annotations
 
 import queue
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -497,6 +497,9 @@ class StoreParity(RuleBasedStateMachine):
                     op, job, fire, node, token, lease, succeeded, detail, retries=1, retry_backoff_ms=0
                 )
             )
+        self._fenced(requests)
+
+    def _fenced(self, requests: list[FencedRequest]) -> None:
         got = self.redis.fenced(requests)
         self.same("fenced", got, self.model.fenced(requests))
         note("op fenced")
@@ -670,6 +673,9 @@ class StoreParity(RuleBasedStateMachine):
     @rule(data=st.data(), deadline=deadlines, reason=st.sampled_from(("no node alive", "misfire: skip")))
     def record_missed(self, data: st.DataObject, deadline: int, reason: str) -> None:
         job, fire = self.pick_slot(data)
+        self._record_missed(job, fire, deadline, reason)
+
+    def _record_missed(self, job: str, fire: int, deadline: int, reason: str) -> None:
         got = self.redis.record_missed(job, fire, deadline, reason)
         self.same("record_missed", got, self.model.record_missed(job, fire, deadline, reason))
         note("op record_missed")
@@ -687,7 +693,10 @@ class StoreParity(RuleBasedStateMachine):
         """Several missed records in one call (a node starting after a minute boundary), repeats
         and more than ``max_batch`` included: each reply what its one-slot call would have replied."""
         picked = [self.pick_slot(data) for _ in range(n)]
-        requests = [MissedRequest(job, fire, deadline, reason) for job, fire in picked]
+        self._record_missed_many([MissedRequest(job, fire, deadline, reason) for job, fire in picked])
+
+    def _record_missed_many(self, requests: list[MissedRequest]) -> None:
+        picked = [(r.job, r.fire_ms) for r in requests]
         got = self.redis.record_missed_many(requests)
         self.same("record_missed_many", got, self.model.record_missed_many(requests))
         note("op record_missed_many")
@@ -706,20 +715,27 @@ class StoreParity(RuleBasedStateMachine):
     )
     def read(self, data: st.DataObject, what: str, a: int, b: int, limit: int) -> None:
         """The read-only operations (the invariant also compares whole state after each step)."""
-        note(f"op {what}")
         if what == "slot":
-            job, fire = self.pick_slot(data)
-            self.same("slot", self.redis.slot(job, fire), self.model.slot(job, fire))
-            return
-        if what == "read_slots":
+            self._read(what, [self.pick_slot(data)])
+        elif what == "read_slots":
             # Several slots in one call (a node's polls), repeats and unknown slots included.
             keys = [self.pick_slot(data) for _ in range(data.draw(st.integers(0, 4), label="reads"))]
+            self._read(what, keys)
+        else:
+            job = data.draw(st.sampled_from(JOBS), label="job")
+            self._read(what, [(job, self.fire(a))], self.fire(b), limit)
+
+    def _read(self, what: str, keys: list[tuple[str, int]], hi: int = 0, limit: int = 0) -> None:
+        """``what`` of both stores compared: ``slot`` of ``keys[0]``, ``read_slots`` of every key,
+        ``slots`` of ``keys[0]``'s job from its fire time to ``hi``, its ``ledger`` or ``members``."""
+        note(f"op {what}")
+        job, fire = keys[0] if keys else (JOBS[0], 0)
+        if what == "slot":
+            self.same("slot", self.redis.slot(job, fire), self.model.slot(job, fire))
+        elif what == "read_slots":
             self.same("read_slots", self.redis.read_slots(keys), self.model.read_slots(keys))
-            return
-        job = data.draw(st.sampled_from(JOBS), label="job")
-        if what == "slots":
-            lo, hi = self.fire(a), self.fire(b)
-            self.same("slots", self.redis.slots(job, lo, hi), self.model.slots(job, lo, hi))
+        elif what == "slots":
+            self.same("slots", self.redis.slots(job, fire, hi), self.model.slots(job, fire, hi))
         elif what == "ledger":
             self.same("ledger", self.redis.ledger(job, limit), self.model.ledger(job, limit))
         else:
@@ -859,8 +875,7 @@ COVERAGE_GOALS = (
     "op time_ms",
     "sweep -> committed (takeover, every voter had it)",
 )
-"""Outcomes the suite must exercise. Reached by :func:`test_contract_reaches_every_goal` on a fixed
-path, so a goal that the random walk happens to miss on some run never turns CI red."""
+"""The outcomes the first part of the fixed walk was written for (:func:`_fixed_walk`)."""
 
 OPERATIONS: tuple[str, ...] = (
     "vote",
@@ -905,17 +920,39 @@ WALK_GOALS = (
     "fenced start ok",
     "fenced finish ok",
 )
-"""Every operation and the outcomes the random walk must reach under CI's derandomized profile
-(:func:`test_redis_store_matches_model`): a change to the rules or their weights that starves
-one of them fails there, on every run, instead of quietly testing less."""
+"""Every operation and outcome the suite must exercise: :func:`test_contract_reaches_every_goal`
+reaches each on a fixed path, on every run. (The random walk once had to reach them all under
+CI's derandomized profile; which examples that profile draws changes with hypothesis's
+releases, and on 2026-12-06 the walk of hypothesis 6.170.27 missed one. Six walks of other
+seeds reached some of them only 2 to 30 times: a demand on that walk could fail on unchanged
+code.)"""
+
+RANDOM_WALK_GOALS = (
+    *(f"op {op}" for op in ("vote", "start", "renew", "finish", "sweep", "fenced", "heartbeat")),
+    *(f"op {op}" for op in ("publish_jobs", "control", "trigger", "triggers", "record_missed")),
+    "op record_missed_many",
+    "vote recorded -> proposed",
+    "vote committed -> committed",
+    "vote decided -> committed",
+    "vote early -> absent",
+    "vote missed -> missed",
+    "renew refused",
+    "finish refused",
+    "record_missed_many -> missed",
+    "vote split over calls",
+    "sweep split over calls",
+)
+"""What the random walk must reach on every run, whatever the profile: each came 128 times or
+more in each of five walks of other seeds (4 to 8; none was among the eight rarest outcomes of
+seeds 1 to 3), so a run missing one means the rules or their weights changed (starving it), not
+an unlucky draw."""
 
 
 def test_redis_store_matches_model(redis_server: EmbeddedRedis) -> None:
     """200 examples of up to 40 steps: the Redis scripts and the model never disagree.
 
-    Under a derandomized profile (CI's) the examples are the same on every run, so the walk
-    must reach every goal of :data:`WALK_GOALS`; outside it each run draws new examples and
-    only the parity is demanded (the fixed walk below covers the core goals either way).
+    The walk must reach the common outcomes (:data:`RANDOM_WALK_GOALS`); the fixed walk below
+    reaches every goal.
     """
     STATS.clear()
     StoreParity.server = redis_server
@@ -923,9 +960,8 @@ def test_redis_store_matches_model(redis_server: EmbeddedRedis) -> None:
         run_state_machine_as_test(StoreParity, settings=SETTINGS)
     finally:
         StoreParity.server = None
-    if settings().derandomize:
-        missing = [goal for goal in WALK_GOALS if not STATS[goal]]
-        assert not missing, f"the derandomized walk never reached {missing}: {dict(sorted(STATS.items()))}"
+    missing = [goal for goal in RANDOM_WALK_GOALS if not STATS[goal]]
+    assert not missing, f"the walk never reached {missing}: {dict(sorted(STATS.items()))}"
 
 
 def test_contract_reaches_every_goal(redis_server: EmbeddedRedis) -> None:
@@ -938,7 +974,7 @@ def test_contract_reaches_every_goal(redis_server: EmbeddedRedis) -> None:
         _fixed_walk()
     finally:
         StoreParity.server = None
-    for outcome in COVERAGE_GOALS:
+    for outcome in WALK_GOALS:
         assert STATS[outcome] > 0, f"the fixed walk never produced {outcome!r}: {dict(STATS)}"
     assert any(k.startswith("sweep -> ") for k in STATS), f"no sweep ever changed a slot: {dict(STATS)}"
 
@@ -1017,9 +1053,91 @@ def _fixed_walk() -> None:
         for _ in range(4):
             m.sweep([SweepParams("gamma", 30_000, 2_000)], 2_001)
             step()
+        _fixed_walk_rarer(m, commit)
         m.check_store_time()
     finally:
         m.teardown()
+
+
+def _fixed_walk_rarer(m: StoreParity, commit: Callable[[str, int], tuple[str, int]]) -> None:
+    """The rest of the fixed walk: the outcomes of :data:`RARE_GOALS` and every operation."""
+
+    def votes(job: str, fire: int, overlap: Overlap) -> None:
+        m._vote([(job, fire, n, SPECS[0], 3, SKEW_MS, 30_000, overlap) for n in NODES[:3]])
+        m.same_state()
+
+    # A start with an old token, then a second start while the first runs.
+    m.advance(40_000)
+    base = m.fire(0)
+    executor, token = commit("beta", base)
+    assert not m._start("beta", base, executor, token - 1, 5_000, "stale")
+    assert m._start("beta", base, executor, token, 60_000, "current")
+    assert not m._start("beta", base, executor, token, 60_000, "current")
+    # The next slots fall due while it runs: replace ends it, then the committed one; forbid skips.
+    m.now = base + GRID_MS
+    votes("beta", base + GRID_MS, Overlap.REPLACE)
+    m.now = base + 2 * GRID_MS
+    votes("beta", base + 2 * GRID_MS, Overlap.REPLACE)
+    m.now = base + 3 * GRID_MS
+    votes("beta", base + 3 * GRID_MS, Overlap.FORBID)
+    # A start and a finish in one fenced call.
+    m.advance(40_000)
+    fenced = m.fire(0)
+    executor, token = commit("alpha", fenced)
+    m._fenced(
+        [
+            FencedRequest("start", "alpha", fenced, executor, token, 5_000, True, "", 1, 0),
+            FencedRequest("finish", "alpha", fenced, executor, token, 5_000, True, "exit 0", 1, 0),
+        ]
+    )
+    m.same_state()
+    # At least once: the lease runs out with nobody renewing; the slot is lost.
+    m.advance(40_000)
+    lost = m.fire(0)
+    executor, token = commit("gamma", lost)
+    assert m._start("gamma", lost, executor, token, 1_000, "current")
+    m.sweep([SweepParams("gamma", 30_000, 2_000, Delivery.AT_LEAST_ONCE)], 2_000)
+    m.same_state()
+    # A committed slot nobody starts before its deadline: a start then is refused; the sweep ends it.
+    m.advance(40_000)
+    late = m.fire(0)
+    executor, token = commit("alpha", late)
+    m.now = late + 31_000
+    assert not m._start("alpha", late, executor, token, 5_000, "current")
+    m.sweep([SweepParams("alpha", 30_000, 60_000)], 0)
+    m.same_state()
+    # Renewals, a finish and a renewal under an old token, late votes for decided slots.
+    m.advance(40_000)
+    run = m.fire(0)
+    executor, token = commit("beta", run)
+    assert m._start("beta", run, executor, token, 5_000, "current")
+    m._renew("beta", run, executor, token, 5_000)
+    m._renew("beta", run, executor, token - 1, 5_000)
+    m._finish("beta", run, executor, token - 1, True, "", 0, 0)
+    m._finish("beta", run, executor, token, True, "exit 0", 0, 0)
+    m._vote([("beta", run, "n4", SPECS[0], 3, SKEW_MS, 30_000, Overlap.ALLOW)])
+    executor, token = commit("gamma", run)
+    m._vote([("gamma", run, "n4", SPECS[0], 3, SKEW_MS, 30_000, Overlap.ALLOW)])
+    m.same_state()
+    # More items than a call holds, of several jobs: the Redis store splits them over calls.
+    ahead = m.fire(1)
+    m._vote([(job, ahead, n, SPECS[0], 3, SKEW_MS, 30_000, Overlap.ALLOW) for job in JOBS[:2] for n in NODES])
+    m.sweep([SweepParams(job, 30_000, 8_000) for job in JOBS for _ in range(2)], 0)
+    gone = m.fire(-4)
+    m._record_missed_many([MissedRequest(job, gone, 5_000, "no node alive") for job in JOBS])
+    m.same_state()
+    # A second process under a node id a live one holds; the reads, the control and the triggers.
+    m.heartbeat("n1", "i-a", 5_000, {"clock": "ok"})
+    m.heartbeat("n1", "i-b", 5_000, {})
+    m.publish_jobs("n1", "a=0123456789abcdef", ["n1", "n2"])
+    m.leave("n1", "i-a")
+    m.read_control("beta", 4)
+    m.trigger("alpha", "ops", 1)
+    m.vote_trigger("alpha", list(NODES[:3]), None)
+    m._record_missed("beta", m.fire(-3), 5_000, "no node alive")
+    for what in ("slot", "read_slots", "slots", "ledger", "members"):
+        m._read(what, [("beta", base), ("alpha", fenced)], m.fire(1), 3)
+    m.same_state()
 
 
 @pytest.mark.slow
@@ -1041,7 +1159,7 @@ def test_redis_store_on_a_cluster_matches_model(redis_cluster: EmbeddedCluster) 
         _fixed_walk()
     finally:
         StoreParity.cluster, StoreParity.namespace = None, "contract"
-    for outcome in COVERAGE_GOALS:
+    for outcome in WALK_GOALS:
         assert STATS[outcome] > 0, f"the fixed walk never produced {outcome!r}: {dict(STATS)}"
     assert any(k.startswith("sweep -> ") for k in STATS), f"no sweep ever changed a slot: {dict(STATS)}"
 
