@@ -20,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from quorum_cron.agent.logs import EVENT_LOGGER
+from quorum_cron.agent.observe import SUMMARY_INTERVAL_S
 from quorum_cron.app import App, JobContext
 from quorum_cron.store.base import SlotState
 from quorum_cron.store.embedded.single import EmbeddedRedis
@@ -87,9 +88,13 @@ def test_the_nodes_summaries_add_up_to_the_runs_and_commit_lines_stay_below_info
             a.stop()
         await asyncio.wait_for(asyncio.gather(*tasks), 20)
 
+    began = time.monotonic()
     asyncio.run(main())
+    intervals = 1 + int((time.monotonic() - began) // SUMMARY_INTERVAL_S)
     summaries = [r.qc_fields for r in kept.events("summary")]  # type: ignore[attr-defined]
-    assert 1 <= len(summaries) <= 3  # one per node that saw anything (the last, partial interval)
+    # One per node that saw anything (the last, partial interval), and one per whole interval the
+    # run lasted (on a loaded machine it may pass one).
+    assert 1 <= len(summaries) <= 3 * intervals
     total = {key: sum(int(s[key]) for s in summaries) for key in ("started", "succeeded", "committed")}
     assert total["started"] == total["succeeded"] == len(runs), (total, len(runs))
     store = RedisStore.from_url(redis_server.url, "summary-test")

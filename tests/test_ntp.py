@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -149,10 +150,20 @@ def test_a_reply_that_is_not_from_a_server_is_refused(ntp: NtpResponder) -> None
         query_once(server(ntp))
 
 
+def _closed_udp_port() -> int:
+    """A loopback UDP port nothing listens on (the kernel answers a query with port unreachable):
+    one just bound and released, rather than a fixed port of the machine."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
 def test_query_servers_keeps_order_and_reports_every_server() -> None:
     with NtpResponder(Behaviour(offset_s=0.1)) as a, NtpResponder(Behaviour(offset_s=0.3)) as b:
-        servers = [server(b), NtpServer("127.0.0.1", 9), server(a)]
-        reports = query_servers(servers, samples=2, timeout_s=0.5, sample_interval_s=0)
+        servers = [server(b), NtpServer("127.0.0.1", _closed_udp_port()), server(a)]
+        # (3 s: time for the responder threads on a loaded machine; the closed port answers at once.)
+        reports = query_servers(servers, samples=2, timeout_s=3.0, sample_interval_s=0)
         assert [r.server for r in reports] == [str(s) for s in servers]
         assert [len(r.samples) for r in reports] == [2, 0, 2]
         assert offset_within_bound(reports[0].samples[0], 300), reports[0]
