@@ -37,6 +37,12 @@ from typing import Any
 
 from quorum_cron.config.durations import format_duration, parse_duration
 from quorum_cron.config.schedule import Schedule
+from quorum_cron.config.settings import (
+    _CLUSTER_DURATION_BOUNDS,
+    _JOB_DURATION_BOUNDS,
+    _MAX_RETRIES,
+    _MAX_WAIT_REPLICAS,
+)
 from quorum_cron.core.model import Delivery, Overlap
 from quorum_cron.errors import ConfigError, ScheduleError
 
@@ -62,6 +68,43 @@ MAX_DURATION_MS = 366 * 86_400_000
 """A scenario's simulated time: a year of it is hours of a run already."""
 DEFAULT_START_MS = 1_700_000_040_000
 """2023-11-14T22:14:00Z: a whole minute, so every-minute slots line up."""
+MAX_START_MS = 221_845_392_000_000
+"""9000-01-01T00:00:00Z: a run (at most 366 days) and cron's search for the next fire time (up
+to 50 years ahead) stay inside the calendar Python knows (to the year 9999)."""
+
+_SECOND = 1_000
+_HOUR = 3_600_000
+_DAY = 86_400_000
+_AGENT = {key: (lo, hi) for key, lo, hi in (*_CLUSTER_DURATION_BOUNDS, *_JOB_DURATION_BOUNDS)}
+"""The agent's own bounds (quorum_cron/config/settings.py) for the settings a scenario shares with
+it: a value the agent refuses is refused here too, not simulated and reported as a violation."""
+BOUNDS: dict[str, tuple[int, int]] = {
+    # the agent's ([settings] and job fields)
+    "max_skew": _AGENT["max_skew_ms"],
+    "lease": _AGENT["lease_ms"],
+    "start_timeout": _AGENT["start_timeout_ms"],
+    "check": _AGENT["clock_check_interval_ms"],
+    "deadline": _AGENT["starting_deadline_ms"],
+    "timeout": _AGENT["timeout_ms"],
+    "retry_backoff": _AGENT["retry_backoff_ms"],
+    # the simulator's own (no agent setting): wide, but each ends a run in finite time
+    "retry": (10, _HOUR),
+    "sweep": (10, _HOUR),
+    "assign_poll": (10, _HOUR),
+    "network timeout": (1, _HOUR),
+    "delay": (0, _HOUR),
+    "run": (0, 30 * _DAY),
+    "skew": (0, _DAY),
+    "for": (0, MAX_DURATION_MS),
+    "by": (-_HOUR, _HOUR),
+    "period": (100, _DAY),
+}
+"""Every duration of a scenario: ``(lowest, highest)`` in ms (a fault's ``period`` may also be 0:
+reload, every node at once; ``at`` must fall inside the run)."""
+MAX_PPM = 100_000
+"""A clock drift (``[clocks] drift``, a ``clock_drift`` fault's ``ppm``) within ±10 %: far beyond
+any real oscillator, and short of a clock that stops (-1,000,000) or races ahead, whose timers
+would fire so often that a run never ends."""
 
 STRATEGIES = ("quorum", "leader", "lock")
 
@@ -273,19 +316,38 @@ class _Reader:
     def _take(self, key: str) -> Any:
         return self.table.pop(key, None)
 
-    def duration(self, key: str, default: int) -> int:
-        value = self._take(key)
-        return default if value is None else parse_duration(value, what=f"{self.where}: field {key!r}")
+    def _bounded(self, key: str, ms: int, bounds: tuple[int, int] | None, zero: bool = False) -> int:
+        if bounds is not None and not (bounds[0] <= ms <= bounds[1] or (zero and ms == 0)):
+            lo, hi = (format_duration(b) for b in bounds)
+            also = " (or 0s)" if zero else ""
+            raise ConfigError(
+                f"{self.where}: field {key!r} is '{format_duration(ms)}' (expected {lo} to {hi}{also})"
+            )
+        return ms
 
-    def signed_duration(self, key: str, default: int) -> int:
+    def duration(
+        self, key: str, default: int, bounds: tuple[int, int] | None = None, zero: bool = False
+    ) -> int:
+        """``key`` in ms; with ``bounds`` refused outside them (``zero``: 0 is also accepted)."""
         value = self._take(key)
         if value is None:
             return default
-        if isinstance(value, str) and value.startswith("-"):
-            return -parse_duration(value[1:], what=f"{self.where}: field {key!r}")
-        return parse_duration(value, what=f"{self.where}: field {key!r}")
+        return self._bounded(key, parse_duration(value, what=f"{self.where}: field {key!r}"), bounds, zero)
 
-    def range(self, key: str, default: tuple[int, int]) -> tuple[int, int]:
+    def signed_duration(self, key: str, default: int, bounds: tuple[int, int] | None = None) -> int:
+        value = self._take(key)
+        if value is None:
+            return default
+        what = f"{self.where}: field {key!r}"
+        if isinstance(value, str) and value.startswith("-"):
+            ms = -parse_duration(value[1:], what=what)
+        elif isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            ms = -parse_duration(-value, what=what)  # (an integer is seconds, and may be negative here)
+        else:
+            ms = parse_duration(value, what=what)
+        return self._bounded(key, ms, bounds)
+
+    def range(self, key: str, default: tuple[int, int], bounds: tuple[int, int]) -> tuple[int, int]:
         value = self._take(key)
         if value is None:
             return default
@@ -297,6 +359,9 @@ class _Reader:
             lo = hi = parse_duration(value, what=what)
         if lo > hi:
             raise ConfigError(f"{what}: {value!r} is an empty range (expected 'low..high' with low <= high)")
+        if not bounds[0] <= lo <= hi <= bounds[1]:
+            low, high = (format_duration(b) for b in bounds)
+            raise ConfigError(f"{what}: {value!r} is out of range (expected durations from {low} to {high})")
         return lo, hi
 
     def int_(self, key: str, default: int, lo: int | None = None, hi: int | None = None) -> int:
@@ -327,7 +392,8 @@ class _Reader:
         if value is None:
             return default
         if not isinstance(value, str) or (choices and value not in choices):
-            expected = f"one of {', '.join(choices)}" if choices else "a string"
+            shown = ", ".join(c or '"" (none)' for c in choices)
+            expected = f"one of {shown}" if choices else "a string"
             raise ConfigError(f"{self.where}: field {key!r} is {value!r} (expected {expected})")
         return value
 
@@ -364,6 +430,8 @@ def _job(table: Mapping[str, Any], where: str) -> JobDef:
     cron = r.str_("cron", "")
     if given_every == bool(cron):
         raise ConfigError(f"{r.where}: expected exactly one of 'every' or 'cron'")
+    if "timezone" in r.table and not cron:
+        raise ConfigError(f"{r.where}: field 'timezone' applies to a cron job only (this job has 'every')")
     timezone = r.str_("timezone", "UTC")
     try:  # (checked here, as the agent's config is: not as a traceback once the run has begun)
         if cron:
@@ -380,41 +448,109 @@ def _job(table: Mapping[str, Any], where: str) -> JobDef:
         every_ms=every,
         cron=cron,
         timezone=timezone,
-        deadline_ms=r.duration("deadline", 5_000),
-        timeout_ms=r.duration("timeout", 60_000),
-        run_ms=r.range("run", (50, 500)),
+        deadline_ms=r.duration("deadline", 5_000, BOUNDS["deadline"]),
+        timeout_ms=r.duration("timeout", 60_000, BOUNDS["timeout"]),
+        run_ms=r.range("run", (50, 500), BOUNDS["run"]),
         fail_rate=r.prob("fail_rate", 0.0),
         delivery=Delivery(r.str_("delivery", "at-most-once", tuple(d.value for d in Delivery))),
         overlap=Overlap(r.str_("overlap", "forbid", tuple(o.value for o in Overlap))),
         misfire=r.str_("misfire", "skip", ("skip", "run-once")),
-        retries=r.int_("retries", 0, lo=0),
-        retry_backoff_ms=r.duration("retry_backoff", 0),
+        retries=r.int_("retries", 0, lo=0, hi=_MAX_RETRIES),
+        retry_backoff_ms=r.duration("retry_backoff", 0, BOUNDS["retry_backoff"]),
         on_store_unavailable=r.str_("on_store_unavailable", "skip", ("skip", "run-local")),
     )
     r.done()
-    if job.deadline_ms <= 0:
-        raise ConfigError(f"{r.where}: field 'deadline' must be > 0")
     return job
 
 
-def _fault(table: Mapping[str, Any], where: str, node_ids: tuple[str, ...], jobs: set[str]) -> Fault:
+_TARGETED = ("nodes", "pick")
+_LINKS = ("for", *_TARGETED, "loss", "reply_loss", "delay")
+FAULT_FIELDS: dict[str, tuple[str, ...]] = {
+    "partition": ("for", *_TARGETED),
+    "flap": ("for", "period", *_TARGETED),
+    "swizzle": ("for", "period", *_TARGETED),
+    "loss": _LINKS,
+    "delay": _LINKS,
+    "pause": ("for", "when", *_TARGETED),
+    "crash": ("for", *_TARGETED),
+    "outage": ("for",),
+    "clock_jump": ("by", "for", *_TARGETED),
+    "clock_drift": ("ppm", "for", *_TARGETED),
+    "clock_strobe": ("by", "period", "for", *_TARGETED),
+    "ntp_lie": ("by", "for", *_TARGETED),
+    "store_restart": ("for", "lose_state"),
+    "store_failover": ("for", "by"),
+    "store_refuse": ("for",),
+    "deploy": ("job", "spec", "period", "for", *_TARGETED),
+    "reload": ("job", "spec", "remove", "period", "for", *_TARGETED),
+    "reconfigure": ("nodes",),
+    "finish": (),
+    "stale_config": ("for", *_TARGETED),
+    "rogue": _TARGETED,
+}
+"""The fields each fault kind takes besides ``kind`` and ``at``: any other is refused, not ignored.
+(``loss`` and ``delay`` faults set the same link model: each takes all three of its fields.)"""
+_FAULT_KEYS = frozenset(
+    {
+        "for",
+        "nodes",
+        "pick",
+        "by",
+        "ppm",
+        "loss",
+        "reply_loss",
+        "delay",
+        "period",
+        "job",
+        "spec",
+        "when",
+        "lose_state",
+        "remove",
+    }
+)
+_REQUIRED_FIELDS = {"clock_jump": "by", "clock_strobe": "by", "ntp_lie": "by", "clock_drift": "ppm"}
+"""A field without which the kind does nothing."""
+
+
+def _fault(
+    table: Mapping[str, Any],
+    where: str,
+    node_ids: tuple[str, ...],
+    jobs: set[str],
+    duration_ms: int = MAX_DURATION_MS,
+) -> Fault:
     r = _Reader(table, where)
     kind = r.str_("kind", "", tuple(FAULT_KINDS))
     if not kind:
         raise ConfigError(f"{where}: field 'kind' is missing (expected one of {', '.join(FAULT_KINDS)})")
     r.where = f"{where} ({kind})"
+    takes = ("kind", "at", *FAULT_FIELDS[kind])
+    for key in r.table:
+        if key not in takes and key in _FAULT_KEYS:
+            raise ConfigError(
+                f"{r.where}: field {key!r} does not apply to kind {kind!r} (it takes {', '.join(takes)})"
+            )
+    need = _REQUIRED_FIELDS.get(kind)
+    if need is not None and need not in r.table:
+        raise ConfigError(f"{r.where}: field {need!r} is missing (kind {kind!r} does nothing without it)")
+    at_ms = r.duration("at", 0)
+    if at_ms >= duration_ms:
+        raise ConfigError(
+            f"{r.where}: field 'at' is '{format_duration(at_ms)}' (expected a time before the scenario's "
+            f"end, duration = '{format_duration(duration_ms)}': a fault after it never happens)"
+        )
     f = Fault(
         kind=kind,
-        at_ms=r.duration("at", 0),
-        for_ms=r.duration("for", 0),
+        at_ms=at_ms,
+        for_ms=r.duration("for", 0, BOUNDS["for"]),
         nodes=r.names("nodes"),
         pick=r.int_("pick", 0, lo=0),
-        by_ms=r.signed_duration("by", 0),
-        ppm=r.int_("ppm", 0, lo=-999_999),
+        by_ms=r.signed_duration("by", 0, BOUNDS["by"]),
+        ppm=r.int_("ppm", 0, lo=-MAX_PPM, hi=MAX_PPM),
         loss=r.prob("loss", 0.0),
         reply_loss=r.prob("reply_loss", 0.0),
-        delay_ms=r.range("delay", (0, 0)),
-        period_ms=r.duration("period", 0),
+        delay_ms=r.range("delay", (0, 0), BOUNDS["delay"]),
+        period_ms=r.duration("period", 0, BOUNDS["period"], zero=True),
         job=r.str_("job", ""),
         spec=r.str_("spec", ""),
         when=r.str_("when", "", PAUSE_TRIGGERS),
@@ -431,8 +567,26 @@ def validate_fault(f: Fault, node_ids: tuple[str, ...], jobs: set[str], where: s
     for n in f.nodes:
         if n not in node_ids:
             raise ConfigError(f"{where}: unknown node {n!r} (expected one of {', '.join(node_ids)})")
+    if len(set(f.nodes)) != len(f.nodes):
+        raise ConfigError(f"{where}: field 'nodes' is {list(f.nodes)!r} (expected each node once)")
     if f.pick > len(node_ids):
         raise ConfigError(f"{where}: pick = {f.pick} but the cluster has {len(node_ids)} nodes")
+    if f.pick and f.nodes:
+        raise ConfigError(f"{where}: both 'nodes' and 'pick' (expected one of them: 'nodes' would win)")
+    if f.kind == "pause" and f.when and (f.nodes or f.pick):
+        raise ConfigError(
+            f"{where}: field 'when' with {'nodes' if f.nodes else 'pick'} (a pause with 'when' "
+            "pauses the next node to reach it, whichever that is: expected no 'nodes' or 'pick')"
+        )
+    if f.kind == "store_failover" and f.by_ms < 0:
+        raise ConfigError(
+            f"{where}: field 'by' is '{format_duration(f.by_ms)}' (expected the writes lost, "
+            "a duration >= 0s: the replica's snapshot is taken that long before the failover)"
+        )
+    if f.kind in {"clock_jump", "clock_strobe", "ntp_lie"} and f.by_ms == 0:
+        raise ConfigError(f"{where}: field 'by' is '0s' (a {f.kind} by 0s does nothing)")
+    if f.kind == "clock_drift" and f.ppm == 0:
+        raise ConfigError(f"{where}: field 'ppm' is 0 (a clock_drift of 0 ppm does nothing)")
     if f.kind == "reconfigure" and not f.nodes:
         raise ConfigError(f"{where}: expected 'nodes' (the new member set, by id)")
     needs_nodes = f.kind in _NODE_KINDS and f.kind != "swizzle" and not (f.kind == "pause" and f.when)
@@ -446,8 +600,6 @@ def validate_fault(f: Fault, node_ids: tuple[str, ...], jobs: set[str], where: s
         raise ConfigError(
             f"{where}: expected 'job' (one of {', '.join(sorted(jobs))}) and either 'spec' or remove = true"
         )
-    if f.remove and f.kind != "reload":
-        raise ConfigError(f"{where}: field 'remove' applies to a reload only")
     timed = {"pause", "partition", "flap", "loss", "delay", "clock_strobe", "store_restart", "store_refuse"}
     if f.kind in timed and f.for_ms <= 0:
         raise ConfigError(f"{where}: field 'for' must be > 0")
@@ -469,7 +621,7 @@ def loads(text: str, source: str = "<scenario>") -> Scenario:
             f"{format_duration(MIN_DURATION_MS)} to {format_duration(MAX_DURATION_MS)})"
         )
     description = r.str_("description", "")
-    start = r.int_("start_ms", DEFAULT_START_MS, lo=0)
+    start = r.int_("start_ms", DEFAULT_START_MS, lo=0, hi=MAX_START_MS)
     seed_raw = r.table.pop("seed", None)
     if seed_raw is not None and (isinstance(seed_raw, bool) or not isinstance(seed_raw, int)):
         raise ConfigError(f"{source}: field 'seed' is {seed_raw!r} (expected an integer)")
@@ -480,31 +632,31 @@ def loads(text: str, source: str = "<scenario>") -> Scenario:
     faults_raw = r.table.pop("faults", [])
     net = _Reader(r.table.pop("network", {}), f"{source}: [network]")
     network = NetworkDef(
-        delay_ms=net.range("delay", (1, 10)),
+        delay_ms=net.range("delay", (1, 10), BOUNDS["delay"]),
         loss=net.prob("loss", 0.0),
         reply_loss=net.prob("reply_loss", 0.0),
-        timeout_ms=net.duration("timeout", 1_000),
+        timeout_ms=net.duration("timeout", 1_000, BOUNDS["network timeout"]),
     )
     net.done()
     ck = _Reader(r.table.pop("clocks", {}), f"{source}: [clocks]")
     clocks = ClockDef(
-        skew_ms=ck.duration("skew", 20),
-        drift_ppm=ck.int_("drift", 50, lo=0),
-        check_ms=ck.duration("check", 5_000),
+        skew_ms=ck.duration("skew", 20, BOUNDS["skew"]),
+        drift_ppm=ck.int_("drift", 50, lo=0, hi=MAX_PPM),
+        check_ms=ck.duration("check", 5_000, BOUNDS["check"]),
     )
     ck.done()
     st = _Reader(r.table.pop("settings", {}), f"{source}: [settings]")
     settings = SettingsDef(
         quorum=st.int_("quorum", 0, lo=0),
-        max_skew_ms=st.duration("max_skew", 250),
-        lease_ms=st.duration("lease", 15_000),
-        start_timeout_ms=st.duration("start_timeout", 5_000),
-        retry_ms=st.duration("retry", 500),
-        sweep_ms=st.duration("sweep", 1_000),
-        assign_poll_ms=st.duration("assign_poll", 1_000),
+        max_skew_ms=st.duration("max_skew", 250, BOUNDS["max_skew"]),
+        lease_ms=st.duration("lease", 15_000, BOUNDS["lease"]),
+        start_timeout_ms=st.duration("start_timeout", 5_000, BOUNDS["start_timeout"]),
+        retry_ms=st.duration("retry", 500, BOUNDS["retry"]),
+        sweep_ms=st.duration("sweep", 1_000, BOUNDS["sweep"]),
+        assign_poll_ms=st.duration("assign_poll", 1_000, BOUNDS["assign_poll"]),
         vote_lead_ms=st.duration("vote_lead", 50),
         notices=st.bool_("notices", True),
-        wait_replicas=st.int_("wait_replicas", SettingsDef().wait_replicas, lo=0),
+        wait_replicas=st.int_("wait_replicas", SettingsDef().wait_replicas, lo=0, hi=_MAX_WAIT_REPLICAS),
     )
     st.done()
     r.done()
@@ -518,10 +670,20 @@ def loads(text: str, source: str = "<scenario>") -> Scenario:
     if not isinstance(faults_raw, list):
         raise ConfigError(f"{source}: 'faults' must be an array of tables ([[faults]])")
     faults = tuple(
-        _fault(f, f"{source}: faults[{i}]", node_ids, set(names)) for i, f in enumerate(faults_raw)
+        _fault(f, f"{source}: faults[{i}]", node_ids, set(names), duration) for i, f in enumerate(faults_raw)
     )
-    if settings.quorum > nodes:
-        raise ConfigError(f"{source}: [settings] quorum = {settings.quorum} exceeds nodes = {nodes}")
+    majority = nodes // 2 + 1
+    if settings.quorum and not members and not majority <= settings.quorum <= nodes:
+        raise ConfigError(
+            f"{source}: [settings] quorum = {settings.quorum} is not a majority of nodes = {nodes} "
+            f"(expected {majority} to {nodes}, or 0 for {majority}; the agent refuses a smaller one)"
+        )
+    if network.timeout_ms <= 2 * network.delay_ms[1]:
+        raise ConfigError(
+            f"{source}: [network] timeout = '{format_duration(network.timeout_ms)}' is not longer than a "
+            f"round trip at the slowest delay '{format_duration(network.delay_ms[1])}' (expected more "
+            f"than '{format_duration(2 * network.delay_ms[1])}': else calls fail with no fault at work)"
+        )
     if not settings.vote_lead_ms < max(1, settings.max_skew_ms):
         raise ConfigError(
             f"{source}: [settings] vote_lead = {settings.vote_lead_ms} ms is outside the store's early "
@@ -530,6 +692,21 @@ def loads(text: str, source: str = "<scenario>") -> Scenario:
     for n in members:
         if n not in node_ids:
             raise ConfigError(f"{source}: members names {n!r} (expected ids among {', '.join(node_ids)})")
+    if len(set(members)) != len(members):
+        twice = next(n for n in members if members.count(n) > 1)
+        raise ConfigError(f"{source}: members lists {twice!r} twice (expected distinct node ids)")
+    if mutant:
+        from sim.mutants import MUTANTS  # (here: the mutants import the strategies, which import this)
+
+        if mutant not in MUTANTS:
+            raise ConfigError(
+                f"{source}: field 'mutant' is {mutant!r} (expected one of {', '.join(MUTANTS)})"
+            )
+        if strategy not in ("", "quorum"):
+            raise ConfigError(
+                f"{source}: field 'strategy' is {strategy!r} with mutant = {mutant!r} "
+                "(a mutant is a broken quorum protocol: expected strategy 'quorum' or none)"
+            )
     if members and settings.quorum:
         raise ConfigError(f"{source}: [settings] quorum with 'members' (expected a majority of the members)")
     return Scenario(
@@ -563,14 +740,25 @@ def load(path: str | Path) -> Scenario:
 # -- writing -------------------------------------------------------------------
 
 
+_TOML_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _control(c: str) -> bool:
+    """A character a TOML basic string must escape (a control character: U+0000-001F, U+007F)."""
+    return c < " " or c == "\x7f"
+
+
 def _toml_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-        return f'"{escaped}"'
+        return (
+            '"'
+            + "".join(_TOML_ESCAPES.get(c) or (f"\\u{ord(c):04x}" if _control(c) else c) for c in value)
+            + '"'
+        )
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     raise TypeError(f"cannot write {value!r} to TOML")

@@ -147,7 +147,10 @@ def test_scenarios_round_trip_through_toml() -> None:
         ),
         ('[[faults]]\nkind = "reload"\nat = "1m"\njob = "b"\nspec = "v2"\nnodes = ["n1"]', "expected 'job'"),
         ('[[faults]]\nkind = "reload"\nat = "1m"\njob = "a"\nremove = true', "expected 'nodes'"),
-        ('[[faults]]\nkind = "crash"\nat = "1m"\nremove = true\nnodes = ["n1"]', "applies to a reload only"),
+        (
+            '[[faults]]\nkind = "crash"\nat = "1m"\nremove = true\nnodes = ["n1"]',
+            "field 'remove' does not apply to kind 'crash'",
+        ),
     ],
 )
 def test_bad_scenarios_are_refused_with_the_field_named(snippet: str, message: str) -> None:

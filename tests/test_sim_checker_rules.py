@@ -744,8 +744,9 @@ def test_local_run_rules() -> None:
 
 # -- membership (issue 22) ----------------------------------------------------------------------------
 
-MEMBERSHIP = '\n[[faults]]\nkind = "finish"\nat = "10m"\n'
-"""A membership fault (past the end: it never acts) makes the scenario one that simulates membership."""
+MEMBERSHIP = '\n[[faults]]\nkind = "finish"\nat = "1m59s"\n'
+"""A membership fault makes the scenario one that simulates membership (in a hand-built trace it
+never acts; a fault at or past the end of the run is refused as one that never happens)."""
 EPOCH1 = "1;3,2,n1,n2,n3"
 JOINT = "2;3,2,n1,n2,n4;3,2,n1,n2,n3"
 """Replacing n3 by n4: while joint, a commit needs two of n1, n2, n4 and two of n1, n2, n3."""

@@ -381,7 +381,7 @@ class JobSpec:
         if self.retry_backoff_max_ms == AUTO:
             object.__setattr__(self, "retry_backoff_max_ms", self.retry_backoff_ms)
         object.__setattr__(self, "retry_jitter", float(self.retry_jitter))
-        _fail(where, "retries", _range_problem(self.retries, 0, 100))
+        _fail(where, "retries", _range_problem(self.retries, 0, _MAX_RETRIES))
         for key, enum in (("overlap", Overlap), ("delivery", Delivery)):
             try:
                 object.__setattr__(self, key, enum(getattr(self, key)))
@@ -458,6 +458,7 @@ class JobSpec:
         return digest
 
 
+_MAX_RETRIES = 100
 _JOB_DURATION_BOUNDS: tuple[tuple[str, int, int], ...] = (
     ("timeout_ms", 1 * _SECOND, 30 * _DAY),
     ("starting_deadline_ms", 1, _DAY),
