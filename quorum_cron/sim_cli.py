@@ -60,11 +60,39 @@ def _writable(path: Path | None, option: str) -> None:
         raise click.BadParameter(f"{path}: directory {str(path.parent)!r} does not exist", param_hint=option)
 
 
-def _print_report(console: Console, report: object, events: int, seconds: float, sim_ms: int) -> None:
+def _nothing_checked(due: int, judged: int) -> str | None:
+    """The warning for a run (or runs) that checked nothing (docs/simulator.md: a scenario that
+    never reaches the state it was written for tests nothing; the report says so)."""
+    if due == 0:
+        return (
+            "warning: no slot was due in the judged part of the run, so nothing was checked "
+            "(a longer duration, or a job that fires more often, tests something)"
+        )
+    if judged == 0:
+        return (
+            f"warning: liveness judged 0 of {due} due slots (every one saw a health change "
+            "or fell too near the end: a longer duration tests something)"
+        )
+    return None
+
+
+def _print_report(
+    console: Console, report: object, events: int, seconds: float, sim_ms: int, mutant: str = ""
+) -> None:
     from sim.checker import KNOWN_LIMITS, Report
 
     assert isinstance(report, Report)
-    table = Table(title=f"{report.scenario} · seed {report.seed} · {report.strategy}")
+    if mutant:
+        from sim.mutants import MUTANTS
+
+        title = f"{report.scenario} · seed {report.seed} · MUTANT {mutant} (a broken {report.strategy})"
+        console.print(
+            f"[bold red]MUTANT {mutant} planted:[/bold red] {MUTANTS.get(mutant, '?')} "
+            "(a testing aid: violations are the checker catching the planted bug)"
+        )
+    else:
+        title = f"{report.scenario} · seed {report.seed} · {report.strategy}"
+    table = Table(title=title)
     for col in ("due", "runs", "duplicates", "re-runs", "misses", "liveness-checked", "violations"):
         table.add_column(col, justify="right")
     table.add_row(
@@ -86,6 +114,9 @@ def _print_report(console: Console, report: object, events: int, seconds: float,
         console.print(f"    {v}")
     if report.reached:
         console.print("reached: " + ", ".join(f"{k} x{n}" for k, n in sorted(report.reached.items())))
+    warning = _nothing_checked(report.due, report.liveness_checked)
+    if warning is not None:
+        console.print(f"[yellow]{warning}[/yellow]")
     if seconds > 0:
         console.print(f"{events} events, {seconds:.2f} s real time, {sim_ms / 1000 / seconds:.0f}x real time")
 
@@ -122,12 +153,18 @@ def run_cmd(
     sc = _load(scenario)
     assert isinstance(sc, Scenario)
     seed = seed if seed is not None else (sc.seed or 0)
+    if sc.mutant and strategy not in (None, "quorum"):
+        raise click.BadParameter(
+            f"{strategy!r} with {scenario!r}, whose mutant {sc.mutant!r} is a broken quorum protocol "
+            "(expected no --strategy, or quorum)",
+            param_hint="--strategy",
+        )
     strategy = strategy or sc.strategy or "quorum"
     started = time.perf_counter()
     result = sim.run(sc, seed, strategy, mutant=sc.mutant)
     seconds = time.perf_counter() - started
     console = _console()
-    _print_report(console, result.report, result.events, seconds, sc.duration_ms)
+    _print_report(console, result.report, result.events, seconds, sc.duration_ms, sc.mutant)
     if trace_path is not None:
         result.trace.write(trace_path)
         console.print(f"trace: {trace_path} (sha256 {result.trace.sha256()[:16]}…)")
@@ -246,6 +283,9 @@ def explore_cmd(
     due = sum(r.due for r in results)
     checked = sum(r.liveness_checked for r in results)
     console.print(f"liveness judged {checked} of {due} due slots ({checked / max(due, 1):.0%})")
+    warning = _nothing_checked(due, checked)
+    if warning is not None:
+        console.print(f"[yellow]{warning.replace('the run', 'the runs')}[/yellow]")
     console.print(
         "exempt (each by its own rule, docs/protocol.md): "
         + (", ".join(f"{k} x{n}" for k, n in sorted(exempt.items())) or "none")
@@ -283,16 +323,26 @@ def replay_cmd(file: Path, plot_path: Path | None) -> None:
     _writable(plot_path, "--plot")
     console = _console()
     if file.suffix == ".jsonl":
+        from sim.trace import incomplete
+
         try:
             records = sim.read_trace(file)
-            report = sim.check(records)
+            missing = incomplete(records)
+            if missing is None:
+                mutant = sim.loads(records[0]["scenario"], "<trace header>").mutant
+                report = sim.check(records)
         except Exception as exc:  # (any shape of a file that is not a trace: one line)
             why = printable(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 200)
             raise click.BadParameter(
                 f"{file} is not a trace written by 'sim run --trace' ({type(exc).__name__}: {why})",
                 param_hint="FILE",
             ) from None
-        _print_report(console, report, 0, 0.0, 0)
+        if missing is not None:
+            raise click.BadParameter(
+                f"{file} is not a trace written by 'sim run --trace' ({missing})",
+                param_hint="FILE",
+            )
+        _print_report(console, report, 0, 0.0, 0, mutant)
         if plot_path is not None:
             from sim.plot import plot_timeline
 
@@ -310,7 +360,9 @@ def replay_cmd(file: Path, plot_path: Path | None) -> None:
         )
     started = time.perf_counter()
     result = sim.run(sc, sc.seed, sc.strategy or "quorum", mutant=sc.mutant)
-    _print_report(console, result.report, result.events, time.perf_counter() - started, sc.duration_ms)
+    _print_report(
+        console, result.report, result.events, time.perf_counter() - started, sc.duration_ms, sc.mutant
+    )
     console.print(f"trace sha256 {result.trace.sha256()}")
     if plot_path is not None:
         from sim.plot import plot_timeline

@@ -26,6 +26,9 @@ Event kinds (fields besides ``t`` and ``ev``):
 ``reached``      ``what``: a dangerous state the run reached (the "sometimes" report)
 ``illegal_step`` ``node``, ``why`` — the core took a phase step its lifecycle table lacks
 ``ledger``       the store's final ledger, one entry per line
+``final``        ``records``: how many records came before it — the last line of every
+                 trace, so that a trace cut short (or with lines missing) is told from a
+                 whole one (:func:`incomplete`) and not judged as if the run had stopped there
 ================ ==============================================================
 """
 
@@ -37,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Record", "Trace", "read_trace"]
+__all__ = ["Record", "Trace", "incomplete", "read_trace"]
 
 Record = dict[str, Any]
 
@@ -79,3 +82,22 @@ def read_trace(path: str | Path) -> list[Record]:
     """Load a trace file written by :meth:`Trace.write`."""
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def incomplete(records: list[Record]) -> str | None:
+    """Why ``records`` are not a whole trace (empty, no header, no ``final`` record or lines
+    missing before it), or ``None`` for a whole one."""
+    if not records:
+        return "it holds no records"
+    if not isinstance(records[0], dict) or records[0].get("ev") != "header":
+        return "its first record is not a header"
+    last = records[-1]
+    if not isinstance(last, dict) or last.get("ev") != "final":
+        return (
+            "it has no final record: cut short (judged, the slots after the cut would be "
+            "violations), or written by a version without one (run it again with --trace)"
+        )
+    if last.get("records") != len(records) - 1:
+        counted, there = last.get("records"), len(records) - 1
+        return f"its final record counts {counted!r} records before it, and {there} are there"
+    return None

@@ -257,6 +257,7 @@ class World:
         finish = getattr(self.strategy, "finish_trace", None)
         if finish is not None:
             finish(self)
+        self.trace.emit(self.end_ms, "final", records=len(self.trace.records))
         return self.trace
 
     def reached(self, what: str, **details: Any) -> None:
