@@ -19,7 +19,9 @@ so the checker can hold each job's record to the records the cluster had.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -32,6 +34,56 @@ __all__ = ["install_faults"]
 
 HEARTBEAT_MS = 1_000
 """How often a simulated node heartbeats (the agent's default interval)."""
+
+
+@dataclass
+class _Holds:
+    """What the active faults of the kinds that do not simply add up hold, per world.
+
+    Overlapping faults of one kind nest, as partitions do (``Link.cuts``): a node is down while
+    any crash, outage or deploy holds it down, and boots when the last of them ends; the store is
+    down while any ``store_restart`` or ``store_failover`` holds it down and refuses writes while
+    any ``store_refuse`` is active; a node learns no membership record while any ``stale_config``
+    covers it; a node's drift (strobe) is the one of the latest-started ``clock_drift``
+    (``clock_strobe``) still active on it, and its own drift (no strobe) once none is.
+    """
+
+    down: dict[str, int] = field(default_factory=dict)
+    """Node → the crash-like faults holding it down."""
+    store_down: int = 0
+    refusing: int = 0
+    stale: dict[str, int] = field(default_factory=dict)
+    drifts: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    """Node → (fault id, ppm) of the active drift faults, in the order they began."""
+    own_ppm: dict[str, int] = field(default_factory=dict)
+    """Node → its drift before the first drift fault (the one ``clocks.drift`` drew)."""
+    strobes: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
+    """Node → (fault id, amplitude, period) of the active strobe faults, in the order they began."""
+
+
+_HOLDS: weakref.WeakKeyDictionary[World, _Holds] = weakref.WeakKeyDictionary()
+
+
+def _holds(world: World) -> _Holds:
+    holds = _HOLDS.get(world)
+    if holds is None:
+        holds = _HOLDS[world] = _Holds()
+    return holds
+
+
+def _hold_down(world: World, node: SimNode, why: str) -> None:
+    """One more fault holds the node down: crash it (if it is up)."""
+    down = _holds(world).down
+    down[node.id] = down.get(node.id, 0) + 1
+    world.crash(node, why)
+
+
+def _release(world: World, node: SimNode) -> None:
+    """One fault holding the node down ended: boot it if no other one still holds it."""
+    down = _holds(world).down
+    down[node.id] = max(0, down.get(node.id, 0) - 1)
+    if not down[node.id]:
+        world.boot(node)
 
 
 def install_faults(world: World) -> None:
@@ -137,11 +189,18 @@ def _finish(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
 
 
 def _stale_config(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    stale = _holds(world).stale
+
     def begin() -> None:
-        world.stale_config.update(n.id for n in nodes)
+        for n in nodes:
+            stale[n.id] = stale.get(n.id, 0) + 1
+            world.stale_config.add(n.id)
 
     def end() -> None:
-        world.stale_config.difference_update(n.id for n in nodes)
+        for n in nodes:
+            stale[n.id] = max(0, stale.get(n.id, 0) - 1)
+            if not stale[n.id]:
+                world.stale_config.discard(n.id)
 
     _span(world, f, nodes, begin, end)
 
@@ -278,19 +337,20 @@ def _pause(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
 
 
 def _crash(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
+    """Down from ``at`` while this or any other crash-like fault holds the node (0: for ever)."""
     for node in nodes:
-        _at(world, f, 0, world.crash, node, "crash fault")
+        _at(world, f, 0, _hold_down, world, node, "crash fault")
         if f.for_ms:
-            _at(world, f, f.for_ms, world.boot, node)
+            _at(world, f, f.for_ms, _release, world, node)
 
 
 def _outage(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
     rng = world.fault_rng
     _at(world, f, 0, _mark, world, f, "begin", nodes)
     for node in nodes:
-        _at(world, f, rng.randint(0, 500), world.crash, node, "whole-cluster outage")
+        _at(world, f, rng.randint(0, 500), _hold_down, world, node, "whole-cluster outage")
         if f.for_ms:
-            _at(world, f, f.for_ms + rng.randint(0, 2_000), world.boot, node)
+            _at(world, f, f.for_ms + rng.randint(0, 2_000), _release, world, node)
     if f.for_ms:
         _at(world, f, f.for_ms, _mark, world, f, "end", nodes)
 
@@ -310,29 +370,52 @@ def _clock_jump(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
 
 
 def _clock_drift(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
-    before: dict[str, int] = {}
+    """The node drifts by ``ppm`` while this is the latest-started drift fault active on it; once
+    none is, it drifts as it did before the first (its own drift, drawn within ``clocks.drift``)."""
+    holds = _holds(world)
 
     def begin() -> None:
         for n in nodes:
-            before[n.id] = n.clock.ppm
+            active = holds.drifts.setdefault(n.id, [])
+            if not active:
+                holds.own_ppm[n.id] = n.clock.ppm
+            active.append((fid, f.ppm))
             n.clock.set_drift(world.loop.now, f.ppm)
         _stepped(world, nodes)
 
     def end() -> None:
         for n in nodes:
-            n.clock.set_drift(world.loop.now, before.get(n.id, 0))
+            active = holds.drifts.setdefault(n.id, [])
+            active[:] = [a for a in active if a[0] != fid]
+            ppm = active[-1][1] if active else holds.own_ppm.get(n.id, 0)
+            n.clock.set_drift(world.loop.now, ppm)
         _stepped(world, nodes)
 
     _span(world, f, nodes, begin, end)
 
 
 def _clock_strobe(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
-    def strobe(amplitude: int) -> None:
+    """The node's wall clock swings by this fault's ``by`` and ``period`` while it is the
+    latest-started strobe active on it; once none is, it stops swinging."""
+    strobes = _holds(world).strobes
+
+    def begin() -> None:
         for n in nodes:
-            n.clock.set_strobe(world.loop.now, amplitude, f.period_ms)
+            strobes.setdefault(n.id, []).append((fid, abs(f.by_ms), f.period_ms))
+            n.clock.set_strobe(world.loop.now, abs(f.by_ms), f.period_ms)
         _stepped(world, nodes)
 
-    _span(world, f, nodes, lambda: strobe(abs(f.by_ms)), lambda: strobe(0))
+    def end() -> None:
+        for n in nodes:
+            active = strobes.setdefault(n.id, [])
+            was = active[-1] if active else None
+            active[:] = [a for a in active if a[0] != fid]
+            now = active[-1] if active else None
+            if now != was:  # (the one in effect ended: the previous one, or none, takes over)
+                n.clock.set_strobe(world.loop.now, now[1] if now else 0, now[2] if now else 0)
+        _stepped(world, nodes)
+
+    _span(world, f, nodes, begin, end)
 
 
 def _ntp_lie(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
@@ -348,13 +431,26 @@ def _ntp_lie(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
     _span(world, f, nodes, lambda: lie(f.by_ms), lambda: lie(-f.by_ms))
 
 
+def _store_down(world: World) -> None:
+    """One more fault holds the store down."""
+    _holds(world).store_down += 1
+    world.store.up = False
+
+
+def _store_up(world: World) -> None:
+    """One fault holding the store down ended: it is up again if no other one still holds it."""
+    holds = _holds(world)
+    holds.store_down = max(0, holds.store_down - 1)
+    world.store.up = not holds.store_down
+
+
 def _store_restart(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
     def down() -> None:
-        world.store.up = False
+        _store_down(world)
 
     def up() -> None:
-        world.store.up = True
-        if f.lose_state:
+        _store_up(world)
+        if f.lose_state:  # (its own restart lost the state, whether or not another fault holds it down)
             world.store.state = world.strategy.make_stores(world)
             world.reached("store restarted empty")
 
@@ -369,12 +465,17 @@ def _store_refuse(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> Non
     (``StoreUnavailable``), which the other store faults explore. So the error is a script's.
     """
 
+    holds = _holds(world)
+
     def refuse() -> None:
+        holds.refusing += 1
         world.store.refusing = "WRONGTYPE Operation against a key holding the wrong kind of value"
         world.update_all_health()
 
     def accept() -> None:
-        world.store.refusing = ""
+        holds.refusing = max(0, holds.refusing - 1)
+        if not holds.refusing:
+            world.store.refusing = ""
         world.update_all_health()
 
     _span(world, f, [], refuse, accept)
@@ -390,7 +491,7 @@ def _store_failover(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> N
         world.store.lagging = True
 
     def down() -> None:
-        world.store.up = False
+        _store_down(world)
         world.store.lagging = False
         lost = world.store.writes - saved.get("writes", 0)
         world.store.state = saved.get("state") or world.strategy.make_stores(world)
@@ -398,7 +499,7 @@ def _store_failover(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> N
             world.reached("failover lost writes", writes=lost)
 
     def up() -> None:
-        world.store.up = True
+        _store_up(world)
 
     def begin() -> None:
         down()
@@ -418,11 +519,11 @@ def _store_failover(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> N
 
 def _deploy(world: World, fid: int, f: Fault, nodes: list[SimNode]) -> None:
     def restart(node: SimNode) -> None:
-        node.specs[f.job] = f.spec
-        world.boot(node)
+        node.specs[f.job] = f.spec  # (a node another fault still holds down boots with it later)
+        _release(world, node)
 
     for i, node in enumerate(nodes):
-        _at(world, f, i * f.period_ms, world.crash, node, "rolling deploy")
+        _at(world, f, i * f.period_ms, _hold_down, world, node, "rolling deploy")
         _at(world, f, i * f.period_ms + f.for_ms, restart, node)
     _at(world, f, 0, lambda: _mark(world, f, "begin", nodes, job=f.job, spec=f.spec))
 

@@ -128,6 +128,8 @@ class SimNode:
     link: Link
     up: bool = False
     paused: bool = False
+    pause_until: int = 0
+    """True time the node's pause ends (the latest end of the pauses that overlap)."""
     incarnation: int = 0
     process: Process | None = None
     inbox: list[tuple[Callable[..., None], tuple[Any, ...]]] = field(default_factory=list)
@@ -310,8 +312,17 @@ class World:
         self.update_health(node)
 
     def pause(self, node: SimNode, for_ms: int, why: str) -> None:
-        """Stop the node process for ``for_ms``; its job processes keep running."""
-        if not node.up or node.paused:
+        """Stop the node process for ``for_ms``; its job processes keep running.
+
+        Pauses nest: one on a node already paused lasts until the later of their ends (traced
+        again, for what it adds: the checker reads each ``pause`` record as one stretch)."""
+        until = self.loop.now + for_ms
+        if not node.up or (node.paused and until <= node.pause_until):
+            return
+        node.pause_until = until
+        if node.paused:
+            self.trace.emit(self.loop.now, "pause", node=node.id, why=why, ms=for_ms)
+            self.loop.at(until, self._resume, node, node.incarnation)
             return
         node.paused = True
         if node.runs and for_ms > self.settings.lease_ms:
@@ -321,8 +332,8 @@ class World:
         self.loop.at(self.loop.now + for_ms, self._resume, node, node.incarnation)
 
     def _resume(self, node: SimNode, incarnation: int) -> None:
-        if node.incarnation != incarnation or not node.paused:
-            return
+        if node.incarnation != incarnation or not node.paused or self.loop.now < node.pause_until:
+            return  # (a later pause that overlapped this one still holds it)
         node.paused = False
         self.trace.emit(self.loop.now, "resume", node=node.id)
         self.update_health(node)
