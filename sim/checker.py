@@ -614,7 +614,7 @@ def _near_clock_error(
     effect can reach the slot count: one of error ``e`` in effect (a step or
     lie until it is undone, a drift's offset for good) at some time in
     ``[lo - e, hi]``. ``faults``: (begin, effect end, error, nodes) from
-    :func:`_clock_faults`.
+    :func:`_clock_faults` (``ahead``: a clock behind handles the slot late, not early).
     """
     per_node = _clock_errors_near(faults, lo, hi)
     return _base_clock_error(sc) + max(per_node.values(), default=0)
@@ -638,21 +638,31 @@ def _clock_errors_near(
     return per_node
 
 
-def _clock_faults(sc: Scenario) -> list[tuple[int, int, int, tuple[str, ...]]]:
-    """(begin, end of its effect, largest error, nodes it may hit) of each clock fault, true time."""
+def _clock_faults(sc: Scenario, *, ahead: bool) -> list[tuple[int, int, int, tuple[str, ...]]]:
+    """(begin, end of its effect, largest error, nodes it may hit) of each clock fault, true time:
+    how far it may put a node's wall clock ahead of true time (``ahead``), else behind it.
+
+    A step or lie of ``by`` puts it that far one way only (and back at its end); a strobe both
+    ways; a drift of ``ppm`` accumulates an offset one way (for good). A node stepped back an hour
+    never handles a slot early, so it must not stretch the liveness look-back by an hour (a user
+    audit: the look-back then took in the step itself for every later slot, and judged none).
+    """
     out = []
     forever = 1 << 62
     for f in sc.faults:
         begin = sc.start_ms + f.at_ms
         if f.kind in ("clock_jump", "ntp_lie", "clock_strobe"):
-            error = abs(f.by_ms)
+            # (A step or lie moves the clock one way only; a strobe swings it both ways.)
+            error = abs(f.by_ms) if f.kind == "clock_strobe" else max(f.by_ms if ahead else -f.by_ms, 0)
             until = begin + f.for_ms if f.for_ms else forever
         elif f.kind == "clock_drift":
-            error = abs(f.ppm) * (f.for_ms or sc.duration_ms) // 1_000_000
+            ppm = max(f.ppm if ahead else -f.ppm, 0)
+            error = ppm * (f.for_ms or sc.duration_ms) // 1_000_000
             until = forever  # (the offset a drift accumulated stays after it ends)
         else:
             continue
-        out.append((begin, until, error, f.nodes or sc.node_ids))  # ``pick`` may choose any node
+        if error:
+            out.append((begin, until, error, f.nodes or sc.node_ids))  # ``pick`` may choose any node
     return out
 
 
@@ -1440,11 +1450,11 @@ def _on_vote(
             )
 
 
-def _end_clock_error(sc: Scenario) -> int:
-    """An upper bound on how far a node's wall clock can be off near the end of the run: the steps
-    and lies still in effect then, what drifts accumulated, and the initial skew and drift."""
+def _end_clock_errors(sc: Scenario) -> dict[str, int]:
+    """Node → an upper bound on how far its wall clock can be off near the end of the run: the
+    steps and lies still in effect then, what drifts accumulated, and the initial skew and drift."""
     base = sc.clocks.skew_ms + sc.clocks.drift_ppm * sc.duration_ms // 1_000_000
-    per_node = dict.fromkeys(sc.node_ids, 0)
+    per_node = dict.fromkeys(sc.node_ids, base)
     for f in sc.faults:
         lasting = f.for_ms == 0 or f.at_ms + f.for_ms >= sc.duration_ms
         if f.kind in ("clock_jump", "ntp_lie") and lasting:
@@ -1455,7 +1465,22 @@ def _end_clock_error(sc: Scenario) -> int:
             continue
         for node in f.nodes or sc.node_ids:
             per_node[node] += error
-    return base + max(per_node.values(), default=0)
+    return per_node
+
+
+def _end_clock_error(sc: Scenario, errors: Mapping[str, int] | None = None) -> int:
+    """How much the end-of-run clock error shrinks the judged range: the error of the node with the
+    quorum-th smallest one (:func:`_end_clock_errors`), so a minority of nodes whose clocks stay
+    far off to the end does not stop the checker judging the slots the others decide. A slot judged
+    only thanks to that, whose tail some nodes' errors still exceed (``late`` in
+    :func:`_check_due`), is judged without them: they count neither as nodes that could record it
+    nor as healthy voters or sound executors (a user audit: one node stepped back an hour
+    for good judged no slot of a 5-node cluster, ``checker/one-clock-back-for-good.toml``)."""
+    errors = _end_clock_errors(sc) if errors is None else errors
+    ordered = sorted(errors.values())
+    if not ordered:
+        return 0
+    return ordered[min(sc.nodes // 2, len(ordered) - 1)]
 
 
 def _tail_ms(sc: Scenario, job: JobDef) -> int:
@@ -1471,7 +1496,14 @@ def _tail_ms(sc: Scenario, job: JobDef) -> int:
 
 
 def _cut_off(
-    sc: Scenario, facts: _Facts, job: JobDef, fire: int, retrying: bool, recorders: _Health, settle: int
+    sc: Scenario,
+    facts: _Facts,
+    job: JobDef,
+    fire: int,
+    retrying: bool,
+    recorders: _Health,
+    settle: int,
+    late: frozenset[str] = frozenset(),
 ) -> bool:
     """Whether the end of the run came before an unended slot could be recorded: like a slot in
     the tail, not checkable in this run (``CUT_OFF``).
@@ -1485,24 +1517,28 @@ def _cut_off(
     long enough for its turn to come (the store goes round them, one start timeout and a sweep
     gap each), the backoff and the run; and, for the at-least-once run, its executor could not
     have finished it within that run's lease (a killed run it cannot finish).
+
+    ``late``: nodes whose clock may still run behind at the end by more than the slot's slack
+    (:func:`_end_clock_error`): they come to the slot too late to count for any of this.
     """
     key = (job.name, fire)
+    among = frozenset(sc.node_ids) - late if late else None
     end = sc.start_ms + sc.duration_ms
     start = facts.recordable_from(job.name, fire, job.deadline_ms)
     last = facts.last_start(job.name, fire)
     unfinished = last is not None and not facts.finish_landed(last)
     due_retry = retrying and not unfinished
     if not due_retry and not (job.delivery == Delivery.AT_LEAST_ONCE and unfinished):
-        return recorders.longest_healthy(start, end) < settle
+        return recorders.longest_healthy(start, end, among) < settle
     s = sc.settings
-    voters = facts.eligible.get(key, frozenset())
+    voters = facts.eligible.get(key, frozenset()) - late
     turns = len(voters) * (s.start_timeout_ms + max_sweep_gap(s.sweep_ms, s.start_timeout_ms))
     rerun = turns + min(job.run_ms[1], job.timeout_ms) + (job.retry_backoff_ms if due_retry else 0)
     if due_retry or last is None:
         return recorders.longest_healthy(start, end, voters) < settle + rerun
     lease = facts.token_leases.get(last, start)
     ended = facts.ended.get(last)
-    if ended is not None and last not in facts.killed:
+    if ended is not None and last not in facts.killed and last[0] not in late:
         alone = frozenset({last[0]})
         if recorders.longest_healthy(ended[0], min(lease, end), alone) >= settle:
             return False  # its executor could have finished it
@@ -1547,8 +1583,10 @@ def _check_due(
     everyone = frozenset(f"n{i}" for i in range(1, sc.nodes + 1))
     removals = removals or _Removals()
     end = sc.start_ms + sc.duration_ms
-    clock_faults = _clock_faults(sc)
-    end_error = _end_clock_error(sc)
+    ahead_faults = _clock_faults(sc, ahead=True)
+    behind_faults = _clock_faults(sc, ahead=False)
+    end_errors = _end_clock_errors(sc)
+    end_error = _end_clock_error(sc, end_errors)
     early = sc.settings.max_skew_ms + sc.settings.sweep_ms
     base_error = _base_clock_error(sc)
     # Long enough for one node to vote: a call timing out, the retry, and a second call.
@@ -1565,9 +1603,14 @@ def _check_due(
     for job in sc.jobs:
         schedule = make_schedule(job)
         # (A node whose clock still runs behind at the end handles a slot that much later.)
-        last = end - _tail_ms(sc, job) - end_error
+        tail = _tail_ms(sc, job)
+        last = end - tail - end_error
         for fire in schedule.fire_times(sc.start_ms, last):
             key = (job.name, fire)
+            # Nodes whose clock may run behind at the end by more than this slot leaves them:
+            # judged without them (a minority, :func:`_end_clock_error`).
+            slack = end - tail - fire
+            late = frozenset(n for n, e in end_errors.items() if e > slack)
             report.due += 1
             ran = key in runs
             if not ran:
@@ -1578,7 +1621,7 @@ def _check_due(
             final = next((e for e in reversed(entries) if e["state"] != "retrying"), None)
             state = final["state"] if final is not None else None
             lo, hi = (
-                fire - early - _near_clock_error(sc, clock_faults, fire - early, fire + job.deadline_ms),
+                fire - early - _near_clock_error(sc, ahead_faults, fire - early, fire + job.deadline_ms),
                 fire + job.deadline_ms,
             )
             if state is None:
@@ -1588,7 +1631,7 @@ def _check_due(
                 untouched = not (ran or key in facts.local or key in facts.voted or key in facts.writes)
                 # (A node whose clock runs behind comes to the slot that much later: its first
                 # chance to record it is when its clock reads the deadline; explorer seed 71193.)
-                behind = _clock_errors_near(clock_faults, lo, hi) if untouched else {}
+                behind = _clock_errors_near(behind_faults, lo, hi) if untouched else {}
                 unowned = False
                 if removals.nodes_near(job.name, lo, end):
                     # (A node whose first chance came only with a restart whose catch-up starts
@@ -1600,7 +1643,10 @@ def _check_due(
                     holders = facts.voted.get(key, set()) | facts.local.get(key, set())
                     holders |= set(executors.get(key, ()))
                     chances = {
-                        n: recorders.first_ok(n, hi + base_error + behind.get(n, 0), end) for n in everyone
+                        n: end
+                        if n in late
+                        else recorders.first_ok(n, hi + base_error + behind.get(n, 0), end)
+                        for n in everyone
                     }
                     lacking = {
                         n
@@ -1616,7 +1662,7 @@ def _check_due(
                 orphan = not untouched and removals.orphaned(job.name, everyone)
                 local = facts.local.get(key, set())
                 killed = bool(local) and key not in facts.voted and lost_to_restarts(job.name, fire)
-                cut = _cut_off(sc, facts, job, fire, retrying, recorders, settle)
+                cut = _cut_off(sc, facts, job, fire, retrying, recorders, settle, late)
                 _unaccounted(
                     report,
                     facts,
@@ -1635,10 +1681,13 @@ def _check_due(
             # the clock error a healthy node may have): they do not vote.
             at = fire - sc.settings.vote_lead_ms
             gone = removals.nodes_near(job.name, at - sc.settings.max_skew_ms, at + sc.settings.max_skew_ms)
-            healthy, stable = health.stable_healthy(lo, hi)
+            timely = everyone - late
+            healthy, stable = health.stable_healthy(lo, hi, timely if late else None)
             # A slot committed to an unhealthy executor waits for a takeover
             # (start timeout), which the deadline may not leave room for.
-            sound = all(health.healthy_throughout(n, lo, hi) for n in executors.get(key, []))
+            sound = all(
+                n not in late and health.healthy_throughout(n, lo, hi) for n in executors.get(key, [])
+            )
             # Voters with different definitions (a deploy in progress) must not fire.
             if membership is not None and membership.records:
                 # Membership: healthy members of every configuration in force, no change nearby.
@@ -1646,7 +1695,7 @@ def _check_due(
                     report.exempt[MEMBERSHIP_SETTLING] += 1
                     continue
                 enough_members = enough_with_gone = True
-                unaware = membership.unaware(lo, hi)
+                unaware = membership.unaware(lo, hi) | late
                 for config in membership.configs_at(lo):
                     aware = frozenset(config.members) - unaware
                     have, _ = health.stable_healthy(lo, hi, aware - gone)
@@ -1659,7 +1708,7 @@ def _check_due(
                         report.exempt[JOB_REMOVED] += 1  # (a quorum only with the nodes that lacked it)
                     continue
             else:
-                kept_healthy = health.stable_healthy(lo, hi, everyone - gone)[0] if gone else healthy
+                kept_healthy = health.stable_healthy(lo, hi, timely - gone)[0] if gone else healthy
                 if not (stable and sound and key not in split and kept_healthy >= q):
                     if gone and stable and sound and key not in split and healthy >= q:
                         report.exempt[JOB_REMOVED] += 1  # (a quorum only with the nodes that lacked it)

@@ -153,3 +153,15 @@ def test_a_slot_only_a_cut_off_node_could_record_the_others_lacking_its_job_is_e
     records = sim.run(sim.load(path), 0).trace.records
     job0 = [r for r in records if r["ev"] == "ledger" and r["job"] == "job0"]
     assert job0 and all(r["state"] == "missed" for r in job0), job0[:3]  # (before the cut: no quorum)
+
+
+def test_one_node_stepped_back_an_hour_for_good_leaves_the_others_slots_judged() -> None:
+    """A user audit (``checker/one-clock-back-for-good``): of five nodes, n1's clock steps back an
+    hour at 1 min and stays there. The checker shrank the judged range by the largest end-of-run
+    clock error of any node, and the liveness look-back by the size of any step, so it judged no
+    slot (due 0, liveness-checked 0, no warning). The four others decide every slot: the range now
+    shrinks by the quorum-th best node's error, and a step back never stretches the look-back."""
+    path = SCENARIOS / "checker" / "one-clock-back-for-good.toml"
+    report = sim.run(sim.load(path), 1).report
+    assert report.violations == [], report.summary()
+    assert report.due >= 110 and report.liveness_checked >= 100, report.summary()

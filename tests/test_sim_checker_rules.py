@@ -557,6 +557,56 @@ def test_liveness_looks_back_only_over_clock_faults_near_the_slot(at: str, judge
     assert rep.violations == [] and rep.liveness_checked == judged
 
 
+# -- one clock off to the end: the judged range and who counts --------------------------------------
+
+
+def _stepped(by: str, at: str = "30s") -> str:
+    return f'[[faults]]\nkind = "clock_jump"\nat = "{at}"\nby = "{by}"\nnodes = ["n1"]\n'
+
+
+def _decided_by_n2_and_n3() -> list[Rec]:
+    votes = [["n2", "h"], ["n3", "h"]]
+    return [
+        vote("n2", FIRE + 1),
+        vote("n3", FIRE + 2, status="committed"),
+        commit(FIRE + 2, 1, "n2", votes=votes),
+        slot_ev("start", "n2", FIRE + 5, 1, ok=True, why="", st=FIRE + 5, lease=FIRE + 15_005),
+        slot_ev("run", "n2", FIRE + 6, 1),
+        slot_ev("end", "n2", FIRE + 500, 1, ok=True, st=FIRE + 500),
+        slot_ev("finish", "n2", FIRE + 510, 1, ok=True, why=""),
+        ledger("succeeded", "exit 0", "n2", 1, ("n2", "n3")),
+    ]
+
+
+@pytest.mark.parametrize(("by", "liveness"), [("-60s", 1), ("60s", 0)])
+def test_one_node_stepped_off_for_good_leaves_the_slots_the_others_decide_judged(
+    by: str, liveness: int
+) -> None:
+    """n1's clock steps a minute off at 30 s and stays there (a user audit: one node of five
+    stepped back an hour judged no slot at all). The end-of-run tail shrinks by the error of the
+    quorum-th best clock, not the worst, so the slot n2 and n3 decide is judged; n1 is held to
+    nothing for it. Stepped back, n1 never handles it early, so the liveness look-back does not
+    stretch back over its step; stepped ahead, it may have, and the slot is left unjudged."""
+    records = [*health(T0), *health(T0 + 30_000, ok=False, why="clock off by 60000 ms", nodes=("n1",))]
+    rep = check(_trace(*records, *_decided_by_n2_and_n3(), extra=_stepped(by)))
+    assert rep.violations == [] and rep.due == 1 and rep.liveness_checked == liveness
+
+
+def test_a_slot_only_a_node_whose_clock_runs_behind_past_the_end_could_record_is_cut_off() -> None:
+    """n1's clock is a minute behind from 30 s on: it reads the slot's fire time only at the end
+    of the run. n2 and n3 cannot reach the store. Nobody could record the slot in this run: cut
+    off, not "nobody could vote" (n1, reaching the store, counted as one that could record it)."""
+    records = [
+        *health(T0, ok=False, why="partitioned", nodes=("n2", "n3")),
+        *health(T0, nodes=("n1",)),
+        *health(T0 + 30_000, ok=False, why="clock off by 60000 ms", nodes=("n1",)),
+    ]
+    rep = check(_trace(*records, extra=_stepped("-60s")))
+    assert rep.violations == [] and rep.due == 1 and rep.exempt == {checker.CUT_OFF: 1}
+    # (A node on time, reaching the store, must have recorded it.)
+    assert check(_trace(*records)).by_kind() == {checker.UNVOTED: 1}
+
+
 # -- failover exemptions: only slots with writes the failover lost -------------------------------
 
 
