@@ -165,3 +165,15 @@ def test_one_node_stepped_back_an_hour_for_good_leaves_the_others_slots_judged()
     report = sim.run(sim.load(path), 1).report
     assert report.violations == [], report.summary()
     assert report.due >= 110 and report.liveness_checked >= 100, report.summary()
+
+
+def test_slots_only_a_node_behind_past_the_end_reaches_the_store_for_are_cut_off() -> None:
+    """``checker/behind-node-alone-at-the-end-0``: with the judged range now shrunk by the
+    quorum-th best clock's error, the last minutes' slots are judged although n1's clock is 90 s
+    behind; only n1 reaches the store then, and it comes to them after the end. Counting n1 as a
+    node that could record them reported each as "nobody could vote" (90 over 15 seeds of the
+    same story); n1 is judged out of those slots, and they are cut off."""
+    path = SCENARIOS / "checker" / "behind-node-alone-at-the-end-0.toml"
+    report = sim.run(sim.load(path), 0).report
+    assert report.violations == [], report.summary()
+    assert report.cut_off > 0 and report.due >= 110, report.summary()
