@@ -109,6 +109,18 @@ class RetryQueue:
         self._failures[action] = failures + 1
         self.add(mono_ms + (self._retry_ms << min(failures, MAX_RETRY_DOUBLINGS)), action)
 
+    def not_yet(self, action: Retried, mono_ms: int) -> None:
+        """The store answered that ``action`` came too early (a missed record before the slot's
+        deadline by the store's clock): ask again after the same doubling wait as a failure's.
+
+        Why not every ``retry_ms``: a node whose wall clock runs ahead (stepped forward) owes a
+        record for every slot of its lead, and each is too early until the store's clock gets
+        there. Asked every ``retry_ms``, ten minutes ahead with one 10-second job made 120 calls a
+        second (a simulator audit); with 100 such jobs, 100 times that, into the store every node
+        shares. Doubling to 16x ``retry_ms`` lands each record at most that much after its time.
+        """
+        self.failed(action, mono_ms, reachable=True)
+
     def release(self) -> None:
         """The store answers again: every waiting call is due now, in the order they failed."""
         self._heap = sorted((0, seq, a) for _, seq, a in self._heap)

@@ -317,12 +317,12 @@ class VotingSide(CoreState):
 
     def _reply_record_missed(self, action: RecordMissed, reply: object, now: Now) -> list[Action]:
         assert isinstance(reply, SlotView)
-        self._retries.answered(action)
         if reply.state in (SlotState.ABSENT, SlotState.PROPOSED):
-            # Store time has not passed the deadline yet: ask again.
-            self._retries.add(now.mono_ms + self.settings.retry_ms, action)
+            # Store time has not passed the deadline yet: ask again, later each time.
+            self._retries.not_yet(action, now.mono_ms)
             self._missed_waits(action, 1)
             return []
+        self._retries.answered(action)
         owed = self._owed_local.get(action.job)
         if owed is not None:
             owed.discard(action.fire_ms)  # (decided: the records it held back may go)
