@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import sys
+import threading
 import time
-from collections.abc import Awaitable, Callable
+import warnings
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,8 +19,10 @@ from quorum_cron.agent.jobprocess import (
     CommandTarget,
     JobContext,
     JobRun,
+    RunOutcome,
     Tail,
     iso_utc,
+    runs_on_loop,
 )
 from quorum_cron.agent.spec import AgentSettings
 from quorum_cron.core.node import NodeSettings
@@ -201,6 +206,110 @@ def test_a_stopped_callable_ends_at_once_even_if_it_ignores_its_cancellation() -
     assert sorted(ends) == ["stopped by the agent (before it began)", "stopped by the agent (taken away)"]
     assert reasons == ["before it began", "taken away"]
     assert swallowed == [True, True]
+
+
+async def _ends(*runs: JobRun) -> list[str]:
+    """Start ``runs`` together; their outcomes' details, in order, once all ended."""
+    ends: dict[int, str] = {}
+    all_ended = asyncio.Event()
+    for i, r in enumerate(runs):
+
+        def on_end(out: RunOutcome, i: int = i) -> None:
+            ends[i] = ("ok: " if out.succeeded else "failed: ") + out.detail
+            if len(ends) == len(runs):
+                all_ended.set()
+
+        r.start(on_end)
+    await asyncio.wait_for(all_ended.wait(), 10)
+    return [ends[i] for i in range(len(runs))]
+
+
+def test_a_job_that_exits_or_is_interrupted_fails_its_run_only() -> None:
+    """``sys.exit()`` or ``KeyboardInterrupt`` in a job (a thread's or a coroutine's) once escaped
+    the event loop: the run was recorded failed, then the host program died without leaving the
+    membership. Now the run fails with what it raised, and the loop goes on."""
+
+    def sync_exit(ctx: JobContext) -> None:
+        sys.exit(3)
+
+    async def async_exit(ctx: JobContext) -> None:
+        sys.exit(3)
+
+    def sync_interrupt(ctx: JobContext) -> None:
+        raise KeyboardInterrupt
+
+    async def async_interrupt(ctx: JobContext) -> None:
+        await asyncio.sleep(0)
+        raise KeyboardInterrupt
+
+    jobs = (sync_exit, async_exit, sync_interrupt, async_interrupt)
+
+    async def go() -> tuple[list[str], str]:
+        ends = await _ends(*(run(CallableTarget(job)) for job in jobs))
+        await asyncio.sleep(0.05)  # a re-raise would come out of the loop here
+        return ends, "the loop ran on"
+
+    ends, after = asyncio.run(go())
+    heads = [e.splitlines()[0] for e in ends]
+    assert heads == [
+        "failed: raised SystemExit(3)",
+        "failed: raised SystemExit(3)",
+        "failed: raised KeyboardInterrupt()",
+        "failed: raised KeyboardInterrupt()",
+    ]
+    assert all("Traceback" in e for e in ends)
+    assert after == "the loop ran on"
+
+
+def test_an_async_job_a_plain_decorator_hides_is_awaited_not_reported_succeeded() -> None:
+    """An ``async def`` under a sync ``functools.wraps`` decorator, or an object with an
+    ``async def __call__``, once never ran while the ledger said it succeeded (Python warned
+    "coroutine ... was never awaited"). The returned coroutine is now awaited on the loop, under
+    the run's timeout; a function returning a generator fails (its body would never run)."""
+    ran: list[str] = []
+
+    def traced(f: Callable[[JobContext], Awaitable[None]]) -> Callable[[JobContext], Awaitable[None]]:
+        @functools.wraps(f)
+        def wrapper(ctx: JobContext) -> Awaitable[None]:
+            return f(ctx)
+
+        return wrapper
+
+    @traced
+    async def wrapped(ctx: JobContext) -> None:
+        await asyncio.sleep(0)
+        ran.append(f"wrapped on the loop: {threading.current_thread() is threading.main_thread()}")
+
+    class Job:
+        async def __call__(self, ctx: JobContext) -> None:
+            ran.append(f"object on the loop: {threading.current_thread() is threading.main_thread()}")
+
+    cancelled: list[bool] = []
+    slow = traced(_sleeps_until_cancelled(cancelled))
+
+    def gen(ctx: JobContext) -> Iterator[int]:
+        ran.append("generator body")
+        yield 1
+
+    async def go() -> list[str]:
+        return await _ends(
+            run(CallableTarget(wrapped)),
+            run(CallableTarget(Job())),
+            run(CallableTarget(slow), timeout_ms=200),
+            run(CallableTarget(gen)),
+        )
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "coroutine ... was never awaited" would fail the test
+        ends = asyncio.run(go())
+    assert ends[:2] == ["ok: returned", "ok: returned"]
+    assert ends[2] == "failed: timed out after 200 ms"  # on the loop: cancelled, no thread note
+    assert cancelled == [True]
+    assert ends[3].startswith(
+        "failed: raised TypeError: the job returned a generator (its body never ran)"
+    ), ends[3]
+    assert sorted(ran) == ["object on the loop: True", "wrapped on the loop: True"]
+    assert runs_on_loop(Job()) and not runs_on_loop(wrapped) and not runs_on_loop(Job)
 
 
 def test_start_refuses_a_command_target() -> None:

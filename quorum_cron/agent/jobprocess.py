@@ -9,22 +9,28 @@ environment variables (:data:`ENV_JOB` ... :data:`ENV_NODE`), the fencing
 token included, so downstream systems can reject a stale writer.
 
 A Python callable (the :mod:`quorum_cron.app` API) gets a :class:`JobContext`
-with the same facts. A coroutine function runs on the agent's loop and is
-cancelled on timeout; a plain function runs in a worker thread, which Python
-cannot kill: on timeout the slot is reported failed and the thread is left
-to finish on its own (said so in the ledger detail).
+with the same facts. A coroutine function (or an object with an ``async def
+__call__``) runs on the agent's loop and is cancelled on timeout; a plain
+function runs in a worker thread, which Python cannot kill: on timeout the
+slot is reported failed and the thread is left to finish on its own (said so
+in the ledger detail). A plain function that returns an awaitable (an ``async
+def`` under a plain decorator) has it awaited on the loop, under the same
+timeout. A job that raises ``SystemExit`` or ``KeyboardInterrupt`` fails its
+run only: neither escapes the event loop (a task would re-raise both).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import datetime as dt
+import functools
 import inspect
 import os
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -54,6 +60,7 @@ __all__ = [
     "Tail",
     "Target",
     "iso_utc",
+    "runs_on_loop",
 ]
 
 ENV_JOB: Final = "QUORUM_CRON_JOB"
@@ -367,20 +374,35 @@ class JobRun:
         if self._on_started is not None:
             self._on_started(self._started[0])
         func = self.target.func
-        if inspect.iscoroutinefunction(func):
-            self._work = asyncio.ensure_future(func(ctx))
-        else:
-            self._work = asyncio.ensure_future(asyncio.to_thread(func, ctx))
+        loop = asyncio.get_running_loop()
+        if runs_on_loop(func):
+            self._work = loop.create_task(_on_loop(func, ctx))
+        else:  # the executor's future itself: no task, no coroutine frame (to_thread's, minus both)
+            call = functools.partial(contextvars.copy_context().run, _in_thread, func, ctx)
+            self._work = loop.run_in_executor(None, call)
         self._on_end = on_end
         self._work.add_done_callback(self._end)
-        self._timer = asyncio.get_running_loop().call_later(self.timeout_ms / 1000, self._end)
+        self._timer = loop.call_later(self.timeout_ms / 1000, self._timed_out)
         if self._stop_reason:
             asyncio.get_running_loop().call_soon(self._end)
+
+    def _timed_out(self) -> None:
+        self._timer = None  # (fired: a returned awaitable is not started after it)
+        self._end()
 
     def _end(self, _: object = None) -> None:
         """The work finished, the timeout passed or a stop came: say the outcome, once."""
         on_end, work = self._on_end, self._work
         if on_end is None or work is None:
+            return
+        if _returned_awaitable(work) and not self._stop_reason and self._timer is not None:
+            # A plain function returned a coroutine (an ``async def`` under a sync decorator):
+            # awaited on the loop, under the same timeout and stop, as a coroutine job is.
+            work.remove_done_callback(self._end)
+            returned = work.result()
+            assert inspect.isawaitable(returned)
+            self._work = asyncio.get_running_loop().create_task(_awaited(returned))
+            self._work.add_done_callback(self._end)
             return
         self._on_end = None
         if self._timer is not None:
@@ -392,8 +414,7 @@ class JobRun:
     def _outcome(self, work: asyncio.Future[object]) -> RunOutcome:
         started_wall, t0 = self._started
         duration = int((time.monotonic() - t0) * 1000)
-        target = self.target
-        in_thread = isinstance(target, CallableTarget) and not inspect.iscoroutinefunction(target.func)
+        in_thread = not isinstance(work, asyncio.Task)  # an executor's future: a worker thread
         thread_note = " (a thread cannot be killed: it runs on)" if in_thread else ""
         if not work.done():
             work.cancel()
@@ -412,14 +433,99 @@ class JobRun:
         if work.cancelled():  # the job cancelled itself (raised CancelledError)
             return RunOutcome(False, "cancelled", started_wall_ms=started_wall, duration_ms=duration)
         exc = work.exception()
+        if exc is None and _returned_awaitable(work):  # stopped or timed out as the thread returned
+            _close(work.result())
+            exc = TypeError("a stop or the timeout came before its returned awaitable could run")
+        if isinstance(exc, _Escaped):  # SystemExit, KeyboardInterrupt: this run's failure only
+            exc = exc.raised
+            head = f"raised {exc!r}"
+        elif exc is not None:
+            head = f"raised {type(exc).__name__}: {exc}"
         if exc is not None:
             text = "".join(traceback.format_exception(exc))
             tail = Tail(self.tail_bytes)
             tail.write(text.encode())
             return RunOutcome(
                 False,
-                f"raised {type(exc).__name__}: {exc}\n{tail.text()}",
+                f"{head}\n{tail.text()}",
                 started_wall_ms=started_wall,
                 duration_ms=duration,
             )
         return RunOutcome(True, "returned", started_wall_ms=started_wall, duration_ms=duration)
+
+
+def runs_on_loop(func: Callable[..., object]) -> bool:
+    """Whether a job is a coroutine function (run on the loop) rather than a plain one (a thread).
+
+    An object whose ``__call__`` is ``async def`` is one. An ``async def`` under a plain
+    decorator is not taken for one here (the decorator may block, or run it with ``asyncio.run``):
+    it runs in a thread, and the coroutine it returns is then awaited on the loop.
+    """
+    if inspect.iscoroutinefunction(func):
+        return True
+    call = getattr(type(func), "__call__", None)  # noqa: B004 (the type's: the one Python calls)
+    return not inspect.isroutine(func) and inspect.iscoroutinefunction(call)
+
+
+class _Escaped(Exception):
+    """A job raised SystemExit or KeyboardInterrupt: carried as an ordinary exception, so that it
+    fails this run only (a task re-raises those two out of the event loop, ending the program)."""
+
+    def __init__(self, raised: BaseException) -> None:
+        super().__init__(repr(raised))
+        self.raised = raised
+
+
+def _in_thread(func: Callable[[JobContext], object], ctx: JobContext) -> object:
+    try:
+        result = func(ctx)
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise _Escaped(exc) from None
+    _refuse_generator(result)
+    return result
+
+
+async def _on_loop(func: Callable[[JobContext], object], ctx: JobContext) -> object:
+    try:
+        result = func(ctx)
+        _refuse_generator(result)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+    except (SystemExit, KeyboardInterrupt) as exc:  # (not CancelledError: a stop's cancellation)
+        raise _Escaped(exc) from None
+
+
+async def _awaited(awaitable: Awaitable[object]) -> object:
+    try:
+        return await awaitable
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise _Escaped(exc) from None
+
+
+def _refuse_generator(result: object) -> None:
+    if inspect.isgenerator(result) or inspect.isasyncgen(result):
+        kind = type(result).__name__
+        _close(result)
+        raise TypeError(
+            f"the job returned a {kind} (its body never ran): expected a function, not a generator"
+        )
+
+
+def _returned_awaitable(work: asyncio.Future[object]) -> bool:
+    """A thread's job ended by returning an awaitable (still to be awaited on the loop)."""
+    return (
+        not isinstance(work, asyncio.Task)
+        and work.done()
+        and not work.cancelled()
+        and work.exception() is None
+        and inspect.isawaitable(work.result())
+    )
+
+
+def _close(result: object) -> None:
+    """Close a coroutine or generator that will never run (no "never awaited" warning)."""
+    close = getattr(result, "close", None)
+    if inspect.iscoroutine(result) or inspect.isgenerator(result):
+        assert close is not None
+        close()
