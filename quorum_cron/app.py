@@ -27,12 +27,14 @@ to whatever the job writes to, so a stale run can be refused) and the node.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from quorum_cron.agent.build import agent_job
 from quorum_cron.agent.jobprocess import CallableTarget, JobContext
 from quorum_cron.agent.logs import configure_logging
+from quorum_cron.agent.membership import node_id_problem
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.redisclient import default_node_id
 from quorum_cron.agent.runtime import Agent
@@ -55,11 +57,11 @@ from quorum_cron.config.settings import (
     NtpUnreachable,
     _deadline_vs_skew,
 )
-from quorum_cron.errors import ConfigError
+from quorum_cron.errors import ConfigError, QuorumCronError
 from quorum_cron.store.base import Store
 from quorum_cron.store.redis import RedisStore
 
-__all__ = ["App", "JobContext"]
+__all__ = ["App", "AppStateError", "JobContext"]
 
 F = TypeVar("F", bound=Callable[..., object])
 _SOURCE = "App"  # where a declaration's refusal says it came from, as Config(source=...) does
@@ -73,6 +75,41 @@ _DURATIONS = (
     "clock_check_interval",
     "wait_timeout",
 )
+
+
+_Phase = Literal["idle", "starting", "running", "ended"]
+
+
+class AppStateError(QuorumCronError, RuntimeError):
+    """An :class:`App` was used out of order (a second ``serve()``, a job declared after it)."""
+
+
+def _shown(value: object) -> str:
+    shown = repr(value)
+    return f"{type(value).__name__} {shown[:60]}" + ("..." if len(shown) > 60 else "")
+
+
+def _check_job_function(job: str, func: object) -> None:
+    """Refuse what cannot be a job: not callable, a generator function, or not callable with
+    the one :class:`JobContext` argument."""
+    if not callable(func):
+        raise ConfigError(f"job {job!r}: {_shown(func)} is not callable: expected a function taking ctx")
+    if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+        raise ConfigError(
+            f"job {job!r}: {getattr(func, '__name__', '')}() is a generator function "
+            "(its body would never run): expected a plain or async def"
+        )
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # a builtin without a signature: found out when it runs
+        return
+    try:
+        signature.bind(None)
+    except TypeError:
+        shown = f"{getattr(func, '__name__', type(func).__name__)}({', '.join(signature.parameters)})"
+        raise ConfigError(
+            f"job {job!r}: {shown} cannot take the one argument a job gets: expected e.g. def job(ctx)"
+        ) from None
 
 
 class App:
@@ -122,7 +159,29 @@ class App:
         ``members``: the node ids of the cluster (``size`` is then their number); without it,
         ``size`` ids fill the seats as they register (docs/operations.md, "Membership").
         """
+        if isinstance(members, str) or isinstance(ntp_servers, str):
+            key, value = ("members", members) if isinstance(members, str) else ("ntp_servers", ntp_servers)
+            raise ConfigError(f"App {key}={value!r} is a string: expected a list of them, e.g. [{value!r}]")
+        for key, number in (("size", size), ("quorum", quorum)):
+            if isinstance(number, int) and not isinstance(number, bool) and number < 1:
+                raise ConfigError(f"App {key}={number!r} is out of range: expected a positive integer")
         if config is not None:
+            given = {
+                "namespace": namespace is not None,
+                "size": size is not None,
+                "members": bool(members),
+                "quorum": quorum is not None,
+                "ntp_servers": bool(ntp_servers),
+                "ntp_unreachable": ntp_unreachable is not None,
+                "wait_replicas": wait_replicas != 0,
+                **dict.fromkeys(durations, True),
+            }
+            clash = [k for k, v in given.items() if v]
+            if clash:
+                raise ConfigError(
+                    f"App got config=... and cluster settings {clash}: expected one or the other "
+                    "(set them in the config's [cluster] table)"
+                )
             self.cluster = config.cluster
         else:
             if namespace is None or (size is None and not members):
@@ -154,7 +213,14 @@ class App:
         if store is None and not self.redis_url:
             raise ConfigError("App needs redis_url=... (or config=... with cluster.redis_url, or store=...)")
         self.namespace = self.cluster.namespace
-        self.node_id = node_id or default_node_id()
+        self.node_id = node_id if node_id is not None else default_node_id()
+        problem = node_id_problem(self.node_id) if isinstance(self.node_id, str) else None
+        if not isinstance(self.node_id, str):
+            problem = f"node id {self.node_id!r} is not a string: expected e.g. 'web-1'"
+        if problem is not None:
+            raise ConfigError(
+                f"App {problem}" + ("" if node_id is not None else " (the host name; pass node_id=...)")
+            )
         self._grace_ms = parse_duration(grace, what="App grace")
         self._store = store
         self._allow_evicting_redis = allow_evicting_redis
@@ -162,8 +228,14 @@ class App:
         self._specs: dict[str, JobSpec] = {}
         self._funcs: dict[str, Callable[[JobContext], object]] = {}
         self._agent: Agent | None = None
-        self._started = asyncio.Event()
-        self._start_error: BaseException | None = None
+        self._phase: _Phase = "idle"
+        self._stop_asked = ""
+        """Why :meth:`stop` was called before the node started (the next start returns at once)."""
+        self._end_error: BaseException | None = None
+        """What the last :meth:`serve` raised (for :meth:`ready`)."""
+        self._changed: asyncio.Event | None = None
+        """Set (and dropped) when the phase changes: made on the loop that waits (one per serve)."""
+        self._changed_loop: asyncio.AbstractEventLoop | None = None
         self.metrics = Metrics()
 
     def __repr__(self) -> str:
@@ -207,6 +279,12 @@ class App:
         :class:`~quorum_cron.errors.ConfigError` (a bad schedule or zone, a
         :class:`~quorum_cron.errors.ScheduleError`): one line naming it.
         """
+        if not isinstance(schedule, str):
+            raise ConfigError(
+                f"App.cron() got {_shown(schedule)} for the schedule: expected a cron expression string, "
+                "as in @app.cron('*/5 * * * *') (the decorator needs its parentheses)"
+            )
+        self._refuse_late("cron")
         given = {
             "schedule": schedule,
             "timezone": timezone,
@@ -226,7 +304,9 @@ class App:
         }
 
         def register(func: F) -> F:
-            job: str = name or str(getattr(func, "__name__", ""))
+            job: str = name if name is not None else str(getattr(func, "__name__", ""))
+            self._refuse_late("cron")
+            _check_job_function(job, func)
             if job in self._specs:
                 raise ConfigError(f"job {job!r} is declared twice: expected unique job names")
             spec = in_process_job(job, {k: v for k, v in given.items() if v is not None})
@@ -251,6 +331,7 @@ class App:
         """Run this node until :meth:`stop` (or cancellation); returns after a graceful stop.
 
         Installs no signal handlers: the program around it owns them (:meth:`run` installs them).
+        One at a time: a second ``serve()`` while one runs raises :class:`AppStateError`.
         """
         await self._serve(signals=False)
 
@@ -262,23 +343,40 @@ class App:
         with the agent's one line (an evicting server is refused unless
         ``allow_evicting_redis=True``). An injected store has no server to check.
         """
-        self._start_error = None
-        self._started.clear()
+        if self._phase != "idle" and self._phase != "ended":
+            raise AppStateError(f"App {self.node_id!r} is already serving: expected one serve() at a time")
+        self._set_phase("starting")
+        self._end_error = None
+        owned: RedisStore | None = None
         try:
             agent, owned = await self._start()
-        except BaseException as exc:
-            self._start_error = exc  # for ready(): a refused start must not leave it waiting
-            self._started.set()
-            raise
-        self._agent = agent
-        self._started.set()
-        try:
+            if self._stop_asked:  # stop() came while it started: no vote, no run
+                return
+            self._agent = agent
+            self._set_phase("running")
             await run_node(agent, signals=signals)
+        except BaseException as exc:
+            self._end_error = exc  # for ready(): a failed serve must not leave it waiting
+            raise
         finally:
             self._agent = None
-            self._started.clear()
+            self._stop_asked = ""
+            self._set_phase("ended")
             if owned is not None:
                 owned.close()
+
+    def _set_phase(self, phase: _Phase) -> None:
+        self._phase = phase
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    def _refuse_late(self, what: str) -> None:
+        if self._phase != "idle" and self._phase != "ended":
+            raise AppStateError(
+                f"App.{what}() after serve() started: the node runs the jobs declared before it "
+                "(declare every job before serve()/run())"
+            )
 
     async def _start(self) -> tuple[Agent, RedisStore | None]:
         """The checked store (owned when opened here) and the node's agent on it."""
@@ -314,21 +412,59 @@ class App:
         return agent, owned
 
     def stop(self) -> None:
-        """Ask a serving node to stop gracefully (safe from the loop thread)."""
+        """Ask a serving node to stop gracefully (call it from the loop's thread).
+
+        Before the node has started (a ``serve()`` still starting, or about to be called), the
+        start is called off: that ``serve()`` returns without joining or running any job.
+        """
         if self._agent is not None:
             self._agent.request_stop("App.stop()")
+        else:
+            self._stop_asked = "App.stop()"
 
     async def ready(self) -> None:
         """Wait until the node has joined the cluster (for tests and start-up ordering).
 
-        Raises what :meth:`serve` raised when the start was refused (e.g. a
-        :class:`~quorum_cron.agent.preflight.PreflightError`) instead of waiting forever.
+        Raises what :meth:`serve` raised when it failed (e.g. a
+        :class:`~quorum_cron.agent.preflight.PreflightError`, a
+        :class:`~quorum_cron.agent.membership.NodeIdTaken`) instead of waiting for ever, and
+        :class:`AppStateError` when the node stopped (:meth:`stop`) without being ready.
+        Called before :meth:`serve`, it waits for the serve to come.
         """
-        await self._started.wait()
-        if self._start_error is not None:
-            raise self._start_error
-        assert self._agent is not None
-        await self._agent.ready.wait()
+        looked_again = False
+        while True:
+            agent = self._agent
+            if agent is not None and agent.ready.is_set():
+                return
+            if self._phase == "ended":
+                if not looked_again:  # a serve() task created just before this call starts first
+                    looked_again = True
+                    await asyncio.sleep(0)
+                    continue
+                if isinstance(self._end_error, asyncio.CancelledError):
+                    raise AppStateError(f"App {self.node_id!r} is not serving: its serve() was cancelled")
+                if self._end_error is not None:
+                    raise self._end_error
+                raise AppStateError(f"App {self.node_id!r} is not serving: it stopped (App.stop())")
+            looked_again = True
+            changed = self._changed_event()
+            if agent is None:
+                await changed.wait()
+                continue
+            waits = [asyncio.ensure_future(changed.wait()), asyncio.ensure_future(agent.ready.wait())]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+
+    def _changed_event(self) -> asyncio.Event:
+        """The event the next phase change sets, on the running loop (a new one for a new loop)."""
+        loop = asyncio.get_running_loop()
+        if self._changed is None or self._changed_loop is not loop:
+            self._changed = asyncio.Event()
+            self._changed_loop = loop
+        return self._changed
 
     def run(self, *, log_json: bool = False, log_level: str = "INFO") -> None:
         """Run this node until a stop signal (blocking); configures logging to stderr.
@@ -338,5 +474,13 @@ class App:
         gracefully too (there is no file to reload: jobs come from code, and a
         restart applies a change).
         """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise AppStateError(
+                "App.run() was called inside a running event loop: use await app.serve() there"
+            )
         configure_logging(self.node_id, json_lines=log_json, level=log_level)
         asyncio.run(self._serve(signals=True))

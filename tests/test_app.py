@@ -6,10 +6,13 @@ import asyncio
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from quorum_cron.app import App, JobContext
+from quorum_cron.config.settings import Config
 from quorum_cron.errors import ConfigError, ScheduleError
 from quorum_cron.store.base import SlotState
 from quorum_cron.store.embedded.single import EmbeddedRedis
@@ -126,3 +129,59 @@ def test_ntp_unreachable_defaults_as_in_the_config_file() -> None:
         ntp_unreachable="store-time",
     )
     assert chosen.cluster.ntp_unreachable == "store-time"
+
+
+def test_bad_app_settings_are_refused_with_one_line_naming_them() -> None:
+    """node_id="web 1" once wrote a corrupt membership record that made every correct node fail;
+    members="web-1" became five one-letter members; size=-1 said "field 'size': missing" (the
+    unset sentinel); with config=..., every other cluster keyword was silently ignored."""
+    url = "redis://localhost:1/0"
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"node_id": "web 1"}, "App node id 'web 1' is not valid: expected 1-100 characters"),
+        ({"node_id": ""}, "App node id '' is not valid"),
+        ({"node_id": "a:b"}, "App node id 'a:b' is not valid"),
+        ({"members": "web-1", "size": None}, "App members='web-1' is a string: expected a list"),
+        ({"ntp_servers": "pool.ntp.org"}, "App ntp_servers='pool.ntp.org' is a string"),
+        ({"size": -1}, "App size=-1 is out of range: expected a positive integer"),
+        ({"quorum": -1}, "App quorum=-1 is out of range"),
+        ({"namespace": "a b"}, "cluster: field 'namespace': 'a b' is not a valid namespace"),
+    ]
+    for given, message in cases:
+        kw: dict[str, Any] = {"namespace": "x", "size": 1, "redis_url": url, "node_id": "n", **given}
+        with pytest.raises(ConfigError) as info:
+            App(**kw)
+        assert str(info.value).startswith(message), (given, str(info.value))
+        assert "\n" not in str(info.value)
+    config = Config(App(namespace="x", size=1, redis_url=url, node_id="n").cluster, ())
+    with pytest.raises(ConfigError, match=r"config=\.\.\. and cluster settings \['namespace', 'lease'\]"):
+        App(config=config, namespace="other", lease="bogus", node_id="n")
+    assert App(config=config, node_id="n", redis_url=url, grace="5s").namespace == "x"
+
+
+def test_a_host_name_that_is_no_node_id_is_refused_with_the_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("quorum_cron.app.default_node_id", lambda: "my host")
+    with pytest.raises(ConfigError, match=r"node id 'my host' is not valid.*\(the host name; pass node_id"):
+        App(namespace="x", size=1, redis_url="redis://localhost:1/0")
+
+
+def test_what_cannot_be_a_job_is_refused_where_it_is_declared() -> None:
+    """``@app.cron`` without parentheses, a non-callable, a generator function or a function that
+    cannot take ``ctx`` once registered nothing, or a job that never ran its body."""
+    app = App(namespace="x", size=1, redis_url="redis://localhost:1/0", node_id="n")
+
+    def job(ctx: JobContext) -> None: ...
+
+    def gen(ctx: JobContext) -> Iterator[int]:
+        yield 1
+
+    def no_ctx() -> None: ...
+
+    with pytest.raises(ConfigError, match="for the schedule: expected a cron expression string"):
+        app.cron(job)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="job 'x': int 42 is not callable"):
+        app.cron("* * * * *", name="x")(42)  # type: ignore[type-var]
+    with pytest.raises(ConfigError, match=r"job 'gen': gen\(\) is a generator function"):
+        app.cron("* * * * *")(gen)
+    with pytest.raises(ConfigError, match=r"job 'no_ctx': no_ctx\(\) cannot take the one argument"):
+        app.cron("* * * * *")(no_ctx)
+    assert app.jobs == {}
