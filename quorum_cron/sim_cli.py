@@ -83,7 +83,7 @@ def _print_report(
 
     assert isinstance(report, Report)
     if mutant:
-        from sim.mutants import MUTANTS
+        from sim.mutant_names import MUTANTS
 
         title = f"{report.scenario} · seed {report.seed} · MUTANT {mutant} (a broken {report.strategy})"
         console.print(

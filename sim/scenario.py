@@ -35,16 +35,15 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from quorum_cron.config.bounds import CLUSTER_DURATION_BOUNDS as _CLUSTER_DURATION_BOUNDS
+from quorum_cron.config.bounds import JOB_DURATION_BOUNDS as _JOB_DURATION_BOUNDS
+from quorum_cron.config.bounds import MAX_RETRIES as _MAX_RETRIES
+from quorum_cron.config.bounds import MAX_WAIT_REPLICAS as _MAX_WAIT_REPLICAS
 from quorum_cron.config.durations import format_duration, parse_duration
 from quorum_cron.config.schedule import Schedule
-from quorum_cron.config.settings import (
-    _CLUSTER_DURATION_BOUNDS,
-    _JOB_DURATION_BOUNDS,
-    _MAX_RETRIES,
-    _MAX_WAIT_REPLICAS,
-)
 from quorum_cron.core.model import Delivery, Overlap
 from quorum_cron.errors import ConfigError, ScheduleError
+from sim.mutant_names import MUTANTS
 
 __all__ = [
     "DEFAULT_START_MS",
@@ -696,8 +695,6 @@ def loads(text: str, source: str = "<scenario>") -> Scenario:
         twice = next(n for n in members if members.count(n) > 1)
         raise ConfigError(f"{source}: members lists {twice!r} twice (expected distinct node ids)")
     if mutant:
-        from sim.mutants import MUTANTS  # (here: the mutants import the strategies, which import this)
-
         if mutant not in MUTANTS:
             raise ConfigError(
                 f"{source}: field 'mutant' is {mutant!r} (expected one of {', '.join(MUTANTS)})"

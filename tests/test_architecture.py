@@ -57,7 +57,7 @@ PARTS: dict[str, tuple[str, ...]] = {
 }
 """Part -> its folders and files (under ``quorum_cron/`` unless they start with ``sim/`` or ``chaos/``)."""
 
-PURE_CONFIG = ("config/schedule.py", "config/cron.py", "config/durations.py")
+PURE_CONFIG = ("config/schedule.py", "config/cron.py", "config/durations.py", "config/bounds.py")
 STORE_CONTRACT = ("store/base.py", "store/ports.py")
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "shared": (),

@@ -30,10 +30,19 @@ import inspect
 import os
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from quorum_cron.agent.jobcallable import (
+    Escaped,
+    awaited,
+    close,
+    in_thread,
+    on_loop,
+    returned_awaitable,
+    runs_on_loop,
+)
 from quorum_cron.agent.jobenv import base_environment, passthrough
 from quorum_cron.agent.jobgroup import (
     DEFAULT_TAIL_BYTES,
@@ -376,9 +385,9 @@ class JobRun:
         func = self.target.func
         loop = asyncio.get_running_loop()
         if runs_on_loop(func):
-            self._work = loop.create_task(_on_loop(func, ctx))
+            self._work = loop.create_task(on_loop(func, ctx))
         else:  # the executor's future itself: no task, no coroutine frame (to_thread's, minus both)
-            call = functools.partial(contextvars.copy_context().run, _in_thread, func, ctx)
+            call = functools.partial(contextvars.copy_context().run, in_thread, func, ctx)
             self._work = loop.run_in_executor(None, call)
         self._on_end = on_end
         self._work.add_done_callback(self._end)
@@ -395,13 +404,13 @@ class JobRun:
         on_end, work = self._on_end, self._work
         if on_end is None or work is None:
             return
-        if _returned_awaitable(work) and not self._stop_reason and self._timer is not None:
+        if returned_awaitable(work) and not self._stop_reason and self._timer is not None:
             # A plain function returned a coroutine (an ``async def`` under a sync decorator):
             # awaited on the loop, under the same timeout and stop, as a coroutine job is.
             work.remove_done_callback(self._end)
             returned = work.result()
             assert inspect.isawaitable(returned)
-            self._work = asyncio.get_running_loop().create_task(_awaited(returned))
+            self._work = asyncio.get_running_loop().create_task(awaited(returned))
             self._work.add_done_callback(self._end)
             return
         self._on_end = None
@@ -433,10 +442,10 @@ class JobRun:
         if work.cancelled():  # the job cancelled itself (raised CancelledError)
             return RunOutcome(False, "cancelled", started_wall_ms=started_wall, duration_ms=duration)
         exc = work.exception()
-        if exc is None and _returned_awaitable(work):  # stopped or timed out as the thread returned
-            _close(work.result())
+        if exc is None and returned_awaitable(work):  # stopped or timed out as the thread returned
+            close(work.result())
             exc = TypeError("a stop or the timeout came before its returned awaitable could run")
-        if isinstance(exc, _Escaped):  # SystemExit, KeyboardInterrupt: this run's failure only
+        if isinstance(exc, Escaped):  # SystemExit, KeyboardInterrupt: this run's failure only
             exc = exc.raised
             head = f"raised {exc!r}"
         elif exc is not None:
@@ -452,80 +461,3 @@ class JobRun:
                 duration_ms=duration,
             )
         return RunOutcome(True, "returned", started_wall_ms=started_wall, duration_ms=duration)
-
-
-def runs_on_loop(func: Callable[..., object]) -> bool:
-    """Whether a job is a coroutine function (run on the loop) rather than a plain one (a thread).
-
-    An object whose ``__call__`` is ``async def`` is one. An ``async def`` under a plain
-    decorator is not taken for one here (the decorator may block, or run it with ``asyncio.run``):
-    it runs in a thread, and the coroutine it returns is then awaited on the loop.
-    """
-    if inspect.iscoroutinefunction(func):
-        return True
-    call = getattr(type(func), "__call__", None)  # noqa: B004 (the type's: the one Python calls)
-    return not inspect.isroutine(func) and inspect.iscoroutinefunction(call)
-
-
-class _Escaped(Exception):
-    """A job raised SystemExit or KeyboardInterrupt: carried as an ordinary exception, so that it
-    fails this run only (a task re-raises those two out of the event loop, ending the program)."""
-
-    def __init__(self, raised: BaseException) -> None:
-        super().__init__(repr(raised))
-        self.raised = raised
-
-
-def _in_thread(func: Callable[[JobContext], object], ctx: JobContext) -> object:
-    try:
-        result = func(ctx)
-    except (SystemExit, KeyboardInterrupt) as exc:
-        raise _Escaped(exc) from None
-    _refuse_generator(result)
-    return result
-
-
-async def _on_loop(func: Callable[[JobContext], object], ctx: JobContext) -> object:
-    try:
-        result = func(ctx)
-        _refuse_generator(result)
-        if inspect.isawaitable(result):
-            return await result
-        return result
-    except (SystemExit, KeyboardInterrupt) as exc:  # (not CancelledError: a stop's cancellation)
-        raise _Escaped(exc) from None
-
-
-async def _awaited(awaitable: Awaitable[object]) -> object:
-    try:
-        return await awaitable
-    except (SystemExit, KeyboardInterrupt) as exc:
-        raise _Escaped(exc) from None
-
-
-def _refuse_generator(result: object) -> None:
-    if inspect.isgenerator(result) or inspect.isasyncgen(result):
-        kind = type(result).__name__
-        _close(result)
-        raise TypeError(
-            f"the job returned a {kind} (its body never ran): expected a function, not a generator"
-        )
-
-
-def _returned_awaitable(work: asyncio.Future[object]) -> bool:
-    """A thread's job ended by returning an awaitable (still to be awaited on the loop)."""
-    return (
-        not isinstance(work, asyncio.Task)
-        and work.done()
-        and not work.cancelled()
-        and work.exception() is None
-        and inspect.isawaitable(work.result())
-    )
-
-
-def _close(result: object) -> None:
-    """Close a coroutine or generator that will never run (no "never awaited" warning)."""
-    close = getattr(result, "close", None)
-    if inspect.iscoroutine(result) or inspect.isgenerator(result):
-        assert close is not None
-        close()

@@ -19,13 +19,13 @@ from collections.abc import Mapping
 from typing import cast, get_args
 
 from quorum_cron.clock.policy import default_unreachable_policy
+from quorum_cron.config.bounds import CLUSTER_DURATION_BOUNDS as _CLUSTER_DURATION_BOUNDS
+from quorum_cron.config.bounds import MAX_WAIT_REPLICAS as _MAX_WAIT_REPLICAS
 from quorum_cron.config.durations import format_duration
 from quorum_cron.config.job_options import JOB_OPTIONS, read_job
 from quorum_cron.config.members import members_problem, size_vs_members
 from quorum_cron.config.settings import (
-    _CLUSTER_DURATION_BOUNDS,
     _MAX_ARGV,
-    _MAX_WAIT_REPLICAS,
     AUTO,
     ClusterConfig,
     Config,

@@ -24,8 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
-from quorum_cron.clock.policy import MAX_SKEW_LIMIT_MS
 from quorum_cron.clock.servers import ntp_server_problem
+from quorum_cron.config.bounds import CLUSTER_DURATION_BOUNDS as _CLUSTER_DURATION_BOUNDS
+from quorum_cron.config.bounds import JOB_DURATION_BOUNDS as _JOB_DURATION_BOUNDS
+from quorum_cron.config.bounds import MAX_RETRIES as _MAX_RETRIES
+from quorum_cron.config.bounds import MAX_WAIT_REPLICAS as _MAX_WAIT_REPLICAS
 from quorum_cron.config.durations import format_duration
 from quorum_cron.config.members import members_problem, size_vs_members
 from quorum_cron.config.retry import retry_problems
@@ -237,18 +240,6 @@ class ClusterConfig:
         return "ClusterConfig(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 
-_CLUSTER_DURATION_BOUNDS: tuple[tuple[str, int, int], ...] = (
-    ("max_skew_ms", 1, MAX_SKEW_LIMIT_MS),
-    ("lease_ms", 1 * _SECOND, _DAY),
-    ("start_timeout_ms", 100, _HOUR),
-    ("heartbeat_ms", 100, _HOUR),
-    ("retention_ms", _HOUR, 366 * _DAY),
-    ("clock_check_interval_ms", 1 * _SECOND, _DAY),
-    ("wait_timeout_ms", 1, 10 * _SECOND),
-)
-_MAX_WAIT_REPLICAS = 16
-
-
 def default_starting_deadline_ms(schedule: Schedule) -> int:
     """``min(60 s, half the schedule's shortest interval)``: a slot is decided before the next is due."""
     return max(1, min(_MINUTE, schedule.min_interval_ms // 2))
@@ -456,14 +447,6 @@ class JobSpec:
             digest = hashlib.sha256(data.encode("ascii")).hexdigest()[:16]
             object.__setattr__(self, "_spec_hash", digest)
         return digest
-
-
-_MAX_RETRIES = 100
-_JOB_DURATION_BOUNDS: tuple[tuple[str, int, int], ...] = (
-    ("timeout_ms", 1 * _SECOND, 30 * _DAY),
-    ("starting_deadline_ms", 1, _DAY),
-    ("retry_backoff_ms", 0, _DAY),
-)
 
 
 @dataclass(frozen=True)
