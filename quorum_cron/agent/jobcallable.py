@@ -9,13 +9,96 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import queue
+import threading
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from quorum_cron.agent.jobprocess import JobContext
 
-__all__ = ["Escaped", "awaited", "close", "in_thread", "on_loop", "returned_awaitable", "runs_on_loop"]
+__all__ = [
+    "JOB_THREADS",
+    "Escaped",
+    "JobThreads",
+    "awaited",
+    "close",
+    "in_thread",
+    "on_loop",
+    "returned_awaitable",
+    "runs_on_loop",
+]
+
+JOB_THREADS: Final = 64
+"""How many plain-function jobs run at once in a process; more wait for a thread (and their own
+timeout runs while they wait)."""
+
+
+class JobThreads:
+    """Daemon worker threads for plain-function jobs, apart from the event loop's default executor.
+
+    Why not that executor (``run_in_executor(None, ...)``): it has min(32, CPUs + 4) threads, six
+    on two cores, shared with the agent's own ``to_thread`` calls (the notice listener's start and
+    join, alerts) and with the program's. Six hung jobs starved all of them, and a job queued
+    behind them was reported timed out without having started. Its threads are also joined when
+    the interpreter exits, so one job that never returns kept a stopped node's process alive
+    until a second signal (an App audit). These threads are daemons, up to :data:`JOB_THREADS`
+    of them, started as needed and kept for the next runs.
+    """
+
+    def __init__(self, limit: int = JOB_THREADS) -> None:
+        self._limit = limit
+        self._queue: queue.SimpleQueue[
+            tuple[asyncio.AbstractEventLoop, asyncio.Future[object], Callable[[], object]]
+        ] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def submit(self, loop: asyncio.AbstractEventLoop, call: Callable[[], object]) -> asyncio.Future[object]:
+        """Run ``call`` on a job thread; the future (of ``loop``) gets its result or exception."""
+        future: asyncio.Future[object] = loop.create_future()
+        self._queue.put((loop, future, call))
+        with self._lock:
+            if self._idle == 0 and self._threads < self._limit:
+                self._threads += 1
+                threading.Thread(target=self._work, name="quorum-cron-job", daemon=True).start()
+            else:
+                self._idle -= 1  # (that idle thread takes this call)
+        return future
+
+    def _work(self) -> None:
+        while True:
+            loop, future, call = self._queue.get()
+            try:
+                result: object = call()
+                ok = True
+            except BaseException as exc:  # (in_thread turned SystemExit/KeyboardInterrupt into Escaped)
+                result, ok = exc, False
+            try:
+                loop.call_soon_threadsafe(_settle, future, ok, result)
+            except RuntimeError:  # the loop is closed: nobody waits for it
+                close(result)
+            with self._lock:
+                self._idle += 1
+
+
+def _settle(future: asyncio.Future[object], ok: bool, result: object) -> None:
+    if future.cancelled():  # (timed out or stopped: the outcome was said already)
+        close(result)
+        return
+    if ok:
+        future.set_result(result)
+    else:
+        assert isinstance(result, BaseException)
+        try:
+            future.set_exception(result)
+        except TypeError:  # (StopIteration: a future cannot hold it)
+            future.set_exception(RuntimeError(repr(result)))
+
+
+JOBS: Final = JobThreads()
+"""The process's job threads."""
 
 
 def runs_on_loop(func: Callable[..., object]) -> bool:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from quorum_cron.agent.jobcallable import (
+    JOBS,
     Escaped,
     awaited,
     close,
@@ -386,9 +387,9 @@ class JobRun:
         loop = asyncio.get_running_loop()
         if runs_on_loop(func):
             self._work = loop.create_task(on_loop(func, ctx))
-        else:  # the executor's future itself: no task, no coroutine frame (to_thread's, minus both)
+        else:  # a future of the job threads: no task, no coroutine frame (to_thread's, minus both)
             call = functools.partial(contextvars.copy_context().run, in_thread, func, ctx)
-            self._work = loop.run_in_executor(None, call)
+            self._work = JOBS.submit(loop, call)
         self._on_end = on_end
         self._work.add_done_callback(self._end)
         self._timer = loop.call_later(self.timeout_ms / 1000, self._timed_out)
