@@ -465,7 +465,7 @@ def test_read_slots_of_jobs_on_every_master_equals_slot_by_slot(redis_cluster: E
         s.close()
 
 
-def test_job_tables_are_read_size_first_on_a_cluster(store: RedisStore) -> None:
-    """``published_jobs`` asks each table's size before reading it (a pipeline, on a cluster too)."""
+def test_job_tables_are_kept_and_read_back_on_a_cluster(store: RedisStore) -> None:
+    """``publish_jobs`` / ``published_jobs`` on a cluster: a table as written, none for a node without."""
     store.publish_jobs("n1", "a=h1")
     assert store.published_jobs(["n1", "n2"]) == {"n1": "a=h1"}

@@ -191,23 +191,10 @@ class RedisStore(RedisWrites, RedisReads, RedisControl, RedisMembership):
     def published_jobs(self, nodes: Sequence[str]) -> dict[str, str]:
         if not nodes:
             return {}
-        key = store_keys.job_tables_key(self._ns)
         with self._boundary("published_jobs"):
-            # Sizes first: a table over the bound (anyone with write access can put one there) is
-            # reported unread, as a value of hundreds of megabytes would time every node's read out.
-            pipe = self._client.pipeline(transaction=False)
-            for node in nodes:
-                pipe.hstrlen(key, node)
-            sizes = pipe.execute()
-            fit = [n for n, size in zip(nodes, sizes, strict=True) if int(size) <= MAX_JOB_TABLE_CHARS]
-            raw = self._client.hmget(key, fit) if fit else []
-        for node, size in zip(nodes, sizes, strict=True):
-            if int(size) > MAX_JOB_TABLE_CHARS:
-                self._bad(
-                    f"job table of node {node}", f"{int(size)} bytes (expected at most {MAX_JOB_TABLE_CHARS})"
-                )
+            raw = self._client.hmget(store_keys.job_tables_key(self._ns), list(nodes))
         out: dict[str, str] = {}
-        for node, value in zip(fit, raw, strict=True):
+        for node, value in zip(nodes, raw, strict=True):
             if value is not None:
                 try:
                     out[node] = parse.text(value, f"job table of node {node}", MAX_JOB_TABLE_CHARS)
