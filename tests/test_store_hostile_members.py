@@ -18,19 +18,11 @@ import redis
 
 from quorum_cron.core.model import Configuration
 from quorum_cron.store.redis import RedisStore
+from tests.test_store_hostile import T0, Clock
 
-T0 = 1_700_000_000_000
 NS = "hm"
 MEMBERS = f"qc:{{{NS}}}:members"
 RECORD = f"qc:{{{NS}}}:membership"
-
-
-class Clock:
-    def __init__(self, now: int = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 @pytest.fixture
