@@ -52,6 +52,13 @@ It proves, for the run it reads (not for all runs):
   before then by its own clock. A run whose node was paused meanwhile is
   exempt (a documented limit: a paused process cannot be stopped), as is
   one whose last lease was granted in writes a failover lost;
+* **overlap ``forbid`` holds** — no run of an ``overlap = "forbid"`` job
+  begins while a run of another of its slots is still going (``OVERLAPPED``):
+  the store commits such a slot only while no other is committed or
+  running, and the executor stops a run before its lease ends in the store
+  (after which the store ends the slot). Exempt: an earlier run whose node
+  was paused during its lease, and slots with writes a failover or a store
+  restarted empty lost;
 * **liveness** — a due slot whose whole window (from ``max_skew + sweep``
   plus the clock error the clock faults near the slot can cause, to its
   deadline) saw at least ``Q`` healthy nodes (up, unpaused, linked,
@@ -100,7 +107,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from quorum_cron.core.model import Configuration, Delivery, MembershipRecord
+from quorum_cron.core.model import Configuration, Delivery, MembershipRecord, Overlap
 from quorum_cron.core.retries import MAX_RETRY_DOUBLINGS
 from quorum_cron.core.timers import max_sweep_gap
 from sim.quorum import make_schedule
@@ -132,6 +139,9 @@ __all__ = [
     "NEVER_SEEN",
     "NOT_ELIGIBLE",
     "OUTLIVED_LEASE",
+    "OVERLAPPED",
+    "OVERLAP_LOST",
+    "OVERLAP_PAUSED",
     "REMOVED_UNSWEPT",
     "RETRY_SLOW",
     "RETRY_UNENDED",
@@ -188,6 +198,9 @@ MEMBERSHIP_SETTLING = "membership change near the window"
 CUT_OFF = "cut off"
 LEASE_PAUSED = "lease: node paused during it"
 LEASE_LOST = "lease: granted in writes a failover lost"
+OVERLAPPED = "two slots of an overlap-forbid job ran at once"
+OVERLAP_PAUSED = "overlap: the earlier run's node paused during its lease"
+OVERLAP_LOST = "overlap: the earlier run's slot had writes a failover or an empty restart lost"
 REMOVED_UNSWEPT = "open slot of a job every node removed, then restarted without"
 LOCAL_KILLED = "slot only run locally, its records lost to a restart of every node"
 KNOWN_LIMITS = frozenset(
@@ -735,6 +748,8 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
     """(true time, text) of each change of the namespace record (liveness exempts windows near them)."""
     stale = _StaleNodes()
     removals = _Removals()
+    emptied: list[int] = []
+    """True times at which the store came back from a restart that lost its state."""
     out = report.violations
     for r in records:
         ev = r["ev"]
@@ -746,6 +761,9 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
                 lo <= s <= hi for s in slot_starts.get((r["job"], r["fire"]), ()) for lo, hi in lost
             )
             key = (r["job"], r["fire"])
+            job_def = jobs.get(r["job"])
+            if quorum_mode and job_def is not None and job_def.overlap == Overlap.FORBID:
+                _check_overlap(r, report, alive, facts, leases, unbound, pauses, emptied)
             other = alive.get(key)
             if other is not None and r["token"] in retry_tokens.get(key, ()):
                 # A retry is handed out only once the failed run reported its end.
@@ -927,6 +945,8 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             removals.config(r["node"], r["t"], r["removed"])
         elif ev == "reached":
             report.reached[r["what"]] += 1
+            if r["what"] == "store restarted empty":
+                emptied.append(r["t"])
         elif ev == "membership":
             held.setdefault(r["epoch"], r["record"])
             if changes:
@@ -1094,6 +1114,66 @@ def _check_lease(
                 f"{r['st'] - lease[0]} ms after its lease ended",
             )
         )
+
+
+def _check_overlap(
+    r: Record,
+    report: Report,
+    alive: Mapping[tuple[str, int], tuple[str, int]],
+    facts: _Facts,
+    leases: Mapping[tuple[str, str, int, int], tuple[int, int]],
+    unbound: set[tuple[str, str, int, int]],
+    pauses: Mapping[str, list[tuple[int, int]]],
+    emptied: Sequence[int],
+) -> None:
+    """A run of an ``overlap = "forbid"`` job began while no run of another slot of the job ran.
+
+    The store commits such a slot only while no other slot of the job is ``committed`` or
+    ``running`` (docs/protocol.md, step 8), and the executor stops a run before the store can
+    end it by its lease (``lost`` or handed on), so no two slots' processes overlap. Exempt
+    (each counted in ``report.exempt``): an earlier run whose node was paused at some time
+    between its last lease's grant and this start (a paused process cannot stop its job), and
+    one whose slot, or this one, had writes a failover lost or whose lease a failover or a
+    store restarted empty forgot. A run adopted from a local run (no store) is not judged: its
+    side effect began at the ``run_local`` record, under the store-unavailable policy.
+    """
+    if r.get("adopted"):
+        return
+    job, fire, t = r["job"], r["fire"], r["t"]
+    for (other_job, other_fire), (node, token) in alive.items():
+        if other_job != job or other_fire == fire:
+            continue
+        key4 = (node, job, other_fire, token)
+        granted = leases[key4][1] if key4 in leases else _run_began(facts, job, other_fire, node, token, t)
+        if (
+            key4 in unbound
+            or any(granted <= e <= t for e in emptied)
+            or facts.in_lost((job, other_fire), unwaited_only=False)
+            or facts.in_lost((job, fire), unwaited_only=False)
+        ):
+            report.exempt[OVERLAP_LOST] += 1
+            continue
+        if any(a <= t and granted <= b for a, b in pauses.get(node, ())):
+            report.exempt[OVERLAP_PAUSED] += 1
+            continue
+        report.violations.append(
+            Violation(
+                OVERLAPPED,
+                job,
+                fire,
+                t,
+                f"{r['node']} started token {r['token']} while {node}'s run of slot {other_fire} "
+                f"(token {token}) still ran",
+            )
+        )
+
+
+def _run_began(facts: _Facts, job: str, fire: int, node: str, token: int, default: int) -> int:
+    """True time the run of ``(job, fire)`` by ``node`` under ``token`` began (its ``run`` record)."""
+    for n, tok, t in facts.runs.get((job, fire), ()):
+        if n == node and tok == token:
+            return t
+    return default
 
 
 def _on_run(

@@ -26,4 +26,6 @@ MUTANTS: dict[str, str] = {
     "forget-retry": "the store logs a retry, then forgets the slot",
     "joint-new-only": "while a job's record is joint, the store commits with the new set's majority alone",
     "reload-unswept": "a reload that removes a job stops the node's sweep from ending its open slots",
+    "overlap-ignored": "the store commits a slot of an overlap-forbid job while another of its slots runs",
+    "unkilled-at-lease": "the core lets an at-most-once run go on past its lease whatever the overlap policy",
 }

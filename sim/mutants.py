@@ -29,6 +29,10 @@ mutant                 what is broken
                        commits a slot with a majority of the new set alone
 ``reload-unswept``     a reload that removes a job stops the node's sweep
                        from ending its open slots
+``overlap-ignored``    the store commits a slot of an overlap-forbid job
+                       while another of its slots runs
+``unkilled-at-lease``  the core lets an at-most-once run go on past its
+                       lease whatever the job's overlap policy
 =====================  =======================================================
 
 The last five break accounting and liveness, not safety: the checker catches
@@ -50,7 +54,9 @@ from quorum_cron.core.actions import Action, CoreJob, Now, RecordMissed, Renew, 
 from quorum_cron.core.jobswap import JobChanges
 from quorum_cron.core.model import (
     DECIDED_STATES,
+    Delivery,
     MembershipRecord,
+    Overlap,
     SlotState,
     TransitionResult,
     VoteRequest,
@@ -264,6 +270,20 @@ class _CoreMutant(QuorumStrategy):
         return process
 
 
+class _OverlapIgnoredStore(MemoryStore):
+    """Every vote is judged as if its job allowed overlap."""
+
+    def _vote_one(self, req: VoteRequest, now: int) -> VoteResult:
+        return super()._vote_one(replace(req, overlap=Overlap.ALLOW), now)
+
+
+class _UnkilledAtLeaseCore(NodeCore):
+    """Only at-least-once runs are stopped at their lease end (the rule before overlap counted)."""
+
+    def _killed_at_lease_end(self, js: _JobState) -> bool:
+        return js.job.delivery == Delivery.AT_LEAST_ONCE
+
+
 class _SkipWronglyStore(MemoryStore):
     """Every third slot that reaches quorum is skipped, for no reason the design has."""
 
@@ -380,4 +400,8 @@ def make_mutant(name: str) -> QuorumStrategy:
         return _CoreMutant(_ReloadUnsweptCore)
     if name == "joint-new-only":
         return QuorumStrategy(store_factory=lambda w: _sim_store(_JointNewOnlyStore, w))
+    if name == "overlap-ignored":
+        return QuorumStrategy(store_factory=lambda w: _sim_store(_OverlapIgnoredStore, w))
+    if name == "unkilled-at-lease":
+        return _CoreMutant(_UnkilledAtLeaseCore)
     raise ValueError(f"unknown mutant {name!r}: expected one of {', '.join(MUTANTS)}")

@@ -9,7 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quorum_cron.core.model import Delivery, SlotState, SweepParams, SweepResult, TransitionResult, VoteStatus
+from quorum_cron.core.model import (
+    Delivery,
+    Overlap,
+    SlotState,
+    SweepParams,
+    SweepResult,
+    TransitionResult,
+    VoteStatus,
+)
 from quorum_cron.core.node import (
     Abstain,
     Action,
@@ -529,16 +537,28 @@ def core_view_missed(record: RecordMissed) -> object:
     return store.record_missed(record.job, record.fire_ms, record.deadline_ms, record.reason)
 
 
-@pytest.mark.parametrize("delivery", [Delivery.AT_LEAST_ONCE, Delivery.AT_MOST_ONCE])
-def test_an_at_least_once_run_is_killed_at_its_lease_end_counted_from_the_accepted_renews_send(
-    delivery: Delivery,
+@pytest.mark.parametrize(
+    ("delivery", "overlap", "killed"),
+    [
+        (Delivery.AT_LEAST_ONCE, Overlap.ALLOW, True),
+        (Delivery.AT_LEAST_ONCE, Overlap.FORBID, True),
+        (Delivery.AT_MOST_ONCE, Overlap.FORBID, True),
+        (Delivery.AT_MOST_ONCE, Overlap.REPLACE, True),
+        (Delivery.AT_MOST_ONCE, Overlap.ALLOW, False),
+    ],
+)
+def test_a_run_is_killed_at_its_lease_end_counted_from_the_accepted_renews_send(
+    delivery: Delivery, overlap: Overlap, killed: bool
 ) -> None:
+    """Once the lease ends in the store, the store hands the slot on (at-least-once) or marks it
+    lost, after which a later slot may start although overlap is forbidden (and ``replace`` can
+    no longer reach the run): only an at-most-once run of a job that allows overlap goes on."""
     from quorum_cron.core.model import SlotView
     from quorum_cron.core.run import lease_margin
 
     lease = 3000
     settings = NodeSettings(node_id="n1", quorum=1, lease_ms=lease)
-    core = NodeCore(settings, [job("a", 60_000, delivery=delivery)])
+    core = NodeCore(settings, [job("a", 60_000, delivery=delivery, overlap=overlap)])
     core.set_trust(True)
     (start,) = core.on_assigned("a", T0, 1, Now(T0, 0))
     running = TransitionResult(True, SlotView("a", T0, SlotState.RUNNING, token=1, executor="n1"), T0)
@@ -548,15 +568,15 @@ def test_an_at_least_once_run_is_killed_at_its_lease_end_counted_from_the_accept
     (late,) = [a for a in core.tick(Now(T0 + 2000, 2000)) if isinstance(a, Renew)]  # never answered
     end = 1000 + lease - 30  # from the accepted renew's send, not its reply (1800); 1% margin
     assert lease_margin(lease) == 30
-    if delivery == Delivery.AT_LEAST_ONCE:
+    if killed:
         assert core.next_wakeup(Now(T0 + 3000, 3000)) <= end - 3000  # the timer wakes the node
     assert not [a for a in core.tick(Now(T0 + end - 1, end - 1)) if isinstance(a, Kill)]
     kills = [a for a in core.tick(Now(T0 + end, end)) if isinstance(a, Kill)]
-    if delivery == Delivery.AT_LEAST_ONCE:
+    if killed:
         assert kills == [Kill("a", T0, 1, "lease ended before a renew was accepted")]
         assert core.on_reply(late, running, Now(T0 + end + 5, end + 5)) == []  # too late: stays killed
     else:
-        assert kills == []  # the store marks the slot lost; it is never run again
+        assert kills == []  # the store marks the slot lost; it is never run again, nor held back
 
 
 def test_a_read_answered_after_the_slot_was_committed_to_this_node_sets_no_poll() -> None:

@@ -694,6 +694,46 @@ def test_a_run_started_after_its_lease_expired_is_reported() -> None:
     assert kinds(_trace(*records)) == {checker.LATE_RUN: 1}
 
 
+def _overlapping(a_ends: int, pause_at: int | None = None, overlap: str = "forbid") -> list[Rec]:
+    """Slot LATER runs on n1 until ``a_ends``; the next slot, a minute on, starts on n2 at +6 ms."""
+    nxt = LATER + 60_000
+    records = [
+        *ran_ok("n1", 1, at=LATER)[:5],
+        slot_ev("end", "n1", a_ends, 1, fire=LATER, ok=True, st=a_ends),
+        *ran_ok("n2", 2, at=nxt)[:5],
+    ]
+    if pause_at is not None:
+        records.append({"ev": "pause", "t": pause_at, "node": "n1", "why": "pause fault", "ms": 1_000})
+    return _trace(*records, extra=f'overlap = "{overlap}"\n')
+
+
+def test_a_run_of_an_overlap_forbid_job_beside_another_slots_run_is_reported_unless_paused() -> None:
+    nxt = LATER + 60_000
+    assert kinds(_overlapping(nxt + 30_000)) == {checker.OVERLAPPED: 1}
+    assert kinds(_overlapping(nxt + 30_000, pause_at=LATER - 5_000)) == {checker.OVERLAPPED: 1}  # before
+    assert kinds(_overlapping(nxt - 1)) == {}  # the earlier run ended first
+    assert kinds(_overlapping(nxt + 30_000, overlap="allow")) == {}
+    rep = check(_overlapping(nxt + 30_000, pause_at=LATER + 20_000))  # paused during its lease
+    assert rep.violations == [] and rep.exempt[checker.OVERLAP_PAUSED] == 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "exempt"),
+    [
+        ([_failover(LATER + 30_000, 30_000)], True),  # the earlier slot's start lost with the writes
+        ([_failover(LATER + 30_000, 1_000)], False),  # lost writes after them: the store knew
+        ([{"ev": "reached", "t": LATER + 30_000, "what": "store restarted empty"}], True),
+    ],
+)
+def test_an_overlap_after_the_store_forgot_the_earlier_run_is_exempt(extra: list[Rec], exempt: bool) -> None:
+    records = [*_overlapping(LATER + 90_000)[1:], *extra]
+    rep = check(_trace(*records, wait=0))
+    if exempt:
+        assert rep.by_kind() == {} and rep.exempt[checker.OVERLAP_LOST] == 1, rep.by_kind()
+    else:
+        assert rep.by_kind() == {checker.OVERLAPPED: 1}
+
+
 # -- runs, tokens, retries ----------------------------------------------------------------------------
 
 
@@ -1023,7 +1063,7 @@ COVERED = {
     "commit without a majority", "vote counted before its window", "vote counted after its deadline",
     "vote sent by an untrusted node", "local run before its fire time", "slot run locally twice on one node",
     checker.MEMBERSHIP_QUORUM, checker.MEMBERSHIP_FOREIGN, checker.MEMBERSHIP_BACKWARD,
-    checker.NOT_ELIGIBLE, checker.STARTED_EARLY, checker.MEMBERSHIP_UNJOINT,
+    checker.NOT_ELIGIBLE, checker.STARTED_EARLY, checker.MEMBERSHIP_UNJOINT, checker.OVERLAPPED,
 }  # fmt: skip
 
 

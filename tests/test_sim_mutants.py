@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 import sim
-from sim.checker import EARLY_OUTCOME, LIVENESS, MEMBERSHIP_QUORUM, RETRY_UNENDED, UNACCOUNTED, UNVOTED
+from sim.checker import (
+    EARLY_OUTCOME,
+    LIVENESS,
+    MEMBERSHIP_QUORUM,
+    OVERLAPPED,
+    RETRY_UNENDED,
+    UNACCOUNTED,
+    UNVOTED,
+)
 from sim.mutants import MUTANTS
 
 SCENARIO_DIR = Path(sim.__file__).parent / "scenarios"
@@ -35,6 +43,8 @@ CASES = {
     "forget-retry": ("retries-and-refusals", RETRY_UNENDED),
     "joint-new-only": ("membership-partition", MEMBERSHIP_QUORUM),
     "reload-unswept": ("live-reload", UNACCOUNTED),
+    "overlap-ignored": ("overlap-forbid", OVERLAPPED),
+    "unkilled-at-lease": ("overlap-forbid", OVERLAPPED),
 }
 ACCOUNTING = (
     "never-record-missed",

@@ -28,6 +28,7 @@ from quorum_cron.core.lease import lease_end, lease_margin
 from quorum_cron.core.model import (
     TERMINAL_STATES,
     Delivery,
+    Overlap,
     SlotState,
     SlotView,
     TransitionResult,
@@ -102,14 +103,19 @@ class RunningSide(Starts):
     def _killed_at_lease_end(self, js: _JobState) -> bool:
         """Whether the job's runs are killed on a timer at their lease end.
 
-        Under at-least-once only: there the store hands an expired lease to
-        another node, which runs the slot again. (Under at-most-once the
-        store marks the slot ``lost`` and never re-runs it.)
+        Once the lease ends in the store, the store no longer counts the
+        run: under at-least-once it hands the slot to another node, which
+        runs it again; under at-most-once it marks the slot ``lost``, after
+        which overlap ``forbid`` no longer holds a later slot back (nor does
+        ``replace`` reach the run to stop it). So the run is stopped unless
+        the job is at-most-once and allows overlap: only then may a run the
+        store lost sight of go on (its end is refused by the token).
         """
-        return js.job.delivery == Delivery.AT_LEAST_ONCE
+        job = js.job
+        return job.delivery == Delivery.AT_LEAST_ONCE or job.overlap != Overlap.ALLOW
 
     def _lease_check(self, js: _JobState, fire_ms: int, now: Now) -> list[Action]:
-        """Unrenewable lease under at-least-once: another node may re-run, so stop ours."""
+        """Unrenewable lease: another node may run the slot, or a later one, so stop ours."""
         s = js.slots.get(fire_ms)
         r = s.run if s is not None else None
         if r is None or now.mono_ms < r.lease_until_mono or not self._killed_at_lease_end(js):
