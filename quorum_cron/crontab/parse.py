@@ -111,6 +111,8 @@ class CronEntry:
     env: tuple[tuple[str, str], ...] = field(default=())
     quiet: bool = False
     """Written with a leading ``-``: cronie logs no syslog line when it runs."""
+    mail_on_error: bool = False
+    """The command was written ``-n command`` (cronie 1.7+): cron mailed its output only when it failed."""
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -283,6 +285,9 @@ def _entry(lineno: int, line: str, system: bool, env: list[tuple[str, str]]) -> 
             )
     if not rest.strip():
         return BadLine(lineno, line, "no command")
+    rest, mail_on_error, problem = _command_options(rest)
+    if problem:
+        return BadLine(lineno, line, problem)
     if rest.endswith("\r"):
         return BadLine(
             lineno, line, "ends with a carriage return (DOS line end): cron would pass it to the shell"
@@ -290,7 +295,36 @@ def _entry(lineno: int, line: str, system: bool, env: list[tuple[str, str]]) -> 
     command, stdin = split_percent(rest)
     if not command.strip():
         return BadLine(lineno, line, "no command before the first '%'")
-    return CronEntry(lineno, line, schedule, command, stdin, user, tuple(env), quiet)
+    return CronEntry(lineno, line, schedule, command, stdin, user, tuple(env), quiet, mail_on_error)
+
+
+def _command_options(rest: str) -> tuple[str, bool, str | None]:
+    """cronie's options before the command (``load_entry``): ``-n`` and a blank, then the command.
+
+    cronie 1.7+ reads a command that starts with ``-`` as options: ``-n`` (mail the output
+    only when the job fails) is the only one, given once and followed by a blank; anything
+    else starting with ``-`` makes it refuse the line.  (Older crons passed ``-n cmd`` to the
+    shell, which then failed to run ``-n``: nobody meant that.)
+    """
+    mail_on_error = False
+    while rest.startswith("-"):
+        if rest.rstrip(" \t") == "-n":
+            return rest, mail_on_error, "no command after '-n'"
+        if rest[:2] == "-n" and mail_on_error:
+            return rest, mail_on_error, "'-n' given twice: cronie refuses this line"
+        if rest[:2] != "-n" or rest[2:3] not in (" ", "\t"):
+            shown = rest.split(None, 1)[0] if rest.strip() else rest
+            return (
+                rest,
+                mail_on_error,
+                (
+                    f"command starts with {shown!r}: cronie reads a leading '-' as its options (only '-n', "
+                    f"once, then a blank) and refuses this line; quote or move it if it is the program"
+                ),
+            )
+        mail_on_error = True
+        rest = rest[2:].lstrip(" \t")
+    return rest, mail_on_error, None
 
 
 def is_user_name(text: str) -> bool:

@@ -370,6 +370,11 @@ def _translate_entry(
         )
     if entry.quiet:
         comments.append("'-': cronie wrote no syslog line for this job; the agent logs every run")
+    if entry.mail_on_error:
+        comments.append(
+            "'-n': cronie mailed this job's output only when it failed; here too only a failed run "
+            "raises an alert (a successful run's output is in the log and `quorum-cron history`)"
+        )
     if zone_key == "TZ":
         comments.append("timezone: from TZ (cronie schedules by CRON_TZ only; check your cron's rule)")
     if delay_note:
