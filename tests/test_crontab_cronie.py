@@ -69,3 +69,44 @@ def test_dash_n_is_cronies_mail_on_error_option_not_part_of_the_command() -> Non
 def test_other_leading_dash_options_are_refused_as_cronie_does(command: str, reason: str) -> None:
     (bad,) = imported(f"# x\n0 6 * * * {command}\n").bad
     assert bad.lineno == 2 and reason in bad.reason, bad
+
+
+# --------------------------------------------------------------------------- cron.c: the zone
+
+
+def test_tz_does_not_move_the_schedule_cron_matches_in_cron_tz_or_the_host_zone() -> None:
+    """``find_jobs``' ``maketime``: ``CRON_TZ`` if set and not empty, else the daemon's zone.
+
+    ``TZ=Asia/Tokyo`` in a crontab on a UTC host: cron runs ``0 9 * * *`` at 09:00 UTC
+    (the job sees TZ in its environment). The importer scheduled it at 09:00 Tokyo,
+    00:00 UTC, with only a TOML comment to say so.
+    """
+    result = imported("TZ=Asia/Tokyo\n0 9 * * * a\nCRON_TZ=Europe/Berlin\n0 9 * * * b\n")
+    a, b = jobs_of(result)
+    assert (a.timezone, a.env["TZ"]) == ("UTC", "Asia/Tokyo")
+    assert a.schedule.next_after(NOW_S * 1000) == (NOW_S + 9 * 3600) * 1000
+    assert (b.timezone, b.env["TZ"]) == ("Europe/Berlin", "Asia/Tokyo")
+    assert "timezone: TZ='Asia/Tokyo' is only the job's environment: cron schedules by the host zone" in (
+        result.toml
+    )
+    assert "cron schedules by CRON_TZ (Europe/Berlin)" in result.toml
+    (note,) = [n for n in result.notes if n.startswith("TZ:")]
+    assert note.startswith("TZ: 2 job(s) have a TZ that is not their schedule's zone")
+    # TZ equal to the zone the job runs in says nothing.
+    quiet = imported("TZ=UTC\n0 9 * * * a\n")
+    assert "TZ=" not in "".join(quiet.notes) and "timezone:" not in quiet.toml
+
+
+@pytest.mark.parametrize("setting", ['CRON_TZ=""', "CRON_TZ=''", 'CRON_TZ = ""'])
+def test_empty_cron_tz_is_the_host_zone(setting: str) -> None:
+    """``maketime``: ``if (t != NULL && *t != '\\0')`` -- an empty CRON_TZ is no CRON_TZ.
+
+    The importer refused the line: ``CRON_TZ='' is not an IANA zone name``.
+    """
+    result = imported(f"CRON_TZ=Asia/Tokyo\n{setting}\n30 2 * * * a\n", host_tz="Europe/Berlin")
+    assert result.bad == []
+    (job,) = jobs_of(result)
+    assert job.timezone == "Europe/Berlin" and job.env["CRON_TZ"] == ""
+    assert "CRON_TZ is empty, so cron used the host's zone" in result.toml
+    # On a Berlin host cron runs 02:30 once at fall-back, right after the jump in spring: no DST note.
+    assert "DST" not in result.toml

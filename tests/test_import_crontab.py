@@ -233,11 +233,11 @@ def test_cron_tz_sets_the_zone_of_the_lines_below() -> None:
     assert sorted(j.timezone for j in jobs.values()) == ["Asia/Tokyo", "UTC"]
     (bad,) = result.bad
     assert bad.lineno == 5 and "CRON_TZ='Mars/Olympus' is not an IANA zone name" in bad.reason
-    # TZ is taken when CRON_TZ is absent, and the comment says cronie would not.
+    # TZ is only the job's environment: cron schedules in the host's zone (tests/test_crontab_cronie.py).
     result = imported("TZ=Asia/Tokyo\n0 9 * * * a\n")
     (job,) = jobs_of(result.toml).values()
-    assert job.timezone == "Asia/Tokyo"
-    assert "timezone: from TZ (cronie schedules by CRON_TZ only" in result.toml
+    assert job.timezone == "UTC" and job.env["TZ"] == "Asia/Tokyo"
+    assert "timezone: TZ='Asia/Tokyo' is only the job's environment" in result.toml
 
 
 def test_names_are_stable_unique_and_editable() -> None:

@@ -3,7 +3,8 @@
 Each entry becomes one ``[[jobs]]`` table that keeps cron's behaviour:
 
 * **schedule and zone** — the five fields (or alias) as written, read in
-  ``CRON_TZ`` (else ``TZ``, else the host's zone);
+  ``CRON_TZ`` (when set and not empty, else the host's zone; ``TZ`` is only the
+  job's environment, as in cron);
 * **shell** — ``SHELL`` (default ``/bin/sh``) runs the command line with
   ``-c``, as cron's ``execle(shell, shell, "-c", cmd)`` does: ``shell = ...``
   for ``/bin/sh``, else ``command = [SHELL, "-c", ...]``;
@@ -305,6 +306,13 @@ def translate(
     dst_jobs = [j.spec.name for j in jobs if any(c.startswith("DST") for c in j.comments)]
     if dst_jobs:
         notes.append(f"DST: {len(dst_jobs)} job(s) run differently at DST changes: {', '.join(dst_jobs)}")
+    tz_jobs = [j.spec.name for j in jobs if any(c.startswith("timezone: TZ=") for c in j.comments)]
+    if tz_jobs:
+        notes.append(
+            f"TZ: {len(tz_jobs)} job(s) have a TZ that is not their schedule's zone; cron schedules by "
+            f"CRON_TZ or the host's zone, not TZ (set CRON_TZ or --timezone if yours did): "
+            f"{', '.join(tz_jobs)}"
+        )
     delayed = [j.spec.name for j in jobs if any(c.startswith("RANDOM_DELAY") for c in j.comments)]
     if delayed:
         notes.append(f"RANDOM_DELAY: see the comments of {', '.join(delayed)}")
@@ -327,12 +335,16 @@ def _translate_entry(
 ) -> _Job | BadLine:
     env_in = entry.env_dict
     user = entry.user or owner
-    zone_key = "CRON_TZ" if "CRON_TZ" in env_in else "TZ" if "TZ" in env_in else None
-    tz = env_in[zone_key] if zone_key else host_tz
+    # cronie's find_jobs: an entry is matched in CRON_TZ when it is set and not empty, else in
+    # the daemon's own zone. TZ in the crontab is only the job's environment (cronie and
+    # Vixie cron alike): scheduling by it would move every fire time.
+    cron_tz = env_in.get("CRON_TZ", "")
+    zone_key = "CRON_TZ" if cron_tz else None
+    tz = cron_tz or host_tz
     try:
         check_timezone(tz, job="")
     except QuorumCronError:
-        where = f"{zone_key}={tz!r}" if zone_key else f"host zone {tz!r}"
+        where = f"CRON_TZ={tz!r}" if zone_key else f"host zone {tz!r}"
         return BadLine(
             entry.lineno, entry.text, f"{where} is not an IANA zone name (expected e.g. 'Europe/Berlin')"
         )
@@ -375,8 +387,13 @@ def _translate_entry(
             "'-n': cronie mailed this job's output only when it failed; here too only a failed run "
             "raises an alert (a successful run's output is in the log and `quorum-cron history`)"
         )
-    if zone_key == "TZ":
-        comments.append("timezone: from TZ (cronie schedules by CRON_TZ only; check your cron's rule)")
+    if "CRON_TZ" in env_in and not cron_tz:
+        comments.append("timezone: CRON_TZ is empty, so cron used the host's zone, as this job does")
+    if env_in.get("TZ", tz) != tz:
+        comments.append(
+            f"timezone: TZ={env_in['TZ']!r} is only the job's environment: cron schedules by "
+            f"{'CRON_TZ' if zone_key else 'the host zone'} ({tz}), as this job does"
+        )
     if delay_note:
         comments.append(delay_note)
     note = dst_note(spec, now_s, per_minute_zone=zone_key is not None)
