@@ -110,3 +110,33 @@ def test_empty_cron_tz_is_the_host_zone(setting: str) -> None:
     assert "CRON_TZ is empty, so cron used the host's zone" in result.toml
     # On a Berlin host cron runs 02:30 once at fall-back, right after the jump in spring: no DST note.
     assert "DST" not in result.toml
+
+
+# --------------------------------------------------------------------------- env.c: load_env
+
+
+@pytest.mark.parametrize("line", ["MAILTO=", "MAILTO =  ", '"MAILTO"=', "MAILTO=\t\r"])
+def test_bare_name_equals_is_refused_with_what_each_cron_does(line: str) -> None:
+    """``load_env``: ``state != FINI && state != EQ2 && ...`` -- cronie 1.5.2+ (commit 207f622)
+    reads ``NAME=`` as the empty string; Vixie cron and older cronie refuse the line.
+
+    The importer said "cron reads this as neither a setting nor a job", wrong for cronie.
+    """
+    (bad,) = imported(f"# x\n{line}\n").bad
+    assert bad.lineno == 2
+    assert bad.reason == (
+        "crons disagree on an empty MAILTO=: cronie 1.5.2+ sets it to the empty string, "
+        'Vixie cron and older cronie refuse the line (write MAILTO="" or delete the line)'
+    )
+
+
+def test_env_blanks_are_cs_isspace_not_pythons() -> None:
+    """``load_env`` trims and splits on C ``isspace``: a no-break space is part of the text.
+
+    Python's ``str.isspace`` counts U+00A0: ``A\\u00a0=1`` set ``A`` (cron sets a variable
+    named ``A\\u00a0``), and ``MAILTO=ops@example.com\\u00a0`` lost its last character.
+    """
+    tab = parse_crontab("A\u00a0=1\nB=x\u00a0 \t\nC = y \x0b\n0 1 * * * a\n")
+    assert tab.bad == ()
+    (entry,) = tab.entries
+    assert entry.env_dict == {"A\u00a0": "1", "B": "x\u00a0", "C": "y"}

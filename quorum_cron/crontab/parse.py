@@ -77,7 +77,8 @@ _USER_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*\$?", re.ASCII)
 _MAX_LINE = 10_000
 _MAX_USER = 32
 """The longest user name ``useradd`` accepts by default (``LOGIN_NAME_MAX`` is larger; cron is not)."""
-_EMPTY_SETTING_RE = re.compile(r"[ \t]*[^\s=]+[ \t]*=[ \t\r]*")
+_C_SPACE = " \t\n\v\f\r"
+"""What C's ``isspace`` (cronie's ``load_env``) counts as blank."""
 
 
 @dataclass(frozen=True)
@@ -178,14 +179,18 @@ def split_percent(command: str) -> tuple[str, str | None]:
     return "".join(out), "".join(data)
 
 
-def _env_setting(line: str) -> tuple[str, str] | None:
-    """``(name, value)`` if cron reads ``line`` as an environment setting, else ``None``.
+def _env_setting(line: str) -> tuple[str, str, bool] | None:
+    """``(name, value, bare)`` if cron reads ``line`` as an environment setting, else ``None``.
 
     A transcription of cronie's ``load_env`` state machine: a name (quoted,
     or up to a blank or ``=``), blanks, ``=``, blanks, then a value that is
     either quoted (nothing but blanks may follow the closing quote) or runs
-    to the end of the line without its trailing blanks.  ``NAME=`` with
-    nothing after it is *not* a setting for cronie (write ``NAME=""``).
+    to the end of the line without its trailing blanks.  "Blank" is C's
+    ``isspace`` (space, ``\t\n\v\f\r``), not Python's, which also counts
+    ``U+00A0`` and other Unicode spaces that cron keeps.  ``bare``: ``NAME=``
+    with nothing after the ``=``, a setting to the empty string for cronie
+    1.5.2+ (the ``EQ2`` state) but a refused line for Vixie cron and older
+    cronie.
     """
     name_i, name, eq1, eq2, value_i, value, fini, error = range(8)
     state, quote = name_i, ""
@@ -212,7 +217,7 @@ def _env_setting(line: str) -> tuple[str, str] | None:
                     state = error
                     continue
             elif state == name:
-                if c.isspace():
+                if c in _C_SPACE:
                     i += 1
                     state += 1
                     continue
@@ -224,21 +229,21 @@ def _env_setting(line: str) -> tuple[str, str] | None:
         elif state == eq1:
             if c == "=":
                 state, buf, quote = eq2, value_chars, ""
-            elif not c.isspace():
+            elif c not in _C_SPACE:
                 state = error
             i += 1
         else:  # eq2, fini
-            if c.isspace():
+            if c in _C_SPACE:
                 i += 1
             else:
                 state += 1
-    if state != fini and not (state == value and not quote):
+    if state not in (fini, eq2) and not (state == value and not quote):
         return None
     result = "".join(value_chars)
     if state == value:
-        result = result.rstrip()
+        result = result.rstrip(_C_SPACE)
     key = "".join(name_chars)
-    return (key, result) if key else None
+    return (key, result, state == eq2) if key else None
 
 
 def _check_field(text: str, what: str) -> str | None:
@@ -352,19 +357,24 @@ def parse_crontab(text: str, *, system: bool = False) -> Crontab:
                 BadLine(lineno, line, "no newline at the end of the file: cron ignores this last line")
             )
             continue
-        if _EMPTY_SETTING_RE.fullmatch(line):
-            name = line.split("=", 1)[0].strip()
-            bad.append(
-                BadLine(lineno, line, f'cron reads this as neither a setting nor a job (write {name}="")')
-            )
-            continue
         if len(line) > _MAX_LINE or "\x00" in line:
             bad.append(BadLine(lineno, line[:100], f"longer than {_MAX_LINE} characters or holds NUL"))
             continue
         setting = _env_setting(line)
+        if setting is not None and setting[2]:
+            name = setting[0]
+            bad.append(
+                BadLine(
+                    lineno,
+                    line,
+                    f"crons disagree on an empty {name}=: cronie 1.5.2+ sets it to the empty string, "
+                    f'Vixie cron and older cronie refuse the line (write {name}="" or delete the line)',
+                )
+            )
+            continue
         if setting is not None:
             env = [(k, v) for k, v in env if k != setting[0]]
-            env.append(setting)
+            env.append(setting[:2])
             continue
         result = _entry(lineno, line, system, env)
         if isinstance(result, CronEntry):
