@@ -12,7 +12,9 @@ import calendar
 import tomllib
 
 import pytest
+from click.testing import CliRunner
 
+from quorum_cron.cli import main
 from quorum_cron.config.file import parse_config
 from quorum_cron.config.settings import JobSpec
 from quorum_cron.crontab import parse_crontab, translate
@@ -140,3 +142,26 @@ def test_env_blanks_are_cs_isspace_not_pythons() -> None:
     assert tab.bad == ()
     (entry,) = tab.entries
     assert entry.env_dict == {"A\u00a0": "1", "B": "x\u00a0", "C": "y"}
+
+
+# --------------------------------------------------------------------------- bytes
+
+
+LATIN1 = b"# Gr\xfc\xdfe von M\xfcller\nMAILTO=ops@example.com\n0 1 * * * echo caf\xe9\n0 2 * * * /bin/ok\n"
+
+
+def test_bytes_that_are_not_utf8_refuse_their_line_by_number_and_comments_pass() -> None:
+    """Cron reads bytes: a Latin-1 comment is a comment. The command refused the whole file
+    with ``not UTF-8 text (byte 4)`` -- no line number, and the comment was the cause."""
+    args = ["import-crontab", "-", "--timezone", "UTC", "--user", "root", "--dst-from", "2026-01-01"]
+    out = CliRunner().invoke(main, args, input=LATIN1)
+    assert out.exit_code == 1 and out.stdout == ""
+    assert out.stderr.splitlines()[0] == (
+        "error: <stdin>: line 3: not UTF-8 (byte 0xe9 at column 19): a config is UTF-8 text and "
+        "cannot hold these bytes; write the line in UTF-8 (the program then gets UTF-8 bytes) or "
+        "move the command into a script: '0 1 * * * echo caf\\\\xe9'"
+    )
+    out = CliRunner().invoke(main, [*args, "--skip-bad"], input=LATIN1)
+    assert out.exit_code == 0 and 'shell = "/bin/ok"' in out.stdout
+    assert "skipped: <stdin>: line 3: not UTF-8" in out.stderr
+    assert "imported 1 job(s)" in out.stderr

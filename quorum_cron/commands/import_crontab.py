@@ -79,10 +79,9 @@ def _read(file: str) -> tuple[str, str]:
             fail(f"{file}: cannot read: {exc.strerror or exc}")
     if len(data) > _MAX_BYTES:
         fail(f"{source}: larger than {_MAX_BYTES} bytes (expected a crontab)")
-    try:
-        return source, data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        fail(f"{source}: not UTF-8 text (byte {exc.start})")
+    # Cron reads bytes: a comment in Latin-1 is still a comment. Bytes that are not UTF-8
+    # become lone surrogates, and parse_crontab refuses the lines (not comments) holding them.
+    return source, data.decode("utf-8", "surrogateescape")
 
 
 @click.command("import-crontab")

@@ -77,6 +77,8 @@ _USER_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*\$?", re.ASCII)
 _MAX_LINE = 10_000
 _MAX_USER = 32
 """The longest user name ``useradd`` accepts by default (``LOGIN_NAME_MAX`` is larger; cron is not)."""
+_NOT_UTF8_RE = re.compile("[\udc80-\udcff]")
+"""A byte that is not UTF-8, as ``bytes.decode("utf-8", "surrogateescape")`` leaves it."""
 _C_SPACE = " \t\n\v\f\r"
 """What C's ``isspace`` (cronie's ``load_env``) counts as blank."""
 
@@ -343,7 +345,11 @@ def is_user_name(text: str) -> bool:
 
 
 def parse_crontab(text: str, *, system: bool = False) -> Crontab:
-    """Read crontab ``text``; ``system=True`` for the ``/etc/crontab`` format with a user column."""
+    """Read crontab ``text``; ``system=True`` for the ``/etc/crontab`` format with a user column.
+
+    ``text`` may hold bytes that are not UTF-8 as ``surrogateescape`` decodes them: comments
+    and blank lines holding them are ignored, as cron ignores them; other lines are refused.
+    """
     entries: list[CronEntry] = []
     bad: list[BadLine] = []
     env: list[tuple[str, str]] = []
@@ -355,6 +361,19 @@ def parse_crontab(text: str, *, system: bool = False) -> Crontab:
         if lineno == len(lines):
             bad.append(
                 BadLine(lineno, line, "no newline at the end of the file: cron ignores this last line")
+            )
+            continue
+        if undecodable := _NOT_UTF8_RE.search(line):
+            raw = line.encode("utf-8", "surrogateescape")
+            byte = ord(undecodable.group()) - 0xDC00
+            bad.append(
+                BadLine(
+                    lineno,
+                    raw.decode("utf-8", "backslashreplace"),
+                    f"not UTF-8 (byte 0x{byte:02x} at column {undecodable.start() + 1}): a config "
+                    f"is UTF-8 text and cannot hold these bytes; write the line in UTF-8 (the "
+                    f"program then gets UTF-8 bytes) or move the command into a script",
+                )
             )
             continue
         if len(line) > _MAX_LINE or "\x00" in line:
