@@ -165,3 +165,39 @@ def test_bytes_that_are_not_utf8_refuse_their_line_by_number_and_comments_pass()
     assert out.exit_code == 0 and 'shell = "/bin/ok"' in out.stdout
     assert "skipped: <stdin>: line 3: not UTF-8" in out.stderr
     assert "imported 1 job(s)" in out.stderr
+
+
+# --------------------------------------------------------------------------- entry.c: '~'
+
+
+def test_cronies_random_tilde_becomes_h_in_the_same_range() -> None:
+    """``get_range``, ``R_RANDOM`` (cronie 1.6+): ``a~b`` is one value drawn from a..b when
+    cron loads the crontab; either end may be left out. The importer refused it as "not
+    cron syntax"; ``H(a-b)`` is the same choice, made from the job name on every node."""
+    result = imported("0~30 ~ * * * a\n~ 2 * * mon~fri b\n15 3 * jan~mar sun~ c\n5~5 * * * * d\n")
+    assert result.bad == []
+    a, b, c, d = jobs_of(result)
+    assert [j.schedule_expr for j in (a, b, c, d)] == [
+        "H(0-30) H(0-23) * * *",
+        "H(0-59) 2 * * H(1-5)",
+        "15 3 * H(1-3) H(0-7)",
+        "5 * * * *",
+    ]
+    minute, hour = (int(f) for f in a.schedule.resolved_expr.split()[:2])
+    assert 0 <= minute <= 30 and 0 <= hour <= 23
+    assert result.toml.count("'~': cronie picked each a~b value at random when it loaded the crontab") == 4
+
+
+@pytest.mark.parametrize(
+    ("field", "reason"),
+    [
+        ("30~10", "random range '30~10' must run upwards within 0-59"),
+        ("0~70", "random range '0~70' must run upwards within 0-59"),
+        ("1~5/2", "'1~5/2' is not cronie's random 'a~b' (no step, one '~')"),
+        ("~~", "'~~' is not cronie's random 'a~b'"),
+        ("mon~3", "'mon' in 'mon~3' is not a number or name of this field"),
+    ],
+)
+def test_a_tilde_cronie_refuses_is_refused_with_why(field: str, reason: str) -> None:
+    (bad,) = imported(f"{field} * * * * x\n").bad
+    assert bad.lineno == 1 and f"minute field {field!r}: {reason}" in bad.reason, bad

@@ -36,7 +36,7 @@ from typing import Any
 
 from quorum_cron.config.schedule import ALIASES, Schedule, check_timezone, dst_transitions, utc_offset_s
 from quorum_cron.config.settings import JobSpec
-from quorum_cron.crontab.parse import BadLine, CronEntry, Crontab
+from quorum_cron.crontab.parse import BadLine, CronEntry, Crontab, random_as_hash
 from quorum_cron.errors import QuorumCronError
 
 __all__ = ["DEFAULT_PATH", "DEFAULT_SHELL", "Imported", "cron_env", "job_name", "translate"]
@@ -353,7 +353,8 @@ def _translate_entry(
     name, n = base, 2
     while name in used:
         name, n = f"{base}-{n}", n + 1
-    schedule, delay_note = _random_delay(entry, entry.schedule)
+    hashed = random_as_hash(entry.schedule)
+    schedule, delay_note = _random_delay(entry, hashed or entry.schedule)
     home = env_in.get("HOME") or home_of(user)
     env = cron_env(entry, user, home)
     dropped = sorted(k for k in env if not _ENV_NAME_RE.fullmatch(k))
@@ -393,6 +394,11 @@ def _translate_entry(
         comments.append(
             f"timezone: TZ={env_in['TZ']!r} is only the job's environment: cron schedules by "
             f"{'CRON_TZ' if zone_key else 'the host zone'} ({tz}), as this job does"
+        )
+    if hashed:
+        comments.append(
+            f"'~': cronie picked each a~b value at random when it loaded the crontab, anew on each "
+            f"host; here H(a-b) picks one from the job name, the same on every node: {hashed!r}"
         )
     if delay_note:
         comments.append(delay_note)
