@@ -201,3 +201,20 @@ def test_cronies_random_tilde_becomes_h_in_the_same_range() -> None:
 def test_a_tilde_cronie_refuses_is_refused_with_why(field: str, reason: str) -> None:
     (bad,) = imported(f"{field} * * * * x\n").bad
     assert bad.lineno == 1 and f"minute field {field!r}: {reason}" in bad.reason, bad
+
+
+# --------------------------------------------------------------------------- entry.c: PATH
+
+
+def test_the_default_path_is_said_since_cronie_17_changed_it() -> None:
+    """``load_entry``: without PATH in the crontab cronie 1.7+ sets ``_PATH_STDPATH``
+    (/usr/bin:/bin:/usr/sbin:/sbin, commit 7575e75), Vixie cron and older cronie
+    /usr/bin:/bin. A root job calling a /usr/sbin program ran under cronie 1.7 and
+    fails after the import, which said nothing."""
+    result = imported("0 1 * * * logrotate /etc/lr.conf\n0 2 * * * b\nPATH=/opt/bin\n0 3 * * * c\n")
+    assert [j.env["PATH"] for j in jobs_of(result)] == ["/usr/bin:/bin", "/usr/bin:/bin", "/opt/bin"]
+    assert (
+        "PATH: 2 job(s) get cron's default PATH=/usr/bin:/bin (Vixie cron, cronie before 1.7); "
+        "cronie 1.7+ gave /usr/bin:/bin:/usr/sbin:/sbin: if yours did, set PATH in [jobs.env]"
+    ) in result.notes
+    assert not any(n.startswith("PATH") for n in imported("PATH=/bin\n0 1 * * * a\n").notes)

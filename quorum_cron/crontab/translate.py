@@ -39,11 +39,15 @@ from quorum_cron.config.settings import JobSpec
 from quorum_cron.crontab.parse import BadLine, CronEntry, Crontab, random_as_hash
 from quorum_cron.errors import QuorumCronError
 
-__all__ = ["DEFAULT_PATH", "DEFAULT_SHELL", "Imported", "cron_env", "job_name", "translate"]
+__all__ = ["CRONIE_17_PATH", "DEFAULT_PATH", "DEFAULT_SHELL", "Imported", "cron_env", "job_name", "translate"]
 
 DEFAULT_SHELL = "/bin/sh"
 DEFAULT_PATH = "/usr/bin:/bin"
-"""cronie's and Vixie cron's ``_PATH_DEFPATH``: a job's PATH when the crontab sets none."""
+"""Vixie cron's and cronie's (before 1.7) ``_PATH_DEFPATH``: a job's PATH when the crontab sets none.
+
+cronie 1.7+ gives ``_PATH_STDPATH``, :data:`CRONIE_17_PATH` (commit 7575e75): the importer
+cannot tell which cron ran the file, so it keeps the older, more common default and says so."""
+CRONIE_17_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
 
 LONGEST_TIMEOUT = "30d"
 """quorum-cron's longest timeout: the closest it comes to cron, which never kills a job."""
@@ -306,6 +310,12 @@ def translate(
     dst_jobs = [j.spec.name for j in jobs if any(c.startswith("DST") for c in j.comments)]
     if dst_jobs:
         notes.append(f"DST: {len(dst_jobs)} job(s) run differently at DST changes: {', '.join(dst_jobs)}")
+    default_path = sum(1 for j in jobs if "PATH" not in j.entry.env_dict)
+    if default_path:
+        notes.append(
+            f"PATH: {default_path} job(s) get cron's default PATH={DEFAULT_PATH} (Vixie cron, cronie "
+            f"before 1.7); cronie 1.7+ gave {CRONIE_17_PATH}: if yours did, set PATH in [jobs.env]"
+        )
     tz_jobs = [j.spec.name for j in jobs if any(c.startswith("timezone: TZ=") for c in j.comments)]
     if tz_jobs:
         notes.append(
