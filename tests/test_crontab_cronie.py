@@ -218,3 +218,18 @@ def test_the_default_path_is_said_since_cronie_17_changed_it() -> None:
         "cronie 1.7+ gave /usr/bin:/bin:/usr/sbin:/sbin: if yours did, set PATH in [jobs.env]"
     ) in result.notes
     assert not any(n.startswith("PATH") for n in imported("PATH=/bin\n0 1 * * * a\n").notes)
+
+
+def test_a_leading_dash_in_a_users_own_crontab_is_refused_as_cronie_does() -> None:
+    """``load_entry``: ``if (pw == NULL || pw->pw_uid == 0)`` -- else "Only privileged user
+    can disable logging" and the line is refused: alice's ``-0 1 * * * x`` never ran, and
+    the importer made a job of it."""
+    result = imported("-0 1 * * * x\n0 2 * * * y\n", owner="alice")
+    (bad,) = result.bad
+    assert bad.lineno == 1 and bad.reason.startswith(
+        "a leading '-' (no syslog line) is for root's and system crontabs: cronie refused this line "
+        "in alice's crontab, so it never ran"
+    )
+    assert result.jobs == 1
+    assert imported("-0 1 * * * x\n", owner="root").bad == []
+    assert imported("-0 1 * * * alice x\n", system=True).bad == []

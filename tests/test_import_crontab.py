@@ -167,7 +167,7 @@ def test_the_last_line_needs_a_newline_and_dash_is_no_syslog() -> None:
     (bad,) = tab.bad
     assert bad.lineno == 3 and "no newline at the end of the file" in bad.reason
     assert parse_crontab("0 1 * * * a\n# trailing comment").bad == ()
-    result = imported("-@daily quiet\nA-B=1\n0 1 * * * b\n")
+    result = imported("-@daily quiet\nA-B=1\n0 1 * * * b\n", owner="root")
     assert "'-': cronie wrote no syslog line" in result.toml
     assert "env: A-B not passed" in result.toml and result.jobs == 2
 

@@ -286,6 +286,18 @@ def translate(
                 )
             )
             continue
+        if entry.quiet and entry.user is None and owner != "root":
+            # cronie's load_entry: "Only privileged user can disable logging" (pw_uid != 0).
+            bad.append(
+                BadLine(
+                    entry.lineno,
+                    entry.text,
+                    f"a leading '-' (no syslog line) is for root's and system crontabs: cronie refused "
+                    f"this line in {owner}'s crontab, so it never ran (pass --user root if this is "
+                    f"root's crontab)",
+                )
+            )
+            continue
         job = _translate_entry(entry, host_tz, owner, home_of, now_s, used)
         if isinstance(job, BadLine):
             bad.append(job)
