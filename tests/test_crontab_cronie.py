@@ -233,3 +233,26 @@ def test_a_leading_dash_in_a_users_own_crontab_is_refused_as_cronie_does() -> No
     assert result.jobs == 1
     assert imported("-0 1 * * * x\n", owner="root").bad == []
     assert imported("-0 1 * * * alice x\n", system=True).bad == []
+
+
+# --------------------------------------------------------------------------- entry.c: RANDOM_DELAY
+
+
+@pytest.mark.parametrize(
+    ("value", "schedule", "comment"),
+    [
+        ("10m", "H(40-50) 3 * * *", "RANDOM_DELAY=10: cron started this job 0-10 min late"),
+        ('" 7"', "H(40-47) 3 * * *", "RANDOM_DELAY=7:"),
+        ("2000", "40 3 * * *", "RANDOM_DELAY='2000' is outside cronie's 0-1440: it logged 'bad value"),
+        ("-5", "40 3 * * *", "RANDOM_DELAY='-5' is outside cronie's 0-1440"),
+        ("soon", "40 3 * * *", "RANDOM_DELAY='soon' is not a number of minutes: cronie reads it as 0"),
+    ],
+)
+def test_random_delay_is_read_as_cronies_strtol(value: str, schedule: str, comment: str) -> None:
+    """``load_entry``: ``val = strtol(p, &endptr, 10)``, endptr unchecked; ``val < 0 ||
+    val > 24*60`` is "bad value of RANDOM_DELAY" (no delay). The importer ignored '10m'
+    (cronie: 10 minutes) and said cron delayed a job by up to 2000 minutes."""
+    result = imported(f"RANDOM_DELAY={value}\n40 3 * * * a\n")
+    (job,) = jobs_of(result)
+    assert job.schedule_expr == schedule
+    assert f"# {comment}" in result.toml

@@ -52,6 +52,8 @@ CRONIE_17_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
 LONGEST_TIMEOUT = "30d"
 """quorum-cron's longest timeout: the closest it comes to cron, which never kills a job."""
 
+_STRTOL_RE = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)", re.ASCII)
+_MAX_RANDOM_DELAY = 24 * 60
 _DST_WINDOW_S = 4 * 3600  # around a transition: covers every offset change in tzdata (at most 2 h)
 _DST_LOOKAHEAD_S = 366 * 86_400
 
@@ -136,13 +138,23 @@ def _random_delay(entry: CronEntry, schedule: str) -> tuple[str, str | None]:
     raw = entry.env_dict.get("RANDOM_DELAY")
     if raw is None:
         return schedule, None
-    text = raw.strip()
-    if not (text.isascii() and text.isdecimal()):  # (isdigit would pass '²', which int refuses)
+    # cronie's load_entry: strtol(p, &endptr, 10), endptr unchecked, so the leading number
+    # counts ('10m' is 10, 'x' is 0); outside 0..24*60 it logs "bad value of RANDOM_DELAY"
+    # and the job starts on time.
+    number = _STRTOL_RE.match(raw)
+    if number is None:
         return (
             schedule,
-            f"RANDOM_DELAY={raw!r} is not a number of minutes: cronie ignores it, and so does this job",
+            f"RANDOM_DELAY={raw!r} is not a number of minutes: cronie reads it as 0 (no delay), "
+            f"and so does this job",
         )
-    delay = int(text)
+    delay = int(number.group(1))
+    if not 0 <= delay <= _MAX_RANDOM_DELAY:
+        return (
+            schedule,
+            f"RANDOM_DELAY={raw!r} is outside cronie's 0-{_MAX_RANDOM_DELAY}: it logged 'bad value "
+            f"of RANDOM_DELAY' and started the job on time, as this job does",
+        )
     if delay == 0:
         return schedule, None
     fields = _five_fields(schedule).split()
