@@ -5,6 +5,12 @@
 // something changed. When the stream (re)connects, the page is fetched once
 // too: whatever changed between rendering the page and subscribing, or
 // while disconnected, is not announced again.
+//
+// A page must never look current when it is not: while the server says the
+// store is not answering (event "store", ok false) or the last re-fetch
+// failed (a 503 while the store is down, say), the banner #stale says so and
+// why, the header says "not current" instead of "live", and <body
+// data-stale="yes">; all three clear once a re-fetch succeeds again.
 "use strict";
 (function () {
   var main = document.getElementById("live");
@@ -12,7 +18,27 @@
   // Pages with a form in their content (log in) are not replaced under the user's typing.
   if (!main || !window.EventSource || main.getAttribute("data-live") !== "on") { return; }
   var job = main.getAttribute("data-job") || "";
+  var stale = document.getElementById("stale");
   var busy = false, again = "", last = 0, updates = 0;
+  var connected = false, storeDown = "", fetchFailed = "";
+
+  function showState() {
+    var why = storeDown ? "the store is not answering (" + storeDown + ")"
+      : fetchFailed ? "this page could not be updated (" + fetchFailed + ")" : "";
+    document.body.setAttribute("data-stale", why ? "yes" : "");
+    if (stale) {
+      stale.textContent = why ? "Not current: " + why + ". What this page shows may be out of date." : "";
+      stale.hidden = !why;
+    }
+    if (!status) { return; }
+    if (!connected) {
+      status.textContent = "○ reconnecting"; status.className = "live-off";
+    } else if (why) {
+      status.textContent = "○ not current"; status.className = "live-stale";
+    } else {
+      status.textContent = "● live"; status.className = "live-on";
+    }
+  }
 
   function fragmentUrl() {
     var url = new URL(window.location.href);
@@ -33,14 +59,28 @@
     }
     busy = true; last = Date.now();
     fetch(fragmentUrl(), { credentials: "same-origin", headers: { "Accept": "text/html" } })
-      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+      .then(function (r) {
+        if (r.ok) { return r.text(); }
+        // The error page's one line (#message), else the status: what the operator is told.
+        return r.text().then(function (body) {
+          var doc = new DOMParser().parseFromString(body, "text/html");
+          var line = doc.getElementById("message");
+          return Promise.reject("HTTP " + r.status + (line ? ": " + line.textContent : ""));
+        }, function () { return Promise.reject("HTTP " + r.status); });
+      })
       .then(function (html) {
         main.innerHTML = html;
         updates += 1;
+        fetchFailed = "";
         document.body.setAttribute("data-updates", String(updates));
         document.body.setAttribute("data-refreshed-by", reason);
+        showState();
       })
-      .catch(function () { /* the next event retries */ })
+      .catch(function (why) {
+        // Keep what is shown, but say it is not current; the next event retries.
+        fetchFailed = typeof why === "string" ? why : "the server did not answer";
+        showState();
+      })
       .then(function () {
         busy = false;
         if (again) { var next = again; again = ""; refresh(next); }
@@ -54,12 +94,21 @@
 
   var source = new EventSource(main.getAttribute("data-events"));
   source.onopen = function () {
-    if (status) { status.textContent = "● live"; status.className = "live-on"; }
+    connected = true;
+    showState();
     refresh("open");
   };
   source.onerror = function () {
-    if (status) { status.textContent = "○ reconnecting"; status.className = "live-off"; }
+    connected = false;
+    showState();
   };
+  // The store's state comes first: a page re-fetched while it is down fails, and says why.
+  source.addEventListener("store", function (e) {
+    var data = {};
+    try { data = JSON.parse(e.data); } catch (err) { /* not JSON: treat as down */ }
+    storeDown = data.ok ? "" : String(data.error || "unavailable");
+    showState();
+  });
   // Which events this page shows (data-kinds); job events only when they are about its job.
   var kinds = (main.getAttribute("data-kinds") || "").split(" ");
   kinds.forEach(function (name) {
