@@ -56,7 +56,15 @@ from quorum_cron.config.settings import Config
 from quorum_cron.errors import StoreError
 from quorum_cron.store.base import ObservedStore
 from quorum_cron.web import views
-from quorum_cron.web.inputs import Refused, body_of, check_reason, form_of, job_args, same_origin
+from quorum_cron.web.inputs import (
+    Refused,
+    body_of,
+    check_reason,
+    form_of,
+    job_args,
+    same_origin,
+    slot_ms,
+)
 from quorum_cron.web.live import Broadcaster
 from quorum_cron.web.present import SecurityHeaders, environment
 from quorum_cron.web.tokens import AdminTokens
@@ -189,10 +197,8 @@ def create_app(ctx: WebContext) -> Starlette:
 
     async def slot_data(request: Request) -> dict[str, Any]:
         job = job_of(request)
-        raw = str(request.path_params["fire_ms"])
-        if not (raw.isascii() and raw.isdecimal()) or len(raw) > 15:
-            raise Refused(400, f"slot {raw!r} is not a fire time in epoch milliseconds")
-        data: dict[str, Any] = await read(request, views.slot_view, ctx.store, ctx.config, job, int(raw))
+        fire_ms = slot_ms(str(request.path_params["fire_ms"]))
+        data: dict[str, Any] = await read(request, views.slot_view, ctx.store, ctx.config, job, fire_ms)
         return data
 
     async def audit_data(request: Request) -> dict[str, Any]:
@@ -345,6 +351,14 @@ def create_app(ctx: WebContext) -> Starlette:
         response.delete_cookie(SESSION_COOKIE, path=prefix(request) or "/")
         return response
 
+    async def crashed(request: Request, exc: Exception) -> Response:
+        # A bug, not a refusal: one line in the page's own form (JSON under /api/), never a bare
+        # "Internal Server Error". Starlette re-raises it after this, so uvicorn still logs the traceback.
+        try:
+            return problem(request, 500, f"internal error ({type(exc).__name__}): see the server's log")
+        except Exception:
+            return PlainTextResponse("internal error: see the server's log", status_code=500)
+
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
 
@@ -372,7 +386,7 @@ def create_app(ctx: WebContext) -> Starlette:
         Route("/api/events", events),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: crashed})
     app.state.broadcaster = broadcaster
     app.add_middleware(SecurityHeaders)
     return app

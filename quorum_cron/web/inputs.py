@@ -20,6 +20,7 @@ from quorum_cron.store.base import MAX_REASON
 
 __all__ = [
     "MAX_BODY",
+    "MAX_MS",
     "MAX_PAGE",
     "MAX_WINDOW_MS",
     "MIN_WINDOW_MS",
@@ -29,11 +30,15 @@ __all__ = [
     "form_of",
     "job_args",
     "same_origin",
+    "slot_ms",
 ]
 
 MIN_WINDOW_MS = 60_000
 MAX_WINDOW_MS = 31 * 86_400_000
 MAX_PAGE = 1000
+MAX_MS = 10**14
+"""The latest time a URL may name (``to``, a slot): year 5138. A schedule's fire times are computed
+around it, and a zoned calendar cannot go past year 9999: ``to=999999999999999`` was a 500."""
 MAX_BODY = 16 * 1024
 """Forms and JSON bodies are small; a larger body is refused before it is read whole."""
 
@@ -56,7 +61,7 @@ def job_args(request: Request) -> dict[str, Any]:
         if not MIN_WINDOW_MS <= ms <= MAX_WINDOW_MS:
             raise Refused(400, f"window {q['window']!r} is out of range (expected 1m to 31d)")
         out["window_ms"] = ms
-    for key, name, lo, hi in (("to", "to_ms", 1, 10**15), ("page", "page", 0, MAX_PAGE)):
+    for key, name, lo, hi in (("to", "to_ms", 1, MAX_MS), ("page", "page", 0, MAX_PAGE)):
         if q.get(key):
             if not (q[key].isascii() and q[key].isdecimal()) or not lo <= int(q[key]) <= hi:
                 raise Refused(400, f"{key} {q[key]!r} is not a whole number from {lo} to {hi}")
@@ -85,6 +90,13 @@ async def form_of(request: Request) -> dict[str, str]:
         return dict(urllib.parse.parse_qsl(text, keep_blank_values=True, max_num_fields=20))
     except ValueError:
         raise Refused(400, "form has more than 20 fields (expected a page's form)") from None
+
+
+def slot_ms(raw: str) -> int:
+    """A slot's fire time from a URL: epoch milliseconds from 0 to :data:`MAX_MS`."""
+    if not (raw.isascii() and raw.isdecimal()) or len(raw) > 15 or int(raw) > MAX_MS:
+        raise Refused(400, f"slot {raw[:40]!r} is not a fire time in epoch milliseconds (0 to {MAX_MS})")
+    return int(raw)
 
 
 def same_origin(request: Request) -> bool:
