@@ -6,7 +6,9 @@ request that showed it: the app is driven through Starlette's TestClient.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -77,3 +79,43 @@ def test_an_unexpected_error_is_one_line_in_the_pages_own_form(face: Face) -> No
     }
     assert page.status_code == 500 and "internal error (RuntimeError)" in page.text
     assert "hunter2" not in api.text + page.text
+
+
+# --------------------------------------------------------------------------- the token file at runtime
+
+TOKEN = "alice:correct-horse-battery-staple"
+
+
+def test_a_token_file_broken_while_serving_is_said_not_taken_for_a_wrong_token(
+    redis_client: redis.Redis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator appends ``bob:short`` to the token file: every login and API call was refused
+    as "not a current admin token", and nothing anywhere said the file no longer parsed."""
+    file = tmp_path / "tokens"
+    file.write_text(f"{TOKEN}\n")
+    face = Face(redis_client, AdminTokens(file=file))
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    origin = {"Origin": "http://testserver"}
+    with TestClient(face.app) as client:
+        assert client.post("/login", data={"token": TOKEN}, headers=origin).status_code == 200
+        file.write_text(f"{TOKEN}\nbob:short\n")
+        with caplog.at_level(logging.WARNING, logger="quorum_cron.web.tokens"):
+            api = client.post("/api/jobs/tick/trigger", headers=bearer)
+            login = client.post("/login", data={"token": TOKEN}, headers=origin)
+            page = client.post("/jobs/tick/trigger", data={"csrf": "x"}, headers=origin)
+        for refused in (api.json()["error"], login.text, page.text):
+            assert "cannot read its admin tokens" in refused, refused[:300]
+            assert "not a current admin token" not in refused
+            assert str(file) not in refused  # the file and line are for the server's log
+        assert api.status_code == login.status_code == page.status_code == 403
+        logged = [r.getMessage() for r in caplog.records if r.name == "quorum_cron.web.tokens"]
+        assert len(logged) == 1, logged  # once per problem, not once per request
+        assert f"{file}:2" in logged[0] and "bob:short" not in logged[0]
+        assert face.store.audit("tick", 10) == []
+        # Fixed: accepted again at once, and the log says so.
+        file.write_text(f"{TOKEN}\n")
+        with caplog.at_level(logging.WARNING, logger="quorum_cron.web.tokens"):
+            assert client.post("/api/jobs/tick/trigger", headers=bearer).status_code == 200
+        assert any("read again: alice" in r.getMessage() for r in caplog.records)
+        wrong = client.post("/login", data={"token": "alice:not-the-secret-at-all"}, headers=origin)
+        assert wrong.status_code == 403 and "not a current admin token" in wrong.text

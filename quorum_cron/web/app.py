@@ -76,6 +76,10 @@ SESSION_COOKIE = "qc_session"
 SESSION_TTL_S = 12 * 3600
 MAX_SESSIONS = 1000
 ACTIONS = ("trigger", "pause", "resume")
+TOKENS_UNREADABLE = (
+    "refused: this server cannot read its admin tokens right now, so it accepts none "
+    "(its log names the file and line)"
+)
 
 
 @dataclass
@@ -269,6 +273,8 @@ def create_app(ctx: WebContext) -> Starlette:
             raise Refused(403, "refused: this server is read-only (started without an admin token)")
         session = session_of(request)
         if session is None:
+            if ctx.tokens.problem():
+                raise Refused(403, TOKENS_UNREADABLE)
             raise Refused(403, "refused: log in with an admin token to trigger, pause or resume")
         form = await form_of(request)
         sent = form.get("csrf", "")
@@ -287,6 +293,8 @@ def create_app(ctx: WebContext) -> Starlette:
         scheme, _, presented = request.headers.get("authorization", "").partition(" ")
         who = ctx.tokens.check(presented) if scheme.lower() == "bearer" else None
         if who is None:
+            if ctx.tokens.problem():
+                raise Refused(403, TOKENS_UNREADABLE)
             raise Refused(
                 403, "refused: expected 'Authorization: Bearer NAME:SECRET' with a current admin token"
             )
@@ -316,7 +324,8 @@ def create_app(ctx: WebContext) -> Starlette:
         name = ctx.tokens.check(presented)
         if name is None:
             await asyncio.sleep(0.5)  # slows guessing down; the secret is long anyway
-            return render(request, "login.html", {"error": "not a current admin token"}, 403)
+            error = TOKENS_UNREADABLE if ctx.tokens.problem() else "not a current admin token"
+            return render(request, "login.html", {"error": error}, 403)
         now = time.monotonic()
         for sid, s in list(ctx.sessions.items()):
             if s.expires < now:

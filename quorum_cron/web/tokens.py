@@ -9,14 +9,22 @@ list. Without any token the server is read-only.
 The file is read again on every check, so removing a line revokes the token
 (and every session opened with it) without a restart. Secrets are compared
 in constant time and kept only as SHA-256 digests in memory.
+
+A file that stops reading (a malformed line saved while the server runs, a
+file removed or made unreadable) refuses every token, as at start — and
+says so: one warning in the server's log naming the file and line (once per
+problem, again when it changes), and :meth:`AdminTokens.problem` for the
+refusal the user sees, instead of "not a current admin token".
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +36,10 @@ ENV_TOKEN = "QUORUM_CRON_WEB_TOKEN"
 """An admin token ``NAME:SECRET`` in the environment."""
 ENV_TOKEN_FILE = "QUORUM_CRON_WEB_TOKEN_FILE"
 """A file of admin tokens, one ``NAME:SECRET`` per line."""
+
+log = logging.getLogger(__name__)
+_said = {"problem": ""}
+_said_lock = threading.Lock()
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.@-]{1,64}", re.ASCII)
 _MIN_SECRET = 16
@@ -106,14 +118,39 @@ class AdminTokens:
                     out[name], where[name] = digest, at
         return out
 
+    def _readable(self) -> dict[str, str] | None:
+        """:meth:`current`, or None when the sources do not read (logged once per problem)."""
+        try:
+            known = self.current()
+        except ConfigError as exc:
+            with _said_lock:
+                if _said["problem"] != str(exc):
+                    _said["problem"] = str(exc)
+                    log.warning("admin tokens refused until this is fixed: %s", exc)
+            return None
+        with _said_lock:
+            if _said["problem"]:
+                _said["problem"] = ""
+                log.warning("admin tokens read again: %s", ", ".join(sorted(known)) or "none")
+        return known
+
+    def problem(self) -> str:
+        """Why no token is accepted right now ("" when the sources read fine); names no secret."""
+        if not self.enabled:
+            return ""
+        try:
+            self.current()
+        except ConfigError as exc:
+            return str(exc)
+        return ""
+
     def check(self, presented: str) -> str | None:
         """The token's name when ``presented`` (``NAME:SECRET``) is a current token, else None."""
         name, sep, secret = presented.strip().partition(":")
         if not sep:
             return None
-        try:
-            known = self.current()
-        except ConfigError:
+        known = self._readable()
+        if known is None:
             return None
         want = known.get(name)
         if want is None:
@@ -124,10 +161,10 @@ class AdminTokens:
 
     def still_valid(self, name: str, digest: str) -> bool:
         """Whether the token a session was opened with is still configured (revocation)."""
-        try:
-            want = self.current().get(name)
-        except ConfigError:
+        known = self._readable()
+        if known is None:
             return False
+        want = known.get(name)
         return want is not None and hmac.compare_digest(want, digest)
 
     @staticmethod
