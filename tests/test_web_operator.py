@@ -15,9 +15,14 @@ import redis
 from starlette.testclient import TestClient
 
 from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
+from quorum_cron.store import keys as store_keys
+from quorum_cron.store.base import SlotState, VoteRequest
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.web.app import WebContext, create_app
+from quorum_cron.web.recent import RecentLedger
 from quorum_cron.web.tokens import AdminTokens
+from quorum_cron.web.views import jobs_view
+from tests.agent_cluster import OwnedRedis
 
 T0 = 1_800_000_000_000
 
@@ -119,3 +124,77 @@ def test_a_token_file_broken_while_serving_is_said_not_taken_for_a_wrong_token(
         assert any("read again: alice" in r.getMessage() for r in caplog.records)
         wrong = client.post("/login", data={"token": "alice:not-the-secret-at-all"}, headers=origin)
         assert wrong.status_code == 403 and "not a current admin token" in wrong.text
+
+
+# --------------------------------------------------------------------------- a ledger that went away
+
+
+def _ran(store: RedisStore, spec: JobSpec, fire: int, ok: bool, clock: list[int]) -> None:
+    """One slot voted by three nodes, started and finished through the store, as a cluster does."""
+    clock[0] = fire + 10
+    store.vote(
+        [VoteRequest(spec.name, fire, n, spec.spec_hash, 2, 250, spec.starting_deadline_ms) for n in NODES]
+    )
+    slot = store.slot(spec.name, fire)
+    clock[0] = fire + 40
+    assert store.start(spec.name, fire, slot.executor, slot.token, 5000).ok
+    clock[0] = fire + 900
+    assert store.finish(spec.name, fire, slot.executor, slot.token, ok, "exit 0" if ok else "exit 3").ok
+
+
+NODES = ("n1", "n2", "n3")
+
+
+def test_outcomes_the_store_lost_in_a_restart_are_not_shown_after_it(tmp_path: Path) -> None:
+    """Redis restarted without persistence: the jobs page kept showing the old ledger's outcomes
+    (and the cluster page its failures as recent problems) for as long as the server ran, while
+    ``quorum-cron history`` showed the new, short ledger."""
+    owned = OwnedRedis(tmp_path)
+    owned.start()
+    clock = [T0]
+    client = redis.Redis(port=owned.port, socket_timeout=2)
+    try:
+        store = RedisStore(client, "op", clock=lambda: clock[0])
+        tick = JobSpec.create("tick", "@every 10s", command=("true",))
+        config = Config(ClusterConfig(namespace="op", size=3), (tick,))
+        app = create_app(WebContext(config, store, "redis://x/0", AdminTokens()))
+        for k in range(3):
+            _ran(store, tick, T0 - 60_000 + 10_000 * k, False, clock)
+        with TestClient(app, raise_server_exceptions=False) as web:
+            before = web.get("/api/jobs").json()["jobs"][0]
+            assert before["recent"] == ["failed"] * 3
+            owned.kill()
+            assert web.get("/api/jobs").status_code == 503
+            owned.start()  # empty: nothing was persisted
+            _ran(store, tick, T0, True, clock)
+            after = web.get("/api/jobs").json()["jobs"][0]
+            problems = web.get("/api/cluster").json()["problems"]
+        assert [e.state for e in store.ledger("tick", 10)] == [SlotState.SUCCEEDED]  # what history shows
+        assert after["recent"] == ["succeeded"], after["recent"]
+        assert after["last"]["slot_ms"] == T0
+        assert not [p for p in problems if p["kind"] == "slot_failed"], problems
+    finally:
+        client.close()
+        owned.kill()
+
+
+def test_a_deleted_ledger_stops_being_shown_within_the_kept_entries_max_age(
+    face: Face, redis_client: redis.Redis
+) -> None:
+    """A ledger deleted while the store kept answering (no outage to notice): what was kept of it
+    is read afresh at least every ``RecentLedger.MAX_AGE_S``."""
+    clock = [T0]
+    store = RedisStore(redis_client, "op", clock=lambda: clock[0])
+    for k in range(2):
+        _ran(store, face.tick, T0 - 60_000 + 10_000 * k, False, clock)
+    now = [100.0]
+    recent = RecentLedger(monotonic=lambda: now[0])
+    assert jobs_view(store, face.config, "all", recent)["jobs"][1]["recent"] == ["failed", "failed"]
+    redis_client.delete(store_keys.job_prefix("op", "tick") + store_keys.LEDGER)
+    _ran(store, face.tick, T0, True, clock)
+    now[0] += RecentLedger.MAX_AGE_S - 1  # still within: the cache may still hold the old entries
+    jobs_view(store, face.config, "all", recent)
+    now[0] += 1
+    shown = jobs_view(store, face.config, "all", recent)["jobs"][1]
+    assert shown["recent"] == ["succeeded"] and shown["last"]["slot_ms"] == T0
+    assert shown == jobs_view(store, face.config, "all", RecentLedger())["jobs"][1]

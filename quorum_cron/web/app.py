@@ -53,7 +53,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from quorum_cron.config.settings import Config
-from quorum_cron.errors import StoreError
+from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.base import ObservedStore
 from quorum_cron.web import views
 from quorum_cron.web.inputs import (
@@ -160,6 +160,8 @@ def create_app(ctx: WebContext) -> Starlette:
         try:
             return await run_in_threadpool(fn, *args, **kw)
         except StoreError as exc:
+            if isinstance(exc, StoreUnavailable):
+                recent.forget()  # it may come back with another ledger (a restart, a failover)
             raise Refused(503, f"cannot read the store at {ctx.shown_url}: {exc}") from None
 
     def job_of(request: Request) -> str:

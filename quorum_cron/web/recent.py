@@ -11,7 +11,8 @@ jobs' rows and the pages built on them stay up.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store import keys as store_keys
@@ -57,13 +58,30 @@ class RecentLedger:
     and asks the store only for entries newer than that id
     (:meth:`ObservedStore.ledger_tails`). Reads are serialised by a lock (a
     page load reads the store once for all jobs).
+
+    What is kept is forgotten — and every job read afresh — when a read
+    finds the store unavailable (a Redis restarted without persistence, a
+    failover, comes back with another ledger) and at least every
+    :data:`MAX_AGE_S` (a ledger deleted or flushed while the store kept
+    answering). Without it, entries the store no longer held were shown as
+    the jobs' last outcomes and as the cluster's recent problems for as long
+    as the server ran, unlike ``quorum-cron history``: asking only for what
+    is newer than a kept id cannot tell that what came before it is gone.
     """
 
     KEEP_FULL = 5
+    MAX_AGE_S = 60.0
 
-    def __init__(self) -> None:
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
         self._kept: dict[str, tuple[str, list[LedgerEntry], list[str]]] = {}
+        self._monotonic = monotonic
+        self._since = monotonic()
+
+    def forget(self) -> None:
+        """Drop what is kept: the next read reads every job afresh."""
+        with self._lock:
+            self._kept.clear()
 
     def read(
         self, store: ObservedStore, jobs: Sequence[str]
@@ -79,8 +97,21 @@ class RecentLedger:
         A corrupt job's key fails the pipelined read of every job: the jobs
         are then read one by one, and only the corrupt one comes back empty.
         """
+        try:
+            return self._read_checked(store, jobs, namespace)
+        except StoreUnavailable:
+            self.forget()  # what comes back may be another ledger (a restart, a failover)
+            raise
+
+    def _read_checked(
+        self, store: ObservedStore, jobs: Sequence[str], namespace: str
+    ) -> list[tuple[list[LedgerEntry], list[str], JobControl, str]]:
         out: list[tuple[list[LedgerEntry], list[str], JobControl, str]] = []
         with self._lock:
+            now = self._monotonic()
+            if now - self._since >= self.MAX_AGE_S:
+                self._kept.clear()
+                self._since = now
             after = {j: self._kept[j][0] for j in jobs if j in self._kept and self._kept[j][0]}
             corrupt: dict[str, str] = {}
             try:
