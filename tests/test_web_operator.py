@@ -6,6 +6,7 @@ request that showed it: the app is driven through Starlette's TestClient.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -198,3 +199,45 @@ def test_a_deleted_ledger_stops_being_shown_within_the_kept_entries_max_age(
     shown = jobs_view(store, face.config, "all", recent)["jobs"][1]
     assert shown["recent"] == ["succeeded"] and shown["last"]["slot_ms"] == T0
     assert shown == jobs_view(store, face.config, "all", RecentLedger())["jobs"][1]
+
+
+# --------------------------------------------------------------------------- values from Redis
+
+
+def test_a_huge_member_value_is_cut_like_every_free_text(face: Face, redis_client: redis.Redis) -> None:
+    """A heartbeat with a 1 MB ``host`` made a 1.2 MB cluster page: the docs say free text from
+    Redis is cut at 4 000 characters, but the host and clock offset were shown whole."""
+    now = face.store.time_ms()
+    info = {"host": "H" * 1_000_000, "clock_offset_ms": "9" * 200_000, "voting": "yes", "clock": "trusted"}
+    entry = ["inc1", str(now), str(now + 60_000), json.dumps(info), 1]
+    redis_client.hset(store_keys.members_key("op"), "n1", json.dumps(entry))
+    with TestClient(face.app) as client:
+        page = client.get("/cluster")
+        [member] = client.get("/api/cluster").json()["members"]
+    assert page.status_code == 200 and len(page.text) < 50_000, len(page.text)
+    assert len(member["host"]) <= 4002 and len(member["clock_offset_ms"]) <= 4002
+
+
+def test_a_url_password_in_job_output_is_masked_as_in_the_alerts(face: Face) -> None:
+    """A failed job printed ``redis://:topsecret@db``: the Cluster page's alert of that failure masked
+    it, the job page, the slot page and their JSON (readable by anyone reaching the dashboard)
+    showed it."""
+    store = face.store
+    face.now = T0 + 10
+    store.vote([VoteRequest("tick", T0, n, face.tick.spec_hash, 2, 250, 10_000) for n in NODES])
+    slot = store.slot("tick", T0)
+    face.now = T0 + 40
+    assert store.start("tick", T0, slot.executor, slot.token, 5000).ok
+    face.now = T0 + 900
+    output = "exit 3\n--- stdout ---\nconnecting to redis://:topsecret@db:6379/0?password=alsosecret"
+    assert store.finish("tick", T0, slot.executor, slot.token, False, output).ok
+    with TestClient(face.app) as client:
+        shown = [
+            client.get("/jobs/tick").text,
+            client.get(f"/jobs/tick/slots/{T0}").text,
+            client.get("/api/jobs/tick").text,
+            client.get(f"/api/jobs/tick/slots/{T0}").text,
+        ]
+    for text in shown:
+        assert "topsecret" not in text and "alsosecret" not in text
+        assert "redis://:***@db:6379/0" in text

@@ -33,6 +33,7 @@ from quorum_cron.config.membership import membership_facts
 from quorum_cron.config.settings import Config, JobSpec
 from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.redact import redact_text
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.base import (
     AuditEntry,
@@ -88,6 +89,15 @@ def fmt_ms(ms: int, tz: str = "UTC") -> str:
 
 
 def _cut(text: str) -> str:
+    """Free text from Redis as shown: URL passwords masked (as the alerts' are), then bounded.
+
+    A job's output tail is in its ledger entry as the job printed it; the
+    dashboard is readable by whoever reaches it, so a ``redis://:pw@host``
+    a job printed is shown ``redis://:***@host`` here, as on the Cluster
+    page's alerts of the same failure (``quorum-cron history --detail``,
+    which needs the store's credentials, shows it whole).
+    """
+    text = redact_text(text)
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + " …"
 
 
@@ -143,14 +153,14 @@ def _member_doc(m: Member, now: int, config: Config, stored: model.Membership | 
         "node": m.node,
         "role": role,
         "epoch": m.epoch,
-        "host": m.info.get("host", ""),
-        "incarnation": m.incarnation,
+        "host": _cut(m.info.get("host", "")),
+        "incarnation": _cut(m.incarnation),
         "seen_ms": m.seen_ms,
         "age_ms": max(0, now - m.seen_ms),
         "expires_ms": m.expires_ms,
         "clock": clock,
         "clock_reason": _cut(m.info.get("clock_reason", "")),
-        "clock_offset_ms": m.info.get("clock_offset_ms", ""),
+        "clock_offset_ms": _cut(m.info.get("clock_offset_ms", "")),
         "voting": voting,
         "why_not": _cut(why_not),
         "definitions_differ": differs,
