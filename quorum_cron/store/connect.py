@@ -27,7 +27,7 @@ from redis.retry import Retry
 
 from quorum_cron.errors import ConfigError
 from quorum_cron.redact import redact_text
-from quorum_cron.store.sentinels import Sentinels
+from quorum_cron.store.sentinels import MasterPool, Sentinels
 from quorum_cron.store.urls import RedisTarget, bad_url, parse_redis_url
 
 __all__ = [
@@ -114,9 +114,10 @@ def open_client(target: RedisTarget, **client_kwargs: Any) -> redis.Redis | Redi
                 sentinel_kwargs["password"] = target.sentinel_password
             # Sentinels: a refused sentinel password is said so in one line (store/sentinels.py).
             sentinel = Sentinels(list(target.hosts), sentinel_kwargs=sentinel_kwargs, **client_kwargs)
+            # MasterPool: connections already open follow a failover too (store/sentinels.py).
             master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call, unused-ignore]
-                target.master, db=target.db, username=target.username, password=target.password,
-                **client_kwargs,
+                target.master, connection_pool_class=MasterPool, db=target.db, username=target.username,
+                password=target.password, **client_kwargs,
             )  # fmt: skip
             return master
         kwargs = dict(client_kwargs)
