@@ -141,20 +141,29 @@ class ClusterScriptRunner:
         return self.call_many([call], wait)[0]
 
     def call_many(
-        self, calls: Sequence[Call], wait: Wait | None = None, *, errors: bool = False
+        self, calls: Sequence[Call], wait: Wait | None = None, *, errors: bool = False, partial: bool = False
     ) -> list[Any]:
         """Run the calls (independent of each other), one pipeline per owning node; replies in call order.
 
         ``errors``: a script's error reply is returned in its place (see ``ScriptRunner.call_many``).
 
-        ``wait``: every node pipeline that ran writes ends with ``WAIT``; the
-        fewest acknowledgements over them decides :class:`WaitShortfall`.
+        ``wait``: every node pipeline that ran writes ends with ``WAIT``; a
+        master that got fewer acknowledgements than asked makes the batch
+        raise :class:`WaitShortfall` naming it — or, with ``partial``, only
+        the replies of that master's calls are a ``WaitShortfall`` (each
+        master's ``WAIT`` covers exactly its own calls' writes, so the
+        others are replicated and may be acted on). Without ``partial`` one
+        master short of a replica (a promoted replica whose old master is
+        gone) failed every call of the batch: the finishes of jobs on
+        healthy masters too, which ended their runs ``lost`` and the next
+        slots ``skipped``.
         """
         replies: list[Any] = [None] * len(calls)
         multi = [len({self.slot(k) for k in c.keys}) > 1 for c in calls]
         pending = list(range(len(calls)))
         ask: dict[int, ClusterNode] = {}
-        acked: int | None = None
+        node_acked: dict[str, int] = {}  # the fewest acknowledgements of each master's WAITs
+        answered_by: dict[int, str] = {}  # call index -> the master whose reply it has
         backoff = FIRST_BACKOFF_S
         last: Exception | None = None
         for _ in range(MAX_ROUNDS):
@@ -175,13 +184,13 @@ class ClusterScriptRunner:
             transient = False
             for node, idx in groups.values():
                 try:
-                    got, node_acked = self._pipeline(node, [(calls[i], i in ask) for i in idx], calls, wait)
+                    got, got_acked = self._pipeline(node, [(calls[i], i in ask) for i in idx], calls, wait)
                 except (RedisConnectionError, RedisTimeoutError):
                     # The node is gone (failover under way) or slow: outcome unknown.
                     self._refresh = True
                     raise
-                if node_acked is not None:
-                    acked = node_acked if acked is None else min(acked, node_acked)
+                if got_acked is not None:
+                    node_acked[node.name] = min(node_acked.get(node.name, got_acked), got_acked)
                 for i, reply in zip(idx, got, strict=True):
                     ask.pop(i, None)
                     if isinstance(reply, NoScriptError):
@@ -214,6 +223,7 @@ class ClusterScriptRunner:
                             retry.append(i)
                     else:
                         replies[i] = reply
+                        answered_by[i] = node.name
             pending = retry
             if transient and pending:
                 time.sleep(backoff)
@@ -235,8 +245,13 @@ class ClusterScriptRunner:
                 raise reply
             if isinstance(reply, Exception):  # pragma: no cover - redis-py only returns ResponseErrors
                 raise StoreError(f"script {call.script.name!r} failed: {reply}") from reply
-        if wait is not None and acked is not None and acked < wait.replicas:
-            raise WaitShortfall(acked, wait)
+        short = {n: a for n, a in node_acked.items() if wait is not None and a < wait.replicas}
+        if wait is not None and short:
+            if not partial:
+                raise WaitShortfall(min(short.values()), wait, sorted(short))
+            for i, name in answered_by.items():
+                if name in short and not isinstance(replies[i], Exception):
+                    replies[i] = WaitShortfall(short[name], wait, [name])
         return replies
 
     def _script(self, call: Call) -> Script:

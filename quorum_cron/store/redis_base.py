@@ -217,9 +217,7 @@ class RedisBase:
             # A cluster between owners (failover, migration) after bounded re-sends.
             raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {exc}") from exc
         except WaitShortfall as exc:
-            raise StoreUnavailable(
-                f"redis at {self._where}: outcome of {op} unknown, not replicated as required: {exc}"
-            ) from exc
+            raise self._unreplicated(op, exc) from exc
         except RedisError as exc:
             if isinstance(exc, OutOfMemoryError) or "> 'maxmemory'" in str(exc):
                 why = f"redis at {self._where} refused {op}: {without_script(str(exc))}"
@@ -227,6 +225,12 @@ class RedisBase:
             raise StoreError(f"redis at {self._where} failed {op}: {without_script(str(exc))}") from exc
         except (TypeError, ValueError, KeyError, IndexError) as exc:
             raise StoreError(f"unexpected reply from redis at {self._where} to {op}: {exc}") from exc
+
+    def _unreplicated(self, op: str, exc: WaitShortfall) -> StoreUnavailable:
+        """What a write fewer replicas than asked acknowledged is to the caller: a lost reply."""
+        return StoreUnavailable(
+            f"redis at {self._where}: outcome of {op} unknown, not replicated as required: {exc}"
+        )
 
     def _bad(self, what: str, problem: str) -> None:
         """A value read from Redis was not what the scripts write: skip it, say so once.

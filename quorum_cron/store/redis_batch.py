@@ -99,21 +99,25 @@ class RedisBatching(RedisBase):
         # build(items, singles): calls for the given items, each with indices INTO ``items``
         n: int,
         wait: Wait | None,
+        *,
+        partial: bool = False,
     ) -> list[tuple[list[int], Any]]:
         """Run the calls ``build(items, singles)`` makes for items 0..n-1: (item indices, raw reply) per call.
 
         A cluster call that covers several jobs and was redirected (a slot
         moving between nodes) is re-sent one job per call, which the runner
-        follows through MOVED / ASK.
+        follows through MOVED / ASK. ``partial``: a call on a cluster master
+        whose ``WAIT`` fell short has a ``WaitShortfall`` as its raw reply
+        instead of failing every call (``ClusterScriptRunner.call_many``).
         """
         calls = build(range(n), False)
-        replies = self._scripts.call_many([c for c, _ in calls], wait)
+        replies = self._scripts.call_many([c for c, _ in calls], wait, partial=partial)
         out = [(order, raw) for (_, order), raw in zip(calls, replies, strict=True) if raw is not REDIRECTED]
         again = sorted(i for (_, order), raw in zip(calls, replies, strict=True) if raw is REDIRECTED
                        for i in order)  # fmt: skip
         if again:
             calls = build(again, True)
-            replies = self._scripts.call_many([c for c, _ in calls], wait)
+            replies = self._scripts.call_many([c for c, _ in calls], wait, partial=partial)
             for (_, order), raw in zip(calls, replies, strict=True):
                 if raw is REDIRECTED:  # pragma: no cover - a one-job call is never REDIRECTED
                     raise StoreError(f"redis at {self._where}: a one-job call was redirected")

@@ -30,7 +30,7 @@ from quorum_cron.store.base import (
 )
 from quorum_cron.store.redis_base import as_list, as_text, without_script
 from quorum_cron.store.redis_batch import RedisBatching
-from quorum_cron.store.scripts import FENCE, MISSED, SWEEP, Call, Script
+from quorum_cron.store.scripts import FENCE, MISSED, SWEEP, Call, Script, WaitShortfall
 
 __all__ = ["RedisWrites"]
 
@@ -205,6 +205,9 @@ class RedisWrites(RedisBatching):
             jobs = [r.job for r in requests]
             for i, now, got in self._per_request("fenced", FENCE, jobs, item, _FENCED_WIDTH):
                 r = requests[i]
+                if isinstance(got, WaitShortfall):  # its master lacks a replica: this request only
+                    out[i] = self._unreplicated(r.op, got)
+                    continue
                 out[i] = self._alone(
                     r.op, self._fenced_reply, r.op, codes[i], r.job, r.fire_ms, r.node, r.token, now, got
                 )
@@ -217,10 +220,13 @@ class RedisWrites(RedisBatching):
         jobs: Sequence[str],
         args: Callable[[int], Sequence[str | int]],
         width: int,
-    ) -> Iterator[tuple[int, object, list[Any]]]:
+    ) -> Iterator[tuple[int, object, list[Any] | WaitShortfall]]:
         """Send requests (request i of job ``jobs[i]``, arguments ``args(i)``) as calls of the grouped
         ``script`` (packed by :meth:`_grouped_calls`, re-sent one job per call if redirected) and
-        yield each request's index, its call's store time and its ``width`` values of the flat reply."""
+        yield each request's index, its call's store time and its ``width`` values of the flat reply
+        — or, for a call on a cluster master whose ``WAIT`` fell short, ``None`` and the
+        :class:`~quorum_cron.store.scripts.WaitShortfall` (the caller fails those requests alone:
+        the other masters' writes are replicated)."""
         now = self._now_arg()
 
         def build(items: Sequence[int], singles: bool) -> list[tuple[Call, list[int]]]:
@@ -228,7 +234,11 @@ class RedisWrites(RedisBatching):
                 script, now, [jobs[i] for i in items], lambda k: args(items[k]), singles=singles
             )
 
-        for order, raw in self._run_grouped(build, len(jobs), self._wait):
+        for order, raw in self._run_grouped(build, len(jobs), self._wait, partial=True):
+            if isinstance(raw, WaitShortfall):
+                for i in order:
+                    yield i, None, raw
+                continue
             reply = as_list(raw)
             if len(reply) != 1 + width * len(order):
                 raise ValueError(
@@ -352,5 +362,8 @@ class RedisWrites(RedisBatching):
             jobs = [r.job for r in requests]
             for i, _, got in self._per_request("record_missed", MISSED, jobs, args, _MISSED_WIDTH):
                 r = requests[i]
+                if isinstance(got, WaitShortfall):  # its master lacks a replica: this request only
+                    out[i] = self._unreplicated("record_missed", got)
+                    continue
                 out[i] = self._alone("record_missed", self._missed_reply, r.job, r.fire_ms, got)
         return [r for r in out if r is not None]

@@ -111,12 +111,15 @@ class WaitShortfall(Exception):
     that fails over to a replica).
     """
 
-    def __init__(self, acknowledged: int, wait: Wait) -> None:
-        super().__init__(
-            f"WAIT: {acknowledged} of {wait.replicas} replicas acknowledged within {wait.timeout_ms} ms"
-        )
+    def __init__(self, acknowledged: int, wait: Wait, masters: Sequence[str] = ()) -> None:
+        # ``masters``: on a Redis Cluster, the masters whose WAIT fell short (host:port), named so
+        # the operator knows which shard lacks a replica; absent for the one server of standalone.
+        where = f" on master{'s' if len(masters) > 1 else ''} {', '.join(masters)}" if masters else ""
+        within = f"within {wait.timeout_ms} ms{where}"
+        super().__init__(f"WAIT: {acknowledged} of {wait.replicas} replicas acknowledged {within}")
         self.acknowledged = acknowledged
         self.wait = wait
+        self.masters = tuple(masters)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,9 +215,12 @@ class ScriptRunner:
                 raise StoreError(f"script {call.script.name!r} missing right after SCRIPT LOAD") from exc
 
     def call_many(
-        self, calls: Sequence[Call], wait: Wait | None = None, *, errors: bool = False
+        self, calls: Sequence[Call], wait: Wait | None = None, *, errors: bool = False, partial: bool = False
     ) -> list[Any]:
         """Run several scripts in one non-transactional pipeline; replies in call order.
+
+        ``partial`` is for the cluster runner (a shortfall of some masters); here one ``WAIT``
+        covers every call, so a shortfall is raised whatever it says.
 
         ``errors``: a script's error reply is returned in its place instead of
         raised (a batch of independent jobs' calls, where one job's corrupt key
