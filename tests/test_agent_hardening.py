@@ -288,10 +288,19 @@ def test_out_of_memory_is_its_own_state_reported_once(tmp_path: Path, made: list
         c.wait("a run", lambda: c.lines("start", "tick"), 30)
         admin = server.client()
 
-        def metric(name: str) -> float:
+        def scrape() -> list[str]:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-                text = resp.read().decode()
-            return float(next(line.split()[-1] for line in text.splitlines() if line.startswith(name + " ")))
+                return resp.read().decode().splitlines()
+
+        def metric(name: str) -> float:
+            return float(next(line.split()[-1] for line in scrape() if line.startswith(name + " ")))
+
+        def store_errors() -> float:
+            return sum(
+                float(line.split()[-1])
+                for line in scrape()
+                if line.startswith("quorum_cron_store_errors_total{")
+            )
 
         try:
             admin.set("ballast", "x" * 2_000_000)
@@ -300,8 +309,10 @@ def test_out_of_memory_is_its_own_state_reported_once(tmp_path: Path, made: list
                 admin.set("probe", "1")
             c.wait("the store_oom alert", lambda: node.logged("alert", kind="store_oom"), 20)
             assert metric("quorum_cron_store_oom") == 1 and metric("quorum_cron_store_up") == 0
-            before = len(node.events) + len(node.text)
-            time.sleep(5)  # a bounded window to count log lines in: no event to await for "quiet"
+            # Quiet while refused: over the next 8 refused store calls (each retry of the node's
+            # writes, at its backoff), a handful of lines, not one or more per refusal.
+            before, errors = len(node.events) + len(node.text), store_errors()
+            c.wait("8 more refused store calls", lambda: store_errors() >= errors + 8 or None, 30)
             assert len(node.events) + len(node.text) - before < 25, json.dumps(node.events[-40:])[:6000]
             assert len(node.logged("alert", kind="store_oom")) == 1
         finally:
