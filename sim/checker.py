@@ -716,6 +716,8 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
     retry_at: dict[tuple[str, int, int], int] = {}
     """(job, fire, token) of a retry → store time before which it must not start."""
     alive: dict[tuple[str, int], tuple[str, int]] = {}
+    alive_fires: dict[str, set[int]] = {}
+    """Per job, the fire times of its slots in ``alive`` (the overlap rule looks at one job's)."""
     leases: dict[tuple[str, str, int, int], tuple[int, int]] = {}
     """(node, job, fire, token) of a run → (store time its lease ends, true time it was granted)."""
     unbound: set[tuple[str, str, int, int]] = set()
@@ -763,7 +765,9 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             key = (r["job"], r["fire"])
             job_def = jobs.get(r["job"])
             if quorum_mode and job_def is not None and job_def.overlap == Overlap.FORBID:
-                _check_overlap(r, report, alive, facts, leases, unbound, pauses, emptied)
+                fires = alive_fires.get(r["job"])
+                if fires and (len(fires) > 1 or r["fire"] not in fires):
+                    _check_overlap(r, report, alive, fires, facts, leases, unbound, pauses, emptied)
             other = alive.get(key)
             if other is not None and r["token"] in retry_tokens.get(key, ()):
                 # A retry is handed out only once the failed run reported its end.
@@ -777,6 +781,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
                     )
                 )
             alive[key] = (r["node"], r["token"])
+            alive_fires.setdefault(r["job"], set()).add(r["fire"])
             _on_run(r, report, jobs, committed, runs, quorum_mode, late, forgotten, retry_tokens)
         elif ev in ("end", "kill"):
             facts.ended.setdefault((r["node"], r["job"], r["fire"], r["token"]), (r["t"], r.get("ok", False)))
@@ -786,6 +791,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             key = (r["job"], r["fire"])
             if alive.get(key) == (r["node"], r["token"]):
                 del alive[key]
+                alive_fires[r["job"]].discard(r["fire"])
         elif ev == "run_local":
             _on_local_run(r, report, local_seen, len(boots.get(r["node"], ())))
             facts.local.setdefault((r["job"], r["fire"]), set()).add(r["node"])
@@ -1120,6 +1126,7 @@ def _check_overlap(
     r: Record,
     report: Report,
     alive: Mapping[tuple[str, int], tuple[str, int]],
+    fires: set[int],
     facts: _Facts,
     leases: Mapping[tuple[str, str, int, int], tuple[int, int]],
     unbound: set[tuple[str, str, int, int]],
@@ -1140,9 +1147,10 @@ def _check_overlap(
     if r.get("adopted"):
         return
     job, fire, t = r["job"], r["fire"], r["t"]
-    for (other_job, other_fire), (node, token) in alive.items():
-        if other_job != job or other_fire == fire:
+    for other_fire in sorted(fires):
+        if other_fire == fire:
             continue
+        node, token = alive[(job, other_fire)]
         key4 = (node, job, other_fire, token)
         granted = leases[key4][1] if key4 in leases else _run_began(facts, job, other_fire, node, token, t)
         if (
