@@ -6,6 +6,16 @@
   backoff. Any successful call — a probe, or one of the core's retried
   starts, renewals or results — brings the node back at once, which matters
   for a start racing its deadline right after Redis returns;
+* **write replication** (``wait_replicas``): a write fewer replicas than
+  asked acknowledged (the store's ``WAIT`` shortfall, a ``StoreUnavailable``
+  saying "not replicated as required") is a state of its own: said once (one
+  line, one ``store_unavailable`` alert), and left only when a write is
+  acknowledged by enough replicas at least :meth:`NodeHealth.replication_hold_ms`
+  after the last shortfall — never by a read or a heartbeat, which need no
+  replica and succeed all along (they made the node flap between "not
+  voting" and "store reachable again" several times a second). While in it,
+  the health loop probes with a replicated write (``init_membership``: it
+  creates nothing where a record exists, and returns it);
 * **clock trust** (:mod:`.clocktrust`), re-checked on every heartbeat; the
   verdict (with the measured offset) goes into the heartbeat's info, which
   is what ``quorum-cron status`` shows;
@@ -57,7 +67,7 @@ from quorum_cron.core.model import MembershipRecord
 from quorum_cron.errors import StoreError, StoreOutOfMemory, StoreUnavailable
 from quorum_cron.store.base import Member, Store
 
-__all__ = ["BACKOFF_MAX_MS", "BACKOFF_MIN_MS", "NodeHealth"]
+__all__ = ["BACKOFF_MAX_MS", "BACKOFF_MIN_MS", "UNREPLICATED", "NodeHealth", "shortfall"]
 
 T = TypeVar("T")
 
@@ -68,6 +78,16 @@ BACKOFF_MAX_MS = 1_000
 SEAT_FILLING_BEAT_MS = 250
 """The heartbeat interval (if shorter than ``heartbeat``) while the record this node holds has
 open seats, in its first two heartbeat TTLs: see :meth:`NodeHealth.beat_interval_ms`."""
+UNREPLICATED = "not replicated as required: "
+"""What the store's ``StoreUnavailable`` for a write fewer replicas than ``wait_replicas``
+acknowledged says, before the ``WAIT`` shortfall itself (``RedisBase._unreplicated``)."""
+
+
+def shortfall(reason: str) -> str | None:
+    """The ``WAIT`` shortfall of a store error's message ("WAIT: 0 of 1 replicas acknowledged
+    within 100 ms"), or None when the error is another outage."""
+    at = reason.find(UNREPLICATED)
+    return None if at < 0 else reason[at + len(UNREPLICATED) :]
 
 
 class NodeHealth:
@@ -114,6 +134,10 @@ class NodeHealth:
         self._oom = False
         self._oom_hold_until = 0
         self._down_reason = ""
+        self._unreplicated = ""
+        """The ``WAIT`` shortfall while writes are not replicated as required ("": they are)."""
+        self._short_mono = 0
+        """When the last write fell short of ``wait_replicas`` (monotonic ms)."""
         self.on_store_back: Callable[[], None] = lambda: None
         """Called when the store answers again after an outage (the runtime catches up)."""
         self.on_store_down: Callable[[str], None] = lambda reason: None
@@ -140,6 +164,18 @@ class NodeHealth:
     # -- store up and down ---------------------------------------------------
 
     def store_down(self, reason: str) -> None:
+        short = shortfall(reason)
+        if short is not None:
+            # Writes fall short of wait_replicas: one state until a write is replicated (store_ok).
+            self._short_mono = self.clock.monotonic_ms()
+            if self._unreplicated:
+                return  # said when it began
+            self._unreplicated = short
+            if not self.store_up:  # (down already, for another outage: say what it is now, once)
+                self.metrics.store_up.set(0)
+                event(log, logging.WARNING, "store", f"store writes not replicated: {short}; not voting")
+                self.update_trust()
+                return
         self._down_reason = reason
         oom = reason.startswith(StoreOutOfMemory.PREFIX)
         if oom:
@@ -163,18 +199,44 @@ class NodeHealth:
                 AlertKind.STORE_OOM,
                 f"store {reason}; not voting (free memory or raise maxmemory; see docs/operations.md)",
             )
+        elif self._unreplicated:
+            self.alerts.raise_(
+                AlertKind.STORE_UNAVAILABLE,
+                f"store writes not replicated: {self._unreplicated}; not voting until a write is "
+                f"(a replica is missing or behind: see docs/operations.md, wait_replicas)",
+            )
         else:
             self.alerts.raise_(AlertKind.STORE_UNAVAILABLE, f"store unreachable: {reason}; not voting")
         self.update_trust()
         self._probe_now.set()
         self._poke()
 
+    def replication_hold_ms(self) -> int:
+        """How long after the last write that fell short of ``wait_replicas`` a replicated write
+        ends the state (two heartbeats): on a Redis Cluster a write to another master is replicated
+        while the one without a replica still falls short, and the node would flap between them."""
+        return 2 * self.settings.heartbeat_ms
+
+    @property
+    def unreplicated(self) -> str:
+        """The ``WAIT`` shortfall while writes are not replicated as required ("" otherwise)."""
+        return self._unreplicated
+
     @property
     def down_reason(self) -> str:
         """Why the store was last marked down."""
         return self._down_reason
 
-    def store_ok(self) -> None:
+    def store_ok(self, replicated: bool = False) -> None:
+        """A store call succeeded; ``replicated``: it was a write ``WAIT`` covered (a vote, a
+        fenced transition, a missed record, the health loop's probe), the only kind that ends a
+        replication shortfall (reads and heartbeats need no replica)."""
+        back = "store reachable again"
+        if self._unreplicated:
+            if not replicated or self.clock.monotonic_ms() - self._short_mono < self.replication_hold_ms():
+                return
+            back = f"store writes replicated again (after {self._unreplicated})"
+            self._unreplicated = ""
         if self._oom and self.clock.monotonic_ms() < self._oom_hold_until:
             return  # out of memory until writes have succeeded for a while (see store_down)
         self.metrics.store_up.set(1)
@@ -184,7 +246,7 @@ class NodeHealth:
         if self.store_up:
             return
         self.store_up = True
-        event(log, logging.INFO, "store", "store reachable again")
+        event(log, logging.INFO, "store", back)
         self.update_trust()
         self.on_store_back()
         self._poke()
@@ -208,6 +270,8 @@ class NodeHealth:
             self._clock_ok = verdict.trusted
         if not self.store_up:
             trusted, reason = False, f"store unreachable ({self._down_reason})"
+            if self._unreplicated:
+                trusted, reason = False, f"store writes not replicated: {self._unreplicated}"
         elif self.membership_problem is not None:
             trusted, reason = False, self.membership_problem
         else:
@@ -269,7 +333,7 @@ class NodeHealth:
                     await asyncio.sleep(wait_ms / 1000)
                     continue
                 await self.trust.check(self.store.time_ms, self.worker.background)
-                self.store_ok()
+                self.store_ok(replicated=proposed is not None)  # (init_membership: a replicated write)
                 break
             except StoreUnavailable as exc:
                 # A node may start before Redis: keep trying, say so once.
@@ -342,6 +406,8 @@ class NodeHealth:
                 got = await self._table_call(partial(self.store.published_jobs, read)) if read else None
                 tables = got[0] if got else {}
                 self.store_ok()
+                if self._unreplicated:
+                    await self._probe_replication()
                 backoff = BACKOFF_MIN_MS
                 self.observe_members(members, tables)
                 self.update_trust()
@@ -365,6 +431,21 @@ class NodeHealth:
             self._probe_now.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._probe_now.wait(), wait_ms / 1000)
+
+    async def _probe_replication(self) -> None:
+        """While writes fall short of ``wait_replicas``: one write ``WAIT`` covers, which ends the
+        state once it is replicated (:meth:`store_ok`). ``init_membership`` creates the record only
+        where there is none (as a node starting does) and returns it: nothing else changes.
+        A shortfall raises ``StoreUnavailable`` (the loop backs off). Without a proposed
+        membership (settings made by hand) there is nothing to write: reads end it then, after
+        :meth:`replication_hold_ms`."""
+        proposed = self.settings.membership
+        if proposed is None:
+            self.store_ok(replicated=True)
+            return
+        stored = await self.worker.background(partial(self.store.init_membership, proposed, self.node))
+        self.store_ok(replicated=True)
+        self.membership_seen(stored)
 
     async def leave(self) -> None:
         with contextlib.suppress(StoreError, RuntimeError, TimeoutError):

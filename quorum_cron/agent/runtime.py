@@ -61,7 +61,7 @@ from quorum_cron.agent.membership import NodeIdTaken, new_incarnation
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.observe import SUMMARY_INTERVAL_S, Observer
 from quorum_cron.agent.spec import AgentJob, AgentSettings
-from quorum_cron.agent.storeio import StoreWorker
+from quorum_cron.agent.storeio import StoreWorker, waited
 from quorum_cron.clock.base import Clock, SystemClock
 from quorum_cron.core.actions import Refused, handlers
 from quorum_cron.core.model import MembershipRecord, SlotState, TransitionResult, VoteStatus
@@ -435,7 +435,7 @@ class Agent:
         if isinstance(exc, asyncio.CancelledError):  # dropped by the worker's shutdown
             return
         if exc is None:
-            self.health.store_ok()
+            self.health.store_ok(replicated=waited(action))  # (only a write ends a WAIT shortfall)
             self._after_reply[type(action)](self, action, reply)
             self.observer.reply(action, reply)
             self._dispatch(self.core.on_reply(action, reply, self.now()))

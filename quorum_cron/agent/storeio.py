@@ -72,7 +72,7 @@ from quorum_cron.core.perform import FENCED, perform, perform_fenced, perform_mi
 from quorum_cron.errors import StoreError
 from quorum_cron.store.base import Store
 
-__all__ = ["MAX_FENCED_BATCH", "MAX_MISSED_BATCH", "VOTE_PART", "StoreWorker"]
+__all__ = ["MAX_FENCED_BATCH", "MAX_MISSED_BATCH", "VOTE_PART", "StoreWorker", "waited"]
 
 T = TypeVar("T")
 
@@ -152,6 +152,17 @@ def _tell_sent(tell: Callable[[StoreAction, int], None], actions: list[StoreActi
     """On the loop, before the calls' replies: the core hears when its starts and renews left."""
     for action in actions:
         tell(action, at)
+
+
+WAITED: tuple[type, ...] = (Vote, RecordMissed, *FENCED)
+"""The store actions whose writes ``WAIT`` covers (``wait_replicas``): votes, starts, renewals,
+finishes and missed records. Reads, polls and sweeps are not waited."""
+
+
+def waited(action: StoreAction) -> bool:
+    """True when the store answering ``action`` means its write was replicated as required (a
+    reply to a read says nothing about the replicas: :meth:`NodeHealth.store_ok`)."""
+    return isinstance(action, WAITED)
 
 
 _Batch = tuple[Callable[[Store, str, list[StoreAction]], list[object]], int]
