@@ -9,7 +9,12 @@ audit entry. Since a notice can be lost while the subscription or the store
 is down, the node also reads the job's recent triggers
 (``store.triggers(job, now - deadline)``) when its subscription comes up —
 at start and after every reconnect — and whenever the store answers again
-after an outage.
+after an outage. A read that fails is said once (until one succeeds) and
+backs off (:data:`CATCH_UP_BACKOFF_MIN_MS` doubling to
+:data:`CATCH_UP_BACKOFF_MAX_MS`): a catch-up asked for meanwhile waits for
+the backoff, as one read. Why: during a failover the store answered and
+failed in turn several times a second, and each answer started a read that
+failed again — about 20 "cannot read triggers" lines per node in a second.
 
 Separate from :mod:`.runtime` (the loop and the dispatch of the core's
 actions): this module owns the subscription and the bookkeeping of which
@@ -35,7 +40,13 @@ from quorum_cron.core.node import Action, NodeCore, Now
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.base import Notice, NoticeListening, Store, Trigger
 
-__all__ = ["LISTENER_READY_S", "MAX_SEEN_TRIGGERS", "Intake"]
+__all__ = [
+    "CATCH_UP_BACKOFF_MAX_MS",
+    "CATCH_UP_BACKOFF_MIN_MS",
+    "LISTENER_READY_S",
+    "MAX_SEEN_TRIGGERS",
+    "Intake",
+]
 
 log = logging.getLogger(EVENT_LOGGER)
 
@@ -43,6 +54,10 @@ MAX_SEEN_TRIGGERS = 1_000
 """Bound on triggers remembered as already handed to the core (catch-up reads repeat them)."""
 LISTENER_READY_S = 2.0
 """How long the start waits for the notice subscription (it works without, only slower)."""
+CATCH_UP_BACKOFF_MIN_MS = 200
+CATCH_UP_BACKOFF_MAX_MS = 5_000
+"""After a failed catch-up read, the next waits this long (doubling from the minimum; a read that
+succeeds resets it)."""
 
 
 class Intake:
@@ -92,6 +107,12 @@ class Intake:
         self._verifying: set[tuple[str, int]] = set()
         self._catching_up = False
         self._catch_up_again = False
+        self._read_error: type[StoreError] | None = None
+        """The kind of error of the last catch-up read while they fail (said once per kind: an outage,
+        a refusal), None once one succeeded."""
+        self._backoff_ms = 0
+        self._retry_mono = 0
+        """No catch-up read before this monotonic time (after a failed one)."""
 
     async def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Subscribe to assignments and triggers before the first vote (else first slots fall to polling)."""
@@ -198,22 +219,49 @@ class Intake:
     async def _read_triggers(self, why: str) -> None:
         try:
             while True:
+                wait_ms = self._retry_mono - self._clock.monotonic_ms()
+                if wait_ms > 0:  # (a read failed just now: the next waits, whoever asks for it)
+                    await asyncio.sleep(wait_ms / 1000)
+                    if self._stopping():
+                        return
                 self._catch_up_again = False
-                wall = self._clock.wall_ms()
-                found: list[tuple[str, int]] = []
-                for job in list(self._jobs.values()):  # (a reload may swap the table between reads)
-                    since = wall - job.core.deadline_ms
-                    read = partial(stored_triggers, self._store, job.name, since)
-                    fires = await self._worker.background(read)
-                    found.extend((job.name, t) for t in fires)
+                try:
+                    found = await self._read_all()
+                except StoreError as exc:
+                    self._read_failed(why, exc)
+                    if not self._catch_up_again:
+                        return  # (retried when asked again: the store back, a resubscription)
+                    continue
+                if self._read_error is not None:
+                    self._read_error = None
+                    event(log, logging.INFO, "trigger", f"triggers read again ({why})")
+                self._backoff_ms = 0
+                self._retry_mono = 0
                 for name, fire_ms in found:
                     self._on_trigger(name, fire_ms, f"catch-up: {why}")
                 if not self._catch_up_again:
                     return
-        except StoreError as exc:
-            # Retried when the store is back (``on_store_back``).
-            event(log, logging.WARNING, "trigger", f"cannot read triggers ({why}): {exc}")
-            if isinstance(exc, StoreUnavailable):
-                self._health.store_down(str(exc))
         finally:
             self._catching_up = False
+
+    async def _read_all(self) -> list[tuple[str, int]]:
+        """Each job's stored triggers still inside its deadline."""
+        wall = self._clock.wall_ms()
+        found: list[tuple[str, int]] = []
+        for job in list(self._jobs.values()):  # (a reload may swap the table between reads)
+            since = wall - job.core.deadline_ms
+            read = partial(stored_triggers, self._store, job.name, since)
+            fires = await self._worker.background(read)
+            found.extend((job.name, t) for t in fires)
+        return found
+
+    def _read_failed(self, why: str, exc: StoreError) -> None:
+        """A catch-up read failed: said once per kind of error until one succeeds; the next waits a
+        backoff."""
+        self._backoff_ms = min(CATCH_UP_BACKOFF_MAX_MS, max(CATCH_UP_BACKOFF_MIN_MS, 2 * self._backoff_ms))
+        self._retry_mono = self._clock.monotonic_ms() + self._backoff_ms
+        if type(exc) is not self._read_error:
+            event(log, logging.WARNING, "trigger", f"cannot read triggers ({why}): {exc}")
+        self._read_error = type(exc)
+        if isinstance(exc, StoreUnavailable):
+            self._health.store_down(str(exc))
