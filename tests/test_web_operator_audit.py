@@ -26,11 +26,12 @@ import uvicorn
 from starlette.testclient import TestClient
 
 from quorum_cron.core.model import Configuration
+from quorum_cron.web import views
 from quorum_cron.web.app import WebContext, create_app
 from quorum_cron.web.live import Broadcaster
 from quorum_cron.web.server import listen
 from quorum_cron.web.tokens import AdminTokens
-from tests.test_web import TOKEN, World, _await_event
+from tests.test_web import T0, TOKEN, World, _await_event
 
 ORIGIN = {"Origin": "http://testserver"}
 
@@ -106,6 +107,37 @@ def _until(what: str, check: Callable[[], bool], timeout: float = 10) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.01)
+
+
+# --------------------------------------------------------------------------- 6. the slot's membership
+
+
+def test_the_slot_page_shows_the_membership_its_slot_was_decided_under(
+    redis_client: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = World(redis_client, tmp_path, AdminTokens())
+    w.now = T0 - 60_000
+    first = w.store.init_membership(Configuration.of(["n1", "n2", "n3"]), "n1")
+    fire = T0 - 40_000
+    w.run(fire, True, "ok")
+    w.now = T0
+    assert w.store.change_membership(
+        first.record.epoch, Configuration.of(["n1", "n2", "n3", "n4", "n5"]), "alice", "grow"
+    ).ok
+    assert w.store.finish_membership(first.record.epoch + 1, "alice", "done", force=True).ok
+    with TestClient(w.app) as client:
+        doc = client.get(f"/api/jobs/tick/slots/{fire}").json()
+        page = client.get(f"/jobs/tick/slots/{fire}").text
+        assert (doc["quorum"], doc["size"], doc["membership_when"]) == (2, 3, "slot")
+        assert doc["membership"] == "epoch 1: n1, n2, n3 (quorum 2 of 3)" and doc["decided_ms"] == fire + 10
+        assert 'id="membership-then"' in page and "in force when the slot was decided" in page
+        # The log no longer reaches back to the slot: the current record, said to be the current one.
+        monkeypatch.setattr(views, "MEMBERSHIP_LOG_READ", 1)
+        doc = client.get(f"/api/jobs/tick/slots/{fire}").json()
+        page = client.get(f"/jobs/tick/slots/{fire}").text
+    assert (doc["quorum"], doc["size"], doc["membership_when"]) == (3, 5, "now")
+    assert doc["membership"].startswith("epoch 3: ") and doc["membership_changed_ms"] == T0
+    assert 'id="membership-now"' in page and "<b>current</b> membership" in page
 
 
 # --------------------------------------------------------------------------- 7. live members

@@ -391,6 +391,30 @@ def _ranking(job: str, fire_ms: int, nodes: Sequence[str]) -> list[dict[str, str
     return [{"node": n, "weight": weight(job, fire_ms, n)[:12]} for n in ranked]
 
 
+MEMBERSHIP_LOG_READ = 50
+"""How far back a slot page looks in the membership's log for the record a slot was decided under."""
+
+
+def _membership_then(store: ObservedStore, decided_ms: int) -> tuple[model.Membership | None, str]:
+    """The namespace's membership record when a slot was decided, and how sure that is.
+
+    The store keeps no membership per slot, but it keeps the record's changes
+    (``membership_log``): the newest change at or before the decision is the
+    record the votes were counted under (``"slot"``). When the log does not
+    reach back that far the current record is given, said to be the current
+    one (``"now"``); with no record at all, this server's config (``"config"``).
+    """
+    stored = store.membership()
+    if stored is None:
+        return None, "config"
+    if stored.changed_ms <= decided_ms:
+        return stored, "slot"
+    for m in store.membership_log(MEMBERSHIP_LOG_READ):
+        if m.changed_ms <= decided_ms:
+            return m, "slot"
+    return stored, "now"
+
+
 def slot_view(store: ObservedStore, config: Config, job: str, fire_ms: int) -> dict[str, Any]:
     """One slot: voters and the spec hash each voted with, quorum, executor and why, token, times, output."""
     spec = _find(config, job)
@@ -414,9 +438,10 @@ def slot_view(store: ObservedStore, config: Config, job: str, fire_ms: int) -> d
     agreed = [str(v["node"]) for v in votes if v["spec_hash"] == view.spec_hash] if view.spec_hash else []
     candidates = agreed or [str(v["node"]) for v in votes]
     state = str(view.state) if view.state != SlotState.ABSENT or final is None else str(final.state)
-    # The quorum the store enforces (the namespace's record), never the config's.
-    stored = store.membership()
-    conf = stored.record.current if stored is not None else None
+    committed = view.committed_ms or (final.committed_ms if final else 0)
+    decided = committed or view.finished_ms or (final.finished_ms if final else 0) or fire_ms
+    then, when = _membership_then(store, decided)
+    conf = then.record.current if then is not None else None
     return {
         "job": job,
         "slot_ms": fire_ms,
@@ -424,7 +449,10 @@ def slot_view(store: ObservedStore, config: Config, job: str, fire_ms: int) -> d
         "in_store": view.state != SlotState.ABSENT,
         "quorum": conf.quorum if conf is not None else config.cluster.quorum,
         "size": conf.size if conf is not None else config.cluster.size,
-        "membership": stored.record.describe() if stored is not None else "",
+        "membership": then.record.describe() if then is not None else "",
+        "membership_when": when,
+        "membership_changed_ms": then.changed_ms if then is not None else 0,
+        "decided_ms": decided,
         "local_spec_hash": spec.spec_hash,
         "agreed_spec_hash": view.spec_hash,
         "votes": votes,
@@ -434,7 +462,7 @@ def slot_view(store: ObservedStore, config: Config, job: str, fire_ms: int) -> d
         "attempt": view.attempt,
         "runs": view.runs,
         "reason": _cut(view.reason or (final.reason if final else "")),
-        "committed_ms": view.committed_ms or (final.committed_ms if final else 0),
+        "committed_ms": committed,
         "started_ms": view.started_ms or (final.started_ms if final else 0),
         "lease_until_ms": view.lease_until_ms,
         "finished_ms": view.finished_ms or (final.finished_ms if final else 0),
