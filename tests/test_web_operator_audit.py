@@ -162,3 +162,14 @@ def test_the_live_members_event_does_not_count_refused_nodes(world: World) -> No
     joined, intruder = asyncio.run(scenario())
     assert joined == {"alive": 1, "voting": 1}
     assert intruder == {"alive": 1, "voting": 1}  # alive, but not a member: not counted
+
+
+# --------------------------------------------------------------------------- 8. favicon
+
+
+def test_favicon_is_not_a_404(world: World) -> None:
+    with TestClient(world.app) as client:
+        r = client.get("/favicon.ico")
+        page = client.get("/").text
+    assert r.status_code == 204 and not r.content and "max-age" in r.headers["cache-control"]
+    assert '<link rel="icon" href="data:,">' in page

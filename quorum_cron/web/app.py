@@ -11,6 +11,7 @@ Routes (the JSON API is documented in ``docs/web.md``)::
     POST /jobs/{job}/{trigger|pause|resume}       from the pages (session + CSRF token)
     POST /api/jobs/{job}/{trigger|pause|resume}   for tools (Authorization: Bearer NAME:SECRET)
     GET|POST /login, POST /logout
+    GET  /favicon.ico           204 (no icon; answered so that no page load logs a 404)
 
 Security model. The server is read-only unless admin tokens were given
 (:mod:`.tokens`). Every mutating request is checked on the server: a page
@@ -373,6 +374,11 @@ def create_app(ctx: WebContext) -> Starlette:
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
 
+    async def favicon(request: Request) -> Response:
+        # No icon (the pages say so with <link rel="icon" href="data:,">); a browser that asks
+        # anyway gets an empty answer it may keep for a day, not a 404 on every page load.
+        return Response(status_code=204, headers={"Cache-Control": "public, max-age=86400"})
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
@@ -388,6 +394,7 @@ def create_app(ctx: WebContext) -> Starlette:
         Route("/login", handle(login), methods=["GET", "POST"]),
         Route("/logout", handle(logout), methods=["POST"]),
         Route("/healthz", healthz),
+        Route("/favicon.ico", favicon),
         Route("/api/cluster", handle(api(cluster_data))),
         Route("/api/jobs", handle(api(jobs_data))),
         Route("/api/jobs/{job}", handle(api(job_data))),
