@@ -109,6 +109,21 @@ def _until(what: str, check: Callable[[], bool], timeout: float = 10) -> None:
         time.sleep(0.01)
 
 
+# --------------------------------------------------------------------------- 1. paging keeps the window
+
+
+def test_history_paging_keeps_the_window_and_its_end(world: World) -> None:
+    for k in range(1, 52):  # 54 entries with the seed's 3: two pages of 50
+        world.run(T0 - 40_000 - k * 10_000, True, "ok")
+    world.now = T0
+    with TestClient(world.app) as client:
+        page = client.get("/jobs/tick", params={"window": "1h", "to": str(T0 - 5_000), "page": "1"}).text
+        first = client.get("/jobs/tick", params={"window": "1h"}).text
+    newer, older = _query(_link(page, id="newer")), _query(_link(first, id="older"))
+    assert newer == {"page": "0", "window": "1h", "to": str(T0 - 5_000)}
+    assert older == {"page": "1", "window": "1h"}  # no `to` given: the window keeps ending now
+
+
 # --------------------------------------------------------------------------- 6. the slot's membership
 
 

@@ -34,6 +34,7 @@ import hmac
 import json
 import secrets
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,8 @@ SESSION_COOKIE = "qc_session"
 SESSION_TTL_S = 12 * 3600
 MAX_SESSIONS = 1000
 ACTIONS = ("trigger", "pause", "resume")
+KEPT_QUERY = ("window", "to")
+"""The job page's query arguments its history pager keeps (the timeline's window)."""
 TOKENS_UNREADABLE = (
     "refused: this server cannot read its admin tokens right now, so it accepts none "
     "(its log names the file and line)"
@@ -138,6 +141,7 @@ def create_app(ctx: WebContext) -> Starlette:
     def render(request: Request, name: str, data: dict[str, Any], status: int = 200) -> HTMLResponse:
         session = session_of(request)
         fragment = request.query_params.get("fragment") == "1"
+        kept = [(k, v) for k in KEPT_QUERY if (v := request.query_params.get(k, ""))]
         html = env.get_template(name).render(
             layout="fragment.html" if fragment else "base.html",
             d=data,
@@ -149,6 +153,7 @@ def create_app(ctx: WebContext) -> Starlette:
             page=name.removesuffix(".html"),
             jobs_defined=jobs,
             message=done if (done := request.query_params.get("done", "")) in ACTIONS else "",
+            kept=urllib.parse.urlencode(kept),
         )
         return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
 
