@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import json
 import threading
 import time
 import urllib.parse
@@ -25,13 +26,15 @@ import redis
 import uvicorn
 from starlette.testclient import TestClient
 
+from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
 from quorum_cron.core.model import Configuration
 from quorum_cron.web import views
 from quorum_cron.web.app import WebContext, create_app
 from quorum_cron.web.live import Broadcaster
+from quorum_cron.web.present import job_segment
 from quorum_cron.web.server import listen
 from quorum_cron.web.tokens import AdminTokens
-from tests.test_web import T0, TOKEN, World, _await_event
+from tests.test_web import T0, TOKEN, World, _await_event, _csrf
 
 ORIGIN = {"Origin": "http://testserver"}
 
@@ -122,6 +125,60 @@ def test_history_paging_keeps_the_window_and_its_end(world: World) -> None:
     newer, older = _query(_link(page, id="newer")), _query(_link(first, id="older"))
     assert newer == {"page": "0", "window": "1h", "to": str(T0 - 5_000)}
     assert older == {"page": "1", "window": "1h"}  # no `to` given: the window keeps ending now
+
+
+# --------------------------------------------------------------------------- 5. jobs named . and ..
+
+
+@pytest.fixture
+def dots(redis_client: redis.Redis, tmp_path: Path) -> World:
+    (tmp_path / "tokens").write_text(f"{TOKEN}\n")
+    w = World(redis_client, tmp_path, AdminTokens(file=tmp_path / "tokens"))
+    jobs = (
+        JobSpec.create(".", "@every 1h", command=("true",)),
+        JobSpec.create("..", "@every 1h", command=("true",)),
+    )
+    w.config = Config(ClusterConfig(namespace="w", size=3), (w.tick, *jobs))
+    w.app = create_app(WebContext(w.config, w.store, "redis://x/0", AdminTokens(file=tmp_path / "tokens")))
+    return w
+
+
+def test_jobs_named_dot_and_dot_dot_are_linked_so_that_a_browser_keeps_the_link(dots: World) -> None:
+    assert job_segment("..") == "%252E%252E" and job_segment(".") == "%252E"
+    assert job_segment("a.b") == "a.b" and job_segment("...") == "..."
+    with TestClient(dots.app) as client:
+        jobs = client.get("/").text
+        hrefs = {a["href"] for a in _Links(jobs).links}
+        assert {"/jobs/%252E", "/jobs/%252E%252E"} <= hrefs
+        for name, seg in ((".", "%252E"), ("..", "%252E%252E")):
+            page = client.get(f"/jobs/{seg}")
+            assert page.status_code == 200 and f"<h1>{name}</h1>" in page.text
+            assert client.get(f"/api/jobs/{seg}").json()["job"] == name
+            assert client.get(f"/jobs/{seg}/slots/{T0}").status_code == 200
+            assert f'action="/jobs/{seg}/trigger"' in page.text
+        _login(client)
+        csrf = _csrf(client.get("/jobs/%252E%252E").text)
+        acted = client.post(
+            "/jobs/%252E%252E/trigger", data={"csrf": csrf}, headers=ORIGIN, follow_redirects=False
+        )
+        assert (
+            acted.status_code == 303
+            and urllib.parse.urlsplit(acted.headers["location"]).path == "/jobs/%252E%252E"
+        )
+    assert len(dots.store.triggers("..", 0)) == 1 and dots.store.triggers(".", 0) == []
+
+
+def test_a_client_that_sends_dot_segments_as_they_are_reaches_the_job_too(dots: World) -> None:
+    served = _Served(WebContext(dots.config, dots.store, "redis://x/0", AdminTokens()))
+    try:
+        for raw, name in (("/api/jobs/..", ".."), ("/api/jobs/%2E%2E", ".."), ("/api/jobs/.", ".")):
+            conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
+            conn.request("GET", raw)
+            resp = conn.getresponse()
+            assert resp.status == 200 and json.loads(resp.read())["job"] == name, raw
+            conn.close()
+    finally:
+        served.stop()
 
 
 # --------------------------------------------------------------------------- 6. the slot's membership

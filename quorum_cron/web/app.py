@@ -68,7 +68,7 @@ from quorum_cron.web.inputs import (
     slot_ms,
 )
 from quorum_cron.web.live import Broadcaster
-from quorum_cron.web.present import SecurityHeaders, environment
+from quorum_cron.web.present import SecurityHeaders, environment, job_segment
 from quorum_cron.web.tokens import AdminTokens
 
 __all__ = ["WebContext", "create_app"]
@@ -172,6 +172,8 @@ def create_app(ctx: WebContext) -> Starlette:
 
     def job_of(request: Request) -> str:
         job = str(request.path_params["job"])
+        if "%" in job:  # ``.`` and ``..`` are linked as %252E (present.job_segment); no job name has a %
+            job = urllib.parse.unquote(job)
         if job not in jobs:
             raise Refused(404, f"unknown job {job!r}: this server's config defines {len(jobs)} job(s)")
         return job
@@ -289,7 +291,7 @@ def create_app(ctx: WebContext) -> Starlette:
         if not same_origin(request) or not hmac.compare_digest(sent.encode(), session.csrf.encode()):
             raise Refused(403, "refused: the request did not come from this server's page (CSRF check)")
         await act(job, action, session.name, check_reason(form.get("reason", "")))
-        return RedirectResponse(f"{prefix(request)}/jobs/{job}?done={action}", status_code=303)
+        return RedirectResponse(f"{prefix(request)}/jobs/{job_segment(job)}?done={action}", status_code=303)
 
     async def api_action(request: Request) -> Response:
         job = job_of(request)

@@ -10,6 +10,7 @@ request may do) because none of this depends on a request's rights.
 
 from __future__ import annotations
 
+import urllib.parse
 from pathlib import Path
 
 import jinja2
@@ -19,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from quorum_cron.config.durations import format_duration
 from quorum_cron.web import views
 
-__all__ = ["CSP", "SecurityHeaders", "environment"]
+__all__ = ["CSP", "SecurityHeaders", "environment", "job_segment"]
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -59,7 +60,23 @@ def environment() -> jinja2.Environment:
     env.filters["dur"] = _fmt_dur
     env.filters["ago"] = _ago
     env.filters["spark"] = _spark
+    env.filters["jobseg"] = job_segment
     return env
+
+
+def job_segment(job: str) -> str:
+    """A job name as one path segment of a link (``/jobs/<this>``) that every browser keeps as it is.
+
+    A browser resolves the dot segments ``.`` and ``..`` of a link — ``%2E``
+    and ``%2e%2e`` too (the URL standard reads them as dots) — before it
+    asks for it: ``/jobs/..`` would be ``/``. Job names may be ``.`` and
+    ``..`` (``A-Z a-z 0-9 _ . -``), so their dots are written ``%252E``: the
+    server decodes that once to ``%2E``, and :mod:`.app` reads a name
+    with ``%`` in it (no job name has one) decoded once more.
+    """
+    if job in (".", ".."):
+        return "%252E" * len(job)
+    return urllib.parse.quote(job, safe="")
 
 
 def _spark(states: list[str]) -> Markup:
