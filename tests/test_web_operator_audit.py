@@ -127,6 +127,35 @@ def test_history_paging_keeps_the_window_and_its_end(world: World) -> None:
     assert older == {"page": "1", "window": "1h"}  # no `to` given: the window keeps ending now
 
 
+# --------------------------------------------------------------------------- 3. unforgeable confirmation
+
+
+def test_a_link_cannot_claim_an_action_was_done(world: World) -> None:
+    with TestClient(world.app) as client:
+        forged = client.get("/jobs/tick", params={"done": "trigger"}).text
+        assert 'id="done"' not in forged and "trigger: done" not in forged
+        _login(client)
+        assert 'id="done"' not in client.get("/jobs/tick", params={"done": "trigger"}).text
+        csrf = _csrf(client.get("/jobs/tick").text)
+        acted = client.post("/jobs/tick/trigger", data={"csrf": csrf}, headers=ORIGIN)
+        [fired] = world.store.triggers("tick", 0)
+        assert acted.url.path == "/jobs/tick" and not acted.url.query
+        assert f'id="done" class="message">triggered by alice: slot {views.fmt_ms(fired)}<' in acted.text
+        assert 'id="done"' not in client.get("/jobs/tick").text  # said once
+    with TestClient(world.app) as client:
+        _login(client)
+        csrf = _csrf(client.get("/jobs/tick").text)
+        client.post(
+            "/jobs/tick/pause", data={"csrf": csrf, "reason": "x"}, headers=ORIGIN, follow_redirects=False
+        )
+        # On that job's page only, and not taken by a page's live refresh (which replaces no header).
+        assert 'id="done"' not in client.get("/jobs/other").text
+        assert 'id="done"' not in client.get("/jobs/tick", params={"fragment": "1"}).text
+        shown = client.get("/jobs/tick").text
+        assert 'id="done" class="message">paused by alice<' in shown
+        assert 'id="done"' not in client.get("/jobs/tick").text
+
+
 # --------------------------------------------------------------------------- 5. jobs named . and ..
 
 

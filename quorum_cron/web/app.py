@@ -94,6 +94,8 @@ class _Session:
     digest: str = field(repr=False)
     csrf: str = field(repr=False)
     expires: float
+    flash: tuple[str, str] | None = None
+    """(job, what was done): said once on that job's page after this session acted on it."""
 
 
 @dataclass
@@ -138,6 +140,16 @@ def create_app(ctx: WebContext) -> Starlette:
             return None
         return s
 
+    def flash(request: Request, session: _Session | None, name: str, data: dict[str, Any]) -> str:
+        """What this session just did to the job this page shows, said once (a page, not its refresh)."""
+        if session is None or session.flash is None or name != "job.html":
+            return ""
+        if request.query_params.get("fragment") == "1" or session.flash[0] != data.get("job"):
+            return ""
+        text = session.flash[1]
+        session.flash = None
+        return text
+
     def render(request: Request, name: str, data: dict[str, Any], status: int = 200) -> HTMLResponse:
         session = session_of(request)
         fragment = request.query_params.get("fragment") == "1"
@@ -152,7 +164,7 @@ def create_app(ctx: WebContext) -> Starlette:
             namespace=ctx.config.cluster.namespace,
             page=name.removesuffix(".html"),
             jobs_defined=jobs,
-            message=done if (done := request.query_params.get("done", "")) in ACTIONS else "",
+            message=flash(request, session, name, data),
             kept=urllib.parse.urlencode(kept),
         )
         return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
@@ -290,8 +302,13 @@ def create_app(ctx: WebContext) -> Starlette:
         sent = form.get("csrf", "")
         if not same_origin(request) or not hmac.compare_digest(sent.encode(), session.csrf.encode()):
             raise Refused(403, "refused: the request did not come from this server's page (CSRF check)")
-        await act(job, action, session.name, check_reason(form.get("reason", "")))
-        return RedirectResponse(f"{prefix(request)}/jobs/{job_segment(job)}?done={action}", status_code=303)
+        done = await act(job, action, session.name, check_reason(form.get("reason", "")))
+        # Said on the job's page from this session, once: a link (?done=...) could claim anything.
+        if action == "trigger":
+            session.flash = (job, f"triggered by {session.name}: slot {views.fmt_ms(done['slot_ms'])}")
+        else:
+            session.flash = (job, f"{'paused' if done['paused'] else 'resumed'} by {session.name}")
+        return RedirectResponse(f"{prefix(request)}/jobs/{job_segment(job)}", status_code=303)
 
     async def api_action(request: Request) -> Response:
         job = job_of(request)

@@ -43,7 +43,6 @@
   function fragmentUrl() {
     var url = new URL(window.location.href);
     url.searchParams.set("fragment", "1");
-    url.searchParams.delete("done");
     return url.toString();
   }
 
