@@ -30,6 +30,7 @@ from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
 from quorum_cron.core.model import Configuration
 from quorum_cron.web import views
 from quorum_cron.web.app import WebContext, create_app
+from quorum_cron.web.inputs import safe_next
 from quorum_cron.web.live import Broadcaster
 from quorum_cron.web.present import job_segment
 from quorum_cron.web.server import listen
@@ -125,6 +126,56 @@ def test_history_paging_keeps_the_window_and_its_end(world: World) -> None:
     newer, older = _query(_link(page, id="newer")), _query(_link(first, id="older"))
     assert newer == {"page": "0", "window": "1h", "to": str(T0 - 5_000)}
     assert older == {"page": "1", "window": "1h"}  # no `to` given: the window keeps ending now
+
+
+# --------------------------------------------------------------------------- 2. login goes back
+
+
+def test_login_goes_back_to_the_page_it_was_asked_from(world: World) -> None:
+    with TestClient(world.app) as client:
+        job_page = client.get("/jobs/tick", params={"window": "1h"}).text
+        href = _link(job_page, id="login-link")
+        assert _query(href) == {"next": "/jobs/tick?window=1h"}
+        login_page = client.get(href).text
+        [hidden] = [i for i in _Links(login_page).inputs if i.get("name") == "next"]
+        assert hidden["value"] == "/jobs/tick?window=1h"
+        assert _login(client, hidden["value"]) == "/jobs/tick?window=1h"
+    with TestClient(world.app, root_path="/cron") as client:
+        assert _login(client, "/jobs/tick?page=1") == "/cron/jobs/tick?page=1"
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "https://evil.example/",
+        "//evil.example/x",
+        "/\\evil.example",
+        "\\\\evil.example",
+        "/\\/evil.example",
+        "javascript:alert(1)",
+        "http:/evil.example",
+        "/\t/evil.example",
+        "/\n/evil.example",
+        "evil.example",
+        "/../../x",
+        "/%2e%2e/x",
+        "/login",
+        "/ok#frag",
+        "/jobs/t\u00e9",
+        "/" + "a" * 2001,
+        "",
+    ],
+)
+def test_login_never_goes_to_another_site(world: World, hostile: str) -> None:
+    assert safe_next(hostile) == "/"
+    with TestClient(world.app) as client:
+        assert _login(client, hostile) == "/"
+        [hidden] = [
+            i
+            for i in _Links(client.get("/login", params={"next": hostile}).text).inputs
+            if i["name"] == "next"
+        ]
+        assert hidden["value"] == "/"
 
 
 # --------------------------------------------------------------------------- 3. unforgeable confirmation

@@ -10,7 +10,7 @@ Routes (the JSON API is documented in ``docs/web.md``)::
     GET  /api/...               the same as JSON; /api/events: server-sent events
     POST /jobs/{job}/{trigger|pause|resume}       from the pages (session + CSRF token)
     POST /api/jobs/{job}/{trigger|pause|resume}   for tools (Authorization: Bearer NAME:SECRET)
-    GET|POST /login, POST /logout
+    GET|POST /login (?next=<path>: the page to go back to), POST /logout
     GET  /favicon.ico           204 (no icon; answered so that no page load logs a 404)
 
 Security model. The server is read-only unless admin tokens were given
@@ -64,6 +64,7 @@ from quorum_cron.web.inputs import (
     check_reason,
     form_of,
     job_args,
+    safe_next,
     same_origin,
     slot_ms,
 )
@@ -140,6 +141,18 @@ def create_app(ctx: WebContext) -> Starlette:
             return None
         return s
 
+    def here(request: Request) -> str:
+        """This page's address relative to the root, as sent (a login's ``next``); "" for a POST."""
+        if request.method != "GET":
+            return ""
+        raw = request.scope.get("raw_path")
+        path = raw.decode("latin-1") if isinstance(raw, bytes) else urllib.parse.quote(request.url.path)
+        root = prefix(request)
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        query = [(k, v) for k, v in request.query_params.multi_items() if k not in ("fragment", "next")]
+        return path + ("?" + urllib.parse.urlencode(query) if query else "")
+
     def flash(request: Request, session: _Session | None, name: str, data: dict[str, Any]) -> str:
         """What this session just did to the job this page shows, said once (a page, not its refresh)."""
         if session is None or session.flash is None or name != "job.html":
@@ -165,6 +178,7 @@ def create_app(ctx: WebContext) -> Starlette:
             page=name.removesuffix(".html"),
             jobs_defined=jobs,
             message=flash(request, session, name, data),
+            here=str(data["next"]) if name == "login.html" else here(request),
             kept=urllib.parse.urlencode(kept),
         )
         return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
@@ -341,18 +355,21 @@ def create_app(ctx: WebContext) -> Starlette:
 
     async def login(request: Request) -> Response:
         if request.method == "GET":
-            return render(request, "login.html", {"error": ""})
+            return render(
+                request, "login.html", {"error": "", "next": safe_next(request.query_params.get("next", ""))}
+            )
         if not ctx.tokens.enabled:
             raise Refused(403, "refused: this server is read-only (started without an admin token)")
         if not same_origin(request):
             raise Refused(403, "refused: the request did not come from this server's page (CSRF check)")
         form = await form_of(request)
         presented = form.get("token", "")
+        back = safe_next(form.get("next", ""))
         name = ctx.tokens.check(presented)
         if name is None:
             await asyncio.sleep(0.5)  # slows guessing down; the secret is long anyway
             error = TOKENS_UNREADABLE if ctx.tokens.problem() else "not a current admin token"
-            return render(request, "login.html", {"error": error}, 403)
+            return render(request, "login.html", {"error": error, "next": back}, 403)
         now = time.monotonic()
         for sid, s in list(ctx.sessions.items()):
             if s.expires < now:
@@ -363,7 +380,7 @@ def create_app(ctx: WebContext) -> Starlette:
         ctx.sessions[sid] = _Session(
             name, AdminTokens.digest_of(presented), secrets.token_urlsafe(32), now + SESSION_TTL_S
         )
-        response = RedirectResponse(f"{prefix(request)}/", status_code=303)
+        response = RedirectResponse(prefix(request) + back, status_code=303)
         response.set_cookie(
             SESSION_COOKIE,
             sid,

@@ -21,6 +21,7 @@ from quorum_cron.store.base import MAX_REASON
 __all__ = [
     "MAX_BODY",
     "MAX_MS",
+    "MAX_NEXT",
     "MAX_PAGE",
     "MAX_WINDOW_MS",
     "MIN_WINDOW_MS",
@@ -29,6 +30,7 @@ __all__ = [
     "check_reason",
     "form_of",
     "job_args",
+    "safe_next",
     "same_origin",
     "slot_ms",
 ]
@@ -41,6 +43,8 @@ MAX_MS = 10**14
 around it, and a zoned calendar cannot go past year 9999: ``to=999999999999999`` was a 500."""
 MAX_BODY = 16 * 1024
 """Forms and JSON bodies are small; a larger body is refused before it is read whole."""
+MAX_NEXT = 2000
+"""The longest page address a login carries to go back to (``next``): a page's path and query."""
 
 
 class Refused(Exception):
@@ -97,6 +101,30 @@ def slot_ms(raw: str) -> int:
     if not (raw.isascii() and raw.isdecimal()) or len(raw) > 15 or int(raw) > MAX_MS:
         raise Refused(400, f"slot {raw[:40]!r} is not a fire time in epoch milliseconds (0 to {MAX_MS})")
     return int(raw)
+
+
+def safe_next(raw: str) -> str:
+    """Where to go after logging in: ``raw`` when it is a page of this server, else ``/``.
+
+    Only a path relative to the server's root (the proxy prefix is added on
+    redirect) is kept: ``/`` then a segment, ASCII without spaces or control
+    characters (a browser drops tabs and newlines from a URL: ``/<TAB>/evil``
+    would be ``//evil``), no backslash (read as ``/``), no ``//`` (another
+    host), no scheme, no dot segment (out of the prefix), not the login or
+    logout itself. Anything else is not refused with an error — the login
+    still works — it just lands on the jobs page, never on another site.
+    """
+    if not raw or len(raw) > MAX_NEXT or not raw.isascii() or not raw.startswith("/"):
+        return "/"
+    if raw.startswith("//") or "\\" in raw or any(c <= " " or c == "\x7f" for c in raw):
+        return "/"
+    parts = urllib.parse.urlsplit(raw)
+    if parts.scheme or parts.netloc or parts.fragment:
+        return "/"
+    segments = urllib.parse.unquote(parts.path).split("/")
+    if any(seg in (".", "..") for seg in segments) or parts.path.rstrip("/") in ("/login", "/logout"):
+        return "/"
+    return raw
 
 
 def same_origin(request: Request) -> bool:
