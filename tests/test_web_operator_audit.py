@@ -17,7 +17,7 @@ import json
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -205,6 +205,41 @@ def test_a_link_cannot_claim_an_action_was_done(world: World) -> None:
         shown = client.get("/jobs/tick").text
         assert 'id="done" class="message">paused by alice<' in shown
         assert 'id="done"' not in client.get("/jobs/tick").text
+
+
+# --------------------------------------------------------------------------- 4. capped live streams
+
+
+@pytest.fixture
+def capped(world: World) -> Iterator[_Served]:
+    served = _Served(WebContext(world.config, world.store, "redis://x/0", AdminTokens(), max_event_streams=2))
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def test_live_streams_past_the_cap_get_a_one_line_503(capped: _Served) -> None:
+    opened = [capped.stream() for _ in range(2)]
+    try:
+        for _, resp in opened:
+            assert resp.status == 200 and resp.getheader("content-type", "").startswith("text/event-stream")
+            assert resp.readline() == b"retry: 2000\n"
+        conn, refused = capped.stream()
+        body = json.loads(refused.read())
+        conn.close()
+        assert refused.status == 503 and refused.getheader("retry-after") == "30"
+        assert list(body) == ["error"] and "\n" not in body["error"]
+        assert "2 live-update streams are open, this server's limit" in body["error"]
+        # A page that goes away gives its stream back.
+        opened.pop()[0].close()
+        broadcaster: Broadcaster = capped.app.state.broadcaster
+        _until("the closed stream to be given back", lambda: broadcaster.subscribers == 1)
+        opened.append(capped.stream())
+        assert opened[-1][1].status == 200
+    finally:
+        for conn, _ in opened:
+            conn.close()
 
 
 # --------------------------------------------------------------------------- 5. jobs named . and ..

@@ -72,13 +72,17 @@ from quorum_cron.web.live import Broadcaster
 from quorum_cron.web.present import SecurityHeaders, environment, job_segment
 from quorum_cron.web.tokens import AdminTokens
 
-__all__ = ["WebContext", "create_app"]
+__all__ = ["MAX_EVENT_STREAMS", "WebContext", "create_app"]
 
 HERE = Path(__file__).resolve().parent
 SESSION_COOKIE = "qc_session"
 SESSION_TTL_S = 12 * 3600
 MAX_SESSIONS = 1000
 ACTIONS = ("trigger", "pause", "resume")
+MAX_EVENT_STREAMS = 200
+"""Live-update streams (``/api/events``) one server keeps open at once (about one per open page);
+past it a new one is a 503 and the page says it is not live. Each stream holds a socket and a queue
+of at most 200 events, and every event is written to each: the cap bounds both."""
 KEPT_QUERY = ("window", "to")
 """The job page's query arguments its history pager keeps (the timeline's window)."""
 TOKENS_UNREADABLE = (
@@ -99,6 +103,25 @@ class _Session:
     """(job, what was done): said once on that job's page after this session acted on it."""
 
 
+class _Stream(StreamingResponse):
+    """A streaming response that calls ``release`` once it ends, however it ends.
+
+    The event stream's subscription is counted from the request (the cap is
+    checked and taken in one step) and given back here: a client gone
+    before the stream's generator ever ran still gives it back.
+    """
+
+    def __init__(self, content: AsyncIterator[str], *, release: Callable[[], None], **kw: Any) -> None:
+        super().__init__(content, **kw)
+        self._release = release
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
 @dataclass
 class WebContext:
     """What the app serves from: the local config (job names and definitions), the store, the tokens.
@@ -112,6 +135,7 @@ class WebContext:
     shown_url: str
     tokens: AdminTokens = field(default_factory=AdminTokens)
     sessions: dict[str, _Session] = field(default_factory=dict, repr=False)
+    max_event_streams: int = MAX_EVENT_STREAMS
 
 
 def create_app(ctx: WebContext) -> Starlette:
@@ -264,6 +288,15 @@ def create_app(ctx: WebContext) -> Starlette:
     # -- live ----------------------------------------------------------------
 
     async def events(request: Request) -> Response:
+        if broadcaster.subscribers >= ctx.max_event_streams:
+            return JSONResponse(
+                {
+                    "error": f"refused: {broadcaster.subscribers} live-update streams are open, "
+                    f"this server's limit (pages still load; reload one later to see it live)"
+                },
+                status_code=503,
+                headers={"Cache-Control": "no-store", "Retry-After": "30"},
+            )
         queue = broadcaster.subscribe()
 
         async def stream() -> AsyncIterator[str]:
@@ -277,10 +310,11 @@ def create_app(ctx: WebContext) -> Starlette:
             finally:
                 broadcaster.unsubscribe(queue)
 
-        return StreamingResponse(
+        return _Stream(
             stream(),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+            release=lambda: broadcaster.unsubscribe(queue),
         )
 
     # -- acting --------------------------------------------------------------

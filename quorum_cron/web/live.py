@@ -100,6 +100,11 @@ class Broadcaster:
     def unsubscribe(self, queue: asyncio.Queue[str]) -> None:
         self._queues.discard(queue)
 
+    @property
+    def subscribers(self) -> int:
+        """How many pages listen now."""
+        return len(self._queues)
+
     def publish(self, text: str) -> None:
         for queue in list(self._queues):
             try:

@@ -11,6 +11,12 @@
 // failed (a 503 while the store is down, say), the banner #stale says so and
 // why, the header says "not current" instead of "live", and <body
 // data-stale="yes">; all three clear once a re-fetch succeeds again.
+//
+// The server caps the live streams it keeps open (a 503 past it). A refused
+// stream is not retried by the browser (EventSource closes on any answer
+// but 200), so the page says it is not live — the banner, "○ not live",
+// <body data-live="refused"> — keeps what it shows, and asks again after 30 s,
+// then 1, 2, 4 and at most 5 minutes; a reload asks at once.
 "use strict";
 (function () {
   var main = document.getElementById("live");
@@ -20,18 +26,23 @@
   var job = main.getAttribute("data-job") || "";
   var stale = document.getElementById("stale");
   var busy = false, again = "", last = 0, updates = 0;
-  var connected = false, storeDown = "", fetchFailed = "";
+  var connected = false, storeDown = "", fetchFailed = "", refused = false, retryMs = 30000;
 
   function showState() {
-    var why = storeDown ? "the store is not answering (" + storeDown + ")"
+    var why = refused ? "the server refused this page live updates (it has as many open as it allows;"
+        + " it asks again in " + Math.round(retryMs / 1000) + " s). Reload to see changes"
+      : storeDown ? "the store is not answering (" + storeDown + ")"
       : fetchFailed ? "this page could not be updated (" + fetchFailed + ")" : "";
+    document.body.setAttribute("data-live", refused ? "refused" : connected ? "on" : "off");
     document.body.setAttribute("data-stale", why ? "yes" : "");
     if (stale) {
       stale.textContent = why ? "Not current: " + why + ". What this page shows may be out of date." : "";
       stale.hidden = !why;
     }
     if (!status) { return; }
-    if (!connected) {
+    if (refused) {
+      status.textContent = "○ not live"; status.className = "live-stale";
+    } else if (!connected) {
       status.textContent = "○ reconnecting"; status.className = "live-off";
     } else if (why) {
       status.textContent = "○ not current"; status.className = "live-stale";
@@ -91,28 +102,41 @@
     try { return JSON.parse(e.data).job === job; } catch (err) { return false; }
   }
 
-  var source = new EventSource(main.getAttribute("data-events"));
-  source.onopen = function () {
-    connected = true;
-    showState();
-    refresh("open");
-  };
-  source.onerror = function () {
-    connected = false;
-    showState();
-  };
-  // The store's state comes first: a page re-fetched while it is down fails, and says why.
-  source.addEventListener("store", function (e) {
-    var data = {};
-    try { data = JSON.parse(e.data); } catch (err) { /* not JSON: treat as down */ }
-    storeDown = data.ok ? "" : String(data.error || "unavailable");
-    showState();
-  });
-  // Which events this page shows (data-kinds); job events only when they are about its job.
   var kinds = (main.getAttribute("data-kinds") || "").split(" ");
-  kinds.forEach(function (name) {
-    if (!name) { return; }
-    var perJob = name === "ledger" || name === "audit";
-    source.addEventListener(name, function (e) { if (!perJob || concerns(e)) { refresh(name); } });
-  });
+
+  function connect() {
+    var source = new EventSource(main.getAttribute("data-events"));
+    source.onopen = function () {
+      connected = true;
+      if (refused) { refused = false; retryMs = 30000; }
+      showState();
+      refresh("open");
+    };
+    source.onerror = function () {
+      connected = false;
+      if (source.readyState === EventSource.CLOSED) {
+        // Not a lost connection (the browser retries those): the server answered, and not 200.
+        refused = true;
+        showState();
+        setTimeout(connect, retryMs);
+        retryMs = Math.min(retryMs * 2, 300000);
+        return;
+      }
+      showState();
+    };
+    // The store's state comes first: a page re-fetched while it is down fails, and says why.
+    source.addEventListener("store", function (e) {
+      var data = {};
+      try { data = JSON.parse(e.data); } catch (err) { /* not JSON: treat as down */ }
+      storeDown = data.ok ? "" : String(data.error || "unavailable");
+      showState();
+    });
+    // Which events this page shows (data-kinds); job events only when they are about its job.
+    kinds.forEach(function (name) {
+      if (!name) { return; }
+      var perJob = name === "ledger" || name === "audit";
+      source.addEventListener(name, function (e) { if (!perJob || concerns(e)) { refresh(name); } });
+    });
+  }
+  connect();
 })();
