@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from quorum_cron.config.cron import ALIASES
 from quorum_cron.config.schedule import Schedule, dst_transitions
-from quorum_cron.crontab.translate import cron_runs
+from quorum_cron.crontab.dst import cron_runs
 
 FROM_S = 1_767_225_600  # 2026-01-01T00:00Z
 ZONES = ("Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Havana", "Pacific/Chatham")

@@ -26,8 +26,8 @@ from quorum_cron.cli import main
 from quorum_cron.config.file import load_config, parse_config
 from quorum_cron.config.settings import InvalidConfig, JobSpec
 from quorum_cron.crontab import parse_crontab, translate
+from quorum_cron.crontab.dst import cron_runs
 from quorum_cron.crontab.parse import CRON_ALIASES, split_percent
-from quorum_cron.crontab.translate import cron_runs
 from quorum_cron.errors import ConfigError
 
 NOW_S = calendar.timegm((2026, 1, 1, 0, 0, 0))

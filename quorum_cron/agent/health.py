@@ -6,16 +6,10 @@
   backoff. Any successful call — a probe, or one of the core's retried
   starts, renewals or results — brings the node back at once, which matters
   for a start racing its deadline right after Redis returns;
-* **write replication** (``wait_replicas``): a write fewer replicas than
-  asked acknowledged (the store's ``WAIT`` shortfall, a ``StoreUnavailable``
-  saying "not replicated as required") is a state of its own: said once (one
-  line, one ``store_unavailable`` alert), and left only when a write is
-  acknowledged by enough replicas at least :meth:`NodeHealth.replication_hold_ms`
-  after the last shortfall — never by a read or a heartbeat, which need no
-  replica and succeed all along (they made the node flap between "not
-  voting" and "store reachable again" several times a second). While in it,
-  the health loop probes with a replicated write (``init_membership``: it
-  creates nothing where a record exists, and returns it);
+* **write replication** (``wait_replicas``, :mod:`.replication`): a write
+  fewer replicas acknowledged is a state of its own, said once and ended
+  only by a replicated write; while it lasts the health loop probes with one
+  (``init_membership``: it creates nothing where a record exists);
 * **clock trust** (:mod:`.clocktrust`), re-checked on every heartbeat; the
   verdict (with the measured offset) goes into the heartbeat's info, which
   is what ``quorum-cron status`` shows;
@@ -27,8 +21,8 @@
   a newer one goes to the core (``on_record``). A node whose config
   disagrees with the record at start does not vote (one line, alert
   ``membership_mismatch``) until a record it agrees with arrives; a node
-  that is not a member of the record it holds says so once per epoch (one
-  line, metric, alert ``not_a_member``), as does a vote the store refused.
+  that is not a member of the record it holds says so once per epoch, as
+  does a vote the store refused (:mod:`.member_reports`).
 
 The core hears two things from here: ``set_trust(trusted, reason)`` and
 ``on_record(record)``.
@@ -49,6 +43,7 @@ from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.clocktrust import ClockTrust
 from quorum_cron.agent.jobtables import JobTableSync
 from quorum_cron.agent.logs import EVENT_LOGGER, event
+from quorum_cron.agent.member_reports import MemberReports
 from quorum_cron.agent.membership import (
     Membership,
     NodeIdTaken,
@@ -58,6 +53,7 @@ from quorum_cron.agent.membership import (
 )
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.observe import Observer
+from quorum_cron.agent.replication import Replication, shortfall
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.clock.base import Clock
@@ -67,7 +63,7 @@ from quorum_cron.core.model import MembershipRecord
 from quorum_cron.errors import StoreError, StoreOutOfMemory, StoreUnavailable
 from quorum_cron.store.base import Member, Store
 
-__all__ = ["BACKOFF_MAX_MS", "BACKOFF_MIN_MS", "UNREPLICATED", "NodeHealth", "shortfall"]
+__all__ = ["BACKOFF_MAX_MS", "BACKOFF_MIN_MS", "NodeHealth"]
 
 T = TypeVar("T")
 
@@ -78,16 +74,6 @@ BACKOFF_MAX_MS = 1_000
 SEAT_FILLING_BEAT_MS = 250
 """The heartbeat interval (if shorter than ``heartbeat``) while the record this node holds has
 open seats, in its first two heartbeat TTLs: see :meth:`NodeHealth.beat_interval_ms`."""
-UNREPLICATED = "not replicated as required: "
-"""What the store's ``StoreUnavailable`` for a write fewer replicas than ``wait_replicas``
-acknowledged says, before the ``WAIT`` shortfall itself (``RedisBase._unreplicated``)."""
-
-
-def shortfall(reason: str) -> str | None:
-    """The ``WAIT`` shortfall of a store error's message ("WAIT: 0 of 1 replicas acknowledged
-    within 100 ms"), or None when the error is another outage."""
-    at = reason.find(UNREPLICATED)
-    return None if at < 0 else reason[at + len(UNREPLICATED) :]
 
 
 class NodeHealth:
@@ -134,10 +120,7 @@ class NodeHealth:
         self._oom = False
         self._oom_hold_until = 0
         self._down_reason = ""
-        self._unreplicated = ""
-        """The ``WAIT`` shortfall while writes are not replicated as required ("": they are)."""
-        self._short_mono = 0
-        """When the last write fell short of ``wait_replicas`` (monotonic ms)."""
+        self.replication = Replication(clock.monotonic_ms, 2 * settings.heartbeat_ms)
         self.on_store_back: Callable[[], None] = lambda: None
         """Called when the store answers again after an outage (the runtime catches up)."""
         self.on_store_down: Callable[[str], None] = lambda reason: None
@@ -158,8 +141,7 @@ class NodeHealth:
         self.membership_problem: str | None = None
         """Set when this node's config disagreed with the record at start: it does not vote."""
         self._joined = False
-        self._reported_epoch = 0
-        """The last epoch whose "not a member" was reported (once per epoch)."""
+        self.reports = MemberReports(settings, metrics, alerts)
 
     # -- store up and down ---------------------------------------------------
 
@@ -167,10 +149,8 @@ class NodeHealth:
         short = shortfall(reason)
         if short is not None:
             # Writes fall short of wait_replicas: one state until a write is replicated (store_ok).
-            self._short_mono = self.clock.monotonic_ms()
-            if self._unreplicated:
+            if not self.replication.began(short):
                 return  # said when it began
-            self._unreplicated = short
             if not self.store_up:  # (down already, for another outage: say what it is now, once)
                 self.metrics.store_up.set(0)
                 event(log, logging.WARNING, "store", f"store writes not replicated: {short}; not voting")
@@ -199,10 +179,10 @@ class NodeHealth:
                 AlertKind.STORE_OOM,
                 f"store {reason}; not voting (free memory or raise maxmemory; see docs/operations.md)",
             )
-        elif self._unreplicated:
+        elif self.replication.short:
             self.alerts.raise_(
                 AlertKind.STORE_UNAVAILABLE,
-                f"store writes not replicated: {self._unreplicated}; not voting until a write is "
+                f"store writes not replicated: {self.replication.short}; not voting until a write is "
                 f"(a replica is missing or behind: see docs/operations.md, wait_replicas)",
             )
         else:
@@ -211,16 +191,10 @@ class NodeHealth:
         self._probe_now.set()
         self._poke()
 
-    def replication_hold_ms(self) -> int:
-        """How long after the last write that fell short of ``wait_replicas`` a replicated write
-        ends the state (two heartbeats): on a Redis Cluster a write to another master is replicated
-        while the one without a replica still falls short, and the node would flap between them."""
-        return 2 * self.settings.heartbeat_ms
-
     @property
     def unreplicated(self) -> str:
         """The ``WAIT`` shortfall while writes are not replicated as required ("" otherwise)."""
-        return self._unreplicated
+        return self.replication.short
 
     @property
     def down_reason(self) -> str:
@@ -232,11 +206,11 @@ class NodeHealth:
         fenced transition, a missed record, the health loop's probe), the only kind that ends a
         replication shortfall (reads and heartbeats need no replica)."""
         back = "store reachable again"
-        if self._unreplicated:
-            if not replicated or self.clock.monotonic_ms() - self._short_mono < self.replication_hold_ms():
+        short = self.replication.short
+        if short:
+            if not self.replication.ends(replicated):
                 return
-            back = f"store writes replicated again (after {self._unreplicated})"
-            self._unreplicated = ""
+            back = f"store writes replicated again (after {short})"
         if self._oom and self.clock.monotonic_ms() < self._oom_hold_until:
             return  # out of memory until writes have succeeded for a while (see store_down)
         self.metrics.store_up.set(1)
@@ -270,8 +244,8 @@ class NodeHealth:
             self._clock_ok = verdict.trusted
         if not self.store_up:
             trusted, reason = False, f"store unreachable ({self._down_reason})"
-            if self._unreplicated:
-                trusted, reason = False, f"store writes not replicated: {self._unreplicated}"
+            if self.replication.short:
+                trusted, reason = False, f"store writes not replicated: {self.replication.short}"
         elif self.membership_problem is not None:
             trusted, reason = False, self.membership_problem
         else:
@@ -343,8 +317,9 @@ class NodeHealth:
                 await asyncio.sleep(backoff * (0.5 + random.random()) / 1000)
                 backoff = min(BACKOFF_MAX_MS, backoff * 2)
         self._joined = True
-        self._check_config()
-        self._check_member()
+        # A config that disagrees with the stored record means this node does not vote.
+        self.membership_problem = self.reports.config_problem(self.record)
+        self.reports.member(self.record, self.membership_problem is None)
         self.update_trust()
         return True
 
@@ -406,7 +381,7 @@ class NodeHealth:
                 got = await self._table_call(partial(self.store.published_jobs, read)) if read else None
                 tables = got[0] if got else {}
                 self.store_ok()
-                if self._unreplicated:
+                if self.replication.short:
                     await self._probe_replication()
                 backoff = BACKOFF_MIN_MS
                 self.observe_members(members, tables)
@@ -438,7 +413,7 @@ class NodeHealth:
         where there is none (as a node starting does) and returns it: nothing else changes.
         A shortfall raises ``StoreUnavailable`` (the loop backs off). Without a proposed
         membership (settings made by hand) there is nothing to write: reads end it then, after
-        :meth:`replication_hold_ms`."""
+        :attr:`.replication.Replication.hold_ms`."""
         proposed = self.settings.membership
         if proposed is None:
             self.store_ok(replicated=True)
@@ -510,70 +485,13 @@ class NodeHealth:
         ):
             self.membership_problem = None
             event(log, logging.INFO, "membership", f"the config agrees with epoch {record.epoch}: voting")
-        self._check_member()
+        self.reports.member(self.record, self.membership_problem is None)
         self.update_trust()
-
-    def _check_config(self) -> None:
-        """At start: a config that disagrees with the stored record means this node does not vote."""
-        proposed, record = self.settings.membership, self.record
-        if proposed is None or record is None:
-            return
-        problem = config_disagreement(proposed, record, self.settings.config_source)
-        if problem is None:
-            return
-        self.membership_problem = f"not voting: {problem}"
-        self.metrics.membership_refusals.labels("config_mismatch").inc()
-        event(log, logging.ERROR, "membership_mismatch", self.membership_problem, epoch=record.epoch)
-        self.alerts.raise_(AlertKind.MEMBERSHIP_MISMATCH, self.membership_problem, epoch=record.epoch)
-
-    def _check_member(self) -> None:
-        """Not a member of the record held: one line, one count and one alert per epoch."""
-        record = self.record
-        if record is None:
-            return
-        member = record.is_member(self.node)
-        self.metrics.member.set(1 if member and self.membership_problem is None else 0)
-        if member:
-            if self._reported_epoch:
-                self._reported_epoch = 0
-                event(log, logging.INFO, "membership", f"{self.node} is a member of epoch {record.epoch}")
-            return
-        if self._reported_epoch == record.epoch:
-            return
-        self._reported_epoch = record.epoch
-        message = (
-            f"node {self.node} (epoch {record.epoch}) is not a member of the store's {record.describe()}: "
-            f"it does not vote (add it with `quorum-cron members add {self.node}`, or stop it)"
-        )
-        self.metrics.membership_refusals.labels("not_member").inc()
-        event(log, logging.ERROR, "not_a_member", message, epoch=record.epoch, store_epoch=record.epoch)
-        self.alerts.raise_(AlertKind.NOT_A_MEMBER, message, epoch=record.epoch)
 
     def is_refused_member(self) -> bool:
         """True while this node holds a record it is not a member of (its abstentions are not news)."""
         return self.record is not None and not self.record.is_member(self.node)
 
     def refused(self, action: Refused) -> None:
-        """The store refused a vote (stale epoch, or not a member of the job's record): once per epoch."""
-        message = (
-            f"vote for {action.job}@{action.fire_ms} refused by the store: {action.reason} "
-            f"(node {self.node} holds epoch {action.epoch}, the job enforces epoch {action.store_epoch})"
-        )
-        self.metrics.membership_refusals.labels("vote").inc()
-        event(
-            log,
-            logging.ERROR,
-            "not_a_member",
-            message,
-            job=action.job,
-            slot=action.fire_ms,
-            epoch=action.epoch,
-            store_epoch=action.store_epoch,
-        )
-        self.alerts.raise_(
-            AlertKind.NOT_A_MEMBER,
-            message,
-            job=action.job,
-            epoch=action.epoch,
-            store_epoch=action.store_epoch,
-        )
+        """The store refused a vote: said once per epoch (:class:`~.member_reports.MemberReports`)."""
+        self.reports.refused(action)

@@ -1,0 +1,61 @@
+"""Whether a node's writes reach ``wait_replicas``: a state of its own, apart from an outage.
+
+A write fewer replicas than ``wait_replicas`` acknowledged (the store's
+``WAIT`` shortfall, a ``StoreUnavailable`` saying "not replicated as
+required") stops the node voting like an outage, but reads and heartbeats,
+which need no replica, succeed all along. Taken for an outage, every read
+declared the store back and every write down again: the node flapped
+between "not voting" and "store reachable again" several times a second,
+with an alert each time. So it is said once, when it begins, and ends only
+when a write is acknowledged by enough replicas at least
+:attr:`Replication.hold_ms` after the last shortfall (on a Redis Cluster a
+write to another master is replicated while the one without a replica
+still falls short). :mod:`.health` holds one and probes it with a
+replicated write while it lasts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+__all__ = ["UNREPLICATED", "Replication", "shortfall"]
+
+UNREPLICATED = "not replicated as required: "
+"""What the store's ``StoreUnavailable`` for a write fewer replicas than ``wait_replicas``
+acknowledged says, before the ``WAIT`` shortfall itself (``RedisBase._unreplicated``)."""
+
+
+def shortfall(reason: str) -> str | None:
+    """The ``WAIT`` shortfall of a store error's message ("WAIT: 0 of 1 replicas acknowledged
+    within 100 ms"), or None when the error is another outage."""
+    at = reason.find(UNREPLICATED)
+    return None if at < 0 else reason[at + len(UNREPLICATED) :]
+
+
+class Replication:
+    """The node's replication shortfall, if any (see the module docstring)."""
+
+    def __init__(self, monotonic_ms: Callable[[], int], hold_ms: int) -> None:
+        self._monotonic_ms = monotonic_ms
+        self.hold_ms = hold_ms
+        """How long after the last shortfall a replicated write ends the state (two heartbeats)."""
+        self.short = ""
+        """The ``WAIT`` shortfall while writes are not replicated as required ("": they are)."""
+        self._last_mono = 0
+
+    def began(self, short: str) -> bool:
+        """A write fell short by ``short``: True if that begins the state (to be said), False if
+        it was already on."""
+        self._last_mono = self._monotonic_ms()
+        if self.short:
+            return False
+        self.short = short
+        return True
+
+    def ends(self, replicated: bool) -> bool:
+        """A store call succeeded (``replicated``: a write ``WAIT`` covered): True if that ends the
+        state now; False if it stays on (or was off)."""
+        if not self.short or not replicated or self._monotonic_ms() - self._last_mono < self.hold_ms:
+            return False
+        self.short = ""
+        return True
