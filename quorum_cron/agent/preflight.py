@@ -6,6 +6,12 @@ agent's decision. Each refusal is one line naming the server
 (password-free), what was found and what is expected, so ``quorum-cron
 agent`` can exit with it instead of a traceback:
 
+- a URL whose scheme does not match the server it reaches: a ``redis://``
+  URL at a Redis Cluster node or a Sentinel, a ``redis+sentinel://`` URL
+  whose addresses are no sentinels (or refuse its sentinel credentials),
+  named with the URL to use (:func:`quorum_cron.store.connect.kind_problem`;
+  it used to start and fail every vote with Redis's ``MOVED`` or ``unknown
+  command 'SCRIPT'``, or to be called "not Redis");
 - wrong credentials, or a server that does not speak Redis;
 - a ``maxmemory-policy`` other than ``noeviction`` (an allowlist of one,
   :data:`SAFE_POLICY`). Under any other policy Redis deletes keys when
@@ -28,6 +34,8 @@ from __future__ import annotations
 
 from quorum_cron.errors import StoreError
 from quorum_cron.store.base import Store
+from quorum_cron.store.connect import kind_problem
+from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.server import SAFE_POLICY, RedisClient, eviction_problem, preflight
 
 __all__ = ["SAFE_POLICY", "PreflightError", "check_server", "eviction_problem"]
@@ -43,11 +51,17 @@ def check_server(server: Store | RedisClient, shown_url: str, members_key: str |
     ``server``: the store (a ``RedisStore``; its own members key is checked
     when ``members_key`` is None) or, as before, its redis-py client with
     the members key. Raises :class:`PreflightError` (one line) when the
-    server refuses the credentials, is not Redis, is outside the support
-    matrix, or holds a members key of another type. The returned policy is
-    None when unknown. Returns None without raising when the server cannot
-    be reached, and for a store without a server (the memory model).
+    URL's scheme does not match the server's kind, or the server refuses
+    the credentials, is not Redis, is outside the support matrix, or holds
+    a members key of another type. The returned policy is None when unknown.
+    Returns None without raising when the server cannot be reached, and for
+    a store without a server (the memory model).
     """
+    client = server.client if isinstance(server, RedisStore) else server
+    if not isinstance(client, Store):  # (a memory store has no server)
+        wrong = kind_problem(client)
+        if wrong is not None:
+            raise PreflightError(f"redis at {shown_url}: {wrong}")
     found = preflight(server, shown_url, members_key)
     if found.refusal is not None:
         raise PreflightError(found.refusal)

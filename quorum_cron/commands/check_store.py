@@ -6,7 +6,10 @@ any is a problem (0 otherwise, 2 for a bad URL or option):
 - **server**: product, version and mode against the support matrix
   (:mod:`quorum_cron.store.server`; the agent refuses the same servers);
 - **mode**: the URL's kind agrees with the server's (a ``redis://`` URL at a
-  cluster node or at a Sentinel is a problem);
+  cluster node or at a Sentinel, a ``redis+cluster://`` URL at anything but
+  cluster nodes, a ``redis+sentinel://`` URL at anything but sentinels is a
+  problem), named with the URL to use (:mod:`quorum_cron.store.connect`
+  refuses such a connection; the line is its reason);
 - **role**: a replica (read-only) is a problem: point at the master;
 - **eviction**: ``maxmemory-policy`` must be ``noeviction``;
 - **acl**: the connected user (``ACL WHOAMI``) and whether it may run every
@@ -30,8 +33,17 @@ from collections.abc import Sequence
 import click
 
 from quorum_cron.errors import ConfigError, StoreError
-from quorum_cron.store.server import ServerInfo, ServerProbe, credentials_hint, eviction_problem, unsupported
-from quorum_cron.store.urls import RedisTarget, parse_redis_url
+from quorum_cron.store.connect import NotClusterNodes, WrongServerKind
+from quorum_cron.store.sentinels import NotSentinels
+from quorum_cron.store.server import (
+    ServerInfo,
+    ServerProbe,
+    credentials_hint,
+    eviction_problem,
+    parse_server_info,
+    unsupported,
+)
+from quorum_cron.store.urls import RedisTarget, host_port, parse_redis_url
 
 __all__ = ["check_store", "required_commands"]
 
@@ -179,6 +191,9 @@ def check_store(url: str, acl_user: str | None) -> None:
     problems: list[str] = []
     try:
         probe = ServerProbe(target, timeout_s=5.0)
+    except NotClusterNodes as exc:  # a cluster URL whose seeds are no cluster nodes: the URL is wrong
+        probe, problems = None, ["mode"]
+        _line("PROBLEM", "mode", str(exc))
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     except StoreError as exc:
@@ -204,7 +219,16 @@ def _unreachable(target: RedisTarget, exc: StoreError) -> list[str]:
 
 def _check(probe: ServerProbe, target: RedisTarget, acl_user: str | None) -> list[str]:
     problems: list[str] = []
-    probe.ping()
+    try:
+        probe.ping()
+    except StoreError as exc:
+        wrong = exc.__cause__
+        if isinstance(wrong, WrongServerKind):  # refused as it connected: a cluster node or a Sentinel
+            return _wrong_kind(wrong, target)
+        if isinstance(wrong, NotSentinels):
+            _line("PROBLEM", "mode", str(wrong))
+            return ["mode"]
+        raise
     server: ServerInfo = probe.server()
     refusal = unsupported(server, target.shown)
     if refusal is not None:
@@ -234,15 +258,28 @@ def _check(probe: ServerProbe, target: RedisTarget, acl_user: str | None) -> lis
     return problems
 
 
+def _wrong_kind(wrong: WrongServerKind, target: RedisTarget) -> list[str]:
+    """The server and mode lines of a standalone URL whose server is a cluster node or a Sentinel."""
+    server = parse_server_info(wrong.info)
+    refusal = unsupported(server, target.shown)
+    _line("PROBLEM" if refusal else "ok", "server", refusal or f"{server} at {target.shown}")
+    kind = "a Redis Cluster node" if wrong.mode == "cluster" else "a Sentinel"
+    _line("PROBLEM", "mode", f"this server is {kind}: {wrong.suggestion}")
+    return ["server", "mode"] if refusal else ["mode"]
+
+
 def _mode(server: ServerInfo, target: RedisTarget) -> Sequence[str]:
+    # (A standalone URL at a cluster node or a Sentinel, a cluster URL at anything else, are refused
+    # as they connect: see _wrong_kind and check_store. These lines are for what passed unchecked.)
+    seeds = ",".join(host_port(h, p) for h, p in target.hosts) or "HOST[:PORT]"
     if server.mode == "sentinel":
-        _line("PROBLEM", "mode", "this is a Sentinel: use redis+sentinel://HOST[:PORT],.../MASTER-NAME")
+        _line("PROBLEM", "mode", f"this server is a Sentinel: use redis+sentinel://{seeds}/MASTER")
         return ["mode"]
     if server.mode == "cluster" and target.mode != "cluster":
         _line("PROBLEM", "mode", "this server is a Redis Cluster node: use redis+cluster://HOST[:PORT],...")
         return ["mode"]
     if target.mode == "cluster" and server.mode != "cluster":
-        _line("PROBLEM", "mode", f"redis+cluster:// URL but the server runs {server.mode}: use redis://")
+        _line("PROBLEM", "mode", f"this server runs {server.mode}, not a cluster: use redis://{seeds}")
         return ["mode"]
     via = " (master found through Sentinel)" if target.mode == "sentinel" else ""
     _line("ok", "mode", f"{server.mode}{via}")

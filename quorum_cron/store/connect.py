@@ -13,28 +13,54 @@ default retries a failed command with backoff, which would hold a vote for
 seconds while Redis is down; the agent has its own reconnect loop and must
 learn of an outage at once. The single retry covers a pooled connection
 that went stale when Redis restarted.
+
+A URL's scheme must match the kind of server it reaches (``docs/operations.md``,
+"Supported servers"). Redis's own refusals named neither the server nor the fix:
+a ``redis://`` URL at a Redis Cluster node failed with ``MOVED``, ``CROSSSLOT`` or
+``WAIT cannot be used with replica instances``, one at a Sentinel with ``unknown
+command 'SCRIPT'``, and a ``redis+cluster://`` URL at a standalone server with
+"Cluster mode is not enabled on this node". So every connection of a
+standalone URL asks ``INFO server`` once when it opens (``+info`` is in the
+documented ACL; a user without it stays unchecked, as the version does) and a
+cluster node or a sentinel fails it with :class:`WrongServerKind`, one line
+naming the address and the URL to use; :func:`open_client` refuses a cluster
+URL whose seeds are no cluster nodes with :class:`NotClusterNodes`, the same way.
+:func:`kind_problem` asks a client for such a line before anything else is asked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.retry import Retry
 
 from quorum_cron.errors import ConfigError
 from quorum_cron.redact import redact_text
-from quorum_cron.store.sentinels import MasterPool, Sentinels
-from quorum_cron.store.urls import RedisTarget, bad_url, parse_redis_url
+from quorum_cron.store.sentinels import MasterPool, NotSentinels, SentinelCredentialsRefused, Sentinels
+from quorum_cron.store.urls import (
+    RedisTarget,
+    bad_url,
+    host_port,
+    parse_redis_url,
+    userinfo_shown,
+    wrong_kind,
+)
 
 __all__ = [
     "SOCKET_CONNECT_TIMEOUT_S",
     "SOCKET_TIMEOUT_S",
+    "NotClusterNodes",
+    "WrongServerKind",
     "answer_problem",
     "fail_fast",
+    "info_fields",
+    "kind_problem",
     "open_client",
     "options_problem",
 ]
@@ -88,6 +114,8 @@ def answer_problem(url: str) -> str | None:
         return str(exc)
     try:
         client.ping()
+    except WrongServerKind as exc:  # it answered: as a server of another kind
+        return f"redis at {target.shown}: {exc}"
     except redis.RedisError as exc:
         first = redact_text(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return f"redis at {target.shown} did not answer: {first}"
@@ -96,14 +124,172 @@ def answer_problem(url: str) -> str | None:
     return None
 
 
+class WrongServerKind(RedisError):
+    """A standalone URL's connection reached a Redis Cluster node or a Sentinel (see the module docstring).
+
+    Not a connection error: redis-py does not retry it, the store reports a
+    failure (not "unavailable": waiting will not change the server's kind).
+    ``address``, ``mode`` (``cluster`` / ``sentinel``) and ``info`` (the
+    ``INFO server`` fields) let ``check-store`` word its own lines.
+    """
+
+    def __init__(self, message: str, address: str, mode: str, info: dict[str, str], suggestion: str) -> None:
+        super().__init__(message)
+        self.address = address
+        self.mode = mode
+        self.info = info
+        self.suggestion = suggestion
+
+
+class NotClusterNodes(ConfigError):
+    """A ``redis+cluster://`` URL none of whose seeds answered as a cluster node: the URL has to change."""
+
+
+def info_fields(reply: object, limit: int = 200) -> dict[str, str]:
+    """An ``INFO`` reply's ``name:value`` lines as text (redis-py's parsed dict, bytes or str)."""
+    if isinstance(reply, dict):
+        return {str(k): str(v)[:limit] for k, v in reply.items() if not isinstance(v, dict)}
+    text = reply.decode(errors="replace") if isinstance(reply, bytes) else reply
+    if not isinstance(text, str):
+        return {}
+    out = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition(":")
+        if sep and not name.startswith("#"):
+            out[name.strip()] = value.strip()[:limit]
+    return out
+
+
+def _mode(fields: dict[str, str]) -> str:
+    return fields.get("redis_mode") or fields.get("server_mode") or "standalone"
+
+
+def _master_names(reply: object) -> list[str] | None:
+    """The names in a ``SENTINEL MASTERS`` reply (RESP2 flat lists or RESP3 maps), None when unreadable."""
+
+    def text(v: object) -> str:
+        return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+
+    if isinstance(reply, dict):  # redis-py's parsed form: name -> state
+        return sorted(text(k) for k in reply)
+    if not isinstance(reply, list):
+        return None
+    names = []
+    for entry in reply:
+        if isinstance(entry, dict):
+            fields = {text(k): v for k, v in entry.items()}
+        elif isinstance(entry, list):
+            fields = {text(k): v for k, v in zip(entry[::2], entry[1::2], strict=False)}
+        else:
+            return None
+        if "name" in fields:
+            names.append(text(fields["name"]))
+    return sorted(names)
+
+
+class _KindCheck:
+    """The ``redis_connect_func`` of a standalone URL's connections: what redis-py does on connect
+    (AUTH, SELECT...), then ``INFO server``; a cluster node or a sentinel raises :class:`WrongServerKind`.
+
+    One round trip per new connection (pooled connections live long). A refused
+    ``INFO`` (no ``+info`` in the user's ACL, a proxy without it) leaves the
+    connection unchecked: the scripts' own errors are still reported.
+    """
+
+    def __init__(self, target: RedisTarget) -> None:
+        self._tls = target.tls
+        self._userinfo = userinfo_shown(target.shown)
+
+    def __call__(self, conn: Any) -> None:
+        conn.on_connect()
+        try:
+            conn.send_command("INFO", "server")
+            fields = info_fields(conn.read_response())
+        except ResponseError:
+            return
+        mode = _mode(fields)
+        if mode not in ("cluster", "sentinel"):
+            return
+        masters = None
+        if mode == "sentinel":
+            with contextlib.suppress(ResponseError):
+                conn.send_command("SENTINEL", "MASTERS")
+                masters = _master_names(conn.read_response())
+        path = getattr(conn, "path", None)
+        address = host_port(str(conn.host), int(conn.port)) if not path else str(path)
+        line = wrong_kind(address, mode, tls=self._tls, userinfo=self._userinfo, masters=masters)
+        raise WrongServerKind(line, address, mode, fields, line.partition(": ")[2])
+
+
+def kind_problem(client: object) -> str | None:
+    """The one line saying that ``client``'s URL reached the wrong kind of server, or None.
+
+    Opens a connection (``PING``): a standalone URL at a cluster node or a
+    sentinel (:class:`WrongServerKind`), a Sentinel URL whose addresses are no
+    sentinels or refuse its sentinel credentials. None for anything else,
+    an unreachable server too: the caller's own checks report those.
+    """
+    ping = getattr(client, "ping", None)
+    if ping is None:
+        return None
+    try:
+        ping()
+    except (WrongServerKind, NotSentinels, SentinelCredentialsRefused) as exc:
+        return str(exc)
+    except (RedisError, RedisClusterException, OSError):
+        return None
+    return None
+
+
+def _not_cluster_nodes(target: RedisTarget, client_kwargs: dict[str, Any]) -> list[str]:
+    """What each seed of a cluster URL is when it is no usable cluster node (``INFO server``), one
+    clause each; seeds that are cluster nodes, unreachable or refuse ``INFO`` are left out."""
+    timeouts = {k: v for k, v in client_kwargs.items() if k in ("socket_timeout", "socket_connect_timeout")}
+    userinfo = userinfo_shown(target.shown)
+    found: list[str] = []
+    for host, port in target.hosts[:16]:
+        address = host_port(host, port)
+        client = redis.Redis(
+            host=host, port=port, username=target.username, password=target.password, ssl=target.tls,
+            retry=Retry(NoBackoff(), 0), **timeouts,
+        )  # fmt: skip
+        try:
+            mode = _mode(info_fields(client.info("server")))
+            if mode == "cluster":  # a cluster node that refused CLUSTER SLOTS: the user's ACL
+                try:
+                    cast(Any, client).execute_command("CLUSTER", "SLOTS")
+                except ResponseError as exc:
+                    why = redact_text(str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__)
+                    found.append(
+                        f"{address} is a Redis Cluster node but refused CLUSTER SLOTS ({why}): the user "
+                        f"needs +cluster|slots (docs/operations.md, Least-privilege ACL)"
+                    )
+                continue
+            masters = None
+            if mode == "sentinel":
+                with contextlib.suppress(RedisError):
+                    masters = _master_names(cast(Any, client).execute_command("SENTINEL", "MASTERS"))
+            found.append(wrong_kind(address, mode, tls=target.tls, userinfo=userinfo, masters=masters))
+        except (RedisError, OSError):
+            continue  # unreachable or refusing INFO: nothing to say about it
+        finally:
+            client.close()
+    return found
+
+
 def open_client(target: RedisTarget, **client_kwargs: Any) -> redis.Redis | RedisCluster:
-    """The redis-py client for ``target``; ``client_kwargs`` (timeouts, retry) go to every connection."""
+    """The redis-py client for ``target``; ``client_kwargs`` (timeouts, retry) go to every connection.
+
+    A cluster URL connects at once: seeds that are no cluster nodes raise
+    :class:`NotClusterNodes` (one line naming each and the URL for it).
+    """
     problem = options_problem(target)
     if problem is not None:
         raise ConfigError(f"invalid redis url: {problem}")
     try:
         if target.mode == "standalone":
-            return redis.Redis.from_url(target.url, **client_kwargs)
+            kwargs = {"redis_connect_func": _KindCheck(target), **client_kwargs}
+            return redis.Redis.from_url(target.url, **kwargs)
         if target.mode == "sentinel":
             sentinel_kwargs = {
                 k: v for k, v in client_kwargs.items() if k in ("socket_timeout", "socket_connect_timeout")
@@ -122,12 +308,24 @@ def open_client(target: RedisTarget, **client_kwargs: Any) -> redis.Redis | Redi
             return master
         kwargs = dict(client_kwargs)
         kwargs.pop("retry", None)  # the cluster client has its own retry / refresh policy
-        return RedisCluster(
-            startup_nodes=[ClusterNode(h, p) for h, p in target.hosts],  # type: ignore[no-untyped-call]
-            username=target.username,
-            password=target.password,
-            ssl=target.tls,
-            **kwargs,
-        )
+        try:
+            return RedisCluster(
+                startup_nodes=[ClusterNode(h, p) for h, p in target.hosts],  # type: ignore[no-untyped-call]
+                username=target.username,
+                password=target.password,
+                ssl=target.tls,
+                **kwargs,
+            )
+        except RedisClusterException as exc:
+            # No seed gave a slot map. redis-py keeps the last seed's error only ("Cluster mode
+            # is not enabled on this node" when it refused CLUSTER SLOTS, else e.g. a refused
+            # connection): ask each seed what it is, and name those that are no cluster nodes.
+            found = _not_cluster_nodes(target, client_kwargs)
+            if not found and "Cluster mode is not enabled" in str(exc):
+                seeds = ", ".join(host_port(h, p) for h, p in target.hosts)
+                found = [f"{seeds} refused CLUSTER SLOTS: expected the HOST:PORT of Redis Cluster nodes"]
+            if not found:
+                raise
+            raise NotClusterNodes(f"redis at {target.shown}: {'; '.join(found)}") from None
     except (ValueError, TypeError) as exc:
         raise bad_url(target.shown, f"was refused by the client: {exc}") from None

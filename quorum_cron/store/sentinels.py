@@ -15,7 +15,9 @@ apart:
   "unavailable" — the URL has to change, waiting will not help;
 * every address answered but none is a sentinel (a data server's port in
   the list: ``6379`` for ``26379``) → :class:`NotSentinels`, also a store
-  error: a data server will not become a sentinel by waiting. One such
+  error: a data server will not become a sentinel by waiting. Each is
+  named with what it is (``INFO server``) and the URL for it: a standalone
+  server's ``redis://HOST:PORT``, a cluster node's ``redis+cluster://``. One such
   address among sentinels is skipped (it used to end the lookup with
   Redis's raw "unknown command 'SENTINEL'" before the next address, a
   sentinel, was asked);
@@ -40,6 +42,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
+
+from quorum_cron.store.urls import host_port
 
 __all__ = ["RECHECK_S", "MasterPool", "NotSentinels", "SentinelCredentialsRefused", "Sentinels"]
 
@@ -66,13 +70,32 @@ class NotSentinels(RedisError):
 
 
 def _address(sentinel: Any) -> str:
-    return "{host}:{port}".format_map(sentinel.connection_pool.connection_kwargs)
+    kw = sentinel.connection_pool.connection_kwargs
+    return host_port(str(kw.get("host")), int(kw.get("port", 26379)))
 
 
 def _reason(exc: RedisError) -> str:
     """The server's or socket's own words, one line, bounded."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 120 else text[:120] + "..."
+
+
+def _not_a_sentinel(client: Any, where: str, exc: ResponseError) -> str:
+    """What ``where``, which refused ``SENTINEL MASTERS``, is (asked with ``INFO server``) and the URL
+    for it: a cluster node's is ``redis+cluster://``, a standalone server's ``redis://``."""
+    said = f"{where} is not a sentinel (it refused SENTINEL MASTERS: {_reason(exc)})"
+    try:
+        info = client.info("server")
+    except (RedisError, OSError):
+        return said
+    if not isinstance(info, dict):
+        return said
+    mode = str(info.get("redis_mode") or info.get("server_mode") or "standalone")
+    if mode == "cluster":
+        return f"{where} is a Redis Cluster node, not a sentinel: use redis+cluster://{where}"
+    if mode == "standalone":
+        return f"{where} is a standalone Redis server, not a sentinel: use redis://{where} for it"
+    return said
 
 
 class Sentinels(Sentinel):
@@ -109,7 +132,7 @@ class Sentinels(Sentinel):
                 other.append(f"{where} unreachable ({_reason(exc)})")
                 continue
             except ResponseError as exc:  # "unknown command 'SENTINEL'": a data server, not a sentinel
-                data.append((where, _reason(exc)))
+                data.append((where, _not_a_sentinel(sentinel, where, exc)))
                 continue
             state = masters.get(service_name)
             if state and self.check_master_state(state, service_name):  # type: ignore[no-untyped-call]
@@ -128,7 +151,7 @@ class Sentinels(Sentinel):
                 "every sentinel refused the sentinel credentials (check sentinel_username / "
                 f"sentinel_password in the URL): {', '.join(w for w, _ in refused)}: {reasons}"
             )
-        not_sentinel = [f"{w} is not a sentinel (it refused SENTINEL MASTERS: {r})" for w, r in data]
+        not_sentinel = [r for _, r in data]
         if data and not other:
             creds = [f"{w} refused the sentinel credentials" for w, _ in refused]
             raise NotSentinels(

@@ -33,9 +33,19 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from quorum_cron.errors import ConfigError
+from quorum_cron.printable import printable
 from quorum_cron.redact import redact_url
 
-__all__ = ["Mode", "RedisTarget", "bad_url", "parse_redis_url", "redis_url_problem"]
+__all__ = [
+    "Mode",
+    "RedisTarget",
+    "bad_url",
+    "host_port",
+    "parse_redis_url",
+    "redis_url_problem",
+    "userinfo_shown",
+    "wrong_kind",
+]
 
 Mode = Literal["standalone", "sentinel", "cluster"]
 
@@ -259,3 +269,46 @@ def redis_url_problem(url: str) -> str | None:
     except ConfigError as exc:
         return str(exc).removeprefix(_PREFIX)
     return None
+
+
+def host_port(host: str, port: int | None) -> str:
+    """``host:port`` as a URL writes it (an IPv6 address in brackets); a socket path alone."""
+    if port is None:
+        return host
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def userinfo_shown(shown: str) -> str:
+    """The (redacted) userinfo of a shown URL with its ``@``, or ``""``: to carry into a suggested URL."""
+    rest = shown.partition("://")[2]
+    at = rest.rfind("@")  # the LAST '@', as the parser and redact_url cut it
+    return rest[: at + 1] if at >= 0 else ""
+
+
+def _names(masters: list[str] | None) -> str:
+    if masters is None:
+        return ""
+    shown = [repr(printable(m, 40)) for m in masters[:10]] + (["..."] if len(masters) > 10 else [])
+    return f" (it monitors: {', '.join(shown) or 'no master'})"
+
+
+def wrong_kind(
+    address: str, kind: str, *, tls: bool = False, userinfo: str = "", masters: list[str] | None = None
+) -> str:
+    """One line for a URL that reached a server of another kind: what ``address`` is, the URL to use.
+
+    ``kind``: the server's ``redis_mode`` (``cluster``, ``sentinel`` or ``standalone``);
+    ``userinfo``: the shown URL's (redacted) userinfo with its ``@``, carried into the
+    suggestion; ``masters``: what a sentinel monitors (None: unknown). A sentinel that
+    monitors exactly one master gets its name in the suggestion.
+    """
+    if kind == "cluster":
+        return f"{address} is a Redis Cluster node: use {'rediss' if tls else 'redis'}+cluster://{userinfo}{address}"
+    if kind == "sentinel":
+        one = masters is not None and len(masters) == 1
+        name = urllib.parse.quote(printable(masters[0], 40), safe="") if one and masters else "MASTER"
+        return f"{address} is a Redis Sentinel: use redis+sentinel://{address}/{name}{_names(masters)}"
+    return (
+        f"{address} is a standalone Redis server, not a cluster node or a sentinel: "
+        f"use {'rediss' if tls else 'redis'}://{userinfo}{address}"
+    )
