@@ -289,3 +289,20 @@ def test_a_sentinel_url_at_sentinels_and_a_cluster_url_at_a_cluster_pass(
 def _run_check_store(url: str) -> tuple[int, str]:
     result = CliRunner().invoke(check_store, [url], catch_exceptions=False)
     return result.exit_code, result.output
+
+
+def test_the_web_server_refuses_a_standalone_url_at_a_sentinel_before_serving(
+    sentinel: EmbeddedSentinel, tmp_path: Path
+) -> None:
+    """``quorum-cron web`` (and every command opening the store) refuses before serving a page, with the
+    agent's line; it used to start and show a store error on every page."""
+    address = f"127.0.0.1:{sentinel.sentinels[0].port}"
+    args = ["web", "--config", _config(tmp_path), "--redis", f"redis://{address}/0", "--bind", "127.0.0.1:0"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "quorum_cron", *args], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert proc.stderr.strip() == (
+        f"error: redis at redis://{address}/0: {address} is a Redis Sentinel: "
+        f"use redis+sentinel://{address}/qc (it monitors: 'qc')"
+    ), proc.stderr

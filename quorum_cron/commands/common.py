@@ -15,7 +15,7 @@ from quorum_cron.config.settings import Config, InvalidConfig
 from quorum_cron.errors import QuorumCronError
 from quorum_cron.printable import printable
 from quorum_cron.store import urls as store_urls
-from quorum_cron.store.connect import options_problem
+from quorum_cron.store.connect import kind_problem, options_problem
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.server import server_problem
 
@@ -83,7 +83,8 @@ def store_for(config: Config, redis_url: str | None) -> tuple[RedisStore, str]:
     """The store and its printable (password-free) URL.
 
     Opened as the agent opens it (:func:`~quorum_cron.agent.startup.open_node_store`).
-    A server outside the support matrix is refused here with the agent's
+    A URL of the wrong kind for its server (:func:`~quorum_cron.store.connect.kind_problem`)
+    and a server outside the support matrix are refused here with the agent's
     line (:func:`~quorum_cron.store.server.server_problem`), before a
     command's script could fail on it opaquely. One it cannot reach passes:
     each command reports that its own way (the agent waits for it).
@@ -92,7 +93,8 @@ def store_for(config: Config, redis_url: str | None) -> tuple[RedisStore, str]:
         store, shown = open_node_store(store_url(config, redis_url), config.cluster)
     except QuorumCronError as exc:
         fail(str(exc))
-    problem = server_problem(store, shown)
+    wrong = kind_problem(store.client)  # a redis:// URL at a cluster node or a Sentinel...: the URL to use
+    problem = f"redis at {shown}: {wrong}" if wrong is not None else server_problem(store, shown)
     if problem is not None:
         store.close()
         fail(problem)
