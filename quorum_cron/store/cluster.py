@@ -238,10 +238,14 @@ class ClusterScriptRunner:
             if last is not None:
                 raise last
             raise StoreError(f"cluster calls still redirected after {MAX_ROUNDS} rounds")
-        for call, reply in zip(calls, replies, strict=True):
+        for i, (call, reply) in enumerate(zip(calls, replies, strict=True)):
             if isinstance(reply, ResponseError):
                 if errors:
                     continue
+                by = answered_by.get(i)
+                if by is not None and by not in str(reply):
+                    # The store's line names the cluster URL: this names the node that refused.
+                    raise type(reply)(f"node {by}: {reply}") from reply
                 raise reply
             if isinstance(reply, Exception):  # pragma: no cover - redis-py only returns ResponseErrors
                 raise StoreError(f"script {call.script.name!r} failed: {reply}") from reply

@@ -55,6 +55,7 @@ from quorum_cron.store.urls import (
 __all__ = [
     "SOCKET_CONNECT_TIMEOUT_S",
     "SOCKET_TIMEOUT_S",
+    "ClusterClient",
     "NotClusterNodes",
     "WrongServerKind",
     "answer_problem",
@@ -122,6 +123,18 @@ def answer_problem(url: str) -> str | None:
     finally:
         client.close()
     return None
+
+
+class ClusterClient(RedisCluster):
+    """A :class:`RedisCluster` opened from a URL, which it keeps (redacted) as :attr:`shown_url`.
+
+    The store names its server by it in every error line: the client's own
+    node list grows to every node it discovered (redis-py's dynamic startup
+    nodes, which the slot-map refresh needs), so a line named six addresses of
+    a 3 + 3 cluster, none of them necessarily the one configured.
+    """
+
+    shown_url: str = ""
 
 
 class WrongServerKind(RedisError):
@@ -309,13 +322,15 @@ def open_client(target: RedisTarget, **client_kwargs: Any) -> redis.Redis | Redi
         kwargs = dict(client_kwargs)
         kwargs.pop("retry", None)  # the cluster client has its own retry / refresh policy
         try:
-            return RedisCluster(
+            cluster = ClusterClient(
                 startup_nodes=[ClusterNode(h, p) for h, p in target.hosts],  # type: ignore[no-untyped-call]
                 username=target.username,
                 password=target.password,
                 ssl=target.tls,
                 **kwargs,
             )
+            cluster.shown_url = target.shown
+            return cluster
         except RedisClusterException as exc:
             # No seed gave a slot map. redis-py keeps the last seed's error only ("Cluster mode
             # is not enabled on this node" when it refused CLUSTER SLOTS, else e.g. a refused

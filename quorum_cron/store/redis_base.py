@@ -40,6 +40,7 @@ from quorum_cron.store import keys as store_keys
 from quorum_cron.store import parse
 from quorum_cron.store.base import JobControl, SlotView
 from quorum_cron.store.cluster import ClusterScriptRunner
+from quorum_cron.store.connect import ClusterClient
 from quorum_cron.store.keys import (
     DEFAULT_AUDIT_MAXLEN,
     DEFAULT_LEDGER_MAXLEN,
@@ -66,7 +67,10 @@ _KEY_TTL_FLOOR_WITH_CLOCK_MS = 24 * 3600 * 1000
 
 
 def _where(client: redis.Redis | RedisCluster) -> str:
-    """The server address of ``client`` as a password-free URL."""
+    """The server address of ``client`` as a password-free URL (a cluster opened from a URL: that URL,
+    redacted; its client knows every node, and a line naming six addresses named none the operator wrote)."""
+    if isinstance(client, ClusterClient) and client.shown_url:
+        return client.shown_url
     if isinstance(client, RedisCluster):
         seeds = ",".join(f"{n.host}:{n.port}" for n in client.nodes_manager.startup_nodes.values())
         return f"redis+cluster://{seeds}"
