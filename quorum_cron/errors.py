@@ -15,6 +15,7 @@ __all__ = [
     "StoreError",
     "StoreOutOfMemory",
     "StoreUnavailable",
+    "StoreUnreplicated",
 ]
 
 
@@ -57,3 +58,17 @@ class StoreOutOfMemory(StoreUnavailable):
 
     PREFIX = "out of memory: "
     """Every message starts with this (the agent's health tells OOM from other outages by it)."""
+
+
+class StoreUnreplicated(StoreUnavailable):
+    """A write fewer replicas than ``wait_replicas`` acknowledged (a ``WAIT`` shortfall).
+
+    Its outcome is unknown to the caller, as a lost reply's is, so it is an
+    outage to retry; reported as its own state (the agent's
+    :mod:`~quorum_cron.agent.replication`) because reads, which need no
+    replica, keep succeeding meanwhile.
+    """
+
+    MARKER = "not replicated as required: "
+    """Every message holds this before the shortfall (the agent tells the state by it: the reason
+    travels as text, like :attr:`StoreOutOfMemory.PREFIX`)."""

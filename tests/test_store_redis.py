@@ -18,7 +18,7 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 from redis.retry import Retry
 
-from quorum_cron.errors import ConfigError, QuorumCronError, StoreUnavailable
+from quorum_cron.errors import ConfigError, QuorumCronError, StoreUnavailable, StoreUnreplicated
 from quorum_cron.store.base import SlotState, SweepParams, VoteRequest, VoteStatus
 from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.redis import RedisStore, redact_url
@@ -513,7 +513,8 @@ def test_wait_replicas_turns_an_unreplicated_write_into_store_unavailable(
         with pytest.raises(StoreUnavailable) as info:
             store.start("j", T0 + 1, committed.executor, committed.token, 5_000)
         message = str(info.value)
-        assert "WAIT: 0 of 1 replicas acknowledged within 100 ms" in message
+        assert isinstance(info.value, StoreUnreplicated)  # an outage of its own kind (agent/replication.py)
+        assert StoreUnreplicated.MARKER + "WAIT: 0 of 1 replicas acknowledged within 100 ms" in message
         assert "start" in message and f"127.0.0.1:{redis_server.port}" in message
         assert isinstance(info.value.__cause__, Exception)
         # the primary applied it: the outcome was unknown to the caller, not refused

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from quorum_cron.errors import StoreUnreplicated
+
 __all__ = ["UNREPLICATED", "Replication", "shortfall"]
 
-UNREPLICATED = "not replicated as required: "
-"""What the store's ``StoreUnavailable`` for a write fewer replicas than ``wait_replicas``
-acknowledged says, before the ``WAIT`` shortfall itself (``RedisBase._unreplicated``)."""
+UNREPLICATED = StoreUnreplicated.MARKER
+"""What the store's error for a write fewer replicas than ``wait_replicas`` acknowledged says,
+before the ``WAIT`` shortfall itself (:class:`~quorum_cron.errors.StoreUnreplicated`)."""
 
 
 def shortfall(reason: str) -> str | None:

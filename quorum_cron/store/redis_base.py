@@ -35,7 +35,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from quorum_cron.errors import ConfigError, StoreError, StoreOutOfMemory, StoreUnavailable
+from quorum_cron.errors import ConfigError, StoreError, StoreOutOfMemory, StoreUnavailable, StoreUnreplicated
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store import parse
 from quorum_cron.store.base import JobControl, SlotView
@@ -230,10 +230,10 @@ class RedisBase:
         except (TypeError, ValueError, KeyError, IndexError) as exc:
             raise StoreError(f"unexpected reply from redis at {self._where} to {op}: {exc}") from exc
 
-    def _unreplicated(self, op: str, exc: WaitShortfall) -> StoreUnavailable:
+    def _unreplicated(self, op: str, exc: WaitShortfall) -> StoreUnreplicated:
         """What a write fewer replicas than asked acknowledged is to the caller: a lost reply."""
-        return StoreUnavailable(
-            f"redis at {self._where}: outcome of {op} unknown, not replicated as required: {exc}"
+        return StoreUnreplicated(
+            f"redis at {self._where}: outcome of {op} unknown, {StoreUnreplicated.MARKER}{exc}"
         )
 
     def _bad(self, what: str, problem: str) -> None:
