@@ -174,7 +174,9 @@ class NoticeListener:
                     return
                 if self.subscribed.is_set():
                     log.warning(
-                        f"notice channels lost: {exc}", extra={"qc_event": "notices", "qc_fields": {}}
+                        f"notice channels lost ({len(channels)} channels: assignments and triggers): "
+                        f"{exc}; subscribing again, then reading what was missed (awaited slots, triggers)",
+                        extra={"qc_event": "notices", "qc_fields": {"channels": len(channels)}},
                     )
                 self.subscribed.clear()
                 if isinstance(self._client, RedisCluster):
