@@ -128,6 +128,17 @@ def test_history_paging_keeps_the_window_and_its_end(world: World) -> None:
     assert older == {"page": "1", "window": "1h"}  # no `to` given: the window keeps ending now
 
 
+def test_the_window_span_links_keep_an_earlier_end_and_follow_now_otherwise(world: World) -> None:
+    world.now = T0
+    with TestClient(world.app) as client:
+        earlier = client.get("/jobs/tick", params={"window": "1h", "to": str(T0 - 3_600_000)}).text
+        current = client.get("/jobs/tick", params={"window": "1h"}).text
+    spans = [_query(a["href"]) for a in _Links(earlier).links if a.get("class") == "span"]
+    assert [q["window"] for q in spans] == ["10m", "1h", "6h", "1d", "7d"]
+    assert all(q["to"] == str(T0 - 3_600_000) for q in spans), spans  # (it jumped back to now)
+    assert all("to" not in _query(a["href"]) for a in _Links(current).links if a.get("class") == "span")
+
+
 # --------------------------------------------------------------------------- 2. login goes back
 
 
