@@ -96,11 +96,18 @@ def trigger(job: str, config_path: Path, redis_url: str | None, by: str | None) 
         fire_ms = store.trigger(job, who)
         # The quorum the store enforces (its membership record), not this config's.
         health = membership_facts(store.membership(), store.members(), config.cluster).health
+        control = store.control(job)
     except StoreError as exc:
         fail(f"cannot trigger {job!r} through the store at {shown}: {exc}")
     finally:
         store.close()
     click.echo(f"triggered {job}: slot {fire_ms} ({fmt_ms(fire_ms)}) by {who}")
+    if control.paused:  # (the store still takes the trigger: the ledger says what became of it)
+        click.echo(
+            f"warning: {job} is paused ({describe_control(control)}): the triggered slot will be "
+            f"recorded skipped; `quorum-cron resume {job}` first to run it",
+            err=True,
+        )
     if not health.ok:
         click.echo(
             f"warning: only {health.alive} of {health.size} nodes alive, need {health.quorum}: "
