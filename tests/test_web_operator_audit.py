@@ -216,6 +216,9 @@ def test_a_link_cannot_claim_an_action_was_done(world: World) -> None:
         shown = client.get("/jobs/tick").text
         assert 'id="done" class="message">paused by alice<' in shown
         assert 'id="done"' not in client.get("/jobs/tick").text
+        # A paused job's trigger is taken, and its slot will end skipped: the confirmation says so.
+        acted = client.post("/jobs/tick/trigger", data={"csrf": csrf}, headers=ORIGIN)
+        assert "(the job is paused: this slot will be recorded skipped)</" in acted.text
 
 
 # --------------------------------------------------------------------------- 4. capped live streams

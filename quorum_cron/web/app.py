@@ -323,7 +323,8 @@ def create_app(ctx: WebContext) -> Starlette:
         def call() -> dict[str, Any]:
             if action == "trigger":
                 fire_ms = ctx.store.trigger(job, who)
-                return {"job": job, "action": action, "by": who, "slot_ms": fire_ms}
+                paused = ctx.store.control(job).paused  # (its slot then ends skipped: said)
+                return {"job": job, "action": action, "by": who, "slot_ms": fire_ms, "paused": paused}
             control = ctx.store.pause(job, who, reason) if action == "pause" else ctx.store.resume(job, who)
             return {"job": job, "action": action, "by": who, "paused": control.paused}
 
@@ -353,7 +354,9 @@ def create_app(ctx: WebContext) -> Starlette:
         done = await act(job, action, session.name, check_reason(form.get("reason", "")))
         # Said on the job's page from this session, once: a link (?done=...) could claim anything.
         if action == "trigger":
-            session.flash = (job, f"triggered by {session.name}: slot {views.fmt_ms(done['slot_ms'])}")
+            skipped = " (the job is paused: this slot will be recorded skipped)" if done["paused"] else ""
+            slot = views.fmt_ms(done["slot_ms"])
+            session.flash = (job, f"triggered by {session.name}: slot {slot}{skipped}")
         else:
             session.flash = (job, f"{'paused' if done['paused'] else 'resumed'} by {session.name}")
         return RedirectResponse(f"{prefix(request)}/jobs/{job_segment(job)}", status_code=303)
