@@ -8,7 +8,6 @@ written from that code, not computed by the importer.
 
 from __future__ import annotations
 
-import calendar
 import tomllib
 
 import pytest
@@ -17,23 +16,9 @@ from click.testing import CliRunner
 from quorum_cron.cli import main
 from quorum_cron.config.file import parse_config
 from quorum_cron.config.settings import JobSpec
-from quorum_cron.crontab import parse_crontab, translate
+from quorum_cron.crontab import parse_crontab
 from quorum_cron.crontab.translate import Imported
-
-NOW_S = calendar.timegm((2026, 1, 1, 0, 0, 0))
-HOMES = {"alice": "/home/alice", "root": "/root"}
-
-
-def imported(text: str, *, system: bool = False, host_tz: str = "UTC", owner: str = "alice") -> Imported:
-    return translate(
-        parse_crontab(text, system=system),
-        source="crontab",
-        cluster_name="cron",
-        host_tz=host_tz,
-        owner=owner,
-        home_of=HOMES.get,
-        now_s=NOW_S,
-    )
+from tests.test_import_crontab import NOW_S, imported
 
 
 def jobs_of(result: Imported) -> list[JobSpec]:

@@ -15,8 +15,7 @@ suite's redis-server; the browser is the one of ``test_web_browser.py``.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,18 +30,11 @@ from quorum_cron.web.app import WebContext, create_app
 from quorum_cron.web.server import listen
 from quorum_cron.web.tokens import AdminTokens
 from tests.test_web_browser import _text, _wait, browser  # noqa: F401 (browser: a fixture)
+from tests.test_web_operator_audit import _until
 
 pytestmark = pytest.mark.slow
 
 TOKEN = "alice:correct-horse-battery-staple"
-
-
-def _until(what: str, check: Callable[[], bool], timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def _serve(ctx: WebContext) -> tuple[str, uvicorn.Server, threading.Thread]:

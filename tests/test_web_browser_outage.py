@@ -17,8 +17,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,16 +27,9 @@ from selenium import webdriver
 from quorum_cron.store.redis import RedisStore
 from tests.agent_cluster import OwnedRedis, free_port
 from tests.test_web_browser import _get, _text, _wait, browser  # noqa: F401 (browser: a fixture)
+from tests.test_web_operator_audit import _until
 
 pytestmark = pytest.mark.slow
-
-
-def _until(what: str, check: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture

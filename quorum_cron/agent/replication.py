@@ -20,18 +20,16 @@ from collections.abc import Callable
 
 from quorum_cron.errors import StoreUnreplicated
 
-__all__ = ["UNREPLICATED", "Replication", "shortfall"]
-
-UNREPLICATED = StoreUnreplicated.MARKER
-"""What the store's error for a write fewer replicas than ``wait_replicas`` acknowledged says,
-before the ``WAIT`` shortfall itself (:class:`~quorum_cron.errors.StoreUnreplicated`)."""
+__all__ = ["Replication", "shortfall"]
 
 
 def shortfall(reason: str) -> str | None:
     """The ``WAIT`` shortfall of a store error's message ("WAIT: 0 of 1 replicas acknowledged
-    within 100 ms"), or None when the error is another outage."""
-    at = reason.find(UNREPLICATED)
-    return None if at < 0 else reason[at + len(UNREPLICATED) :]
+    within 100 ms"), or None when the error is another outage (the reason travels as text: the
+    store's :class:`~quorum_cron.errors.StoreUnreplicated` marks it)."""
+    marker = StoreUnreplicated.MARKER
+    at = reason.find(marker)
+    return None if at < 0 else reason[at + len(marker) :]
 
 
 class Replication:
