@@ -174,6 +174,17 @@ async def test_a_failing_job_is_reported_failed_with_its_exception(node: Node) -
 
 
 @inproc
+async def test_a_password_the_run_printed_is_masked_in_the_detail_the_ledger_gets(node: Node) -> None:
+    node.job.fail = "cannot reach redis://backup:s3cret@db:6379/0"
+    node.job.release.set()
+    node.runs.start(Run("job", FIRE, 3, 60_000))
+    await node.reported(1)
+    [(_, _, _, ok, detail)] = node.reports
+    assert not ok and "s3cret" not in detail
+    assert detail.startswith("raised ValueError: cannot reach redis://backup:***@db:6379/0")
+
+
+@inproc
 async def test_a_kill_stops_only_the_run_holding_that_token(node: Node) -> None:
     node.runs.start(Run("job", FIRE, 5, 60_000))
     await node.started(1)

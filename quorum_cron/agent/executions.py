@@ -36,6 +36,7 @@ from quorum_cron.clock.base import Clock
 from quorum_cron.core.model import SlotView
 from quorum_cron.core.node import Kill, Run, RunLocal
 from quorum_cron.core.outcomes import LOCAL_DETAIL
+from quorum_cron.redact import redact_text
 
 __all__ = ["LOCAL_DETAIL", "Report", "Runs"]
 
@@ -79,7 +80,7 @@ class Runs:
         self.lines = lines if lines is not None else LineBudget()
         self._output_rate = OutputRate(output_log_rate, time.monotonic)
         self._outputs: dict[tuple[str, int], RunOutput] = {}
-        self._report = report
+        self._send = report
         self._poke = poke
         self._runs: dict[tuple[str, int], tuple[JobRun, asyncio.Task[None] | None, bool]] = {}
         """slot → (run, its task (a command's; none for a callable), local?)"""
@@ -98,6 +99,10 @@ class Runs:
 
     def running(self, job: str, fire_ms: int) -> bool:
         return (job, fire_ms) in self._runs
+
+    def _report(self, job: str, fire_ms: int, token: int, succeeded: bool, detail: str) -> None:
+        """Report a run's end, URL passwords in its detail masked (the detail goes to the ledger)."""
+        self._send(job, fire_ms, token, succeeded, redact_text(detail))
 
     def note_start(self, view: SlotView) -> None:
         """The store accepted our start: keep the view for the ``run`` log line (votes, attempt)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -23,6 +24,7 @@ from quorum_cron.commands.output import format_option, resolve_format, rows, utc
 from quorum_cron.config.values import _name_problem
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.printable import cell, printable
+from quorum_cron.redact import redact_text
 from quorum_cron.store.base import LedgerEntry, ObservedStore, SlotState
 from quorum_cron.store.ledger_json import ledger_doc
 from quorum_cron.store.server import credentials_hint
@@ -76,7 +78,9 @@ def history(
     finally:
         store.close()
     entries.sort(key=lambda e: (e.fire_ms, e.job), reverse=True)
-    entries = entries[:limit]
+    # A run's detail is the job's own output: URL passwords it printed are masked when shown, as
+    # the dashboard shows them (agents mask it before the ledger has it; an older agent did not).
+    entries = [replace(e, detail=redact_text(e.detail)) for e in entries[:limit]]
     if fmt == "json":
         for e in entries:
             click.echo(json.dumps(_doc(e), sort_keys=True))
