@@ -207,6 +207,39 @@ def test_a_member_votes_again_under_a_newer_record_so_the_nodes_it_added_count()
     assert dict(store.slot("j", T0 + PERIOD).votes) == {"a": "h1", "d": "h1"}
 
 
+def test_a_subscribed_member_votes_again_for_a_slot_it_forgot_parked_when_a_newer_record_comes() -> None:
+    """As above, but a is subscribed to its notices: no notice came within the poll gap, so a
+    forgot the slot (parked: it takes the silence to mean another voter has it). d joins after
+    that. a must still bring epoch 2 with a vote for the slot, or d is refused to the deadline and
+    the slot voted by a alone misses (the known limit of 2026-12-07, an operator's trigger with one
+    node of three up): inside the deadline a votes again, and a + d commit it."""
+    first, replaced = record(1, ["a", "b", "x"]), record(2, ["a", "b", "d"])
+    now = Now(T0 + PERIOD, 0)
+    store = MemoryStore(lambda: now.wall_ms)
+    a = NodeCore(NodeSettings(node_id="a", quorum=2, max_skew_ms=250), [job()], first)
+    a.set_trust(True)
+    a.notices_subscribed()
+    votes = [x for x in boot(a, now) if isinstance(x, Vote)]
+    reply: Any = perform(store, "a", votes[0])
+    assert reply[0].status == VoteStatus.RECORDED
+    a.on_reply(votes[0], reply, now)
+    gap = Now(now.wall_ms + 1_600, 1_600)  # past the poll gap (half the 3 s deadline): forgotten
+    assert not [x for x in a.tick(gap) if not isinstance(x, Abstain)]
+    assert T0 + PERIOD not in a._jobs["j"].slots
+    assert a.set_membership(replaced)
+    sent = [x for x in a.tick(gap) if isinstance(x, Vote)]
+    assert [(r.fire_ms, r.epoch) for x in sent for r in x.requests] == [(T0 + PERIOD, 2)]
+    res: Any = perform(store, "a", sent[0])
+    assert res[0].status == VoteStatus.RECORDED
+    a.on_reply(sent[0], res, gap)
+    d = NodeCore(NodeSettings(node_id="d", quorum=2, max_skew_ms=250), [job()], replaced)
+    d.set_trust(True)
+    dv = [x for x in boot(d, Now(gap.wall_ms, 0)) if isinstance(x, Vote)]
+    dr: Any = perform(store, "d", dv[0])
+    assert dr[0].status == VoteStatus.COMMITTED
+    assert dict(store.slot("j", T0 + PERIOD).votes) == {"a": "h1", "d": "h1"}
+
+
 def test_a_vote_sent_again_after_the_deadline_is_dropped_not_recorded_missed() -> None:
     # The first vote stands and the slot's poll accounts for it: a second record would say
     # "missed" for a slot another node may have run under a wider deadline.

@@ -69,6 +69,8 @@ class Polls(CoreState):
             at = s.poll_at
             if at is not None and 0 <= at <= now.mono_ms:
                 if s.parked:  # (subscribed: no notice came, so the slot is not ours)
+                    if s.vote is None and fire_ms > js.parked_out_ms:
+                        js.parked_out_ms = fire_ms  # (a newer membership record votes it again)
                     self._stop_polling(js, fire_ms)
                     continue
                 s.poll_at = IN_FLIGHT

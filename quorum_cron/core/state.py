@@ -91,6 +91,11 @@ class _JobState:
     bytes a job (issue 27)."""
     removed: bool = False
     """Removed by a reload: no new slots; what was voted, committed or running finishes."""
+    parked_out_ms: int = -1
+    """The latest slot this node voted for and then forgot, parked, with no notice (-1: none):
+    voted again when a newer membership record comes, inside its deadline (:meth:`CoreState._adopt`).
+    One per job, not per slot: a whole burst's forgotten slots kept to their deadlines would cost
+    the memory issue 27 took out, and the slot a change strands is its job's latest."""
 
 
 class CoreState:
@@ -299,6 +304,15 @@ class CoreState:
                     if s.poll_at is not None and s.vote is None and not js.removed:
                         s.vote = Pending(fire_ms=s.fire_ms, deadline_ms=js.job.deadline_ms, revote=True)
                         self._touched.append((js, s))
+                # And the latest slot it voted for and forgot, parked (subscribed, no notice came
+                # within the poll gap): a trigger voted with one node up, the others joining
+                # later, has no vote but this node's to bring the record that seats them. Past
+                # its deadline the vote is dropped unsent; decided meanwhile, the reply says so.
+                forgot = js.parked_out_ms
+                if forgot >= 0 and forgot not in js.slots and not js.removed:
+                    s = self._slot(js, forgot)
+                    s.vote = Pending(fire_ms=forgot, deadline_ms=js.job.deadline_ms, revote=True)
+            js.parked_out_ms = -1
         self._dirty.update(range(len(self._by_index)))
         return True
 
