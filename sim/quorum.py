@@ -365,6 +365,9 @@ class QuorumStrategy:
     def _exec_read_high_water(
         self, world: World, node: SimNode, store: MemoryStore, action: ReadHighWater
     ) -> Any:
+        # (When the store answered: a boot's catch-up starts at the marks of that moment, so the
+        # checker judges "a later slot was decided first" against it, not the boot: seed 98304.)
+        world.trace.emit(world.loop.now, "high_water", node=node.id)
         return perform(store, node.id, action)
 
     @staticmethod

@@ -177,3 +177,23 @@ def test_slots_only_a_node_behind_past_the_end_reaches_the_store_for_are_cut_off
     report = sim.run(sim.load(path), 0).report
     assert report.violations == [], report.summary()
     assert report.cut_off > 0 and report.due >= 110, report.summary()
+
+
+def test_a_restart_whose_high_water_read_came_after_a_later_decision_never_had_a_chance() -> None:
+    """Explorer seed 98304 (2026-12-07, ``checker/restart-read-after-a-sweep-98304``): a reload
+    takes job0 from every node but n4, which crashes meanwhile. It boots at 217.000 s; a sweep
+    decides a later slot at 217.002 s, before n4's high-water read reaches the store, so its
+    catch-up starts past the slots of its outage. The checker judged the restart by its boot and
+    reported seven slots "nobody could vote for"; it now judges by when the store answered the
+    read (the trace's ``high_water`` events), and they are the job's removal."""
+    from sim.checker import JOB_REMOVED
+
+    path = SCENARIOS / "checker" / "restart-read-after-a-sweep-98304.toml"
+    result = sim.run(sim.load(path), 98304)
+    assert result.report.violations == [], result.report.summary()
+    assert result.report.exempt[JOB_REMOVED] >= 7, result.report.exempt
+    # The story still happens: a decision falls between n4's boot and its first read.
+    records = result.trace.records
+    boot = max(r["t"] for r in records if r["ev"] == "boot" and r["node"] == "n4")
+    read = min(r["t"] for r in records if r["ev"] == "high_water" and r["node"] == "n4" and r["t"] >= boot)
+    assert any(r["ev"] == "decided" and boot < r["t"] < read for r in records), (boot, read)

@@ -399,6 +399,16 @@ def removed(t: int, nodes: tuple[str, ...] = NODES, job: str = "a") -> list[Rec]
             "two of three, n3 down through the window, back before a later slot was decided",
             {checker.UNACCOUNTED: 1},
         ),
+        (
+            "two of three, n3 down through the window, back before a later slot was decided, "
+            "its catch-up read after",
+            {},
+        ),
+        (
+            "two of three, n3 down through the window, back before a later slot was decided, "
+            "its catch-up read before",
+            {checker.UNACCOUNTED: 1},
+        ),
     ],
 )
 def test_a_slot_nobody_touched_is_exempt_only_if_every_node_lacked_the_job_before_it_could_record_it(
@@ -424,10 +434,17 @@ def test_a_slot_nobody_touched_is_exempt_only_if_every_node_lacked_the_job_befor
     else:
         # Explorer seed 76003: n3 is back with the job after the window; its restart's catch-up
         # starts at the high-water mark, past the slot if a later one was decided before it.
-        decided_at = FIRE + 15_000 if story.endswith("after a later slot was decided") else FIRE + 25_000
+        # Explorer seed 98304: what counts is when the store answered the boot's high-water read
+        # (its catch-up starts at the marks of then), not the boot: a sweep decided a later slot
+        # 2 ms after n3 booted, before its read reached the store.
+        decided_at = FIRE + 15_000 if "after a later slot was decided" in story else FIRE + 25_000
         later: Rec = {"ev": "decided", "t": decided_at, "job": "a", "fire": FIRE + 10_000, "state": "missed"}
         boot = {"ev": "boot", "t": FIRE + 20_000, "node": "n3", "incarnation": 2, "specs": {}}
         records += [*removed(FIRE - 10_000, ("n1", "n2")), KNOWN_JOB, later, boot]
+        if story.endswith("its catch-up read after"):
+            records.append({"ev": "high_water", "t": decided_at + 2, "node": "n3"})
+        elif story.endswith("its catch-up read before"):
+            records.append({"ev": "high_water", "t": decided_at - 2, "node": "n3"})
         records += health(FIRE - 20_000, ok=False, why="down", nodes=("n3",))
         records += health(FIRE + 20_000, nodes=("n3",))
     rep = check(_trace(*records))
