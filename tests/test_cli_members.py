@@ -205,3 +205,90 @@ def test_status_lists_a_refused_non_member_and_never_the_configs_quorum(
     )
     res = run(members, "show", "--config", str(cfg))
     assert res.exit_code == 0 and "intruder  REFUSED  epoch 1" in res.output, res.output
+
+
+def test_set_with_the_seated_members_closes_the_open_seats(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
+) -> None:
+    # size = 3, only a and b ever started: `members set a,b` makes it a 2-node cluster (it was refused as
+    # "the members are already a, b: nothing to change", leaving no way to close the seat).
+    cfg = config(tmp_path, redis_server.url, "size = 3")
+    store.init_membership(Configuration.of([], size=3), "a")
+    beat(store, "a", 1)
+    beat(store, "b", 2)
+    stored = store.membership()
+    assert stored is not None and stored.record.current == Configuration.of("ab", size=3)
+    res = run(members, "set", "a,b", "--reason", "the third host never came", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    assert "note: the 1 open seat(s) of size mode are closed: the new members are exactly a, b" in res.output
+    stored = store.membership()
+    assert stored is not None and stored.record.current == Configuration.of("ab")
+    assert stored.record.old == Configuration.of("ab", size=3)
+
+
+def test_a_quorum_above_a_majority_is_not_lowered_by_a_change(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
+) -> None:
+    # quorum = 3 of 3 in the config and the store: a replace used to make it 2 of 3 silently, and the
+    # hosts' files (quorum = 3, the new members) then disagreed with the store: their nodes did not vote.
+    cfg = config(tmp_path, redis_server.url, 'members = ["a", "b", "c"]\nquorum = 3')
+    store.init_membership(Configuration.of("abc", quorum=3), "a")
+    res = run(members, "replace", "c", "d", "--reason", "c died", "--config", str(cfg))
+    assert (res.exit_code, res.output.strip()) == (
+        1,
+        "error: the store enforces a quorum of 3 of 3, above a majority: expected --quorum Q "
+        "(2-3 for a, b, d), so that the change does not lower it unasked",
+    )
+    stored = store.membership()
+    assert stored is not None and stored.record.epoch == 1
+    res = run(members, "replace", "c", "d", "--reason", "c died", "--quorum", "3", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    assert "-> new a, b, d (quorum 3 of 3)" in res.output
+    stored = store.membership()
+    assert stored is not None and stored.record.current == Configuration.of("abd", quorum=3)
+    for node in "abd":
+        beat(store, node, 2)
+    new_cfg = config(tmp_path, redis_server.url, 'members = ["a", "b", "d"]\nquorum = 3')
+    res = run(status, "--config", str(new_cfg), "--json")
+    assert json.loads(res.output)["config_agrees"], res.output
+    res = run(members, "set", "a,b,d", "--quorum", "2", "--reason", "a majority", "--config", str(cfg))
+    assert res.exit_code == 0 and "-> new a, b, d (quorum 2 of 3)" in res.output, res.output
+
+
+def test_adding_a_node_that_runs_already_does_not_ask_to_start_it(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
+) -> None:
+    # A removed node still running (REFUSED), added back: it needs no start, only its next heartbeat.
+    cfg = config(tmp_path, redis_server.url)
+    store.init_membership(Configuration.of("abc"), "a")
+    for node in "abcd":
+        beat(store, node, 1)
+    res = run(members, "add", "d", "e", "--reason", "d is back, e is new", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    assert "next: start e (their config lists the new members)" in res.output
+    res = run(members, "finish", "--force", "--reason", "e never comes", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    assert "warning: 4 of the members are alive" not in res.output  # 4 of 5 alive, quorum 3: no warning
+    res = run(members, "remove", "e", "--reason", "typo", "--config", str(cfg))
+    assert res.exit_code == 0 and "next:" not in res.output, res.output
+    for node in "abcd":
+        beat(store, node, 4)
+    assert not store.membership().record.joint  # type: ignore[union-attr]
+    res = run(members, "set", "a,b,c", "--reason", "d goes", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    for node in "abc":
+        beat(store, node, 6)
+    res = run(members, "add", "d", "--reason", "d is back", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    assert "next: start" not in res.output
+    assert "next: d already run(s) (refused until now); the change ends when every new member heartbeats" in (
+        res.output
+    )
+    store.leave("a", "inc-a")
+    store.leave("b", "inc-b")
+    store.leave("c", "inc-c")
+    res = run(members, "finish", "--force", "--reason", "x", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    assert "warning: 1 of the members are alive, need 3: no slot commits until enough of a, b, c, d run" in (
+        res.output
+    )

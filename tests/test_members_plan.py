@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from quorum_cron.commands.members_plan import PlanError, parse_id_list, plan
+from quorum_cron.commands.members_plan import PlanError, parse_id_list, plan, target
+from quorum_cron.core.model import Configuration
 
 ABC = ("a", "b", "c")
 
@@ -56,3 +57,35 @@ def test_too_many_members_are_refused() -> None:
     with pytest.raises(PlanError, match=r"that would make 101 members \(expected at most 100\)"):
         plan([f"n{i}" for i in range(100)], "add", ("extra",))
     assert parse_id_list("x") == ("x",)
+
+
+def test_the_target_keeps_a_quorum_above_a_majority_only_when_said() -> None:
+    strict = Configuration.of(ABC, quorum=3)
+    with pytest.raises(PlanError) as info:
+        target(strict, "replace", ("c", "d"))
+    assert str(info.value) == (
+        "the store enforces a quorum of 3 of 3, above a majority: expected --quorum Q (2-3 for a, b, d), "
+        "so that the change does not lower it unasked"
+    )
+    assert target(strict, "replace", ("c", "d"), quorum=3) == Configuration.of("abd", quorum=3)
+    assert target(strict, "add", ("d",), quorum=3) == Configuration.of("abcd", quorum=3)
+    with pytest.raises(PlanError) as info:
+        target(strict, "add", ("d",), quorum=2)
+    assert str(info.value) == (
+        "--quorum 2 is not possible with 4 member(s): expected 3-4 "
+        "(a majority of a, b, c, d up to all of them)"
+    )
+    # The same members with another quorum is a change; the same configuration is not.
+    assert target(strict, "set", ("a,b,c",), quorum=2) == Configuration.of(ABC)
+    with pytest.raises(PlanError, match=r"^the members are already a, b, c \(quorum 3 of 3\): nothing"):
+        target(strict, "set", ("a,b,c",), quorum=3)
+    # A majority record: a majority again, unless --quorum says otherwise.
+    assert target(Configuration.of(ABC), "add", ("d",)) == Configuration.of("abcd")
+
+
+def test_the_target_closes_open_seats_with_the_same_members() -> None:
+    # size = 3 mode, two seats filled, the third host never came: `set a,b` is a change (3 seats -> 2).
+    seated = Configuration.of("ab", size=3)
+    assert target(seated, "set", ("a,b",)) == Configuration.of("ab")
+    with pytest.raises(PlanError, match="nothing to change"):
+        target(Configuration.of("ab"), "set", ("b,a",))

@@ -43,7 +43,7 @@ from quorum_cron.commands.common import (
     unprintable_problem,
 )
 from quorum_cron.commands.control import MAX_REASON, _by, by_option
-from quorum_cron.commands.members_plan import PlanError, check_words, plan
+from quorum_cron.commands.members_plan import PlanError, check_words, target
 from quorum_cron.config.settings import Config
 from quorum_cron.core import model
 from quorum_cron.core.model import Configuration, MembershipChange
@@ -58,6 +58,14 @@ LOG_LIMIT = 10
 """How many past changes ``show`` prints."""
 
 json_option = click.option("--json", "as_json", is_flag=True, help="One JSON document instead of text.")
+quorum_option = click.option(
+    "--quorum",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="Q",
+    help="The new members' quorum (a majority of them up to all; default: a majority). "
+    "Required when the store's quorum is above a majority.",
+)
 reason_option = click.option(
     "--reason",
     required=True,
@@ -215,6 +223,7 @@ def _change(
     by: str | None,
     reason: str,
     as_json: bool,
+    quorum: int | None = None,
 ) -> None:
     who = _by(by)
     why = _reason(reason)
@@ -232,11 +241,10 @@ def _change(
                 f"every new member heartbeats under epoch {record.epoch}, or run `quorum-cron members finish`"
             )
         try:
-            new_members = plan(record.current.members, op, args)
-            target = Configuration.of(new_members)
+            new = target(record.current, op, args, quorum)
         except (PlanError, ValueError) as exc:
             fail(str(exc))
-        result = store.change_membership(record.epoch, target, who, why)
+        result = store.change_membership(record.epoch, new, who, why)
         live = store.members() if result.ok else []
     except StoreError as exc:
         fail(f"cannot change the membership through the store at {shown}: {exc}")
@@ -253,10 +261,18 @@ def _change(
     if after.record.old is not None:
         _warn_quorum(after.record.current, live, "new")
         joining = [n for n in after.record.current.members if not after.record.old.has(n)]
-        if joining:
+        running = {m.node for m in live}
+        down = [n for n in joining if n not in running]
+        if down:
             click.echo(
-                f"next: start {', '.join(joining)} (their config lists the new members); the change ends "
+                f"next: start {', '.join(down)} (their config lists the new members); the change ends "
                 f"when every new member heartbeats under epoch {after.record.epoch}",
+                err=True,
+            )
+        elif joining:
+            click.echo(
+                f"next: {', '.join(joining)} already run(s) (refused until now); the change ends when every "
+                f"new member heartbeats under epoch {after.record.epoch}, within a heartbeat or two",
                 err=True,
             )
 
@@ -289,16 +305,17 @@ def _warn_quorum(conf: Configuration, live: list[Member], which: str) -> None:
     alive = {m.node for m in live}
     up = sum(1 for n in conf.members if n in alive)
     if up < conf.quorum:
+        whose = f"the {which} members" if which else "the members"
         click.echo(
-            f"warning: {up} of the {which} members are alive, need {conf.quorum}: "
+            f"warning: {up} of {whose} are alive, need {conf.quorum}: "
             f"no slot commits until enough of {', '.join(conf.members)} run",
             err=True,
         )
 
 
 def change_options(func: Callable[..., None]) -> Callable[..., None]:
-    """The options every change takes: --config, --redis, --reason, --by, --json."""
-    for option in (json_option, by_option, reason_option, redis_option, config_option):
+    """The options every change takes: --config, --redis, --reason, --by, --quorum, --json."""
+    for option in (json_option, quorum_option, by_option, reason_option, redis_option, config_option):
         func = option(func)
     return func
 
@@ -307,20 +324,32 @@ def change_options(func: Callable[..., None]) -> Callable[..., None]:
 @click.argument("ids", nargs=-1, required=True, metavar="ID...")
 @change_options
 def add(
-    ids: tuple[str, ...], config_path: Path, redis_url: str | None, reason: str, by: str | None, as_json: bool
+    ids: tuple[str, ...],
+    config_path: Path,
+    redis_url: str | None,
+    reason: str,
+    by: str | None,
+    quorum: int | None,
+    as_json: bool,
 ) -> None:
     """Add node ID(s): a joint configuration (old AND new quorum) until every new member heartbeats."""
-    _change(load(config_path), redis_url, "add", ids, by, reason, as_json)
+    _change(load(config_path), redis_url, "add", ids, by, reason, as_json, quorum)
 
 
 @members.command("remove")
 @click.argument("ids", nargs=-1, required=True, metavar="ID...")
 @change_options
 def remove(
-    ids: tuple[str, ...], config_path: Path, redis_url: str | None, reason: str, by: str | None, as_json: bool
+    ids: tuple[str, ...],
+    config_path: Path,
+    redis_url: str | None,
+    reason: str,
+    by: str | None,
+    quorum: int | None,
+    as_json: bool,
 ) -> None:
     """Remove node ID(s): a joint configuration (old AND new quorum) until every new member heartbeats."""
-    _change(load(config_path), redis_url, "remove", ids, by, reason, as_json)
+    _change(load(config_path), redis_url, "remove", ids, by, reason, as_json, quorum)
 
 
 @members.command("replace")
@@ -328,20 +357,33 @@ def remove(
 @click.argument("new", metavar="NEW")
 @change_options
 def replace(
-    old: str, new: str, config_path: Path, redis_url: str | None, reason: str, by: str | None, as_json: bool
+    old: str,
+    new: str,
+    config_path: Path,
+    redis_url: str | None,
+    reason: str,
+    by: str | None,
+    quorum: int | None,
+    as_json: bool,
 ) -> None:
     """Replace member OLD by a new id NEW (a dead host by its successor), through a joint configuration."""
-    _change(load(config_path), redis_url, "replace", (old, new), by, reason, as_json)
+    _change(load(config_path), redis_url, "replace", (old, new), by, reason, as_json, quorum)
 
 
 @members.command("set")
 @click.argument("ids", metavar="a,b,c")
 @change_options
 def set_(
-    ids: str, config_path: Path, redis_url: str | None, reason: str, by: str | None, as_json: bool
+    ids: str,
+    config_path: Path,
+    redis_url: str | None,
+    reason: str,
+    by: str | None,
+    quorum: int | None,
+    as_json: bool,
 ) -> None:
     """Make the members exactly a,b,c (comma-separated), through a joint configuration."""
-    _change(load(config_path), redis_url, "set", (ids,), by, reason, as_json)
+    _change(load(config_path), redis_url, "set", (ids,), by, reason, as_json, quorum)
 
 
 @members.command("finish")

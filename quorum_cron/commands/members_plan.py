@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from typing import Final
 
 from quorum_cron.agent.membership import node_id_problem
+from quorum_cron.core.model import Configuration
 
-__all__ = ["MAX_MEMBERS", "PlanError", "check_words", "parse_id_list", "plan"]
+__all__ = ["MAX_MEMBERS", "PlanError", "check_words", "parse_id_list", "plan", "target"]
 
 MAX_MEMBERS: Final = 100
 """As many ids as ``[cluster] members`` may list."""
@@ -61,6 +62,43 @@ def check_words(op: str, args: Sequence[str]) -> None:
 
 def plan(current: Sequence[str], op: str, args: Sequence[str]) -> tuple[str, ...]:
     """The sorted member set after ``op`` (``add`` / ``remove`` / ``replace`` / ``set``) on ``current``."""
+    result = _members_after(current, op, args)
+    if result == tuple(sorted(current)):
+        raise PlanError(f"the members are already {_shown(result)}: nothing to change")
+    return result
+
+
+def target(current: Configuration, op: str, args: Sequence[str], quorum: int | None = None) -> Configuration:
+    """The configuration the change moves to: :func:`plan`'s members with their quorum.
+
+    The quorum is ``quorum`` (``--quorum``: a majority of the new members up
+    to all of them), else a majority. A record whose quorum is above a
+    majority is never lowered silently: without ``quorum`` the change is
+    refused, naming the store's quorum. Refused too: a change to exactly
+    the configuration in force. Keeping the same member ids is a change
+    when it closes open seats of "size = N" mode or sets another quorum.
+    """
+    members = _members_after(current.members, op, args)
+    n = len(members)
+    low = n // 2 + 1
+    if quorum is not None:
+        if not low <= quorum <= n:
+            raise PlanError(
+                f"--quorum {quorum} is not possible with {n} member(s): expected {low}-{n} "
+                f"(a majority of {_shown(members)} up to all of them)"
+            )
+    elif current.quorum > current.size // 2 + 1:
+        raise PlanError(
+            f"the store enforces a quorum of {current.quorum} of {current.size}, above a majority: expected "
+            f"--quorum Q ({low}-{n} for {_shown(members)}), so that the change does not lower it unasked"
+        )
+    new = Configuration.of(members, quorum=quorum)
+    if new == current:
+        raise PlanError(f"the members are already {current.describe()}: nothing to change")
+    return new
+
+
+def _members_after(current: Sequence[str], op: str, args: Sequence[str]) -> tuple[str, ...]:
     now = tuple(sorted(current))
     members = set(now)
     if op == "set":
@@ -92,7 +130,4 @@ def plan(current: Sequence[str], op: str, args: Sequence[str]) -> tuple[str, ...
         raise PlanError(f"that would leave no member (members: {_shown(now)}; expected at least one)")
     if len(new) > MAX_MEMBERS:
         raise PlanError(f"that would make {len(new)} members (expected at most {MAX_MEMBERS})")
-    result = tuple(sorted(new))
-    if result == now:
-        raise PlanError(f"the members are already {_shown(now)}: nothing to change")
-    return result
+    return tuple(sorted(new))
