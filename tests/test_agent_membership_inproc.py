@@ -24,8 +24,9 @@ from quorum_cron.agent.alerts import AlertKind
 from quorum_cron.agent.build import agent_job, agent_settings
 from quorum_cron.agent.runtime import Agent
 from quorum_cron.config.settings import AUTO, ClusterConfig, JobSpec
+from quorum_cron.core.actions import Refused
 from quorum_cron.core.membership import MembershipRecord
-from quorum_cron.core.model import Configuration
+from quorum_cron.core.model import Configuration, VoteRequest, VoteStatus
 from quorum_cron.store.redis import RedisStore
 from tests.polling import until
 
@@ -37,6 +38,12 @@ def membership_abstentions(agent: Agent) -> float:
     value = agent.metrics.registry.get_sample_value(
         "quorum_cron_abstentions_total", {"job": "tick", "cause": "membership"}
     )
+    return value or 0.0
+
+
+def refusals(agent: Agent) -> float:
+    """Votes of the agent the store refused by membership (its metric; counted once per epoch)."""
+    value = agent.metrics.registry.get_sample_value("quorum_cron_membership_refusals_total", {"kind": "vote"})
     return value or 0.0
 
 
@@ -188,3 +195,75 @@ def test_a_newer_record_wakes_the_loop_for_the_votes_it_makes_at_once(redis_clie
         assert wake.is_set()
 
     asyncio.run(main())
+
+
+def test_a_member_a_change_reached_through_a_job_first_is_not_alerted_as_not_a_member(
+    redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On every change some member brings the new epoch to a job before the others' next heartbeat:
+    their next vote, with the older epoch, is refused, and they vote again under the job's record.
+    That is routine, not a node out of the cluster: one info line and the count, no ``not_a_member``
+    line or alert (which once paged for every member that stays, on every `members add`)."""
+    store = RedisStore(redis_client, "routine")
+    store.init_membership(Configuration.of("abc"), "a")
+    # Heartbeats 4 s apart, the change made right after one: the agent hears epoch 2 from the
+    # job's refusal of its next vote (slots every second), not from its next heartbeat.
+    slow = ClusterConfig(
+        namespace="routine",
+        size=AUTO,
+        members=("a", "b", "c"),
+        heartbeat_ms=4_000,
+        lease_ms=60_000,
+        start_timeout_ms=500,
+    )
+    agent = Agent(agent_settings(slow, "a"), [agent_job(JOB)], store)
+
+    async def scenario() -> None:
+        await until("a heartbeat after the first", beats_under(store, "a", 1, 1))
+        changed = store.change_membership(1, Configuration.of("abcd"), "op", "grow")
+        assert changed.ok and changed.membership is not None
+        record = changed.membership.record
+        # b, a member, already on epoch 2, votes first: the job takes the joint record.
+        now = store.time_ms()
+        fire = now - now % 1_000
+        vote = VoteRequest(
+            "tick", fire, "b", JOB.spec_hash, 2, 250, 60_000, epoch=2, membership=record.encode()
+        )
+        assert store.vote([vote])[0].status in (VoteStatus.RECORDED, VoteStatus.COMMITTED, VoteStatus.DECIDED)
+        await until("a vote of a refused", lambda: refusals(agent) >= 1)
+        assert agent.core.membership is not None and agent.core.membership.epoch == 2
+
+    with caplog.at_level(logging.INFO, logger="quorum_cron.agent"):
+        run_agent(agent, scenario)
+    assert [a for a in agent.alerts.sent if a.kind == AlertKind.NOT_A_MEMBER] == []
+    assert [r.getMessage() for r in caplog.records if getattr(r, "qc_event", "") == "not_a_member"] == []
+    lines = [r.getMessage() for r in caplog.records if "votes again under it" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert lines[0].endswith(
+        "went with epoch 1, the job enforces epoch 2 already: a is a member of it and votes again under it"
+    ), lines
+    assert refusals(agent) == 1
+
+
+def test_a_refused_vote_of_a_node_out_of_the_jobs_record_says_so_once_without_repeating_the_epochs(
+    redis_client: redis.Redis,
+) -> None:
+    # A removed node that had not heard of its removal: the store's line names both epochs already
+    # (it was said twice: "... the job enforces epoch 3 (node d holds epoch 2, the job enforces epoch 3)").
+    agent = Agent(
+        agent_settings(cluster("out", "a", "b", "c", "d"), "d"), [], RedisStore(redis_client, "out")
+    )
+    stale = "d votes with membership epoch 2, the job enforces epoch 3"
+
+    async def main() -> None:  # (the alert hook delivers on the running loop)
+        agent.health.reports.refused(Refused("tick", 5_000, 2, 3, stale, member=False))
+        agent.health.reports.refused(
+            Refused("tick", 6_000, 3, 3, "d is not a member of epoch 3: a, b (quorum 2 of 2)")
+        )
+
+    asyncio.run(main())
+    messages = [a.message for a in agent.alerts.sent if a.kind == AlertKind.NOT_A_MEMBER]
+    assert messages == [
+        f"vote for tick@5000 refused by the store: {stale}; d is not a member of epoch 3: it does not vote",
+        "vote for tick@6000 refused by the store: d is not a member of epoch 3: a, b (quorum 2 of 2)",
+    ]

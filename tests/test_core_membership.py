@@ -108,7 +108,7 @@ def test_a_stale_node_is_refused_once_per_epoch_then_votes_under_the_newer_recor
     assert reply[0].status == VoteStatus.REFUSED
     out = core.on_reply(votes[0], reply, now)
     assert [a for a in out if isinstance(a, Refused)] == [
-        Refused("j", T0 + PERIOD, 1, 2, "a votes with membership epoch 1, the job enforces epoch 2")
+        Refused("j", T0 + PERIOD, 1, 2, "a votes with membership epoch 1, the job enforces epoch 2", True)
     ]
     assert core.membership == grown
     again = [a for a in core.tick(now) if isinstance(a, Vote)]

@@ -73,12 +73,35 @@ class MemberReports:
         self.alerts.raise_(AlertKind.NOT_A_MEMBER, message, epoch=record.epoch)
 
     def refused(self, action: Refused) -> None:
-        """The store refused a vote (stale epoch, or not a member of the job's record): once per epoch."""
-        message = (
-            f"vote for {action.job}@{action.fire_ms} refused by the store: {action.reason} "
-            f"(node {self.node} holds epoch {action.epoch}, the job enforces epoch {action.store_epoch})"
-        )
+        """The store refused a vote (stale epoch, or not a member of the job's record): once per epoch.
+
+        A member of the job's record whose vote carried an older epoch only had not heard of a
+        change yet (another member brought it to the job before this node's next heartbeat):
+        routine on every change, the node votes again under it. That is one info line and the
+        count, not the ``not_a_member`` alert, which pages for a node that really is out.
+        """
         self.metrics.membership_refusals.labels("vote").inc()
+        if action.member:
+            event(
+                log,
+                logging.INFO,
+                "membership",
+                f"vote for {action.job}@{action.fire_ms} went with epoch {action.epoch}, the job enforces "
+                f"epoch {action.store_epoch} already: {self.node} is a member of it and votes again under it",
+                job=action.job,
+                slot=action.fire_ms,
+                epoch=action.epoch,
+                store_epoch=action.store_epoch,
+            )
+            return
+        held = f"epoch {action.store_epoch}"
+        message = f"vote for {action.job}@{action.fire_ms} refused by the store: {action.reason}" + (
+            ""
+            if held in action.reason
+            else f" (node {self.node} holds epoch {action.epoch}, the job enforces {held})"
+        )
+        if action.store_epoch and "not a member" not in action.reason:
+            message += f"; {self.node} is not a member of {held}: it does not vote"
         event(
             log,
             logging.ERROR,

@@ -274,6 +274,9 @@ class Refused:
     not a member would otherwise report every slot of every job. ``epoch`` is
     the node's, ``store_epoch`` the one the job enforces, ``reason`` the
     store's one line (it names the node and both epochs, or the members).
+    ``member``: the node is a member of the job's record (current or, while
+    joint, old): a change it had not heard of yet, routine on every change
+    (another member brought it to the job first); it votes again under it.
     """
 
     job: str
@@ -281,6 +284,7 @@ class Refused:
     epoch: int
     store_epoch: int
     reason: str
+    member: bool = False
 
 
 StoreAction = Vote | Start | Renew | Finish | Sweep | ReadSlots | ReadHighWater | RecordMissed

@@ -435,7 +435,8 @@ class VotingSide(CoreState):
         self._sweeps.heard.add(index)  # (the slot may exist: members' votes)
         if req.epoch > self._refused_reported:
             self._refused_reported = req.epoch
-            out.append(Refused(req.job, req.fire_ms, req.epoch, res.epoch, res.reason))
+            member = res.record is not None and res.record.is_member(req.node)
+            out.append(Refused(req.job, req.fire_ms, req.epoch, res.epoch, res.reason, member))
         adopted = res.record is not None and self._adopt(res.record)
         # The node may already hold a record newer than the one this vote carried: another
         # job's refusal in the same pipelined reply adopted it a moment ago. That vote is just
