@@ -134,7 +134,9 @@ def test_a_node_that_is_not_a_member_says_so_once_and_never_votes(
     assert membership_abstentions(agent) >= 3
 
 
-def test_a_config_that_disagrees_with_the_record_does_not_vote(redis_client: redis.Redis) -> None:
+def test_a_config_that_disagrees_with_the_record_does_not_vote(
+    redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
     store = RedisStore(redis_client, "drift")
     store.init_membership(Configuration.of("abc"), "a")
     settings = agent_settings(cluster("drift", "a", "b", "d"), "a")
@@ -147,7 +149,14 @@ def test_a_config_that_disagrees_with_the_record_does_not_vote(redis_client: red
         )
         await until("two abstained slots", lambda: membership_abstentions(agent) >= 2)
 
-    run_agent(agent, scenario)
+    with caplog.at_level(logging.INFO, logger="quorum_cron.agent"):
+        run_agent(agent, scenario)
+    trust = [r.getMessage() for r in caplog.records if getattr(r, "qc_event", "") == "trust"]
+    assert trust == [
+        "not voting: the config proposes members a, b, d (quorum 2 of 3) but the store enforces "
+        "epoch 1: a, b, c (quorum 2 of 3); expected the same (update the config to the store's members, "
+        "or change them with `quorum-cron members`)"
+    ], trust  # (it said "not voting: not voting: ...")
     (alert,) = [a for a in agent.alerts.sent if a.kind == AlertKind.MEMBERSHIP_MISMATCH]
     assert alert.message == (
         "not voting: the config proposes members a, b, d (quorum 2 of 3) but the store enforces "

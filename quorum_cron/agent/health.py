@@ -247,7 +247,8 @@ class NodeHealth:
             if self.replication.short:
                 trusted, reason = False, f"store writes not replicated: {self.replication.short}"
         elif self.membership_problem is not None:
-            trusted, reason = False, self.membership_problem
+            # (It reads "not voting: ...", as the trust line's head does: said once.)
+            trusted, reason = False, self.membership_problem.removeprefix("not voting: ")
         else:
             trusted, reason = verdict.trusted, str(verdict)
         self.metrics.clock_trusted.set(1 if trusted else 0)
