@@ -292,3 +292,44 @@ def test_adding_a_node_that_runs_already_does_not_ask_to_start_it(
     assert "warning: 1 of the members are alive, need 3: no slot commits until enough of a, b, c, d run" in (
         res.output
     )
+
+
+def test_a_change_that_keeps_no_member_is_refused_unless_forced(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore, redis_client: redis.Redis
+) -> None:
+    # A one-node cluster whose host died, replaced as docs/operations.md said: every job had s1's
+    # record and refused s2 for good (each slot "missed ... s2 is not a member of epoch 1"), as a
+    # job takes a newer record only from a member of its own. Now refused, naming the way out.
+    cfg = tmp_path / "one.toml"
+    cfg.write_text(
+        f'[cluster]\nname = "{NS}"\nmembers = ["s1"]\nredis_url = "{redis_server.url}"\n'
+        '[[jobs]]\nname = "often"\nschedule = "@every 2s"\ncommand = ["true"]\n'
+    )
+    store.init_membership(Configuration.of(["s1"]), "s1")
+    res = run(members, "replace", "s1", "s2", "--reason", "s1 died", "--config", str(cfg))
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        "error: no member of epoch 1 (s1) stays in the new members (s2): a job that no vote of s1 reaches "
+        "before the change ends (every job, if they are down) would refuse s2 for good; expected a change "
+        "that keeps a member (replace a majority in steps), or the new host started under the old id "
+        "(--node-id s1) with no change — or --force, then clear each such job's record (docs/operations.md, "
+        '"Replace a host")'
+    ]
+    stored = store.membership()
+    assert stored is not None and stored.record.epoch == 1
+    res = run(members, "replace", "s1", "s2", "--reason", "s1 died", "--force", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    assert f"redis-cli HDEL KEY mr — 'qc:{{{NS}:often}}:meta'" in res.output
+    stored = store.membership()
+    assert stored is not None and stored.record.current == Configuration.of(["s2"])
+    # Keeping one member is a change like any other (a majority replaced in steps).
+    store.heartbeat("s2", "inc-s2", 30_000, {}, epoch=2)
+    res = run(members, "set", "s2,s3,s4", "--reason", "grow", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    for node in ("s2", "s3", "s4"):
+        beat(store, node, 4)
+    res = run(members, "set", "s5,s6,s7", "--reason", "new hosts", "--config", str(cfg))
+    assert res.exit_code == 1 and res.output.startswith(
+        "error: no member of epoch 5 (s2, s3, s4) stays in the new members (s5, s6, s7)"
+    ), res.output
+    assert redis_client.hget(f"qc:{{{NS}:often}}:meta", "mr") is None  # (the command writes no job key)

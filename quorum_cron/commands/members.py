@@ -24,6 +24,7 @@ document. Every refusal is one line on stderr and exit status 1.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -43,13 +44,14 @@ from quorum_cron.commands.common import (
     unprintable_problem,
 )
 from quorum_cron.commands.control import MAX_REASON, _by, by_option
-from quorum_cron.commands.members_plan import PlanError, check_words, target
+from quorum_cron.commands.members_plan import PlanError, check_words, nobody_stays, target
 from quorum_cron.config.settings import Config
 from quorum_cron.core import model
 from quorum_cron.core.model import Configuration, MembershipChange
 from quorum_cron.errors import StoreError
 from quorum_cron.printable import printable
 from quorum_cron.store.base import Member
+from quorum_cron.store.keys import job_prefix
 from quorum_cron.store.redis import RedisStore
 
 __all__ = ["members"]
@@ -65,6 +67,12 @@ quorum_option = click.option(
     metavar="Q",
     help="The new members' quorum (a majority of them up to all; default: a majority). "
     "Required when the store's quorum is above a majority.",
+)
+force_change_option = click.option(
+    "--force",
+    is_flag=True,
+    help="Even when no current member stays (jobs then refuse the new members until each job's "
+    "record is cleared: docs/operations.md).",
 )
 reason_option = click.option(
     "--reason",
@@ -224,6 +232,7 @@ def _change(
     reason: str,
     as_json: bool,
     quorum: int | None = None,
+    force: bool = False,
 ) -> None:
     who = _by(by)
     why = _reason(reason)
@@ -244,6 +253,9 @@ def _change(
             new = target(record.current, op, args, quorum)
         except (PlanError, ValueError) as exc:
             fail(str(exc))
+        stranded = nobody_stays(record.epoch, record.current, new)
+        if stranded is not None and not force:
+            fail(stranded)
         result = store.change_membership(record.epoch, new, who, why)
         live = store.members() if result.ok else []
     except StoreError as exc:
@@ -252,6 +264,8 @@ def _change(
         store.close()
     after = _accepted(result, "change the membership")
     _report(after, as_json)
+    if stranded is not None:
+        _clear_records_note(config, record.current)
     if record.current.open_seats:
         click.echo(
             f"note: the {record.current.open_seats} open seat(s) of size mode are closed: the new members "
@@ -275,6 +289,19 @@ def _change(
                 f"new member heartbeats under epoch {after.record.epoch}, within a heartbeat or two",
                 err=True,
             )
+
+
+def _clear_records_note(config: Config, old: Configuration) -> None:
+    """After a forced change that keeps no member: how to let each job take the new record."""
+    names = [j.name for j in config.jobs]
+    keys = " ".join(shlex.quote(job_prefix(config.cluster.namespace, n) + "meta") for n in names[:3])
+    more = f" (and the same for the other {len(names) - 3} jobs)" if len(names) > 3 else ""
+    click.echo(
+        f"note: forced with no member of {', '.join(old.members)} staying: once the change has ended, a job "
+        f'whose slots end missed ("refused by membership") takes the new record from its next vote after '
+        f"its old one is cleared: for each KEY, redis-cli HDEL KEY mr — {keys or 'no job configured'}{more}",
+        err=True,
+    )
 
 
 def _stored(store: RedisStore, shown: str) -> model.Membership:
@@ -314,8 +341,9 @@ def _warn_quorum(conf: Configuration, live: list[Member], which: str) -> None:
 
 
 def change_options(func: Callable[..., None]) -> Callable[..., None]:
-    """The options every change takes: --config, --redis, --reason, --by, --quorum, --json."""
-    for option in (json_option, quorum_option, by_option, reason_option, redis_option, config_option):
+    """The options every change takes: --config, --redis, --reason, --by, --quorum, --force, --json."""
+    options = (json_option, force_change_option, quorum_option, by_option, reason_option, redis_option)
+    for option in (*options, config_option):
         func = option(func)
     return func
 
@@ -330,10 +358,11 @@ def add(
     reason: str,
     by: str | None,
     quorum: int | None,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Add node ID(s): a joint configuration (old AND new quorum) until every new member heartbeats."""
-    _change(load(config_path), redis_url, "add", ids, by, reason, as_json, quorum)
+    _change(load(config_path), redis_url, "add", ids, by, reason, as_json, quorum, force)
 
 
 @members.command("remove")
@@ -346,10 +375,11 @@ def remove(
     reason: str,
     by: str | None,
     quorum: int | None,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Remove node ID(s): a joint configuration (old AND new quorum) until every new member heartbeats."""
-    _change(load(config_path), redis_url, "remove", ids, by, reason, as_json, quorum)
+    _change(load(config_path), redis_url, "remove", ids, by, reason, as_json, quorum, force)
 
 
 @members.command("replace")
@@ -364,10 +394,11 @@ def replace(
     reason: str,
     by: str | None,
     quorum: int | None,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Replace member OLD by a new id NEW (a dead host by its successor), through a joint configuration."""
-    _change(load(config_path), redis_url, "replace", (old, new), by, reason, as_json, quorum)
+    _change(load(config_path), redis_url, "replace", (old, new), by, reason, as_json, quorum, force)
 
 
 @members.command("set")
@@ -380,10 +411,11 @@ def set_(
     reason: str,
     by: str | None,
     quorum: int | None,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Make the members exactly a,b,c (comma-separated), through a joint configuration."""
-    _change(load(config_path), redis_url, "set", (ids,), by, reason, as_json, quorum)
+    _change(load(config_path), redis_url, "set", (ids,), by, reason, as_json, quorum, force)
 
 
 @members.command("finish")

@@ -16,7 +16,7 @@ from typing import Final
 from quorum_cron.agent.membership import node_id_problem
 from quorum_cron.core.model import Configuration
 
-__all__ = ["MAX_MEMBERS", "PlanError", "check_words", "parse_id_list", "plan", "target"]
+__all__ = ["MAX_MEMBERS", "PlanError", "check_words", "nobody_stays", "parse_id_list", "plan", "target"]
 
 MAX_MEMBERS: Final = 100
 """As many ids as ``[cluster] members`` may list."""
@@ -96,6 +96,28 @@ def target(current: Configuration, op: str, args: Sequence[str], quorum: int | N
     if new == current:
         raise PlanError(f"the members are already {current.describe()}: nothing to change")
     return new
+
+
+def nobody_stays(epoch: int, current: Configuration, new: Configuration) -> str | None:
+    """Why a change that keeps no member of ``current`` is refused without ``--force``, or None.
+
+    A job takes a newer record only from a vote of a member of the record it
+    enforces (docs/protocol.md). When no old member stays, a job that no old
+    member's vote reaches while the change is in progress (an infrequent job;
+    every job when the old hosts are down, as with a one-node cluster whose
+    host died) keeps the old record and refuses every new member for good.
+    """
+    if not current.members or set(current.members) & set(new.members):
+        return None
+    old, fresh = ", ".join(current.members), ", ".join(new.members)
+    same_id = f" (--node-id {current.members[0]})" if len(current.members) == 1 else ""
+    return (
+        f"no member of epoch {epoch} ({old}) stays in the new members ({fresh}): a job that no vote of "
+        f"{old} reaches before the change ends (every job, if they are down) would refuse {fresh} for good; "
+        f"expected a change that keeps a member (replace a majority in steps), or the new host started "
+        f"under the old id{same_id} with no change — or --force, then clear each such job's record "
+        f'(docs/operations.md, "Replace a host")'
+    )
 
 
 def _members_after(current: Sequence[str], op: str, args: Sequence[str]) -> tuple[str, ...]:
