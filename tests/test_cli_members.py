@@ -333,3 +333,28 @@ def test_a_change_that_keeps_no_member_is_refused_unless_forced(
         "error: no member of epoch 5 (s2, s3, s4) stays in the new members (s5, s6, s7)"
     ), res.output
     assert redis_client.hget(f"qc:{{{NS}:often}}:meta", "mr") is None  # (the command writes no job key)
+
+
+def test_show_and_status_name_the_new_members_a_change_still_waits_for(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
+) -> None:
+    # The procedures say to wait until `members show` shows no change in progress: it now says
+    # which new member it waits for (only `members finish` named it, by being refused).
+    cfg = config(tmp_path, redis_server.url)
+    store.init_membership(Configuration.of("abc"), "a")
+    for node in "abc":
+        beat(store, node, 1)
+    assert run(members, "add", "d", "--reason", "grow", "--config", str(cfg)).exit_code == 0
+    for node in "abc":
+        beat(store, node, 2)
+    line = (
+        "  waiting for d: not running (start them; if one never will, `members finish --force`, "
+        "then remove it)"
+    )
+    res = run(members, "show", "--config", str(cfg))
+    assert res.exit_code == 0 and line in res.output.splitlines(), res.output
+    res = run(status, "--config", str(cfg), "--format", "plain")
+    assert line in res.output.splitlines(), res.output
+    beat(store, "d", 2)
+    res = run(members, "show", "--config", str(cfg))
+    assert "waiting for" not in res.output and "CHANGE IN PROGRESS" not in res.output, res.output

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +143,7 @@ def show(config_path: Path, redis_url: str | None, as_json: bool) -> None:
             f"the store at {shown} has no membership record for {config.cluster.namespace!r} yet: "
             f"the first agent to start creates it from its config"
         )
-    for line in describe_facts(facts):
+    for line in describe_facts(facts, live):
         click.echo(line)
     click.echo("nodes (live):")
     if not live:
@@ -156,8 +156,11 @@ def show(config_path: Path, redis_url: str | None, as_json: bool) -> None:
         click.echo(f"  {fmt_ms(entry.changed_ms)}  {_change_line(entry)}")
 
 
-def describe_facts(facts: MembershipFacts) -> list[str]:
-    """The record and what it means, one fact per line (shared with ``status``)."""
+def describe_facts(facts: MembershipFacts, live: Sequence[Member] | None = None) -> list[str]:
+    """The record and what it means, one fact per line (shared with ``status``).
+
+    ``live``: the live nodes, to name the new members a change in progress still waits for.
+    """
     stored = facts.stored
     if stored is None:
         return ["membership: no record in the store yet (the first agent creates it from its config)"]
@@ -172,6 +175,13 @@ def describe_facts(facts: MembershipFacts) -> list[str]:
             "  it ends when every new member heartbeats under epoch "
             f"{record.epoch}, or with `quorum-cron members finish`"
         )
+        running = {m.node for m in live or ()}
+        absent = [n for n in record.current.members if n not in running]
+        if live is not None and absent:
+            lines.append(
+                f"  waiting for {', '.join(absent)}: not running (start them; if one never will, "
+                f"`members finish --force`, then remove it)"
+            )
     lines.append(
         f"  last change {fmt_ms(stored.changed_ms)} by {printable(stored.by, 100)}: "
         f"{printable(stored.reason, MAX_REASON)}"

@@ -198,7 +198,7 @@ class _Snapshot:
     def plain(self) -> list[str]:
         lines = [printable(self.headline())]
         lines += [printable(p) for p in self.problems()]
-        lines += [printable(line) for line in describe_facts(self.facts)]
+        lines += [printable(line) for line in describe_facts(self.facts, self.members)]
         lines += ["", "nodes (live)"]
         header = list(_NODE_COLUMNS)
         body = [
@@ -274,7 +274,7 @@ class _Snapshot:
         console.print(f"[{style}]{cell(self.headline(), 0)}[/]", soft_wrap=True)
         for problem in self.problems():
             console.print(f"[bold red]{cell(problem, 0)}[/]", soft_wrap=True)
-        for line in describe_facts(self.facts):
+        for line in describe_facts(self.facts, self.members):
             bad = "REFUSED" in line or "DISAGREES" in line or "PROGRESS" in line
             console.print(f"[yellow]{cell(line, 0)}[/]" if bad else cell(line, 0), soft_wrap=True)
         console.print(_members_table(self.members, self.facts.stored, self.now))
