@@ -358,3 +358,20 @@ def test_show_and_status_name_the_new_members_a_change_still_waits_for(
     beat(store, "d", 2)
     res = run(members, "show", "--config", str(cfg))
     assert "waiting for" not in res.output and "CHANGE IN PROGRESS" not in res.output, res.output
+
+
+def test_set_takes_the_members_comma_or_space_separated(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
+) -> None:
+    # `members set a b d` (as `add` takes them) was "Got unexpected extra arguments (b d)".
+    cfg = config(tmp_path, redis_server.url)
+    store.init_membership(Configuration.of("abc"), "a")
+    res = run(members, "set", "a,", "b", "--reason", "x", "--config", str(cfg))
+    assert (res.exit_code, res.output.strip()) == (
+        1,
+        "error: 'a, b' mixes commas and spaces: expected the members as one list, 'a,b,c' or a b c",
+    )
+    res = run(members, "set", "a", "b", "d", "--reason", "c goes, d comes", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    stored = store.membership()
+    assert stored is not None and stored.record.current == Configuration.of("abd")

@@ -412,10 +412,10 @@ def replace(
 
 
 @members.command("set")
-@click.argument("ids", metavar="a,b,c")
+@click.argument("ids", nargs=-1, required=True, metavar="a,b,c")
 @change_options
 def set_(
-    ids: str,
+    ids: tuple[str, ...],
     config_path: Path,
     redis_url: str | None,
     reason: str,
@@ -424,8 +424,10 @@ def set_(
     force: bool,
     as_json: bool,
 ) -> None:
-    """Make the members exactly a,b,c (comma-separated), through a joint configuration."""
-    _change(load(config_path), redis_url, "set", (ids,), by, reason, as_json, quorum, force)
+    """Make the members exactly a,b,c (comma-separated, or a b c), through a joint configuration."""
+    if len(ids) > 1 and any("," in part for part in ids):
+        fail(f"{' '.join(ids)!r} mixes commas and spaces: expected the members as one list, 'a,b,c' or a b c")
+    _change(load(config_path), redis_url, "set", (",".join(ids),), by, reason, as_json, quorum, force)
 
 
 @members.command("finish")
