@@ -17,6 +17,11 @@ store's time, as pause and trigger are. The command never runs anything
 from the store, and a crash (or Ctrl-C) at any point leaves either the old
 record or the new one: the store changes it in one atomic step.
 
+``--quorum Q`` sets the new members' quorum (default a majority; required
+when the store's quorum is above one, so a change never lowers it unasked).
+A change that keeps no current member is refused unless ``--force``: jobs
+take a newer record only from a member of theirs (``members_plan.nobody_stays``).
+
 ``--json`` prints the record (and for ``show`` the nodes) as one JSON
 document. Every refusal is one line on stderr and exit status 1.
 """
