@@ -276,6 +276,10 @@ def test_adding_a_node_that_runs_already_does_not_ask_to_start_it(
     assert not store.membership().record.joint  # type: ignore[union-attr]
     res = run(members, "set", "a,b,c", "--reason", "d goes", "--config", str(cfg))
     assert res.exit_code == 0, res.output
+    assert (
+        "next: stop d (SIGTERM) once `members show` shows no change in progress: they run, and until they "
+        'stop they heartbeat as REFUSED (docs/operations.md, "Scale down")'
+    ) in res.output
     for node in "abc":
         beat(store, node, 6)
     res = run(members, "add", "d", "--reason", "d is back", "--config", str(cfg))

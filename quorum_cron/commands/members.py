@@ -304,6 +304,13 @@ def _change(
                 f"new member heartbeats under epoch {after.record.epoch}, within a heartbeat or two",
                 err=True,
             )
+        leaving = [n for n in after.record.old.members if not after.record.current.has(n) and n in running]
+        if leaving:
+            click.echo(
+                f"next: stop {', '.join(leaving)} (SIGTERM) once `members show` shows no change in progress: "
+                f'they run, and until they stop they heartbeat as REFUSED (docs/operations.md, "Scale down")',
+                err=True,
+            )
 
 
 def _clear_records_note(config: Config, old: Configuration) -> None:
