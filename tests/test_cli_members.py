@@ -379,3 +379,14 @@ def test_set_takes_the_members_comma_or_space_separated(
     assert res.exit_code == 0, res.output
     stored = store.membership()
     assert stored is not None and stored.record.current == Configuration.of("abd")
+
+
+def test_a_forced_change_without_jobs_in_the_file_names_the_key_pattern(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
+) -> None:
+    # A cluster of Python nodes (jobs in code): the operator's file has no [[jobs]] to name.
+    cfg = config(tmp_path, redis_server.url, 'members = ["s1"]')
+    store.init_membership(Configuration.of(["s1"]), "s1")
+    res = run(members, "replace", "s1", "s2", "--reason", "s1 died", "--force", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    assert f"redis-cli HDEL KEY mr — 'qc:{{{NS}:JOB}}:meta' for each job" in res.output, res.output

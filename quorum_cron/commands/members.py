@@ -318,10 +318,11 @@ def _clear_records_note(config: Config, old: Configuration) -> None:
     names = [j.name for j in config.jobs]
     keys = " ".join(shlex.quote(job_prefix(config.cluster.namespace, n) + "meta") for n in names[:3])
     more = f" (and the same for the other {len(names) - 3} jobs)" if len(names) > 3 else ""
+    pattern = shlex.quote(job_prefix(config.cluster.namespace, "JOB") + "meta") + " for each job"
     click.echo(
         f"note: forced with no member of {', '.join(old.members)} staying: once the change has ended, a job "
         f'whose slots end missed ("refused by membership") takes the new record from its next vote after '
-        f"its old one is cleared: for each KEY, redis-cli HDEL KEY mr — {keys or 'no job configured'}{more}",
+        f"its old one is cleared: for each KEY, redis-cli HDEL KEY mr — {keys or pattern}{more}",
         err=True,
     )
 
