@@ -223,5 +223,8 @@ def test_clock_5s_ahead_under_libfaketime_is_not_trusted(ntp: NtpResponder) -> N
         check=False,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert agreed_offset(proc.stdout) == pytest.approx(-5000, abs=50)
-    assert "verdict: clock not trusted: NTP bound 50" in proc.stdout
+    # (Judged by the agreement's own interval, as the others are: a fixed ±50 ms around -5000 and a
+    # bound read as "50.." failed once on the loaded 2-core machine, a responder woken late.)
+    assert agrees_with(proc.stdout, -5000), proc.stdout
+    bound = re.search(r"verdict: clock not trusted: NTP bound (\d+) ms", proc.stdout)
+    assert bound and int(bound.group(1)) >= 5000 - TOLERANCE_MS, proc.stdout
