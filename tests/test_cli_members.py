@@ -107,6 +107,7 @@ def test_grow_through_a_joint_configuration_audited_and_ended_by_the_heartbeats(
     res = run(members, "finish", "--reason", "done", "--config", str(cfg))
     assert res.exit_code == 1 and res.output.startswith("error: cannot finish the change: ")
     assert "d" in res.output and "e" in res.output and len(res.output.strip().splitlines()) == 1
+    assert res.output.rstrip().endswith("; `members finish --force` ends it anyway"), res.output
 
     # status: the store's quorum (the tighter of the two while joint), the change in progress.
     res = run(status, "--config", str(cfg))

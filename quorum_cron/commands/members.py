@@ -337,9 +337,9 @@ def _stored(store: RedisStore, shown: str) -> model.Membership:
     return stored
 
 
-def _accepted(result: MembershipChange, what: str) -> model.Membership:
+def _accepted(result: MembershipChange, what: str, hint: str = "") -> model.Membership:
     if not result.ok or result.membership is None:
-        fail(f"cannot {what}: {printable(result.reason, 500) or 'refused by the store'}")
+        fail(f"cannot {what}: {printable(result.reason, 500) or 'refused by the store'}{hint}")
     return result.membership
 
 
@@ -477,6 +477,8 @@ def finish(
         fail(f"cannot finish the membership change through the store at {shown}: {exc}")
     finally:
         store.close()
-    after = _accepted(result, "finish the change")
+    # (The store's refusal says "(or force it)"; the command names the flag that does.)
+    hint = "" if force else "; `members finish --force` ends it anyway"
+    after = _accepted(result, "finish the change", hint)
     _report(after, as_json)
     _warn_quorum(after.record.current, live, "")
