@@ -29,13 +29,14 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
+from chaos.interrupts import check_signals, on_alarm, on_interrupt, on_term, pending, sleep_until
 from chaos.netns import HUB_IP, Net, clean_stale
-from chaos.plan import GAP_S, KINDS, Fault, plan
+from chaos.options import Options, RunRecord
+from chaos.plan import GAP_S, Fault, plan
 from chaos.proxy import ProxyControl
 from chaos.servers import Procs, RedisServer
 from quorum_cron.store.embedded.single import find_redis_server
@@ -47,52 +48,6 @@ ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "chaos"
 PROXY_BASE = 7000
 EXIT_ID_TAKEN = 3
-
-
-@dataclass(frozen=True)
-class Options:
-    """What to run. Timing values are milliseconds unless named ``_s``."""
-
-    seed: int
-    seconds: float
-    workdir: Path
-    scheduler: str = "quorum"  # or "leader"
-    nodes: int = 5
-    jobs: int = 3
-    period_ms: int = 2000
-    replica: bool = True
-    kinds: tuple[str, ...] = KINDS
-    lease_ms: int = 2000
-    heartbeat_ms: int = 500
-    start_timeout_ms: int = 500
-    starting_deadline_ms: int = 1800
-    """Not the default (half the period, 1 s): a takeover happens in a sweep, at the start
-    timeout at the soonest (core.timers.min_sweep_gap), and a cut of two nodes can need two
-    takeovers of one slot (its first two executors both cut off): 2 x start_timeout plus the
-    calls must fit in the deadline (docs/testing.md)."""
-    max_skew_ms: int = 250
-    recovery_s: float = 3.0
-    leader_ttl_ms: int = 3000
-
-    @property
-    def quorum(self) -> int:
-        return self.nodes // 2 + 1
-
-    @property
-    def node_names(self) -> list[str]:
-        return [f"n{i}" for i in range(1, self.nodes + 1)]
-
-
-@dataclass
-class RunRecord:
-    """What the checker needs besides the ground truth: written to ``run.json``."""
-
-    options: dict[str, Any]
-    t0_ms: int
-    end_ms: int
-    faults: list[dict[str, Any]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    crashes: list[str] = field(default_factory=list)
 
 
 def libfaketime() -> str | None:
@@ -108,43 +63,6 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-_pending: list[BaseException] = []
-"""A signal's exception that was raised once and may have been dropped (see :func:`_raise_on`)."""
-
-
-def _raise_on(exc: BaseException) -> None:
-    """Raise ``exc`` now and remember it, so that the next wait raises it again.
-
-    A signal that arrives while the harness forks a process raises inside Python's at-fork
-    hooks (logging's lock release), which print "Exception ignored" and drop it: a SIGINT
-    during bring-up was lost and the run went on for its full length (seen under coverage on
-    a loaded machine, where a fork takes long enough to be hit).
-    """
-    _pending.append(exc)
-    raise exc
-
-
-def _check_signals() -> None:
-    """Re-raise a signal's exception that an at-fork hook swallowed."""
-    if _pending:
-        raise _pending[0]
-
-
-def _on_interrupt(signum: int, frame: FrameType | None) -> None:
-    _raise_on(KeyboardInterrupt())
-
-
-def _sleep_until(ms: float) -> None:
-    while (left := ms / 1000 - time.time()) > 0:
-        _check_signals()
-        time.sleep(min(left, 0.25))
-    _check_signals()
-
-
-class _Ceiling(RuntimeError):
-    """The run outlived its hard ceiling."""
-
-
 class Harness:
     """The processes and namespaces of one run (a context manager that removes them all)."""
 
@@ -153,8 +71,10 @@ class Harness:
         self.dir = opts.workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "logs").mkdir(exist_ok=True)
-        # A reused run directory starts empty: old ground truth would be judged with the new run.
-        for stale in [*(self.dir / "logs").glob("*.log"), self.dir / "proxy.sock", self.dir / "ledger.json"]:
+        # A reused run directory starts empty: old ground truth would be judged with the new run,
+        # and an old run.json with a run that is interrupted or fails (it writes none).
+        for stale in [*(self.dir / "logs").glob("*.log"), self.dir / "proxy.sock", self.dir / "ledger.json",
+                      self.dir / "run.json"]:  # fmt: skip
             stale.unlink(missing_ok=True)
         for data in ("r1", "r2"):
             shutil.rmtree(self.dir / data, ignore_errors=True)
@@ -178,11 +98,8 @@ class Harness:
     def __enter__(self) -> Harness:
         for ns in clean_stale():
             print(f"chaos: removed namespace {ns} left by an earlier run", file=sys.stderr)
-        self._old_term = signal.signal(signal.SIGTERM, self._on_term)
+        self._old_term = signal.signal(signal.SIGTERM, on_term)
         return self
-
-    def _on_term(self, signum: int, frame: FrameType | None) -> None:
-        _raise_on(SystemExit(128 + signum))
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -226,11 +143,14 @@ class Harness:
         self.proxy.wait_ready()
         self.config = self._write_config()
         for node in self.o.node_names:
-            _check_signals()
+            check_signals()
             self.set_clock(node, 0)
             self.start_node(node)
         for node in self.o.node_names:
-            self.wait_started(node)
+            if not self.wait_started(node):
+                raise RuntimeError(
+                    f"node {node} exited with {self.nodes[node].returncode} at start: {self.last_log(node)}"
+                )
 
     def _job_command(self) -> list[str]:
         bash = shutil.which("bash") or "/bin/bash"
@@ -310,7 +230,7 @@ class Harness:
         proc = self.nodes[node]
         started = time.monotonic()
         while time.monotonic() < deadline:
-            _check_signals()
+            check_signals()
             if proc.poll() is not None:
                 return False
             if self.o.scheduler == "quorum":
@@ -440,10 +360,15 @@ class Harness:
         for node, proc in self.nodes.items():
             if proc.poll() is not None and node not in self.crashed:
                 self.crashed.add(node)
-                log = self.dir / "logs" / f"node-{node}.log"
-                tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
-                last = " ".join(tail)[:300]
-                self.crashes.append(f"node {node} exited by itself with {proc.returncode}: {last}")
+                self.crashes.append(
+                    f"node {node} exited by itself with {proc.returncode}: {self.last_log(node)}"
+                )
+
+    def last_log(self, node: str) -> str:
+        """The last line of ``node``'s log (what an agent that exits prints last: its error)."""
+        log = self.dir / "logs" / f"node-{node}.log"
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+        return " ".join(tail)[:300]
 
     # -- after the run ---------------------------------------------------------------
 
@@ -496,10 +421,6 @@ def run_start_ms(now_ms: int, period_ms: int) -> int:
     return -(-(now_ms + 1000 - half) // period_ms) * period_ms + half
 
 
-def _on_alarm(signum: int, frame: FrameType | None) -> None:
-    raise _Ceiling("the run exceeded its time ceiling")
-
-
 def run(opts: Options, *, echo: bool = True) -> RunRecord:
     """Carry out one run; returns its record (also written to ``workdir/run.json``)."""
     schedule = plan(
@@ -511,9 +432,9 @@ def run(opts: Options, *, echo: bool = True) -> RunRecord:
         lease_s=opts.lease_ms / 1000,
         recovery_s=opts.recovery_s,
     )
-    old_alarm = signal.signal(signal.SIGALRM, _on_alarm)
-    old_int = signal.signal(signal.SIGINT, _on_interrupt)
-    _pending.clear()
+    old_alarm = signal.signal(signal.SIGALRM, on_alarm)
+    old_int = signal.signal(signal.SIGINT, on_interrupt)
+    pending.clear()
     signal.alarm(int(opts.seconds) + 180)
     try:
         with Harness(opts) as h:
@@ -535,18 +456,18 @@ def run(opts: Options, *, echo: bool = True) -> RunRecord:
                 if begin + (f.duration_s + opts.recovery_s) * 1000 > record.end_ms:
                     record.notes.append(f"fault #{f.index} ({f.kind}) dropped: earlier heals ran late")
                     break
-                _sleep_until(begin)
+                sleep_until(begin)
                 f = h.aim(f)
                 start = _now_ms()
                 h.apply(f)
-                _sleep_until(start + f.duration_s * 1000)
+                sleep_until(start + f.duration_s * 1000)
                 h.heal(f)
                 h.check_alive()
                 record.faults.append(h.log_fault(f, start, _now_ms()))
                 quiet_from = record.faults[-1]["recovered_ms"]
                 if echo:
                     print(f"  {(start - t0) / 1000:6.1f}s  #{f.index} {f.describe()}", flush=True)
-            _sleep_until(record.end_ms + opts.starting_deadline_ms + 3000)
+            sleep_until(record.end_ms + opts.starting_deadline_ms + 3000)
             h.check_alive()
             record.crashes = h.crashes
             h.stop_nodes()

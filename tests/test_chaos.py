@@ -65,6 +65,9 @@ BASELINE_BUDGET_S = 65
 """The baseline run: BASELINE_SECONDS + the same overheads; 44 s measured."""
 INTERRUPT_BUDGET_S = 30
 """Two runs brought up and interrupted (SIGINT; SIGKILL, then ``chaos clean``); 2 s measured."""
+BRINGUP_BUDGET_S = 25
+"""A run whose agents refuse their configuration (3 nodes, no replica): it must stop at bring-up;
+2.5 s measured at load average 6."""
 CLEANUP_S = 15
 """What a harness that overran gets, after SIGTERM, to remove its processes and namespaces."""
 
@@ -95,7 +98,7 @@ def test_a_run_starts_half_a_period_past_a_fire_time() -> None:
 
 
 def test_the_real_runs_fit_the_file_budget() -> None:
-    shares = [RUN_BUDGET_S, BASELINE_BUDGET_S, INTERRUPT_BUDGET_S]
+    shares = [RUN_BUDGET_S, BASELINE_BUDGET_S, INTERRUPT_BUDGET_S, BRINGUP_BUDGET_S]
     assert sum(shares) <= FILE_BUDGET_S - 5  # 5 s for everything else in the file
     assert RUN_BUDGET_S - CLEANUP_S > CI_SECONDS and BASELINE_BUDGET_S - CLEANUP_S > BASELINE_SECONDS
 
@@ -384,6 +387,9 @@ def test_interrupted_run_leaves_nothing_and_a_killed_one_is_cleaned(tmp_path: Pa
     # Each of the two runs gets half the budget, bring-up and cleanup included.
     share = (INTERRUPT_BUDGET_S - 5) / 2
     for sig in (signal.SIGINT, signal.SIGKILL):
+        # A reused directory: the earlier run's record must not outlive a run that does not finish.
+        (tmp_path / sig.name / "quorum-seed1").mkdir(parents=True)
+        (tmp_path / sig.name / "quorum-seed1" / "run.json").write_text("{}")
         proc = subprocess.Popen(
             [sys.executable, "-m", "chaos", "run", "--seconds", "60", "--dir", str(tmp_path / sig.name)],
             cwd=ROOT,
@@ -415,6 +421,7 @@ def test_interrupted_run_leaves_nothing_and_a_killed_one_is_cleaned(tmp_path: Pa
         if sig == signal.SIGINT:
             assert proc.returncode == 130
             assert _our_namespaces(proc.pid) == []
+            assert not (tmp_path / sig.name / "quorum-seed1" / "run.json").exists()
         else:
             left = _our_namespaces(proc.pid)
             assert left, "a SIGKILLed harness cannot clean up; expected namespaces left behind"
@@ -427,13 +434,28 @@ def test_interrupted_run_leaves_nothing_and_a_killed_one_is_cleaned(tmp_path: Pa
 def test_a_signal_swallowed_by_an_at_fork_hook_is_raised_by_the_next_wait() -> None:
     # Python drops an exception raised inside its at-fork hooks ("Exception ignored in
     # _releaseLock"); a SIGINT during a fork was lost and the run went on to its end.
-    from chaos import run as chaos_run
+    from chaos import interrupts
 
-    chaos_run._pending.clear()
+    interrupts.pending.clear()
     try:
         with contextlib.suppress(KeyboardInterrupt):  # what the at-fork hook does to it
-            chaos_run._on_interrupt(signal.SIGINT, None)
+            interrupts.on_interrupt(signal.SIGINT, None)
         with pytest.raises(KeyboardInterrupt):
-            chaos_run._sleep_until(time.time() * 1000 + 60_000)
+            interrupts.sleep_until(time.time() * 1000 + 60_000)
     finally:
-        chaos_run._pending.clear()
+        interrupts.pending.clear()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BRINGUP_BUDGET_S)
+def test_a_node_that_exits_at_bring_up_fails_the_run_at_once_naming_its_error(tmp_path: Path) -> None:
+    """The agents refuse a 50 ms start timeout (the least is 100 ms). The harness used to ignore a
+    node that exited before it joined and ran the whole length without it, then blamed the
+    checker's "crash" and "unaccounted" lines; it now stops at bring-up with the node's error."""
+    _require_harness()
+    args = ["--seconds", "60", "--nodes", "3", "--no-replica", "--start-timeout-ms", "50"]
+    code, text = _chaos("run", *args, "--dir", str(tmp_path), budget=BRINGUP_BUDGET_S)
+    assert code == 1, text
+    (line,) = [x for x in text.splitlines() if x.startswith("error:")]
+    assert "exited with 1 at start" in line and "start_timeout" in line and "50ms" in line, text
+    assert not (tmp_path / "quorum-seed1" / "run.json").exists()
