@@ -7,7 +7,7 @@
     python -m chaos soak --seeds 1-20 --kinds kill,pause,redis-restart,clock-step --seconds 60
                                                         # repeated runs, coverage per repetition
     python -m chaos check RUN_DIR                       # judge a stored run again
-    python -m chaos plan --seed 1 --seconds 130         # the schedule a seed gives, without running
+    python -m chaos plan --seed 1 --seconds 130         # the schedule a run with these options gets
     python -m chaos clean                               # namespaces left by a crashed run
 
 Needs root, ``ip`` (iproute2), ``nft`` (nftables), libfaketime and a Redis
@@ -23,16 +23,18 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chaos.check import check_dir
+from chaos.check import RunDirError, check_dir
 from chaos.netns import clean_stale
 from chaos.plan import KINDS, plan
 from chaos.run import Options, libfaketime, run
@@ -44,16 +46,22 @@ __all__ = ["main", "missing_tools"]
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def missing_tools() -> list[str]:
-    """What keeps the harness from running here, one phrase each (empty: all present)."""
+def missing_tools(*, clean: bool = False) -> list[str]:
+    """What keeps the harness from running here, one phrase each (empty: all present).
+
+    ``clean``: only what ``python -m chaos clean`` uses (root and ``ip``), so that the
+    namespaces of a crashed run can be removed on a machine that has since lost another tool.
+    """
     missing = []
     if os.geteuid() != 0:
         missing.append("root (network namespaces and nftables need it)")
     # Looked up on PATH only, as the harness runs them (chaos/netns.py): a tool that exists in
     # /usr/sbin but not on this PATH would pass here and fail the run half-way through.
-    for tool, package in (("ip", "iproute2"), ("nft", "nftables")):
+    for tool, package in (("ip", "iproute2"), ("nft", "nftables"))[: 1 if clean else 2]:
         if shutil.which(tool) is None:
             missing.append(f"{tool} (apt-get install {package}; on PATH)")
+    if clean:
+        return missing
     try:
         find_redis_server()  # the lookup run.py uses: PATH's supported server, else the embedded one
     except RedisServerNotFound as exc:
@@ -80,6 +88,59 @@ def _seeds(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+MIN_SECONDS = 10.0
+"""The shortest run: slots are due from 2 s after the start, the first fault comes 4 s in."""
+MAX_SECONDS = 86_400.0
+"""The longest run (24 h): a longer soak is ``soak --repeat``; the schedule is drawn up front."""
+MAX_NODES = 20
+
+
+def _length(flag: str, unit_s: float) -> Callable[[str], float]:
+    """``--seconds``/``--minutes``: a finite length from MIN_SECONDS to MAX_SECONDS, in seconds.
+
+    ``inf`` or ``nan`` used to draw an endless schedule before anything started (the run
+    never began and never ended), and ``--seconds 0`` silently ran the 130 s default.
+    """
+
+    def parse(text: str) -> float:
+        try:
+            seconds = float(text) * unit_s
+        except ValueError:
+            seconds = math.nan
+        if not (math.isfinite(seconds) and MIN_SECONDS <= seconds <= MAX_SECONDS):
+            unit = "seconds" if unit_s == 1 else "minutes"
+            raise argparse.ArgumentTypeError(
+                f"{flag} {text!r}: expected a number of {unit} from {MIN_SECONDS / unit_s:g} "
+                f"to {MAX_SECONDS / unit_s:g}"
+            )
+        return seconds
+
+    return parse
+
+
+def _nodes(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 3 <= n <= MAX_NODES:
+        raise argparse.ArgumentTypeError(f"--nodes {text!r}: expected a whole number from 3 to {MAX_NODES}")
+    return n
+
+
+def _ms(flag: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected a whole number of milliseconds >= 1")
+        return n
+
+    return parse
+
+
 def _positive(text: str) -> int:
     try:
         n = int(text)
@@ -90,19 +151,36 @@ def _positive(text: str) -> int:
     return n
 
 
-def _run_options(r: argparse.ArgumentParser) -> None:
-    """The options of one run, shared by ``run`` and ``soak``."""
+def _schedule_options(r: argparse.ArgumentParser) -> None:
+    """What the fault schedule depends on, shared by ``run``, ``soak`` and ``plan`` (so that
+    ``plan`` prints the schedule the same options run)."""
     length = r.add_mutually_exclusive_group()
-    length.add_argument("--seconds", type=float, help="length of each run (default 130: every kind once)")
-    length.add_argument("--minutes", type=float, help="length of each run in minutes (long runs)")
-    r.add_argument("--scheduler", choices=["quorum", "leader"], default="quorum")
-    r.add_argument("--nodes", type=int, default=5)
+    length.add_argument(
+        "--seconds",
+        type=_length("--seconds", 1),
+        help=f"length of each run (default 130: every kind once; {MIN_SECONDS:g}-{MAX_SECONDS:g})",
+    )
+    length.add_argument(
+        "--minutes", type=_length("--minutes", 60), help="length of each run in minutes (long runs)"
+    )
+    r.add_argument("--nodes", type=_nodes, default=5, help=f"agents (default 5; 3-{MAX_NODES})")
     r.add_argument("--no-replica", action="store_true", help="standalone Redis (drops the promotion fault)")
     r.add_argument("--kinds", type=_kinds, help=f"comma-separated subset of: {', '.join(KINDS)}")
+
+
+def _run_options(r: argparse.ArgumentParser) -> None:
+    """The options of one run, shared by ``run`` and ``soak``."""
+    _schedule_options(r)
+    r.add_argument("--scheduler", choices=["quorum", "leader"], default="quorum")
     r.add_argument(
-        "--starting-deadline-ms", type=int, default=1800, help="the jobs' starting_deadline (default 1800)"
+        "--starting-deadline-ms",
+        type=_ms("--starting-deadline-ms"),
+        default=1800,
+        help="the jobs' starting_deadline (default 1800)",
     )
-    r.add_argument("--start-timeout-ms", type=int, default=500, help="the cluster's start_timeout")
+    r.add_argument(
+        "--start-timeout-ms", type=_ms("--start-timeout-ms"), default=500, help="the cluster's start_timeout"
+    )
     r.add_argument("--dir", type=Path, help="run directory (default: a new one under /tmp)")
     r.add_argument("--json", type=Path, help="write the summaries (one per run) to this file")
 
@@ -132,41 +210,63 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("run_dir", type=Path)
     p = sub.add_parser("plan", help="print the fault schedule of a seed")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--seconds", type=float, default=130)
-    p.add_argument("--nodes", type=int, default=5)
+    _schedule_options(p)
     sub.add_parser("clean", help="remove namespaces left by runs that are no longer alive")
     return ap
 
 
+def _length_and_kinds(args: argparse.Namespace) -> tuple[float, tuple[str, ...]]:
+    """The run length in seconds and the kinds in play, as ``run``, ``soak`` and ``plan`` read them."""
+    seconds: float = 130.0
+    if args.minutes is not None:
+        seconds = args.minutes
+    elif args.seconds is not None:
+        seconds = args.seconds
+    kinds: tuple[str, ...] = args.kinds or KINDS
+    if args.no_replica:
+        kinds = tuple(k for k in kinds if k != "promotion")
+    return seconds, kinds
+
+
+def _check(run_dir: Path) -> int:
+    """``python -m chaos check``: the report of a stored run, or one line saying why there is none."""
+    try:
+        report = check_dir(run_dir)
+    except RunDirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report.render())
+    return 0 if report.ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.cmd == "check":
+        return _check(args.run_dir)
+    if args.cmd == "clean":
+        missing = missing_tools(clean=True)
+        if missing:
+            print(f"error: chaos clean needs {'; '.join(missing)}", file=sys.stderr)
+            return 2
+        for ns in clean_stale():
+            print(f"removed {ns}")
+        return 0
+    seconds, kinds = _length_and_kinds(args)
+    if not kinds:
+        print(
+            "error: --kinds promotion: the promotion fault needs the replica (drop --no-replica)",
+            file=sys.stderr,
+        )
+        return 2
     if args.cmd == "plan":
         nodes = [f"n{i}" for i in range(1, args.nodes + 1)]
-        for f in plan(args.seed, args.seconds, nodes, quorum=args.nodes // 2 + 1):
+        for f in plan(args.seed, seconds, nodes, quorum=args.nodes // 2 + 1, kinds=kinds):
             print(f"{f.at_s:7.1f}s  #{f.index:<3} {f.describe()}")
         return 0
-    if args.cmd == "check":
-        if not (args.run_dir / "run.json").is_file():
-            print(f"error: {args.run_dir} is not a run directory (no run.json)", file=sys.stderr)
-            return 2
-        report = check_dir(args.run_dir)
-        print(report.render())
-        return 0 if report.ok else 1
     missing = missing_tools()
     if missing:
         print(f"error: the chaos harness needs {'; '.join(missing)}", file=sys.stderr)
         return 2
-    if args.cmd == "clean":
-        for ns in clean_stale():
-            print(f"removed {ns}")
-        return 0
-    if args.nodes < 3 or args.nodes > 20:
-        print(f"error: --nodes {args.nodes}: expected 3-20", file=sys.stderr)
-        return 2
-    seconds = args.minutes * 60 if args.minutes is not None else args.seconds or 130.0
-    kinds = args.kinds or KINDS
-    if args.no_replica:
-        kinds = tuple(k for k in kinds if k != "promotion")
     base = args.dir or Path(tempfile.mkdtemp(prefix="qc-chaos-"))
     if args.cmd == "soak":
         return _soak(args, base, seconds, kinds)

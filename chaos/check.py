@@ -43,7 +43,7 @@ from typing import Any
 
 from chaos.plan import IMPAIRING, REDIS_KINDS
 
-__all__ = ["COVERAGE_MIN", "Report", "Run", "check", "check_dir", "load_truth"]
+__all__ = ["COVERAGE_MIN", "Report", "Run", "RunDirError", "check", "check_dir", "load_truth"]
 
 COVERAGE_MIN = 0.99
 WARMUP_MS = 2000
@@ -356,9 +356,28 @@ def check(record: dict[str, Any], runs: list[Run], ledger: dict[str, list[dict[s
     return rep
 
 
+class RunDirError(ValueError):
+    """``run_dir`` holds no complete run the checker can judge (the message names the file and why)."""
+
+
 def check_dir(run_dir: Path) -> Report:
-    """Check the run stored in ``run_dir`` (``run.json``, ``ground-truth.log``, ``ledger.json``)."""
-    record = json.loads((run_dir / "run.json").read_text())
-    ledger_path = run_dir / "ledger.json"
-    ledger = json.loads(ledger_path.read_text()) if ledger_path.exists() else {}
-    return check(record, load_truth(run_dir / "ground-truth.log"), ledger)
+    """Check the run stored in ``run_dir`` (``run.json``, ``ground-truth.log``, ``ledger.json``).
+
+    Raises :class:`RunDirError` when one of them is missing or unreadable: a run that was
+    interrupted or failed writes no ``run.json``, and judging a run without its ledger would
+    report every slot that did not run as unaccounted.
+    """
+    if not (run_dir / "run.json").is_file():
+        raise RunDirError(f"{run_dir} is not a finished run directory (no run.json)")
+    for name in ("ledger.json", "ground-truth.log"):
+        if not (run_dir / name).is_file():
+            raise RunDirError(f"{run_dir}: no {name} (the run did not finish)")
+    try:
+        record = json.loads((run_dir / "run.json").read_text())
+        ledger = json.loads((run_dir / "ledger.json").read_text())
+        runs = load_truth(run_dir / "ground-truth.log")
+        return check(record, runs, ledger)
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        raise RunDirError(
+            f"{run_dir}: not a run the checker can read ({type(exc).__name__}: {exc})"
+        ) from None

@@ -29,6 +29,7 @@ promotion           primary SIGKILLed, replica promoted, old one re-joins
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -138,7 +139,15 @@ def plan(
     recovery_s: float = 3.0,
     first_at_s: float = 4.0,
 ) -> list[Fault]:
-    """Faults that fit in ``seconds``, each followed by ``recovery_s`` + :data:`GAP_S` of quiet."""
+    """Faults that fit in ``seconds``, each followed by ``recovery_s`` + :data:`GAP_S` of quiet.
+
+    Raises ValueError for no kinds or a length that is not a finite number: either used to
+    draw rounds forever (the loop below ends only when a fault no longer fits).
+    """
+    if not kinds or not math.isfinite(seconds):
+        raise ValueError(
+            f"a schedule needs fault kinds and a finite length (kinds {kinds}, seconds {seconds})"
+        )
     rng = random.Random(seed)
     faults: list[Fault] = []
     at = first_at_s
