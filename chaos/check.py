@@ -18,7 +18,8 @@ exit status 1):
 * **phantom** — no run of a slot that is not on the job's schedule;
 * **unaccounted** — every due slot either ran or has a ledger entry
   (missed, lost, skipped...); **no reason** — and that entry says why;
-* **ledger contradicts** — no slot recorded ``missed``/``skipped`` that ran;
+* **ledger contradicts** — no slot recorded ``missed``/``skipped`` that ran, and
+  none recorded ``succeeded`` that never started;
 * **crash** — no node process exited by itself during the run;
 * **coverage** — of the due slots during which a quorum of nodes could
   reach Redis (no impairing fault on them from one second before the fire
@@ -305,7 +306,14 @@ def check(record: dict[str, Any], runs: list[Run], ledger: dict[str, list[dict[s
                 rep.violations.append(f"unaccounted: {job}@{t} did not run and has no ledger entry")
             else:
                 row.ledger_only[str(entry["state"])] += 1
-                if not str(entry.get("reason", "")).strip():
+                if entry["state"] == "succeeded":
+                    # The job's first act is its ground-truth line: exit 0 without it is a ledger
+                    # that claims a run no process made.
+                    rep.violations.append(
+                        f"ledger contradicts: {job}@{t} is recorded succeeded (executor "
+                        f"{entry.get('executor')}, token {entry.get('token')}) but never started"
+                    )
+                elif not str(entry.get("reason", "")).strip():
                     rep.violations.append(
                         f"no reason: {job}@{t} did not run; its ledger entry "
                         f"({entry['state']}) gives no reason"

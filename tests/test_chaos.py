@@ -249,6 +249,18 @@ def test_checker_reports_a_run_the_ledger_calls_missed() -> None:
     assert any(v.startswith(f"ledger contradicts: job0@{DUE[1]}") for v in rep.violations)
 
 
+def test_checker_reports_a_slot_the_ledger_calls_succeeded_that_never_started() -> None:
+    """The job's only act is its ground-truth line, so a ``succeeded`` entry without one is a
+    ledger claiming a run no process made; the report used to file it under "ledger only"."""
+    runs = [r for r in _clean_runs() if r.slot != DUE[2]]
+    ok = {"fire_ms": DUE[2], "state": "succeeded", "reason": "exit 0", "executor": "n3", "token": 3}
+    rep = check(_record(), runs, {"job0": [ok]})
+    assert any(
+        v.startswith(f"ledger contradicts: job0@{DUE[2]} is recorded succeeded (executor n3, token 3)")
+        for v in rep.violations
+    ), rep.render()
+
+
 # -- real runs -------------------------------------------------------------------------
 
 
