@@ -158,3 +158,15 @@ def test_clean_needs_only_root_and_ip(tmp_path: Path) -> None:
     assert code == 0, err
     code, _, err = _chaos("run", "--seconds", "10", env=dict(os.environ, PATH=str(bin_dir)))
     assert code == 2 and "nft" in err, err
+
+
+@pytest.mark.parametrize("cmd", ["run", "soak"])
+def test_a_json_path_that_cannot_be_written_is_refused_before_the_run(cmd: str, tmp_path: Path) -> None:
+    """The summaries are written after the runs; a --json in a missing directory used to end
+    minutes of running in a FileNotFoundError traceback, the summaries lost."""
+    code, out, err = _chaos(
+        cmd, "--seconds", "10", "--dir", str(tmp_path), "--json", str(tmp_path / "no" / "s.json")
+    )
+    assert code == 2 and out == "", (out, err)
+    assert err.strip().splitlines()[-1].startswith(f"error: --json {tmp_path / 'no' / 's.json'}"), err
+    assert not list(tmp_path.iterdir())  # nothing was run
