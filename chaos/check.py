@@ -110,6 +110,9 @@ class Report:
     rows: list[FaultRow] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     uncovered: list[str] = field(default_factory=list)
+    not_run: Counter[tuple[int, str, str, str]] = field(default_factory=Counter)
+    """Due slots that did not run, by (fault row, its kind, ledger state, ledger reason): the
+    report's answer to "why", from ledger.json (the run's Redis is gone when it is read)."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -166,6 +169,15 @@ class Report:
             f"{self.lost_to_fault} lost with their executor (at-most-once, not counted)",
         ]
         out += [f"note: {n}" for n in self.notes]
+        if self.not_run:
+            out.append("not run, by fault row and ledger reason (ledger.json):")
+            reasons = sorted(self.not_run.items(), key=lambda kv: (kv[0][0] < 0, kv[0]))
+            out += [
+                f"  row {i:>3} {kind:<19} {n:>3} {state}: {reason or '(no reason)'}"
+                for (i, kind, state, reason), n in reasons[:max_lines]
+            ]
+            if len(reasons) > max_lines:
+                out.append(f"  ... and {len(reasons) - max_lines} more")
         if self.uncovered:
             out.append("not run although a quorum could reach Redis:")
             out += [f"  {u}" for u in self.uncovered[:max_lines]]
@@ -306,6 +318,9 @@ def check(record: dict[str, Any], runs: list[Run], ledger: dict[str, list[dict[s
                 rep.violations.append(f"unaccounted: {job}@{t} did not run and has no ledger entry")
             else:
                 row.ledger_only[str(entry["state"])] += 1
+                rep.not_run[
+                    (row.index, row.kind, str(entry["state"]), str(entry.get("reason", "")).strip())
+                ] += 1
                 if entry["state"] == "succeeded":
                     # The job's first act is its ground-truth line: exit 0 without it is a ledger
                     # that claims a run no process made.

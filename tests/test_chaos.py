@@ -261,6 +261,31 @@ def test_checker_reports_a_slot_the_ledger_calls_succeeded_that_never_started() 
     ), rep.render()
 
 
+def test_the_report_says_why_each_slot_that_did_not_run_did_not_run() -> None:
+    """A slot missed in a majority partition was only a count ("missed:1") in its fault row,
+    and the docs sent the reader to ``quorum-cron history``, whose Redis is gone once the run
+    ends: the report now counts such slots by fault row and ledger reason."""
+    fault = {
+        "index": 0,
+        "kind": "partition-majority",
+        "targets": ["n1", "n2", "n3"],
+        "params": {},
+        "start_ms": DUE[5] - 100,
+        "end_ms": DUE[6] + 100,
+        "recovered_ms": DUE[6] + 200,
+    }
+    runs = [r for r in _clean_runs() if r.slot not in (DUE[5], DUE[6])]
+    ledger = {
+        "job0": [
+            {"fire_ms": DUE[5], "state": "missed", "reason": "deadline passed before quorum"},
+            {"fire_ms": DUE[6], "state": "missed", "reason": "deadline passed before quorum"},
+        ]
+    }
+    text = check(_record([fault]), runs, ledger).render()
+    assert "not run, by fault row and ledger reason (ledger.json):" in text, text
+    assert "row   0 partition-majority    2 missed: deadline passed before quorum" in text, text
+
+
 # -- real runs -------------------------------------------------------------------------
 
 
