@@ -26,6 +26,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -369,5 +370,6 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C pressed again: the cleanup is done
         print("chaos: interrupted; processes and namespaces removed", file=sys.stderr)
         sys.exit(130)

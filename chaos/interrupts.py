@@ -24,7 +24,13 @@ def raise_on(exc: BaseException) -> None:
     hooks (logging's lock release), which print "Exception ignored" and drop it: a SIGINT
     during bring-up was lost and the run went on for its full length (seen under coverage on
     a loaded machine, where a fork takes long enough to be hit).
+
+    Only the first signal counts: once one is pending the run is on its way out, and a second
+    Ctrl-C (users press it again) raised inside the cleanup and aborted it half-way, leaving
+    every namespace behind under "processes and namespaces removed".
     """
+    if pending:
+        return
     pending.append(exc)
     raise exc
 

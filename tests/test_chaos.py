@@ -442,7 +442,10 @@ def test_interrupted_run_leaves_nothing_and_a_killed_one_is_cleaned(tmp_path: Pa
                 assert time.monotonic() < deadline, f"the harness did not come up within {share:.0f} s"
                 time.sleep(0.2)
             assert len(_our_namespaces(proc.pid)) == 8  # hub, r1, r2, n1..n5
-            proc.send_signal(sig)
+            # Ctrl-C pressed three times: the later ones must not cut the cleanup short.
+            for _ in range(3 if sig == signal.SIGINT else 1):
+                proc.send_signal(sig)
+                time.sleep(0.05)
             try:
                 proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -456,7 +459,8 @@ def test_interrupted_run_leaves_nothing_and_a_killed_one_is_cleaned(tmp_path: Pa
                 proc.wait()
                 _chaos("clean", budget=CLEANUP_S + 10)  # what this test failed to see done
         if sig == signal.SIGINT:
-            assert proc.returncode == 130
+            # 130, or ended by the SIGINT itself when a repeat lands after the cleanup finished
+            assert proc.returncode in (130, -signal.SIGINT)
             assert _our_namespaces(proc.pid) == []
             assert not (tmp_path / sig.name / "quorum-seed1" / "run.json").exists()
         else:
