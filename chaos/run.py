@@ -68,7 +68,9 @@ class Harness:
 
     def __init__(self, opts: Options) -> None:
         self.o = opts
-        self.dir = opts.workdir
+        # Absolute: redis-server chdirs to its --dir before it binds its socket, and the jobs'
+        # ground-truth path must not depend on the agents' cwd (a relative --dir failed at start).
+        self.dir = opts.workdir.absolute()
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "logs").mkdir(exist_ok=True)
         # A reused run directory starts empty: old ground truth would be judged with the new run,

@@ -170,3 +170,14 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_the_run(cmd: str, 
     assert code == 2 and out == "", (out, err)
     assert err.strip().splitlines()[-1].startswith(f"error: --json {tmp_path / 'no' / 's.json'}"), err
     assert not list(tmp_path.iterdir())  # nothing was run
+
+
+def test_a_relative_run_directory_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--dir runs`` failed at bring-up ("redis-server r1 exited with 1 at start": Redis chdirs
+    to its data dir, then binds its Unix socket by the relative path); every path the harness
+    hands to a process is now absolute."""
+    monkeypatch.chdir(tmp_path)
+    h = Harness(Options(seed=1, seconds=30, workdir=Path("runs") / "quorum-seed1"))
+    h.fault_log.close()
+    assert h.dir == tmp_path / "runs" / "quorum-seed1"
+    assert h.truth.is_absolute() and Path(h._job_command()[-1]).is_absolute()
