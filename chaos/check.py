@@ -18,8 +18,9 @@ exit status 1):
 * **phantom** — no run of a slot that is not on the job's schedule;
 * **unaccounted** — every due slot either ran or has a ledger entry
   (missed, lost, skipped...); **no reason** — and that entry says why;
-* **ledger contradicts** — no slot recorded ``missed``/``skipped`` that ran, and
-  none recorded ``succeeded`` that never started;
+* **ledger contradicts** — no slot recorded ``missed``/``skipped`` that ran,
+  none recorded ``succeeded`` that never started, and none whose entry names
+  another executor or token than its one run;
 * **crash** — no node process exited by itself during the run;
 * **coverage** — of the due slots during which a quorum of nodes could
   reach Redis (no impairing fault on them from one second before the fire
@@ -338,6 +339,15 @@ def check(record: dict[str, Any], runs: list[Run], ledger: dict[str, list[dict[s
                 f"ledger contradicts: {job}@{t} ran on {mine[0].node} but is recorded {entry['state']} "
                 f"({entry.get('reason', '')})"
             )
+        elif entry is not None and len(mine) == 1 and mine[0].token is not None and "executor" in entry:
+            # At-most-once: the one run is the one the store fenced, so the entry must name its
+            # node and token (a takeover gets a new token only for a slot that never started).
+            r = mine[0]
+            if (entry["executor"], entry.get("token")) != (r.node, r.token):
+                rep.violations.append(
+                    f"ledger contradicts: {job}@{t} ran on {r.node} with token {r.token} but the ledger "
+                    f"names {entry['executor']}, token {entry.get('token')} ({entry['state']})"
+                )
         lo, hi = t - LEAD_MS, t + deadline
         hurt: set[str] = set()
         for since, until, who in spans:

@@ -261,6 +261,17 @@ def test_checker_reports_a_slot_the_ledger_calls_succeeded_that_never_started() 
     ), rep.render()
 
 
+def test_checker_reports_a_ledger_entry_that_names_another_executor_than_the_run() -> None:
+    ledger = {
+        "job0": [{"fire_ms": DUE[2], "state": "succeeded", "reason": "exit 0", "executor": "n3", "token": 3}]
+    }
+    assert check(_record(), _clean_runs(), ledger).ok  # run 2 is n3's, token 3: agrees
+    ledger["job0"][0] |= {"executor": "n4", "token": 7}
+    rep = check(_record(), _clean_runs(), ledger)
+    said = f"ledger contradicts: job0@{DUE[2]} ran on n3 with token 3 but the ledger names n4, token 7"
+    assert [v for v in rep.violations if v.startswith("ledger contradicts:")] == [f"{said} (succeeded)"]
+
+
 def test_the_report_says_why_each_slot_that_did_not_run_did_not_run() -> None:
     """A slot missed in a majority partition was only a count ("missed:1") in its fault row,
     and the docs sent the reader to ``quorum-cron history``, whose Redis is gone once the run
