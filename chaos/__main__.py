@@ -39,7 +39,7 @@ from chaos.check import RunDirError, check_dir
 from chaos.netns import clean_stale
 from chaos.plan import KINDS, plan
 from chaos.run import Options, libfaketime, run
-from chaos.soak import parse_seeds, soak, soak_summary
+from chaos.soak import Repetition, parse_seeds, soak, soak_summary
 from quorum_cron.store.embedded.single import RedisServerNotFound, find_redis_server
 
 __all__ = ["main", "missing_tools"]
@@ -336,9 +336,22 @@ def _soak(args: argparse.Namespace, base: Path, seconds: float, kinds: tuple[str
         f"{seconds:.0f} s each, kinds {','.join(kinds)}; run dirs under {base}",
         flush=True,
     )
-    reps = soak(opts, args.seeds, args.repeat)
+    reps: list[Repetition] = []
+    try:
+        soak(opts, args.seeds, args.repeat, into=reps)
+    except (KeyboardInterrupt, SystemExit):
+        # The repetitions already carried out keep their summary and --json (a long soak
+        # interrupted near its end used to lose both); the run in progress left nothing.
+        print(f"\nchaos soak: interrupted after {len(reps)} repetition(s)", file=sys.stderr)
+        _soak_report(args, reps)
+        raise
+    return 0 if _soak_report(args, reps) else 1
+
+
+def _soak_report(args: argparse.Namespace, reps: list[Repetition]) -> bool:
+    """Print the soak's closing block, write ``--json``; whether the soak passed."""
     text, passed = soak_summary(reps, full=args.full)
-    print(text)
+    print(text, flush=True)
     if args.json is not None:
         docs = [
             {"rep": r.number, "seed": r.seed, "dir": str(r.workdir), "wall_s": round(r.wall_s, 1)}
@@ -347,7 +360,7 @@ def _soak(args: argparse.Namespace, base: Path, seconds: float, kinds: tuple[str
             for r in reps
         ]  # fmt: skip
         args.json.write_text(json.dumps(docs, indent=1))
-    return 0 if passed else 1
+    return passed
 
 
 def _write_result(name: str, doc: dict[str, Any], variant: str) -> Path:

@@ -116,10 +116,15 @@ def soak(
     *,
     echo: Callable[[str], None] = print,
     runner: Callable[[Options], object] | None = None,
+    into: list[Repetition] | None = None,
 ) -> list[Repetition]:
-    """Run ``base`` (its seed and workdir replaced) ``repeat`` times per seed; one line per repetition."""
+    """Run ``base`` (its seed and workdir replaced) ``repeat`` times per seed; one line per repetition.
+
+    Each repetition is appended to ``into`` (a new list by default) as it ends, so a caller
+    interrupted half-way (Ctrl-C, SIGTERM) still holds the repetitions already carried out.
+    """
     carry_out = runner or (lambda o: run(o, echo=False))
-    reps: list[Repetition] = []
+    reps: list[Repetition] = [] if into is None else into
     number = 0
     for seed in seeds:
         for _ in range(repeat):

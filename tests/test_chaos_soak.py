@@ -83,3 +83,32 @@ def test_seed_lists() -> None:
     for bad in ("3-1", "x", "1-", "-2"):
         with pytest.raises(ValueError, match=f"seeds '{bad}'"):
             parse_seeds(bad)
+
+
+def test_an_interrupted_soak_keeps_the_summary_and_json_of_the_repetitions_it_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C in the third repetition of a long soak used to lose the closing block and
+    ``--json`` of the two carried out; they are written, then the interrupt goes on (exit 130)."""
+    import argparse
+
+    from chaos import __main__ as cli
+    from chaos import soak as soak_module
+
+    def carry_out(opts: Options, echo: bool = True) -> None:
+        if opts.seed == 5:
+            raise KeyboardInterrupt
+        _plant(opts)
+
+    monkeypatch.setattr(soak_module, "run", carry_out)
+    out = tmp_path / "soak.json"
+    args = argparse.Namespace(
+        scheduler="quorum", nodes=5, no_replica=False, starting_deadline_ms=1800, start_timeout_ms=500,
+        seeds=[1, 2, 5], repeat=1, full=False, json=out,
+    )  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        cli._soak(args, tmp_path / "runs", 1.0, ("kill",))
+    text = capsys.readouterr()
+    assert "interrupted after 2 repetition(s)" in text.err
+    assert "soak: 2 repetitions, 2 carried out" in text.out, text.out
+    assert [d["seed"] for d in json.loads(out.read_text())] == [1, 2]
