@@ -278,38 +278,42 @@ def main(argv: list[str] | None = None) -> int:
     summaries = []
     reports: list[list[str]] = []
     failed = False
-    for seed in args.seed or [1]:
-        opts = Options(
-            seed=seed,
-            seconds=seconds,
-            workdir=base / f"{args.scheduler}-seed{seed}",
-            scheduler=args.scheduler,
-            nodes=args.nodes,
-            replica=not args.no_replica,
-            kinds=kinds,
-            starting_deadline_ms=args.starting_deadline_ms,
-            start_timeout_ms=args.start_timeout_ms,
-        )
-        started = time.monotonic()
-        try:
-            run(opts)
-        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
-            # The run could not be carried out (a node that would not restart, Redis that would
-            # not come back...): everything is already removed; the logs stay in the run dir.
-            print(f"error: run {opts.workdir} failed: {exc} (logs in its logs/)", file=sys.stderr)
-            failed = True
-            continue
-        report = check_dir(opts.workdir)
-        print(report.render(), flush=True)
-        summary = report.summary() | {
-            "wall_s": round(time.monotonic() - started, 1),
-            "dir": str(opts.workdir),
-        }
-        summaries.append(summary)
-        reports.append(report.render(max_lines=1000).splitlines())
-        failed |= not report.ok
-    if args.json is not None:
-        args.json.write_text(json.dumps(summaries, indent=1))
+    try:
+        for seed in args.seed or [1]:
+            opts = Options(
+                seed=seed,
+                seconds=seconds,
+                workdir=base / f"{args.scheduler}-seed{seed}",
+                scheduler=args.scheduler,
+                nodes=args.nodes,
+                replica=not args.no_replica,
+                kinds=kinds,
+                starting_deadline_ms=args.starting_deadline_ms,
+                start_timeout_ms=args.start_timeout_ms,
+            )
+            started = time.monotonic()
+            try:
+                run(opts)
+            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                # The run could not be carried out (a node that would not restart, Redis that would
+                # not come back...): everything is already removed; the logs stay in the run dir.
+                print(f"error: run {opts.workdir} failed: {exc} (logs in its logs/)", file=sys.stderr)
+                failed = True
+                continue
+            report = check_dir(opts.workdir)
+            print(report.render(), flush=True)
+            summary = report.summary() | {
+                "wall_s": round(time.monotonic() - started, 1),
+                "dir": str(opts.workdir),
+            }
+            summaries.append(summary)
+            reports.append(report.render(max_lines=1000).splitlines())
+            failed |= not report.ok
+    finally:
+        # Also when interrupted: `--seed 1 --seed 2 --minutes 60` stopped in its second hour
+        # keeps the first run's summary (the run in progress left no record).
+        if args.json is not None:
+            args.json.write_text(json.dumps(summaries, indent=1))
     if args.results and summaries:
         variant = args.scheduler + ("-standalone" if args.no_replica else "")
         command = ["python", "-m", "chaos", *(argv if argv is not None else sys.argv[1:])]

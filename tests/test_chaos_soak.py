@@ -112,3 +112,24 @@ def test_an_interrupted_soak_keeps_the_summary_and_json_of_the_repetitions_it_fi
     assert "interrupted after 2 repetition(s)" in text.err
     assert "soak: 2 repetitions, 2 carried out" in text.out, text.out
     assert [d["seed"] for d in json.loads(out.read_text())] == [1, 2]
+
+
+def test_an_interrupted_run_of_several_seeds_keeps_the_json_of_the_seeds_it_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run --seed 1 --seed 2 --json F`` interrupted in seed 2 wrote no F at all."""
+    from chaos import __main__ as cli
+
+    if cli.missing_tools():
+        pytest.skip(f"python -m chaos run checks for the harness's tools first: {cli.missing_tools()}")
+
+    def carry_out(opts: Options) -> None:
+        if opts.seed == 2:
+            raise KeyboardInterrupt
+        _plant(opts)
+
+    monkeypatch.setattr(cli, "run", carry_out)
+    out = tmp_path / "s.json"
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(["run", "--seed", "1", "--seed", "2", "--dir", str(tmp_path), "--json", str(out)])
+    assert [d["seed"] for d in json.loads(out.read_text())] == [1]
