@@ -38,7 +38,7 @@ from typing import Any
 from chaos.check import RunDirError, check_dir
 from chaos.netns import clean_stale
 from chaos.plan import KINDS, plan
-from chaos.run import Options, libfaketime, run
+from chaos.run import Options, dir_too_long, libfaketime, run
 from chaos.soak import Repetition, parse_seeds, soak, soak_summary
 from quorum_cron.store.embedded.single import RedisServerNotFound, find_redis_server
 
@@ -268,6 +268,16 @@ def main(argv: list[str] | None = None) -> int:
         # Written only after the runs: a bad path found then lost every summary to a traceback.
         print(f"error: --json {args.json}: expected a file in an existing directory", file=sys.stderr)
         return 2
+    if args.dir is not None:
+        # Checked on the deepest run directory: run's <scheduler>-seed<N>, soak's rep<NNN>-seed<N>.
+        if args.cmd == "run":
+            deepest = f"{args.scheduler}-seed{max(args.seed or [1], key=lambda n: len(str(n)))}"
+        else:
+            deepest = f"rep{len(args.seeds) * args.repeat:03d}-seed{max(args.seeds)}"
+        too_long = dir_too_long(args.dir / deepest)
+        if too_long:
+            print(f"error: --dir {args.dir}: {too_long}", file=sys.stderr)
+            return 2
     missing = missing_tools()
     if missing:
         print(f"error: the chaos harness needs {'; '.join(missing)}", file=sys.stderr)

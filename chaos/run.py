@@ -42,12 +42,29 @@ from chaos.servers import Procs, RedisServer
 from quorum_cron.store.embedded.single import find_redis_server
 from quorum_cron.store.redis import RedisStore
 
-__all__ = ["Options", "RunRecord", "libfaketime", "run", "run_start_ms"]
+__all__ = ["Options", "RunRecord", "dir_too_long", "libfaketime", "run", "run_start_ms"]
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "chaos"
 PROXY_BASE = 7000
 EXIT_ID_TAKEN = 3
+
+
+SOCKET_PATH_MAX = 107
+"""The longest Unix socket path Linux binds (``sun_path`` is 108 bytes with its NUL)."""
+SOCKETS = ("proxy.sock", "r1.sock", "r2.sock")
+"""The Unix sockets a run puts in its directory (the proxy's control, each Redis server's)."""
+
+
+def dir_too_long(workdir: Path) -> str | None:
+    """Why ``workdir`` cannot hold the run's Unix sockets (its path is too long), or None."""
+    longest = max(len(os.fsencode(workdir.absolute() / name)) for name in SOCKETS)
+    if longest <= SOCKET_PATH_MAX:
+        return None
+    return (
+        f"{workdir.absolute()}/proxy.sock would be {longest} bytes: expected a run directory whose "
+        f"Unix sockets fit the {SOCKET_PATH_MAX} bytes Linux allows (a shorter --dir)"
+    )
 
 
 def libfaketime() -> str | None:
@@ -71,6 +88,9 @@ class Harness:
         # Absolute: redis-server chdirs to its --dir before it binds its socket, and the jobs'
         # ground-truth path must not depend on the agents' cwd (a relative --dir failed at start).
         self.dir = opts.workdir.absolute()
+        too_long = dir_too_long(self.dir)
+        if too_long:  # redis-server would exit at start: "unix socket path too long"
+            raise RuntimeError(too_long)
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "logs").mkdir(exist_ok=True)
         # A reused run directory starts empty: old ground truth would be judged with the new run,

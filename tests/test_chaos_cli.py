@@ -181,3 +181,18 @@ def test_a_relative_run_directory_is_made_absolute(tmp_path: Path, monkeypatch: 
     h.fault_log.close()
     assert h.dir == tmp_path / "runs" / "quorum-seed1"
     assert h.truth.is_absolute() and Path(h._job_command()[-1]).is_absolute()
+
+
+@pytest.mark.parametrize("cmd", ["run", "soak"])
+def test_a_run_directory_too_long_for_its_unix_sockets_is_refused_naming_the_limit(
+    cmd: str, tmp_path: Path
+) -> None:
+    """Redis and the proxy bind Unix sockets in the run directory; with a --dir over ~96 bytes
+    redis-server exited at start ("unix socket path too long") and the harness said only
+    "redis-server r1 exited with 1 at start"."""
+    long_dir = tmp_path / ("d" * max(1, 100 - len(str(tmp_path))))
+    code, out, err = _chaos(cmd, "--seconds", "10", "--dir", str(long_dir))
+    assert code == 2 and out == "", (out, err)
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"error: --dir {long_dir}:") and "107 bytes" in last and "proxy.sock" in last, err
+    assert not long_dir.exists()
