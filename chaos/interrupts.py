@@ -47,7 +47,7 @@ def on_interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def on_term(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM: ``SystemExit(143)`` once everything is removed."""
+    """SIGTERM, SIGHUP: ``SystemExit(128 + signum)`` once everything is removed."""
     raise_on(SystemExit(128 + signum))
 
 

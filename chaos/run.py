@@ -15,7 +15,7 @@ timeouts) stays real, as on a host whose NTP steps the clock.
 
 Everything is bounded: the schedule ends at ``seconds``, each wait has a
 deadline, the whole run has a ceiling (``SIGALRM``), and the ``with``
-block removes every process and namespace on exit, error, Ctrl-C or SIGTERM.
+block removes every process and namespace on exit, error, Ctrl-C, SIGTERM or SIGHUP.
 """
 
 from __future__ import annotations
@@ -120,7 +120,9 @@ class Harness:
     def __enter__(self) -> Harness:
         for ns in clean_stale():
             print(f"chaos: removed namespace {ns} left by an earlier run", file=sys.stderr)
-        self._old_term = signal.signal(signal.SIGTERM, on_term)
+        # SIGHUP too: a closed terminal or a dropped ssh session killed the harness outright,
+        # leaving every namespace behind (its children died with it, by PDEATHSIG).
+        self._old_term = {sig: signal.signal(sig, on_term) for sig in (signal.SIGTERM, signal.SIGHUP)}
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -131,7 +133,8 @@ class Harness:
         self.procs.close()
         self.net.close()
         self.fault_log.close()
-        signal.signal(signal.SIGTERM, self._old_term)
+        for sig, old in self._old_term.items():
+            signal.signal(sig, old)
 
     # -- setup -----------------------------------------------------------------------
 

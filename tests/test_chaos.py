@@ -64,7 +64,7 @@ RUN_BUDGET_S = 175
 BASELINE_BUDGET_S = 65
 """The baseline run: BASELINE_SECONDS + the same overheads; 44 s measured."""
 INTERRUPT_BUDGET_S = 30
-"""Two runs brought up and interrupted (SIGINT; SIGKILL, then ``chaos clean``); 2 s measured."""
+"""Three runs brought up and interrupted (SIGINT; SIGHUP; SIGKILL, then ``chaos clean``); 4 s measured."""
 BRINGUP_BUDGET_S = 25
 """A run whose agents refuse their configuration (3 nodes, no replica): it must stop at bring-up;
 2.5 s measured at load average 6."""
@@ -432,9 +432,9 @@ def test_leader_baseline_under_the_same_schedule_misses_slots_the_checker_report
 @pytest.mark.timeout(INTERRUPT_BUDGET_S)
 def test_interrupted_run_leaves_nothing_and_a_killed_one_is_cleaned(tmp_path: Path) -> None:
     _require_harness()
-    # Each of the two runs gets half the budget, bring-up and cleanup included.
-    share = (INTERRUPT_BUDGET_S - 5) / 2
-    for sig in (signal.SIGINT, signal.SIGKILL):
+    # Each of the three runs gets a third of the budget, bring-up and cleanup included.
+    share = (INTERRUPT_BUDGET_S - 5) / 3
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGKILL):
         # A reused directory: the earlier run's record must not outlive a run that does not finish.
         (tmp_path / sig.name / "quorum-seed1").mkdir(parents=True)
         (tmp_path / sig.name / "quorum-seed1" / "run.json").write_text("{}")
@@ -474,6 +474,9 @@ def test_interrupted_run_leaves_nothing_and_a_killed_one_is_cleaned(tmp_path: Pa
             assert proc.returncode in (130, -signal.SIGINT)
             assert _our_namespaces(proc.pid) == []
             assert not (tmp_path / sig.name / "quorum-seed1" / "run.json").exists()
+        elif sig == signal.SIGHUP:  # a closed terminal: it used to kill the harness, namespaces left
+            assert proc.returncode == 128 + signal.SIGHUP, proc.communicate()[1]
+            assert _our_namespaces(proc.pid) == []
         else:
             left = _our_namespaces(proc.pid)
             assert left, "a SIGKILLed harness cannot clean up; expected namespaces left behind"
