@@ -38,7 +38,8 @@ from typing import Any
 from chaos.check import RunDirError, check_dir
 from chaos.netns import clean_stale
 from chaos.plan import KINDS, plan
-from chaos.run import Options, dir_too_long, libfaketime, run
+from chaos.run import Options, libfaketime, run
+from chaos.servers import dir_too_long
 from chaos.soak import Repetition, parse_seeds, soak, soak_summary
 from quorum_cron.store.embedded.single import RedisServerNotFound, find_redis_server
 

@@ -38,33 +38,16 @@ from chaos.netns import HUB_IP, Net, clean_stale
 from chaos.options import Options, RunRecord
 from chaos.plan import GAP_S, Fault, plan
 from chaos.proxy import ProxyControl
-from chaos.servers import Procs, RedisServer
+from chaos.servers import Procs, RedisServer, dir_too_long
 from quorum_cron.store.embedded.single import find_redis_server
 from quorum_cron.store.redis import RedisStore
 
-__all__ = ["Options", "RunRecord", "dir_too_long", "libfaketime", "run", "run_start_ms"]
+__all__ = ["Options", "RunRecord", "libfaketime", "run", "run_start_ms"]
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "chaos"
 PROXY_BASE = 7000
 EXIT_ID_TAKEN = 3
-
-
-SOCKET_PATH_MAX = 107
-"""The longest Unix socket path Linux binds (``sun_path`` is 108 bytes with its NUL)."""
-SOCKETS = ("proxy.sock", "r1.sock", "r2.sock")
-"""The Unix sockets a run puts in its directory (the proxy's control, each Redis server's)."""
-
-
-def dir_too_long(workdir: Path) -> str | None:
-    """Why ``workdir`` cannot hold the run's Unix sockets (its path is too long), or None."""
-    longest = max(len(os.fsencode(workdir.absolute() / name)) for name in SOCKETS)
-    if longest <= SOCKET_PATH_MAX:
-        return None
-    return (
-        f"{workdir.absolute()}/proxy.sock would be {longest} bytes: expected a run directory whose "
-        f"Unix sockets fit the {SOCKET_PATH_MAX} bytes Linux allows (a shorter --dir)"
-    )
 
 
 def libfaketime() -> str | None:
@@ -385,15 +368,18 @@ class Harness:
         for node, proc in self.nodes.items():
             if proc.poll() is not None and node not in self.crashed:
                 self.crashed.add(node)
-                self.crashes.append(
-                    f"node {node} exited by itself with {proc.returncode}: {self.last_log(node)}"
-                )
+                why = f"exited by itself with {proc.returncode}"
+                if '"event":"stopping"' in self.last_log(node, lines=5):
+                    # The harness sends no SIGTERM before the end: someone else stopped it (seen:
+                    # another session's `pkill -f "node-id n1"` on a shared machine).
+                    why = f"was stopped by a signal the harness did not send (exit {proc.returncode})"
+                self.crashes.append(f"node {node} {why}: {self.last_log(node)}")
 
-    def last_log(self, node: str) -> str:
-        """The last line of ``node``'s log (what an agent that exits prints last: its error)."""
+    def last_log(self, node: str, lines: int = 1) -> str:
+        """The last ``lines`` of ``node``'s log (what an agent that exits prints last: its error)."""
         log = self.dir / "logs" / f"node-{node}.log"
-        tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
-        return " ".join(tail)[:300]
+        tail = log.read_text(errors="replace").strip().splitlines()[-lines:] if log.exists() else []
+        return " ".join(tail)[: 300 * lines]
 
     # -- after the run ---------------------------------------------------------------
 

@@ -29,7 +29,7 @@ import redis
 
 from chaos.netns import Net
 
-__all__ = ["Procs", "RedisServer"]
+__all__ = ["SOCKETS", "SOCKET_PATH_MAX", "Procs", "RedisServer", "dir_too_long"]
 
 
 _PR_SET_PDEATHSIG = 1
@@ -38,6 +38,23 @@ _PR_SET_PDEATHSIG = 1
 def _die_with_parent() -> None:
     """In the child before exec: SIGKILL it when the harness dies, even by SIGKILL (Linux prctl)."""
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+SOCKET_PATH_MAX = 107
+"""The longest Unix socket path Linux binds (``sun_path`` is 108 bytes with its NUL)."""
+SOCKETS = ("proxy.sock", "r1.sock", "r2.sock")
+"""The Unix sockets a run puts in its directory (the proxy's control, each Redis server's)."""
+
+
+def dir_too_long(workdir: Path) -> str | None:
+    """Why ``workdir`` cannot hold the run's Unix sockets (its path is too long), or None."""
+    longest = max(len(os.fsencode(workdir.absolute() / name)) for name in SOCKETS)
+    if longest <= SOCKET_PATH_MAX:
+        return None
+    return (
+        f"{workdir.absolute()}/proxy.sock would be {longest} bytes: expected a run directory whose "
+        f"Unix sockets fit the {SOCKET_PATH_MAX} bytes Linux allows (a shorter --dir)"
+    )
 
 
 class Procs:

@@ -196,3 +196,22 @@ def test_a_run_directory_too_long_for_its_unix_sockets_is_refused_naming_the_lim
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"error: --dir {long_dir}:") and "107 bytes" in last and "proxy.sock" in last, err
     assert not long_dir.exists()
+
+
+def test_a_node_stopped_by_someone_elses_signal_is_not_called_a_crash_of_its_own(tmp_path: Path) -> None:
+    """On a shared machine another session's ``pkill -f "node-id n1"`` SIGTERMed two of this
+    harness's agents mid-run; the report said "exited by itself with 0" and showed only the
+    agent's last line ("left"), hiding the signal the agent had logged."""
+    h = Harness(Options(seed=1, seconds=30, workdir=tmp_path / "quorum-seed1"))
+    h.fault_log.close()
+    for node, lines in (
+        ("n1", ['{"event":"stopping","msg":"SIGTERM received"}', '{"event":"left","msg":"node n1 left"}']),
+        ("n2", ['{"event":"error","msg":"store refused"}']),
+    ):
+        (h.dir / "logs" / f"node-{node}.log").write_text("\n".join(lines) + "\n")
+        proc = subprocess.Popen(["true"])
+        proc.wait()
+        h.nodes[node] = proc
+    h.check_alive()
+    assert h.crashes[0].startswith("node n1 was stopped by a signal the harness did not send (exit 0):")
+    assert h.crashes[1] == 'node n2 exited by itself with 0: {"event":"error","msg":"store refused"}'
