@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         for f in plan(args.seed, seconds, nodes, quorum=args.nodes // 2 + 1, kinds=kinds):
             print(f"{f.at_s:7.1f}s  #{f.index:<3} {f.describe()}")
         return 0
-    if args.json is not None and not args.json.parent.is_dir():
+    if args.json is not None and (args.json.is_dir() or not args.json.parent.is_dir()):
         # Written only after the runs: a bad path found then lost every summary to a traceback.
         print(f"error: --json {args.json}: expected a file in an existing directory", file=sys.stderr)
         return 2

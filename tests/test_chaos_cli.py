@@ -161,15 +161,19 @@ def test_clean_needs_only_root_and_ip(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("cmd", ["run", "soak"])
-def test_a_json_path_that_cannot_be_written_is_refused_before_the_run(cmd: str, tmp_path: Path) -> None:
-    """The summaries are written after the runs; a --json in a missing directory used to end
-    minutes of running in a FileNotFoundError traceback, the summaries lost."""
+@pytest.mark.parametrize("where", ["no/s.json", "adir"])
+def test_a_json_path_that_cannot_be_written_is_refused_before_the_run(
+    cmd: str, where: str, tmp_path: Path
+) -> None:
+    """The summaries are written after the runs; a --json in a missing directory (or naming a
+    directory) used to end minutes of running in a traceback, the summaries lost."""
+    (tmp_path / "adir").mkdir()
     code, out, err = _chaos(
-        cmd, "--seconds", "10", "--dir", str(tmp_path), "--json", str(tmp_path / "no" / "s.json")
+        cmd, "--seconds", "10", "--dir", str(tmp_path / "runs"), "--json", str(tmp_path / where)
     )
     assert code == 2 and out == "", (out, err)
-    assert err.strip().splitlines()[-1].startswith(f"error: --json {tmp_path / 'no' / 's.json'}"), err
-    assert not list(tmp_path.iterdir())  # nothing was run
+    assert err.strip().splitlines()[-1].startswith(f"error: --json {tmp_path / where}"), err
+    assert not (tmp_path / "runs").exists()  # nothing was run
 
 
 def test_a_relative_run_directory_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
