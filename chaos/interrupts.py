@@ -8,13 +8,37 @@ swallowed there; :func:`check_signals` raises it again at the next wait.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from types import FrameType
 
-__all__ = ["Ceiling", "check_signals", "on_alarm", "on_interrupt", "on_term", "pending", "sleep_until"]
+__all__ = [
+    "Ceiling",
+    "check_signals",
+    "held",
+    "on_alarm",
+    "on_interrupt",
+    "on_term",
+    "pending",
+    "sleep_until",
+]
 
 pending: list[BaseException] = []
 """A signal's exception that was raised once and may have been dropped (see :func:`raise_on`)."""
+_held = [False]
+"""True while :func:`held` runs its block: a signal is recorded in :data:`pending`, not raised."""
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Run the block without a signal raising inside it (the cleanup: raised in the middle of it,
+    a Ctrl-C left the rest of the processes and namespaces behind); it stays in :data:`pending`."""
+    _held[0] = True
+    try:
+        yield
+    finally:
+        _held[0] = False
 
 
 def raise_on(exc: BaseException) -> None:
@@ -32,7 +56,8 @@ def raise_on(exc: BaseException) -> None:
     if pending:
         return
     pending.append(exc)
-    raise exc
+    if not _held[0]:
+        raise exc
 
 
 def check_signals() -> None:

@@ -33,7 +33,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from chaos.interrupts import check_signals, on_alarm, on_interrupt, on_term, pending, sleep_until
+from chaos.interrupts import check_signals, held, on_alarm, on_interrupt, on_term, pending, sleep_until
 from chaos.netns import HUB_IP, Net, clean_stale
 from chaos.options import Options, RunRecord
 from chaos.plan import GAP_S, Fault, plan
@@ -112,12 +112,16 @@ class Harness:
         self.close()
 
     def close(self) -> None:
-        signal.alarm(0)
-        self.procs.close()
-        self.net.close()
-        self.fault_log.close()
-        for sig, old in self._old_term.items():
-            signal.signal(sig, old)
+        interrupted = bool(pending)  # the cleanup of an interrupted run: its signal is on its way
+        with held():  # a signal now (Ctrl-C again, SIGTERM...) waits until everything is removed
+            signal.alarm(0)
+            self.procs.close()
+            self.net.close()
+            self.fault_log.close()
+            for sig, old in self._old_term.items():
+                signal.signal(sig, old)
+        if pending and not interrupted:
+            raise pending[0]
 
     # -- setup -----------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -228,3 +229,36 @@ def test_a_node_stopped_by_someone_elses_signal_is_not_called_a_crash_of_its_own
     h.check_alive()
     assert h.crashes[0].startswith("node n1 was stopped by a signal the harness did not send (exit 0):")
     assert h.crashes[1] == 'node n2 exited by itself with 0: {"event":"error","msg":"store refused"}'
+
+
+def test_a_signal_during_the_cleanup_waits_until_everything_is_removed(tmp_path: Path) -> None:
+    """Ctrl-C while the harness kills its processes (at the end of a run, or a first Ctrl-C's
+    cleanup) raised in the middle of it: the processes after that one lived on. The signal now
+    waits until the cleanup is done, then raises."""
+    if shutil.which("ip") is None:
+        pytest.skip("the harness's cleanup lists namespaces with ip")
+    from chaos import interrupts
+    from chaos.servers import Procs
+
+    h = _harness(tmp_path / "quorum-seed1")
+    old = signal.signal(signal.SIGINT, interrupts.on_interrupt)
+    interrupts.pending.clear()
+    procs = []
+    try:
+        with pytest.raises(KeyboardInterrupt), h:
+            procs = [h.procs.start(name, ["sleep", "60"]) for name in ("a", "b", "c")]
+
+            def kill_after_ctrl_c(proc: subprocess.Popen[bytes]) -> None:
+                if proc is procs[0]:
+                    os.kill(os.getpid(), signal.SIGINT)  # pressed as the cleanup begins
+                Procs.kill(proc)
+
+            h.procs.kill = kill_after_ctrl_c  # type: ignore[method-assign]
+    finally:
+        signal.signal(signal.SIGINT, old)
+        interrupts.pending.clear()
+        for proc in procs:
+            if proc.poll() is None:
+                Procs.kill(proc)
+                pytest.fail(f"{proc.args} outlived the interrupted cleanup")
+    assert [p.returncode for p in procs] == [-signal.SIGKILL] * 3
