@@ -105,7 +105,13 @@ class Runs:
         self._send(job, fire_ms, token, succeeded, redact_text(detail))
 
     def note_start(self, view: SlotView) -> None:
-        """The store accepted our start: keep the view for the ``run`` log line (votes, attempt)."""
+        """The store accepted our start: keep the view for the ``run`` log line (votes, attempt).
+
+        A renew's reply comes here too: the start it confirmed (heard of late, or only by a read)
+        runs next. A renew of a run already going keeps nothing: its line is written.
+        """
+        if (view.job, view.fire_ms) in self._runs:
+            return
         self._views[(view.job, view.fire_ms)] = view
         while len(self._views) > MAX_START_VIEWS:
             self._views.popitem(last=False)

@@ -63,7 +63,7 @@ from quorum_cron.agent.observe import SUMMARY_INTERVAL_S, Observer
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker, waited
 from quorum_cron.clock.base import Clock, SystemClock
-from quorum_cron.core.actions import Refused, handlers
+from quorum_cron.core.actions import Refused, Renew, handlers
 from quorum_cron.core.model import MembershipRecord, SlotState, TransitionResult, VoteStatus
 from quorum_cron.core.node import (
     Abstain,
@@ -314,8 +314,7 @@ class Agent:
         await self.alerts.aclose()
         self._worker.shutdown()
         self._summary()  # what the last partial interval saw
-        # A node refused at its first heartbeat (its id is held) never joined: "left ... exit 0"
-        # before the command's "error: ... (exit 3)" would say the opposite of what happened.
+        # (Refused at its first heartbeat, it never joined: "left ... exit 0" would belie "exit 3".)
         if self._joined:
             event(log, logging.INFO, "left", f"node {self.node} left", exit_code=self._exit_code)
         else:
@@ -458,9 +457,11 @@ class Agent:
 
     # -- the runtime's own handling of a reply, per store action type (core.actions.handlers) --
 
-    def _replied_start(self, action: Start, reply: object) -> None:
-        if isinstance(reply, TransitionResult) and reply.ok:
+    def _replied_start(self, action: Start | Renew, reply: object) -> None:
+        if isinstance(reply, TransitionResult) and reply.ok:  # (a renew's: a start it confirmed)
             self.runs.note_start(reply.slot)
+
+    _replied_renew = _replied_start
 
     def _replied_finish(self, action: Finish, reply: object) -> None:
         self._finishing.discard((action.job, action.fire_ms))
@@ -471,7 +472,7 @@ class Agent:
                 self.runs.note_start(res.slot)  # (our vote committed and started it: its run's line)
 
     def _replied_other(self, action: StoreAction, reply: object) -> None:
-        """Renews, sweeps, reads and missed records: the core and the observer act on them."""
+        """Sweeps, reads and missed records: the core and the observer act on them."""
 
     def _run_ended(self, job: str, fire_ms: int, token: int, succeeded: bool, detail: str) -> None:
         self._dispatch(self.core.on_run_finished(job, fire_ms, token, succeeded, detail, self.now()))
