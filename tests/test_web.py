@@ -270,7 +270,10 @@ def _csrf(html: str) -> str:
 def test_page_actions_need_a_session_a_csrf_token_and_this_origin(world: World) -> None:
     origin = {"Origin": "http://testserver"}
     with TestClient(world.app) as client:
-        assert client.post("/jobs/tick/trigger", data={"csrf": "x"}, headers=origin).status_code == 403
+        refused = client.post("/jobs/tick/trigger", data={"csrf": "x"}, headers=origin)
+        assert refused.status_code == 403
+        # Its page logs in back to the job's page the form was on (it linked to the jobs list).
+        assert 'href="/login?next=/jobs/tick"' in refused.text, refused.text
         bad = client.post("/login", data={"token": "alice:not-the-secret-at-all"}, headers=origin)
         assert bad.status_code == 403 and "not a current admin token" in bad.text
         foreign = client.post("/login", data={"token": TOKEN}, headers={"Origin": "http://evil.example"})

@@ -166,9 +166,12 @@ def create_app(ctx: WebContext) -> Starlette:
         return s
 
     def here(request: Request) -> str:
-        """This page's address relative to the root, as sent (a login's ``next``); "" for a POST."""
+        """This page's address relative to the root, as sent (a login's ``next``). For a POST, the
+        job page its form was on (a refused action's page logs in back to it), else ""."""
         if request.method != "GET":
-            return ""
+            job = request.path_params.get("job")
+            posted = job is not None and "action" in request.path_params
+            return f"/jobs/{job_segment(str(job))}" if posted else ""
         raw = request.scope.get("raw_path")
         path = raw.decode("latin-1") if isinstance(raw, bytes) else urllib.parse.quote(request.url.path)
         root = prefix(request)
