@@ -1616,6 +1616,7 @@ def _cut_off(
     recorders: _Health,
     settle: int,
     late: frozenset[str] = frozenset(),
+    behind: Mapping[str, int] | None = None,
 ) -> bool:
     """Whether the end of the run came before an unended slot could be recorded: like a slot in
     the tail, not checkable in this run (``CUT_OFF``).
@@ -1632,6 +1633,10 @@ def _cut_off(
 
     ``late``: nodes whose clock may still run behind at the end by more than the slot's slack
     (:func:`_end_clock_error`): they come to the slot too late to count for any of this.
+    ``behind``: for a slot nobody touched, how far each node's clock may run behind near it
+    (:func:`_clock_errors_near`): a node comes to record it that much later, so the record can
+    land no sooner than the least behind of them allows (explorer seed 100095: every clock a
+    minute back for good, and every node cut off from the store a minute after the last slots).
     """
     key = (job.name, fire)
     among = frozenset(sc.node_ids) - late if late else None
@@ -1641,6 +1646,8 @@ def _cut_off(
     unfinished = last is not None and not facts.finish_landed(last)
     due_retry = retrying and not unfinished
     if not due_retry and not (job.delivery == Delivery.AT_LEAST_ONCE and unfinished):
+        if behind:
+            start += min(behind.get(n, 0) for n in (among if among is not None else sc.node_ids))
         return recorders.longest_healthy(start, end, among) < settle
     s = sc.settings
     voters = facts.eligible.get(key, frozenset()) - late
@@ -1774,7 +1781,7 @@ def _check_due(
                 orphan = not untouched and removals.orphaned(job.name, everyone)
                 local = facts.local.get(key, set())
                 killed = bool(local) and key not in facts.voted and lost_to_restarts(job.name, fire)
-                cut = _cut_off(sc, facts, job, fire, retrying, recorders, settle, late)
+                cut = _cut_off(sc, facts, job, fire, retrying, recorders, settle, late, behind)
                 _unaccounted(
                     report,
                     facts,

@@ -197,3 +197,21 @@ def test_a_restart_whose_high_water_read_came_after_a_later_decision_never_had_a
     boot = max(r["t"] for r in records if r["ev"] == "boot" and r["node"] == "n4")
     read = min(r["t"] for r in records if r["ev"] == "high_water" and r["node"] == "n4" and r["t"] >= boot)
     assert any(r["ev"] == "decided" and boot < r["t"] < read for r in records), (boot, read)
+
+
+def test_slots_every_node_comes_to_only_after_all_are_cut_off_are_cut_off() -> None:
+    """Explorer seed 100095 (2026-12-07, ``checker/behind-and-cut-off-100095``): every clock a
+    minute back for good, then rotating partitions cut every node off to the end. The last slots
+    before the cut come to the nodes a minute late, when all are cut off. The checker took their
+    first chance at the deadline by true time and reported four slots "nobody could vote for";
+    it now takes it as late as the least behind node comes to it, and they are cut off."""
+    from sim.checker import CUT_OFF
+
+    path = SCENARIOS / "checker" / "behind-and-cut-off-100095.toml"
+    result = sim.run(sim.load(path), 100095)
+    assert result.report.violations == [], result.report.summary()
+    assert result.report.exempt[CUT_OFF] >= 4, result.report.exempt
+    # The story still happens: nothing is decided after every node is cut off.
+    records = result.trace.records
+    cut = max(r["t"] for r in records if r["ev"] == "health" and r["why"] == "partitioned")
+    assert not [r for r in records if r["ev"] == "decided" and r["t"] > cut], cut

@@ -466,6 +466,23 @@ def test_a_node_whose_clock_runs_behind_comes_to_record_a_slot_that_much_later(
     assert rep.exempt == ({checker.JOB_REMOVED: 1} if not expected else {})
 
 
+@pytest.mark.parametrize(("by", "expected"), [("-40s", {}), ("", {checker.UNVOTED: 1})])
+def test_a_slot_its_nodes_come_to_only_once_they_are_cut_off_is_cut_off(
+    by: str, expected: dict[str, int]
+) -> None:
+    """Explorer seed 100095: every clock steps back (untrusted: nobody votes), and every node is
+    cut off from the store 35 s after the slot's deadline, to the end. Their clocks 40 s behind,
+    they come to record the slot only when already cut off: nobody could, it is cut off. With
+    true clocks they had 35 s to record it and did not: a violation."""
+    clock = f'\n[[faults]]\nkind = "clock_jump"\nat = "10s"\nnodes = {list(NODES)}\nby = "{by}"\n'
+    records = [*health(T0), *health(T0 + 10_000, ok=False, why="untrusted")]
+    records += health(FIRE + 40_000, ok=False, why="partitioned")
+    # (retries=1 only for the 3-minute run: in 2 the clocks' end error leaves the slot unjudged.)
+    rep = check(_trace(*records, KNOWN_JOB, retries=1, extra=clock.replace("'", '"') if by else ""))
+    assert rep.by_kind() == expected
+    assert rep.exempt == ({checker.CUT_OFF: 1} if not expected else {})
+
+
 @pytest.mark.parametrize(
     ("removed_at", "expected"), [(FIRE - 10_000, {}), (FIRE + 2_000, {checker.LIVENESS: 1})]
 )
