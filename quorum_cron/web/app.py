@@ -42,6 +42,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import (
     HTMLResponse,
@@ -452,6 +453,13 @@ def create_app(ctx: WebContext) -> Starlette:
         except Exception:
             return PlainTextResponse("internal error: see the server's log", status_code=500)
 
+    async def unrouted(request: Request, exc: HTTPException) -> Response:
+        # Starlette's own 404 (no such path) and 405 (a GET to an action): {"error"} under /api/ too.
+        what = f"{exc.detail}: {request.method} {request.url.path[:200]}"
+        response = problem(request, exc.status_code, what)
+        response.headers.update(exc.headers or {})  # a 405's Allow
+        return response
+
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
 
@@ -485,7 +493,8 @@ def create_app(ctx: WebContext) -> Starlette:
         Route("/api/events", events),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: crashed})
+    handlers: dict[Any, Any] = {HTTPException: unrouted, Exception: crashed}  # by exception type
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
     app.state.broadcaster = broadcaster
     app.add_middleware(SecurityHeaders)
     return app

@@ -1,0 +1,68 @@
+"""The JSON API as a monitoring script meets it, against a real redis-server (the session's).
+
+Each test is a defect found by polling a live dashboard in front of three
+real agents and comparing the answers with docs/web.md, "JSON API": errors
+are ``{"error": "one line"}`` with the documented status, a bad parameter is
+a 400 (not a 503 "store unavailable"), and a field named ``*_ms`` is a
+number. The app runs through Starlette's TestClient, the store on an
+injected clock.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import redis
+from starlette.testclient import TestClient
+
+from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
+from quorum_cron.store.redis import RedisStore
+from quorum_cron.web.app import WebContext, create_app
+from quorum_cron.web.tokens import AdminTokens
+
+T0 = 1_800_000_000_000
+TOKEN = "alice:correct-horse-battery-staple"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def _face(client: redis.Redis, tmp_path: Path) -> tuple[RedisStore, TestClient]:
+    (tmp_path / "tokens").write_text(f"{TOKEN}\n")
+    store = RedisStore(client, "api", clock=lambda: T0)
+    job = JobSpec.create("tick", "@every 10s", command=("true",))
+    config = Config(ClusterConfig(namespace="api", size=3), (job,))
+    app = create_app(WebContext(config, store, "redis://x/0", AdminTokens(file=tmp_path / "tokens")))
+    return store, TestClient(app, raise_server_exceptions=False)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/api/nothing", 404),
+        ("GET", "/api/jobs/tick/slots/1/more", 404),
+        ("GET", "/api/jobs/tick/trigger", 405),  # an action is a POST
+        ("POST", "/api/cluster", 405),
+        ("DELETE", "/api/jobs/tick", 405),
+    ],
+)
+def test_an_unrouted_api_request_is_a_json_error(
+    redis_client: redis.Redis, tmp_path: Path, method: str, path: str, status: int
+) -> None:
+    """``GET /api/nothing`` was a text/plain "Not Found" and ``GET /api/jobs/tick/trigger`` a
+    text/plain "Method Not Allowed": a script reading ``.error`` of every non-2xx answer failed
+    to parse them. Starlette's own 404 and 405 now take the API's form."""
+    _, client = _face(redis_client, tmp_path)
+    with client:
+        answer = client.request(method, path, headers=AUTH)
+    assert answer.status_code == status
+    assert answer.headers["content-type"].startswith("application/json"), answer.text
+    assert set(answer.json()) == {"error"} and path in answer.json()["error"]
+    if status == 405:
+        assert answer.headers["allow"]  # still says which methods the path takes
+
+
+def test_an_unrouted_page_is_a_page(redis_client: redis.Redis, tmp_path: Path) -> None:
+    _, client = _face(redis_client, tmp_path)
+    with client:
+        answer = client.get("/nothing")
+    assert answer.status_code == 404 and answer.headers["content-type"].startswith("text/html")
