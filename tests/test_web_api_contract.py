@@ -10,6 +10,7 @@ injected clock.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,24 @@ def test_an_unrouted_page_is_a_page(redis_client: redis.Redis, tmp_path: Path) -
     with client:
         answer = client.get("/nothing")
     assert answer.status_code == 404 and answer.headers["content-type"].startswith("text/html")
+
+
+@pytest.mark.parametrize(
+    "reason", ["\ud800", "\x00", "bell\x07", "esc\x1b[31m", "tab\there", "line\u2028break"]
+)
+def test_a_pause_reason_that_is_not_printable_is_a_400_and_nothing_is_paused(
+    redis_client: redis.Redis, tmp_path: Path, reason: str
+) -> None:
+    """``{"reason": "\\ud800"}`` (valid JSON: a lone surrogate) answered 503 "cannot pause ...
+    through the store" — a store outage, for a bad parameter, after the token was accepted; a NUL
+    or an ESC was stored as given, which ``quorum-cron pause --reason`` refuses."""
+    store, client = _face(redis_client, tmp_path)
+    body = json.dumps({"reason": reason})  # ASCII, the surrogate as \\ud800
+    with client:
+        answer = client.post("/api/jobs/tick/pause", headers=AUTH, content=body)
+        assert answer.status_code == 400, answer.text
+        assert "printable" in answer.json()["error"], answer.json()
+        fine = client.post("/api/jobs/tick/pause", headers=AUTH, content=json.dumps({"reason": "disk full"}))
+    assert fine.status_code == 200, fine.text
+    assert store.control("tick").reason == "disk full"
+    assert [a.detail for a in store.audit("tick", 10)] == ["disk full"]

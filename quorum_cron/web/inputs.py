@@ -135,7 +135,16 @@ def same_origin(request: Request) -> bool:
 
 
 def check_reason(reason: str) -> str:
+    """One line of printable text, as ``quorum-cron pause --reason`` takes it.
+
+    A control character (NUL, ESC, a tab) was stored as given, and a lone surrogate
+    (``{"reason": "\\ud800"}``, valid JSON) could not be encoded for the store: a 503
+    "store unavailable" for a bad parameter.
+    """
     reason = reason.strip()
     if len(reason) > MAX_REASON or "\n" in reason or "\r" in reason:
         raise Refused(400, f"reason is {len(reason)} characters: expected one line of at most {MAX_REASON}")
+    bad = next((ch for ch in reason if not ch.isprintable()), None)
+    if bad is not None:
+        raise Refused(400, f"reason contains the character U+{ord(bad):04X}: expected printable text")
     return reason
