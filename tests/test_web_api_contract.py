@@ -18,6 +18,7 @@ import redis
 from starlette.testclient import TestClient
 
 from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
+from quorum_cron.store import keys as store_keys
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.web.app import WebContext, create_app
 from quorum_cron.web.tokens import AdminTokens
@@ -88,3 +89,19 @@ def test_a_pause_reason_that_is_not_printable_is_a_400_and_nothing_is_paused(
     assert fine.status_code == 200, fine.text
     assert store.control("tick").reason == "disk full"
     assert [a.detail for a in store.audit("tick", 10)] == ["disk full"]
+
+
+def test_a_members_clock_offset_is_a_number_or_null(redis_client: redis.Redis, tmp_path: Path) -> None:
+    """``clock_offset_ms`` came back as the heartbeat's string (``"-1.5"``): every other ``*_ms``
+    field is a number, and ``quorum-cron status --format json`` gives this one as a number."""
+    _, client = _face(redis_client, tmp_path)
+    for node, offset in (("n1", "-1.5"), ("n2", "nan"), ("n3", "not a number")):
+        info = {"host": "h", "clock_offset_ms": offset, "voting": "yes", "clock": "trusted"}
+        entry = ["inc-" + node, str(T0), str(T0 + 60_000), json.dumps(info), 1]
+        redis_client.hset(store_keys.members_key("api"), node, json.dumps(entry))
+    with client:
+        members = client.get("/api/cluster").json()["members"]
+        page = client.get("/cluster")
+    offsets = {m["node"]: m["clock_offset_ms"] for m in members}
+    assert offsets == {"n1": -1.5, "n2": None, "n3": None}
+    assert page.status_code == 200 and "None" not in page.text and "<td>-1.5</td>" in page.text

@@ -215,7 +215,7 @@ def test_a_huge_member_value_is_cut_like_every_free_text(face: Face, redis_clien
         page = client.get("/cluster")
         [member] = client.get("/api/cluster").json()["members"]
     assert page.status_code == 200 and len(page.text) < 50_000, len(page.text)
-    assert len(member["host"]) <= 4002 and len(member["clock_offset_ms"]) <= 4002
+    assert len(member["host"]) <= 4002 and member["clock_offset_ms"] is None  # not a sane number
 
 
 def test_a_url_password_in_job_output_is_masked_as_in_the_alerts(face: Face) -> None:

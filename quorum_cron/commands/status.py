@@ -130,15 +130,6 @@ def spec_drift(members: list[Member], jobs: list[JobSpec]) -> dict[str, list[str
     return out
 
 
-def _offset(m: Member) -> float | None:
-    raw = m.info.get("clock_offset_ms", "")
-    try:
-        value = float(raw)
-    except ValueError:
-        return None
-    return value if value == value and abs(value) < 1e15 else None  # no NaN, no absurd figure
-
-
 @dataclass(frozen=True)
 class _Snapshot:
     """What one read of the store says, rendered as tables, plain rows or JSON (one fact, three faces)."""
@@ -315,7 +306,7 @@ class _Snapshot:
                     "host": m.info.get("host", ""),
                     "clock": m.info.get("clock", ""),
                     "clock_reason": m.info.get("clock_reason", ""),
-                    "clock_offset_ms": _offset(m),
+                    "clock_offset_ms": m.clock_offset_ms,
                     "voting": m.info.get("voting", ""),
                     "drift": drift.get(m.node, []),
                 }

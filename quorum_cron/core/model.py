@@ -362,6 +362,15 @@ class Member:
     epoch: int = 0
     """The membership epoch the node sent with its last heartbeat (0: none, an older agent)."""
 
+    @property
+    def clock_offset_ms(self) -> float | None:
+        """The clock offset the node reported, as a number (None: none, or not a sane figure)."""
+        try:
+            value = float(self.info.get("clock_offset_ms", ""))
+        except ValueError:
+            return None
+        return value if value == value and abs(value) < 1e15 else None  # no NaN, no absurd figure
+
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatResult:

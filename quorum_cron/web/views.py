@@ -160,7 +160,7 @@ def _member_doc(m: Member, now: int, config: Config, stored: model.Membership | 
         "expires_ms": m.expires_ms,
         "clock": clock,
         "clock_reason": _cut(m.info.get("clock_reason", "")),
-        "clock_offset_ms": _cut(m.info.get("clock_offset_ms", "")),
+        "clock_offset_ms": m.clock_offset_ms,
         "voting": voting,
         "why_not": _cut(why_not),
         "definitions_differ": differs,
