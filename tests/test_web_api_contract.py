@@ -105,3 +105,29 @@ def test_a_members_clock_offset_is_a_number_or_null(redis_client: redis.Redis, t
     offsets = {m["node"]: m["clock_offset_ms"] for m in members}
     assert offsets == {"n1": -1.5, "n2": None, "n3": None}
     assert page.status_code == 200 and "None" not in page.text and "<td>-1.5</td>" in page.text
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/jobs/tick?to=" + "9" * 5000,
+        "/api/jobs/tick?page=" + "9" * 5000,
+        "/api/jobs/tick?window=" + "9" * 5000 + "m",
+        "/api/jobs/tick?window=" + "1m" * 5000,
+        "/api/jobs?state=" + "x" * 20_000,
+        "/api/jobs/" + "x" * 20_000,
+        "/jobs/tick?to=" + "9" * 5000,
+    ],
+)
+def test_a_huge_query_value_is_a_short_400_not_a_500(
+    redis_client: redis.Redis, tmp_path: Path, path: str
+) -> None:
+    """``?to=`` or ``?window=`` with 5 000 digits was a 500 "internal error (ValueError)": int()
+    refuses more than 4 300 digits. A long ``state`` or job name came back whole in the error,
+    a 20 kB "one line"."""
+    _, client = _face(redis_client, tmp_path)
+    with client:
+        answer = client.get(path)
+    assert answer.status_code in (400, 404), answer.text[:200]
+    if path.startswith("/api/"):  # (a page's log-in link carries the address it was asked for)
+        assert set(answer.json()) == {"error"} and len(answer.text) < 1000, len(answer.text)

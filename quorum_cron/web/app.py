@@ -229,7 +229,7 @@ def create_app(ctx: WebContext) -> Starlette:
         if "%" in job:  # ``.`` and ``..`` are linked as %252E (present.job_segment); no job name has a %
             job = urllib.parse.unquote(job)
         if job not in jobs:
-            raise Refused(404, f"unknown job {job!r}: this server's config defines {len(jobs)} job(s)")
+            raise Refused(404, f"unknown job {job[:200]!r}: this server's config defines {len(jobs)} job(s)")
         return job
 
     def handle(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
@@ -252,7 +252,7 @@ def create_app(ctx: WebContext) -> Starlette:
     async def jobs_data(request: Request) -> dict[str, Any]:
         state = request.query_params.get("state", "all")
         if state not in views.FILTERS:
-            raise Refused(400, f"state {state!r} is not a filter: expected one of {', '.join(views.FILTERS)}")
+            raise Refused(400, f"state {state[:40]!r} is not a filter: expected {', '.join(views.FILTERS)}")
         data: dict[str, Any] = await read(request, views.jobs_view, ctx.store, ctx.config, state, recent)
         return data
 

@@ -58,6 +58,10 @@ def job_args(request: Request) -> dict[str, Any]:
     q = request.query_params
     out: dict[str, Any] = {}
     if q.get("window"):
+        # A long one is refused before it is parsed: int() of a 5 000-digit count raised
+        # ValueError past Python's digit limit (a 500), and each error echoed the whole value.
+        if len(q["window"]) > 32:
+            raise Refused(400, f"window {q['window'][:32]!r}... is out of range (expected 1m to 31d)")
         try:
             ms = parse_duration(q["window"], what="window")
         except ConfigError as exc:
@@ -67,8 +71,9 @@ def job_args(request: Request) -> dict[str, Any]:
         out["window_ms"] = ms
     for key, name, lo, hi in (("to", "to_ms", 1, MAX_MS), ("page", "page", 0, MAX_PAGE)):
         if q.get(key):
-            if not (q[key].isascii() and q[key].isdecimal()) or not lo <= int(q[key]) <= hi:
-                raise Refused(400, f"{key} {q[key]!r} is not a whole number from {lo} to {hi}")
+            raw = q[key]
+            if not (raw.isascii() and raw.isdecimal()) or len(raw) > 15 or not lo <= int(raw) <= hi:
+                raise Refused(400, f"{key} {raw[:40]!r} is not a whole number from {lo} to {hi}")
             out[name] = int(q[key])
     return out
 
