@@ -103,6 +103,7 @@ def test_a_members_clock_offset_is_a_number_or_null(redis_client: redis.Redis, t
         members = client.get("/api/cluster").json()["members"]
         page = client.get("/cluster")
     offsets = {m["node"]: m["clock_offset_ms"] for m in members}
+    assert {m["role"] for m in members} == {"-"}  # no membership record in this store
     assert offsets == {"n1": -1.5, "n2": None, "n3": None}
     assert page.status_code == 200 and "None" not in page.text and "<td>-1.5</td>" in page.text
 
@@ -131,3 +132,18 @@ def test_a_huge_query_value_is_a_short_400_not_a_500(
     assert answer.status_code in (400, 404), answer.text[:200]
     if path.startswith("/api/"):  # (a page's log-in link carries the address it was asked for)
         assert set(answer.json()) == {"error"} and len(answer.text) < 1000, len(answer.text)
+
+
+def test_every_member_field_from_a_heartbeat_is_bounded(redis_client: redis.Redis, tmp_path: Path) -> None:
+    """A heartbeat whose ``voting`` or ``clock`` was 1 MB came back whole in /api/cluster (and on
+    the page): ``host`` and the offset were cut at 4 000 characters, these two were not."""
+    _, client = _face(redis_client, tmp_path)
+    info = {"host": "h", "voting": "v" * 1_000_000, "clock": "c" * 1_000_000}
+    entry = ["inc1", str(T0), str(T0 + 60_000), json.dumps(info), 1]
+    redis_client.hset(store_keys.members_key("api"), "n1", json.dumps(entry))
+    with client:
+        answer = client.get("/api/cluster")
+        page = client.get("/cluster")
+    [member] = answer.json()["members"]
+    assert len(member["voting"]) <= 4002 and len(member["clock"]) <= 4002
+    assert len(answer.text) < 50_000 and page.status_code == 200 and len(page.text) < 50_000

@@ -139,8 +139,8 @@ def _role(node: str, stored: model.Membership | None) -> str:
 
 
 def _member_doc(m: Member, now: int, config: Config, stored: model.Membership | None) -> dict[str, Any]:
-    voting = m.info.get("voting", "")
-    clock = m.info.get("clock", "")
+    voting = _cut(m.info.get("voting", ""))
+    clock = _cut(m.info.get("clock", ""))
     why_not = ""
     role = _role(m.node, stored)
     if voting != "yes":
