@@ -74,6 +74,14 @@ def test_a_corrupt_pause_field_is_named_on_the_jobs_own_page_and_the_others_stay
         (line,) = own.json()["corrupt"]
         assert line.startswith(f"key {_key('meta')} is corrupt"), line
         assert client.get("/jobs/other").status_code == 200
+        # The jobs list and the cluster page name it too (they showed it as running, not paused:
+        # the cluster skips its slots), and it counts under the failed filter, as docs/web.md says.
+        jobs = {j["job"]: j for j in client.get("/api/jobs").json()["jobs"]}
+        assert jobs["other"]["corrupt"].startswith(f"key {_key('meta')} is corrupt"), jobs["other"]
+        assert jobs["tick"]["corrupt"] == "" and jobs["tick"]["last"] is not None
+        assert "other" in [j["job"] for j in client.get("/api/jobs?state=failed").json()["jobs"]]
+        problems = client.get("/api/cluster").json()["problems"]
+        assert [p["job"] for p in problems if p["kind"] == "corrupt"] == ["other"], problems
 
 
 def test_a_wrong_type_meta_is_named_by_its_key(world: World, redis_client: redis.Redis) -> None:  # noqa: F811

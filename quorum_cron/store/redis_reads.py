@@ -249,11 +249,10 @@ class RedisReads(RedisBatching):
                     raw = (replies[2 * k] or []) if limit > 0 else []
                     entries = self._entries(job, "ledger", raw)
                     newest = as_text(raw[0][0]) if raw else after.get(job, "")
-                    try:
-                        control = self._job_control(job, *replies[2 * k + 1])
-                    except parse.BadValue as exc:
-                        self._bad(exc.what, exc.problem)
-                        control = JobControl(False, "", 0, "")
+                    # A corrupt pause state raises (BadValue, a StoreError), as control() does: the
+                    # callers then read job by job and name the key. Taken as "not paused", it showed
+                    # a job the cluster skips as running, on the jobs page and in `status`.
+                    control = self._job_control(job, *replies[2 * k + 1])
                     out.append((newest, entries, control))
         return out
 
