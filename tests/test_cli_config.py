@@ -55,6 +55,31 @@ def test_validate_missing_file_and_bad_toml(tmp_path: Path) -> None:
     assert code == 1 and err.startswith(f"error: {bad}: invalid TOML: ") and "line 1" in err
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # tomllib raised ValueError for an integer past Python's 4,300-digit limit...
+        ("[cluster]\nname = 'x'\nsize = 3\nlease = " + "1" * 5000 + "\n", "a number too long to read"),
+        # ...and RecursionError for deeply nested arrays: both a traceback from `validate`.
+        ("[cluster]\nname = 'x'\nsize = 3\nx = " + "[" * 50_000 + "]" * 50_000 + "\n", "nested too deeply"),
+        # A duration amount past that limit was a ValueError in parse_duration.
+        ("[cluster]\nname = 'x'\nsize = 3\nlease = '" + "1" * 5000 + "s'\n", "more than 30 digits"),
+        # A BOM was "Invalid statement (at line 1, column 1)", not naming the invisible cause.
+        ("\ufeff[cluster]\nname = 'x'\nsize = 3\n", "byte order mark"),
+    ],
+    ids=["huge-integer", "deep-nesting", "huge-duration", "bom"],
+)
+def test_validate_an_unreadable_value_is_one_line_not_a_traceback(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exit_code == 1 and not isinstance(result.exception, (ValueError, RecursionError))
+    assert result.stderr.startswith(f"error: {path}: ") and result.stderr.count("\n") == 1, result.stderr
+    assert expected in result.stderr and len(result.stderr) < 300
+
+
 def test_next_prints_zone_and_utc_across_spring_forward() -> None:
     code, out, err = run(
         "next", "nightly-backup", "--config", CLUSTER, "-n", "3", "--after", "2026-03-28T12:00:00Z"

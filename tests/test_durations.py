@@ -44,6 +44,8 @@ def test_parses(text: str | int, ms: int) -> None:
         (-1, "-1 is negative"),
         (True, "True is not a duration"),
         (1.5, "1.5 is not a duration"),
+        ("1" * 5000 + "s", "has a number of more than 30 digits"),  # (was int()'s ValueError)
+        ("1" * 31 + "d", "has a number of more than 30 digits"),
     ],
 )
 def test_refuses_with_message(value: object, fragment: str) -> None:

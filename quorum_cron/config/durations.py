@@ -40,6 +40,10 @@ _DURATION_RE = re.compile(
 )
 
 _EXPECTED = "expected e.g. '30s', '5m', '1h30m', '250ms', '2d' or an integer number of seconds"
+_MAX_DIGITS = 30
+"""The most digits one amount may have: far beyond any bound a caller checks (a year is 11 digits
+of ms), and far below Python's 4,300-digit limit on reading an integer from text, which a longer
+amount hit as a ValueError traceback instead of this module's one line."""
 
 
 def parse_duration(value: str | int, *, what: str) -> int:
@@ -66,6 +70,12 @@ def parse_duration(value: str | int, *, what: str) -> int:
     match = _DURATION_RE.fullmatch(text)
     if not text or match is None:
         raise ConfigError(f"{what}: {value!r} is not a duration ({_EXPECTED})")
+    if any(amount and len(amount) > _MAX_DIGITS for amount in match.groupdict().values()):
+        shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
+        raise ConfigError(
+            f"{what}: {shown!r} ({len(text)} characters) has a number of more than {_MAX_DIGITS} digits "
+            f"(expected a duration such as '30s' or '2d')"
+        )
     return sum(int(amount) * _MS_PER_UNIT[unit] for unit, amount in match.groupdict().items() if amount)
 
 

@@ -14,6 +14,7 @@ re-export them: this module imports settings).
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from collections.abc import Mapping
 from typing import cast, get_args
@@ -260,8 +261,24 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{source}: not UTF-8 text (byte {exc.start})") from None
+    if text.startswith("\ufeff"):
+        # TOML has no byte order mark; tomllib's own line ("Invalid statement (at line 1,
+        # column 1)") did not say what was wrong with a file that looks right in an editor.
+        raise ConfigError(
+            f"{source}: invalid TOML: the file starts with a byte order mark (U+FEFF; "
+            "expected plain UTF-8: save it without a BOM)"
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib reads nested arrays and inline tables recursively
+        raise ConfigError(
+            f"{source}: invalid TOML: arrays or inline tables nested too deeply to read"
+        ) from None
+    except ValueError:  # an integer longer than Python reads from text (sys.get_int_max_str_digits())
+        raise ConfigError(
+            f"{source}: invalid TOML: a number too long to read "
+            f"(more than {sys.get_int_max_str_digits()} digits)"
+        ) from None
     return parse_config(data, source)
