@@ -191,6 +191,13 @@ CASES = [
         'size = 3\nalert_url = "https://hooks.example:99999/T/secret"',
         "field 'alert_url': 'https://hooks.example/***' is not a valid URL (Port out of range",
     ),
+    # Without a scheme the value was shown as '://' or ':///***', naming nothing the user wrote.
+    ("size = 3", 'size = 3\nalert_url = ""', "field 'alert_url': '' is not an http(s) URL"),
+    (
+        "size = 3",
+        'size = 3\nalert_url = "hooks.example/T/secret"',
+        "field 'alert_url': 'hooks.example/***' is not an http(s) URL",
+    ),
     (
         "size = 3",
         'size = 3\nalert_url = "https:// hooks.example/T/secret"',

@@ -69,6 +69,14 @@ def _redact_alert_url(url: str | None) -> str | None:
     except ValueError:  # ('http://[x': nothing of it is shown)
         return f"{printable(url.partition(':')[0], 10)}://***"
     tail = "/***" if parts.path.strip("/") or parts.query else ""
+    if not parts.scheme and parts.netloc:
+        return f"//{parts.hostname or ''}{tail}"
+    if not parts.scheme:
+        # No scheme ('' or 'hooks.example/T/B/secret'): '://' or ':///***' named nothing the
+        # user wrote. Show what comes before the first '/' (past any '@'), as they wrote it.
+        head, slash, _ = url.partition("/")
+        head = head.partition("?")[0].rpartition("@")[2]
+        return printable(head, 80) + ("/***" if slash or "?" in url else "")
     host = parts.hostname or ""
     return f"{parts.scheme}://{host}{tail}"
 
