@@ -114,7 +114,7 @@ CASES = [
         "cluster: field 'quorum': 1 is not a majority of size 3 (expected 2 to 3)",
     ),
     ("size = 3", "size = 3\nquorum = 4", "field 'quorum': 4 is not a majority of size 3"),
-    ("size = 3", "size = 0", "cluster: field 'size': '0' is out of range (expected 1 to 100)"),
+    ("size = 3", "size = 0", "cluster: field 'size': 0 is out of range (expected 1 to 100)"),
     ("size = 3", 'size = "3"', "cluster: field 'size': '3' is a string (expected an integer 1-100)"),
     ("size = 3", "size = true", "field 'size': True is a boolean"),
     (
@@ -298,7 +298,7 @@ CASES = [
     (
         'schedule = "30 2 * * *"',
         'schedule = "30 2 * * *"\nretries = -1',
-        "field 'retries': '-1' is out of range (expected 0 to 100)",
+        "field 'retries': -1 is out of range (expected 0 to 100)",
     ),
     (
         'schedule = "30 2 * * *"',
@@ -505,13 +505,29 @@ def test_wait_replicas_reaches_the_store(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "fragment"),
     [
-        ("wait_replicas = -1", "field 'wait_replicas': '-1' is out of range (expected 0 to 16)"),
+        ("wait_replicas = -1", "field 'wait_replicas': -1 is out of range (expected 0 to 16)"),
         ('wait_replicas = "one"', "field 'wait_replicas'"),
         ('wait_timeout = "0ms"', "field 'wait_timeout'"),
         ('wait_timeout = "1m"', "field 'wait_timeout'"),
     ],
 )
 def test_bad_wait_settings_are_refused(tmp_path: Path, line: str, fragment: str) -> None:
+    message = only_error(tmp_path, MINIMAL.replace("size = 3", f"size = 3\n{line}"))
+    assert fragment in message, message
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        # A number out of range was quoted ("'99' is out of range"), reading like the string a
+        # quoted value is refused as ("'99' is a string"): the two mistakes looked the same.
+        ("ledger_maxlen = 99", "field 'ledger_maxlen': 99 is out of range (expected 100 to 10000000)"),
+        ('ledger_maxlen = "99"', "field 'ledger_maxlen': '99' is a string (expected an integer"),
+        ("output_tail = 65537", "field 'output_tail': 65537 is out of range (expected 0 to 65536)"),
+        ('max_skew = "2m"', "field 'max_skew': '2m' is out of range (expected 1ms to 1m)"),
+    ],
+)
+def test_a_number_out_of_range_is_shown_unquoted(tmp_path: Path, line: str, fragment: str) -> None:
     message = only_error(tmp_path, MINIMAL.replace("size = 3", f"size = 3\n{line}"))
     assert fragment in message, message
 

@@ -111,7 +111,10 @@ def _suggest(key: str, known: tuple[str, ...]) -> str:
 def _range_problem(value: int, lo: int, hi: int, fmt: Callable[[int], str] = str) -> str | None:
     if lo <= value <= hi:
         return None
-    return f"{fmt(value)!r} is out of range (expected {fmt(lo)} to {fmt(hi)})"
+    # A duration is quoted as written ('0s'); a number is not: "'99' is out of range" read like
+    # the string "'99' is a string" that a quoted ledger_maxlen = "99" gets.
+    shown = str(value) if fmt is str else repr(fmt(value))
+    return f"{shown} is out of range (expected {fmt(lo)} to {fmt(hi)})"
 
 
 def _command_string_problem(value: str) -> str:
