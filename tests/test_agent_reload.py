@@ -122,6 +122,42 @@ def test_sighup_refuses_a_bad_file_takes_jobs_live_and_restarts_for_a_cluster_se
         sink.close()
 
 
+@pytest.mark.slow
+def test_sighup_refuses_a_redis_url_the_restart_would_refuse(
+    tmp_path: Path, redis_server: EmbeddedRedis
+) -> None:
+    """A URL option redis-py has not got passes load_config but not ``validate`` nor the agent's start.
+
+    Such a reload was taken as a cluster change: the node stopped to restart, and the restart
+    refused the file, leaving the node down. It is refused like any file that does not
+    validate, and the node runs on.
+    """
+    c = Cluster(tmp_path, redis_server.url, 1, namespace="reload-url")
+    try:
+        cfg = c.config(JOB.format(schedule="@every 1s", alert_on="[]"))
+        c.start("n1", cfg)
+        c.wait_joined(["n1"])
+        cfg.write_text(
+            cfg.read_text().replace(
+                f'redis_url = "{redis_server.url}"', f'redis_url = "{redis_server.url}?foo=1"'
+            )
+        )
+        c.signal("n1", signal.SIGHUP)
+        (refused,) = c.wait("the refusal", lambda: c.nodes["n1"].logged("reload") or None, 10)
+        assert refused["level"] == "error" and "\n" not in str(refused["msg"]), refused
+        assert str(refused["msg"]).startswith("reload refused, keeping the running config: "), refused
+        assert "field 'redis_url'" in str(refused["msg"]) and "'foo'" in str(refused["msg"]), refused
+        before = len(c.nodes["n1"].logged("finish", job="tick"))
+        c.wait(
+            "the old config still running",
+            lambda: len(c.nodes["n1"].logged("finish", job="tick")) >= before + 2 or None,
+            20,
+        )
+        assert c.nodes["n1"].proc.poll() is None and not c.nodes["n1"].logged("stopping")
+    finally:
+        c.close()
+
+
 def _config(*jobs: JobSpec, **cluster: object) -> Config:
     return Config(ClusterConfig(namespace="r", size=3, **cluster), jobs)  # type: ignore[arg-type]
 

@@ -48,9 +48,10 @@ from quorum_cron.agent.startup import (
     run_node,
     tune_allocator_for,
 )
-from quorum_cron.commands.common import config_option, load, redis_option, store_url
+from quorum_cron.commands.common import config_option, load, redis_option, redis_url_problem, store_url
 from quorum_cron.config.durations import parse_duration
 from quorum_cron.config.file import load_config
+from quorum_cron.config.settings import Config
 from quorum_cron.errors import ConfigError, QuorumCronError
 from quorum_cron.printable import printable
 
@@ -149,7 +150,7 @@ def agent(
     )
     reloader = ConfigReload(
         config,
-        lambda: load_config(config.source),
+        lambda: _load_for_reload(config.source, redis_url),
         jobs=runtime.jobs,
         alerts=runtime.alerts,
         runs=runtime.runs,
@@ -177,6 +178,27 @@ def agent(
         if web_server is not None:
             web_server.stop()
     sys.exit(code)
+
+
+def _load_for_reload(source: str, override: str | None) -> Config:
+    """The file again, refused (ConfigError) where the agent would refuse to start on it.
+
+    A reload that changes the Redis URL restarts the agent; load_config checks the URL's form
+    but not its connection options (the config reaches no store implementation), which
+    ``validate`` and the agent's start check. A SIGHUP with ``?foo=1`` added was taken, the
+    agent stopped "to restart", and the restart refused the file: the node was down. The URL
+    checked is the one the restart would use (``--redis`` / QUORUM_CRON_REDIS_URL first).
+    """
+    new = load_config(source)
+    url = override or new.cluster.redis_url
+    if not url:
+        raise ConfigError(
+            f"{source}: no Redis URL: set cluster.redis_url, pass --redis URL or set QUORUM_CRON_REDIS_URL"
+        )
+    if (problem := redis_url_problem(url)) is not None:
+        where = "--redis / QUORUM_CRON_REDIS_URL" if override else "cluster: field 'redis_url'"
+        raise ConfigError(f"{source}: {where}: {problem}")
+    return new
 
 
 def _exit(code: int, message: str) -> NoReturn:
