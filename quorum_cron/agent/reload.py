@@ -100,7 +100,12 @@ class ReloadPlan:
 
 
 def _cluster_diff(old: ClusterConfig, new: ClusterConfig) -> list[str]:
-    return [name for name in old.__dataclass_fields__ if getattr(old, name) != getattr(new, name)]
+    """The ``[cluster]`` keys whose values differ, as the file spells them (``lease``, not ``lease_ms``)."""
+    return [
+        name.removesuffix("_ms")
+        for name in old.__dataclass_fields__
+        if getattr(old, name) != getattr(new, name)
+    ]
 
 
 def plan_reload(old: Config, new: Config) -> ReloadPlan:
