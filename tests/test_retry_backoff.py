@@ -210,8 +210,8 @@ def test_bad_retry_values_get_one_line_each_naming_the_value() -> None:
         for line in lines
     )
     assert any("field 'retry_jitter': 1.5 is outside 0-1 (expected a fraction" in line for line in lines)
-    assert "field 'retry_jitter': '20%' is str (expected a fraction 0-1" in problems(retry_jitter='"20%"')
-    assert "field 'retry_jitter': True is bool" in problems(retry_jitter="true")
+    assert "field 'retry_jitter': '20%' is a string (expected a fraction" in problems(retry_jitter='"20%"')
+    assert "field 'retry_jitter': True is a boolean" in problems(retry_jitter="true")
     assert "field 'retry_backoff_max': '2d' is out of range" in problems(retry_backoff_max='"2d"')
     assert "'1m' cannot be reached from retry_backoff '0s'" in problems(
         retry_backoff='"0s"', retry_backoff_max='"1m"'

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from quorum_cron.config.durations import format_duration
+from quorum_cron.config.values import _type_name
 
 __all__ = ["DEFAULT_BACKOFF_MAX", "retry_problems"]
 
@@ -38,7 +39,8 @@ def retry_problems(backoff_ms: int, max_ms: int, jitter: object) -> list[tuple[s
             )
         )
     if isinstance(jitter, bool) or not isinstance(jitter, int | float):
-        what = type(jitter).__name__
+        # "is a string", as every other field says it ("'20%' is str" named Python's type).
+        what = _type_name(jitter)
         problems.append(("retry_jitter", f"{jitter!r} is {what} (expected a fraction 0-1, e.g. 0.2)"))
     elif not 0 <= jitter <= 1:
         problems.append(
