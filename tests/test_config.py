@@ -275,6 +275,11 @@ CASES = [
         'command = ["/bin/backup", 3]',
         "field 'command': element 3 is not a non-empty string",
     ),
+    (  # It is a non-empty string: the line said it was not, hiding the NUL.
+        'command = ["/bin/backup"]',
+        'command = ["/bin/backup", "a\\u0000b"]',
+        "field 'command': element 'a\\x00b' contains a NUL character",
+    ),
     (
         'schedule = "30 2 * * *"',
         'schedule = "30 2 * * *"\noverlap = "skip"',

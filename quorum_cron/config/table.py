@@ -104,7 +104,10 @@ class Table:
             self.error(key, f"expected 1-{max_items} strings ({what})")
             return None
         for item in value:
-            if not isinstance(item, str) or not item or "\x00" in item:
+            if isinstance(item, str) and "\x00" in item:  # (it is a non-empty string: say what is wrong)
+                self.error(key, f"element {item!r} contains a NUL character, which no argv or name can hold")
+                return None
+            if not isinstance(item, str) or not item:
                 self.error(key, f"element {item!r} is not a non-empty string ({what})")
                 return None
         return tuple(value)
