@@ -473,6 +473,14 @@ def test_every_is_anchored_to_epoch_and_ignores_tz() -> None:
         ("5-2 * * * *", "range '5-2' in the minute field runs backwards"),
         ("5/15 * * * *", "step without a range in '5/15'"),
         ("0 0 30 2 *", "never fires: day-of-month '30' never occurs in FEB"),
+        # With H the refusal depends on the job's name: the line said '30' where the file says
+        # H(30-31) (or '31 ... SEP' for a month written H), and not why another name passed.
+        (
+            "0 0 H(30-31) 2 *",
+            "never occurs in FEB (H chose 30 2 from H(30-31) 2 for job 'backup'; "
+            "a plain H in day-of-month draws from 1-28)",
+        ),
+        ("0 0 31 H *", "'31' never occurs in SEP (H chose 31 9 from 31 H for job 'backup')"),
         ("0 0 L * *", "'L' is not a number in the day-of-month field (expected 1-31)"),
         ("0 0 * * MON#2", "unsupported syntax 'MON#2'"),
         ("0 0 ? * *", "unsupported syntax '?'"),

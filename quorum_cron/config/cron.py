@@ -231,7 +231,11 @@ def _compile(text: str, job: str) -> CronPlan:
     # every weekday within a 28-year cycle, so only day-of-month x month matters.
     if not day_or and not any(d <= _MAX_DAYS[m - 1] for m in month.values for d in dom.values):
         months = ",".join(_MONTH_NAMES[m - 1].upper() for m in sorted(month.values))
-        raise InvalidCron(f"never fires: day-of-month {dom.resolved!r} never occurs in {months}")
+        hashed = ""
+        if "H" in parts[3] + parts[4]:  # the value depends on the job's name: say what H chose
+            hashed = f" (H chose {dom.resolved} {month.resolved} from {parts[3]} {parts[4]} for job {job!r}"
+            hashed += "; a plain H in day-of-month draws from 1-28)" if "H" in parts[3] else ")"
+        raise InvalidCron(f"never fires: day-of-month {dom.resolved!r} never occurs in {months}{hashed}")
     resolved_parts = [p.resolved for p in (parsed if with_seconds else parsed[1:])]
     canonical = " ".join(",".join(str(v) for v in sorted(p.values)) for p in parsed)
     return CronPlan(
