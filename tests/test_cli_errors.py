@@ -119,6 +119,26 @@ def test_bad_redis_urls_are_refused(tmp_path: Path, url: str, expected: str) -> 
         assert "pa/ss" not in line and ":x@" not in line
 
 
+def test_a_bad_redis_url_from_the_environment_is_named_so(tmp_path: Path) -> None:
+    """The file's URL is fine; the one that overrides it is not. The line said only "'http://x'
+    has scheme 'http'", leaving the user to look for it in the file, where it is not."""
+    cfg = config(tmp_path, "redis://127.0.0.1:1/0")
+    env = {**os.environ, "QUORUM_CRON_REDIS_URL": "http://:hunter2@x/0"}
+    for args in (("agent", "--node-id", "n1"), ("status",)):
+        res = subprocess.run(
+            [*CLI, args[0], "--config", str(cfg), *args[1:]],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=env,
+        )
+        line = one_line_error(res, 1)
+        assert line.startswith(
+            "error: --redis / QUORUM_CRON_REDIS_URL: 'http://:***@x/0' has scheme 'http'"
+        ), line
+        assert "hunter2" not in res.stderr
+
+
 def test_by_is_bounded(tmp_path: Path, redis_server: EmbeddedRedis) -> None:
     cfg = config(tmp_path, redis_server.url)
     for by in ("x" * 1000, "a\x1bb", ""):

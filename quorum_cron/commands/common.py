@@ -75,7 +75,12 @@ def store_url(config: Config, redis_url: str | None) -> str:
         )
     problem = redis_url_problem(url)
     if problem is not None:
-        fail(problem)
+        # Name where the URL came from: an agent whose file is fine but whose environment holds
+        # a stale QUORUM_CRON_REDIS_URL said only "'http://x' has scheme 'http'".
+        where = (
+            "--redis / QUORUM_CRON_REDIS_URL" if redis_url else f"{config.source}: cluster: field 'redis_url'"
+        )
+        fail(f"{where}: {problem}")
     return url
 
 
