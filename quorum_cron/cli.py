@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.metadata
 import json
+import os
 import sys
 import time
 import zoneinfo
@@ -34,8 +35,9 @@ from quorum_cron.commands.output import format_option, resolve_format
 from quorum_cron.commands.pipes import quiet_on_closed_pipe
 from quorum_cron.config.durations import format_duration
 from quorum_cron.config.file import load_config
-from quorum_cron.config.settings import Config, InvalidConfig, JobSpec
+from quorum_cron.config.settings import Config, InvalidConfig, JobSpec, redact_url
 from quorum_cron.errors import QuorumCronError
+from quorum_cron.printable import printable
 
 __all__ = ["OneLineError", "main"]
 
@@ -177,7 +179,12 @@ def validate(file: Path) -> None:
         click.echo(f"members: {', '.join(cluster.members)}")
     else:
         click.echo(f"members: the first {cluster.size} node ids to register (size mode)")
-    click.echo(f"redis: {cluster.redacted_redis_url or '(not set)'}")
+    shown = cluster.redacted_redis_url or "(not set)"
+    if override := os.environ.get("QUORUM_CRON_REDIS_URL"):
+        # The agent and every store command take it over the file's ("(not set)" alone read as
+        # a node that could not start); it is not checked here: validate checks the file.
+        shown += f"; the agent here uses QUORUM_CRON_REDIS_URL: {printable(redact_url(override) or '', 200)}"
+    click.echo(f"redis: {shown}")
     click.echo(f"jobs: {len(config.jobs)}")
     rows = [_job_row(job, now) for job in config.jobs]
     widths = [max((len(row[i]) for row in rows), default=0) for i in range(4)]

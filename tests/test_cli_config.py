@@ -36,6 +36,21 @@ def test_validate_ok_prints_summary() -> None:
     assert re.search(r"next \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d$", lines["invoice-run"])
 
 
+def test_validate_names_the_redis_url_the_environment_overrides_it_with() -> None:
+    """validate printed the file's URL (or "(not set)") while QUORUM_CRON_REDIS_URL, which the agent
+    takes over it, pointed elsewhere: the summary now says so, password hidden."""
+    result = CliRunner(env={"QUORUM_CRON_REDIS_URL": "redis://:hunter2@other:6380/1"}).invoke(
+        main, ["validate", CLUSTER]
+    )
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("redis: ")]
+    assert line == (
+        "redis: redis://:***@redis.internal:6379/0; "
+        "the agent here uses QUORUM_CRON_REDIS_URL: redis://:***@other:6380/1"
+    ), line
+    assert "hunter2" not in result.output
+
+
 def test_validate_prints_every_error_and_exits_1() -> None:
     code, out, err = run("validate", str(EXAMPLES / "invalid.toml"))
     assert code == 1
