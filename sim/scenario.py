@@ -29,6 +29,7 @@ Example::
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -610,6 +611,13 @@ def loads(text: str, source: str = "<scenario>") -> Scenario:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:  # (tomllib reads nested arrays and inline tables recursively)
+        raise ConfigError(f"{source}: not valid TOML: arrays or inline tables nested too deeply") from None
+    except ValueError:  # an integer past Python's digit limit: tomllib's int() raised a traceback
+        raise ConfigError(
+            f"{source}: not valid TOML: a number too long to read "
+            f"(more than {sys.get_int_max_str_digits()} digits)"
+        ) from None
     r = _Reader(data, source)
     name = r.str_("name", Path(source).stem)
     nodes = r.int_("nodes", 5, lo=1, hi=MAX_NODES)

@@ -32,6 +32,20 @@ def _refused(text: str) -> str:
 
 
 @pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (BASE + "seed = " + "1" * 5000 + "\n" + JOB, "a number too long to read"),
+        (BASE + "x = " + "[" * 50_000 + "]" * 50_000 + "\n" + JOB, "nested too deeply"),
+    ],
+    ids=["huge-integer", "deep-nesting"],
+)
+def test_an_unreadable_scenario_file_is_one_line(text: str, expected: str) -> None:
+    """tomllib raised ValueError (an integer past 4,300 digits) and RecursionError (deep nesting)
+    past the TOMLDecodeError the reader caught: tracebacks from ``sim run FILE``."""
+    assert expected in _refused(text)
+
+
+@pytest.mark.parametrize(
     ("top", "tail", "expected"),
     [
         # 1. hangs and a ValueError from the clocks
