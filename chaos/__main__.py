@@ -130,27 +130,19 @@ def _nodes(text: str) -> int:
     return n
 
 
-def _ms(flag: str) -> Callable[[str], int]:
+def _at_least_one(flag: str, what: str = "whole number") -> Callable[[str], int]:
+    """A parser of ``flag``'s value: a whole number >= 1, else one line naming the value."""
+
     def parse(text: str) -> int:
         try:
             n = int(text)
         except ValueError:
             n = 0
         if n < 1:
-            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected a whole number of milliseconds >= 1")
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected a {what} >= 1")
         return n
 
     return parse
-
-
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"--repeat {text!r}: expected a whole number >= 1")
-    return n
 
 
 def _schedule_options(r: argparse.ArgumentParser) -> None:
@@ -176,12 +168,15 @@ def _run_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--scheduler", choices=["quorum", "leader"], default="quorum")
     r.add_argument(
         "--starting-deadline-ms",
-        type=_ms("--starting-deadline-ms"),
+        type=_at_least_one("--starting-deadline-ms", "whole number of milliseconds"),
         default=1800,
         help="the jobs' starting_deadline (default 1800)",
     )
     r.add_argument(
-        "--start-timeout-ms", type=_ms("--start-timeout-ms"), default=500, help="the cluster's start_timeout"
+        "--start-timeout-ms",
+        type=_at_least_one("--start-timeout-ms", "whole number of milliseconds"),
+        default=500,
+        help="the cluster's start_timeout",
     )
     r.add_argument("--dir", type=Path, help="run directory (default: a new one under /tmp)")
     r.add_argument("--json", type=Path, help="write the summaries (one per run) to this file")
@@ -203,7 +198,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--seeds", type=_seeds, default=[1, 2, 3, 4, 5], help="e.g. 1-20 or 1,4,9-11 (default 1-5)"
     )
-    s.add_argument("--repeat", type=_positive, default=1, help="runs per seed (default 1)")
+    s.add_argument("--repeat", type=_at_least_one("--repeat"), default=1, help="runs per seed (default 1)")
     s.add_argument(
         "--full", action="store_true", help="also fail (exit 1) when a repetition is below full coverage"
     )
