@@ -286,17 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     try:
         for seed in args.seed or [1]:
-            opts = Options(
-                seed=seed,
-                seconds=seconds,
-                workdir=base / f"{args.scheduler}-seed{seed}",
-                scheduler=args.scheduler,
-                nodes=args.nodes,
-                replica=not args.no_replica,
-                kinds=kinds,
-                starting_deadline_ms=args.starting_deadline_ms,
-                start_timeout_ms=args.start_timeout_ms,
-            )
+            opts = _options(args, seed, seconds, base / f"{args.scheduler}-seed{seed}", kinds)
             started = time.monotonic()
             try:
                 run(opts)
@@ -328,12 +318,14 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def _soak(args: argparse.Namespace, base: Path, seconds: float, kinds: tuple[str, ...]) -> int:
-    """``python -m chaos soak``: one line per repetition as it ends, then the summary."""
-    opts = Options(
-        seed=0,
+def _options(
+    args: argparse.Namespace, seed: int, seconds: float, workdir: Path, kinds: tuple[str, ...]
+) -> Options:
+    """One run's options from the flags ``run`` and ``soak`` share (:func:`_run_options`)."""
+    return Options(
+        seed=seed,
         seconds=seconds,
-        workdir=base,
+        workdir=workdir,
         scheduler=args.scheduler,
         nodes=args.nodes,
         replica=not args.no_replica,
@@ -341,6 +333,11 @@ def _soak(args: argparse.Namespace, base: Path, seconds: float, kinds: tuple[str
         starting_deadline_ms=args.starting_deadline_ms,
         start_timeout_ms=args.start_timeout_ms,
     )
+
+
+def _soak(args: argparse.Namespace, base: Path, seconds: float, kinds: tuple[str, ...]) -> int:
+    """``python -m chaos soak``: one line per repetition as it ends, then the summary."""
+    opts = _options(args, 0, seconds, base, kinds)
     print(
         f"chaos soak: {args.scheduler}, {args.nodes} nodes, seeds {args.seeds} x {args.repeat}, "
         f"{seconds:.0f} s each, kinds {','.join(kinds)}; run dirs under {base}",
