@@ -240,6 +240,59 @@ def test_a_subscribed_member_votes_again_for_a_slot_it_forgot_parked_when_a_newe
     assert dict(store.slot("j", T0 + PERIOD).votes) == {"a": "h1", "d": "h1"}
 
 
+def test_a_job_firing_faster_than_its_deadline_strands_none_of_its_forgotten_slots() -> None:
+    """a (subscribed) votes every second for a job with a 30 s deadline and forgets each slot
+    4 s later, parked; it keeps only the latest to vote again. d, added by epoch 2, is refused
+    for every slot in its window while the job is behind. The first vote a sends under epoch 2
+    (a slot it awaits, the latest it forgot, or simply the job's next slot, due within the
+    deadline of the earlier ones) brings the job the record, and d's retries of the earlier
+    slots then count with a's first votes: no forgotten slot is left undecided. So only a job's
+    latest slot needs keeping (protocol.md, "votes again for a slot it forgot")."""
+    first, replaced = record(1, ["a", "b", "x"]), record(2, ["a", "b", "d"])
+    period, t = 1_000, T0 + 20_000
+    clock = [t]
+    store = MemoryStore(lambda: clock[0])
+
+    def at(ms: int) -> Now:
+        clock[0] = t + ms
+        return Now(t + ms, ms)
+
+    def drive(node: NodeCore, out: list[Any], now: Now) -> list[tuple[int, VoteStatus]]:
+        seen = []
+        for x in out:
+            if isinstance(x, Vote):
+                reply: Any = perform(store, node.settings.node_id, x)
+                seen += [(q.fire_ms, r.status) for q, r in zip(x.requests, reply, strict=True)]
+                node.on_reply(x, reply, now)
+        return seen
+
+    def fast() -> CoreJob:
+        return CoreJob(
+            name="j", schedule=Every(period), spec_hash="h1", deadline_ms=30_000, timeout_ms=60_000
+        )
+
+    a = NodeCore(NodeSettings(node_id="a", quorum=2, max_skew_ms=250), [fast()], first)
+    a.set_trust(True)
+    a.notices_subscribed()
+    drive(a, boot(a, at(0)), at(0))
+    for ms in range(100, 8_000, 100):
+        drive(a, a.tick(at(ms)), at(ms))
+    forgotten = a._jobs["j"].parked_out_ms
+    assert forgotten > t and forgotten not in a._jobs["j"].slots  # (and so are the ones before it)
+    d = NodeCore(NodeSettings(node_id="d", quorum=2, max_skew_ms=250), [fast()], replaced)
+    d.set_trust(True)
+    d.notices_subscribed()
+    refused = drive(d, boot(d, at(8_000)), at(8_000))
+    window = sorted(f for f, _ in refused)
+    assert window[0] < forgotten - 2 * period and {st for _, st in refused} == {VoteStatus.REFUSED}
+    assert a.set_membership(replaced)
+    drive(a, a.tick(at(8_000)), at(8_000))
+    for ms in range(8_100, 12_000, 100):
+        drive(d, d.tick(at(ms)), at(ms))
+    undecided = [f for f in window if store.slot("j", f).state == SlotState.PROPOSED]
+    assert undecided == []
+
+
 def test_a_vote_sent_again_after_the_deadline_is_dropped_not_recorded_missed() -> None:
     # The first vote stands and the slot's poll accounts for it: a second record would say
     # "missed" for a slot another node may have run under a wider deadline.
