@@ -98,8 +98,13 @@ SUMMARY_KEYS = (
     "renew_refused",
     "finish_refused",
     "abstained",
+    "vote_refused",
 )
-"""The counts a ``summary`` line carries, in this order (each since the previous line)."""
+"""The counts a ``summary`` line carries, in this order (each since the previous line): docs/operations.md.
+
+``abstained`` is every due slot this node did not vote for, whatever the
+cause (clock, store, membership: the metric's ``cause`` label tells them
+apart); ``vote_refused`` every vote the store refused by membership."""
 
 _EXIT_RE = re.compile(r"(?:^|: )exit (-?\d+)")
 
@@ -233,9 +238,16 @@ class Observer:
         """Nothing to report: the core accounts for the slots a mark shows missed."""
 
     def abstain(self, action: Abstain, cause: str) -> None:
-        """This node did not vote for a due slot (``cause``: ``clock`` or ``store``)."""
+        """This node did not vote for a due slot (``cause``: ``clock``, ``store`` or ``membership``).
+
+        A ``membership`` abstention (not a member of the record held, or a config that disagrees
+        with it) is counted but has no line of its own: the health says it once per epoch. It
+        used to bypass this method, so a node out of the cluster summed ``abstained`` 0.
+        """
         self.metrics.abstentions.inc((action.job, cause))
         self.counts["abstained"] += 1
+        if cause == "membership":
+            return
         self.lines.event(
             log,
             logging.WARNING,
@@ -321,6 +333,8 @@ class Observer:
                 )
         elif res.status == VoteStatus.MISSED:
             self.missed(view, "vote after deadline")
+        elif res.status == VoteStatus.REFUSED:  # (its line: once per epoch, MemberReports.refused)
+            self.counts["vote_refused"] += 1
 
     def _start_refused(self, action: Start, reply: TransitionResult) -> None:
         view = reply.slot

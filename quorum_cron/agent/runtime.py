@@ -486,8 +486,8 @@ class Agent:
 
     def _on_abstain(self, action: Abstain) -> None:
         if self.health.store_up and (self.health.is_refused_member() or self.health.membership_problem):
-            # Said once per epoch (or at start) by the health: a line per due slot would be noise.
-            self.metrics.abstentions.inc((action.job, "membership"))
+            # Said once per epoch (or at start) by the health; counted here, with no line per slot.
+            self.observer.abstain(action, "membership")
             return
         self.observer.abstain(action, "store" if not self.health.store_up else "clock")
 
