@@ -6,13 +6,26 @@ time. ``--format`` (see :mod:`.output`): a table at a terminal, plain rows
 that keep every value whole when piped (the reason last, since it is the
 longest), or one JSON object per entry for scripts (types in
 docs/cli-output.md).
+
+**Which voters counted.** The ledger lists every node whose vote the slot
+stored, and neither it nor the slot record keeps the membership record that
+decided the slot. What can be told is shown apart from the other voters
+(:func:`account`): a voter whose vote was for another definition of the job
+(from the slot record, while the store keeps it) did not count; a voter not
+a member of the cluster's records in force when the slot was committed
+(from the membership log) was outside the membership of that time. That is
+not proof it did not count: a job takes a new record only from a member's
+vote, so votes sent before their nodes heard of a change (within about a
+heartbeat) decided under the older one. docs/operations.md, "Reading
+history after a membership change".
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
@@ -22,14 +35,18 @@ from rich.table import Table
 from quorum_cron.commands.common import config_option, fail, fmt_ms, load, redis_option, store_for
 from quorum_cron.commands.output import format_option, resolve_format, rows, utc_label
 from quorum_cron.config.values import _name_problem
+from quorum_cron.core.membership import Membership, MembershipRecord
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.printable import cell, printable
 from quorum_cron.redact import redact_text
-from quorum_cron.store.base import LedgerEntry, ObservedStore, SlotState
+from quorum_cron.store.base import LedgerEntry, ObservedStore, SlotState, SlotView
 from quorum_cron.store.ledger_json import ledger_doc
 from quorum_cron.store.server import credentials_hint
 
-__all__ = ["history"]
+__all__ = ["VoterAccount", "account", "history", "in_force"]
+
+MEMBERSHIP_LOG_READ = 1_000
+"""How many membership records (newest first) ``history`` reads to find the one of a commit."""
 
 _STYLE = {
     SlotState.SUCCEEDED: "green",
@@ -73,33 +90,35 @@ def history(
             entries = _removed_job(store, shown, job, names, limit)
         else:
             entries = _read(store, [job] if job else names, limit, unreadable)
+        entries.sort(key=lambda e: (e.fire_ms, e.job), reverse=True)
+        entries = entries[:limit]
+        counts = _accounts(store, entries, config.cluster.max_skew_ms)
     except StoreError as exc:
         fail(f"cannot read the store at {shown}: {exc}{credentials_hint(str(exc))}")
     finally:
         store.close()
-    entries.sort(key=lambda e: (e.fire_ms, e.job), reverse=True)
     # A run's detail is the job's own output: URL passwords it printed are masked when shown, as
     # the dashboard shows them (agents mask it before the ledger has it; an older agent did not).
-    entries = [replace(e, detail=redact_text(e.detail)) for e in entries[:limit]]
+    entries = [replace(e, detail=redact_text(e.detail)) for e in entries]
     if fmt == "json":
-        for e in entries:
-            click.echo(json.dumps(_doc(e), sort_keys=True))
+        for e, c in zip(entries, counts, strict=True):
+            click.echo(json.dumps(_doc(e, c), sort_keys=True))
     elif fmt == "plain":
-        _plain(entries, detail)
+        _plain(entries, detail, counts)
     else:
-        _table(entries, detail)
+        _table(entries, detail, counts)
     if unreadable:  # (the others shown, each unreadable one named above: not a success)
         sys.exit(1)
 
 
-def _table(entries: list[LedgerEntry], detail: bool) -> None:
+def _table(entries: list[LedgerEntry], detail: bool, counts: Sequence[VoterAccount] | None = None) -> None:
     table = Table(title=f"history ({len(entries)} entries, newest first)", title_justify="left")
     cols = ["slot (UTC)", "job", "outcome", "reason", "executor", "token", "voters", "delay ms", "ran ms"]
     if detail:
         cols.append("detail")
     for col in cols:
         table.add_column(col, overflow="fold")
-    for e in entries:
+    for e, c in zip(entries, counts or [VoterAccount()] * len(entries), strict=True):
         style = _STYLE.get(e.state, "")
         row = [
             fmt_ms(e.fire_ms),
@@ -108,7 +127,7 @@ def _table(entries: list[LedgerEntry], detail: bool) -> None:
             cell(_reason(e)),
             cell(e.executor or "-", 100),
             str(e.token or "-"),
-            cell(",".join(e.voters) or "-"),
+            cell(c.text(e.voters)),
             str(e.started_ms - e.fire_ms) if e.started_ms else "-",
             _ran_ms(e),
         ]
@@ -118,7 +137,7 @@ def _table(entries: list[LedgerEntry], detail: bool) -> None:
     Console().print(table)
 
 
-def _plain(entries: list[LedgerEntry], detail: bool) -> None:
+def _plain(entries: list[LedgerEntry], detail: bool, counts: Sequence[VoterAccount] | None = None) -> None:
     """Aligned rows, every value whole; with ``--detail`` each run's detail follows its row, indented."""
     click.echo(f"history ({len(entries)} entries, newest first)")
     header = ["slot (UTC)", "job", "outcome", "executor", "token", "voters", "delay ms", "ran ms", "reason"]
@@ -129,12 +148,12 @@ def _plain(entries: list[LedgerEntry], detail: bool) -> None:
             str(e.state),
             e.executor or "-",
             str(e.token or "-"),
-            ",".join(e.voters) or "-",
+            c.text(e.voters),
             str(e.started_ms - e.fire_ms) if e.started_ms else "-",
             _ran_ms(e),
             _reason(e),
         ]
-        for e in entries
+        for e, c in zip(entries, counts or [VoterAccount()] * len(entries), strict=True)
     ]
     lines = rows(header, body)
     click.echo(lines[0])
@@ -217,5 +236,113 @@ def _ran_ms(e: LedgerEntry) -> str:
     return str(e.finished_ms - e.started_ms)
 
 
-def _doc(e: LedgerEntry) -> dict[str, object]:
-    return ledger_doc(e) | {"slot": fmt_ms(e.fire_ms)}
+def _doc(e: LedgerEntry, c: VoterAccount) -> dict[str, object]:
+    return ledger_doc(e) | {"slot": fmt_ms(e.fire_ms)} | c.doc()
+
+
+# -- which voters counted ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VoterAccount:
+    """What the store can tell of whether a slot's voters counted (nothing, by default).
+
+    ``epochs``: the cluster's membership records that may have decided the
+    slot (:func:`account`), ``None`` when that cannot be told; ``outside``:
+    the voters a member of none of them (current nor, while joint, old).
+    ``other_definition``: the voters whose vote was for another definition
+    than the one agreed, ``None`` once the slot record is gone.
+    """
+
+    epochs: tuple[int, ...] | None = None
+    outside: tuple[str, ...] = ()
+    other_definition: tuple[str, ...] | None = None
+
+    def text(self, voters: Sequence[str]) -> str:
+        """The voters cell: ``a,b [c: not a member of epoch 3 at commit]`` (the others first)."""
+        why: dict[str, list[str]] = {}
+        for v in self.other_definition or ():
+            why.setdefault(v, []).append("voted another definition")
+        if self.outside and self.epochs:
+            said = ", ".join(str(n) for n in self.epochs)
+            for v in self.outside:
+                why.setdefault(v, []).append(
+                    f"not a member of epoch{'s' * (len(self.epochs) > 1)} {said} at commit"
+                )
+        rest = ",".join(v for v in voters if v not in why)
+        apart = "; ".join(f"{v}: {', '.join(why[v])}" for v in sorted(why))
+        return " ".join(part for part in (rest, f"[{apart}]" if apart else "") if part) or "-"
+
+    def doc(self) -> dict[str, object]:
+        """The ``--json`` fields (docs/cli-output.md)."""
+        other = None if self.other_definition is None else list(self.other_definition)
+        if self.epochs is None:
+            return {"epochs_at_commit": None, "not_members_at_commit": None, "other_definition": other}
+        return {
+            "epochs_at_commit": list(self.epochs),
+            "not_members_at_commit": list(self.outside),
+            "other_definition": other,
+        }
+
+
+def in_force(log: Sequence[Membership], start_ms: int, end_ms: int) -> list[MembershipRecord] | None:
+    """The cluster's records in force at some instant from ``start_ms`` to ``end_ms`` (store time),
+    oldest first, from ``log`` (newest first); ``None`` when it does not reach back to ``start_ms``
+    (trimmed, or no record yet then)."""
+    out: list[MembershipRecord] = []
+    for m in log:
+        if m.changed_ms <= end_ms:  # (one made after the commit decided nothing of it)
+            out.append(m.record)
+        if m.changed_ms <= start_ms:
+            return out[::-1]
+    return None
+
+
+def account(
+    e: LedgerEntry, log: Sequence[Membership], view: SlotView | None, max_skew_ms: int
+) -> VoterAccount:
+    """What the ledger entry ``e``, the membership ``log`` (newest first) and the slot's record
+    ``view`` (``None`` or absent: gone) tell of whether ``e``'s voters counted (see the module).
+
+    The slot record is used only while it is the same slot (its voters are the entry's). The
+    votes decided the slot at ``committed_ms`` if it was never reassigned (a takeover or a retry
+    moves that time on: the record's attempt says), else at some instant since the slot's
+    first vote could come (``max_skew_ms`` before its time). The records in force then under
+    which its agreeing voters hold a quorum may have decided it; a voter a member of none of
+    them was not counted by the cluster's membership of that time.
+    """
+    other: tuple[str, ...] | None = None
+    agreeing = set(e.voters)
+    same = view is not None and view.state != SlotState.ABSENT and view.voters == e.voters
+    if view is not None and same and view.spec_hash:
+        other = tuple(n for n, h in view.votes if h != view.spec_hash)
+        agreeing -= set(other)
+    if not e.committed_ms:
+        return VoterAccount(other_definition=other)
+    once = view is not None and same and view.attempt == 1
+    start = e.committed_ms if once else min(e.fire_ms - max_skew_ms, e.committed_ms)
+    recs = in_force(log, start, e.committed_ms) or []
+    could = [r for r in recs if r.commits({v for v in agreeing if r.is_member(v)})]
+    if not could:
+        return VoterAccount(other_definition=other)
+    outside = tuple(v for v in e.voters if not any(r.is_member(v) for r in could))
+    return VoterAccount(tuple(r.epoch for r in could), outside, other)
+
+
+def _accounts(store: ObservedStore, entries: list[LedgerEntry], max_skew_ms: int) -> list[VoterAccount]:
+    """:func:`account` of each entry: one read of the membership log, one pipelined read of the
+    slot records of the committed entries. A corrupt value there is a warning, not a failure:
+    the ledger is still shown, without what it could not tell."""
+    committed = [e for e in entries if e.committed_ms]
+    if not committed:
+        return [VoterAccount() for _ in entries]
+    try:
+        log = store.membership_log(MEMBERSHIP_LOG_READ)
+        read = store.read_slots([(e.job, e.fire_ms) for e in committed])
+    except StoreUnavailable:
+        raise
+    except StoreError as exc:
+        click.echo(f"warning: cannot tell which voters counted: {printable(str(exc), 300)}", err=True)
+        return [VoterAccount() for _ in entries]
+    views = {(v.job, v.fire_ms): v for v in read if v.state != SlotState.ABSENT}
+    return [account(e, log, views.get((e.job, e.fire_ms)), max_skew_ms) for e in entries]
