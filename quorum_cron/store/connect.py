@@ -72,11 +72,18 @@ SOCKET_CONNECT_TIMEOUT_S: Final = 1.0
 
 def fail_fast() -> dict[str, Any]:
     """Client keywords that fail at once: short timeouts, one retry without backoff (a new
-    ``Retry`` each call: redis-py's is mutable state per client)."""
+    ``Retry`` each call: redis-py's is mutable state per client).
+
+    The retry is for a connection error only (a pooled connection the server closed), never
+    for a timeout: a server that did not answer within the timeout will not answer a second
+    try sooner. redis-py's default retried timeouts too, and a connect is retried inside the
+    command's retry, so a store that stopped answering held every call for two read timeouts
+    (4 s: the web face's 503s) and a blackholed address for four connect timeouts.
+    """
     return {
         "socket_timeout": SOCKET_TIMEOUT_S,
         "socket_connect_timeout": SOCKET_CONNECT_TIMEOUT_S,
-        "retry": Retry(NoBackoff(), 1),
+        "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
     }
 
 

@@ -1,0 +1,124 @@
+"""The web face during a store outage: how fast a read answers 503.
+
+Found by a monitoring integrator: every API call took about 4 s to answer
+503 while the store did not answer — redis-py retried a timed-out command
+once more (and a connect inside it), so a stopped server cost two read
+timeouts. Each test runs a real redis-server it kills or stops (SIGSTOP: a
+server that holds connections and answers nothing).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from starlette.testclient import TestClient
+
+from quorum_cron.agent.startup import open_node_store
+from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
+from quorum_cron.store.connect import SOCKET_TIMEOUT_S
+from quorum_cron.store.redis import RedisStore
+from quorum_cron.web.app import WebContext, create_app
+from quorum_cron.web.tokens import AdminTokens
+from tests.agent_cluster import OwnedRedis, free_port
+
+CLUSTER = ClusterConfig(namespace="probes", size=3)
+CONFIG = Config(CLUSTER, (JobSpec.create("tick", "@every 10s", command=("true",)),))
+TOKEN = "alice:correct-horse-battery-staple"
+
+
+@pytest.fixture
+def owned(tmp_path: Path) -> Iterator[OwnedRedis]:
+    server = OwnedRedis(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.proc is not None:
+            os.kill(server.proc.pid, signal.SIGCONT)  # (a stopped server is killed all the same)
+        server.kill()
+
+
+def _app(store: RedisStore, shown: str, tokens: AdminTokens | None = None) -> TestClient:
+    return TestClient(create_app(WebContext(CONFIG, store, shown, tokens or AdminTokens())))
+
+
+def test_a_closed_port_is_a_503_at_once(tmp_path: Path) -> None:
+    """A refused connect on loopback returns at once (the kernel answers with a reset): with no
+    backoff between tries, nothing in the path waits on a timeout, so the three calls below take
+    milliseconds. The 2 s bound is there for a backoff or a timed wait coming back, which would
+    cost at least a second per call; it is over a hundred times what the calls take."""
+    port = free_port()
+    store, shown = open_node_store(f"redis://127.0.0.1:{port}/0", CLUSTER)
+    tokens = AdminTokens(env_value=TOKEN)
+    try:
+        with _app(store, shown, tokens) as web:
+            began = time.monotonic()
+            answers = [
+                web.get("/api/jobs"),
+                web.get("/api/jobs/tick"),
+                web.post("/api/jobs/tick/resume", headers={"Authorization": f"Bearer {TOKEN}"}),
+            ]
+            took = time.monotonic() - began
+    finally:
+        store.close()
+    assert [a.status_code for a in answers] == [503, 503, 503], [a.text for a in answers]
+    assert took < 2.0, took
+
+
+def test_the_web_store_client_retries_a_closed_connection_never_a_timeout(owned: OwnedRedis) -> None:
+    """The 4 s: a command that timed out was sent once more (and its reconnect retried too), so a
+    stopped server cost two read timeouts per call. Asserted on the client the web command opens:
+    its retry policy, then a Redis restart (a pooled connection closed under it: retried, so the
+    first read after the restart is a 200, not a 503)."""
+    store, shown = open_node_store(owned.url, CLUSTER)
+    try:
+        client = store.client
+        assert isinstance(client, redis.Redis)
+        policy = client.connection_pool.connection_kwargs["retry"]
+        tries = {"timeout": 0, "closed": 0}
+
+        def fails(kind: str, error: Exception) -> None:
+            tries[kind] += 1
+            raise error
+
+        with pytest.raises(redis.TimeoutError):
+            policy.call_with_retry(lambda: fails("timeout", redis.TimeoutError("slow")), lambda _e: None)
+        with pytest.raises(redis.ConnectionError):
+            policy.call_with_retry(lambda: fails("closed", redis.ConnectionError("closed")), lambda _e: None)
+        assert tries == {"timeout": 1, "closed": 2}
+        assert client.connection_pool.connection_kwargs["socket_timeout"] == SOCKET_TIMEOUT_S
+
+        with _app(store, shown) as web:
+            assert web.get("/api/jobs").status_code == 200
+            owned.kill()
+            owned.start()
+            after = web.get("/api/jobs")
+    finally:
+        store.close()
+    assert after.status_code == 200, after.text
+
+
+def test_a_stopped_store_still_gets_the_whole_read_timeout(owned: OwnedRedis) -> None:
+    """What a merely slow store is given: a stopped server (its connections held, nothing answered)
+    is a 503 only once the client's read timeout has passed, not before. (That it is not retried
+    into a second timeout is asserted on the policy above: no upper bound on time here.)"""
+    store, shown = open_node_store(owned.url, CLUSTER)
+    assert owned.proc is not None
+    try:
+        with _app(store, shown) as web:
+            assert web.get("/api/jobs").status_code == 200  # a pooled connection, as in service
+            os.kill(owned.proc.pid, signal.SIGSTOP)
+            began = time.monotonic()
+            answer = web.get("/api/jobs")
+            took = time.monotonic() - began
+            owned.kill()
+    finally:
+        store.close()
+    assert answer.status_code == 503 and "Timeout reading" in answer.json()["error"], answer.text
+    assert took >= SOCKET_TIMEOUT_S, took
