@@ -10,7 +10,10 @@ definition of the job, so nothing can be injected through Redis.
   slot, so it still needs a quorum and runs at most once.
 * ``pause`` / ``resume``: cluster-wide. While paused, every slot of the job
   that comes due ends ``skipped`` with the pause's reason; runs already
-  started go on (failed ones are not retried).
+  started go on (failed ones are not retried). Resuming a job that is not
+  paused changes nothing and is not audited (a store call retried after a
+  lost reply must not record a second resume); the command says so, naming
+  who resumed it last, as the web face's answer does (``was_paused``).
 
 A job the config does not define is refused (exit status 1) before the
 store is touched.
@@ -22,6 +25,7 @@ import getpass
 import socket
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
@@ -44,6 +48,9 @@ __all__ = ["MAX_REASON", "default_by", "describe_control", "pause", "resume", "t
 
 # MAX_REASON (the store contract's): a pause reason longer than this is refused (it is shown in every
 # skipped slot's ledger entry); commands/members.py and the web face check the same bound.
+
+
+_T = TypeVar("_T")
 
 
 def default_by() -> str:
@@ -154,13 +161,16 @@ def resume(job: str, config_path: Path, redis_url: str | None, by: str | None) -
     config = load(config_path)
     _known(config, job)
     who = _by(by)
-    control = _call(config, redis_url, job, lambda s: s.resume(job, who), "resume")
-    click.echo(f"resumed {job}: {describe_control(control)}")
+    before, after = _call(config, redis_url, job, lambda s: (s.control(job), s.resume(job, who)), "resume")
+    # This call ended the pause when the state changed and names who (quorum_cron/web/actions.py, the
+    # same rule): a job resumed by someone else in between names them, one not paused is unchanged.
+    if after != before and after.by == who:
+        click.echo(f"resumed {job}: {describe_control(after)}")
+    else:
+        click.echo(f"{job} is not paused: {describe_control(after)} (unchanged: nothing to resume)")
 
 
-def _call(
-    config: Config, redis_url: str | None, job: str, op: Callable[[Store], JobControl], what: str
-) -> JobControl:
+def _call(config: Config, redis_url: str | None, job: str, op: Callable[[Store], _T], what: str) -> _T:
     store, shown = store_for(config, redis_url)
     try:
         return op(store)

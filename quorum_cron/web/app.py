@@ -59,6 +59,7 @@ from quorum_cron.config.settings import Config
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.base import ObservedStore
 from quorum_cron.web import views
+from quorum_cron.web.actions import ACTIONS, perform, said
 from quorum_cron.web.inputs import (
     Refused,
     body_of,
@@ -79,7 +80,6 @@ HERE = Path(__file__).resolve().parent
 SESSION_COOKIE = "qc_session"
 SESSION_TTL_S = 12 * 3600
 MAX_SESSIONS = 1000
-ACTIONS = ("trigger", "pause", "resume")
 MAX_EVENT_STREAMS = 200
 """Live-update streams (``/api/events``) one server keeps open at once (about one per open page);
 past it a new one is a 503 and the page says it is not live. Each stream holds a socket and a queue
@@ -324,16 +324,8 @@ def create_app(ctx: WebContext) -> Starlette:
     # -- acting --------------------------------------------------------------
 
     async def act(job: str, action: str, who: str, reason: str) -> dict[str, Any]:
-        def call() -> dict[str, Any]:
-            if action == "trigger":
-                fire_ms = ctx.store.trigger(job, who)
-                paused = ctx.store.control(job).paused  # (its slot then ends skipped: said)
-                return {"job": job, "action": action, "by": who, "slot_ms": fire_ms, "paused": paused}
-            control = ctx.store.pause(job, who, reason) if action == "pause" else ctx.store.resume(job, who)
-            return {"job": job, "action": action, "by": who, "paused": control.paused}
-
         try:
-            return await run_in_threadpool(call)
+            return await run_in_threadpool(perform, ctx.store, job, action, who, reason)
         except StoreError as exc:
             raise Refused(
                 503, f"cannot {action} {job!r} through the store at {ctx.shown_url}: {exc}"
@@ -357,12 +349,7 @@ def create_app(ctx: WebContext) -> Starlette:
             raise Refused(403, "refused: the request did not come from this server's page (CSRF check)")
         done = await act(job, action, session.name, check_reason(form.get("reason", "")))
         # Said on the job's page from this session, once: a link (?done=...) could claim anything.
-        if action == "trigger":
-            skipped = " (the job is paused: this slot will be recorded skipped)" if done["paused"] else ""
-            slot = views.fmt_ms(done["slot_ms"])
-            session.flash = (job, f"triggered by {session.name}: slot {slot}{skipped}")
-        else:
-            session.flash = (job, f"{'paused' if done['paused'] else 'resumed'} by {session.name}")
+        session.flash = (job, said(done))
         return RedirectResponse(f"{prefix(request)}/jobs/{job_segment(job)}", status_code=303)
 
     async def api_action(request: Request) -> Response:

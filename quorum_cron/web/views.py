@@ -58,6 +58,7 @@ __all__ = [
     "RecentLedger",
     "audit_view",
     "cluster_view",
+    "control_doc",
     "corrupt_message",
     "entry_doc",
     "fmt_ms",
@@ -116,7 +117,7 @@ def audit_doc(a: AuditEntry) -> dict[str, Any]:
     return {"job": a.job, "action": str(a.action), "by": a.by, "at_ms": a.at_ms, "detail": _cut(a.detail)}
 
 
-def _control_doc(c: JobControl) -> dict[str, Any]:
+def control_doc(c: JobControl) -> dict[str, Any]:
     return {"paused": c.paused, "by": c.by, "at_ms": c.at_ms, "reason": _cut(c.reason)}
 
 
@@ -296,7 +297,7 @@ def jobs_view(
             {
                 "job": spec.name,
                 "schedule": _schedule_doc(spec, now, 3),
-                "control": _control_doc(control),
+                "control": control_doc(control),
                 "last": entry_doc(last[0]) if last else None,
                 "recent": outcomes[::-1],
                 "corrupt": corrupt,
@@ -371,7 +372,7 @@ def job_view(
         "delivery": str(spec.delivery),
         "retries": spec.retries,
         "spec_hash": spec.spec_hash,
-        "control": _control_doc(control),
+        "control": control_doc(control),
         "corrupt": corrupt,
         "window": {"from_ms": start, "to_ms": end, "span_ms": span, "cut": cut, "counts": counts},
         "timeline": [asdict(r) | {"reason": _cut(r.reason)} for r in rows],
