@@ -1,10 +1,11 @@
-"""The web face during a store outage: how fast a read answers 503.
+"""The web face during a store outage: its probes, and how fast a read answers 503.
 
-Found by a monitoring integrator: every API call took about 4 s to answer
-503 while the store did not answer — redis-py retried a timed-out command
-once more (and a connect inside it), so a stopped server cost two read
-timeouts. Each test runs a real redis-server it kills or stops (SIGSTOP: a
-server that holds connections and answers nothing).
+Found by a monitoring integrator: ``/healthz`` answered ``ok`` while Redis
+was down (there was no readiness answer at all), and every API call took
+about 4 s to answer 503 while the store did not answer — redis-py retried a
+timed-out command once more (and a connect inside it), so a stopped server
+cost two read timeouts. Each test runs a real redis-server it kills or
+stops (SIGSTOP: a server that holds connections and answers nothing).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from starlette.testclient import TestClient
 
 from quorum_cron.agent.startup import open_node_store
@@ -24,6 +27,7 @@ from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
 from quorum_cron.store.connect import SOCKET_TIMEOUT_S
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.web.app import WebContext, create_app
+from quorum_cron.web.probes import READY_TIMEOUT_S
 from quorum_cron.web.tokens import AdminTokens
 from tests.agent_cluster import OwnedRedis, free_port
 
@@ -46,6 +50,65 @@ def owned(tmp_path: Path) -> Iterator[OwnedRedis]:
 
 def _app(store: RedisStore, shown: str, tokens: AdminTokens | None = None) -> TestClient:
     return TestClient(create_app(WebContext(CONFIG, store, shown, tokens or AdminTokens())))
+
+
+def test_healthz_is_liveness_and_readyz_says_whether_the_store_answers(owned: OwnedRedis) -> None:
+    store, shown = open_node_store(owned.url, CLUSTER)  # as `quorum-cron web` opens it
+    try:
+        with _app(store, shown) as web:
+            ready = web.get("/readyz")
+            assert (ready.status_code, ready.text) == (200, f"ready: the store at {shown} answers")
+            owned.kill()
+            down = web.get("/readyz")
+            live = web.get("/healthz")
+            owned.start()  # the same port, empty
+            back = web.get("/readyz")
+    finally:
+        store.close()
+    # Liveness stays up through the outage: restarting the dashboard would not bring Redis back.
+    assert (live.status_code, live.text) == (200, "ok")
+    assert down.status_code == 503 and down.headers["cache-control"] == "no-store"
+    assert down.text.startswith(f"not ready: the store is not answering: redis at {shown} unavailable")
+    assert "Connection refused" in down.text and "\n" not in down.text, down.text
+    assert back.status_code == 200, back.text
+
+
+def test_readyz_names_the_store_without_its_password(owned: OwnedRedis) -> None:
+    owned.kill()  # its port is closed now
+    url = f"redis://:s3cret-pw@127.0.0.1:{owned.port}/0"
+    store, shown = open_node_store(url, CLUSTER)
+    try:
+        with _app(store, shown) as web:
+            down = web.get("/readyz")
+    finally:
+        store.close()
+    assert down.status_code == 503 and "s3cret-pw" not in down.text
+    assert f"127.0.0.1:{owned.port}" in down.text and "***" in shown
+
+
+def test_readyz_is_bounded_by_its_own_timeout_not_the_clients(owned: OwnedRedis) -> None:
+    """A stopped server answers nothing. The client here waits 30 s for a reply (as redis-py's
+    default would wait forever): the probe still answers at its own bound, with that bound as the
+    reason — no timing is asserted, only which of the two bounds answered."""
+    store = RedisStore.from_url(
+        owned.url, "probes", socket_timeout=30, socket_connect_timeout=30, retry=Retry(NoBackoff(), 0)
+    )
+    assert owned.proc is not None
+    try:
+        with _app(store, owned.url) as web:
+            assert web.get("/readyz").status_code == 200
+            os.kill(owned.proc.pid, signal.SIGSTOP)
+            hung = [web.get("/readyz") for _ in range(3)]  # the later ones share the first's question
+            live = web.get("/healthz")
+            owned.kill()  # (the question still in flight then fails at once: the socket closes)
+    finally:
+        store.close()
+    for answer in hung:
+        assert answer.status_code == 503
+        assert answer.text == (
+            f"not ready: the store at {owned.url} did not answer within {READY_TIMEOUT_S:g} s"
+        ), answer.text
+    assert live.status_code == 200
 
 
 def test_a_closed_port_is_a_503_at_once(tmp_path: Path) -> None:

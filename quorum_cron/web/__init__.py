@@ -9,6 +9,7 @@ nothing below imports it. Modules:
 * :mod:`.tokens` — admin tokens (trigger, pause, resume), from a file or the environment;
 * :mod:`.app` — the Starlette app: routes, sessions, CSRF checks;
 * :mod:`.actions` — trigger, pause, resume: the store call each is, and what its answer says;
+* :mod:`.probes` — ``/healthz`` (the process) and ``/readyz`` (the store answers, time-bounded);
 * :mod:`.inputs` — what a request may carry (query, body, form, origin), checked where it enters;
 * :mod:`.present` — templates and their filters, security headers;
 * :mod:`.server` — uvicorn, in the foreground or on a thread of the agent.

@@ -11,6 +11,8 @@ Routes (the JSON API is documented in ``docs/web.md``)::
     POST /jobs/{job}/{trigger|pause|resume}       from the pages (session + CSRF token)
     POST /api/jobs/{job}/{trigger|pause|resume}   for tools (Authorization: Bearer NAME:SECRET)
     GET|POST /login (?next=<path>: the page to go back to), POST /logout
+    GET  /healthz               liveness: "ok" while the process serves (the store is not asked)
+    GET  /readyz                readiness: 200 when the store answers, 503 and why when not (.probes)
     GET  /favicon.ico           204 (no icon; answered so that no page load logs a 404)
 
 Security model. The server is read-only unless admin tokens were given
@@ -72,6 +74,7 @@ from quorum_cron.web.inputs import (
 )
 from quorum_cron.web.live import Broadcaster
 from quorum_cron.web.present import SecurityHeaders, environment, job_segment
+from quorum_cron.web.probes import Readiness
 from quorum_cron.web.tokens import AdminTokens
 
 __all__ = ["MAX_EVENT_STREAMS", "WebContext", "create_app"]
@@ -150,6 +153,7 @@ def create_app(ctx: WebContext) -> Starlette:
         namespace=ctx.config.cluster.namespace,
     )
     recent = views.RecentLedger()
+    readiness = Readiness(ctx.store, ctx.shown_url)
 
     # -- helpers -------------------------------------------------------------
 
@@ -448,7 +452,11 @@ def create_app(ctx: WebContext) -> Starlette:
         return response
 
     async def healthz(request: Request) -> Response:
-        return PlainTextResponse("ok")
+        return PlainTextResponse("ok")  # liveness: never the store's state (module probes)
+
+    async def readyz(request: Request) -> Response:
+        status, line = await readiness.answer()
+        return PlainTextResponse(line, status_code=status, headers={"Cache-Control": "no-store"})
 
     async def favicon(request: Request) -> Response:
         # No icon (the pages say so with <link rel="icon" href="data:,">); a browser that asks
@@ -470,6 +478,7 @@ def create_app(ctx: WebContext) -> Starlette:
         Route("/login", handle(login), methods=["GET", "POST"]),
         Route("/logout", handle(logout), methods=["POST"]),
         Route("/healthz", healthz),
+        Route("/readyz", readyz),
         Route("/favicon.ico", favicon),
         Route("/api/cluster", handle(api(cluster_data))),
         Route("/api/jobs", handle(api(jobs_data))),
