@@ -147,3 +147,29 @@ def test_every_member_field_from_a_heartbeat_is_bounded(redis_client: redis.Redi
     [member] = answer.json()["members"]
     assert len(member["voting"]) <= 4002 and len(member["clock"]) <= 4002
     assert len(answer.text) < 50_000 and page.status_code == 200 and len(page.text) < 50_000
+
+
+@pytest.mark.parametrize(
+    ("window", "why"),
+    [
+        ("600", "has no unit"),
+        ("5 parsecs", "is not a duration"),
+        ("1.5h", "is not a duration"),
+        ("30s", "is out of range"),
+        ("32d", "is out of range"),
+        ("9" * 40, "is too long"),
+    ],
+)
+def test_a_bad_window_says_what_a_url_may_carry(
+    redis_client: redis.Redis, tmp_path: Path, window: str, why: str
+) -> None:
+    """``?window=5%20parsecs`` answered "expected e.g. '30s', ... or an integer number of seconds"
+    (the config file's rule, where a TOML integer is seconds), and ``?window=600`` — that integer —
+    was then refused for "a unit is required in strings". Every refusal now says what is accepted."""
+    _, client = _face(redis_client, tmp_path)
+    with client:
+        answer = client.get("/api/jobs/tick", params={"window": window})
+    error = answer.json()["error"]
+    assert answer.status_code == 400 and why in error, error
+    assert error.endswith("(expected a duration with its unit from 1m to 31d, e.g. 10m, 1h, 1d, 7d or 1h30m)")
+    assert "integer number of seconds" not in error and "in strings" not in error

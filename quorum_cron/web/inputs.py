@@ -25,6 +25,7 @@ __all__ = [
     "MAX_PAGE",
     "MAX_WINDOW_MS",
     "MIN_WINDOW_MS",
+    "WINDOW_EXPECTED",
     "Refused",
     "body_of",
     "check_reason",
@@ -33,10 +34,12 @@ __all__ = [
     "safe_next",
     "same_origin",
     "slot_ms",
+    "window_ms",
 ]
 
 MIN_WINDOW_MS = 60_000
 MAX_WINDOW_MS = 31 * 86_400_000
+WINDOW_EXPECTED = "expected a duration with its unit from 1m to 31d, e.g. 10m, 1h, 1d, 7d or 1h30m"
 MAX_PAGE = 1000
 MAX_MS = 10**14
 """The latest time a URL may name (``to``, a slot): year 5138. A schedule's fire times are computed
@@ -58,17 +61,7 @@ def job_args(request: Request) -> dict[str, Any]:
     q = request.query_params
     out: dict[str, Any] = {}
     if q.get("window"):
-        # A long one is refused before it is parsed: int() of a 5 000-digit count raised
-        # ValueError past Python's digit limit (a 500), and each error echoed the whole value.
-        if len(q["window"]) > 32:
-            raise Refused(400, f"window {q['window'][:32]!r}... is out of range (expected 1m to 31d)")
-        try:
-            ms = parse_duration(q["window"], what="window")
-        except ConfigError as exc:
-            raise Refused(400, str(exc)) from None
-        if not MIN_WINDOW_MS <= ms <= MAX_WINDOW_MS:
-            raise Refused(400, f"window {q['window']!r} is out of range (expected 1m to 31d)")
-        out["window_ms"] = ms
+        out["window_ms"] = window_ms(q["window"])
     for key, name, lo, hi in (("to", "to_ms", 1, MAX_MS), ("page", "page", 0, MAX_PAGE)):
         if q.get(key):
             raw = q[key]
@@ -76,6 +69,28 @@ def job_args(request: Request) -> dict[str, Any]:
                 raise Refused(400, f"{key} {raw[:40]!r} is not a whole number from {lo} to {hi}")
             out[name] = int(q[key])
     return out
+
+
+def window_ms(raw: str) -> int:
+    """The job page's ``?window=``: a duration with its unit, :data:`MIN_WINDOW_MS` to :data:`MAX_WINDOW_MS`.
+
+    Every refusal says what is accepted here (:data:`WINDOW_EXPECTED`), not the
+    configuration's rule, whose "or an integer number of seconds" (a TOML
+    integer) a URL cannot give: ``?window=600`` is text, refused for its missing unit.
+    """
+    # A long one is refused before it is parsed: int() of a 5 000-digit count raised
+    # ValueError past Python's digit limit (a 500), and each error echoed the whole value.
+    if len(raw) > 32:
+        raise Refused(400, f"window {raw[:32]!r}... is too long ({WINDOW_EXPECTED})")
+    if raw.isascii() and raw.isdecimal():
+        raise Refused(400, f"window {raw!r} has no unit ({WINDOW_EXPECTED})")
+    try:
+        ms = parse_duration(raw, what="window")
+    except ConfigError:
+        raise Refused(400, f"window {raw!r} is not a duration ({WINDOW_EXPECTED})") from None
+    if not MIN_WINDOW_MS <= ms <= MAX_WINDOW_MS:
+        raise Refused(400, f"window {raw!r} is out of range ({WINDOW_EXPECTED})")
+    return ms
 
 
 async def body_of(request: Request) -> bytes:
