@@ -44,6 +44,13 @@ class Options:
     def node_names(self) -> list[str]:
         return [f"n{i}" for i in range(1, self.nodes + 1)]
 
+    @property
+    def ledger_maxlen(self) -> int:
+        """Room in each job's ledger for every slot of the run and its bring-up: the agents'
+        default (10 000 entries, 5.5 h of a 2 s job) trimmed a 24 h run's oldest entries, which
+        the checker would call unaccounted or unrecorded."""
+        return max(10_000, int((self.seconds + 600) * 1000) // self.period_ms)
+
 
 @dataclass
 class RunRecord:
@@ -55,3 +62,5 @@ class RunRecord:
     faults: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     crashes: list[str] = field(default_factory=list)
+    stopped_ms: int | None = None
+    """When the nodes were stopped: a run that started shortly before may lack its ledger entry."""

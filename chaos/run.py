@@ -33,6 +33,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from chaos.check import TAIL_MS
 from chaos.interrupts import check_signals, held, on_alarm, on_interrupt, on_term, pending, sleep_until
 from chaos.netns import HUB_IP, Net, clean_stale
 from chaos.options import Options, RunRecord
@@ -190,6 +191,7 @@ class Harness:
             f'heartbeat = "{o.heartbeat_ms}ms"\nlease = "{o.lease_ms}ms"\n'
             f'start_timeout = "{o.start_timeout_ms}ms"\nmax_skew = "{o.max_skew_ms}ms"\n'
             'ntp_unreachable = "store-time"\n'
+            f"ledger_maxlen = {self.o.ledger_maxlen}\n"
             f"wait_replicas = {1 if o.replica else 0}\n\n" + jobs
         )
         return path
@@ -407,7 +409,7 @@ class Harness:
                         k: (list(v) if isinstance(v, tuple) else str(v) if k == "state" else v)
                         for k, v in asdict(e).items()
                     }
-                    for e in store.ledger(f"job{i}", 100_000)
+                    for e in store.ledger(f"job{i}", self.o.ledger_maxlen)
                 ]
                 for i in range(self.o.jobs)
             }
@@ -482,9 +484,10 @@ def run(opts: Options, *, echo: bool = True) -> RunRecord:
                 quiet_from = record.faults[-1]["recovered_ms"]
                 if echo:
                     print(f"  {(start - t0) / 1000:6.1f}s  #{f.index} {f.describe()}", flush=True)
-            sleep_until(record.end_ms + opts.starting_deadline_ms + 3000)
+            sleep_until(record.end_ms + opts.starting_deadline_ms + TAIL_MS)
             h.check_alive()
             record.crashes = h.crashes
+            record.stopped_ms = _now_ms()  # the checker's end of "in flight" (chaos.check.SETTLE_MS)
             h.stop_nodes()
             h.dump_ledger()
             record.notes += h.notes

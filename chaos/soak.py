@@ -71,7 +71,8 @@ def soak_line(rep: Repetition) -> str:
     verdict = "ok" if r.ok and rep.full else "BELOW FULL COVERAGE" if r.ok else "VIOLATION"
     return (
         f"{head}  due {r.slots_due:>4}  ran {r.ran:>4}  coverage {r.eligible_ran:>4}/{r.eligible:<4} "
-        f"({r.coverage:7.2%})  dup {r.duplicates}  unacc {r.unaccounted}  early {r.early}  "
+        f"({r.coverage:7.2%})  dup {r.duplicates}  unacc {r.unaccounted}  unrec {r.unrecorded}  "
+        f"early {r.early}  "
         f"lost-with-executor {r.lost_to_fault}  violations {len(r.violations)}  {rep.wall_s:5.0f} s  "
         f"{verdict}"
     )

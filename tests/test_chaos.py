@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from chaos.__main__ import missing_tools
-from chaos.check import COVERAGE_MIN, Run, check, check_dir, load_truth
+from chaos.check import COVERAGE_MIN, SETTLE_MS, Run, check, check_dir, load_truth
 from chaos.plan import KINDS, plan
 from chaos.run import run_start_ms
 from quorum_cron.store.embedded import single as embedded
@@ -133,15 +133,27 @@ def _clean_runs() -> list[Run]:
     return [Run("job0", t, NODES[i % 5], t + 5.0, i + 1) for i, t in enumerate(DUE)]
 
 
+def _ledger(runs: list[Run], *entries: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The ledger of ``runs`` as the agents leave it: ``entries`` (newest first, as in the
+    file), then a ``succeeded`` entry naming the node and token of each other slot's run."""
+    named = {e["fire_ms"] for e in entries}
+    ok = [
+        {"fire_ms": r.slot, "state": "succeeded", "reason": "exit 0", "executor": r.node, "token": r.token}
+        for r in reversed(runs)
+        if r.slot not in named
+    ]
+    return {"job0": [*entries, *ok]}
+
+
 def test_a_clean_run_passes() -> None:
-    rep = check(_record(), _clean_runs(), {})
+    rep = check(_record(), _clean_runs(), _ledger(_clean_runs()))
     assert rep.ok, rep.render()
     assert (rep.slots_due, rep.ran, rep.coverage) == (len(DUE), len(DUE), 1.0)
 
 
 def test_checker_reports_a_duplicate() -> None:
     runs = [*_clean_runs(), Run("job0", DUE[3], "n5", DUE[3] + 9.0, 99)]
-    rep = check(_record(), runs, {})
+    rep = check(_record(), runs, _ledger(_clean_runs()))
     assert rep.duplicates == 1
     assert any(v.startswith(f"duplicate: job0@{DUE[3]}") for v in rep.violations)
 
@@ -150,7 +162,7 @@ def test_checker_reports_an_early_run_beyond_max_skew_only() -> None:
     runs = _clean_runs()
     runs[2] = Run("job0", DUE[2], "n1", DUE[2] - 251.0, 3)
     runs[4] = Run("job0", DUE[4], "n1", DUE[4] - 249.0, 5)
-    rep = check(_record(), runs, {})
+    rep = check(_record(), runs, _ledger(runs))
     assert rep.early == 1
     assert [v.split(" started")[0] for v in rep.violations] == [f"early: job0@{DUE[2]}"]
 
@@ -158,10 +170,10 @@ def test_checker_reports_an_early_run_beyond_max_skew_only() -> None:
 def test_checker_reports_a_reused_token_and_a_slot_rerun_under_a_lower_token() -> None:
     runs = _clean_runs()
     runs[5] = Run("job0", DUE[5], "n1", DUE[5] + 5.0, 2)  # token 2 again, after 5
-    rep = check(_record(), runs, {})
+    rep = check(_record(), runs, _ledger(runs))
     assert any(v.startswith("token order:") and "reuses the token" in v for v in rep.violations), rep.render()
     runs = [*_clean_runs(), Run("job0", DUE[3], "n5", DUE[3] + 9.0, 1)]  # slot 3 again, lower token
-    rep = check(_record(), runs, {})
+    rep = check(_record(), runs, _ledger(_clean_runs()))
     rerun = [v for v in rep.violations if v.startswith("token order:") and "same slot's token" in v]
     assert rerun, rep.render()
 
@@ -173,18 +185,18 @@ def test_a_start_reply_that_arrives_late_reorders_runs_across_slots_without_a_vi
     starts across slots: counted in a note, not a violation."""
     runs = _clean_runs()
     runs[4] = Run("job0", DUE[4], "n5", DUE[5] + 400.0, 5)  # after slot 5's run (token 6)
-    rep = check(_record(), runs, {})
+    rep = check(_record(), runs, _ledger(runs))
     assert rep.ok, rep.render()
     assert any("1 run(s) started after a run of a later slot" in n for n in rep.notes), rep.notes
 
 
 def test_checker_reports_an_unaccounted_slot_and_accepts_a_ledger_reason() -> None:
     runs = [r for r in _clean_runs() if r.slot != DUE[6]]
-    rep = check(_record(), runs, {})
+    rep = check(_record(), runs, _ledger(runs))
     assert f"unaccounted: job0@{DUE[6]} did not run and has no ledger entry" in rep.violations
     # With no fault, the miss also costs coverage (10 of 11 < 99 %).
     assert any(v.startswith("coverage:") for v in rep.violations)
-    ledger = {"job0": [{"fire_ms": DUE[6], "state": "missed", "reason": "no quorum before the deadline"}]}
+    ledger = _ledger(runs, {"fire_ms": DUE[6], "state": "missed", "reason": "no quorum before the deadline"})
     rep = check(_record(), runs, ledger)
     assert rep.unaccounted == 0
     assert [v.split(":")[0] for v in rep.violations] == ["coverage"]
@@ -204,7 +216,7 @@ def test_slots_during_a_majority_partition_do_not_count_in_coverage() -> None:
         "recovered_ms": DUE[5] + 200,
     }
     runs = [r for r in _clean_runs() if r.slot != DUE[5]]
-    ledger = {"job0": [{"fire_ms": DUE[5], "state": "missed", "reason": "no quorum"}]}
+    ledger = _ledger(runs, {"fire_ms": DUE[5], "state": "missed", "reason": "no quorum"})
     rep = check(_record([fault]), runs, ledger)
     assert rep.ok, rep.render()
     assert rep.eligible == len(DUE) - 1
@@ -234,17 +246,17 @@ def test_a_slot_lost_with_an_executor_a_fault_hit_is_counted_apart_from_coverage
     }
     runs = [r for r in _clean_runs() if r.slot != DUE[4]]
     lost = {"fire_ms": DUE[4], "state": "lost", "reason": "lease of n2 expired mid-run", "executor": "n2"}
-    rep = check(_record([fault]), runs, {"job0": [lost]})
+    rep = check(_record([fault]), runs, _ledger(runs, lost))
     assert rep.ok, rep.render()
     assert (rep.lost_to_fault, rep.eligible) == (1, len(DUE) - 1)
     # Lost on a node no fault touched: a coverage miss like any other.
-    rep = check(_record([fault]), runs, {"job0": [lost | {"executor": "n3"}]})
+    rep = check(_record([fault]), runs, _ledger(runs, lost | {"executor": "n3"}))
     assert rep.lost_to_fault == 0
     assert any(v.startswith("coverage:") for v in rep.violations)
 
 
 def test_checker_reports_a_run_the_ledger_calls_missed() -> None:
-    ledger = {"job0": [{"fire_ms": DUE[1], "state": "missed", "reason": "deadline"}]}
+    ledger = _ledger(_clean_runs(), {"fire_ms": DUE[1], "state": "missed", "reason": "deadline"})
     rep = check(_record(), _clean_runs(), ledger)
     assert any(v.startswith(f"ledger contradicts: job0@{DUE[1]}") for v in rep.violations)
 
@@ -254,7 +266,7 @@ def test_checker_reports_a_slot_the_ledger_calls_succeeded_that_never_started() 
     ledger claiming a run no process made; the report used to file it under "ledger only"."""
     runs = [r for r in _clean_runs() if r.slot != DUE[2]]
     ok = {"fire_ms": DUE[2], "state": "succeeded", "reason": "exit 0", "executor": "n3", "token": 3}
-    rep = check(_record(), runs, {"job0": [ok]})
+    rep = check(_record(), runs, _ledger(runs, ok))
     assert any(
         v.startswith(f"ledger contradicts: job0@{DUE[2]} is recorded succeeded (executor n3, token 3)")
         for v in rep.violations
@@ -262,11 +274,11 @@ def test_checker_reports_a_slot_the_ledger_calls_succeeded_that_never_started() 
 
 
 def test_checker_reports_a_ledger_entry_that_names_another_executor_than_the_run() -> None:
-    ledger = {
-        "job0": [{"fire_ms": DUE[2], "state": "succeeded", "reason": "exit 0", "executor": "n3", "token": 3}]
-    }
-    assert check(_record(), _clean_runs(), ledger).ok  # run 2 is n3's, token 3: agrees
-    ledger["job0"][0] |= {"executor": "n4", "token": 7}
+    ledger = _ledger(
+        _clean_runs(),
+        {"fire_ms": DUE[2], "state": "succeeded", "reason": "exit 0", "executor": "n4", "token": 7},
+    )
+    assert check(_record(), _clean_runs(), _ledger(_clean_runs())).ok  # run 2 is n3's, token 3: agrees
     rep = check(_record(), _clean_runs(), ledger)
     said = f"ledger contradicts: job0@{DUE[2]} ran on n3 with token 3 but the ledger names n4, token 7"
     assert [v for v in rep.violations if v.startswith("ledger contradicts:")] == [f"{said} (succeeded)"]
@@ -286,15 +298,46 @@ def test_the_report_says_why_each_slot_that_did_not_run_did_not_run() -> None:
         "recovered_ms": DUE[6] + 200,
     }
     runs = [r for r in _clean_runs() if r.slot not in (DUE[5], DUE[6])]
-    ledger = {
-        "job0": [
-            {"fire_ms": DUE[5], "state": "missed", "reason": "deadline passed before quorum"},
-            {"fire_ms": DUE[6], "state": "missed", "reason": "deadline passed before quorum"},
-        ]
-    }
+    ledger = _ledger(
+        runs,
+        {"fire_ms": DUE[5], "state": "missed", "reason": "deadline passed before quorum"},
+        {"fire_ms": DUE[6], "state": "missed", "reason": "deadline passed before quorum"},
+    )
     text = check(_record([fault]), runs, ledger).render()
     assert "not run, by fault row and ledger reason (ledger.json):" in text, text
     assert "row   0 partition-majority    2 missed: deadline passed before quorum" in text, text
+
+
+def test_checker_reports_a_slot_that_ran_without_a_ledger_entry() -> None:
+    """Every slot ends in a ledger entry: one that ran (its job wrote its line) but has none is
+    a violation. The checker used to look for an entry only when a slot did not run."""
+    runs = _clean_runs()
+    ledger = _ledger(runs)
+    ledger["job0"] = [e for e in ledger["job0"] if e["fire_ms"] != DUE[3]]
+    rep = check(_record(), runs, ledger)
+    assert rep.violations == [f"unrecorded: job0@{DUE[3]} ran on n4 (token 4) but has no ledger entry"]
+    assert rep.unrecorded == 1 and rep.summary()["unrecorded"] == 1
+    # The baseline keeps no ledger: its runs are not judged by it.
+    assert check(_record(scheduler="leader"), runs, {}).ok
+
+
+def test_a_run_still_in_flight_when_the_nodes_stopped_is_a_note_not_a_violation() -> None:
+    """A run that started less than a lease and SETTLE_MS before the stop may still be waiting
+    for its finish (or its lease's expiry) to reach the ledger: not judged, counted in a note."""
+    runs = _clean_runs()
+    ledger = _ledger(runs)
+    ledger["job0"] = [e for e in ledger["job0"] if e["fire_ms"] != DUE[-1]]
+    record = _record()
+    settle = 2000 + SETTLE_MS  # the record's lease is the default 2 s
+    record["stopped_ms"] = int(runs[-1].start_ms) + settle - 1
+    rep = check(record, runs, ledger)
+    assert rep.ok, rep.render()
+    assert any(n.startswith("1 slot(s) ran less than 3000 ms before the nodes stopped") for n in rep.notes)
+    record["stopped_ms"] = int(runs[-1].start_ms) + settle
+    assert [v.split(":")[0] for v in check(record, runs, ledger).violations] == ["unrecorded"]
+    # A run.json without stopped_ms: the harness's stop, the deadline and TAIL_MS past the end.
+    del record["stopped_ms"]
+    assert [v.split(":")[0] for v in check(record, runs, ledger).violations] == ["unrecorded"]
 
 
 # -- real runs -------------------------------------------------------------------------

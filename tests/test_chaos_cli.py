@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from chaos.__main__ import main
 from chaos.options import Options
 from chaos.plan import KINDS, plan
 from chaos.run import Harness
+from quorum_cron.config.file import load_config
 from quorum_cron.store.embedded.single import RedisServerNotFound
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,7 +120,11 @@ def _run_dir(tmp_path: Path) -> Path:
             f"job0 {t} n1 {(t + 5) / 1000:.3f} {i + 1}\n" for i, t in enumerate(range(102_000, 110_001, 2000))
         )
     )
-    (d / "ledger.json").write_text(json.dumps({"job0": []}))
+    ledger = [
+        {"fire_ms": t, "state": "succeeded", "reason": "exit 0", "executor": "n1", "token": i + 1}
+        for i, t in reversed(list(enumerate(range(102_000, 110_001, 2000))))
+    ]
+    (d / "ledger.json").write_text(json.dumps({"job0": ledger}))
     return d
 
 
@@ -155,6 +161,16 @@ def test_a_reused_run_directory_loses_its_old_run_json(tmp_path: Path) -> None:
     _harness(d)
     assert not (d / "run.json").exists()
     assert main(["check", str(d)]) == 2
+
+
+def test_a_day_long_run_keeps_every_slot_in_its_jobs_ledgers(tmp_path: Path) -> None:
+    """The agents keep 10 000 ledger entries per job by default, 5.5 h of a 2 s job: the oldest
+    slots of a 24 h run lost their entries, which the checker reads as unaccounted (or, when the
+    slot ran, unrecorded). The harness's cluster.toml gives the ledger room for the whole run."""
+    h = _harness(tmp_path / "d")
+    h.o = replace(h.o, seconds=86_400)
+    config = load_config(h._write_config())
+    assert config.cluster.ledger_maxlen >= (86_400 + 600) * 1000 // h.o.period_ms
 
 
 def test_clean_needs_only_root_and_ip(tmp_path: Path) -> None:

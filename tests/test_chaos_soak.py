@@ -36,10 +36,15 @@ def _plant(opts: Options) -> None:
     (d / "ground-truth.log").write_text(
         "".join(f"job0 {t} n1 {(t + 5) / 1000:.6f} {i + 1}\n" for i, t in enumerate(sorted(slots)))
     )
+    tokens = {t: i + 1 for i, t in reversed(list(enumerate(sorted(slots))))}  # a slot's first run
     ledger = [
-        {"fire_ms": DUE[40], "state": "missed", "reason": "no quorum before the deadline (n1 could not vote)"}
+        {"fire_ms": t, "state": "succeeded", "reason": "exit 0", "executor": "n1", "token": token}
+        for t, token in sorted(tokens.items(), reverse=True)
     ]
-    (d / "ledger.json").write_text(json.dumps({"job0": ledger if opts.seed == 2 else []}))
+    if opts.seed == 2:
+        missed = "no quorum before the deadline (n1 could not vote)"
+        ledger.insert(0, {"fire_ms": DUE[40], "state": "missed", "reason": missed})
+    (d / "ledger.json").write_text(json.dumps({"job0": ledger}))
 
 
 def _soak(tmp_path: Path, seeds: list[int], repeat: int = 1) -> tuple[list[Repetition], list[str]]:
