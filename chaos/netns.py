@@ -10,9 +10,16 @@ no packet can reach a real network)::
 
 The bridge sits in the hub namespace, not the root one: the root namespace
 gets no interface, route or address from the harness. A namespace's name is
-``qch<pid>-<role>`` where ``pid`` is the harness process; :func:`clean_stale`
-removes every ``qch*`` namespace whose harness is no longer alive (a run that
-crashed or was SIGKILLed), killing the processes still inside it first.
+``qch<pid>-<start>-<role>``: the harness's pid and its start time (clock
+ticks since boot, ``/proc/<pid>/stat``), which together name one process for
+the machine's uptime. :func:`clean_stale` removes every ``qch*`` namespace
+whose harness is no longer alive (a run that crashed or was SIGKILLed),
+killing the processes still inside it first. A pid alone could not tell: once
+the kernel gave a dead harness's pid to another process, its namespaces looked
+alive and were never cleaned. A namespace named the older way,
+``qch<pid>-<role>``, still goes by the pid alone. A process is killed only
+through a pidfd, after checking that it is inside the namespace being removed:
+a pid listed a moment earlier may already belong to someone else.
 
 Faults on a node's link are nftables rules in *that node's* namespace (table
 ``inet qchaos``), on its traffic to and from the hub address: both
@@ -32,13 +39,16 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-__all__ = ["HUB_IP", "PREFIX", "Net", "NetError", "clean_stale", "ns_pids"]
+__all__ = ["HUB_IP", "PREFIX", "Net", "NetError", "clean_stale", "kill_inside", "ns_pids", "start_time"]
 
 PREFIX = "qch"
 HUB_IP = "10.213.0.1"
 _SUBNET = "10.213.0"
-_NAME = re.compile(rf"^{PREFIX}(\d+)-[a-z0-9]+$")
+_NAME = re.compile(rf"^{PREFIX}(\d+)-(?:(\d+)-)?[a-z0-9]+$")
+"""``qch<pid>-<start>-<role>``, or the older ``qch<pid>-<role>`` (no start time)."""
+_NETNS_DIR = Path("/var/run/netns")
 
 
 class NetError(RuntimeError):
@@ -66,14 +76,66 @@ def ns_pids(ns: str) -> list[int]:
     return [int(p) for p in out.split() if p.isdigit()]
 
 
-def _alive(pid: int) -> bool:
+def start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot: ``/proc/<pid>/stat`` field 22),
+    or None if there is no such process. With the pid it names one process: a pid is reused,
+    the pair is not (until a reboot, which removes the namespaces too)."""
     try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 2, the command name, is in parentheses and may hold spaces and ")": split after the last.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[22 - 3])
+
+
+def _alive(pid: int, start: int | None) -> bool:
+    """Whether the harness that named a namespace ``pid`` (and ``start``, if the name has it) runs."""
+    if start is not None:
+        return start_time(pid) == start
+    try:  # the older name: the pid is all there is to go by
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
     return True
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """The (device, inode) of the network namespace at ``path`` (a ``/proc/<pid>/ns/net`` link or a
+    namespace's file in /var/run/netns), or None if it is gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def kill_inside(ns: str, pid: int) -> bool:
+    """SIGCONT then SIGKILL ``pid`` if it is inside namespace ``ns``; whether it was.
+
+    Through a pidfd: it holds on to the process it was opened for, so a pid that changed
+    hands after the check gets no signal (the pidfd's own process is gone: ESRCH). A
+    process outside ``ns`` is never signalled, whatever list its pid came from.
+    """
+    want = _identity(str(_NETNS_DIR / ns))
+    if want is None:
+        return False
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:  # gone already (or no pidfd: such a kernel runs no harness of this age)
+        return False
+    try:
+        if _identity(f"/proc/{pid}/ns/net") != want:
+            return False
+        signal.pidfd_send_signal(fd, signal.SIGCONT)
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+        return True
+    except ProcessLookupError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _delete(ns: str) -> None:
@@ -83,9 +145,7 @@ def _delete(ns: str) -> None:
         if not pids:
             break
         for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGCONT)
-                os.kill(pid, signal.SIGKILL)
+            kill_inside(ns, pid)
         time.sleep(0.1)
     with contextlib.suppress(NetError):
         _run(["ip", "netns", "del", ns])
@@ -96,7 +156,7 @@ def clean_stale() -> list[str]:
     removed = []
     for ns in _namespaces():
         m = _NAME.match(ns)
-        if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+        if m and not _alive(int(m.group(1)), None if m.group(2) is None else int(m.group(2))):
             _delete(ns)
             removed.append(ns)
     return removed
@@ -108,7 +168,7 @@ class Net:
 
     nodes: list[str]
     redis: list[str] = field(default_factory=lambda: ["r1"])
-    prefix: str = field(default_factory=lambda: f"{PREFIX}{os.getpid()}")
+    prefix: str = field(default_factory=lambda: f"{PREFIX}{os.getpid()}-{start_time(os.getpid())}")
     created: list[str] = field(default_factory=list)
 
     def ns(self, role: str) -> str:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -283,9 +282,6 @@ class Harness:
             return f
         return replace(f, targets=tuple(sorted((latest, *f.targets[:-1]))))
 
-    def pid(self, node: str) -> int:
-        return self.nodes[node].pid
-
     def apply(self, f: Fault) -> None:
         assert self.proxy is not None and self.primary is not None
         if f.kind in ("partition-minority", "partition-majority"):
@@ -305,7 +301,7 @@ class Harness:
                 self.proxy.delay(self.port(n), f.params["delay_ms"], f.params["jitter_ms"])
         elif f.kind == "pause":
             for n in f.targets:
-                _signal(self.pid(n), signal.SIGSTOP)
+                self.nodes[n].send_signal(signal.SIGSTOP)
         elif f.kind == "kill":
             for n in f.targets:
                 self.procs.kill(self.nodes[n])
@@ -337,7 +333,7 @@ class Harness:
                 self.proxy.delay(self.port(n), 0, 0)
         elif f.kind == "pause":
             for n in f.targets:
-                _signal(self.pid(n), signal.SIGCONT)
+                self.nodes[n].send_signal(signal.SIGCONT)
         elif f.kind == "kill":
             for n in f.targets:
                 self.restart_node(n)
@@ -390,9 +386,11 @@ class Harness:
     # -- after the run ---------------------------------------------------------------
 
     def stop_nodes(self) -> None:
+        # Popen.send_signal, not os.kill: it signals nothing once the process was reaped (a node
+        # that crashed), whose pid may have gone to another process since.
         for proc in self.nodes.values():
-            _signal(proc.pid, signal.SIGCONT)
-            _signal(proc.pid, signal.SIGTERM)
+            proc.send_signal(signal.SIGCONT)
+            proc.send_signal(signal.SIGTERM)
         for proc in self.nodes.values():
             try:
                 proc.wait(timeout=15)
@@ -416,11 +414,6 @@ class Harness:
         finally:
             store.close()
         (self.dir / "ledger.json").write_text(json.dumps(doc))
-
-
-def _signal(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)
 
 
 def run_start_ms(now_ms: int, period_ms: int) -> int:

@@ -82,7 +82,16 @@ class Procs:
 
     @staticmethod
     def kill(proc: subprocess.Popen[bytes]) -> None:
-        """SIGKILL ``proc`` and its process group (SIGCONT first, in case it is stopped); reap it."""
+        """SIGKILL ``proc`` and its process group (SIGCONT first, in case it is stopped); reap it.
+
+        Nothing is sent to a process already reaped (a node killed by a fault and restarted, a
+        Redis crashed on purpose, a node that exited and was polled): its pid is free, and the
+        kernel may have given it to another process that leads a group of its own, which a
+        ``killpg`` at the end of the run would kill. What such a process left in its group
+        runs in the run's namespaces, which are emptied when they are deleted.
+        """
+        if proc.returncode is not None:
+            return
         for sig in (signal.SIGCONT, signal.SIGKILL):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, sig)
