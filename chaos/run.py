@@ -32,6 +32,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from chaos.bash import find_bash
 from chaos.check import TAIL_MS
 from chaos.interrupts import check_signals, held, on_alarm, on_interrupt, on_term, pending, sleep_until
 from chaos.netns import HUB_IP, Net, clean_stale
@@ -165,7 +166,7 @@ class Harness:
                 )
 
     def _job_command(self) -> list[str]:
-        bash = shutil.which("bash") or "/bin/bash"
+        bash = find_bash() or "/bin/bash"  # checked before the run (chaos.bash.bash_problem)
         record = (
             'printf "%s %s %s %s %s\\n" "$QUORUM_CRON_JOB" "$QUORUM_CRON_SLOT_MS" "$QUORUM_CRON_NODE" '
             '"$EPOCHREALTIME" "${QUORUM_CRON_TOKEN:--}" >> "$0"'
