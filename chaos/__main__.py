@@ -8,6 +8,7 @@
                                                         # repeated runs, coverage per repetition
     python -m chaos check RUN_DIR                       # judge a stored run again
     python -m chaos plan --seed 1 --seconds 130         # the schedule a run with these options gets
+    python -m chaos run --plan faults.toml --seconds 60 # faults written by hand (chaos/planfile.py)
     python -m chaos clean                               # namespaces left by a crashed run
 
 Needs root, ``ip`` (iproute2), ``nft`` (nftables), libfaketime, bash >= 5.0 and a Redis
@@ -38,8 +39,10 @@ from typing import Any
 from chaos.bash import bash_problem
 from chaos.check import RunDirError, check_dir
 from chaos.netns import clean_stale
-from chaos.plan import KINDS, plan
-from chaos.run import Options, libfaketime, run
+from chaos.options import Options
+from chaos.plan import KINDS
+from chaos.planfile import PlanFileError, load_plan, schedule_of
+from chaos.run import libfaketime, run
 from chaos.servers import dir_too_long
 from chaos.soak import Repetition, parse_seeds, soak, soak_summary
 from quorum_cron.store.embedded.single import RedisServerNotFound, find_redis_server
@@ -163,7 +166,11 @@ def _schedule_options(r: argparse.ArgumentParser) -> None:
     )
     r.add_argument("--nodes", type=_nodes, default=5, help=f"agents (default 5; 3-{MAX_NODES})")
     r.add_argument("--no-replica", action="store_true", help="standalone Redis (drops the promotion fault)")
-    r.add_argument("--kinds", type=_kinds, help=f"comma-separated subset of: {', '.join(KINDS)}")
+    faults = r.add_mutually_exclusive_group()
+    faults.add_argument("--kinds", type=_kinds, help=f"comma-separated subset of: {', '.join(KINDS)}")
+    faults.add_argument(
+        "--plan", type=Path, metavar="FILE", help="the faults of a TOML plan file instead of the seed's draw"
+    )
 
 
 def _run_options(r: argparse.ArgumentParser) -> None:
@@ -260,8 +267,21 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     if args.cmd == "plan":
-        nodes = [f"n{i}" for i in range(1, args.nodes + 1)]
-        for f in plan(args.seed, seconds, nodes, quorum=args.nodes // 2 + 1, kinds=kinds):
+        opts = Options(
+            seed=args.seed,
+            seconds=seconds,
+            workdir=Path("."),
+            nodes=args.nodes,
+            replica=not args.no_replica,
+            kinds=kinds,
+            plan_file=args.plan,
+        )
+        try:
+            schedule = schedule_of(opts)
+        except PlanFileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for f in schedule:
             print(f"{f.at_s:7.1f}s  #{f.index:<3} {f.describe()}")
         return 0
     if args.json is not None and (args.json.is_dir() or not args.json.parent.is_dir()):
@@ -277,6 +297,12 @@ def main(argv: list[str] | None = None) -> int:
         too_long = dir_too_long(args.dir / deepest)
         if too_long:
             print(f"error: --dir {args.dir}: {too_long}", file=sys.stderr)
+            return 2
+    if args.plan is not None:
+        try:  # checked up front: a mistake in the file is one line, before anything starts
+            load_plan(args.plan, _options(args, 0, seconds, Path("."), kinds))
+        except PlanFileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return 2
     missing = missing_tools()
     if missing:
@@ -336,6 +362,7 @@ def _options(
         kinds=kinds,
         starting_deadline_ms=args.starting_deadline_ms,
         start_timeout_ms=args.start_timeout_ms,
+        plan_file=args.plan,
     )
 
 
@@ -344,7 +371,8 @@ def _soak(args: argparse.Namespace, base: Path, seconds: float, kinds: tuple[str
     opts = _options(args, 0, seconds, base, kinds)
     print(
         f"chaos soak: {args.scheduler}, {args.nodes} nodes, seeds {args.seeds} x {args.repeat}, "
-        f"{seconds:.0f} s each, kinds {','.join(kinds)}; run dirs under {base}",
+        f"{seconds:.0f} s each, {f'plan {args.plan}' if args.plan else 'kinds ' + ','.join(kinds)}; "
+        f"run dirs under {base}",
         flush=True,
     )
     reps: list[Repetition] = []

@@ -33,6 +33,8 @@ class Options:
     takeovers of one slot (its first two executors both cut off): 2 x start_timeout plus the
     calls must fit in the deadline (docs/testing.md)."""
     max_skew_ms: int = 250
+    plan_file: Path | None = None
+    """A fault plan written by hand (``chaos.planfile``): its faults instead of the seed's draw."""
     recovery_s: float = 3.0
     leader_ttl_ms: int = 3000
 

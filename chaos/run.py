@@ -37,7 +37,8 @@ from chaos.check import TAIL_MS
 from chaos.interrupts import check_signals, held, on_alarm, on_interrupt, on_term, pending, sleep_until
 from chaos.netns import HUB_IP, Net, clean_stale
 from chaos.options import Options, RunRecord
-from chaos.plan import GAP_S, Fault, plan
+from chaos.plan import GAP_S, Fault
+from chaos.planfile import schedule_of
 from chaos.proxy import ProxyControl
 from chaos.servers import Procs, RedisServer, dir_too_long
 from quorum_cron.store.embedded.single import find_redis_server
@@ -434,15 +435,7 @@ def run_start_ms(now_ms: int, period_ms: int) -> int:
 
 def run(opts: Options, *, echo: bool = True) -> RunRecord:
     """Carry out one run; returns its record (also written to ``workdir/run.json``)."""
-    schedule = plan(
-        opts.seed,
-        opts.seconds,
-        opts.node_names,
-        quorum=opts.quorum,
-        kinds=opts.kinds,
-        lease_s=opts.lease_ms / 1000,
-        recovery_s=opts.recovery_s,
-    )
+    schedule = schedule_of(opts)
     old_alarm = signal.signal(signal.SIGALRM, on_alarm)
     old_int = signal.signal(signal.SIGINT, on_interrupt)
     pending.clear()

@@ -109,7 +109,7 @@ def test_an_interrupted_soak_keeps_the_summary_and_json_of_the_repetitions_it_fi
     out = tmp_path / "soak.json"
     args = argparse.Namespace(
         scheduler="quorum", nodes=5, no_replica=False, starting_deadline_ms=1800, start_timeout_ms=500,
-        seeds=[1, 2, 5], repeat=1, full=False, json=out,
+        seeds=[1, 2, 5], repeat=1, full=False, json=out, plan=None,
     )  # fmt: skip
     with pytest.raises(KeyboardInterrupt):
         cli._soak(args, tmp_path / "runs", 1.0, ("kill",))
