@@ -16,7 +16,10 @@ Forms (``docs/operations.md`` documents them for users):
 In every form the userinfo ends at the LAST ``@`` (where
 :func:`~quorum_cron.redact.redact_url` ends the masking), and a raw ``/ ? #``
 in it is refused: it must be percent-encoded. Ports and DB numbers are
-ASCII decimals only.
+ASCII decimals only. A host is checked as the client will resolve it
+(:func:`_host_problem`): a name no resolver can look up (``my host``, a
+control character, an empty label) is refused here rather than retried as
+an outage forever.
 
 :func:`parse_redis_url` returns a :class:`RedisTarget` or raises
 :class:`~quorum_cron.errors.ConfigError` with one line naming the bad part
@@ -28,6 +31,9 @@ store by :func:`quorum_cron.store.options.open_store`.
 
 from __future__ import annotations
 
+import ipaddress
+import string
+import unicodedata
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Literal
@@ -99,6 +105,8 @@ def _hosts(shown: str, netloc: str, default_port: int) -> tuple[tuple[str, int],
             host, _, port_text = part.partition(":")
         if not host:
             raise bad_url(shown, f"has host {part!r} without a name")
+        if problem := _host_problem(host, bracketed=part.startswith("[")):
+            raise bad_url(shown, problem)
         port = default_port
         if port_text:
             if not _decimal(port_text) or not 0 < int(port_text) < 65536:
@@ -106,6 +114,44 @@ def _hosts(shown: str, netloc: str, default_port: int) -> tuple[tuple[str, int],
             port = int(port_text)
         out.append((host, port))
     return tuple(out)
+
+
+_HOST_ASCII = frozenset(string.ascii_letters + string.digits + "-._~!$&'()*+;=")
+"""The ASCII a host name may hold: RFC 3986's unreserved and sub-delims, less ``,`` (it separates
+hosts). Not ``:`` (an IPv6 address goes in brackets), ``%``, ``@``, ``/``, whitespace, controls."""
+_HOST_EXPECTED = "expected a host name, an IPv4 address or an IPv6 address in brackets"
+
+
+def _shown_host(host: str) -> str:
+    return repr(host) if len(host) <= 60 else f"{host[:60]!r}... ({len(host)} characters)"
+
+
+def _host_problem(host: str, *, bracketed: bool) -> str | None:
+    """Why ``host``, as the client will resolve it, can name no server (one clause), or None.
+
+    These passed before and were retried as an outage for ever (or raised a
+    ``UnicodeError`` traceback at the first connection), when the URL is simply
+    wrong: a space (``redis://my host:6379``), a control character, a ``:`` outside
+    brackets, an empty or over-long label. The socket layer encodes every host with
+    the ``idna`` codec, so a name that codec refuses can never connect either.
+    Non-ASCII letters are kept: an internationalised name is a valid host.
+    """
+    if bracketed:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return f"has host {_shown_host('[' + host + ']')}, not an IPv6 address in brackets"
+        return None
+    for char in host:
+        if char not in _HOST_ASCII if char.isascii() else unicodedata.category(char)[0] in "CZ":
+            return f"has host {_shown_host(host)}, which holds {char!r} ({_HOST_EXPECTED})"
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return (
+            f"has host {_shown_host(host)} with an empty label or one over 63 characters ({_HOST_EXPECTED})"
+        )
+    return None
 
 
 def _decimal(text: str) -> bool:
@@ -237,12 +283,18 @@ def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
             raise bad_url(shown, "has no socket path (expected e.g. 'unix:///run/redis.sock')")
         return RedisTarget(mode="standalone", url=url, shown=shown, username=user)
     host = hostport
-    if hostport.startswith("["):
-        host = hostport[1:].partition("]")[0]
+    bracketed = hostport.startswith("[")
+    if bracketed:
+        host, _, after = hostport[1:].partition("]")
+        if after and not after.startswith(":"):
+            raise bad_url(shown, f"has host {_shown_host(hostport)}, not [IPV6]:PORT")
     elif ":" in hostport:
         host = hostport.rpartition(":")[0]
     if not host:
         raise bad_url(shown, "has no host (expected e.g. 'redis://redis.internal:6379/0')")
+    # redis-py percent-decodes the host it connects to: check that one.
+    if problem := _host_problem(urllib.parse.unquote(host), bracketed=bracketed):
+        raise bad_url(shown, problem)
     try:
         parts = urllib.parse.urlsplit(url)
         client_host = parts.hostname or ""
