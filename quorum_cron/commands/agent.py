@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -59,6 +60,8 @@ __all__ = ["agent"]
 
 log = logging.getLogger(EVENT_LOGGER)
 
+NODE_ID_ENV = "QUORUM_CRON_NODE_ID"
+
 EXIT_USAGE = 1
 """A bad option (node id, duration, metrics address): bad input, like every other command's."""
 
@@ -68,7 +71,7 @@ EXIT_USAGE = 1
 @click.option(
     "--node-id",
     metavar="ID",
-    envvar="QUORUM_CRON_NODE_ID",
+    envvar=NODE_ID_ENV,
     help="This node's id (default: the host name; a StatefulSet pod's name). Unique per process. "
     "Env: QUORUM_CRON_NODE_ID.",
 )
@@ -111,6 +114,12 @@ def agent(
 ) -> None:
     """Run this server's node of the cluster: vote on due slots, run the ones assigned here."""
     config = load(config_path)
+    if node_id is None and os.environ.get(NODE_ID_ENV) == "":
+        # click reads an empty variable as unset: the host name would stand in for a
+        # QUORUM_CRON_NODE_ID=$UNDEFINED_VAR, a node id the operator never chose.
+        _exit(
+            EXIT_USAGE, f"{NODE_ID_ENV} is set but empty (expected a node id, or unset it for the host name)"
+        )
     node = node_id if node_id is not None else default_node_id()
     problem = node_id_problem(node)
     if problem is not None:
