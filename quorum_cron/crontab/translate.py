@@ -7,7 +7,8 @@ Each entry becomes one ``[[jobs]]`` table that keeps cron's behaviour:
   job's environment, as in cron);
 * **shell** — ``SHELL`` (default ``/bin/sh``) runs the command line with
   ``-c``, as cron's ``execle(shell, shell, "-c", cmd)`` does: ``shell = ...``
-  for ``/bin/sh``, else ``command = [SHELL, "-c", ...]``;
+  for ``/bin/sh``, else ``command = [SHELL, "-c", ...]``. A ``SHELL`` without
+  a ``/`` is refused: ``execle`` searches no ``PATH``, so cron never started it;
 * **environment** — exactly cron's: the crontab's settings, ``SHELL``,
   ``PATH`` (``/usr/bin:/bin``) and ``HOME`` when the file does not set them,
   ``LOGNAME`` and ``USER`` always, and nothing inherited from the agent
@@ -307,6 +308,16 @@ def _translate_entry(
     for key in dropped:
         del env[key]
     shell_path = env["SHELL"]
+    if "/" not in shell_path:
+        # cron's child_process: execle(shell, ...) takes SHELL as a path, relative to HOME, and
+        # searches no PATH; the agent's exec would find 'bash' on PATH and run what never ran.
+        return BadLine(
+            entry.lineno,
+            entry.text,
+            f"SHELL={shell_path!r} is not a path: cron executes SHELL as a path (relative to HOME) and "
+            f'searches no PATH, so under cron this job failed to start ("couldn\'t exec"); set SHELL '
+            f"to the shell's full path (e.g. SHELL=/bin/bash)",
+        )
     options: dict[str, Any] = {
         "env": env,
         "stdin": entry.stdin,
