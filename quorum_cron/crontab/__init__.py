@@ -6,7 +6,8 @@ Two steps, each in its own module:
   (environment lines that apply to the lines below them, ``@`` aliases,
   ``%`` as standard input, the user column of system crontabs) into
   :class:`~quorum_cron.crontab.parse.CronEntry` values, and lists the lines
-  it cannot read;
+  it cannot read (the five time fields by :mod:`quorum_cron.crontab.fields`, in
+  cron's terms);
 * :mod:`quorum_cron.crontab.translate` turns each entry into a ``[[jobs]]``
   table that keeps cron's meaning (schedule and zone, shell, environment,
   stdin, working directory) and says, as TOML comments, what quorum-cron does

@@ -15,16 +15,18 @@ What a line is, in the order cron decides it:
   further ``%`` a newline (:func:`split_percent` reproduces cron's exact
   rules for backslashes).
 
-Anything else is a :class:`BadLine` with its number and the reason.  Cron's
-field grammar is checked here only for what quorum-cron's own parser would
-accept but cron would not (``H``, six fields); ranges and values are checked
-by :class:`quorum_cron.config.schedule.Schedule` when the job is built.
+Anything else is a :class:`BadLine` with its number and the reason.  The
+five time fields are checked by :mod:`quorum_cron.crontab.fields`.  A
+command over Vixie cron's 999 bytes is refused: Vixie cron cut it there,
+cronie did not, and an import cannot tell which of the two ran it.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from quorum_cron.crontab.fields import FIELD_NAMES, check_field
 
 __all__ = [
     "CRON_ALIASES",
@@ -33,7 +35,6 @@ __all__ = [
     "Crontab",
     "is_user_name",
     "parse_crontab",
-    "random_as_hash",
     "split_percent",
 ]
 
@@ -49,22 +50,11 @@ CRON_ALIASES: tuple[str, ...] = (
 )
 """The ``@`` forms cronie and Vixie cron accept (lower case only, as they compare)."""
 
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-_NAMES = frozenset(_MONTHS + _DAYS)
-_FIELD_RE = re.compile(r"[A-Za-z0-9*,/~-]+", re.ASCII)
-_TILDE_RE = re.compile(r"(?P<a>[A-Za-z0-9]*)~(?P<b>[A-Za-z0-9]*)", re.ASCII)
-_FIELD_BOUNDS: tuple[tuple[int, int, tuple[str, ...]], ...] = (
-    (0, 59, ()),
-    (0, 23, ()),
-    (1, 31, ()),
-    (1, 12, _MONTHS),
-    (0, 7, _DAYS),
-)
-"""Each field's lowest and highest value and names (cronie's FIRST_/LAST_ and MonthNames/DowNames)."""
-_WORD_RE = re.compile(r"[A-Za-z]+", re.ASCII)
 _USER_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*\$?", re.ASCII)
 _MAX_LINE = 10_000
+_MAX_COMMAND = 999
+"""The longest command Vixie cron keeps (``MAX_COMMAND`` 1000 with its NUL; Debian's and Ubuntu's
+``cron``): ``get_string`` drops the rest of the line without a word. cronie keeps 131071."""
 _MAX_USER = 32
 """The longest user name ``useradd`` accepts by default (``LOGIN_NAME_MAX`` is larger; cron is not)."""
 _NOT_UTF8_RE = re.compile("[\udc80-\udcff]")
@@ -238,23 +228,6 @@ def _env_setting(line: str) -> tuple[str, str, bool] | None:
     return (key, result, state == eq2) if key else None
 
 
-def _check_field(text: str, what: str) -> str | None:
-    if not _FIELD_RE.fullmatch(text):
-        return f"{what} field {text!r} is not cron syntax (expected numbers, names, '*', '-', '/' and ',')"
-    if "~" in text:
-        bounds = _FIELD_BOUNDS[_FIELD_NAMES.index(what)]
-        for item in text.split(","):
-            if "~" in item and isinstance(problem := _tilde(item, bounds), str):
-                return f"{what} field {text!r}: {problem}"
-    for word in _WORD_RE.findall(text):
-        if word.lower() not in _NAMES:
-            return f"{what} field {text!r}: {word!r} is not cron syntax (H and L/W/# are not cron's)"
-    return None
-
-
-_FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
-
-
 def _entry(lineno: int, line: str, system: bool, env: list[tuple[str, str]]) -> CronEntry | BadLine:
     text = line.lstrip(" \t")
     quiet = text.startswith("-")
@@ -270,8 +243,8 @@ def _entry(lineno: int, line: str, system: bool, env: list[tuple[str, str]]) -> 
         parts = re.split(r"[ \t]+", text, maxsplit=5)
         if len(parts) < 6:
             return BadLine(lineno, line, "expected 5 time fields and a command, or an environment setting")
-        for part, what in zip(parts[:5], _FIELD_NAMES, strict=True):
-            if problem := _check_field(part, what):
+        for part, what in zip(parts[:5], FIELD_NAMES, strict=True):
+            if problem := check_field(part, what):
                 return BadLine(lineno, line, problem)
         schedule, rest = " ".join(parts[:5]), parts[5]
     rest = rest.lstrip(" \t")
@@ -293,6 +266,14 @@ def _entry(lineno: int, line: str, system: bool, env: list[tuple[str, str]]) -> 
     if rest.endswith("\r"):
         return BadLine(
             lineno, line, "ends with a carriage return (DOS line end): cron would pass it to the shell"
+        )
+    if (size := len(rest.encode())) > _MAX_COMMAND:
+        return BadLine(
+            lineno,
+            line,
+            f"command is {size} bytes: Vixie cron (Debian's and Ubuntu's) ran only its first "
+            f"{_MAX_COMMAND}, cronie all of it; move it into a script, so that what runs does not "
+            f"depend on the cron",
         )
     command, stdin = split_percent(rest)
     if not command.strip():
@@ -327,55 +308,6 @@ def _command_options(rest: str) -> tuple[str, bool, str | None]:
         mail_on_error = True
         rest = rest[2:].lstrip(" \t")
     return rest, mail_on_error, None
-
-
-def _tilde(item: str, bounds: tuple[int, int, tuple[str, ...]]) -> tuple[int, int] | str:
-    """cronie's ``a~b`` (``get_range``, ``R_RANDOM``): its range, or why cronie refuses it.
-
-    Either end may be left out (the field's first or last value); names count as in
-    ``get_number``; no step may follow; ``a > b`` or a value out of the field is refused.
-    """
-    lo, hi, names = bounds
-    m = _TILDE_RE.fullmatch(item)
-    if m is None:
-        return f"{item!r} is not cronie's random 'a~b' (no step, one '~')"
-    ends: list[int] = []
-    for text, default in ((m["a"], lo), (m["b"], hi)):
-        if not text:
-            ends.append(default)
-        elif text.isdecimal():
-            ends.append(int(text))
-        elif text.lower() in names:
-            ends.append(names.index(text.lower()) + lo)
-        else:
-            return f"{text!r} in {item!r} is not a number or name of this field"
-    a, b = ends
-    if not lo <= a <= b <= hi:
-        return f"random range {item!r} must run upwards within {lo}-{hi}"
-    return a, b
-
-
-def random_as_hash(schedule: str) -> str | None:
-    """The five fields with each cronie ``a~b`` as ``H(a-b)`` (``None``: no ``~``).
-
-    cronie 1.6+ draws ``a~b`` once when it loads the crontab, on each host anew;
-    ``H(a-b)`` draws it from the job name, the same on every node and every load.
-    """
-    if "~" not in schedule or schedule.startswith("@"):
-        return None
-    fields: list[str] = []
-    for text, bounds in zip(schedule.split(), _FIELD_BOUNDS, strict=True):
-        items: list[str] = []
-        for item in text.split(","):
-            span = _tilde(item, bounds) if "~" in item else None
-            if isinstance(span, str):  # (parse_crontab refused it already)
-                raise ValueError(span)
-            if span is None:
-                items.append(item)
-            else:
-                items.append(str(span[0]) if span[0] == span[1] else f"H({span[0]}-{span[1]})")
-        fields.append(",".join(items))
-    return " ".join(fields)
 
 
 def is_user_name(text: str) -> bool:

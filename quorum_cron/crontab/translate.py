@@ -36,7 +36,8 @@ from typing import Any
 from quorum_cron.config.schedule import check_timezone
 from quorum_cron.config.settings import JobSpec
 from quorum_cron.crontab.dst import dst_note, five_fields
-from quorum_cron.crontab.parse import BadLine, CronEntry, Crontab, random_as_hash
+from quorum_cron.crontab.fields import random_as_hash
+from quorum_cron.crontab.parse import BadLine, CronEntry, Crontab
 from quorum_cron.errors import QuorumCronError
 
 __all__ = ["CRONIE_17_PATH", "DEFAULT_PATH", "DEFAULT_SHELL", "Imported", "cron_env", "job_name", "translate"]
