@@ -129,11 +129,12 @@ def _shown_host(host: str) -> str:
 def _host_problem(host: str, *, bracketed: bool) -> str | None:
     """Why ``host``, as the client will resolve it, can name no server (one clause), or None.
 
-    These passed before and were retried as an outage for ever (or raised a
-    ``UnicodeError`` traceback at the first connection), when the URL is simply
-    wrong: a space (``redis://my host:6379``), a control character, a ``:`` outside
-    brackets, an empty or over-long label. The socket layer encodes every host with
-    the ``idna`` codec, so a name that codec refuses can never connect either.
+    These passed before and were retried as an outage for ever (or made redis-py
+    raise a ``UnicodeError``, not a connection error, at the first connection),
+    when the URL is simply wrong: a space (``redis://my host:6379``), a control
+    character, a ``:`` outside brackets, an empty or over-long label. The socket
+    layer encodes every host with the ``idna`` codec, so a name that codec
+    refuses can never connect either.
     Non-ASCII letters are kept: an internationalised name is a valid host.
     """
     if bracketed:
