@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from quorum_cron.cli import main
 from quorum_cron.config.durations import format_duration, parse_duration
 from quorum_cron.errors import ConfigError
 
@@ -68,3 +72,31 @@ def test_format(ms: int, text: str) -> None:
 @given(st.integers(min_value=0, max_value=10**12))
 def test_format_round_trips(ms: int) -> None:
     assert parse_duration(format_duration(ms), what="t") == ms
+
+
+@pytest.mark.parametrize("value", ["5 parsecs", "1.5s", "abc", "-3s"])
+def test_a_text_value_is_not_told_it_may_be_a_bare_integer(value: str) -> None:
+    """Text reaches this parser from the CLI (``--grace``) and ``@every`` too, where a bare number
+    is refused for its missing unit: offering "an integer number of seconds" there sent users to
+    a form they could not type. Only a value of another type (a TOML file's) hears of it."""
+    with pytest.raises(ConfigError) as text_error:
+        parse_duration(value, what="--grace")
+    assert "integer" not in str(text_error.value) and "'30s'" in str(text_error.value)
+    with pytest.raises(ConfigError) as toml_error:
+        parse_duration(1.5, what="timeout")  # type: ignore[arg-type]
+    assert "or an integer number of seconds" in str(toml_error.value)
+
+
+def test_the_agent_grace_option_error_names_only_what_the_cli_takes(tmp_path: Path) -> None:
+    config = tmp_path / "node.toml"
+    config.write_text(
+        '[cluster]\nname = "node"\nsize = 1\nredis_url = "redis://127.0.0.1:1/0"\n\n'
+        '[[jobs]]\nname = "a"\nschedule = "@hourly"\ncommand = ["true"]\n'
+    )
+    args = ["agent", "--config", str(config), "--node-id", "n1", "--grace", "5 parsecs"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: --grace: '5 parsecs' is not a duration "
+        "(expected e.g. '30s', '5m', '1h30m', '250ms' or '2d')\n"
+    ), result.stderr

@@ -39,7 +39,12 @@ _DURATION_RE = re.compile(
     re.ASCII,
 )
 
-_EXPECTED = "expected e.g. '30s', '5m', '1h30m', '250ms', '2d' or an integer number of seconds"
+_EXPECTED = "expected e.g. '30s', '5m', '1h30m', '250ms' or '2d'"
+"""What a text value may be. Not "or an integer number of seconds": only a TOML integer is one, and
+the same text reached the CLI's options and ``@every``, where a bare number is refused."""
+_EXPECTED_ANY = "expected e.g. '30s', '5m', '1h30m', '250ms', '2d' or an integer number of seconds"
+"""What a value of another type (a TOML file's boolean, float or table) may be: there an integer
+of seconds is the other form."""
 _MAX_DIGITS = 30
 """The most digits one amount may have: far beyond any bound a caller checks (a year is 11 digits
 of ms), and far below Python's 4,300-digit limit on reading an integer from text, which a longer
@@ -57,7 +62,7 @@ def parse_duration(value: str | int, *, what: str) -> int:
     """
     # bool is a subclass of int; ``timeout = true`` is a mistake, not 1 second.
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise ConfigError(f"{what}: {value!r} is not a duration ({_EXPECTED})")
+        raise ConfigError(f"{what}: {value!r} is not a duration ({_EXPECTED_ANY})")
     if isinstance(value, int):
         if value < 0:
             raise ConfigError(f"{what}: {value!r} is negative (expected a number of seconds >= 0)")
