@@ -471,6 +471,13 @@ def test_every_is_anchored_to_epoch_and_ignores_tz() -> None:
         ),
         ("* * * * * * *", "got 7"),
         ("5-2 * * * *", "range '5-2' in the minute field runs backwards"),
+        # The list offered is what a wrap would mean, short: it offered 'sat-7,0-sun' and '7-7,0-1'.
+        ("0 0 * * sat-sun", "use a list such as '6,0')"),
+        ("0 0 * * mon-sun", "use a list such as '1-6,0')"),
+        ("0 0 * * 7-1", "use a list such as '0-1')"),
+        ("0 22-2 * * *", "use a list such as '22-23,0-2')"),
+        ("0 0 * nov-feb *", "use a list such as '11-12,1-2')"),
+        ("0 22-2/2 * * *", "(cron ranges do not wrap; write the values as a list)"),
         ("5/15 * * * *", "step without a range in '5/15'"),
         ("0 0 30 2 *", "never fires: day-of-month '30' never occurs in FEB"),
         # With H the refusal depends on the job's name: the line said '30' where the file says
@@ -536,3 +543,24 @@ def test_long_window_in_utc_is_fast_enough() -> None:
     t0 = ms("2026-01-01T00:00:00+00:00")
     assert sum(1 for _ in s.fire_times(t0, t0 + 7 * 86_400_000)) == 7 * 1440
     assert calendar.timegm((2026, 1, 1, 0, 0, 0)) * 1000 == t0
+
+
+@given(st.data())
+def test_the_list_a_backwards_range_is_told_to_write_means_its_wrap(data: st.DataObject) -> None:
+    """Written in place of the range, the offered list compiles and holds exactly the values the
+    range would hold if it wrapped (Sunday as 0 or 7 alike)."""
+    from quorum_cron.config.cron import InvalidCron, compile_cron
+
+    position, lo, hi = data.draw(st.sampled_from([(0, 0, 59), (1, 0, 23), (3, 1, 12), (4, 0, 7)]))
+    a = data.draw(st.integers(lo + 1, hi))
+    b = data.draw(st.integers(lo, a - 1))
+    fields = ["0", "0", "*", "*", "*"]
+    fields[position] = f"{a}-{b}"
+    with pytest.raises(InvalidCron) as refused:
+        compile_cron(" ".join(fields), job="j")
+    offered = str(refused.value).rsplit("use a list such as '", 1)[1].split("'")[0]
+    fields[position] = offered
+    plan = compile_cron(" ".join(fields), job="j")
+    wrapped = {v % 7 if position == 4 else v for v in [*range(a, hi + 1), *range(lo, b + 1)]}
+    held = (plan.minutes, plan.hours, plan.doms, plan.months, plan.dows)[position]
+    assert set(held) == wrapped, offered

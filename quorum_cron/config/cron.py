@@ -138,13 +138,28 @@ def _parse_item(item: str, fld: _Field, job: str, index: int) -> tuple[list[int]
         if a > b:
             raise InvalidCron(
                 f"range {item!r} in the {fld.name} field runs backwards (cron ranges do not wrap; "
-                f"use a list such as '{m['a']}-{fld.hi},{fld.lo}-{m['b']}')"
+                f"{_wrapped_hint(a, b, fld, stepped=m['step'] is not None)})"
             )
         return list(range(a, b + 1, _step(m["step"], fld))), item
     raise InvalidCron(
         f"unsupported syntax {item!r} in the {fld.name} field (expected numbers, names, '*', "
         f"ranges 'a-b', steps '/n', lists 'a,b' and H; not L, W, #, ? or R)"
     )
+
+
+def _wrapped_hint(a: int, b: int, fld: _Field, *, stepped: bool) -> str:
+    """The list a backwards range would mean if it wrapped, written as short as it goes.
+
+    ``sat-sun`` gives ``'6,0'`` (Sunday is 0: the 7 a wrap would reach is Sunday again) and
+    ``22-2`` in the hours ``'22-23,0-2'``, not the ``'sat-7,0-sun'`` the plain rule wrote. With a
+    step, where it restarts after the wrap is a guess: only a list is asked for.
+    """
+    if stepped:
+        return "write the values as a list"
+    hi = 6 if fld is _DOW else fld.hi
+    parts = [(a, hi), (fld.lo, b)]
+    text = ",".join(str(lo) if lo == top else f"{lo}-{top}" for lo, top in parts if lo <= top)
+    return f"use a list such as '{text}'"
 
 
 def _parse_field(text: str, fld: _Field, job: str) -> _ParsedField:
