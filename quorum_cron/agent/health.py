@@ -18,7 +18,9 @@
   a job;
 * **the membership record**: created from the config at first contact if
   the store has none; every heartbeat reply carries the store's record, and
-  a newer one goes to the core (``on_record``). A node whose config
+  a newer one goes to the core (``on_record``); one the core took from a
+  job that refused a vote comes back here at once (:meth:`NodeHealth.refused`).
+  A node whose config
   disagrees with the record at start does not vote (one line, alert
   ``membership_mismatch``) until a record it agrees with arrives; a node
   that is not a member of the record it holds says so once per epoch, as
@@ -458,24 +460,16 @@ class NodeHealth:
 
     def membership_seen(self, stored: model.Membership) -> None:
         """A record read from the store (creation, heartbeat reply): adopt it if newer, report it."""
-        record = stored.record
+        self._adopt(stored.record, f" (by {stored.by}: {stored.reason})")
+
+    def _adopt(self, record: MembershipRecord, how: str) -> None:
         if self.record is not None and record.epoch <= self.record.epoch:
             return
         first = self.record is None
         self.record = record
         self.on_record(record)
         self.metrics.membership_epoch.set(record.epoch)
-        how = "" if first else f" (by {stored.by}: {stored.reason})"
-        event(
-            log,
-            logging.INFO,
-            "membership",
-            f"membership {record.describe()}{how}",
-            epoch=record.epoch,
-            joint=record.joint,
-            members=",".join(record.current.members),
-            member=record.is_member(self.node),
-        )
+        self.reports.adopted(record, "" if first else how)
         if not self._joined:
             return
         proposed = self.settings.membership
@@ -493,6 +487,13 @@ class NodeHealth:
         """True while this node holds a record it is not a member of (its abstentions are not news)."""
         return self.record is not None and not self.record.is_member(self.node)
 
-    def refused(self, action: Refused) -> None:
-        """The store refused a vote: said once per epoch (:class:`~.member_reports.MemberReports`)."""
+    def refused(self, action: Refused, record: MembershipRecord | None = None) -> None:
+        """The store refused a vote: said once per epoch (:class:`~.member_reports.MemberReports`).
+
+        ``record``: the one the core holds since (it takes the job's newer record at once). Held
+        here at once too: until the next heartbeat's reply the node's abstentions were counted as
+        the clock's, each with an ``abstain`` line, and its heartbeats went under the old epoch.
+        """
         self.reports.refused(action)
+        if record is not None:
+            self._adopt(record, f" (from job {action.job}'s record, which refused a vote)")

@@ -6,6 +6,13 @@ start (``membership_mismatch``), a node that is not a member of the record
 it holds (``not_a_member``, again only when the epoch changes), and a vote
 the store refused. Repeating any of these per slot would bury the one line
 an operator needs in thousands.
+
+A removed node that had not heard of its removal learns it twice: from the
+job that refused its vote (the core takes the job's record at once) and
+from the record it then holds. Both say "not a member of epoch E": the
+first to say it owns the ``not_a_member`` line and alert of that epoch, the
+other only counts (one alert per node per epoch, as docs/operations.md
+promises).
 """
 
 from __future__ import annotations
@@ -35,6 +42,21 @@ class MemberReports:
         self.alerts = alerts
         self._reported_epoch = 0
         """The last epoch whose "not a member" was reported (once per epoch)."""
+        self._refused_epoch = 0
+        """The last epoch a refused vote said this node is not a member of (its line and alert)."""
+
+    def adopted(self, record: MembershipRecord, how: str) -> None:
+        """A newer record is held (``how``: where it came from, "" for the first): one line."""
+        event(
+            log,
+            logging.INFO,
+            "membership",
+            f"membership {record.describe()}{how}",
+            epoch=record.epoch,
+            joint=record.joint,
+            members=",".join(record.current.members),
+            member=record.is_member(self.node),
+        )
 
     def config_problem(self, record: MembershipRecord | None) -> str | None:
         """At start: why this node does not vote, if its config disagrees with the stored record."""
@@ -57,6 +79,7 @@ class MemberReports:
         member = record.is_member(self.node)
         self.metrics.member.set(1 if member and config_agrees else 0)
         if member:
+            self._refused_epoch = 0
             if self._reported_epoch:
                 self._reported_epoch = 0
                 event(log, logging.INFO, "membership", f"{self.node} is a member of epoch {record.epoch}")
@@ -69,6 +92,8 @@ class MemberReports:
             f"it does not vote (add it with `quorum-cron members add {self.node}`, or stop it)"
         )
         self.metrics.membership_refusals.labels("not_member").inc()
+        if self._refused_epoch == record.epoch:
+            return  # (a refused vote said it: one line and one alert per epoch)
         event(log, logging.ERROR, "not_a_member", message, epoch=record.epoch, store_epoch=record.epoch)
         self.alerts.raise_(AlertKind.NOT_A_MEMBER, message, epoch=record.epoch)
 
@@ -94,6 +119,9 @@ class MemberReports:
                 store_epoch=action.store_epoch,
             )
             return
+        if action.store_epoch and action.store_epoch == self._reported_epoch:
+            return  # (the record held said it already: one line and one alert per epoch)
+        self._refused_epoch = action.store_epoch
         held = f"epoch {action.store_epoch}"
         message = f"vote for {action.job}@{action.fire_ms} refused by the store: {action.reason}" + (
             ""

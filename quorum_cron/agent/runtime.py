@@ -411,7 +411,7 @@ class Agent:
                 case Abstain():
                     self._on_abstain(action)
                 case Refused():
-                    self.health.refused(action)
+                    self.health.refused(action, self.core.membership)
                 case _:
                     self._call_store(action)
 
@@ -485,7 +485,7 @@ class Agent:
     # -- abstentions -----------------------------------------------------------
 
     def _on_abstain(self, action: Abstain) -> None:
-        if self.health.store_up and (self.health.is_refused_member() or self.health.membership_problem):
+        if self.health.store_up and (not self.core.is_member or self.health.membership_problem):
             # Said once per epoch (or at start) by the health; counted here, with no line per slot.
             self.observer.abstain(action, "membership")
             return
