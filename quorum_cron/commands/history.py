@@ -9,15 +9,9 @@ docs/cli-output.md).
 
 **Which voters counted.** The ledger lists every node whose vote the slot
 stored, and neither it nor the slot record keeps the membership record that
-decided the slot. What can be told is shown apart from the other voters
-(:func:`account`): a voter whose vote was for another definition of the job
-(from the slot record, while the store keeps it) did not count; a voter not
-a member of the cluster's records in force when the slot was committed
-(from the membership log) was outside the membership of that time. That is
-not proof it did not count: a job takes a new record only from a member's
-vote, so votes sent before their nodes heard of a change (within about a
-heartbeat) decided under the older one. docs/operations.md, "Reading
-history after a membership change".
+decided the slot: what the store can tell is shown apart from the other
+voters (:mod:`quorum_cron.store.voters`, which the dashboard shares).
+docs/operations.md, "Reading history after a membership change".
 """
 
 from __future__ import annotations
@@ -25,7 +19,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -35,18 +29,16 @@ from rich.table import Table
 from quorum_cron.commands.common import config_option, fail, fmt_ms, load, redis_option, store_for
 from quorum_cron.commands.output import format_option, resolve_format, rows, utc_label
 from quorum_cron.config.values import _name_problem
-from quorum_cron.core.membership import Membership, MembershipRecord
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.printable import cell, printable
 from quorum_cron.redact import redact_text
-from quorum_cron.store.base import LedgerEntry, ObservedStore, SlotState, SlotView
+from quorum_cron.store.base import LedgerEntry, ObservedStore, SlotState
 from quorum_cron.store.ledger_json import ledger_doc
 from quorum_cron.store.server import credentials_hint
+from quorum_cron.store.voters import VoterAccount, account, in_force, read_accounts
 
+# (VoterAccount, account and in_force live in quorum_cron.store.voters now: still importable here.)
 __all__ = ["VoterAccount", "account", "history", "in_force"]
-
-MEMBERSHIP_LOG_READ = 1_000
-"""How many membership records (newest first) ``history`` reads to find the one of a commit."""
 
 _STYLE = {
     SlotState.SUCCEEDED: "green",
@@ -240,109 +232,13 @@ def _doc(e: LedgerEntry, c: VoterAccount) -> dict[str, object]:
     return ledger_doc(e) | {"slot": fmt_ms(e.fire_ms)} | c.doc()
 
 
-# -- which voters counted ------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class VoterAccount:
-    """What the store can tell of whether a slot's voters counted (nothing, by default).
-
-    ``epochs``: the cluster's membership records that may have decided the
-    slot (:func:`account`), ``None`` when that cannot be told; ``outside``:
-    the voters a member of none of them (current nor, while joint, old).
-    ``other_definition``: the voters whose vote was for another definition
-    than the one agreed, ``None`` once the slot record is gone.
-    """
-
-    epochs: tuple[int, ...] | None = None
-    outside: tuple[str, ...] = ()
-    other_definition: tuple[str, ...] | None = None
-
-    def text(self, voters: Sequence[str]) -> str:
-        """The voters cell: ``a,b [c: not a member of epoch 3 at commit]`` (the others first)."""
-        why: dict[str, list[str]] = {}
-        for v in self.other_definition or ():
-            why.setdefault(v, []).append("voted another definition")
-        if self.outside and self.epochs:
-            said = ", ".join(str(n) for n in self.epochs)
-            for v in self.outside:
-                why.setdefault(v, []).append(
-                    f"not a member of epoch{'s' * (len(self.epochs) > 1)} {said} at commit"
-                )
-        rest = ",".join(v for v in voters if v not in why)
-        apart = "; ".join(f"{v}: {', '.join(why[v])}" for v in sorted(why))
-        return " ".join(part for part in (rest, f"[{apart}]" if apart else "") if part) or "-"
-
-    def doc(self) -> dict[str, object]:
-        """The ``--json`` fields (docs/cli-output.md)."""
-        other = None if self.other_definition is None else list(self.other_definition)
-        if self.epochs is None:
-            return {"epochs_at_commit": None, "not_members_at_commit": None, "other_definition": other}
-        return {
-            "epochs_at_commit": list(self.epochs),
-            "not_members_at_commit": list(self.outside),
-            "other_definition": other,
-        }
-
-
-def in_force(log: Sequence[Membership], start_ms: int, end_ms: int) -> list[MembershipRecord] | None:
-    """The cluster's records in force at some instant from ``start_ms`` to ``end_ms`` (store time),
-    oldest first, from ``log`` (newest first); ``None`` when it does not reach back to ``start_ms``
-    (trimmed, or no record yet then)."""
-    out: list[MembershipRecord] = []
-    for m in log:
-        if m.changed_ms <= end_ms:  # (one made after the commit decided nothing of it)
-            out.append(m.record)
-        if m.changed_ms <= start_ms:
-            return out[::-1]
-    return None
-
-
-def account(
-    e: LedgerEntry, log: Sequence[Membership], view: SlotView | None, max_skew_ms: int
-) -> VoterAccount:
-    """What the ledger entry ``e``, the membership ``log`` (newest first) and the slot's record
-    ``view`` (``None`` or absent: gone) tell of whether ``e``'s voters counted (see the module).
-
-    The slot record is used only while it is the same slot (its voters are the entry's). The
-    votes decided the slot at ``committed_ms`` if it was never reassigned (a takeover or a retry
-    moves that time on: the record's attempt says), else at some instant since the slot's
-    first vote could come (``max_skew_ms`` before its time). The records in force then under
-    which its agreeing voters hold a quorum may have decided it; a voter a member of none of
-    them was not counted by the cluster's membership of that time.
-    """
-    other: tuple[str, ...] | None = None
-    agreeing = set(e.voters)
-    same = view is not None and view.state != SlotState.ABSENT and view.voters == e.voters
-    if view is not None and same and view.spec_hash:
-        other = tuple(n for n, h in view.votes if h != view.spec_hash)
-        agreeing -= set(other)
-    if not e.committed_ms:
-        return VoterAccount(other_definition=other)
-    once = view is not None and same and view.attempt == 1
-    start = e.committed_ms if once else min(e.fire_ms - max_skew_ms, e.committed_ms)
-    recs = in_force(log, start, e.committed_ms) or []
-    could = [r for r in recs if r.commits({v for v in agreeing if r.is_member(v)})]
-    if not could:
-        return VoterAccount(other_definition=other)
-    outside = tuple(v for v in e.voters if not any(r.is_member(v) for r in could))
-    return VoterAccount(tuple(r.epoch for r in could), outside, other)
-
-
 def _accounts(store: ObservedStore, entries: list[LedgerEntry], max_skew_ms: int) -> list[VoterAccount]:
-    """:func:`account` of each entry: one read of the membership log, one pipelined read of the
-    slot records of the committed entries. A corrupt value there is a warning, not a failure:
-    the ledger is still shown, without what it could not tell."""
-    committed = [e for e in entries if e.committed_ms]
-    if not committed:
-        return [VoterAccount() for _ in entries]
+    """:func:`~quorum_cron.store.voters.read_accounts`: a corrupt value there is a warning, not a
+    failure: the ledger is still shown, without what it could not tell."""
     try:
-        log = store.membership_log(MEMBERSHIP_LOG_READ)
-        read = store.read_slots([(e.job, e.fire_ms) for e in committed])
+        return read_accounts(store, entries, max_skew_ms)
     except StoreUnavailable:
         raise
     except StoreError as exc:
         click.echo(f"warning: cannot tell which voters counted: {printable(str(exc), 300)}", err=True)
         return [VoterAccount() for _ in entries]
-    views = {(v.job, v.fire_ms): v for v in read if v.state != SlotState.ABSENT}
-    return [account(e, log, views.get((e.job, e.fire_ms)), max_skew_ms) for e in entries]

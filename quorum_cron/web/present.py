@@ -11,13 +11,16 @@ request may do) because none of this depends on a request's rights.
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import jinja2
 from markupsafe import Markup, escape
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from quorum_cron.config.durations import format_duration
+from quorum_cron.store.voters import of_doc
 from quorum_cron.web import views
 
 __all__ = ["CSP", "SecurityHeaders", "environment", "job_segment"]
@@ -61,6 +64,7 @@ def environment() -> jinja2.Environment:
     env.filters["ago"] = _ago
     env.filters["spark"] = _spark
     env.filters["jobseg"] = job_segment
+    env.filters["voters"] = _voters
     return env
 
 
@@ -87,6 +91,18 @@ def _spark(states: list[str]) -> Markup:
     label = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     marks = "".join(f'<i class="f-{escape(s)}"></i>' for s in states)
     return Markup(f'<span class="spark" title="last {len(states)}: {escape(label)}">{marks}</span>')
+
+
+def _voters(entry: Mapping[str, Any]) -> Markup:
+    """A ledger entry's voters as ``history`` shows them: the others, then in brackets the ones the
+    store can tell did not count, each with why (the entry's ``not_members_at_commit`` and
+    ``other_definition``: :mod:`quorum_cron.store.voters`)."""
+    apart = of_doc(entry).apart()
+    rest = ", ".join(str(v) for v in entry["voters"] if v not in apart)
+    said = "; ".join(f"{v}: {why}" for v, why in apart.items())
+    if not said:
+        return escape(rest or "-")
+    return Markup(f'{escape(rest)} <span class="apart dim">[{escape(said)}]</span>'.lstrip())
 
 
 def _fmt_dur(ms: int | None) -> str:

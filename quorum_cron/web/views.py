@@ -48,6 +48,7 @@ from quorum_cron.store.ledger_json import ledger_doc
 from quorum_cron.store.ports import with_job_tables
 from quorum_cron.store.rendezvous import weight
 from quorum_cron.web.alerts import recent_alerts
+from quorum_cron.web.decided import accounts, membership_then, slot_account
 from quorum_cron.web.recent import NOT_PAUSED, SPARK, RecentLedger, corrupt_message
 from quorum_cron.web.timeline import timeline, walk_start
 
@@ -360,6 +361,8 @@ def job_view(
     audit = part(store_keys.AUDIT, lambda: store.audit(job, 10), list[AuditEntry]())
     has_more = len(entries) > (page + 1) * PAGE_SIZE
     history = entries[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
+    told, problem = accounts(store, config, history)
+    corrupt += [problem] if problem else []
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -380,7 +383,7 @@ def job_view(
             "page": page,
             "page_size": PAGE_SIZE,
             "has_more": has_more,
-            "entries": [entry_doc(e) for e in history],
+            "entries": [entry_doc(e) | a.doc() for e, a in zip(history, told, strict=True)],
         },
         "audit": [audit_doc(a) for a in audit],
     }
@@ -394,26 +397,6 @@ def _ranking(job: str, fire_ms: int, nodes: Sequence[str]) -> list[dict[str, str
 
 MEMBERSHIP_LOG_READ = 50
 """How far back a slot page looks in the membership's log for the record a slot was decided under."""
-
-
-def _membership_then(store: ObservedStore, decided_ms: int) -> tuple[model.Membership | None, str]:
-    """The namespace's membership record when a slot was decided, and how sure that is.
-
-    The store keeps no membership per slot, but it keeps the record's changes
-    (``membership_log``): the newest change at or before the decision is the
-    record the votes were counted under (``"slot"``). When the log does not
-    reach back that far the current record is given, said to be the current
-    one (``"now"``); with no record at all, this server's config (``"config"``).
-    """
-    stored = store.membership()
-    if stored is None:
-        return None, "config"
-    if stored.changed_ms <= decided_ms:
-        return stored, "slot"
-    for m in store.membership_log(MEMBERSHIP_LOG_READ):
-        if m.changed_ms <= decided_ms:
-            return m, "slot"
-    return stored, "now"
 
 
 def slot_view(store: ObservedStore, config: Config, job: str, fire_ms: int) -> dict[str, Any]:
@@ -441,7 +424,9 @@ def slot_view(store: ObservedStore, config: Config, job: str, fire_ms: int) -> d
     state = str(view.state) if view.state != SlotState.ABSENT or final is None else str(final.state)
     committed = view.committed_ms or (final.committed_ms if final else 0)
     decided = committed or view.finished_ms or (final.finished_ms if final else 0) or fire_ms
-    then, when = _membership_then(store, decided)
+    then, when = membership_then(store, decided, MEMBERSHIP_LOG_READ)
+    apart = slot_account(store, config, view, final)
+    why = apart.apart()
     conf = then.record.current if then is not None else None
     return {
         "job": job,
@@ -456,7 +441,8 @@ def slot_view(store: ObservedStore, config: Config, job: str, fire_ms: int) -> d
         "decided_ms": decided,
         "local_spec_hash": spec.spec_hash,
         "agreed_spec_hash": view.spec_hash,
-        "votes": votes,
+        "votes": [v | {"not_counted": why.get(str(v["node"]), "")} for v in votes],
+        **apart.doc(),
         "executor": view.executor or (final.executor if final else ""),
         "ranking": _ranking(job, fire_ms, candidates),
         "token": view.token or (final.token if final else 0),
