@@ -19,13 +19,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from quorum_cron.agent.alerts import Alert, AlertHook
 from quorum_cron.agent.jobprocess import CallableTarget, JobContext, Target
 from quorum_cron.agent.logs import EVENT_LOGGER
 from quorum_cron.agent.metrics import Metrics
+from quorum_cron.agent.runtime import Agent
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.clock.base import ManualClock
 from quorum_cron.config.schedule import Schedule
@@ -214,3 +215,18 @@ def alerts_of(hook: AlertHook, kind: str) -> list[Alert]:
 def events(records: list[logging.LogRecord], name: str) -> list[logging.LogRecord]:
     """The agent's log records of event ``name`` (their fields are in ``record.qc_fields``)."""
     return [r for r in records if r.name == EVENT_LOGGER and getattr(r, "qc_event", None) == name]
+
+
+def run_agent(agent: Agent, scenario: Callable[[], Awaitable[None]]) -> None:
+    """Run ``agent`` in a fresh event loop, ``scenario`` once it is ready, then stop it gracefully."""
+
+    async def main() -> None:
+        running = asyncio.create_task(agent.run())
+        try:
+            await asyncio.wait_for(agent.ready.wait(), 15)
+            await scenario()
+        finally:
+            agent.request_stop("test over")
+            await asyncio.wait_for(running, 15)
+
+    asyncio.run(main())

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -28,6 +28,7 @@ from quorum_cron.core.actions import Refused
 from quorum_cron.core.membership import MembershipRecord
 from quorum_cron.core.model import Configuration, VoteRequest, VoteStatus
 from quorum_cron.store.redis import RedisStore
+from tests.agent_inproc import run_agent
 from tests.polling import until
 
 JOB = JobSpec.create("tick", "@every 1s", command=("true",), starting_deadline_ms=900)
@@ -51,19 +52,6 @@ def cluster(ns: str, *members: str, size: int = AUTO) -> ClusterConfig:
     return ClusterConfig(
         namespace=ns, size=size, members=members, heartbeat_ms=100, lease_ms=1_000, start_timeout_ms=500
     )
-
-
-def run_agent(agent: Agent, scenario: Callable[[], Awaitable[None]]) -> None:
-    async def main() -> None:
-        running = asyncio.create_task(agent.run())
-        try:
-            await asyncio.wait_for(agent.ready.wait(), 15)
-            await scenario()
-        finally:
-            agent.request_stop("test over")
-            await asyncio.wait_for(running, 15)
-
-    asyncio.run(main())
 
 
 def beats_under(store: RedisStore, node: str, epoch: int, count: int) -> Callable[[], bool]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 
 import pytest
 import redis
@@ -35,7 +34,7 @@ from quorum_cron.config.settings import AUTO, ClusterConfig, JobSpec
 from quorum_cron.core.actions import Refused
 from quorum_cron.core.model import Configuration, MembershipRecord, VoteRequest
 from quorum_cron.store.redis import RedisStore
-from tests.agent_inproc import events
+from tests.agent_inproc import events, run_agent
 from tests.polling import until
 
 JOB = JobSpec.create("tick", "@every 1s", command=("true",), starting_deadline_ms=900)
@@ -58,19 +57,6 @@ def _abstained(agent: Agent, cause: str) -> float:
 
 def _not_a_member(agent: Agent) -> list[str]:
     return [a.message for a in agent.alerts.sent if a.kind == AlertKind.NOT_A_MEMBER]
-
-
-def _run(agent: Agent, scenario: Callable[[], Awaitable[None]]) -> None:
-    async def main() -> None:
-        running = asyncio.create_task(agent.run())
-        try:
-            await asyncio.wait_for(agent.ready.wait(), 15)
-            await scenario()
-        finally:
-            agent.request_stop("test over")
-            await asyncio.wait_for(running, 15)
-
-    asyncio.run(main())
 
 
 async def _remove_d_behind_its_back(store: RedisStore, agent: Agent) -> MembershipRecord:
@@ -120,7 +106,7 @@ def test_a_removal_learned_from_a_refused_vote_raises_one_not_a_member_alert(
         )
 
     with caplog.at_level(logging.INFO, logger=EVENT_LOGGER):
-        _run(agent, scenario)
+        run_agent(agent, scenario)
     messages = _not_a_member(agent)
     assert len(messages) == 1, messages
     assert "d is not a member of epoch 3" in messages[0]
@@ -171,6 +157,6 @@ def test_abstentions_after_a_refused_vote_are_the_membership_s_at_once(
         )
 
     with caplog.at_level(logging.INFO, logger=EVENT_LOGGER):
-        _run(agent, scenario)
+        run_agent(agent, scenario)
     assert _abstained(agent, "clock") == 0 and _abstained(agent, "membership") >= 1
     assert events(caplog.records, "abstain") == []  # the not_a_member line says it, once

@@ -14,7 +14,6 @@ tests wait on facts (metrics, alerts, heartbeats), never on time passing.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -33,7 +32,7 @@ from quorum_cron.core.actions import Abstain, Vote
 from quorum_cron.core.model import Configuration, MembershipRecord, VoteRequest, VoteStatus
 from quorum_cron.store.memory import MemoryStore
 from quorum_cron.store.redis import RedisStore
-from tests.agent_inproc import events
+from tests.agent_inproc import events, run_agent
 from tests.polling import until
 
 T0 = 1_800_000_000_000
@@ -108,19 +107,6 @@ def _all_abstained(agent: Agent) -> float:
     return sum(_abstained(agent, cause) for cause in ("clock", "store", "membership"))
 
 
-def _run(agent: Agent, scenario: Any) -> None:
-    async def main() -> None:
-        running = asyncio.create_task(agent.run())
-        try:
-            await asyncio.wait_for(agent.ready.wait(), 15)
-            await scenario()
-        finally:
-            agent.request_stop("test over")
-            await asyncio.wait_for(running, 15)
-
-    asyncio.run(main())
-
-
 def _summed(records: list[logging.LogRecord], key: str) -> int:
     """``key`` summed over every summary line (the last, at stop, and any whole minute before)."""
     return sum(int(r.qc_fields[key]) for r in events(records, "summary"))  # type: ignore[attr-defined]
@@ -137,7 +123,7 @@ def test_a_node_that_is_not_a_member_sums_its_abstentions(
         await until("three abstained slots", lambda: _abstained(agent) >= 3)
 
     with caplog.at_level(logging.INFO, logger=EVENT_LOGGER):
-        _run(agent, scenario)
+        run_agent(agent, scenario)
     assert _summed(caplog.records, "abstained") == _all_abstained(agent) == _abstained(agent) >= 3
     assert events(caplog.records, "abstain") == []  # one not_a_member line says it, not one per slot
 
@@ -183,7 +169,7 @@ def test_a_removed_node_that_had_not_heard_counts_its_refused_vote(
         await until("an abstained slot", lambda: _abstained(agent) >= 1)
 
     with caplog.at_level(logging.INFO, logger=EVENT_LOGGER):
-        _run(agent, scenario)
+        run_agent(agent, scenario)
     assert _summed(caplog.records, "vote_refused") == votes_of_d() >= 1
     assert _summed(caplog.records, "abstained") == _all_abstained(agent) >= 1
     assert any(a.kind == AlertKind.NOT_A_MEMBER for a in agent.alerts.sent)
