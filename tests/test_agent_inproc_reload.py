@@ -23,6 +23,7 @@ from quorum_cron.agent.runtime import Agent
 from quorum_cron.config.settings import AUTO, ClusterConfig, Config, JobSpec
 from quorum_cron.core.model import SlotState
 from quorum_cron.store.redis import RedisStore
+from tests.agent_inproc import run_agent
 from tests.polling import until
 
 
@@ -162,16 +163,7 @@ def test_a_reload_adds_a_job_that_runs_and_removes_one_whose_running_slot_finish
             lambda: store.slot("added", triggered[0]).state == SlotState.SUCCEEDED,
         )
 
-    async def main() -> None:
-        running = asyncio.create_task(agent.run())
-        try:
-            await asyncio.wait_for(agent.ready.wait(), 15)
-            await scenario()
-        finally:
-            agent.request_stop("test over")
-            await asyncio.wait_for(running, 15)
-
-    asyncio.run(main())
+    run_agent(agent, scenario)
     assert store.slot("gone", in_flight[0]).state == SlotState.SUCCEEDED  # its old command ran to the end
     starts = [s for w, s in lines(out) if w == "start"]
     assert max(starts) == in_flight[0], starts  # no slot of the removed job after the reload
