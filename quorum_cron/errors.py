@@ -14,6 +14,7 @@ __all__ = [
     "ScheduleError",
     "StoreError",
     "StoreOutOfMemory",
+    "StoreRefusing",
     "StoreUnavailable",
     "StoreUnreplicated",
 ]
@@ -58,6 +59,23 @@ class StoreOutOfMemory(StoreUnavailable):
 
     PREFIX = "out of memory: "
     """Every message starts with this (the agent's health tells OOM from other outages by it)."""
+
+
+class StoreRefusing(StoreUnavailable):
+    """Redis answers, but refuses this client's commands until someone fixes the server.
+
+    ``MISCONF`` (its last RDB save failed and ``stop-writes-on-bgsave-error``
+    holds every write back), ``NOPERM`` (the ACL user lost a command or key
+    quorum-cron needs), ``NOAUTH``/``WRONGPASS`` (the password or user
+    changed under a running agent). The caller retries with backoff, as for
+    any outage, and the agent reports it once, as an outage: an error reply
+    per call (a plain ``StoreError``) made it log one ERROR line per vote,
+    sweep and heartbeat, raise no alert, keep ``quorum_cron_store_up`` at 1,
+    and take a refused write inside a script for a corrupt value of one slot.
+    Its outcome is unknown to the caller, as a lost reply's is: a script
+    stopped by a refusal keeps the writes it made before it, and every store
+    operation is idempotent.
+    """
 
 
 class StoreUnreplicated(StoreUnavailable):

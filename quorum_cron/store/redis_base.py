@@ -14,6 +14,7 @@ fenced transitions, deadlines), :mod:`.redis_reads`, :mod:`.redis_control`
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -26,6 +27,7 @@ from redis.exceptions import (
     ClusterDownError,
     ClusterError,
     InvalidResponse,
+    NoPermissionError,
     OutOfMemoryError,
     ReadOnlyError,
     RedisClusterException,
@@ -35,7 +37,14 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from quorum_cron.errors import ConfigError, StoreError, StoreOutOfMemory, StoreUnavailable, StoreUnreplicated
+from quorum_cron.errors import (
+    ConfigError,
+    StoreError,
+    StoreOutOfMemory,
+    StoreRefusing,
+    StoreUnavailable,
+    StoreUnreplicated,
+)
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store import parse
 from quorum_cron.store.base import JobControl, SlotView
@@ -89,11 +98,48 @@ def _where(client: redis.Redis | RedisCluster) -> str:
     return f"redis://{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{db}"
 
 
+_SCRIPT_WHERE = re.compile(r"\s*script: [0-9a-f]{40}, on @user_script:\d+\.?")
+"""What Redis 7 appends to an error raised inside a script (its SHA and line): nothing an operator
+acts on, and it made each abstain and missed line end in 60 characters of hex."""
+
+_MISCONF_HINT = (
+    "its last RDB save failed and stop-writes-on-bgsave-error holds writes back until one succeeds "
+    "(see the server's log: a full or read-only disk?)"
+)
+_NOPERM_HINT = (
+    "the ACL user lacks a command or key quorum-cron needs: see docs/operations.md, Least-privilege ACL"
+)
+_SCRIPT_ACL = "The user executing the script can't"
+"""How Redis 7.0 words a NOPERM met inside a script (7.2 and later say NOPERM)."""
+_AUTH_HINT = "the server's password or user changed: expected the current ones in the URL"
+
+
 def without_script(message: str) -> str:
-    """A redis-py error message without the script source some versions append (4 KB of Lua)."""
+    """A redis-py error message without the script source some versions append (4 KB of Lua), nor
+    the script's SHA and line Redis 7 appends."""
     cut = message.find("\n")
     message = message if cut < 0 else message[:cut]
+    message = _SCRIPT_WHERE.sub("", message)
     return message if len(message) <= 500 else message[:500] + "..."
+
+
+def refusal(where: str, op: str, exc: Exception) -> StoreRefusing | None:
+    """What a refusal that holds for every call until someone fixes the server is to the caller:
+    an outage (:class:`~quorum_cron.errors.StoreRefusing`) whose one line names what Redis said
+    and what to do; ``None`` for any other error.
+
+    redis-py strips the code from the errors it has a class for (``NOPERM``,
+    ``NOAUTH``), so the code is put back: it is what an operator searches for.
+    """
+    text = without_script(str(exc))
+    if isinstance(exc, AuthenticationError):
+        return StoreRefusing(f"redis at {where} refused {op}: NOAUTH/WRONGPASS: {text} ({_AUTH_HINT})")
+    if isinstance(exc, NoPermissionError) or text.startswith("NOPERM") or _SCRIPT_ACL in text:
+        text = text.removeprefix("NOPERM").removeprefix("ERR").strip()
+        return StoreRefusing(f"redis at {where} refused {op}: NOPERM {text} ({_NOPERM_HINT})")
+    if text.startswith("MISCONF"):
+        return StoreRefusing(f"redis at {where} refuses writes during {op}: MISCONF: {_MISCONF_HINT}")
+    return None
 
 
 def as_text(value: object) -> str:
@@ -209,8 +255,9 @@ class RedisBase:
         """Translate redis-py errors and malformed replies into the library's family."""
         try:
             yield
-        except AuthenticationError as exc:
-            raise StoreError(f"redis at {self._where} refused {op}: {exc}") from exc
+        except AuthenticationError as exc:  # (before ConnectionError: it is one)
+            # A password rotated under a running agent: an outage until the URL or server is fixed.
+            raise refusal(self._where, op, exc) or StoreError(str(exc)) from exc
         except (RedisConnectionError, RedisTimeoutError, ReadOnlyError, InvalidResponse) as exc:
             # READONLY: the server we wrote to was demoted (Sentinel failover):
             # a lost reply, like a dropped connection; the caller retries.
@@ -223,6 +270,9 @@ class RedisBase:
         except WaitShortfall as exc:
             raise self._unreplicated(op, exc) from exc
         except RedisError as exc:
+            refused = refusal(self._where, op, exc)
+            if refused is not None:
+                raise refused from exc
             if isinstance(exc, OutOfMemoryError) or "> 'maxmemory'" in str(exc):
                 why = f"redis at {self._where} refused {op}: {without_script(str(exc))}"
                 raise StoreOutOfMemory(StoreOutOfMemory.PREFIX + why) from exc
