@@ -62,19 +62,19 @@ class StoreOutOfMemory(StoreUnavailable):
 
 
 class StoreRefusing(StoreUnavailable):
-    """Redis answers, but refuses this client's commands until someone fixes the server.
+    """Redis answers, but refuses this client's calls until the server changes.
 
     ``MISCONF`` (its last RDB save failed and ``stop-writes-on-bgsave-error``
-    holds every write back), ``NOPERM`` (the ACL user lost a command or key
-    quorum-cron needs), ``NOAUTH``/``WRONGPASS`` (the password or user
-    changed under a running agent). The caller retries with backoff, as for
-    any outage, and the agent reports it once, as an outage: an error reply
-    per call (a plain ``StoreError``) made it log one ERROR line per vote,
-    sweep and heartbeat, raise no alert, keep ``quorum_cron_store_up`` at 1,
-    and take a refused write inside a script for a corrupt value of one slot.
-    Its outcome is unknown to the caller, as a lost reply's is: a script
-    stopped by a refusal keeps the writes it made before it, and every store
-    operation is idempotent.
+    holds every write back), ``READONLY`` (the node became a replica),
+    ``NOPERM`` (the ACL user lost a command or key quorum-cron needs),
+    ``NOAUTH``/``WRONGPASS`` (the password or user changed under a running
+    agent). The caller retries with backoff, as for any outage, and the agent
+    says it once: as a plain ``StoreError`` (an error reply per call) it
+    logged one ERROR line per vote, sweep and heartbeat, raised no alert,
+    kept ``quorum_cron_store_up`` at 1, and took a write refused inside a
+    script for a corrupt value of one slot. Its outcome is unknown to the
+    caller, as a lost reply's is (a script stopped by a refusal keeps the
+    writes it made before it), and every store operation is idempotent.
     """
 
 

@@ -147,7 +147,7 @@ def test_a_password_rotated_mid_run_is_an_outage_without_the_secret(server: Embe
         with pytest.raises(StoreRefusing) as got:
             store.vote([_req("b")])
         msg = str(got.value)
-        assert "WRONGPASS" in msg and "password" in msg, msg
+        assert "WRONGPASS" in msg and "password or user changed" in msg, msg
         assert "secret" not in msg, msg
     finally:
         store.close()
@@ -160,3 +160,23 @@ def test_the_script_location_is_left_out_of_messages() -> None:
         "on @user_script:298."
     )
     assert without_script(said) == "You can't write against a read only replica."
+
+
+def test_a_node_turned_replica_is_an_outage_saying_readonly(server: EmbeddedRedis) -> None:
+    admin = server.client()
+    store = RedisStore(server.client(), "ro", clock=_clock)
+    with EmbeddedRedis() as master:
+        try:
+            store.vote([_req("a")])
+            admin.replicaof("127.0.0.1", master.port)
+            with pytest.raises(StoreRefusing) as got:
+                store.vote([_req("b"), _req("c")])
+            msg = str(got.value)
+            assert "READONLY" in msg and "master" in msg and "@user_script" not in msg, msg
+            assert store.bad_values == 0
+            admin.replicaof("NO", "ONE")
+            assert [r.status for r in store.vote([_req("b")])] == [VoteStatus.RECORDED]
+        finally:
+            admin.replicaof("NO", "ONE")
+            store.close()
+            admin.close()

@@ -109,6 +109,7 @@ _MISCONF_HINT = (
 _NOPERM_HINT = (
     "the ACL user lacks a command or key quorum-cron needs: see docs/operations.md, Least-privilege ACL"
 )
+_READONLY_HINT = "it is a replica now (a failover, or REPLICAOF): expected the master in the URL"
 _SCRIPT_ACL = "The user executing the script can't"
 """How Redis 7.0 words a NOPERM met inside a script (7.2 and later say NOPERM)."""
 _AUTH_HINT = "the server's password or user changed: expected the current ones in the URL"
@@ -124,7 +125,7 @@ def without_script(message: str) -> str:
 
 
 def refusal(where: str, op: str, exc: Exception) -> StoreRefusing | None:
-    """What a refusal that holds for every call until someone fixes the server is to the caller:
+    """What a refusal that holds for every call until the server changes is to the caller:
     an outage (:class:`~quorum_cron.errors.StoreRefusing`) whose one line names what Redis said
     and what to do; ``None`` for any other error.
 
@@ -133,7 +134,13 @@ def refusal(where: str, op: str, exc: Exception) -> StoreRefusing | None:
     """
     text = without_script(str(exc))
     if isinstance(exc, AuthenticationError):
+        if "already authenticated" in text:  # (RESP3's HELLO says so, in 200 characters)
+            text = "authentication required"
         return StoreRefusing(f"redis at {where} refused {op}: NOAUTH/WRONGPASS: {text} ({_AUTH_HINT})")
+    if isinstance(exc, ReadOnlyError) or text.startswith("READONLY"):
+        # The server we wrote to was demoted (a failover, REPLICAOF): a lost reply, like a dropped
+        # connection; the caller retries, and a Sentinel URL finds the new master.
+        return StoreRefusing(f"redis at {where} refuses writes during {op}: READONLY: {_READONLY_HINT}")
     if isinstance(exc, NoPermissionError) or text.startswith("NOPERM") or _SCRIPT_ACL in text:
         text = text.removeprefix("NOPERM").removeprefix("ERR").strip()
         return StoreRefusing(f"redis at {where} refused {op}: NOPERM {text} ({_NOPERM_HINT})")
@@ -258,9 +265,7 @@ class RedisBase:
         except AuthenticationError as exc:  # (before ConnectionError: it is one)
             # A password rotated under a running agent: an outage until the URL or server is fixed.
             raise refusal(self._where, op, exc) or StoreError(str(exc)) from exc
-        except (RedisConnectionError, RedisTimeoutError, ReadOnlyError, InvalidResponse) as exc:
-            # READONLY: the server we wrote to was demoted (Sentinel failover):
-            # a lost reply, like a dropped connection; the caller retries.
+        except (RedisConnectionError, RedisTimeoutError, InvalidResponse) as exc:
             # InvalidResponse: whatever answered does not speak RESP — not Redis, or a broken proxy.
             why = without_script(str(exc))
             raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {why}") from exc
