@@ -77,6 +77,11 @@ class StoreRefusing(StoreUnavailable):
     writes it made before it), and every store operation is idempotent.
     """
 
+    WRITES = "refuses writes during "
+    """In the message of a refusal of writes only (``MISCONF``, ``READONLY``), where reads still
+    succeed meanwhile: what tells it from a refusal of every call (the agent's health may hold
+    such a state until a write succeeds, as it holds out of memory)."""
+
 
 class StoreUnreplicated(StoreUnavailable):
     """A write fewer replicas than ``wait_replicas`` acknowledged (a ``WAIT`` shortfall).

@@ -140,12 +140,12 @@ def refusal(where: str, op: str, exc: Exception) -> StoreRefusing | None:
     if isinstance(exc, ReadOnlyError) or text.startswith("READONLY"):
         # The server we wrote to was demoted (a failover, REPLICAOF): a lost reply, like a dropped
         # connection; the caller retries, and a Sentinel URL finds the new master.
-        return StoreRefusing(f"redis at {where} refuses writes during {op}: READONLY: {_READONLY_HINT}")
+        return StoreRefusing(f"redis at {where} {StoreRefusing.WRITES}{op}: READONLY: {_READONLY_HINT}")
     if isinstance(exc, NoPermissionError) or text.startswith("NOPERM") or _SCRIPT_ACL in text:
         text = text.removeprefix("NOPERM").removeprefix("ERR").strip()
         return StoreRefusing(f"redis at {where} refused {op}: NOPERM {text} ({_NOPERM_HINT})")
     if text.startswith("MISCONF"):
-        return StoreRefusing(f"redis at {where} refuses writes during {op}: MISCONF: {_MISCONF_HINT}")
+        return StoreRefusing(f"redis at {where} {StoreRefusing.WRITES}{op}: MISCONF: {_MISCONF_HINT}")
     return None
 
 
