@@ -112,7 +112,6 @@ _NOPERM_HINT = (
 _READONLY_HINT = "it is a replica now (a failover, or REPLICAOF): expected the master in the URL"
 _SCRIPT_ACL = "The user executing the script can't"
 """How Redis 7.0 words a NOPERM met inside a script (7.2 and later say NOPERM)."""
-_AUTH_HINT = "the server's password or user changed: expected the current ones in the URL"
 
 
 def without_script(message: str) -> str:
@@ -124,19 +123,32 @@ def without_script(message: str) -> str:
     return message if len(message) <= 500 else message[:500] + "..."
 
 
+def _credentials(text: str) -> str:
+    """A refused password or user in words that say what to do (Redis's own say neither the URL
+    nor the fix, and RESP3's HELLO takes 200 characters to say "authentication required").
+
+    Worded without the codes (NOAUTH, WRONGPASS) that make the CLI add its own hint
+    (:func:`quorum_cron.store.server.credentials_hint`), which would then say it twice.
+    """
+    if "WRONGPASS" in text or "invalid username-password" in text:
+        return (
+            "the password or user was refused (wrong or disabled: changed under a running agent?) "
+            "(expected the password, and user, of that server in the URL)"
+        )
+    return "authentication required (the server requires a password: expected it in the URL, redis://:PASSWORD@host)"
+
+
 def refusal(where: str, op: str, exc: Exception) -> StoreRefusing | None:
     """What a refusal that holds for every call until the server changes is to the caller:
     an outage (:class:`~quorum_cron.errors.StoreRefusing`) whose one line names what Redis said
     and what to do; ``None`` for any other error.
 
     redis-py strips the code from the errors it has a class for (``NOPERM``,
-    ``NOAUTH``), so the code is put back: it is what an operator searches for.
+    ``READONLY``), so the code is put back: it is what an operator searches for.
     """
     text = without_script(str(exc))
     if isinstance(exc, AuthenticationError):
-        if "already authenticated" in text:  # (RESP3's HELLO says so, in 200 characters)
-            text = "authentication required"
-        return StoreRefusing(f"redis at {where} refused {op}: NOAUTH/WRONGPASS: {text} ({_AUTH_HINT})")
+        return StoreRefusing(f"redis at {where} refused {op}: {_credentials(text)}")
     if isinstance(exc, ReadOnlyError) or text.startswith("READONLY"):
         # The server we wrote to was demoted (a failover, REPLICAOF): a lost reply, like a dropped
         # connection; the caller retries, and a Sentinel URL finds the new master.
