@@ -98,3 +98,21 @@ def _run(c: Cluster, server: EmbeddedRedis) -> None:
         20,
     )
     assert {ledger[s].state.value for s in started} == {"succeeded"}
+
+
+def test_an_acl_refusing_the_scripts_at_start_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    """At start the same NOPERM is a configuration to fix, not an outage to wait out forever."""
+    with EmbeddedRedis() as server:
+        admin = server.client()
+        admin.execute_command("ACL", "SETUSER", "default", "-evalsha")
+        c = Cluster(tmp_path, server.url, 1, namespace="acl-start")
+        try:
+            node = c.start("n1", c.config(job_toml("tick", "@every 1s", c.out)))
+            assert node.proc.wait(timeout=30) == 1, c.describe()
+            [line] = c.wait("its error line", lambda: [t for t in node.text if t.startswith("error: ")], 5)
+            assert "NOPERM" in line and "Least-privilege ACL" in line, line
+            assert not [t for t in node.text if "Traceback" in t], node.text
+            assert not node.logged("alert"), node.events
+        finally:
+            c.close()
+            admin.close()

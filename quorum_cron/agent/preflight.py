@@ -32,13 +32,13 @@ memory store has no server: nothing is refused and the policy is unknown.
 
 from __future__ import annotations
 
-from quorum_cron.errors import StoreError
+from quorum_cron.errors import StoreError, StoreRefusing
 from quorum_cron.store.base import Store
 from quorum_cron.store.connect import kind_problem
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.server import SAFE_POLICY, RedisClient, eviction_problem, preflight
 
-__all__ = ["SAFE_POLICY", "PreflightError", "check_server", "eviction_problem"]
+__all__ = ["SAFE_POLICY", "PreflightError", "check_scripts", "check_server", "eviction_problem"]
 
 
 class PreflightError(StoreError):
@@ -66,3 +66,23 @@ def check_server(server: Store | RedisClient, shown_url: str, members_key: str |
     if found.refusal is not None:
         raise PreflightError(found.refusal)
     return found.policy
+
+
+def check_scripts(store: RedisStore) -> None:
+    """Read the membership record (one script call) and raise :class:`PreflightError` when the
+    server refuses it for this client: an ACL without ``EVALSHA`` or the namespace's keys.
+
+    Why: such a refusal is an outage once the node runs (the ACL may change
+    back), but at start it is a configuration to fix, and the node would
+    otherwise wait for it forever, its first write refused by the same ACL.
+    A refusal of writes only (``MISCONF``, ``READONLY``) lets the read pass
+    (the node waits for writes as in any outage); an unreachable server or
+    a corrupt record is the running node's to report.
+    """
+    try:
+        store.membership()
+    except StoreRefusing as exc:
+        if StoreRefusing.WRITES not in str(exc):
+            raise PreflightError(str(exc)) from exc
+    except StoreError:
+        return

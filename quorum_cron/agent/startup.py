@@ -7,8 +7,8 @@ Both faces go through the same steps, so a check added here holds for both:
 1. :func:`open_node_store` — the cluster's store on a fail-fast client
    (:func:`quorum_cron.store.options.open_store` with :func:`store_options`);
 2. :func:`preflight` — the server checks of :mod:`.preflight` (credentials,
-   a Redis at all, the support matrix, the members key, the eviction
-   policy), each refusal one line (:class:`~.preflight.PreflightError`);
+   a Redis at all, the support matrix, the members key, an ACL that refuses
+   the scripts, the eviction policy), each refusal one line (:class:`~.preflight.PreflightError`);
    an evicting server is refused unless the caller allows it, and then said
    loudly; a replica shortfall is a warning (:func:`report_preflight`);
 3. :func:`new_agent` — the :class:`~.runtime.Agent` on that store;
@@ -38,7 +38,7 @@ from quorum_cron.agent.build import agent_settings, replica_shortfall
 from quorum_cron.agent.heap import SETTLE_MIN_JOBS
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.metrics import Metrics
-from quorum_cron.agent.preflight import PreflightError, check_server, eviction_problem
+from quorum_cron.agent.preflight import PreflightError, check_scripts, check_server, eviction_problem
 from quorum_cron.agent.reload import ConfigReload
 from quorum_cron.agent.runtime import Agent
 from quorum_cron.agent.spec import AgentJob
@@ -111,6 +111,7 @@ def preflight(
     waits for it).
     """
     policy = check_server(store, shown_url)  # the store itself: its members key, no raw client
+    check_scripts(store)
     eviction = eviction_problem(policy or "", shown_url)
     if eviction is not None and not allow_evicting:
         raise PreflightError(f"{eviction}, or pass {override} to run anyway")
