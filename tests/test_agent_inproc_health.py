@@ -31,7 +31,7 @@ from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.clock.base import ManualClock
 from quorum_cron.core.membership import Configuration, MembershipRecord
 from quorum_cron.core.model import Member
-from quorum_cron.errors import StoreError, StoreOutOfMemory
+from quorum_cron.errors import StoreError, StoreOutOfMemory, StoreRefusing
 from tests.agent_inproc import T0, OutageStore, Signal, agent_job, alerts_of, events, metric, settings, until
 
 OOM = StoreOutOfMemory.PREFIX + "command not allowed when used memory > 'maxmemory'"
@@ -233,6 +233,32 @@ async def test_out_of_memory_is_its_own_alert_and_is_held_until_writes_succeed_f
     node.health.store_ok()
     assert node.health.store_up and node.back == 1
     assert metric(node.metrics, "quorum_cron_store_oom") == 0
+
+
+@inproc
+async def test_a_refusal_of_writes_is_held_down_like_out_of_memory_not_flapped_by_reads(node: Node) -> None:
+    """MISCONF and READONLY refuse writes while reads succeed: each read said "store reachable
+    again" and the next write raised a new store_unavailable alert, about once a second (the
+    Redis refusals audit). Held as out of memory is, one alert each, until writes stop failing."""
+    assert await node.health.first_contact(lambda: False)
+    refusals = [
+        "MISCONF: its last RDB save failed and stop-writes-on-bgsave-error holds writes back",
+        "READONLY: it is a replica now (a failover, or REPLICAOF): expected the master in the URL",
+    ]
+    for n, refusal in enumerate(refusals, 1):
+        reason = f"redis at 127.0.0.1:6379 {StoreRefusing.WRITES}heartbeat: {refusal}"
+        for _ in range(3):
+            node.health.store_down(reason)
+            node.health.store_ok()  # a read succeeded: Redis still refuses writes
+            assert not node.health.store_up and node.back == n - 1
+        assert len(alerts_of(node.alerts, AlertKind.STORE_UNAVAILABLE)) == n
+        assert metric(node.metrics, "quorum_cron_store_oom") == 0  # (not out of memory)
+        node.clock.advance(2 * node.health.settings.heartbeat_ms)
+        node.health.store_ok()
+        assert node.health.store_up and node.back == n
+    node.health.store_down("connection refused")  # a plain outage is not held
+    node.health.store_ok()
+    assert node.health.store_up and node.back == 3
 
 
 @inproc

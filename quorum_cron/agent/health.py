@@ -20,9 +20,8 @@
   the store has none; every heartbeat reply carries the store's record, and
   a newer one goes to the core (``on_record``); one the core took from a
   job that refused a vote comes back here at once (:meth:`NodeHealth.refused`).
-  A node whose config
-  disagrees with the record at start does not vote (one line, alert
-  ``membership_mismatch``) until a record it agrees with arrives; a node
+  A node whose config disagrees with the record at start does not vote (one
+  line, alert ``membership_mismatch``) until a record it agrees with arrives; a node
   that is not a member of the record it holds says so once per epoch, as
   does a vote the store refused (:mod:`.member_reports`).
 
@@ -62,7 +61,7 @@ from quorum_cron.clock.base import Clock
 from quorum_cron.core import model
 from quorum_cron.core.actions import Refused
 from quorum_cron.core.model import MembershipRecord
-from quorum_cron.errors import StoreError, StoreOutOfMemory, StoreUnavailable
+from quorum_cron.errors import StoreError, StoreOutOfMemory, StoreRefusing, StoreUnavailable
 from quorum_cron.store.base import Member, Store
 
 __all__ = ["BACKOFF_MAX_MS", "BACKOFF_MIN_MS", "NodeHealth"]
@@ -119,7 +118,7 @@ class NodeHealth:
         incarnation = settings.node.incarnation or None  # (the runtime's: its votes tag the starts they fold)
         self.membership = Membership(store, self.node, settings.heartbeat_ttl_ms, incarnation)
         self.store_up = True
-        self._oom = False
+        self._oom = self._writes_refused = False  # (writes refused: held down, see store_down)
         self._oom_hold_until = 0
         self._down_reason = ""
         self.replication = Replication(clock.monotonic_ms, 2 * settings.heartbeat_ms)
@@ -160,9 +159,10 @@ class NodeHealth:
                 return
         self._down_reason = reason
         oom = reason.startswith(StoreOutOfMemory.PREFIX)
-        if oom:
-            # Reads still succeed while Redis refuses writes: without this hold
-            # every read would declare the store back, every write down again.
+        self._writes_refused = oom or StoreRefusing.WRITES in reason
+        if self._writes_refused:
+            # Reads succeed while Redis refuses writes (OOM, MISCONF, READONLY): unheld, every read
+            # declared the store back and every write down again, an alert a second.
             self._oom_hold_until = self.clock.monotonic_ms() + 2 * self.settings.heartbeat_ms
         if oom != self._oom:
             # Out of memory is its own state: reported once when it begins
@@ -213,8 +213,9 @@ class NodeHealth:
             if not self.replication.ends(replicated):
                 return
             back = f"store writes replicated again (after {short})"
-        if self._oom and self.clock.monotonic_ms() < self._oom_hold_until:
-            return  # out of memory until writes have succeeded for a while (see store_down)
+        if self._writes_refused and self.clock.monotonic_ms() < self._oom_hold_until:
+            return  # writes refused until none has been for a while (see store_down)
+        self._writes_refused = False
         self.metrics.store_up.set(1)
         if self._oom:
             self._oom = False
