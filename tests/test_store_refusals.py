@@ -98,6 +98,31 @@ def test_misconf_is_an_outage_of_the_whole_call_not_a_bad_value(server: Embedded
         admin.close()
 
 
+def test_members_are_listed_while_writes_are_refused(server: EmbeddedRedis) -> None:
+    """Listing the members deletes the expired ones on the way. Under MISCONF that delete failed
+    the whole list once any heartbeat had expired, so `quorum-cron status` exited 1 while the
+    server still answered every read (the Redis refusals audit). The list now comes, and the
+    expired entry goes once writes are accepted again."""
+    admin = server.client()
+    now = [T0]
+    store = RedisStore(server.client(), "ml", clock=lambda: now[0])
+    try:
+        store.heartbeat("n1", "inc-1", 5_000, {})
+        store.heartbeat("n2", "inc-2", 60_000, {})
+        old = _misconf(admin)
+        now[0] = T0 + 10_000  # n1's heartbeat has expired
+        assert [m.node for m in store.members()] == ["n2"]
+        assert admin.hexists("qc:{ml}:members", "n1")  # (kept: the delete was refused)
+        admin.config_set("dir", old)
+        admin.bgsave()
+        _until("writes accepted again", lambda: _writes(admin))
+        assert [m.node for m in store.members()] == ["n2"]
+        assert not admin.hexists("qc:{ml}:members", "n1")
+    finally:
+        store.close()
+        admin.close()
+
+
 def _writes(admin: redis.Redis) -> bool:
     try:
         admin.set("qc-probe", "1")

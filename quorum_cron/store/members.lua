@@ -254,7 +254,8 @@ for i = 1, #raw, 2 do
     out[#out + 1] = raw[i]
     out[#out + 1] = raw[i + 1]
   else
-    redis.call('HDEL', K, raw[i])
+    -- (pcall: a server refusing writes, MISCONF or READONLY, still lists; the entry goes later)
+    redis.pcall('HDEL', K, raw[i])
   end
 end
 for _, v in ipairs(bad) do
