@@ -184,3 +184,23 @@ def test_explorer_seed_70160_runs_clean() -> None:
     agent's order of events. The run stays clean."""
     result = sim.run(sim.load(BUGS / "start-refused-abstained-70160.toml"), 70160)
     assert result.report.violations == [], result.report.summary()
+
+
+def test_a_missed_record_backed_off_by_a_refusal_goes_once_the_job_is_answered() -> None:
+    """Explorer seed 104798, shrunk: the store answers every write with an error for 20 s, and
+    the members' missed record of job2's slot at 10:15 backs off to 16x ``retry_ms``. Once the
+    refusal ends, the vote for 10:35 commits and raises the high-water mark past 10:15; a
+    whole-cluster outage 3 s later restarted every node before the record's next try, and no
+    catch-up reached the slot: no ledger entry. A reply of the job without an error now sends
+    its backed-off calls at once (``quorum_cron/core/retries.py``)."""
+    result = sim.run(sim.load(BUGS / "refused-record-below-hwm-104798.toml"), 104798)
+    assert result.report.violations == [], result.report.summary()
+    records = result.trace.records
+    [entry] = [r for r in records if r["ev"] == "ledger" and r["fire"] == 1700000615000]
+    assert entry["state"] == "missed" and "store refused the vote" in entry["why"]
+    refused = [r for r in records if r["ev"] == "fault" and r["kind"] == "store_refuse"]
+    crashes = [r["t"] for r in records if r["ev"] == "crash"]
+    assert len(refused) == 2 and len(crashes) == 5  # (the story still happens)
+    assert min(crashes) > refused[1]["t"] > 1700000615000 + 1_250  # (refused past its deadline)
+    [decided] = [r for r in records if r["ev"] == "decided" and r["fire"] == 1700000615000]
+    assert decided["t"] < min(crashes)  # (recorded before the outage, by the record that was owed)

@@ -84,6 +84,7 @@ from quorum_cron.core.model import (
     SweepResult,
     VoteRequest,
 )
+from quorum_cron.core.retries import jobs_of
 from quorum_cron.core.slots import LOCAL_ENDED, LOCAL_NO, LOCAL_OWED, LOCAL_RUNNING, Pending
 from quorum_cron.core.state import _JobState
 from quorum_cron.core.timers import NEVER, max_sweep_gap, sweep_gap
@@ -422,6 +423,8 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
         """The store answered ``action`` with ``reply`` (the store method's return value)."""
         if not self._reachable:
             self.set_store_reachable(True)
+        if self._retries.refused:  # (a refusal of these jobs ended: what backed off after it goes now)
+            self._retries.release_jobs(jobs_of(action))
         handler = self._replied.get(type(action))
         if handler is None:
             raise TypeError(f"not a store action: {action!r}")

@@ -12,19 +12,39 @@ wait for it). When one fails it goes into this queue, to be sent again:
   otherwise send thousands of records into the void, each costing a connect
   timeout in the agent;
 * when the store answers again (any reply), every held call goes at once,
-  in the order they failed (:meth:`RetryQueue.release`).
+  in the order they failed (:meth:`RetryQueue.release`);
+* a call the store answered with an error goes at once when the store
+  answers a call of the same job without one (:meth:`RetryQueue.release_jobs`).
+  Backed off to 16x ``retry_ms`` by a refusal that has ended, a missed
+  record otherwise waited up to that long while the job's later slots
+  committed and raised its high-water mark past the slot: should every node
+  then restart (a whole-cluster outage), no catch-up reaches the slot and it
+  ends with no ledger entry (explorer seed 104798,
+  ``sim/scenarios/bugs/refused-record-below-hwm-104798.toml``). A refusal of
+  one job's keys (a corrupt value) is not ended by another job's replies, so
+  it keeps its backoff.
 
 Pure: monotonic readings come in as arguments.
 """
 
 from __future__ import annotations
 
-from heapq import heappop, heappush
+from collections.abc import Iterable
+from heapq import heapify, heappop, heappush
 
-from quorum_cron.core.actions import ReadHighWater, RecordMissed
+from quorum_cron.core.actions import (
+    Finish,
+    ReadHighWater,
+    ReadSlots,
+    RecordMissed,
+    Renew,
+    Start,
+    StoreAction,
+    Vote,
+)
 from quorum_cron.core.timers import NEVER
 
-__all__ = ["MAX_RETRY_DOUBLINGS", "Retried", "RetryQueue"]
+__all__ = ["MAX_RETRY_DOUBLINGS", "Retried", "RetryQueue", "jobs_of"]
 
 MAX_RETRY_DOUBLINGS = 4
 """A failed missed-record or high-water read is retried after ``retry_ms`` doubling up to 16x."""
@@ -35,7 +55,16 @@ Retried = ReadHighWater | RecordMissed
 class RetryQueue:
     """Failed records and reads, each with the monotonic time it may be sent again."""
 
-    __slots__ = ("_failures", "_heap", "_probe", "_probe_at", "_probe_failures", "_retry_ms", "_seq")
+    __slots__ = (
+        "_failures",
+        "_heap",
+        "_probe",
+        "_probe_at",
+        "_probe_failures",
+        "_retry_ms",
+        "_seq",
+        "refused",
+    )
 
     def __init__(self, retry_ms: int) -> None:
         self._retry_ms = retry_ms
@@ -50,6 +79,8 @@ class RetryQueue:
         """While the store is unreachable, no call goes before this monotonic time."""
         self._probe_failures = 0
         """Consecutive failed probes of this outage (the gap before the next one doubles)."""
+        self.refused: set[str] = set()
+        """Jobs with a call waiting that the store answered with an error (see :meth:`release_jobs`)."""
 
     def __bool__(self) -> bool:
         return bool(self._heap)
@@ -99,6 +130,11 @@ class RetryQueue:
 
     def failed(self, action: Retried, mono_ms: int, reachable: bool) -> None:
         """``action`` failed at ``mono_ms`` (``reachable``: the store answered with an error)."""
+        if reachable:
+            self.refused.update(_jobs(action))
+        self._back_off(action, mono_ms, reachable)
+
+    def _back_off(self, action: Retried, mono_ms: int, reachable: bool) -> None:
         if action is self._probe:
             self._probe = None
             if not reachable:
@@ -119,10 +155,42 @@ class RetryQueue:
         second (a simulator audit); with 100 such jobs, 100 times that, into the store every node
         shares. Doubling to 16x ``retry_ms`` lands each record at most that much after its time.
         """
-        self.failed(action, mono_ms, reachable=True)
+        self._back_off(action, mono_ms, reachable=True)  # (not a refusal: no reply releases it)
+
+    def release_jobs(self, jobs: Iterable[str]) -> None:
+        """The store answered a call of these jobs without an error: each call of theirs waiting
+        after an error reply is due now (see the module docstring). Cheap when none is."""
+        hit = self.refused.intersection(jobs)
+        if not hit:
+            return
+        self.refused -= hit
+        heap = []
+        for at, seq, action in self._heap:
+            if not hit.isdisjoint(_jobs(action)):
+                at = 0
+                self._failures.pop(action, None)
+            heap.append((at, seq, action))
+        heapify(heap)
+        self._heap = heap
 
     def release(self) -> None:
         """The store answers again: every waiting call is due now, in the order they failed."""
         self._heap = sorted((0, seq, a) for _, seq, a in self._heap)
         self._failures.clear()
+        self.refused.clear()
         self._probe_at = self._probe_failures = 0
+
+
+def _jobs(action: Retried) -> tuple[str, ...]:
+    return action.jobs if isinstance(action, ReadHighWater) else (action.job,)
+
+
+def jobs_of(action: StoreAction) -> Iterable[str]:
+    """The jobs a store call is about (a sweep's: none, it covers whatever is due)."""
+    if isinstance(action, Vote):
+        return (r.job for r in action.requests)
+    if isinstance(action, ReadSlots):
+        return (job for job, _ in action.slots)
+    if isinstance(action, ReadHighWater | RecordMissed | Start | Renew | Finish):
+        return _jobs(action) if isinstance(action, ReadHighWater | RecordMissed) else (action.job,)
+    return ()
