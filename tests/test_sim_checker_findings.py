@@ -215,3 +215,21 @@ def test_slots_every_node_comes_to_only_after_all_are_cut_off_are_cut_off() -> N
     records = result.trace.records
     cut = max(r["t"] for r in records if r["ev"] == "health" and r["why"] == "partitioned")
     assert not [r for r in records if r["ev"] == "decided" and r["t"] > cut], cut
+
+
+def test_a_retry_whose_start_a_failover_lost_runs_again_as_the_known_limit() -> None:
+    """Explorer seed 105216 (2026-12-07, ``checker/retry-start-lost-by-failover-105216``), with
+    ``wait_replicas = 0``: a failover lost the last 2 s of acknowledged writes, among them the start
+    of an at-least-once retry under token 581, and the new primary handed token 581 out again.
+    The checker reported "retry without a higher token", a store reusing tokens; it is the known
+    limit of a failover that lost writes, as a forgotten first start already was."""
+    from sim.checker import FAILOVER_LOSS
+
+    path = SCENARIOS / "checker" / "retry-start-lost-by-failover-105216.toml"
+    result = sim.run(sim.load(path), 105216)
+    kinds = sorted({v.kind for v in result.report.violations})
+    assert kinds == [FAILOVER_LOSS], result.report.summary()
+    [again] = [v for v in result.report.violations if "lost the start of that retry" in v.detail]
+    assert (again.job, again.fire_ms) == ("job2", 1700000916000)
+    assert "retry token 581 after tokens [580, 581]" in again.detail  # (the story still happens)
+    assert result.report.unexpected() == []  # (a known limit fails no exploration)
