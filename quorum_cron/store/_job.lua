@@ -624,11 +624,13 @@ end
 -- cluster slot in migration ("non local key", ASK, MOVED, TRYAGAIN), a
 -- cluster down, a demoted master (READONLY), a server loading, writes held
 -- back after a failed RDB save (MISCONF), an ACL that lost a command or key
--- (NOPERM; Redis 7.0 says "The user executing the script can't ...") — is an outage: it fails the whole call so the caller retries,
--- and is never taken for a corrupt value of one job (which would drop that
--- job's vote for good).
+-- (NOPERM; Redis 7.0 says "The user executing the script can't ...", Valkey
+-- 8 "ACL failure in script: ...") — is an outage: it fails the whole call so
+-- the caller retries, and is never taken for a corrupt value of one job
+-- (which would drop that job's vote for good).
 local TRANSIENT = {'OOM', 'non local key', 'TRYAGAIN', 'CLUSTERDOWN', 'MOVED ', 'ASK ', 'READONLY',
-                   'LOADING', 'MASTERDOWN', 'BUSY', 'MISCONF', 'NOPERM', 'The user executing the script'}
+                   'LOADING', 'MASTERDOWN', 'BUSY', 'MISCONF', 'NOPERM', 'The user executing the script',
+                   'ACL failure in script'}
 --
 -- Returns the error from its code on ("OOM command not allowed ..."), or nil
 -- when it is not an outage. The caller returns it with redis.error_reply

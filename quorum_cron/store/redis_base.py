@@ -110,8 +110,9 @@ _NOPERM_HINT = (
     "the ACL user lacks a command or key quorum-cron needs: see docs/operations.md, Least-privilege ACL"
 )
 _READONLY_HINT = "it is a replica now (a failover, or REPLICAOF): expected the master in the URL"
-_SCRIPT_ACL = "The user executing the script can't"
-"""How Redis 7.0 words a NOPERM met inside a script (7.2 and later say NOPERM)."""
+_SCRIPT_ACL = ("The user executing the script can't", "ACL failure in script")
+"""How Redis 7.0 and Valkey 8 word a NOPERM met inside a script (Redis 7.2 and later say NOPERM).
+Valkey is the embedded default: its wording alone left a refusal there a slot's bad value."""
 
 
 def without_script(message: str) -> str:
@@ -153,7 +154,7 @@ def refusal(where: str, op: str, exc: Exception) -> StoreRefusing | None:
         # The server we wrote to was demoted (a failover, REPLICAOF): a lost reply, like a dropped
         # connection; the caller retries, and a Sentinel URL finds the new master.
         return StoreRefusing(f"redis at {where} {StoreRefusing.WRITES}{op}: READONLY: {_READONLY_HINT}")
-    if isinstance(exc, NoPermissionError) or text.startswith("NOPERM") or _SCRIPT_ACL in text:
+    if isinstance(exc, NoPermissionError) or text.startswith("NOPERM") or any(a in text for a in _SCRIPT_ACL):
         text = text.removeprefix("NOPERM").removeprefix("ERR").strip()
         return StoreRefusing(f"redis at {where} refused {op}: NOPERM {text} ({_NOPERM_HINT})")
     if text.startswith("MISCONF"):
