@@ -29,7 +29,7 @@ from quorum_cron.commands.status import status
 from quorum_cron.store.base import SlotState
 from quorum_cron.store.embedded.single import EmbeddedRedis
 from tests.agent_cluster import Cluster, free_port, job_toml, now_ms
-from tests.tools import require_tool
+from tests.tools import faketime_env
 
 pytestmark = pytest.mark.slow
 
@@ -208,13 +208,13 @@ def test_alerts_reach_the_command_and_the_url_and_metrics_are_served(
 def test_an_agent_with_a_clock_5s_ahead_abstains_and_status_says_why(
     tmp_path: Path, redis_server: EmbeddedRedis
 ) -> None:
-    faketime = require_tool("faketime")
+    fake = faketime_env("+5s")
     c = Cluster(tmp_path, redis_server.url, 3, namespace="skewed")
     try:
         cfg = c.config(job_toml("tick", "@every 1s", c.out, starting_deadline='"1s"'))
         c.start("n1", cfg)
         c.start("n2", cfg)
-        c.start("fast", cfg, wrap=[faketime, "-f", "+5s"], env=FAKETIME_ENV)
+        c.start("fast", cfg, env={**FAKETIME_ENV, **fake})
         c.wait_joined(["n1", "n2", "fast"])
         # The store (Redis TIME) is the reference: the node measures about -5 s and does not vote.
         trust = c.wait("the fast node's trust verdict", lambda: c.nodes["fast"].logged("trust"), 10)[0]

@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 from quorum_cron.clock.check import check_clock
 from quorum_cron.store.embedded.single import EmbeddedRedis
 from tests.ntp_responder import Behaviour, NtpResponder
-from tests.tools import require_tool
+from tests.tools import faketime_env
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ["--sample-interval", "0", "--timeout", "0.5"]
@@ -207,14 +207,14 @@ def test_config_store_time_policy_trusts_redis_alone_when_ntp_is_unreachable(
 
 def test_clock_5s_ahead_under_libfaketime_is_not_trusted(ntp: NtpResponder) -> None:
     """A process whose clock libfaketime moved 5 s ahead, against a server serving true time."""
-    faketime = require_tool("faketime")
+    fake = faketime_env("+5s")
     code = (
         "from quorum_cron.clock.check import check_clock; "
         f"check_clock(['--server', '{ntp.address}', '--samples', '2', '--sample-interval', '0'])"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **fake}
     proc = subprocess.run(
-        [faketime, "-f", "+5s", sys.executable, "-c", code],
+        [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         timeout=60,

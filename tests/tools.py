@@ -7,13 +7,14 @@ installs every tool and a skip there would hide a missing install step.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 from typing import NoReturn
 
 import pytest
 
-__all__ = ["missing", "require_tool"]
+__all__ = ["faketime_env", "missing", "require_tool"]
 
 
 def require_tool(name: str, *, extra_paths: tuple[str, ...] = ("/usr/sbin", "/sbin")) -> str:
@@ -31,3 +32,22 @@ def missing(message: str) -> NoReturn:
     if os.environ.get("CI"):
         pytest.fail(f"{message}; .ci/run must install it", pytrace=False)
     pytest.skip(message)
+
+
+def faketime_env(offset: str) -> dict[str, str]:
+    """Environment that runs a process under libfaketime ``offset`` (e.g. ``"+5s"``), preloaded.
+
+    Not through the ``faketime`` wrapper: it makes a POSIX semaphore and a shared-memory segment
+    named by its pid for the process tree to share, and a wrapper killed leaves them in /dev/shm.
+    Once a later wrapper got a pid one of those had, it died with "faketime: sem_open: File
+    exists" before the process under test started (a CI run on this machine, whose /dev/shm held
+    a thousand such leftovers). A fixed offset needs no sharing: the library alone reads
+    ``FAKETIME``, as ``faketime -f`` sets it.
+    """
+    require_tool("faketime")  # (the package that ships the library: a missing one is named so)
+    found = sorted(
+        glob.glob("/usr/lib/*/faketime/libfaketime.so.1") + glob.glob("/usr/lib/faketime/libfaketime.so.1")
+    )
+    if not found:
+        missing("libfaketime.so.1 is not installed (apt-get install the package providing 'faketime')")
+    return {"LD_PRELOAD": found[0], "FAKETIME": offset}
