@@ -10,7 +10,6 @@ entry), never a sleep that hopes.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 
@@ -83,17 +82,8 @@ def test_sighup_with_a_changed_command_runs_the_new_one_from_the_next_slot(
         view = store.slot("tick", slot)
         return view.state if view.state in (SlotState.SUCCEEDED, SlotState.FAILED) else None
 
-    async def main() -> None:
-        running = asyncio.create_task(agent.run())
-        try:
-            await asyncio.wait_for(agent.ready.wait(), 15)
-            await scenario()
-        finally:
-            agent.request_stop("test over")
-            await asyncio.wait_for(running, 15)
-
     with caplog.at_level(logging.INFO, logger="quorum_cron.agent"):
-        asyncio.run(main())
+        run_agent(agent, scenario)
     assert verdicts == ["applied"]
     seen = lines(out)
     going = in_flight[0]

@@ -21,11 +21,12 @@ from typing import Any
 import redis
 from click.testing import CliRunner
 
-from quorum_cron.commands.history import VoterAccount, account, history
+from quorum_cron.commands.history import history
 from quorum_cron.core.model import Configuration, MembershipRecord, VoteRequest, VoteStatus
 from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.memory import MemoryStore
 from quorum_cron.store.redis import RedisStore
+from quorum_cron.store.voters import VoterAccount, account
 
 NS = "voters"
 SKEW = 250

@@ -35,10 +35,9 @@ from quorum_cron.redact import redact_text
 from quorum_cron.store.base import LedgerEntry, ObservedStore, SlotState
 from quorum_cron.store.ledger_json import ledger_doc
 from quorum_cron.store.server import credentials_hint
-from quorum_cron.store.voters import VoterAccount, account, in_force, read_accounts
+from quorum_cron.store.voters import VoterAccount, read_accounts
 
-# (VoterAccount, account and in_force live in quorum_cron.store.voters now: still importable here.)
-__all__ = ["VoterAccount", "account", "history", "in_force"]
+__all__ = ["history"]
 
 _STYLE = {
     SlotState.SUCCEEDED: "green",

@@ -191,6 +191,8 @@ def jobs_of(action: StoreAction) -> Iterable[str]:
         return (r.job for r in action.requests)
     if isinstance(action, ReadSlots):
         return (job for job, _ in action.slots)
-    if isinstance(action, ReadHighWater | RecordMissed | Start | Renew | Finish):
-        return _jobs(action) if isinstance(action, ReadHighWater | RecordMissed) else (action.job,)
+    if isinstance(action, ReadHighWater):
+        return action.jobs
+    if isinstance(action, RecordMissed | Start | Renew | Finish):
+        return (action.job,)
     return ()
