@@ -153,3 +153,17 @@ def test_the_agent_refuses_a_host_with_a_space_from_the_environment(tmp_path: Pa
     (line,) = res.stderr.splitlines()
     assert line.startswith("error: ") and "has host 'my host', which holds ' '" in line, line
     assert "hunter2" not in res.stdout + res.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "host"),
+    [
+        ("redis+sentinel://[fe80::1%25eth0]:26379/mymaster", "fe80::1%eth0"),
+        ("redis+cluster://n1:7000,[fe80::2%25en0]:7001", "fe80::2%en0"),
+        ("redis+cluster://[2001:db8::1]:7002", "2001:db8::1"),
+    ],
+)
+def test_a_zone_id_in_a_sentinel_or_cluster_host_reaches_the_client_decoded(url: str, host: str) -> None:
+    """RFC 6874 writes a zone id as ``%25``: the client must get ``fe80::1%eth0``, as redis-py's
+    own parser gives it for a ``redis://`` URL, not a zone named ``25eth0``."""
+    assert parse_redis_url(url).hosts[-1][0] == host

@@ -98,6 +98,9 @@ def _hosts(shown: str, netloc: str, default_port: int) -> tuple[tuple[str, int],
             raise bad_url(shown, "has an empty host in its host list (expected HOST[:PORT],HOST[:PORT],...)")
         if part.startswith("["):  # [ipv6]:port
             host, _, rest = part[1:].partition("]")
+            # (A zone id comes percent-encoded, RFC 6874: [fe80::1%25eth0]. The client takes the
+            # address as written, so undecoded it named zone "25eth0", which exists nowhere.)
+            host = urllib.parse.unquote(host)
             port_text = rest[1:] if rest.startswith(":") else ""
             if rest and not rest.startswith(":"):
                 raise bad_url(shown, f"has host {part!r}, not [IPV6]:PORT")
