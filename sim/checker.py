@@ -117,6 +117,7 @@ from sim.trace import Record
 __all__ = [
     "BUSY_LOOP",
     "CUT_OFF",
+    "DECIDING_EPOCH",
     "EARLY_OUTCOME",
     "ENDED_TWICE",
     "FAILOVER_LOSS",
@@ -190,6 +191,11 @@ LIVENESS = "liveness"
 MEMBERSHIP_QUORUM = "commit without a quorum of each configuration"
 MEMBERSHIP_FOREIGN = "commit under a record the cluster never held"
 MEMBERSHIP_BACKWARD = "job's membership record moved backward"
+DECIDING_EPOCH = "slot names another record than the one that decided it"
+"""The store keeps on a slot, and copies into its ledger entry, the epoch of the record whose
+quorum decided it (``history`` reads it to tell which voters counted): a vote's commit whose
+slot names another epoch than the record the job enforced, or a ledger entry naming another
+epoch than its slot's last deciding commit (0 for a slot no vote committed)."""
 FIRST_RECORD_FORGED = "job's first membership record taken from a stranger's vote"
 MEMBERSHIP_UNJOINT = "namespace's membership changed outside a joint configuration"
 MEMBERSHIP_SETTLING = "membership change near the window"
@@ -419,8 +425,8 @@ class _Facts:
     """What the world saw happen to each slot, for judging the ledger against it."""
 
     __slots__ = (
-        "decided", "eligible", "ended", "finished", "killed", "ledger", "local", "lost", "runs",
-        "starts", "token_leases", "voted", "writes",
+        "decided", "deciding_epochs", "eligible", "ended", "finished", "killed", "ledger", "local",
+        "lost", "runs", "starts", "token_leases", "voted", "writes",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -452,6 +458,9 @@ class _Facts:
         self.eligible: dict[tuple[str, int], frozenset[str]] = {}
         """Per slot, the voters its latest commit (a vote's, a takeover's, a retry's) could hand
         it to: agreeing, and members of the record the store enforced (:func:`_may_execute`)."""
+        self.deciding_epochs: dict[tuple[str, int], int] = {}
+        """Per slot, the epoch of the record its latest vote commit was decided under (traced in
+        membership scenarios only: ``DECIDING_EPOCH``)."""
 
     def lease(self, node: str, job: str, fire: int, token: int, until: int) -> None:
         key4 = (node, job, fire, token)
@@ -527,6 +536,11 @@ def _check_ledger(
             problems.append((ENDED_TWICE, ", then ".join(e["state"] for e in ends)))
         voted = facts.voted.get(key, set())
         for e in entries:
+            if "epoch" in e and e["epoch"] != facts.deciding_epochs.get(key, 0):
+                said = facts.deciding_epochs.get(key, 0)
+                problems.append(
+                    (DECIDING_EPOCH, f"{e['state']} entry names epoch {e['epoch']}; decided under {said}")
+                )
             stray = sorted(set(e["voters"]) - voted)
             if stray:
                 problems.append(
@@ -917,6 +931,8 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             if "mr" in r:
                 if _check_membership(r, agreeing, held, job_epochs, out, first_records):
                     report.reached["slot committed under a joint membership"] += 1
+                if "ep" in r and r.get("by") == "vote":
+                    out.extend(_deciding_epoch(r, facts))
             elif r["by"] == "vote" and len(agreeing) < q:
                 out.append(
                     Violation(
@@ -939,6 +955,8 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             decided_at.setdefault(r["job"], []).append((r["fire"], r["t"]))
             facts.wrote(r["job"], r["fire"], r["t"])
             facts.decided.setdefault((r["job"], r["fire"]), []).append((r["t"], r["state"]))
+            if "ep" in r and r.get("by") == "vote":
+                out.extend(_deciding_epoch(r, facts))
         elif ev == "boot":
             boots.setdefault(r["node"], []).append(r["t"])
             removals.boot(r["node"], r["t"], r.get("removed", ()))
@@ -1483,6 +1501,21 @@ def _may_execute(r: Record) -> list[str]:
     except ValueError:
         return agreeing
     return [n for n in agreeing if record.is_member(n)]
+
+
+def _deciding_epoch(r: Record, facts: _Facts) -> list[Violation]:
+    """A vote's decision: the epoch its slot names is the record the job enforced when a quorum
+    decided it (a commit, or a skip for overlap after the quorum), 0 when none did (missed,
+    paused) or the job had no record; kept for the slot's ledger entry (``DECIDING_EPOCH``)."""
+    text = r["mr"]
+    quorum = r["ev"] == "commit" or r["why"].startswith("overlap forbidden")
+    head = text.split(";", 1)[0]
+    want = int(head) if quorum and head.isdecimal() else 0
+    facts.deciding_epochs[(r["job"], r["fire"])] = r["ep"]
+    if r["ep"] == want:
+        return []
+    why = f"the {r.get('state', 'committed')} slot names epoch {r['ep']}; it was decided under epoch {want}"
+    return [Violation(DECIDING_EPOCH, r["job"], r["fire"], r["t"], why)]
 
 
 def _check_membership(

@@ -384,7 +384,18 @@ class QuorumStrategy:
         started = view.state == SlotState.RUNNING  # (a start folded into the commit: vote only)
         if view.state != SlotState.COMMITTED and not started:
             world.trace.emit(
-                t, "decided", job=view.job, fire=view.fire_ms, state=view.state.value, why=view.reason, by=by
+                t,
+                "decided",
+                job=view.job,
+                fire=view.fire_ms,
+                state=view.state.value,
+                why=view.reason,
+                by=by,
+                **(
+                    _job_record(world, view.job) | {"ep": view.epoch}
+                    if world.scenario.uses_membership
+                    else {}
+                ),
             )
             return
         world.trace.emit(
@@ -398,8 +409,10 @@ class QuorumStrategy:
             spec=view.spec_hash,
             st=world.store.clock.wall(t),
             by=by,
-            # The record the job enforced at the commit (the checker's membership rule).
+            # The record the job enforced at the commit (the checker's membership rule), and the
+            # one the slot names as deciding it (DECIDING_EPOCH).
             **_job_record(world, view.job),
+            **({"ep": view.epoch} if world.scenario.uses_membership else {}),
             # A start folded into the commit (the checker: never before the fire time, by st).
             **({"folded": True} if started else {}),
         )
@@ -432,6 +445,7 @@ class QuorumStrategy:
                     executor=e.executor,
                     token=e.token,
                     voters=list(e.voters),
+                    **({"epoch": e.epoch} if world.scenario.uses_membership else {}),
                 )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +132,7 @@ def test_history_tells_apart_the_voters_that_did_not_count(
     cells = [" ".join(line.split()[6:-4]) for line in res.stdout.splitlines()[2:]]
     assert cells == [
         "a,b,c",
-        "a,b [c: not a member of epoch 3 at commit]",
+        "a,b [c: not a member of epoch 3, which decided it]",
         "a,c",
         "a,b [c: voted another definition]",
     ], cells
@@ -152,12 +153,45 @@ def test_the_memory_model_accounts_for_the_same_slots_alike(redis_client: redis.
         views = store.read_slots([(e.job, e.fire_ms) for e in entries])
         accounts = [account(e, log, v, SKEW) for e, v in zip(entries, views, strict=True)]
         by_fire = {e.fire_ms: a for e, a in zip(entries, accounts, strict=True)}
-        assert by_fire[fires["after"]] == VoterAccount((3,), ("c",), ())
-        # Without the slot record the decision may have come at any time since the slot's first
-        # vote could come: epochs 1 to 3 were in force then, and c was a member of two of them.
+        # The entry names the record that decided it (epoch 3): exact, slot record or not.
+        assert by_fire[fires["after"]] == VoterAccount((3,), ("c",), (), 3)
         after = next(e for e in entries if e.fire_ms == fires["after"])
-        assert account(after, log, None, SKEW) == VoterAccount((1, 2, 3), (), None)
-        # A log that does not reach back that far tells nothing.
-        assert account(after, log[:1], None, SKEW) == VoterAccount()
+        assert after.epoch == 3
+        assert account(after, log, None, SKEW) == VoterAccount((3,), ("c",), None, 3)
+        # A log that no longer holds that record tells nothing.
+        assert account(after, [m for m in log if m.record.epoch != 3], None, SKEW) == VoterAccount()
+        # An entry an older release wrote (no epoch) is inferred: without the slot record the
+        # decision may have come at any time since the slot's first vote could come; epochs 1 to
+        # 3 were in force then, and c was a member of two of them.
+        legacy = replace(after, epoch=0)
+        assert account(legacy, log, None, SKEW) == VoterAccount((1, 2, 3), (), None)
+        assert account(legacy, log[:1], None, SKEW) == VoterAccount()
         results.append((entries, accounts))
     assert results[0] == results[1]
+
+
+def test_a_slot_decided_under_an_older_record_after_a_change_names_that_record(
+    redis_client: redis.Redis,
+) -> None:
+    """A job takes a new record only from a member's vote: here a job no member had voted for
+    since ``members remove c`` is decided by a and c under epoch 1 after epoch 3 (a, b) is in
+    force. Inferred from the log, no record in force at commit gives a and c a quorum and nothing
+    can be told; the entry's epoch says epoch 1 decided it and both counted."""
+    start = _now_s()
+    for store, clock in (
+        (RedisStore(redis_client, NS + "-late", clock=(c := Clock(start))), c),
+        (MemoryStore(m := Clock(start)), m),
+    ):
+        one = store.init_membership(Configuration.of("abc"), "a").record
+        clock.now += 100
+        store.change_membership(1, Configuration.of("ab"), "op", "remove c")
+        clock.now += 100
+        assert store.finish_membership(2, "op", "now", force=True).membership.record.epoch == 3
+        fire = clock.now + 1_000
+        _vote(store, clock, fire, "c", one)
+        _run(store, _vote(store, clock, fire, "a", one))
+        (entry,) = store.ledger("j", 10)
+        assert entry.epoch == 1 and entry.voters == ("a", "c")
+        log = store.membership_log(100)
+        assert account(entry, log, None, SKEW) == VoterAccount((1,), (), None, 1)
+        assert account(replace(entry, epoch=0), log, None, SKEW) == VoterAccount()

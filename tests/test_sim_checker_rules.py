@@ -968,6 +968,41 @@ def test_membership_rules() -> None:
     assert kinds(_trace(*history, *back, extra=MEMBERSHIP)) == {checker.MEMBERSHIP_BACKWARD: 1}
 
 
+def test_a_slot_and_its_ledger_entry_must_name_the_record_that_decided_it() -> None:
+    """``history`` tells which voters counted from the epoch the slot names (store/voters.py):
+    the checker holds the store to it. A vote's commit must name the record the job enforced, a
+    slot skipped for overlap after its quorum too, a missed one none; the ledger entry must copy
+    what its slot's deciding step named."""
+    history = (held(T0, EPOCH1), held(T0 + 90_000, JOINT))
+
+    def entry(epoch: int) -> Rec:
+        return {**ledger("missed", "x", voters=("n1", "n2")), "epoch": epoch}
+
+    def committed(ep: int) -> list[Rec]:
+        *votes, c = joint_commit(("n1", "n2"))
+        return [*votes, {**c, "ep": ep}]
+
+    def decided(why: str, ep: int) -> Rec:
+        return {
+            "ev": "decided", "t": LATER + 2, "job": "a", "fire": LATER, "state": "skipped", "why": why,
+            "by": "vote", "mr": JOINT, "ep": ep,
+        }  # fmt: skip
+
+    def found(*records: Rec) -> int:
+        return kinds(_trace(*history, *records, extra=MEMBERSHIP)).get(checker.DECIDING_EPOCH, 0)
+
+    assert found(*committed(2)) == 0
+    assert found(*committed(1)) == 1  # names the job's older record
+    assert found(*committed(0)) == 1
+    assert found(decided("overlap forbidden: slot 1 active", 2)) == 0
+    assert found(decided("overlap forbidden: slot 1 active", 0)) == 1
+    assert found(decided("paused by op", 0)) == 0
+    assert found(decided("paused by op", 2)) == 1  # no quorum decided a paused slot
+    # The ledger entry (of slot FIRE, which no vote decided here) must say 0.
+    assert found(entry(0)) == 0
+    assert found(entry(2)) == 1
+
+
 N2_LEAVING = "2;3,2,n1,n3,n4;3,2,n1,n2,n3"
 N2_LEFT = "3;3,2,n1,n3,n4"
 """Replacing n2 by n4: while joint, n2 is still a member (of the old set); then it is not."""
@@ -1098,6 +1133,7 @@ COVERED = {
     "vote sent by an untrusted node", "local run before its fire time", "slot run locally twice on one node",
     checker.MEMBERSHIP_QUORUM, checker.MEMBERSHIP_FOREIGN, checker.MEMBERSHIP_BACKWARD,
     checker.NOT_ELIGIBLE, checker.STARTED_EARLY, checker.MEMBERSHIP_UNJOINT, checker.OVERLAPPED,
+    checker.DECIDING_EPOCH,
 }  # fmt: skip
 
 

@@ -259,6 +259,7 @@ class MembershipParity(RuleBasedStateMachine):
             ):
                 agreeing = [n for n, h in res.slot.votes if h == res.slot.spec_hash]
                 assert record.commits(agreeing), (record, res.slot)
+                assert res.slot.epoch == record.epoch, "the slot names another record than decided it"
                 self._executor_is_a_member("vote", job, res.slot)
         epoch = record.epoch if record else 0
         assert epoch >= self.job_epochs[job], "a job's enforced epoch went back"
@@ -547,6 +548,29 @@ def test_joint_commit_needs_both_majorities(both: tuple[Clock, redis.Redis, list
         # After the change, the new majority alone commits.
         for n, want in (("c", VoteStatus.RECORDED), ("d", VoteStatus.RECORDED), ("e", VoteStatus.COMMITTED)):
             assert _vote(s, n, GROWN, job="k").status == want, n
+
+
+def test_the_slot_and_its_ledger_entry_name_the_epoch_that_decided_it(
+    both: tuple[Clock, redis.Redis, list[Any]],
+) -> None:
+    """History's proof of which voters counted (store/voters.py): the record whose quorum decided
+    the slot is kept on it and copied into its ledger entry; a slot no record decided says 0."""
+    clock, _, stores = both
+    for s in stores:
+        clock.now = BASE_MS
+        for n in ("d", "e", "a"):
+            _vote(s, n, GROW)
+        assert _vote(s, "b", GROW).status == VoteStatus.COMMITTED  # decided under joint epoch 2
+        assert s.slot("j", BASE_MS).epoch == 2
+        _vote(s, "x", None, job="legacy", quorum=2)
+        assert _vote(s, "y", None, job="legacy", quorum=2).status == VoteStatus.COMMITTED
+        assert s.slot("legacy", BASE_MS).epoch == 0
+        clock.now += 1_000
+        view = s.slot("j", BASE_MS)
+        assert s.start("j", BASE_MS, view.executor, view.token, 60_000).ok
+        assert s.finish("j", BASE_MS, view.executor, view.token, True, "").ok
+        (entry,) = s.ledger("j", 10)
+        assert (entry.state, entry.epoch, entry.voters) == (SlotState.SUCCEEDED, 2, ("a", "b", "d", "e"))
 
 
 def test_joint_commit_needs_the_new_majority_too(both: tuple[Clock, redis.Redis, list[Any]]) -> None:

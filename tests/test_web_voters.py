@@ -62,17 +62,17 @@ def test_the_dashboard_marks_the_voters_history_marks(
         assert tuple(doc[k] for k in FIELDS[1:]) == expected[name][1:], name
     not_counted = {name: {v["node"]: v["not_counted"] for v in doc["votes"]} for name, doc in slots.items()}
     assert not_counted == {
-        "after": {"a": "", "b": "", "c": "not a member of epoch 3 at commit"},
+        "after": {"a": "", "b": "", "c": "not a member of epoch 3, which decided it"},
         "joint": {"a": "", "b": "", "c": ""},
         "before": {"a": "", "c": ""},
         "other": {"a": "", "b": "", "c": "voted another definition"},
     }
 
     # The pages show them apart, as history's voters cell does.
-    assert 'a, b <span class="apart dim">[c: not a member of epoch 3 at commit]</span>' in job_page
+    assert 'a, b <span class="apart dim">[c: not a member of epoch 3, which decided it]</span>' in job_page
     assert 'a, b <span class="apart dim">[c: voted another definition]</span>' in job_page
     assert '<tr class="vote apart" data-node="c">' in slot_pages["after"]
-    assert "not a member of epoch 3 at commit" in slot_pages["after"]
+    assert "not a member of epoch 3, which decided it" in slot_pages["after"]
     assert 'class="vote apart"' not in slot_pages["joint"]
 
 

@@ -191,6 +191,9 @@ class SlotView:
     starter: str = ""
     """The incarnation of the process whose commit vote also started the slot (a start folded
     into the commit, ``Store.vote`` step 6) while it runs; empty otherwise (ended, reassigned)."""
+    epoch: int = 0
+    """The epoch of the membership record whose quorum decided the slot (0: undecided, decided
+    without a record, or by an older release): :attr:`LedgerEntry.epoch` copies it."""
 
     @property
     def voters(self) -> tuple[str, ...]:
@@ -311,6 +314,10 @@ class LedgerEntry:
     started_ms: int
     finished_ms: int
     detail: str
+    epoch: int = 0
+    """The epoch of the membership record whose quorum decided the slot: its agreeing voters that
+    are members of it counted, the others did not. 0 when no record decided it (a slot never
+    committed, a job without one) or an older release wrote the entry."""
 
 
 @dataclass(frozen=True, slots=True)

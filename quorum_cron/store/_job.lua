@@ -55,7 +55,8 @@
 -- order, repeats kept), na attempts, tk token, rs reason, dl deadline ms
 -- (the proposed slot's dl or the committing vote's, whichever is larger),
 -- rn number of starts, cm committed ms, sm started ms, lu lease until ms, fm
--- finished ms, dt detail, nb not-before ms (retry backoff), x logical expiry.
+-- finished ms, dt detail, nb not-before ms (retry backoff), ep the epoch of
+-- the membership record whose quorum decided it (vote.lua), x logical expiry.
 -- The stored value doubles as the reply, byte for byte.
 --
 -- Physical TTL: a decided slot is written with SET ... PX (ARGV[3]) on every
@@ -438,6 +439,7 @@ local function log_entry(r, state, reason)
   add('executor', r.f.ex)
   add('token', r.f.tk)
   add('committed', r.f.cm)
+  add('epoch', r.f.ep)
   add('started', r.f.sm)
   add('detail', r.f.dt)
   redis.call('XADD', P .. 'ledger', 'MAXLEN', MAXLEN, '*', unpack(e))

@@ -36,7 +36,7 @@ from quorum_cron.store.memory_control import ControlModel
 from quorum_cron.store.memory_fenced import FencedInTurn, MissedInTurn
 from quorum_cron.store.memory_observe import ObservationModel
 from quorum_cron.store.memory_ports import MemoryAlerts, MemoryNotices
-from quorum_cron.store.memory_records import _Job, _Slot, adopt_record, choose_executor
+from quorum_cron.store.memory_records import _Job, _Slot, adopt_record, choose_executor, log_entry
 
 __all__ = ["MemoryStore"]
 
@@ -121,6 +121,7 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
             rec.not_before_ms,
             rec.runs,
             rec.starter,
+            rec.epoch,
         )
 
     def _end(self, name: str, job: _Job, rec: _Slot, state: SlotState, reason: str, now: int) -> int:
@@ -133,28 +134,8 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
         self._touch(rec, now)
         self._close_slot(job, rec.fire_ms)
         job.hwm = max(job.hwm, rec.fire_ms)
-        self._log(name, job, rec, state, reason, now)
+        log_entry(name, job, rec, state, reason, now)
         return job.ended(state)
-
-    @staticmethod
-    def _log(name: str, job: _Job, rec: _Slot, state: SlotState, reason: str, now: int) -> None:
-        """Append the slot's ledger entry (terminal states, and ``retrying``)."""
-        job.ledger_seq += 1
-        job.ledger.append(
-            LedgerEntry(
-                job=name,
-                fire_ms=rec.fire_ms,
-                state=state,
-                reason=reason,
-                voters=tuple(sorted(rec.votes)),
-                executor=rec.executor,
-                token=rec.token,
-                committed_ms=rec.committed_ms,
-                started_ms=rec.started_ms,
-                finished_ms=now,
-                detail=rec.detail,
-            )
-        )
 
     def _assign(self, name: str, job: _Job, rec: _Slot, now: int, vote: VoteRequest | None = None) -> bool:
         """Give the slot to the next executor (``choose_executor``) and publish the assignment notice,
@@ -240,6 +221,7 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
             return VoteResult(VoteStatus.RECORDED, self._view(name, fire_ms, rec), now)
         # Quorum reached: decide the slot in this same step.
         rec.spec_hash = req.spec_hash  # deadline_ms: the largest any vote carried (above)
+        rec.epoch = record.epoch if record is not None else 0
         job.hwm = max(job.hwm, fire_ms)
         active = [
             f
@@ -331,7 +313,7 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
         else:
             backoff = max(retry_backoff_ms, 0)
             reason = f"attempt {rec.runs} of {1 + retries} failed; retry after {backoff} ms"
-            self._log(job, j, rec, SlotState.RETRYING, reason, now)
+            log_entry(job, j, rec, SlotState.RETRYING, reason, now)
             rec.reason = reason
             rec.not_before_ms = now + backoff
             self._assign(job, j, rec, now)

@@ -24,7 +24,7 @@ from quorum_cron.core.model import (
 )
 from quorum_cron.store.rendezvous import pick_executor
 
-__all__ = ["NOT_PAUSED", "_Job", "_Member", "_Slot", "adopt_record", "choose_executor"]
+__all__ = ["NOT_PAUSED", "_Job", "_Member", "_Slot", "adopt_record", "choose_executor", "log_entry"]
 
 NOT_PAUSED = JobControl(paused=False, by="", at_ms=0, reason="")
 
@@ -52,6 +52,8 @@ class _Slot:
     not_before_ms: int = 0
     expires_ms: int = 0
     starter: str = ""
+    epoch: int = 0
+    """The epoch of the membership record whose quorum decided the slot (Redis: ``ep``; 0: none)."""
 
 
 @dataclass
@@ -134,3 +136,24 @@ def adopt_record(req: VoteRequest) -> MembershipRecord:
     if record.epoch != req.epoch:
         raise ValueError(f"vote of epoch {req.epoch} carries a record of epoch {record.epoch}")
     return record
+
+
+def log_entry(name: str, job: _Job, rec: _Slot, state: SlotState, reason: str, now: int) -> None:
+    """Append the slot's ledger entry (terminal states, and ``retrying``)."""
+    job.ledger_seq += 1
+    job.ledger.append(
+        LedgerEntry(
+            job=name,
+            fire_ms=rec.fire_ms,
+            state=state,
+            reason=reason,
+            voters=tuple(sorted(rec.votes)),
+            executor=rec.executor,
+            token=rec.token,
+            committed_ms=rec.committed_ms,
+            started_ms=rec.started_ms,
+            finished_ms=now,
+            detail=rec.detail,
+            epoch=rec.epoch,
+        )
+    )

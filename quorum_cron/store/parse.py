@@ -229,6 +229,7 @@ def slot_value(job: str, fire_ms: int, record: object) -> SlotView:
         not_before_ms=_int_field(f, "nb", what),
         runs=_int_field(f, "rn", what, 0),
         starter=_str_field(f, "si", what, MAX_NAME_CHARS),
+        epoch=_int_field(f, "ep", what, 0),
     )
 
 
@@ -270,6 +271,7 @@ def ledger_entry(job: str, raw: Mapping[Any, Any]) -> LedgerEntry:
         started_ms=bounded_int(f.get("started", "0"), f"{what}: started"),
         finished_ms=bounded_int(f["finished"], f"{what}: finished"),
         detail=f.get("detail", ""),
+        epoch=bounded_int(f.get("epoch", "0"), f"{what}: epoch", 0),
     )
 
 

@@ -166,6 +166,9 @@ local function vote_one(fire, firen, spec, q)
   check_counter(m.tk)
   set(r, 'sh', spec)
   set(r, 'dl', r.dl)
+  if rec then -- the record whose quorum decided it, for the ledger (history's proof of who counted)
+    set(r, 'ep', fmt(rec.epoch))
+  end
   raise_hw(r)
   local overlap = q[5]
   if overlap ~= 'a' then

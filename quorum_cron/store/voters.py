@@ -1,14 +1,17 @@
 """Which of a slot's voters counted: what the ledger, the membership log and the slot record tell.
 
-The ledger lists every node whose vote a slot stored, and neither it nor the
-slot record keeps the membership record that decided the slot. What can be
-told is shown apart from the other voters (:func:`account`): a voter whose
-vote was for another definition of the job (from the slot record, while the
-store keeps it) did not count; a voter not a member of the cluster's records
-in force when the slot was committed (from the membership log) was outside
-the membership of that time. That is not proof it did not count: a job takes
-a new record only from a member's vote, so votes sent before their nodes
-heard of a change (within about a heartbeat) decided under the older one.
+The ledger lists every node whose vote a slot stored. What can be told of
+which counted is shown apart from the other voters (:func:`account`): a
+voter whose vote was for another definition of the job (from the slot
+record, while the store keeps it) did not count. Since 2026-12-07 the slot
+record and its ledger entry keep the epoch of the membership record whose
+quorum decided the slot: a voter not a member of that record did not count,
+and that is exact. Entries written before (or by an older agent in a rolling
+upgrade) lack it; for them a voter not a member of the cluster's records in
+force when the slot was committed (from the membership log) was outside the
+membership of that time. That is not proof it did not count: a job takes a
+new record only from a member's vote, so votes sent before their nodes heard
+of a change (within about a heartbeat) decided under the older one.
 docs/operations.md, "Reading history after a membership change".
 
 Pure but for :func:`read_accounts`, which reads what :func:`account` needs.
@@ -38,12 +41,15 @@ class VoterAccount:
     slot (:func:`account`), ``None`` when that cannot be told; ``outside``:
     the voters a member of none of them (current nor, while joint, old).
     ``other_definition``: the voters whose vote was for another definition
-    than the one agreed, ``None`` once the slot record is gone.
+    than the one agreed, ``None`` once the slot record is gone. ``decided``:
+    the epoch the store recorded as deciding the slot (0: not recorded);
+    ``epochs`` is then that one alone and ``outside`` exact.
     """
 
     epochs: tuple[int, ...] | None = None
     outside: tuple[str, ...] = ()
     other_definition: tuple[str, ...] | None = None
+    decided: int = 0
 
     def apart(self) -> dict[str, str]:
         """The voters shown apart, by node id (sorted), each with why: ``voted another
@@ -51,7 +57,10 @@ class VoterAccount:
         why: dict[str, list[str]] = {}
         for v in self.other_definition or ():
             why.setdefault(v, []).append("voted another definition")
-        if self.outside and self.epochs:
+        if self.outside and self.decided:
+            for v in self.outside:
+                why.setdefault(v, []).append(f"not a member of epoch {self.decided}, which decided it")
+        elif self.outside and self.epochs:
             said = ", ".join(str(n) for n in self.epochs)
             for v in self.outside:
                 why.setdefault(v, []).append(
@@ -86,11 +95,10 @@ def of_doc(doc: Mapping[str, object]) -> VoterAccount:
         return None if not isinstance(got, list) else tuple(str(v) for v in got)
 
     epochs = doc.get("epochs_at_commit")
-    return VoterAccount(
-        None if not isinstance(epochs, list) else tuple(int(n) for n in epochs),
-        names("not_members_at_commit") or (),
-        names("other_definition"),
-    )
+    told = None if not isinstance(epochs, list) else tuple(int(n) for n in epochs)
+    epoch = doc.get("epoch")  # (the ledger entry's: the record that decided it, when recorded)
+    decided = epoch if isinstance(epoch, int) and epoch > 0 and told == (epoch,) else 0
+    return VoterAccount(told, names("not_members_at_commit") or (), names("other_definition"), decided)
 
 
 def in_force(log: Sequence[Membership], start_ms: int, end_ms: int) -> list[MembershipRecord] | None:
@@ -117,7 +125,8 @@ def account(
     moves that time on: the record's attempt says), else at some instant since the slot's
     first vote could come (``max_skew_ms`` before its time). The records in force then under
     which its agreeing voters hold a quorum may have decided it; a voter a member of none of
-    them was not counted by the cluster's membership of that time.
+    them was not counted by the cluster's membership of that time. An entry that records the
+    deciding epoch (``e.epoch``) needs none of that: that record, from the log, is the one.
     """
     other: tuple[str, ...] | None = None
     agreeing = set(e.voters)
@@ -127,6 +136,12 @@ def account(
         agreeing -= set(other)
     if not e.committed_ms:
         return VoterAccount(other_definition=other)
+    if e.epoch:  # (the store recorded the deciding record: no inference)
+        deciding = next((m.record for m in log if m.record.epoch == e.epoch), None)
+        if deciding is None:  # (the log no longer reaches back to it)
+            return VoterAccount(other_definition=other)
+        outside = tuple(v for v in e.voters if not deciding.is_member(v))
+        return VoterAccount((e.epoch,), outside, other, e.epoch)
     once = view is not None and same and view.attempt == 1
     start = e.committed_ms if once else min(e.fire_ms - max_skew_ms, e.committed_ms)
     recs = in_force(log, start, e.committed_ms) or []

@@ -77,6 +77,7 @@ def slot_account(
             view.started_ms,
             view.finished_ms,
             "",
+            view.epoch,
         )
     if final is None or not final.committed_ms:
         return VoterAccount()
