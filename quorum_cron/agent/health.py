@@ -9,7 +9,9 @@
 * **write replication** (``wait_replicas``, :mod:`.replication`): a write
   fewer replicas acknowledged is a state of its own, said once and ended
   only by a replicated write; while it lasts the health loop probes with one
-  (``init_membership``: it creates nothing where a record exists);
+  (``init_membership``: it creates nothing where a record exists). On a
+  Redis Cluster a shortfall names its master and is that master's state:
+  only the jobs on it are not voted (:mod:`.shortmasters`);
 * **clock trust** (:mod:`.clocktrust`), re-checked on every heartbeat; the
   verdict (with the measured offset) goes into the heartbeat's info, which
   is what ``quorum-cron status`` shows;
@@ -54,7 +56,8 @@ from quorum_cron.agent.membership import (
 )
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.observe import Observer
-from quorum_cron.agent.replication import Replication, shortfall
+from quorum_cron.agent.replication import Replication, probe_write, shortfall
+from quorum_cron.agent.shortmasters import ShortMasters
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker
 from quorum_cron.clock.base import Clock
@@ -122,6 +125,8 @@ class NodeHealth:
         self._oom_hold_until = 0
         self._down_reason = ""
         self.replication = Replication(clock.monotonic_ms, 2 * settings.heartbeat_ms)
+        self.masters = ShortMasters(store, clock.monotonic_ms, 2 * settings.heartbeat_ms, alerts)
+        worker.split, self.masters.on_change = self.masters.split, poke  # (its jobs' votes: held back)
         self.on_store_back: Callable[[], None] = lambda: None
         """Called when the store answers again after an outage (the runtime catches up)."""
         self.on_store_down: Callable[[str], None] = lambda reason: None
@@ -147,6 +152,8 @@ class NodeHealth:
     # -- store up and down ---------------------------------------------------
 
     def store_down(self, reason: str) -> None:
+        if self.masters.down(reason):
+            return  # a cluster master's shortfall: its jobs', not the node's (.shortmasters)
         short = shortfall(reason)
         if short is not None:
             # Writes fall short of wait_replicas: one state until a write is replicated (store_ok).
@@ -386,7 +393,12 @@ class NodeHealth:
                 tables = got[0] if got else {}
                 self.store_ok()
                 if self.replication.short:
-                    await self._probe_replication()
+                    proposed, background = self.settings.membership, self.worker.background
+                    stored = await probe_write(proposed, self.node, self.store, background)
+                    self.store_ok(replicated=True)
+                    if stored is not None:
+                        self.membership_seen(stored)
+                await self.masters.probe(self.worker.background)
                 backoff = BACKOFF_MIN_MS
                 self.observe_members(members, tables)
                 self.update_trust()
@@ -410,21 +422,6 @@ class NodeHealth:
             self._probe_now.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._probe_now.wait(), wait_ms / 1000)
-
-    async def _probe_replication(self) -> None:
-        """While writes fall short of ``wait_replicas``: one write ``WAIT`` covers, which ends the
-        state once it is replicated (:meth:`store_ok`). ``init_membership`` creates the record only
-        where there is none (as a node starting does) and returns it: nothing else changes.
-        A shortfall raises ``StoreUnavailable`` (the loop backs off). Without a proposed
-        membership (settings made by hand) there is nothing to write: reads end it then, after
-        :attr:`.replication.Replication.hold_ms`."""
-        proposed = self.settings.membership
-        if proposed is None:
-            self.store_ok(replicated=True)
-            return
-        stored = await self.worker.background(partial(self.store.init_membership, proposed, self.node))
-        self.store_ok(replicated=True)
-        self.membership_seen(stored)
 
     async def leave(self) -> None:
         with contextlib.suppress(StoreError, RuntimeError, TimeoutError):

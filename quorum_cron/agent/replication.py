@@ -10,17 +10,21 @@ with an alert each time. So it is said once, when it begins, and ends only
 when a write is acknowledged by enough replicas at least
 :attr:`Replication.hold_ms` after the last shortfall (on a Redis Cluster a
 write to another master is replicated while the one without a replica
-still falls short). :mod:`.health` holds one and probes it with a
-replicated write while it lasts.
+still falls short; there a shortfall names its master and is that master's
+state: :mod:`.shortmasters`). :mod:`.health` holds one and probes it with a
+replicated write while it lasts (:func:`probe_write`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from functools import partial
 
+from quorum_cron.core import model
 from quorum_cron.errors import StoreUnreplicated
+from quorum_cron.store.base import Store
 
-__all__ = ["Replication", "shortfall"]
+__all__ = ["Replication", "probe_write", "shortfall"]
 
 
 def shortfall(reason: str) -> str | None:
@@ -59,3 +63,20 @@ class Replication:
             return False
         self.short = ""
         return True
+
+
+async def probe_write(
+    proposed: model.Configuration | None,
+    node: str,
+    store: Store,
+    background: Callable[[Callable[[], model.Membership]], Awaitable[model.Membership]],
+) -> model.Membership | None:
+    """While writes fall short of ``wait_replicas``: one write ``WAIT`` covers, which ends the
+    state once it is replicated (the caller's ``store_ok(replicated=True)``). ``init_membership``
+    creates the record only where there is none (as a node starting does) and returns it: nothing
+    else changes. A shortfall raises ``StoreUnavailable`` (the loop backs off). Without a proposed
+    membership (settings made by hand) there is nothing to write (None): reads end it then,
+    after :attr:`Replication.hold_ms`."""
+    if proposed is None:
+        return None
+    return await background(partial(store.init_membership, proposed, node))

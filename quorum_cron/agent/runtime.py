@@ -29,7 +29,8 @@ actions. The rest lives in modules that each own one thing:
 the core, with the reason, once its deadline passed; a ``run-local`` job is
 run here alone by the core's ``RunLocal`` while the store is unreachable.
 The agent only reports how a store call failed (``Failure.UNREACHABLE`` for
-:class:`StoreUnavailable`, ``Failure.REFUSED`` for any other error) and
+:class:`StoreUnavailable` but one cluster master's ``WAIT`` shortfall, see
+:mod:`.shortmasters`; ``Failure.REFUSED`` for any other error) and
 whether the store answers its health probes.
 
 **Graceful stop** (SIGTERM): vote no more, let running jobs finish within the grace period,
@@ -68,7 +69,6 @@ from quorum_cron.core.model import MembershipRecord, SlotState, TransitionResult
 from quorum_cron.core.node import (
     Abstain,
     Action,
-    Failure,
     Finish,
     JobChanges,
     Kill,
@@ -447,7 +447,7 @@ class Agent:
                 event(log, logging.ERROR, "store", f"{op} failed: {exc}", op=op)
             else:
                 log.error("store call %s raised unexpectedly", op, exc_info=exc)
-            failure = Failure.UNREACHABLE if isinstance(exc, StoreUnavailable) else Failure.REFUSED
+            failure = self.health.masters.failure(exc)  # (REFUSED: one master's shortfall)
             dropped = self.core.dropped_finishes
             self._dispatch(self.core.on_failure(action, self.now(), failure, str(exc)))
             if self.core.dropped_finishes > dropped and isinstance(action, Finish):  # (only a Finish's)

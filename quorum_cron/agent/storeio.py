@@ -50,6 +50,13 @@ lease from there, not from when it queued the call, so a start that waited
 behind a burst's votes — or one folded into a commit of a vote that waited —
 runs without a renew first (:mod:`quorum_cron.core.wire`).
 
+On a Redis Cluster whose master lacks a replica (``wait_replicas``), the
+votes of the jobs on it are not sent: :attr:`StoreWorker.split` (the agent's
+:class:`~quorum_cron.agent.shortmasters.ShortMasters`) answers them at once
+with the shortfall as a ``Vote`` of their own, and the rest of the vote goes
+as usual; a vote landing where no replica copies it is what ``wait_replicas``
+is there to refuse.
+
 A ``Finish`` carries the job's retry policy (the core's ``CoreJob``): the
 store decides, in the same atomic step as the result, whether a failed run
 is retried under a new token.
@@ -62,11 +69,12 @@ import concurrent.futures
 import contextlib
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TypeVar
 
 from quorum_cron.agent.burstorder import burst_order
+from quorum_cron.core.model import VoteRequest
 from quorum_cron.core.node import RecordMissed, Renew, Start, StoreAction, Vote
 from quorum_cron.core.perform import FENCED, perform, perform_fenced, perform_missed
 from quorum_cron.errors import StoreError
@@ -97,6 +105,9 @@ Sent = tuple[Callable[[], int], Callable[[StoreAction, int], None]]
 """``(monotonic_ms, tell)``: how the worker reads the clock, and whom it tells when a start or
 renew went on the wire (``tell(action, mono_ms)``, called on the loop)."""
 _Settled = tuple[StoreAction, Then, object, BaseException | None]
+Split = Callable[[Vote], tuple[Sequence[VoteRequest], list[tuple[Vote, BaseException]]]]
+"""``split(vote)``: the requests to send, and the ones held back (as votes of their own, each with
+its error)."""
 
 
 def _settle(done: list[_Settled]) -> None:
@@ -207,6 +218,8 @@ class StoreWorker:
         self._queue: deque[_Item] = deque()
         self._draining = False
         self._closed = False
+        self.split: Split | None = None
+        """Set by the agent's health: which votes go (see the module docstring); None: all."""
 
     def submit(self, action: StoreAction) -> asyncio.Future[object]:
         """Queue ``action`` on the protocol thread; the future resolves on the running loop.
@@ -290,6 +303,7 @@ class StoreWorker:
         action, then = item
         assert isinstance(action, Vote)
         requests = burst_order(action.requests)
+        held: set[int] = set()  # (requests answered unsent: a later failure does not answer them again)
         for at in range(0, len(requests), VOTE_PART):
             if at:
                 self._fenced_first(loop)
@@ -298,12 +312,29 @@ class StoreWorker:
                 return self._post(loop, _cancelled([(Vote(requests[at:]), then)]))
             self._stamp(loop, [(part, then)])
             try:
+                part, unsent = self._held_back(part, then)
+                held.update(id(r) for a, *_ in unsent if isinstance(a, Vote) for r in a.requests)
+                if unsent and not self._post(loop, unsent):
+                    return False
+                if not part.requests:
+                    continue
                 reply = perform(self.store, self.node, part)
             except Exception as exc:
-                return self._post(loop, [(Vote(requests[at:]), then, None, exc)])
+                rest = Vote(tuple(r for r in requests[at:] if id(r) not in held))
+                return self._post(loop, [(rest, then, None, exc)])
             if not self._post(loop, [(part, then, reply, None)]):
                 return False
         return True
+
+    def _held_back(self, vote: Vote, then: Then) -> tuple[Vote, list[_Settled]]:
+        """``vote`` without the requests :attr:`split` holds back, and their outcomes (errors)."""
+        split = self.split
+        if split is None:
+            return vote, []
+        sent, unsent = split(vote)
+        if not unsent:
+            return vote, []
+        return Vote(tuple(sent)), [(v, then, None, exc) for v, exc in unsent]
 
     def _fenced_first(self, loop: asyncio.AbstractEventLoop) -> None:
         """Carry out the queued fenced actions now, in their order, ahead of everything else queued."""
@@ -332,6 +363,11 @@ class StoreWorker:
     def _carry_out(self, group: list[_Item]) -> list[_Settled]:
         actions = [action for action, _ in group]
         try:
+            if len(actions) == 1 and isinstance(actions[0], Vote) and self.split is not None:
+                vote, unsent = self._held_back(actions[0], group[0][1])
+                if vote.requests:
+                    unsent.append((vote, group[0][1], perform(self.store, self.node, vote), None))
+                return unsent
             if len(actions) == 1:
                 return [(actions[0], group[0][1], perform(self.store, self.node, actions[0]), None)]
             kind = _kind(actions[0])

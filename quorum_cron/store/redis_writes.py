@@ -12,8 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 from quorum_cron.core.model import MAX_ENCODED, refusal_reason
 from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.store import keys as store_keys
 from quorum_cron.store import parse
 from quorum_cron.store.base import (
     Delivery,
@@ -30,7 +34,7 @@ from quorum_cron.store.base import (
 )
 from quorum_cron.store.redis_base import as_list, as_text, without_script
 from quorum_cron.store.redis_batch import RedisBatching
-from quorum_cron.store.scripts import FENCE, MISSED, SWEEP, Call, Script, WaitShortfall
+from quorum_cron.store.scripts import FENCE, MISSED, SWEEP, Call, Script, WaitShortfall, execute_waited
 
 __all__ = ["RedisWrites"]
 
@@ -52,6 +56,11 @@ _FENCED_WIDTH = 3
 """Values per request in fence.lua's flat reply: refusal code, slot value, failure streak."""
 _MISSED_WIDTH = 2
 """Values per request in missed.lua's flat reply: ``""`` or ``"!"``, then the slot value or error."""
+_PROBE_TRIES = 4_096
+"""Probe keys tried at most to find one a master owns (a master of a third of the slots owns
+one of three; a master owning none has no slots left, and its state ends)."""
+_PROBE_TTL_MS = 10_000
+"""How long a probe key lives: it says nothing once written, and nothing reads it."""
 
 
 def _slot_value(job: str, fire_ms: int, record: object) -> SlotView:
@@ -89,6 +98,48 @@ class RedisWrites(RedisBatching):
                 for i, code, record in zip(order, codes, reply[2:], strict=True):
                     results[i] = self._vote_result(requests[i], code, record, now_ms)
         return [r for r in results if r is not None]
+
+    def master_of(self, job: str) -> str:
+        """The cluster master (``host:port``) that owns ``job``'s hash slot; "" off a cluster,
+        whose one server (or Sentinel's master) holds every job."""
+        runner = self._cluster_runner
+        if runner is None:
+            return ""
+        with self._boundary("slot map"):  # (a stale map is read again: that may fail as an outage)
+            return str(runner.owner(self._job_prefix(job) + store_keys.META).name)
+
+    def probe_master(self, master: str) -> bool:
+        """One write on cluster ``master`` (a short-lived key ``qc:probe:{<ns>:<i>}`` of a slot it
+        owns), then ``WAIT``: True when enough replicas acknowledged it; raises
+        :class:`~quorum_cron.errors.StoreUnreplicated` naming the master when not. False when
+        ``master`` owns no slot now (a failover moved its jobs: their writes go elsewhere).
+
+        Why a write of its own: the agent stops voting for the jobs of a master whose writes
+        fall short, so no vote reaches it; only a write to *that* master says it is replicated
+        again (a write to another master is, all along)."""
+        runner = self._cluster_runner
+        if runner is None or self._wait is None:
+            return True
+        with self._boundary("replication probe"):
+            for i in range(_PROBE_TRIES):
+                key = f"qc:probe:{{{self._ns}:{i}}}"
+                node = runner.owner(key)
+                if node.name == master:
+                    break
+            else:
+                return False
+            pipe = self._client.get_redis_connection(node).pipeline(transaction=False)  # type: ignore[union-attr]
+            pipe.set(key, "1", px=_PROBE_TTL_MS)
+            try:
+                [wrote], acked = execute_waited(pipe, self._wait)
+            except (RedisConnectionError, RedisTimeoutError):
+                runner.forget()  # (the master may be gone: read the slot map again)
+                raise
+            if isinstance(wrote, Exception):  # (refused: OOM, READONLY... WAIT proves nothing then)
+                raise wrote
+            if acked is not None and acked < self._wait.replicas:
+                raise WaitShortfall(acked, self._wait, [master])
+        return True
 
     def _vote_result(self, req: VoteRequest, code: str, record: object, now_ms: int) -> VoteResult:
         """One vote's result; a corrupt slot or job state fails this vote only.

@@ -1,0 +1,144 @@
+"""One Redis Cluster master without its replica stops its own jobs, not the scheduler.
+
+Real agent processes on a real 3-master Redis Cluster with a replica each
+(``wait_replicas = 1``), one job on each master. The replica of one master
+is killed: every write there now falls short of ``WAIT`` (the store names
+the master). Before the fix each node took that for its own state and
+stopped voting for every job, so all three nodes halted every job at once;
+and a replicated write to another master ended the state while the bad
+master still fell short, so it flapped. Now (quorum_cron/agent/shortmasters.py):
+
+* the jobs on the two healthy masters keep running;
+* the job on the bad master is not voted; its slots are recorded missed
+  with the shortfall, naming the master;
+* each node says it once (one line, one ``store_unavailable`` alert naming
+  the master) and keeps voting ("not voting" is never said);
+* with the replica restarted, one "replicated again" line per node and the
+  job runs again.
+
+Every wait is for an event the agents or the servers report.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from quorum_cron.store.base import SlotState
+from quorum_cron.store.embedded.procs import await_until
+from quorum_cron.store.embedded.topology import EmbeddedCluster
+from tests.agent_cluster import Cluster, job_toml, now_ms
+from tests.topologies import own_cluster
+
+pytestmark = pytest.mark.slow
+
+NS = "pm"
+NODES = ["n1", "n2", "n3"]
+OPTS = 'wait_replicas = 1\nwait_timeout = "50ms"'
+JOB_OPTS = {"starting_deadline": '"500ms"', "overlap": '"allow"'}
+SHORT = "not replicated as required: WAIT: 0 of 1 replicas acknowledged within 50 ms"
+
+
+def _one_job_per_master(cluster: EmbeddedCluster) -> dict[int, str]:
+    """A job name per master (its port), by the nodes' own slot map."""
+    by_port: dict[int, str] = {}
+    for i in range(500):
+        by_port.setdefault(cluster.master_of(f"qc:{{{NS}:j{i}}}:meta").port, f"j{i}")
+        if len(by_port) == len(cluster.masters()):
+            return by_port
+    raise AssertionError(f"no job found for every master: {by_port}")
+
+
+def _replicas(cluster: EmbeddedCluster, port: int) -> int:
+    c = cluster.server(port).client()
+    try:
+        return int(c.info("replication").get("connected_slaves", -1))
+    finally:
+        c.close()
+
+
+def _since(c: Cluster, name: str, mark: int, event: str, text: str = "") -> list[dict[str, object]]:
+    return [e for e in c.nodes[name].events[mark:] if e.get("event") == event and text in str(e.get("msg"))]
+
+
+def _ran_after(c: Cluster, jobs: list[str], after: int, count: int) -> bool:
+    """Every job in ``jobs`` has ``count`` slots succeeded that fell due after ``after``."""
+    return all(len([t for t in c.succeeded(j) if t > after]) >= count for j in jobs)
+
+
+def test_a_master_without_its_replica_stops_only_the_jobs_on_it(tmp_path: Path) -> None:
+    with own_cluster() as cluster:
+        jobs = _one_job_per_master(cluster)
+        # The bad master is one that holds no cluster-wide key of the namespace (members, alerts):
+        # only the job on it is affected, as the test says.
+        wide = cluster.master_of(f"qc:{{{NS}}}:members").port
+        bad_port = next(p for p in sorted(jobs) if p != wide)
+        bad_job = jobs[bad_port]
+        good = [j for p, j in sorted(jobs.items()) if p != bad_port]
+        master = f"127.0.0.1:{bad_port}"
+        replica = cluster.replica_of(cluster.server(bad_port))
+
+        c = Cluster(tmp_path, cluster.url, len(NODES), namespace=NS, cluster_opts=OPTS)
+        try:
+            cfg = c.config(
+                "".join(job_toml(j, "@every 1s", c.out, **JOB_OPTS) for j in sorted(jobs.values()))
+            )
+            for name in NODES:
+                c.start(name, cfg)
+            c.wait_joined(NODES)
+            c.running_since(list(jobs.values()))
+            mark = {name: len(c.nodes[name].events) for name in NODES}
+
+            replica.kill()
+            await_until(f"{master} to count no replica", lambda: _replicas(cluster, bad_port) == 0, 30.0, 0.1)
+            began = now_ms()
+
+            # The jobs on the healthy masters keep running ...
+            c.wait(
+                f"{good} to keep running while {master} has no replica",
+                lambda: _ran_after(c, good, began + 1_000, 3),
+                20,
+            )
+
+            # ... the one on the bad master is recorded missed, saying why and where.
+            def missed() -> list[int] | None:
+                ledger = c.ledger(bad_job)
+                late = [t for t, e in ledger.items() if t > began + 1_000 and e.state == SlotState.MISSED]
+                return late if len(late) >= 3 else None
+
+            late = c.wait(f"{bad_job} to be recorded missed", missed, 20)
+            ledger = c.ledger(bad_job)
+            for t in late:
+                assert SHORT in ledger[t].reason and f"on master {master}" in ledger[t].reason, ledger[t]
+            assert not [t for t in c.succeeded(bad_job) if t > began + 1_000], c.describe()
+
+            # Each node said it once, naming the master, with one alert, and never stopped voting.
+            for name in NODES:
+                said = _since(c, name, mark[name], "store", f"master {master} not replicated")
+                assert len(said) == 1, c.describe()
+                assert SHORT.removeprefix("not replicated as required: ") in str(said[0]["msg"]), said
+                alerts = _since(c, name, mark[name], "alert", "store_unavailable")
+                assert len(alerts) == 1, alerts
+                assert f"store writes to master {master} not replicated" in str(alerts[0]["msg"]), alerts
+                assert not _since(c, name, mark[name], "trust", "not voting"), c.describe()
+
+            # The replica back: one line per node, and the job runs again.
+            replica.start()
+            for name in NODES:
+                c.wait(
+                    f"{name} to see {master} replicated again",
+                    partial(_since, c, name, mark[name], "store", f"master {master} replicated again"),
+                    30,
+                )
+            back = now_ms()
+            c.wait(f"{bad_job} to run again", lambda: _ran_after(c, [bad_job], back, 1), 20)
+            for name in NODES:
+                lines = [str(e["msg"]) for e in _since(c, name, mark[name], "store")]
+                assert len(lines) == 2 and lines[1].startswith(
+                    f"store writes to master {master} replicated again"
+                )
+                assert not _since(c, name, mark[name], "trust"), c.describe()
+        finally:
+            c.close()
