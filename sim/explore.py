@@ -51,7 +51,13 @@ class SeedResult:
 
 
 def explore_scenario(
-    seed: int, *, nodes: int = 5, jobs: int = 3, hours: float = 1.0, wait_replicas: int = 1
+    seed: int,
+    *,
+    nodes: int = 5,
+    jobs: int = 3,
+    hours: float = 1.0,
+    wait_replicas: int = 1,
+    template: Scenario | None = None,
 ) -> Scenario:
     """The random scenario the explorer runs for ``seed``.
 
@@ -59,11 +65,27 @@ def explore_scenario(
     default) is what docs/store.md asks of a replicated Redis that can fail
     over; 0 explores a deployment without ``WAIT``, where a failover that
     loses acknowledged writes can run a slot twice (a reported limit).
+
+    ``template`` (a user's cluster and jobs: ``sim explore --config``) gives the nodes, jobs,
+    clocks and settings instead of ``nodes`` and random ``jobs``; faults are drawn as for any
+    seed. Its own quorum (not a majority) keeps membership changes out: the simulator takes a
+    quorum setting only with every node a member.
     """
     chooser = RandomChooser(random.Random(derive_seed(seed, "explore")))
-    sc = random_scenario(
-        chooser, name=f"explore-{seed}", nodes=nodes, jobs=jobs, duration_ms=int(hours * 3_600_000)
-    )
+    duration_ms = int(hours * 3_600_000)
+    if template is None:
+        sc = random_scenario(chooser, name=f"explore-{seed}", nodes=nodes, jobs=jobs, duration_ms=duration_ms)
+    else:
+        sc = random_scenario(
+            chooser,
+            name=f"{template.name}-explore-{seed}",
+            nodes=template.nodes,
+            jobs=len(template.jobs),
+            duration_ms=duration_ms,
+            given_jobs=template.jobs,
+            membership=not template.settings.quorum,
+        )
+        sc = replace(sc, settings=template.settings, clocks=template.clocks, description=template.description)
     # Half the seeds vote at the fire time: most of their slots commit after it, with the
     # executor's start folded into the commit (docs/protocol.md). Drawn apart from the scenario,
     # so each seed's jobs and faults are what they were.
@@ -82,16 +104,19 @@ def explore_scenario(
     )
 
 
-def _one(args: tuple[int, int, int, float, str, frozenset[str], int]) -> SeedResult:
-    seed, nodes, jobs, hours, strategy, known, wait_replicas = args
+def _one(args: tuple[int, int, int, float, str, frozenset[str], int, Scenario | None]) -> SeedResult:
+    seed, nodes, jobs, hours, strategy, known, wait_replicas, template = args
     try:
-        scenario = explore_scenario(seed, nodes=nodes, jobs=jobs, hours=hours, wait_replicas=wait_replicas)
+        scenario = explore_scenario(
+            seed, nodes=nodes, jobs=jobs, hours=hours, wait_replicas=wait_replicas, template=template
+        )
         result = run(scenario, seed, strategy)
     except Exception as exc:
         # A run that raises is a bug in the simulator or the core; name the seed, which a worker
         # process's traceback does not (explorer seed 70160 raised and stopped a whole exploration).
+        what = f"{nodes} nodes, {jobs} jobs" if template is None else f"the jobs of {template.name!r}"
         raise ExploreError(
-            f"explored seed {seed} ({strategy}, {nodes} nodes, {jobs} jobs, {hours:g} h, "
+            f"explored seed {seed} ({strategy}, {what}, {hours:g} h, "
             f"wait_replicas {wait_replicas}) raised {type(exc).__name__}: {exc}"
         ) from exc
     rep = result.report
@@ -120,14 +145,15 @@ def explore(
     workers: int = 1,
     known: frozenset[str] = KNOWN_LIMITS,
     wait_replicas: int = 1,
+    template: Scenario | None = None,
 ) -> Iterator[SeedResult]:
     """Run each seed's random scenario; yield results in seed order.
 
     ``known``: violation kinds of reported, unfixed core bugs that do not
     fail a seed (they are still counted in ``violations``).
-    ``wait_replicas``: see :func:`explore_scenario`.
+    ``wait_replicas``, ``template``: see :func:`explore_scenario`.
     """
-    tasks = [(s, nodes, jobs, hours, strategy, known, wait_replicas) for s in seeds]
+    tasks = [(s, nodes, jobs, hours, strategy, known, wait_replicas, template) for s in seeds]
     if workers <= 1:
         yield from map(_one, tasks)
         return

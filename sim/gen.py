@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol, TypeVar
 
 from quorum_cron.core.model import Delivery, Overlap
@@ -22,6 +23,7 @@ __all__ = [
     "random_jobs",
     "random_membership",
     "random_reloads",
+    "random_runs",
     "random_scenario",
 ]
 
@@ -291,6 +293,17 @@ def random_jobs(c: Chooser, count: int) -> tuple[JobDef, ...]:
     return tuple(jobs)
 
 
+def random_runs(c: Chooser, given: Sequence[JobDef]) -> tuple[JobDef, ...]:
+    """``given`` jobs (a user's: ``sim explore --config``) with a drawn run time and failure rate
+    each, from the ranges :func:`random_jobs` draws: the simulator cannot know how long the real
+    command takes or how often it fails, so each seed tries other values."""
+    out = []
+    for job in given:
+        run_hi = c.choice((200, 2_000, 20_000, 60_000))
+        out.append(replace(job, run_ms=(min(100, run_hi), run_hi), fail_rate=c.choice((0.0, 0.0, 0.1, 0.3))))
+    return tuple(out)
+
+
 def random_scenario(
     c: Chooser,
     *,
@@ -301,11 +314,16 @@ def random_scenario(
     faults_per_hour: int = 12,
     kinds: Sequence[str] = EXPLORE_KINDS,
     membership: bool = True,
+    given_jobs: Sequence[JobDef] = (),
 ) -> Scenario:
     """A cluster of ``nodes`` running ``jobs`` random jobs under random faults (and, one in three,
     a membership plan: :func:`random_membership`; its draws come last, so the rest of a
-    scenario is the same with or without it)."""
-    job_defs = random_jobs(c, jobs)
+    scenario is the same with or without it).
+
+    With ``given_jobs`` those jobs run instead of random ones (``jobs`` is then ignored), each
+    with a drawn run time and failure rate (:func:`random_runs`); without them the draws are
+    exactly what they were before ``given_jobs`` existed, so explored seeds replay the same."""
+    job_defs = random_runs(c, given_jobs) if given_jobs else random_jobs(c, jobs)
     node_ids = tuple(f"n{i}" for i in range(1, nodes + 1))
     count = c.int(0, max(1, faults_per_hour * duration_ms // 3_600_000))
     faults = [random_fault(c, node_ids, duration_ms, [j.name for j in job_defs], kinds) for _ in range(count)]
