@@ -60,6 +60,27 @@ def _writable(path: Path | None, option: str) -> None:
         raise click.BadParameter(f"{path}: directory {str(path.parent)!r} does not exist", param_hint=option)
 
 
+def _from_config(path: Path, hours: float, nodes: int | None) -> tuple[object, tuple[tuple[str, str], ...]]:
+    """The template scenario of a config FILE (``--config``), with a ``warning:`` line on stderr for
+    each feature the simulator does not model and each job that fires no slot in ``hours``.
+
+    A config that does not load is refused with the loader's own line (exit 2, as any bad input of
+    ``sim``); ``quorum-cron validate`` lists every problem."""
+    from quorum_cron.commands.sim_config import from_config, quiet_jobs
+    from quorum_cron.config.file import load_config
+    from quorum_cron.config.settings import InvalidConfig
+    from quorum_cron.errors import ConfigError
+
+    try:
+        converted = from_config(load_config(path), hours=hours, nodes=nodes)
+    except ConfigError as exc:
+        every = f" (every problem: quorum-cron validate {path})" if isinstance(exc, InvalidConfig) else ""
+        raise click.BadParameter(f"{exc}{every}", param_hint="--config") from None
+    for line in (*converted.warnings, *quiet_jobs(converted.scenario)):
+        click.echo(f"warning: {printable(line, 300)}", err=True)
+    return converted.scenario, converted.node_names
+
+
 def _nothing_checked(due: int, judged: int) -> str | None:
     """The warning for a run (or runs) that checked nothing (docs/simulator.md: a scenario that
     never reaches the state it was written for tests nothing; the report says so)."""
@@ -180,8 +201,16 @@ def run_cmd(
 @sim_group.command("explore")
 @click.option("--seeds", type=click.IntRange(min=1), default=100, show_default=True, help="How many seeds.")
 @click.option("--first-seed", type=int, default=0, show_default=True)
-@click.option("--nodes", type=click.IntRange(min=1, max=99), default=5, show_default=True)
-@click.option("--jobs", type=click.IntRange(min=1, max=1000), default=3, show_default=True)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Explore the jobs and cluster of this agent config (not random jobs).",
+)
+@click.option(
+    "--nodes", type=click.IntRange(min=1, max=99), default=None, help="[default: 5, or the config's size]"
+)
+@click.option("--jobs", type=click.IntRange(min=1, max=1000), default=None, help="Random jobs.  [default: 3]")
 @click.option("--hours", type=click.FloatRange(min=0.001), default=1.0, show_default=True)
 @click.option(
     "--strategy", type=click.Choice(["quorum", "leader", "lock"]), default="quorum", show_default=True
@@ -198,27 +227,47 @@ def run_cmd(
 @click.option(
     "--wait-replicas",
     type=click.IntRange(min=0, max=16),
-    default=1,
-    show_default=True,
-    help="The store's wait_replicas (0: no WAIT, a failover may lose acknowledged writes).",
+    default=None,
+    help="The store's wait_replicas (0: no WAIT, a failover may lose acknowledged writes).  "
+    "[default: 1, or the config's]",
 )
 def explore_cmd(
     seeds: int,
     first_seed: int,
-    nodes: int,
-    jobs: int,
+    config_path: Path | None,
+    nodes: int | None,
+    jobs: int | None,
     hours: float,
     strategy: str,
     workers: int,
     out: Path,
     shrink: bool,
-    wait_replicas: int,
+    wait_replicas: int | None,
 ) -> None:
-    """Run random fault schedules over many seeds; list failing seeds with their replay command."""
+    """Run random fault schedules over many seeds; list failing seeds with their replay command.
+
+    With --config, each seed runs that config's jobs on its cluster (faults drawn as for any seed).
+    """
     import sim
     from sim.explore import ExploreError, explore, explore_scenario
     from sim.explore import shrink as shrink_run
+    from sim.scenario import Scenario
 
+    template: Scenario | None = None
+    if config_path is not None:
+        if jobs is not None:
+            raise click.UsageError(
+                "--jobs with --config (the config's jobs are explored: expected one of them)"
+            )
+        loaded, _ = _from_config(config_path, hours, nodes)
+        assert isinstance(loaded, Scenario)
+        template = loaded
+        nodes, jobs = template.nodes, len(template.jobs)
+        if wait_replicas is None:
+            wait_replicas = template.settings.wait_replicas
+    nodes = 5 if nodes is None else nodes
+    jobs = 3 if jobs is None else jobs
+    wait_replicas = 1 if wait_replicas is None else wait_replicas
     console = _console()
     started = time.perf_counter()
     results = []
@@ -233,6 +282,7 @@ def explore_cmd(
             strategy=strategy,
             workers=workers,
             wait_replicas=wait_replicas,
+            template=template,
         )
         try:
             for res in explored:
@@ -250,8 +300,9 @@ def explore_cmd(
     for r in results:
         violations.update(r.violations)
         reached.update(r.reached)
+    what = f"{jobs} jobs" if template is None else f"{jobs} jobs of {config_path}"
     table = Table(
-        title=f"{seeds} seeds x {nodes} nodes x {jobs} jobs x {hours:g} h "
+        title=f"{seeds} seeds x {nodes} nodes x {what} x {hours:g} h "
         f"({strategy}, wait_replicas={wait_replicas})"
     )
     for col in ("seeds", "failing", "runs", "duplicates", "misses", "events", "real time", "x real time"):
@@ -297,7 +348,9 @@ def explore_cmd(
         out.mkdir(parents=True, exist_ok=True)
         console.print(f"[red]{len(failing)} failing seed(s)[/red]:")
         for r in failing:
-            sc = explore_scenario(r.seed, nodes=nodes, jobs=jobs, hours=hours, wait_replicas=wait_replicas)
+            sc = explore_scenario(
+                r.seed, nodes=nodes, jobs=jobs, hours=hours, wait_replicas=wait_replicas, template=template
+            )
             if shrink:
                 sc = shrink_run(sc, r.seed, strategy, max_runs=SHRINK_RUNS)
             else:
@@ -370,3 +423,53 @@ def replay_cmd(file: Path, plot_path: Path | None) -> None:
         plot_timeline(result.trace.records, plot_path)
     if result.report.unexpected():
         raise SystemExit(1)
+
+
+SCENARIO_HEADER = """\
+# The jobs and cluster of {source}, as a simulator scenario with no faults
+# (written by 'quorum-cron sim scenario'; run it with 'quorum-cron sim run FILE').
+# Each job runs 50ms..500ms and never fails: set 'run' and 'fail_rate' per job to model its
+# command (the command itself does not matter to the simulator).
+# Add faults as [[faults]] tables at the end (kinds and fields: docs/simulator.md).
+"""
+
+SCENARIO_FOOTER = """
+# Add faults here, for example a minority cut off from the store for a minute:
+# [[faults]]
+# kind = "partition"
+# at = "10m"
+# for = "1m"
+# nodes = ["n1"]
+"""
+
+
+@sim_group.command("scenario")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The agent config whose jobs and cluster to write.",
+)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write here (default: stdout).")
+@click.option("--hours", type=click.FloatRange(min=0.001, max=8784), default=1.0, show_default=True)
+@click.option(
+    "--nodes", type=click.IntRange(min=1, max=99), default=None, help="[default: the config's size]"
+)
+def scenario_cmd(config_path: Path, out: Path | None, hours: float, nodes: int | None) -> None:
+    """Write the scenario of an agent config's jobs and cluster (no faults), for 'sim run'."""
+    import sim
+    from sim.scenario import Scenario
+
+    _writable(out, "--out")
+    sc, names = _from_config(config_path, hours, nodes)
+    assert isinstance(sc, Scenario)
+    header = SCENARIO_HEADER.format(source=printable(str(config_path), 200))
+    if names:
+        header += "# Nodes: " + ", ".join(f"{n} = {printable(m, 100)}" for n, m in names) + "\n"
+    text = header + "\n" + sim.dumps(sc) + SCENARIO_FOOTER
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        out.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out}: {len(sc.jobs)} jobs on {sc.nodes} nodes, {hours:g} h", err=True)
