@@ -172,12 +172,16 @@ def test_what_the_simulator_cannot_model_is_named_one_line_each() -> None:
         namespace="c",
         size=3,
         heartbeat_ms=5_000,
+        clock_check_interval_ms=300_000,
         ntp_servers=("pool.ntp.org",),
         redis_url="redis+cluster://h:1",
     )
-    lines = from_config(Config(cluster=cluster, jobs=(spec,)), hours=1.0).warnings
-    assert len(lines) == 6, lines
+    converted = from_config(Config(cluster=cluster, jobs=(spec,)), hours=1.0)
+    lines = converted.warnings
+    assert len(lines) == 7, lines  # 3 of the job, 4 of the cluster
     assert sum("heartbeat = '5s'" in ln for ln in lines) == 1
+    assert sum("clock_check_interval = '5m'" in ln for ln in lines) == 1
+    assert converted.scenario.clocks.check_ms == 5_000  # the agent checks its clock every heartbeat
     assert sum("ntp_servers" in ln for ln in lines) == 1
     assert sum("Redis Cluster" in ln for ln in lines) == 1
     # A plain config loses nothing the simulator needs: no line.

@@ -90,8 +90,13 @@ def _cluster_lines(cluster: ClusterConfig) -> list[str]:
     lost = []
     if cluster.heartbeat_ms != _DEFAULTS.heartbeat_ms:
         lost.append(
-            f"cluster: heartbeat = '{format_duration(cluster.heartbeat_ms)}' is not modeled "
-            f"(simulated nodes heartbeat every {format_duration(HEARTBEAT_MS)})"
+            f"cluster: heartbeat = '{format_duration(cluster.heartbeat_ms)}' paces only the simulated "
+            f"clock checks (simulated membership heartbeats come every {format_duration(HEARTBEAT_MS)})"
+        )
+    if cluster.clock_check_interval_ms != _DEFAULTS.clock_check_interval_ms:
+        lost.append(
+            f"cluster: clock_check_interval = '{format_duration(cluster.clock_check_interval_ms)}' is "
+            "not modeled (a simulated clock check does not expire)"
         )
     if cluster.wait_replicas and cluster.wait_timeout_ms != _DEFAULTS.wait_timeout_ms:
         lost.append(
@@ -159,7 +164,10 @@ def from_config(config: Config, *, hours: float, nodes: int | None = None) -> Fr
         duration_ms=max(1_000, int(hours * 3_600_000)),
         jobs=tuple(jobs),
         settings=settings,
-        clocks=ClockDef(check_ms=cluster.clock_check_interval_ms),
+        # The agent checks its clock against the store's TIME every heartbeat (agent/health.py):
+        # that, not clock_check_interval (how long a check stays valid), is the simulated guard's
+        # pace, within the scenario's bounds (1s and up).
+        clocks=ClockDef(check_ms=max(1_000, cluster.heartbeat_ms)),
         description=f"the jobs and cluster of {config.source}",
     )
     names: tuple[tuple[str, str], ...] = ()
