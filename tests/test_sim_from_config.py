@@ -148,6 +148,7 @@ def test_a_config_converts_to_a_scenario_the_simulator_loads_with_the_same_fire_
     assert [j.name for j in explored.jobs] == [j.name for j in sc.jobs]
     assert explored.nodes == sc.nodes and explored.settings.max_skew_ms == sc.settings.max_skew_ms
     assert explored.quorum == quorum or explored.members  # a membership plan decides its own
+    assert sim.loads(sim.dumps(explored)) == explored  # a failing seed's file replays it
 
 
 def test_what_the_simulator_cannot_model_is_named_one_line_each() -> None:
