@@ -55,6 +55,7 @@ __all__ = [
     "AgentCluster",
     "EmbeddedRedis",
     "Reaper",
+    "cited",
     "code_info",
     "keep_latest",
     "machine",
@@ -426,19 +427,24 @@ def write_result(
 
 
 def keep_latest(name: str, latest: Path, variant: str = "") -> list[Path]:
-    """Remove every result of ``name`` and ``variant`` in ``latest``'s directory but ``latest``.
+    """Remove every result of ``name`` and ``variant`` in ``latest``'s directory but ``latest``
+    and those the docs cite.
 
     The standard for ``benchmarks/results/``: the latest run of each
     benchmark (and variant) is kept, git keeps the history. A result is a
     file ``<name>-<stamp>[-label].json`` (the stamp right after the name
     keeps ``a`` from matching ``a-b-<stamp>.json``) whose ``"variant"`` (absent: ``""``) is
-    ``variant``. A file that does not parse as a JSON object is left alone.
+    ``variant``. A file that does not parse as a JSON object is left alone,
+    and so is one that README.md or a page of docs/ cites (:func:`cited`):
+    why: the documented ``run_all.py`` would otherwise remove the very files
+    the README's figures come from, and a reader would find them gone.
     Returns the removed paths.
     """
     pattern = re.compile(rf"{re.escape(name)}-\d{{8}}T\d{{6}}(-.+)?\.json")
+    citations = _citing_text()
     removed = []
     for path in sorted(latest.parent.glob(f"{name}-*.json")):
-        if path == latest or not pattern.fullmatch(path.name):
+        if path == latest or not pattern.fullmatch(path.name) or cited(path.name, citations):
             continue
         try:
             doc = json.loads(path.read_text())
@@ -448,3 +454,19 @@ def keep_latest(name: str, latest: Path, variant: str = "") -> list[Path]:
             path.unlink()
             removed.append(path)
     return removed
+
+
+def _citing_text() -> str:
+    """README.md and every page of docs/ under :data:`ROOT`, joined (what may cite a result)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return "\n".join(page.read_text(errors="replace") for page in pages if page.is_file())
+
+
+def cited(filename: str, text: str) -> bool:
+    """Whether ``text`` cites the result file ``filename``: by its whole name, or from its
+    stamp's time on after an ellipsis, as the docs abbreviate a run of a day already named
+    (``scale-20261204T220341-100k-cluster.json`` as `…T220341-100k-cluster.json`)."""
+    if filename in text:
+        return True
+    stamp = re.match(r".+?-\d{8}(T\d{4,6}.*)$", filename)
+    return stamp is not None and f"…{stamp.group(1)}" in text

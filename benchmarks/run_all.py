@@ -10,7 +10,8 @@ loopback port, its own clean-up), with a wall-clock bound; its JSON lands in
 prints a summary table, writes ``benchmarks/results/summary-<stamp>.json``
 and ``benchmarks/results/latest.md`` (the table for the README).
 ``benchmarks/results/`` keeps the latest run of each benchmark (and variant)
-and the latest summary: writing one removes the older ones; git keeps the history.
+and the latest summary: writing one removes the older ones but those the
+README or docs/ cite (``_common.keep_latest``); git keeps the history.
 
 ``store_vote`` runs twice, with redis-py's pure-Python reply parser and
 with ``hiredis`` (when installed), to measure what the ``hiredis`` extra buys.
@@ -379,7 +380,8 @@ def summarize(docs: dict[str, dict[str, Any] | None]) -> list[Row]:
 
 def markdown(rows: list[Row], stamp: str, meta: dict[str, Any]) -> str:
     lines = [
-        f"Figures from `python benchmarks/run_all.py` ({stamp}; {meta['cpus']} vCPUs, shared; "
+        # The summary's file name, not its stamp alone: keep_latest spares a cited result.
+        f"Figures from `python benchmarks/run_all.py` (`summary-{stamp}.json`; {meta['cpus']} vCPUs, shared; "
         f"load average {meta['loadavg_1m_at_start']} at the start; Redis {meta.get('redis', '?')}). "
         "Each reference was measured in the same run.",
         "",
