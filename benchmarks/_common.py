@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
+from types import FrameType, TracebackType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +42,7 @@ if str(CODE) not in sys.path[:1]:
 
 import quorum_cron  # noqa: E402
 from quorum_cron.store.base import LedgerEntry  # noqa: E402
-from quorum_cron.store.embedded.single import EmbeddedRedis  # noqa: E402
+from quorum_cron.store.embedded.single import EmbeddedRedis, EmbeddedRedisError  # noqa: E402
 from quorum_cron.store.redis import RedisStore  # noqa: E402
 
 if Path(quorum_cron.__file__).resolve().parent.parent != CODE:
@@ -68,6 +68,24 @@ __all__ = [
 ]
 
 AGENT = [sys.executable, "-m", "quorum_cron.agent"]
+
+
+def _server_error_in_one_line(
+    kind: type[BaseException], error: BaseException, tb: TracebackType | None
+) -> None:
+    """Print a server that could not be found or started as one line (the exit status stays 1).
+
+    Why: the message already names what was searched and the fix; a
+    traceback around it hides that line, and ``run_all.py`` shows each
+    benchmark's output in full.
+    """
+    if issubclass(kind, EmbeddedRedisError):
+        print(f"{Path(sys.argv[0]).name}: {error}", file=sys.stderr)
+        return
+    sys.__excepthook__(kind, error, tb)
+
+
+sys.excepthook = _server_error_in_one_line
 _LOAD_AT_IMPORT = os.getloadavg()  # the 1, 5 and 15 min load averages when the benchmark started
 SPEED_PROBE_LOOPS = 2_000_000
 
