@@ -16,6 +16,7 @@ be compared in one session (docs/benchmarks.md, "Membership (issue 22)").
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import contextlib
 import json
@@ -27,7 +28,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -57,6 +58,8 @@ __all__ = [
     "Reaper",
     "cited",
     "code_info",
+    "float_at_least",
+    "int_at_least",
     "keep_latest",
     "machine",
     "now_ms",
@@ -104,6 +107,44 @@ def speed_probe() -> float:
     for i in range(SPEED_PROBE_LOOPS):
         total += i
     return round(time.perf_counter() - t0, 3)
+
+
+# -- arguments -------------------------------------------------------------------
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer >= ``low``.
+
+    Why: a zero or negative size used to end in a ZeroDivisionError, a
+    KeyError, a run that never ends, or a result file of nothing; now the
+    parser's error names the flag, the value and what was expected.
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= {low}")
+        return value
+
+    return parse
+
+
+def float_at_least(low: float) -> Callable[[str], float]:
+    """An argparse ``type``: a number >= ``low`` (see :func:`int_at_least`)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not value >= low or math.isinf(value):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a number >= {low:g}")
+        return value
+
+    return parse
 
 
 # -- processes -------------------------------------------------------------------

@@ -63,6 +63,7 @@ from _common import (
     REAPER,
     AgentCluster,
     EmbeddedRedis,
+    int_at_least,
     now_ms,
     print_table,
     sleep_until_ms,
@@ -290,10 +291,14 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--reference-timer"]:
         return reference_main(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nodes", type=int, default=5)
-    ap.add_argument("--jobs", type=int, default=3, help="jobs @every 1s (slots per phase = jobs x seconds)")
-    ap.add_argument("--before", type=int, default=100, help="seconds of the steady phase")
-    ap.add_argument("--after", type=int, default=100, help="seconds after the SIGKILL of one node")
+    ap.add_argument("--nodes", type=int_at_least(2), default=5, help="agents (one is killed)")
+    ap.add_argument(
+        "--jobs", type=int_at_least(1), default=3, help="jobs @every 1s (slots per phase = jobs x seconds)"
+    )
+    ap.add_argument("--before", type=int_at_least(1), default=100, help="seconds of the steady phase")
+    ap.add_argument(
+        "--after", type=int_at_least(1), default=100, help="seconds after the SIGKILL of one node"
+    )
     ap.add_argument("--label", default="")
     ap.add_argument(
         "--topology",

@@ -51,6 +51,7 @@ import fire_latency
 from _common import (
     REAPER,
     EmbeddedRedis,
+    int_at_least,
     now_ms,
     print_table,
     sleep_until_ms,
@@ -227,12 +228,12 @@ def main(argv: list[str] | None = None) -> int:
             return scheduler_main(argv[1:])
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nodes", type=int, default=5)
-    ap.add_argument("--jobs", type=int, default=3)
-    ap.add_argument("--before", type=int, default=30)
-    ap.add_argument("--after", type=int, default=30)
-    ap.add_argument("--ttl-ms", type=int, default=10_000, help="leader lease TTL")
-    ap.add_argument("--poll-ms", type=int, default=100, help="scheduler poll interval")
+    ap.add_argument("--nodes", type=int_at_least(2), default=5, help="schedulers (the leader is killed)")
+    ap.add_argument("--jobs", type=int_at_least(1), default=3)
+    ap.add_argument("--before", type=int_at_least(1), default=30)
+    ap.add_argument("--after", type=int_at_least(1), default=30)
+    ap.add_argument("--ttl-ms", type=int_at_least(3), default=10_000, help="leader lease TTL")
+    ap.add_argument("--poll-ms", type=int_at_least(1), default=100, help="scheduler poll interval")
     ap.add_argument("--no-quorum", action="store_true", help="skip the quorum-cron comparison run")
     ap.add_argument("--label", default="")
     args = ap.parse_args(argv)

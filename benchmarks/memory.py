@@ -42,7 +42,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import REAPER, EmbeddedRedis, print_table, write_result
+from _common import REAPER, EmbeddedRedis, float_at_least, int_at_least, print_table, write_result
 
 from quorum_cron.store.base import VoteRequest, VoteStatus
 from quorum_cron.store.redis import RedisStore
@@ -208,12 +208,13 @@ def long_run(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--jobs", type=int, default=100)
-    ap.add_argument("--slots", type=int, default=50, help="slots per job (retained)")
-    ap.add_argument("--long-jobs", type=int, default=20)
-    ap.add_argument("--long-seconds", type=float, default=20.0)
-    ap.add_argument("--long-retention-ms", type=int, default=2_000)
-    ap.add_argument("--long-ledger", type=int, default=50)
+    ap.add_argument("--jobs", type=int_at_least(1), default=100)
+    ap.add_argument("--slots", type=int_at_least(1), default=50, help="slots per job (retained)")
+    ap.add_argument("--long-jobs", type=int_at_least(1), default=20)
+    # Sampled twice a second: from 2 s on, the 2nd and 4th quarters each hold a sample.
+    ap.add_argument("--long-seconds", type=float_at_least(2), default=20.0)
+    ap.add_argument("--long-retention-ms", type=int_at_least(1), default=2_000)
+    ap.add_argument("--long-ledger", type=int_at_least(1), default=50)
     ap.add_argument("--label", default="")
     args = ap.parse_args(argv)
     with REAPER.server(EmbeddedRedis()) as server:

@@ -45,7 +45,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import print_table, write_result
+from _common import float_at_least, int_at_least, print_table, write_result
 
 from sim.loop import Loop
 from sim.runner import run as sim_run
@@ -162,11 +162,14 @@ def bare_loop(events: int, duration_ms: int, repeat: int = 1) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nodes", type=int, default=5)
-    ap.add_argument("--jobs", type=int, default=100)
-    ap.add_argument("--minutes", type=float, default=10.0, help="simulated minutes per run")
+    # The fault schedule names nodes n1 to n5; every job fires once a minute.
+    ap.add_argument("--nodes", type=int_at_least(5), default=5)
+    ap.add_argument("--jobs", type=int_at_least(1), default=100)
+    ap.add_argument("--minutes", type=float_at_least(1), default=10.0, help="simulated minutes per run")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=10, help="runs of each; median reported, min/max beside")
+    ap.add_argument(
+        "--repeat", type=int_at_least(1), default=10, help="runs of each; median reported, min/max beside"
+    )
     ap.add_argument("--label", default="")
     args = ap.parse_args(argv)
     rows = []

@@ -88,7 +88,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _common import write_result  # noqa: E402
+from _common import int_at_least, write_result  # noqa: E402
 
 from quorum_cron.store.base import VoteRequest, VoteStatus  # noqa: E402
 from quorum_cron.store.embedded.single import EmbeddedRedis  # noqa: E402
@@ -302,9 +302,11 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--jobs", type=int, nargs="+", default=[1_000, 10_000])
-    ap.add_argument("--voters", type=int, default=5)
-    ap.add_argument("--slots", type=int, default=20_000, help="slots per run (rounds = slots / jobs, >= 2)")
+    ap.add_argument("--jobs", type=int_at_least(1), nargs="+", default=[1_000, 10_000])
+    ap.add_argument("--voters", type=int_at_least(QUORUM), default=5)
+    ap.add_argument(
+        "--slots", type=int_at_least(1), default=20_000, help="slots per run (rounds = slots / jobs, >= 2)"
+    )
     ap.add_argument(
         "--redis-server",
         default=None,
@@ -317,7 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         default=["ceiling", "store", "store-cluster"],
         help="add 'cluster' to compare with a local Redis Cluster in the same run",
     )
-    ap.add_argument("--masters", type=int, default=3, help="masters of the cluster mode's Redis Cluster")
+    ap.add_argument(
+        "--masters", type=int_at_least(1), default=3, help="masters of the cluster mode's Redis Cluster"
+    )
     ap.add_argument("--label", default="", help="suffix of the JSON file name")
     ap.add_argument(
         "--parser", choices=["auto", "python", "hiredis"], default="auto", help="voters' reply parser"
@@ -332,6 +336,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.membership == "on" and not _store_supports_membership():
         raise SystemExit("--membership on: this code's VoteRequest has no epoch (before issue 22)")
     with_record = args.membership == "on" or (args.membership == "auto" and _store_supports_membership())
+    if with_record and args.voters > 2 * QUORUM - 1:
+        ap.error(
+            f"--voters {args.voters}: expected {QUORUM}-{2 * QUORUM - 1} (quorum {QUORUM} must be a majority)"
+        )
     record = _record(args.voters) if with_record else ""
 
     modes = [m for m in args.modes if m != "store-cluster" or _store_supports_cluster()]

@@ -43,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import REAPER, EmbeddedRedis, print_table, stats_ms, write_result
+from _common import REAPER, EmbeddedRedis, int_at_least, print_table, stats_ms, write_result
 
 from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
 from quorum_cron.store.base import VoteRequest
@@ -130,10 +130,12 @@ def _time_direct(store: RedisStore, n: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=1000)
-    parser.add_argument("--entries", type=int, default=10_000, help="ledger entries of the measured job")
+    parser.add_argument("--jobs", type=int_at_least(1), default=1000)
+    parser.add_argument(
+        "--entries", type=int_at_least(1), default=10_000, help="ledger entries of the measured job"
+    )
     parser.add_argument("--others", type=int, default=10, help="ledger entries of every other job")
-    parser.add_argument("--requests", type=int, default=40, help="timed GETs per page")
+    parser.add_argument("--requests", type=int_at_least(1), default=40, help="timed GETs per page")
     parser.add_argument("--label", default="")
     args = parser.parse_args()
 
