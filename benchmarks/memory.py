@@ -42,7 +42,15 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import REAPER, EmbeddedRedis, float_at_least, int_at_least, print_table, write_result
+from _common import (
+    REAPER,
+    EmbeddedRedis,
+    float_at_least,
+    int_at_least,
+    print_table,
+    server_name,
+    write_result,
+)
 
 from quorum_cron.store.base import VoteRequest, VoteStatus
 from quorum_cron.store.redis import RedisStore
@@ -219,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     with REAPER.server(EmbeddedRedis()) as server:
         info = server.client().info("server")
-        print(f"redis {info['redis_version']} on port {server.port}", flush=True)
+        print(f"{server_name(info)} on port {server.port}", flush=True)
         ret = retained(server, args.jobs, args.slots)
         print(f"retained: {ret['slots']} slots, {ret['bytes_per_slot']} B/slot", flush=True)
         flat = long_run(server, args.long_jobs, args.long_seconds, args.long_retention_ms, args.long_ledger)

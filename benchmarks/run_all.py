@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/run_all.py [--quick] [--only NAME ...] [--peers]
+    .venv/bin/python benchmarks/run_all.py [--quick] [--only NAME ...] [--peers] [--scale]
 
 Each benchmark runs as its own process (its own redis-server on a free
 loopback port, its own clean-up), with a wall-clock bound; its JSON lands in
@@ -19,6 +19,7 @@ with ``hiredis`` (when installed), to measure what the ``hiredis`` extra buys.
 ``--peers`` also runs ``peers.py`` (Celery beat + RedBeat, APScheduler,
 rq-scheduler and the lease baseline next to quorum-cron under the same
 faults; needs ``pip install -e '.[peers]'``; about 13 more minutes).
+``--scale`` also runs ``scale.py`` at 10,000 jobs on 3 agents (about 5 more minutes).
 """
 
 from __future__ import annotations
@@ -378,11 +379,18 @@ def summarize(docs: dict[str, dict[str, Any] | None]) -> list[Row]:
     return rows
 
 
+def _server(meta: dict[str, Any]) -> str:
+    """The server as ``store_vote`` named it: "Redis 7.0.15 (…)" or "Valkey 8.1.8 (…)";
+    results from before it named the product are Redis's version alone."""
+    server = str(meta.get("redis", "?"))
+    return server if server.startswith(("Redis ", "Valkey ")) else f"Redis {server}"
+
+
 def markdown(rows: list[Row], stamp: str, meta: dict[str, Any]) -> str:
     lines = [
         # The summary's file name, not its stamp alone: keep_latest spares a cited result.
         f"Figures from `python benchmarks/run_all.py` (`summary-{stamp}.json`; {meta['cpus']} vCPUs, shared; "
-        f"load average {meta['loadavg_1m_at_start']} at the start; Redis {meta.get('redis', '?')}). "
+        f"load average {meta['loadavg_1m_at_start']} at the start; {_server(meta)}). "
         "Each reference was measured in the same run.",
         "",
         "| area | figure | value | reference (same run) | target | met |",

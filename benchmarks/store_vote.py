@@ -88,7 +88,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _common import int_at_least, write_result  # noqa: E402
+from _common import int_at_least, server_name, write_result  # noqa: E402
 
 from quorum_cron.store.base import VoteRequest, VoteStatus  # noqa: E402
 from quorum_cron.store.embedded.single import EmbeddedRedis  # noqa: E402
@@ -355,12 +355,12 @@ def main(argv: list[str] | None = None) -> int:
         server_info = probe.info("server")
         mem_info = probe.info("memory")
         probe.close()
-        version = f"{server_info['redis_version']} ({mem_info.get('mem_allocator', '?')})"
+        version = f"{server_name(server_info)} ({mem_info.get('mem_allocator', '?')})"
         parser = args.parser
         if parser == "auto":
             parser = "hiredis" if redis.utils.HIREDIS_AVAILABLE else "python"
         print(
-            f"redis-server {server.binary} {version}; {os.cpu_count()} CPUs; "
+            f"server {server.binary}: {version}; {os.cpu_count()} CPUs; "
             f"{args.voters} voters; parser {parser}; votes {f'with record {record}' if record else 'epoch 0'}"
         )
         for jobs in args.jobs:
