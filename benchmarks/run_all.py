@@ -15,7 +15,7 @@ README or docs/ cite (``_common.keep_latest``); git keeps the history.
 
 ``store_vote`` runs twice, with redis-py's pure-Python reply parser and
 with ``hiredis`` (when installed), to measure what the ``hiredis`` extra buys.
-``--quick`` shrinks every size (a smoke run of about 3 minutes; figures noisier).
+``--quick`` shrinks every size (a smoke run of about 2 minutes; figures noisier).
 ``--peers`` also runs ``peers.py`` (Celery beat + RedBeat, APScheduler,
 rq-scheduler and the lease baseline next to quorum-cron under the same
 faults; needs ``pip install -e '.[peers]'``; about 13 more minutes).
