@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -54,6 +54,7 @@ __all__ = [
     "REAPER",
     "ROOT",
     "AgentCluster",
+    "ArgumentParser",
     "EmbeddedRedis",
     "Reaper",
     "cited",
@@ -111,6 +112,18 @@ def speed_probe() -> float:
 
 
 # -- arguments -------------------------------------------------------------------
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, with an error of one line: ``<script>: error: <what was wrong>``, exit 2.
+
+    Why: argparse prints the usage first, up to five lines for some of these
+    scripts, above the one line that says what was wrong; ``--help`` still
+    prints it.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (--help: the usage)\n")
 
 
 def int_at_least(low: int) -> Callable[[str], int]:

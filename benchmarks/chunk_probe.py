@@ -79,7 +79,6 @@ size and mode. docs/store.md has the figures and what they mean.
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import sys
@@ -94,7 +93,7 @@ import redis
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _common import write_result  # noqa: E402
+from _common import ArgumentParser, write_result  # noqa: E402
 from store_cycle import (  # noqa: E402
     PHASES,
     Meter,
@@ -573,7 +572,7 @@ def run_chunked(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     add_cycle_arguments(ap, jobs=1_000, rounds=2)
     ap.add_argument("--chunk", type=int, default=250, help="jobs per chunk record")
     ap.add_argument(

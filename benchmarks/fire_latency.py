@@ -62,6 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     REAPER,
     AgentCluster,
+    ArgumentParser,
     EmbeddedRedis,
     int_at_least,
     now_ms,
@@ -290,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--reference-timer"]:
         return reference_main(argv[1:])
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int_at_least(2), default=5, help="agents (one is killed)")
     ap.add_argument(
         "--jobs", type=int_at_least(1), default=3, help="jobs @every 1s (slots per phase = jobs x seconds)"

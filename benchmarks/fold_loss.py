@@ -35,7 +35,6 @@ JSON under ``benchmarks/results/``.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from collections import Counter
@@ -49,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
 
-from _common import write_result  # noqa: E402
+from _common import ArgumentParser, write_result  # noqa: E402
 
 from sim.explore import explore_scenario  # noqa: E402
 from sim.runner import run  # noqa: E402
@@ -114,7 +113,7 @@ def summarize(counts: Counter[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=300)
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--hours", type=float, default=0.5, help="simulated hours per run")

@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fire_latency
 from _common import (
     REAPER,
+    ArgumentParser,
     EmbeddedRedis,
     int_at_least,
     now_ms,
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(KeyboardInterrupt):
             return scheduler_main(argv[1:])
         return 0
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int_at_least(2), default=5, help="schedulers (the leader is killed)")
     ap.add_argument("--jobs", type=int_at_least(1), default=3)
     ap.add_argument("--before", type=int_at_least(1), default=30)

@@ -25,7 +25,6 @@ writing process's CPU and wall time (the median of the rounds), and how many
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -36,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import code_env, print_table, write_result
+from _common import ArgumentParser, code_env, print_table, write_result
 
 _CHILD = r"""
 import io, json, logging, sys, time
@@ -100,7 +99,7 @@ def measure(handler: str, sink: str, lines: int, scratch: Path) -> dict[str, flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=20_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--label", default="")

@@ -32,7 +32,6 @@ Target (issue 6): ≤ 1 KB per retained slot; flat over a long run.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -44,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (
     REAPER,
+    ArgumentParser,
     EmbeddedRedis,
     float_at_least,
     int_at_least,
@@ -215,7 +215,7 @@ def long_run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int_at_least(1), default=100)
     ap.add_argument("--slots", type=int_at_least(1), default=50, help="slots per job (retained)")
     ap.add_argument("--long-jobs", type=int_at_least(1), default=20)

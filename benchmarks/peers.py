@@ -43,7 +43,6 @@ that table in README.md and docs/benchmarks.md.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -69,6 +68,7 @@ from _common import (  # noqa: E402
     RESULTS,
     ROOT,
     AgentCluster,
+    ArgumentParser,
     EmbeddedRedis,
     now_ms,
     print_table,
@@ -546,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
         import peers_scale
 
         return peers_scale.main([a for a in argv if a != "--scale"])
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap = ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--only", nargs="+", choices=PEERS, default=PEERS, metavar="PEER")
     ap.add_argument("--faults", nargs="+", choices=FAULTS, default=FAULTS, metavar="FAULT")
     ap.add_argument("--steady", type=int, default=10, help="seconds before the fault")

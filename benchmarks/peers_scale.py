@@ -844,9 +844,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--role"]:
         return role_main(argv[1:])
     sys.path.insert(0, str(HERE))
-    from _common import REAPER, print_table, write_result
+    from _common import REAPER, ArgumentParser, print_table, write_result
 
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap = ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--only", nargs="+", choices=PEERS, default=PEERS, metavar="PEER")
     ap.add_argument("--bursts", type=int, default=2, help="measured minutes after the warm-up minute")

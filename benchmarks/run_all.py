@@ -24,7 +24,6 @@ faults; needs ``pip install -e '.[peers]'``; about 13 more minutes).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
@@ -36,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import keep_latest
+from _common import ArgumentParser, keep_latest
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -404,7 +403,7 @@ def markdown(rows: list[Row], stamp: str, meta: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     ap.add_argument("--only", nargs="+", choices=sorted(FULL), help="run only these benchmarks")
     ap.add_argument("--peers", action="store_true", help="also run peers.py (needs the peers extra)")

@@ -38,7 +38,6 @@ otherwise.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import datetime as dt
 import gc
@@ -53,7 +52,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import write_result
+from _common import ArgumentParser, write_result
 
 from quorum_cron.agent.executions import Runs
 from quorum_cron.agent.jobprocess import CallableTarget, JobContext
@@ -206,7 +205,7 @@ def measure(n: int) -> dict[str, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10_000, help="jobs, all due in the same burst")
     ap.add_argument("--label", default="", help="suffix of the JSON file name")
     args = ap.parse_args(argv)

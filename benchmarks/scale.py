@@ -105,6 +105,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     CODE,
     REAPER,
+    ArgumentParser,
     EmbeddedRedis,
     code_env,
     print_table,
@@ -921,7 +922,7 @@ def main(argv: list[str] | None = None) -> int:
         return agent_main(argv[1:])
     if argv[:1] == ["--reference"]:
         return reference_main(argv[1:])
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=10_000, help="jobs declared by every agent")
     ap.add_argument("--agents", type=int, default=3, help="agent processes (cluster size)")
     ap.add_argument("--bursts", type=int, default=2, help="measured minutes after the warm-up minute")

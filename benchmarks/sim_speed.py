@@ -36,7 +36,6 @@ equal to the figure, for readers of older result files, in which
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -45,7 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import float_at_least, int_at_least, print_table, write_result
+from _common import ArgumentParser, float_at_least, int_at_least, print_table, write_result
 
 from sim.loop import Loop
 from sim.runner import run as sim_run
@@ -161,7 +160,7 @@ def bare_loop(events: int, duration_ms: int, repeat: int = 1) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     # The fault schedule names nodes n1 to n5; every job fires once a minute.
     ap.add_argument("--nodes", type=int_at_least(5), default=5)
     ap.add_argument("--jobs", type=int_at_least(1), default=100)

@@ -72,7 +72,7 @@ import redis
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _common import write_result  # noqa: E402
+from _common import ArgumentParser, write_result  # noqa: E402
 
 from quorum_cron.core.membership import MembershipRecord  # noqa: E402
 from quorum_cron.core.model import FencedRequest, SlotState, SweepParams  # noqa: E402
@@ -338,7 +338,7 @@ def callgrind_wrapper(binary: str | None, directory: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     add_cycle_arguments(ap, jobs=10_000, rounds=3)
     ap.add_argument(
         "--fold",

@@ -66,7 +66,6 @@ server, so slots/s is bounded by the client processes too (see the
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import inspect
 import multiprocessing as mp
@@ -88,7 +87,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _common import int_at_least, server_name, write_result  # noqa: E402
+from _common import ArgumentParser, int_at_least, server_name, write_result  # noqa: E402
 
 from quorum_cron.store.base import VoteRequest, VoteStatus  # noqa: E402
 from quorum_cron.store.embedded.single import EmbeddedRedis  # noqa: E402
@@ -301,7 +300,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int_at_least(1), nargs="+", default=[1_000, 10_000])
     ap.add_argument("--voters", type=int_at_least(QUORUM), default=5)
     ap.add_argument(

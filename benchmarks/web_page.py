@@ -33,7 +33,6 @@ Target (issue 14): job page ≤ 200 ms with 10 000 ledger entries and 1 000 jobs
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import socket
 import sys
@@ -43,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import REAPER, EmbeddedRedis, int_at_least, print_table, stats_ms, write_result
+from _common import REAPER, ArgumentParser, EmbeddedRedis, int_at_least, print_table, stats_ms, write_result
 
 from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
 from quorum_cron.store.base import VoteRequest
@@ -129,7 +128,7 @@ def _time_direct(store: RedisStore, n: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int_at_least(1), default=1000)
     parser.add_argument(
         "--entries", type=int_at_least(1), default=10_000, help="ledger entries of the measured job"

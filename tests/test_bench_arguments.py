@@ -1,11 +1,13 @@
-"""A benchmark given a size it cannot run with says so at once: the flag, the value, what was expected.
+"""A benchmark given a value it cannot run with says so at once, in one line naming flag, value and bound.
 
 Why: ``store_vote.py --jobs 0`` and ``memory.py --slots 0`` ended in a
 ZeroDivisionError, ``sim_speed.py --nodes 3`` in a KeyError,
 ``fire_latency.py --nodes 0`` ran forever, ``--voters 6`` failed deep in the
 membership parser, and ``sim_speed.py --repeat 0`` or ``web_page.py
---requests 0`` wrote a result of nothing. Only the argument parsing runs
-here: each case must stop before a server or process is started.
+--requests 0`` wrote a result of nothing; and argparse printed the usage,
+up to five lines, above the line that said what was wrong. Only the
+argument parsing runs here: each case must stop before a server or process
+is started.
 """
 
 from __future__ import annotations
@@ -16,7 +18,16 @@ import pytest
 
 from tests.benchmark_module import load_benchmark
 
-SCRIPTS = ("store_vote", "fire_latency", "memory", "sim_speed", "leader_baseline", "web_page")
+SCRIPTS = (
+    "store_vote",
+    "fire_latency",
+    "memory",
+    "sim_speed",
+    "leader_baseline",
+    "web_page",
+    "run_all",
+    "scale",
+)
 modules = {name: load_benchmark(f"{name}.py", f"bench_args_{name}") for name in SCRIPTS}
 
 CASES = [
@@ -44,6 +55,9 @@ CASES = [
     ("web_page", ["--entries", "0"], "argument --entries: '0': expected an integer >= 1"),
     ("web_page", ["--requests", "0"], "argument --requests: '0': expected an integer >= 1"),
     ("web_page", ["--requests", "x"], "argument --requests: 'x': expected an integer >= 1"),
+    # The usage, up to five lines, is left to --help: the error is one line.
+    ("run_all", ["--quick", "--bogus"], "unrecognized arguments: --bogus"),
+    ("scale", ["--agents", "0"], "--agents 0: expected an integer >= 1"),
 ]
 
 
@@ -63,5 +77,4 @@ def test_a_bad_size_is_the_parser_error_and_exit_2(
         else:
             main(args)
     assert stopped.value.code == 2
-    err = capsys.readouterr().err
-    assert err.splitlines()[-1] == f"{script}.py: error: {message}", err
+    assert capsys.readouterr().err == f"{script}.py: error: {message} (--help: the usage)\n"
