@@ -8,7 +8,8 @@ Each benchmark runs as its own process (its own redis-server on a free
 loopback port, its own clean-up), with a wall-clock bound; its JSON lands in
 ``benchmarks/results/`` with the label ``all-<stamp>``. Then this script
 prints a summary table, writes ``benchmarks/results/summary-<stamp>.json``
-and ``benchmarks/results/latest.md`` (the table for the README).
+and ``benchmarks/results/latest.md`` (the table for the README); when a
+benchmark failed (exit status 1), only the summary, which lists the failures.
 ``benchmarks/results/`` keeps the latest run of each benchmark (and variant)
 and the latest summary: writing one removes the older ones but those the
 README or docs/ cite (``_common.keep_latest``); git keeps the history.
@@ -463,11 +464,16 @@ def main(argv: list[str] | None = None) -> int:
     }
     path = RESULTS / f"summary-{stamp}.json"
     path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    if failed:
+        # A run with a failure records itself, but its table lacks rows: it
+        # replaces neither latest.md (the README's table) nor the older summary.
+        print(f"\nwrote {path.relative_to(ROOT)}; latest.md and the older summaries left as they were")
+        return 1
     keep_latest("summary", path)
     md = RESULTS / "latest.md"
     md.write_text(markdown(rows, stamp, meta))
     print(f"\nwrote {path.relative_to(ROOT)} and {md.relative_to(ROOT)}")
-    return 1 if failed else 0
+    return 0
 
 
 if __name__ == "__main__":
