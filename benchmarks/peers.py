@@ -557,6 +557,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--readme", action="store_true", help="with --table: rewrite it in README.md and docs/benchmarks.md"
     )
+    # Taken before parsing (above); listed so that --help shows it.
+    ap.add_argument(
+        "--scale",
+        action="store_true",
+        help="run peers_scale.py instead, with the other arguments (see its --help)",
+    )
     args = ap.parse_args(argv)
     if args.table:
         path = latest_result() if args.table == "latest" else Path(args.table)
