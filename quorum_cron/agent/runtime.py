@@ -447,7 +447,7 @@ class Agent:
                 event(log, logging.ERROR, "store", f"{op} failed: {exc}", op=op)
             else:
                 log.error("store call %s raised unexpectedly", op, exc_info=exc)
-            failure = self.health.masters.failure(exc)  # (REFUSED: one master's shortfall)
+            failure = self.health.masters.failure(exc, self.core.store_reachable)  # (.shortmasters)
             dropped = self.core.dropped_finishes
             self._dispatch(self.core.on_failure(action, self.now(), failure, str(exc)))
             if self.core.dropped_finishes > dropped and isinstance(action, Finish):  # (only a Finish's)

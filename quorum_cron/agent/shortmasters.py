@@ -136,13 +136,22 @@ class ShortMasters:
         ]
         return sent, [(Vote(tuple(rs)), e) for rs, e in zip(unsent.values(), errors, strict=True)]
 
-    def failure(self, exc: BaseException) -> Failure:
+    def failure(self, exc: BaseException, reachable: bool = True) -> Failure:
         """How a failed store call is told to the core: ``UNREACHABLE`` for an outage, but
         ``REFUSED`` for a shortfall of masters held here (and any other error). Why: an
         unreachable store is the node's state (its votes held until the store answers, its
-        ``run_local`` jobs run here alone), while this one is only their jobs'."""
+        ``run_local`` jobs run here alone), while this one is only their jobs'.
+
+        A vote held back here (:data:`UNSENT`) never reached the store, so it says nothing of
+        it: it is told as the core last saw the store (``reachable``). Why: told ``REFUSED``
+        while the store is unreachable, the core took it for an answer and released every vote
+        it held (each into a connect timeout), every ``retry_ms``; and told ``UNREACHABLE``
+        because the master's state ended while it was on its way, the node took a reachable
+        store for a lost one (its ``run_local`` jobs may then run here alone)."""
         if not isinstance(exc, StoreUnavailable):
             return Failure.REFUSED
+        if UNSENT in str(exc):
+            return Failure.REFUSED if reachable else Failure.UNREACHABLE
         short = shortfall(str(exc)) if isinstance(exc, StoreUnreplicated) else None
         masters = per_master(short) if short is not None else None
         if masters is not None and all(m in self._states for m in masters):
