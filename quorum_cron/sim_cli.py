@@ -7,6 +7,7 @@ time measured for the speed report, files written where asked.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from pathlib import Path
@@ -58,6 +59,17 @@ def _writable(path: Path | None, option: str) -> None:
     """Refuse an output path whose directory does not exist now, not after the whole run."""
     if path is not None and not path.parent.is_dir():
         raise click.BadParameter(f"{path}: directory {str(path.parent)!r} does not exist", param_hint=option)
+
+
+def _hours(ctx: click.Context, param: click.Parameter, hours: float) -> float:
+    """``--hours`` as a finite number of hours. Why: ``nan`` and ``inf`` pass a ``FloatRange``
+    (nan compares false to its bounds) and failed later with a traceback, or, without
+    ``--config``, as if the first explored seed had raised."""
+    if not math.isfinite(hours * 3_600_000):
+        raise click.BadParameter(
+            f"{hours!r} hours is not a time the simulator can run (expected a finite number such as 1 or 0.5)"
+        )
+    return hours
 
 
 def _from_config(path: Path, hours: float, nodes: int | None) -> tuple[object, tuple[tuple[str, str], ...]]:
@@ -211,7 +223,7 @@ def run_cmd(
     "--nodes", type=click.IntRange(min=1, max=99), default=None, help="[default: 5, or the config's size]"
 )
 @click.option("--jobs", type=click.IntRange(min=1, max=1000), default=None, help="Random jobs.  [default: 3]")
-@click.option("--hours", type=click.FloatRange(min=0.001), default=1.0, show_default=True)
+@click.option("--hours", type=click.FloatRange(min=0.001), default=1.0, show_default=True, callback=_hours)
 @click.option(
     "--strategy", type=click.Choice(["quorum", "leader", "lock"]), default="quorum", show_default=True
 )
@@ -452,7 +464,9 @@ SCENARIO_FOOTER = """
     help="The agent config whose jobs and cluster to write.",
 )
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write here (default: stdout).")
-@click.option("--hours", type=click.FloatRange(min=0.001, max=8784), default=1.0, show_default=True)
+@click.option(
+    "--hours", type=click.FloatRange(min=0.001, max=8784), default=1.0, show_default=True, callback=_hours
+)
 @click.option(
     "--nodes", type=click.IntRange(min=1, max=99), default=None, help="[default: the config's size]"
 )
