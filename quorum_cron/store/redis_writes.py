@@ -56,9 +56,10 @@ _FENCED_WIDTH = 3
 """Values per request in fence.lua's flat reply: refusal code, slot value, failure streak."""
 _MISSED_WIDTH = 2
 """Values per request in missed.lua's flat reply: ``""`` or ``"!"``, then the slot value or error."""
-_PROBE_TRIES = 4_096
-"""Probe keys tried at most to find one a master owns (a master of a third of the slots owns
-one of three; a master owning none has no slots left, and its state ends)."""
+_PROBE_TRIES = 1 << 18
+"""Probe keys tried at most to find one of a slot the master owns (its slots are read from the
+slot map). A key's slot is uniform over 16384: a master of a single slot misses it in that many
+tries with a chance of e**-16, a master of a third of the slots hits one of three keys."""
 _PROBE_TTL_MS = 10_000
 """How long a probe key lives: it says nothing once written, and nothing reads it."""
 
@@ -121,13 +122,19 @@ class RedisWrites(RedisBatching):
         if runner is None or self._wait is None:
             return True
         with self._boundary("replication probe"):
-            for i in range(_PROBE_TRIES):
-                key = f"qc:probe:{{{self._ns}:{i}}}"
-                node = runner.owner(key)
-                if node.name == master:
-                    break
-            else:
+            # Whether it owns a slot is read from the slot map, not from whether one of a few
+            # thousand keys lands on it: those cover a fifth of the slots, and a master owning
+            # only others (a small one, one being drained) was taken for one owning none.
+            runner.owner(f"qc:probe:{{{self._ns}:0}}")  # (a map a reply said is stale: read again)
+            slots = self._client.nodes_manager.slots_cache  # type: ignore[union-attr]
+            owned = {s for s, nodes in slots.items() if nodes and nodes[0].name == master}
+            if not owned:
                 return False
+            keys = (f"qc:probe:{{{self._ns}:{i}}}" for i in range(_PROBE_TRIES))
+            key = next((k for k in keys if runner.slot(k) in owned), None)
+            if key is None:  # (a chance of e**-16 or less: the state stays, probed again)
+                raise StoreUnavailable(f"redis at {self._where}: no probe key found for master {master}")
+            node = slots[runner.slot(key)][0]  # (the map read above, not one refreshed since)
             pipe = self._client.get_redis_connection(node).pipeline(transaction=False)  # type: ignore[union-attr]
             pipe.set(key, "1", px=_PROBE_TTL_MS)
             try:
