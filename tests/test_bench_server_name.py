@@ -20,6 +20,8 @@ run_all = load_benchmark("run_all.py", "bench_run_all_server")
 
 def test_redis_is_named_redis(redis_client: redis.Redis) -> None:
     info = redis_client.info("server")
+    if "valkey_version" in info:  # (the suite fell back to the bundled Valkey: named below)
+        pytest.skip("redis-server is not on PATH: the suite's server is the bundled Valkey")
     assert common.server_name(info) == f"Redis {info['redis_version']}"
 
 
