@@ -204,3 +204,28 @@ def test_a_missed_record_backed_off_by_a_refusal_goes_once_the_job_is_answered()
     assert min(crashes) > refused[1]["t"] > 1700000615000 + 1_250  # (refused past its deadline)
     [decided] = [r for r in records if r["ev"] == "decided" and r["fire"] == 1700000615000]
     assert decided["t"] < min(crashes)  # (recorded before the outage, by the record that was owed)
+
+
+def test_a_refused_vote_of_a_job_a_reload_removes_is_still_recorded() -> None:
+    """Explorer seed 111231, shrunk: every member had reloaded without job1; n5, outside the
+    membership with a copy of the config, was refused and recorded each slot missed at its next
+    tick. Its own reload came between its refused vote for 16:35 and that record, and let the
+    slot go as one nothing was done about: no ledger entry. A refused vote's slot now stays
+    until its record goes (``quorum_cron/core/jobswap.py``)."""
+    fire = 1700000995000
+    result = sim.run(sim.load(BUGS / "reload-drops-refused-slot-111231.toml"), 111231)
+    assert result.report.violations == [], result.report.summary()
+    records = result.trace.records
+    [entry] = [r for r in records if r["ev"] == "ledger" and r["fire"] == fire]
+    assert entry["state"] == "missed" and "n5 could not vote: refused by membership" in entry["why"]
+    # (The story still happens: n5's vote was refused and its reload came before the next slot.)
+    [vote] = [
+        r
+        for r in records
+        if r["ev"] == "vote" and r["node"] == "n5" and any(s[1] == fire for s in r["slots"])
+    ]
+    assert [s[2] for s in vote["slots"] if s[1] == fire] == ["refused"]
+    [reload] = [r for r in records if r["ev"] == "reload" and r["node"] == "n5"]
+    assert fire + 2_500 < reload["t"] < fire + 5_000
+    [decided] = [r for r in records if r["ev"] == "decided" and r["fire"] == fire]
+    assert decided["t"] > reload["t"]  # (recorded after the removal, by the record that was owed)

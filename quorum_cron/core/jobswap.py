@@ -21,7 +21,11 @@ new schedule and are voted with the new hash. The old definitions are kept
 * **removed**: no new slot is taken in, a due slot nothing was done about
   yet is let go (the nodes still defining the job account for it), and
   what is already voted, abstained on, committed or running finishes: a
-  failed vote is sent again, an abstained slot is recorded missed at its
+  failed vote is sent again, a refused one is recorded missed at its
+  deadline with the refusal (explorer seed 111231: every member had
+  removed the job, and the one node that still had it, outside the
+  membership, lost it between its refused vote and its record; nobody
+  recorded the slot), an abstained slot is recorded missed at its
   deadline (or voted, should the clock be trusted again before), and a slot
   run locally here gets its missed record with the run's outcome (the agent
   withdraws trust while the store is down, so such a slot was abstained,
@@ -83,15 +87,17 @@ class JobSwap(CoreState):
                     js.removed = True
                     removed.append(name)
                     # Due, nothing done about it yet: let it go. Kept: a failed vote's slot (it
-                    # is voted again), an abstained one (it is recorded missed at its deadline, or
-                    # voted if the clock is trusted again before), one run locally here (its
-                    # record carries the run's outcome).
+                    # is voted again), a refused one (its record says why this node could not
+                    # vote; explorer seed 111231), an abstained one (it is recorded missed at its
+                    # deadline, or voted if the clock is trusted again before), one run locally
+                    # here (its record carries the run's outcome).
                     for slot in js.slots.values():
                         p = slot.vote
                         if (
                             p is not None
                             and not p.in_flight
                             and p.request is None
+                            and not p.why
                             and not p.abstained
                             and p.local not in LOCAL_OWED
                         ):
