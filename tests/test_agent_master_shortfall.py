@@ -30,7 +30,7 @@ from quorum_cron.store.base import SlotState
 from quorum_cron.store.embedded.procs import await_until
 from quorum_cron.store.embedded.topology import EmbeddedCluster
 from tests.agent_cluster import Cluster, job_toml, now_ms
-from tests.topologies import own_cluster
+from tests.topologies import connected_replicas, own_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -50,14 +50,6 @@ def _one_job_per_master(cluster: EmbeddedCluster) -> dict[int, str]:
         if len(by_port) == len(cluster.masters()):
             return by_port
     raise AssertionError(f"no job found for every master: {by_port}")
-
-
-def _replicas(cluster: EmbeddedCluster, port: int) -> int:
-    c = cluster.server(port).client()
-    try:
-        return int(c.info("replication").get("connected_slaves", -1))
-    finally:
-        c.close()
 
 
 def _since(c: Cluster, name: str, mark: int, event: str, text: str = "") -> list[dict[str, object]]:
@@ -101,7 +93,9 @@ def test_a_master_without_its_replica_stops_only_the_jobs_on_it(tmp_path: Path) 
             mark = {name: len(c.nodes[name].events) for name in NODES}
 
             replica.kill()
-            await_until(f"{master} to count no replica", lambda: _replicas(cluster, bad_port) == 0, 30.0, 0.1)
+            await_until(
+                f"{master} to count no replica", lambda: connected_replicas(cluster, bad_port) == 0, 30.0, 0.1
+            )
             # Every node says so (how: checked below); from then on no vote reaches that master.
             begun = [
                 c.wait(

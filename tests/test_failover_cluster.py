@@ -16,7 +16,7 @@ from quorum_cron.errors import StoreUnavailable
 from quorum_cron.store.embedded.procs import await_until
 from quorum_cron.store.embedded.topology import EmbeddedCluster
 from quorum_cron.store.redis import RedisStore
-from tests.topologies import cluster_client, own_cluster
+from tests.topologies import cluster_client, connected_replicas, own_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -31,14 +31,6 @@ def _jobs_on_two_masters(cluster: EmbeddedCluster) -> tuple[str, str]:
             a, b = seen.values()
             return a, b
     raise AssertionError("no two masters found")
-
-
-def _replicas(cluster: EmbeddedCluster, port: int) -> int:
-    c = cluster.server(port).client()
-    try:
-        return int(c.info("replication").get("connected_slaves", -1))
-    finally:
-        c.close()
 
 
 def test_a_master_without_its_replica_fails_only_its_own_jobs_and_is_named() -> None:
@@ -73,7 +65,7 @@ def test_a_master_without_its_replica_fails_only_its_own_jobs_and_is_named() -> 
             cluster.replica_of(short_master).kill()
             await_until(
                 f"{short_master.name} to count no replica",
-                lambda: _replicas(cluster, short_master.port) == 0,
+                lambda: connected_replicas(cluster, short_master.port) == 0,
                 30.0,
                 0.1,
             )

@@ -51,3 +51,12 @@ def redis_cluster() -> Iterator[EmbeddedCluster]:
 def cluster_client(cluster: EmbeddedCluster) -> RedisCluster:
     """A cluster client without retries beyond redis-py's redirect handling."""
     return RedisCluster(host="127.0.0.1", port=cluster.ports[0], socket_timeout=5.0)
+
+
+def connected_replicas(cluster: EmbeddedCluster, port: int) -> int:
+    """How many replicas the server on ``port`` counts as connected (``INFO replication``)."""
+    c = cluster.server(port).client()
+    try:
+        return int(c.info("replication").get("connected_slaves", -1))
+    finally:
+        c.close()
