@@ -385,6 +385,15 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def scrape(port: int) -> dict[str, float]:
+    """An agent's ``/metrics`` on loopback: each sample line's name and labels -> its value."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        lines = resp.read().decode().splitlines()
+    return {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1]) for ln in lines if ln and ln[0] != "#"}
+
+
 def _ephemeral_low() -> int:
     """The first port of the kernel's range for outgoing connections (32768 if it cannot be read)."""
     try:

@@ -13,6 +13,10 @@ master still fell short, so it flapped. Now (quorum_cron/agent/shortmasters.py):
   with the shortfall, naming the master;
 * each node says it once (one line, one ``store_unavailable`` alert naming
   the master) and keeps voting ("not voting" is never said);
+* ``quorum_cron_store_masters_unreplicated`` reads 1 meanwhile, and the
+  held-back votes, which never reach the store, are not counted as failed
+  store calls (``store_errors``: at most the one round that met the
+  shortfall; each ``retry_ms`` counted one before);
 * with the replica restarted, one "replicated again" line per node and the
   job runs again.
 
@@ -29,7 +33,7 @@ import pytest
 from quorum_cron.store.base import SlotState
 from quorum_cron.store.embedded.procs import await_until
 from quorum_cron.store.embedded.topology import EmbeddedCluster
-from tests.agent_cluster import Cluster, job_toml, now_ms
+from tests.agent_cluster import Cluster, free_port, job_toml, now_ms, scrape
 from tests.topologies import connected_replicas, own_cluster
 
 pytestmark = pytest.mark.slow
@@ -86,8 +90,10 @@ def test_a_master_without_its_replica_stops_only_the_jobs_on_it(tmp_path: Path) 
             cfg = c.config(
                 "".join(job_toml(j, "@every 1s", c.out, **JOB_OPTS) for j in sorted(jobs.values()))
             )
+            port = free_port()
             for name in NODES:
-                c.start(name, cfg)
+                extra = ("--metrics-port", str(port), "--metrics-addr", "127.0.0.1") if name == "n1" else ()
+                c.start(name, cfg, *extra)
             c.wait_joined(NODES)
             c.running_since(list(jobs.values()))
             mark = {name: len(c.nodes[name].events) for name in NODES}
@@ -125,6 +131,11 @@ def test_a_master_without_its_replica_stops_only_the_jobs_on_it(tmp_path: Path) 
             for t in late:
                 assert SHORT in ledger[t].reason and f"on master {master}" in ledger[t].reason, ledger[t]
             assert not [t for t in c.succeeded(bad_job) if t > began + 1_000], c.describe()
+            metrics = scrape(port)
+            assert metrics["quorum_cron_store_masters_unreplicated"] == 1, metrics
+            # (The round that met the shortfall failed as a call; the votes held back since, one
+            # round per retry_ms over three missed slots, never reached the store.)
+            assert metrics.get('quorum_cron_store_errors_total{op="vote"}', 0) <= 2, metrics
 
             # Each node said it once, naming the master, with one alert, and never stopped voting.
             for name in NODES:
@@ -146,6 +157,7 @@ def test_a_master_without_its_replica_stops_only_the_jobs_on_it(tmp_path: Path) 
                 )
             back = now_ms()
             c.wait(f"{bad_job} to run again", lambda: _ran_after(c, [bad_job], back, 1), 20)
+            assert scrape(port)["quorum_cron_store_masters_unreplicated"] == 0
             for name in NODES:
                 lines = [str(e["msg"]) for e in _since(c, name, mark[name], "store")]
                 assert len(lines) == 2 and lines[1].startswith(

@@ -127,6 +127,7 @@ class NodeHealth:
         self.replication = Replication(clock.monotonic_ms, 2 * settings.heartbeat_ms)
         self.masters = ShortMasters(store, clock.monotonic_ms, 2 * settings.heartbeat_ms, alerts)
         worker.split, self.masters.on_change = self.masters.split, poke  # (its jobs' votes: held back)
+        self.masters.on_count = metrics.masters_unreplicated.set
         self.on_store_back: Callable[[], None] = lambda: None
         """Called when the store answers again after an outage (the runtime catches up)."""
         self.on_store_down: Callable[[str], None] = lambda reason: None

@@ -97,6 +97,11 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.masters_unreplicated = Gauge(
+            "quorum_cron_store_masters_unreplicated",
+            "Redis Cluster masters whose writes fall short of wait_replicas (their jobs are not voted).",
+            registry=r,
+        )
         self.store_oom = Gauge(
             "quorum_cron_store_oom", "1 while Redis refuses writes for lack of memory (OOM).", registry=r
         )

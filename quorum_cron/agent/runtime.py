@@ -24,20 +24,17 @@ actions. The rest lives in modules that each own one thing:
 * :mod:`.executions` — the job processes (and ``run-local`` runs);
 * :mod:`.observe` — logs, metrics and alerts from store replies.
 
-**Slot outcomes are the core's.** A slot this node could not vote for
-(clock untrusted, store unreachable or refusing) is recorded ``missed`` by
-the core, with the reason, once its deadline passed; a ``run-local`` job is
-run here alone by the core's ``RunLocal`` while the store is unreachable.
-The agent only reports how a store call failed (``Failure.UNREACHABLE`` for
-:class:`StoreUnavailable` but one cluster master's ``WAIT`` shortfall, see
-:mod:`.shortmasters`; ``Failure.REFUSED`` for any other error) and
-whether the store answers its health probes.
+**Slot outcomes are the core's.** A slot this node could not vote for (clock untrusted, store unreachable or
+refusing) is recorded ``missed`` by the core, with the reason, once its deadline passed; a ``run-local`` job
+is run here alone by the core's ``RunLocal`` while the store is unreachable. The agent only reports how a
+store call failed (``Failure.UNREACHABLE`` for :class:`StoreUnavailable` but one cluster master's ``WAIT``
+shortfall, see :mod:`.shortmasters`; ``Failure.REFUSED`` for any other error) and whether the store answers
+its health probes.
 
-**Graceful stop** (SIGTERM): vote no more, let running jobs finish within the grace period,
-record their results, leave the membership, exit 0. A second signal (:meth:`Agent.end_grace`)
-stops the running jobs at once and records that cause on their slots, not "grace period
-expired". A node whose id is held by a live process never joined: it logs ``not_joined``
-(exit 3), never ``left``.
+**Graceful stop** (SIGTERM): vote no more, let running jobs finish within the grace period, record their
+results, leave the membership, exit 0. A second signal (:meth:`Agent.end_grace`) stops the running jobs at
+once and records that cause on their slots, not "grace period expired". A node whose id is held by a live
+process never joined: it logs ``not_joined`` (exit 3), never ``left``.
 """
 
 from __future__ import annotations
@@ -61,6 +58,7 @@ from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.membership import NodeIdTaken, new_incarnation
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.observe import SUMMARY_INTERVAL_S, Observer
+from quorum_cron.agent.shortmasters import sent
 from quorum_cron.agent.spec import AgentJob, AgentSettings
 from quorum_cron.agent.storeio import StoreWorker, waited
 from quorum_cron.clock.base import Clock, SystemClock
@@ -440,7 +438,8 @@ class Agent:
             self._dispatch(self.core.on_reply(action, reply, self.now()))
         else:
             op = type(action).__name__.lower()
-            self.metrics.store_errors.labels(op).inc()
+            if sent(exc):  # (a vote held back for its master's shortfall is no failed call: .shortmasters)
+                self.metrics.store_errors.labels(op).inc()
             if isinstance(exc, StoreUnavailable):
                 self.health.store_down(str(exc))
             elif isinstance(exc, StoreError):

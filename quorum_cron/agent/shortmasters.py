@@ -40,7 +40,7 @@ from quorum_cron.core.model import VoteRequest
 from quorum_cron.core.node import Vote
 from quorum_cron.errors import StoreUnavailable, StoreUnreplicated
 
-__all__ = ["UNSENT", "ShortMasters", "per_master"]
+__all__ = ["UNSENT", "ShortMasters", "per_master", "sent"]
 
 log = logging.getLogger(EVENT_LOGGER)
 
@@ -50,6 +50,12 @@ records it as the slot's reason, and :meth:`ShortMasters.down` tells it from a w
 short (which alone renews the state)."""
 
 _MASTERS = re.compile(r" on masters? (?P<names>\S+(?:, \S+)*)$")
+
+
+def sent(exc: BaseException) -> bool:
+    """Whether a failed store call reached the store: False for a vote held back here
+    (:data:`UNSENT`), which is no store error (``store_errors`` counts calls that failed)."""
+    return UNSENT not in str(exc)
 
 
 def per_master(short: str) -> dict[str, str] | None:
@@ -88,6 +94,10 @@ class ShortMasters:
         thread reads it while the loop's thread sets it)."""
         self.on_change: Callable[[], None] = lambda: None
         """Called when a master's state ends (its jobs may be voted at once)."""
+        self.on_count: Callable[[int], None] = lambda n: None
+        """Called with the number of short masters each time a state begins or ends (the
+        ``quorum_cron_store_masters_unreplicated`` gauge): a held-back vote is no store call
+        that failed, so ``store_errors`` does not count it (:func:`sent`), and this says it."""
 
     def down(self, reason: str) -> bool:
         """A store error: True when it is a shortfall of named masters, handled here (each said
@@ -112,8 +122,12 @@ class ShortMasters:
                     f"docs/operations.md, wait_replicas)",
                     master=master,
                 )
-        self.held = {m: s.short for m, s in self._states.items()}
+        self._held_changed()
         return True
+
+    def _held_changed(self) -> None:
+        self.held = {m: s.short for m, s in self._states.items()}
+        self.on_count(len(self.held))
 
     def split(self, vote: Vote) -> tuple[Sequence[VoteRequest], list[tuple[Vote, BaseException]]]:
         """On the store worker's thread: the requests to send, and per short master a ``Vote`` of
@@ -177,7 +191,7 @@ class ShortMasters:
             if owned and not state.ends(True):
                 continue
             del self._states[master]
-            self.held = {m: s.short for m, s in self._states.items()}
+            self._held_changed()
             how = "replicated again" if owned else "no longer needed: it owns no slot now"
             event(log, logging.INFO, "store", f"store writes to master {master} {how} (after {text})",
                   master=master)  # fmt: skip
