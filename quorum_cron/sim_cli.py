@@ -7,7 +7,6 @@ time measured for the speed report, files written where asked.
 
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
 from pathlib import Path
@@ -17,9 +16,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from quorum_cron.commands.sim_options import hours_option, load_template, start_option
 from quorum_cron.printable import printable
 
 __all__ = ["sim_group"]
+
+START_HELP = (
+    "With --config: the simulated time to begin at (ISO 8601, UTC unless it names an offset, "
+    "e.g. 2026-03-29T00:30:00Z).  [default: 2023-11-14T22:14:00Z]"
+)
 
 SHRINK_RUNS = 60
 """Simulations the shrinker may spend per failing seed on the command line."""
@@ -59,38 +64,6 @@ def _writable(path: Path | None, option: str) -> None:
     """Refuse an output path whose directory does not exist now, not after the whole run."""
     if path is not None and not path.parent.is_dir():
         raise click.BadParameter(f"{path}: directory {str(path.parent)!r} does not exist", param_hint=option)
-
-
-def _hours(ctx: click.Context, param: click.Parameter, hours: float) -> float:
-    """``--hours`` as a finite number of hours. Why: ``nan`` and ``inf`` pass a ``FloatRange``
-    (nan compares false to its bounds) and failed later with a traceback, or, without
-    ``--config``, as if the first explored seed had raised."""
-    if not math.isfinite(hours * 3_600_000):
-        raise click.BadParameter(
-            f"{hours!r} hours is not a time the simulator can run (expected a finite number such as 1 or 0.5)"
-        )
-    return hours
-
-
-def _from_config(path: Path, hours: float, nodes: int | None) -> tuple[object, tuple[tuple[str, str], ...]]:
-    """The template scenario of a config FILE (``--config``), with a ``warning:`` line on stderr for
-    each feature the simulator does not model and each job that fires no slot in ``hours``.
-
-    A config that does not load is refused with the loader's own line (exit 2, as any bad input of
-    ``sim``); ``quorum-cron validate`` lists every problem."""
-    from quorum_cron.commands.sim_config import from_config, quiet_jobs
-    from quorum_cron.config.file import load_config
-    from quorum_cron.config.settings import InvalidConfig
-    from quorum_cron.errors import ConfigError
-
-    try:
-        converted = from_config(load_config(path), hours=hours, nodes=nodes)
-    except ConfigError as exc:
-        every = f" (every problem: quorum-cron validate {path})" if isinstance(exc, InvalidConfig) else ""
-        raise click.BadParameter(f"{exc}{every}", param_hint="--config") from None
-    for line in (*converted.warnings, *quiet_jobs(converted.scenario)):
-        click.echo(f"warning: {printable(line, 300)}", err=True)
-    return converted.scenario, converted.node_names
 
 
 def _nothing_checked(due: int, judged: int) -> str | None:
@@ -223,7 +196,10 @@ def run_cmd(
     "--nodes", type=click.IntRange(min=1, max=99), default=None, help="[default: 5, or the config's size]"
 )
 @click.option("--jobs", type=click.IntRange(min=1, max=1000), default=None, help="Random jobs.  [default: 3]")
-@click.option("--hours", type=click.FloatRange(min=0.001), default=1.0, show_default=True, callback=_hours)
+@click.option(
+    "--hours", type=click.FloatRange(min=0.001), default=1.0, show_default=True, callback=hours_option
+)
+@click.option("--start", callback=start_option, help=START_HELP)
 @click.option(
     "--strategy", type=click.Choice(["quorum", "leader", "lock"]), default="quorum", show_default=True
 )
@@ -255,6 +231,7 @@ def explore_cmd(
     out: Path,
     shrink: bool,
     wait_replicas: int | None,
+    start: int | None,
 ) -> None:
     """Run random fault schedules over many seeds; list failing seeds with their replay command.
 
@@ -271,12 +248,14 @@ def explore_cmd(
             raise click.UsageError(
                 "--jobs with --config (the config's jobs are explored: expected one of them)"
             )
-        loaded, _ = _from_config(config_path, hours, nodes)
+        loaded, _ = load_template(config_path, hours, nodes, start)
         assert isinstance(loaded, Scenario)
         template = loaded
         nodes, jobs = template.nodes, len(template.jobs)
         if wait_replicas is None:
             wait_replicas = template.settings.wait_replicas
+    elif start is not None:
+        raise click.UsageError("--start without --config (random jobs start at the default: pass --config)")
     nodes = 5 if nodes is None else nodes
     jobs = 3 if jobs is None else jobs
     wait_replicas = 1 if wait_replicas is None else wait_replicas
@@ -465,18 +444,25 @@ SCENARIO_FOOTER = """
 )
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write here (default: stdout).")
 @click.option(
-    "--hours", type=click.FloatRange(min=0.001, max=8784), default=1.0, show_default=True, callback=_hours
+    "--hours",
+    type=click.FloatRange(min=0.001, max=8784),
+    default=1.0,
+    show_default=True,
+    callback=hours_option,
 )
 @click.option(
     "--nodes", type=click.IntRange(min=1, max=99), default=None, help="[default: the config's size]"
 )
-def scenario_cmd(config_path: Path, out: Path | None, hours: float, nodes: int | None) -> None:
+@click.option("--start", callback=start_option, help=START_HELP)
+def scenario_cmd(
+    config_path: Path, out: Path | None, hours: float, nodes: int | None, start: int | None
+) -> None:
     """Write the scenario of an agent config's jobs and cluster (no faults), for 'sim run'."""
     import sim
     from sim.scenario import Scenario
 
     _writable(out, "--out")
-    sc, names = _from_config(config_path, hours, nodes)
+    sc, names = load_template(config_path, hours, nodes, start)
     assert isinstance(sc, Scenario)
     header = SCENARIO_HEADER.format(source=printable(str(config_path), 200))
     if names:

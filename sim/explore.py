@@ -67,7 +67,7 @@ def explore_scenario(
     loses acknowledged writes can run a slot twice (a reported limit).
 
     ``template`` (a user's cluster and jobs: ``sim explore --config``) gives the nodes, jobs,
-    clocks and settings instead of ``nodes`` and random ``jobs``; faults are drawn as for any
+    clocks, settings and start time instead of ``nodes`` and random ``jobs``; faults are drawn as for any
     seed. Its own quorum (not a majority) keeps membership changes out: the simulator takes a
     quorum setting only with every node a member.
     """
@@ -85,7 +85,13 @@ def explore_scenario(
             given_jobs=template.jobs,
             membership=not template.settings.quorum,
         )
-        sc = replace(sc, settings=template.settings, clocks=template.clocks, description=template.description)
+        sc = replace(
+            sc,
+            settings=template.settings,
+            clocks=template.clocks,
+            description=template.description,
+            start_ms=template.start_ms,
+        )
     # Half the seeds vote at the fire time: most of their slots commit after it, with the
     # executor's start folded into the commit (docs/protocol.md). Drawn apart from the scenario,
     # so each seed's jobs and faults are what they were.
