@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from quorum_cron.commands.common import config_option, fail, fmt_ms, load, redis_option, store_for
-from quorum_cron.commands.output import format_option, resolve_format, rows, utc_label
+from quorum_cron.commands.output import format_option, reason_with_cause, resolve_format, rows, utc_label
 from quorum_cron.config.values import _name_problem
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.printable import cell, printable
@@ -115,7 +115,7 @@ def _table(entries: list[LedgerEntry], detail: bool, counts: Sequence[VoterAccou
             fmt_ms(e.fire_ms),
             e.job,
             f"[{style}]{e.state}[/]" if style else str(e.state),
-            cell(_reason(e)),
+            cell(reason_with_cause(e)),
             cell(e.executor or "-", 100),
             str(e.token or "-"),
             cell(c.text(e.voters)),
@@ -142,7 +142,7 @@ def _plain(entries: list[LedgerEntry], detail: bool, counts: Sequence[VoterAccou
             c.text(e.voters),
             str(e.started_ms - e.fire_ms) if e.started_ms else "-",
             _ran_ms(e),
-            _reason(e),
+            reason_with_cause(e),
         ]
         for e, c in zip(entries, counts or [VoterAccount()] * len(entries), strict=True)
     ]
@@ -203,20 +203,6 @@ def _read(store: ObservedStore, names: list[str], limit: int, unreadable: list[s
             click.echo(f"warning: ledger of {name!r} unreadable: {printable(str(exc), 300)}", err=True)
             unreadable.append(name)
     return entries
-
-
-def _reason(e: LedgerEntry) -> str:
-    """The ledger's reason, and for a failed run the cause its detail starts with.
-
-    The store ends a failed slot "job failed"; why (``exit 3``, ``timed out after 3000 ms``,
-    ``killed by signal SIGKILL``) is the first line of the run's detail, which only
-    ``--detail`` showed: the reason column of a failure said nothing a success's did not.
-    """
-    if e.state == SlotState.FAILED and e.detail:
-        cause = e.detail.split("\n", 1)[0].strip()[:120]
-        if cause and cause not in e.reason:
-            return f"{e.reason}: {cause}"
-    return e.reason
 
 
 def _ran_ms(e: LedgerEntry) -> str:

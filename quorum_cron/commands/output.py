@@ -24,8 +24,18 @@ from typing import Any, Literal, TypeVar
 import click
 
 from quorum_cron.printable import printable
+from quorum_cron.redact import redact_text
+from quorum_cron.store.base import LedgerEntry, SlotState
 
-__all__ = ["Format", "format_option", "resolve_format", "rows", "utc_label", "zoned_label"]
+__all__ = [
+    "Format",
+    "format_option",
+    "reason_with_cause",
+    "resolve_format",
+    "rows",
+    "utc_label",
+    "zoned_label",
+]
 
 Format = Literal["table", "plain", "json"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -94,3 +104,19 @@ def zoned_label(ms: int, zone: str) -> str:
     frac = f".{ms % 1000:03d}" if ms % 1000 else ""
     label = when.strftime("%Y-%m-%d %H:%M:%S") + frac + f" {when.tzname()}"
     return label if zone == "UTC" else f"{label} ({zone})"
+
+
+def reason_with_cause(e: LedgerEntry) -> str:
+    """The ledger's reason, and for a failed run the cause its detail starts with.
+
+    The store ends a failed slot "job failed"; why (``exit 3``, ``timed out after 3000 ms``,
+    ``killed by signal SIGKILL``) is the first line of the run's detail, which only
+    ``history --detail`` showed: the reason column of a failure said nothing a success's did
+    not. ``history`` and ``status`` (its last outcomes) both show it; URL passwords in it are
+    masked, as in the detail itself.
+    """
+    if e.state == SlotState.FAILED and e.detail:
+        cause = redact_text(e.detail.split("\n", 1)[0].strip()[:120])
+        if cause and cause not in e.reason:
+            return f"{e.reason}: {cause}"
+    return e.reason

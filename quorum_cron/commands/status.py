@@ -34,7 +34,14 @@ from quorum_cron.agent.membership import MembershipFacts, membership_facts
 from quorum_cron.commands.common import ago, config_option, fail, fmt_ms, load, redis_option, store_for
 from quorum_cron.commands.control import describe_control
 from quorum_cron.commands.members import describe_facts, role
-from quorum_cron.commands.output import format_option, resolve_format, rows, utc_label, zoned_label
+from quorum_cron.commands.output import (
+    format_option,
+    reason_with_cause,
+    resolve_format,
+    rows,
+    utc_label,
+    zoned_label,
+)
 from quorum_cron.config.settings import JobSpec
 from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
@@ -241,7 +248,7 @@ class _Snapshot:
                     str(entry.state),
                     entry.executor or "-",
                     str(entry.token or "-"),
-                    entry.reason,
+                    reason_with_cause(entry),
                 ]
             )
         lines += rows(header, body)
@@ -411,6 +418,6 @@ def _jobs_table(
             f"[{style}]{entry.state}[/]" if style else str(entry.state),
             cell(entry.executor or "-", 100),
             str(entry.token or "-"),
-            cell(entry.reason),
+            cell(reason_with_cause(entry)),
         )
     return table
