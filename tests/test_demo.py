@@ -98,3 +98,11 @@ def test_a_redis_that_does_not_answer_is_one_line_at_once() -> None:
     assert "hunter2" not in result.output
     bad = CliRunner().invoke(demo, ["--redis", "redis://:hunter2@127.0.0.1:1/0?foo=bar"])
     assert bad.exit_code == 1 and "has parameter 'foo'" in bad.output and "hunter2" not in bad.output
+
+
+def test_a_redis_url_that_does_not_parse_names_the_option() -> None:
+    """One line naming the option and the value, as status's ``--redis / QUORUM_CRON_REDIS_URL: ...``."""
+    result = CliRunner().invoke(demo, ["--redis", "nothing"])
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("Error: --redis: 'nothing' has no scheme (expected redis://"), line

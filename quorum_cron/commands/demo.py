@@ -152,7 +152,10 @@ def _reachable(url: str) -> None:
 
     problem = answer_problem(url)
     if problem is not None:
-        raise click.ClickException(problem.removeprefix("invalid redis url: "))
+        # A URL that does not parse is named by its option, as every other command's --redis is
+        # ("'nothing' has no scheme" did not say which input it was).
+        unparsed = problem.removeprefix("invalid redis url: ")
+        raise click.ClickException(f"--redis: {unparsed}" if unparsed != problem else problem)
 
 
 def _agent_env() -> dict[str, str]:
