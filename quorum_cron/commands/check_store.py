@@ -1,7 +1,8 @@
 """``quorum-cron check-store URL``: is this Redis one quorum-cron can run on, and how is it set up?
 
 One line per check, each ``ok``, ``note`` or ``PROBLEM``, and exit 1 when
-any is a problem (0 otherwise, 2 for a bad URL or option):
+any is a problem (0 otherwise; a bad URL or option is one ``error: ...``
+line and exit 1, as for every command):
 
 - **server**: product, version and mode against the support matrix
   (:mod:`quorum_cron.store.server`; the agent refuses the same servers);
