@@ -278,17 +278,15 @@ def test_adding_a_node_that_runs_already_does_not_ask_to_start_it(
     res = run(members, "set", "a,b,c", "--reason", "d goes", "--config", str(cfg))
     assert res.exit_code == 0, res.output
     assert (
-        "next: stop d (SIGTERM) once `members show` shows no change in progress: they run, and until they "
-        'stop they heartbeat as REFUSED (docs/operations.md, "Scale down")'
+        "next: stop d (SIGTERM) once `members show` shows no change in progress: it runs, and until it "
+        'stops it heartbeats as REFUSED (docs/operations.md, "Scale down")'
     ) in res.output
     for node in "abc":
         beat(store, node, 6)
     res = run(members, "add", "d", "--reason", "d is back", "--config", str(cfg))
     assert res.exit_code == 0, res.output
     assert "next: start" not in res.output
-    assert "next: d already run(s) (refused until now); the change ends when every new member heartbeats" in (
-        res.output
-    )
+    assert "next: d is already running (refused until now); the change ends when every" in res.output
     store.leave("a", "inc-a")
     store.leave("b", "inc-b")
     store.leave("c", "inc-c")
@@ -391,3 +389,22 @@ def test_a_forced_change_without_jobs_in_the_file_names_the_key_pattern(
     res = run(members, "replace", "s1", "s2", "--reason", "s1 died", "--force", "--config", str(cfg))
     assert res.exit_code == 0, res.output
     assert f"redis-cli HDEL KEY mr — 'qc:{{{NS}:JOB}}:meta' for each job" in res.output, res.output
+
+
+def test_the_next_steps_read_right_for_several_running_nodes(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
+) -> None:
+    """'d, e are already running' / 'they run': the hints said 'd already run(s)' for one and many."""
+    cfg = config(tmp_path, redis_server.url)
+    store.init_membership(Configuration.of("abc"), "a")
+    for node in "abcde":
+        beat(store, node, 1)
+    res = run(members, "add", "d", "e", "--reason", "both run", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    assert "next: d, e are already running (refused until now); the change ends when every" in res.output
+    for node in "abcde":
+        beat(store, node, 2)
+    assert not store.membership().record.joint  # type: ignore[union-attr]
+    res = run(members, "remove", "d", "e", "--reason", "both go", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    assert "no change in progress: they run, and until they stop they heartbeat as REFUSED" in res.output

@@ -300,7 +300,8 @@ def _change(
             )
         elif joining:
             click.echo(
-                f"next: {', '.join(joining)} already run(s) (refused until now); the change ends when every "
+                f"next: {', '.join(joining)} {'is' if len(joining) == 1 else 'are'} already running (refused "
+                f"until now); the change ends when every "
                 f"new member heartbeats under epoch {after.record.epoch}, within a heartbeat or two",
                 err=True,
             )
@@ -308,7 +309,12 @@ def _change(
         if leaving:
             click.echo(
                 f"next: stop {', '.join(leaving)} (SIGTERM) once `members show` shows no change in progress: "
-                f'they run, and until they stop they heartbeat as REFUSED (docs/operations.md, "Scale down")',
+                + (
+                    "it runs, and until it stops it heartbeats"
+                    if len(leaving) == 1
+                    else "they run, and until they stop they heartbeat"
+                )
+                + ' as REFUSED (docs/operations.md, "Scale down")',
                 err=True,
             )
 
