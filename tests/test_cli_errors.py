@@ -170,6 +170,31 @@ def test_server_that_is_not_redis(tmp_path: Path, not_redis: str) -> None:
         assert "redis.call" not in line and "KEYS[" not in line  # no Lua source in the message
 
 
+def test_every_command_says_a_server_that_is_not_redis_is_not_redis(tmp_path: Path, not_redis: str) -> None:
+    """The agent's line, naming the address and what was expected, from every command that opens the
+    store; they said "unavailable during time: Protocol error, got "H" as reply type byte", as for
+    a server that is down (docs/operations.md: one line naming the value and what was expected)."""
+    cfg = str(config(tmp_path, not_redis))
+    expected = f"error: the server at {not_redis} does not answer like Redis ("
+    for args in (
+        ("status",),
+        ("history",),
+        ("trigger", "a"),
+        ("pause", "a"),
+        ("resume", "a"),
+        ("members", "show"),
+        ("members", "add", "x", "--reason", "r"),
+    ):
+        line = one_line_error(run(*args, "--config", cfg), 1)
+        assert line.startswith(expected) and line.endswith("): expected a Redis server"), (args, line)
+    res = run("check-store", not_redis)
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res
+    said = f"PROBLEM connect   the server at {not_redis} does not answer like Redis ("
+    assert said in res.stdout and "expected a Redis server" in res.stdout, res.stdout
+    line = one_line_error(run("demo", "--redis", not_redis), 1)  # (its own check: store/connect.py)
+    assert line.startswith(expected) and line.endswith("): expected a Redis server"), line
+
+
 def test_metrics_port_in_use_and_bad_address(tmp_path: Path, redis_server: EmbeddedRedis) -> None:
     cfg = config(tmp_path, redis_server.url, "metrics")
     with socket.socket() as busy:

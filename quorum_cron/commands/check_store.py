@@ -41,6 +41,7 @@ from quorum_cron.store.server import (
     ServerProbe,
     credentials_hint,
     eviction_problem,
+    not_redis_problem,
     parse_server_info,
     unsupported,
 )
@@ -213,6 +214,10 @@ def check_store(url: str, acl_user: str | None) -> None:
 
 
 def _unreachable(target: RedisTarget, exc: StoreError) -> list[str]:
+    not_redis = not_redis_problem(target.shown, exc)  # (it answered, in another protocol: not down)
+    if not_redis is not None:
+        _line("PROBLEM", "connect", not_redis)
+        return ["connect"]
     first = str(exc).split("\n", 1)[0][:300]
     _line("PROBLEM", "connect", f"redis at {target.shown}: {first}{credentials_hint(first)}")
     return ["connect"]

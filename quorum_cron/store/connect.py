@@ -37,7 +37,7 @@ from typing import Any, Final, cast
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
-from redis.exceptions import RedisClusterException, RedisError, ResponseError
+from redis.exceptions import InvalidResponse, RedisClusterException, RedisError, ResponseError
 from redis.retry import Retry
 
 from quorum_cron.errors import ConfigError
@@ -124,6 +124,9 @@ def answer_problem(url: str) -> str | None:
         client.ping()
     except WrongServerKind as exc:  # it answered: as a server of another kind
         return f"redis at {target.shown}: {exc}"
+    except InvalidResponse as exc:  # it answered, but not in Redis's protocol (an HTTP port, say)
+        first = redact_text(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return f"the server at {target.shown} does not answer like Redis ({first}): expected a Redis server"
     except redis.RedisError as exc:
         first = redact_text(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return f"redis at {target.shown} did not answer: {first}"

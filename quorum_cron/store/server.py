@@ -38,7 +38,13 @@ from typing import Any, Final, TypeAlias, cast
 
 import redis
 from redis.cluster import RedisCluster
-from redis.exceptions import AuthenticationError, NoPermissionError, RedisClusterException, ResponseError
+from redis.exceptions import (
+    AuthenticationError,
+    InvalidResponse,
+    NoPermissionError,
+    RedisClusterException,
+    ResponseError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -59,6 +65,7 @@ __all__ = [
     "ServerProbe",
     "credentials_hint",
     "eviction_problem",
+    "not_redis_problem",
     "parse_server_info",
     "preflight",
     "server_problem",
@@ -176,8 +183,11 @@ def server_problem(server: Store | RedisClient, shown_url: str) -> str | None:
     """The :func:`unsupported` line for the server ``server`` reaches, or None.
 
     ``server``: a :class:`RedisStore` or a redis-py client; any other store
-    (the memory model) has no server and gets None. None also when ``INFO
-    server`` cannot be read: a server that is down is the caller's to report
+    (the memory model) has no server and gets None. A server that answers
+    ``INFO`` in another protocol (an HTTP port) is not Redis: that line, as
+    the agent's preflight says it (the commands said "unavailable during
+    time: Protocol error ..." as for a server that is down). None when ``INFO
+    server`` cannot be read otherwise: a server that is down is the caller's to report
     (the agent waits for it, a command says it cannot reach it), and a user
     whose ACL lacks INFO keeps an unchecked version rather than being
     locked out.
@@ -187,6 +197,8 @@ def server_problem(server: Store | RedisClient, shown_url: str) -> str | None:
         return None
     try:
         info = client.info("server")
+    except InvalidResponse as exc:  # (it answered, but not in Redis's protocol: an HTTP port, say)
+        return _not_redis(shown_url, exc)
     except redis.RedisError:
         return None
     except (AttributeError, TypeError, ValueError):
@@ -303,6 +315,16 @@ def _nodes(reply: object) -> list[Mapping[str, Any]]:
     if isinstance(reply, Mapping) and reply and all(isinstance(v, Mapping) for v in reply.values()):
         return [v for v in reply.values() if isinstance(v, Mapping)]
     return [reply] if isinstance(reply, Mapping) else []
+
+
+def not_redis_problem(shown_url: str, exc: BaseException) -> str | None:
+    """The "does not answer like Redis" line when ``exc`` (a store error, or what caused it) is a
+    reply outside Redis's protocol, else None: such a server is not down, and waiting or retrying
+    will not help (``check-store`` says it as the agent does)."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, InvalidResponse):
+        cause = cause.__cause__
+    return None if cause is None else _not_redis(shown_url, cause)
 
 
 def _not_redis(shown_url: str, exc: BaseException) -> str:
