@@ -165,6 +165,11 @@ def test_pause_skips_due_slots_with_the_reason_until_resume(
     assert res.exit_code == 0 and "tick is already paused: paused by ops at" in res.output, res.output
     again = c.store.control("tick")
     assert (again.by, again.reason, again.at_ms) == ("ops", "disk swap", paused_at)
+    # The same pause again (a retried script): unchanged, and said so, not "paused".
+    res = cli(pause, "tick", "--config", str(cfg), "--by", "ops", "--reason", "disk swap")
+    assert res.exit_code == 0 and "tick is already paused: paused by ops at" in res.output, res.output
+    assert res.output.rstrip().endswith("disk swap (unchanged)"), res.output
+    assert c.store.control("tick").at_ms == paused_at
 
     res = cli(resume, "tick", "--config", str(cfg), "--by", "ops")
     assert res.exit_code == 0 and "resumed tick: active (resumed by ops at" in res.output, res.output

@@ -758,17 +758,21 @@ class StoreParity(RuleBasedStateMachine):
             self.resume(job, by)
 
     def pause(self, job: str, by: str, reason: str) -> None:
+        was = self.model.control(job)
         got = self.redis.pause(job, by, reason)
-        self.same("pause", got, self.model.pause(job, by, reason))
+        want = self.model.pause(job, by, reason)
+        self.same("pause", (got, got.changed), (want, want.changed))  # (changed: compare=False)
         assert got.paused and got.by == by and got.reason == reason
+        assert got.changed == (not (was.paused and was.by == by and was.reason == reason))
         note("pause")
         note("op pause")
 
     def resume(self, job: str, by: str) -> None:
         was = self.model.control(job)
         got = self.redis.resume(job, by)
-        self.same("resume", got, self.model.resume(job, by))
-        assert not got.paused
+        want = self.model.resume(job, by)
+        self.same("resume", (got, got.changed), (want, want.changed))  # (changed: compare=False)
+        assert not got.paused and got.changed == was.paused and not self.redis.control(job).changed
         note("op resume")
         if was.paused:
             assert (got.by, got.at_ms) == (by, self.now)

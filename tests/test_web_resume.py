@@ -115,6 +115,32 @@ def test_a_resume_that_lost_the_race_names_who_resumed_it() -> None:
     ]
 
 
+class _SameByMeanwhile(RedisStore):
+    """Another session of the *same* operator resumes the job just before this one's resume lands
+    (two terminals, or a script retried), on real Redis."""
+
+    def resume(self, job: str, by: str) -> JobControl:
+        RedisStore.resume(self, job, by)
+        return super().resume(job, by)
+
+
+def test_two_sessions_resuming_as_the_same_operator_are_not_both_told_they_resumed(
+    redis_client: redis.Redis,
+) -> None:
+    # (Told from a read before and the state after, both were: the state changed, and it named
+    # alice. The store's answer now says whether this call ended the pause.)
+    store = _SameByMeanwhile(redis_client, f"race-{uuid.uuid4().hex[:8]}", clock=lambda: T0)
+    store.pause("tick", "carol", "migration")
+    done = perform(store, "tick", "resume", "alice", "")
+    assert done["was_paused"] is False and done["control"]["by"] == "alice", done
+    assert [(a.action, a.by) for a in store.audit("tick", 10)] == [
+        (AuditAction.RESUME, "alice"),
+        (AuditAction.PAUSE, "carol"),
+    ]
+    # The pause answers the same way: the same pause again changed nothing.
+    assert store.pause("tick", "carol", "again").changed and not store.pause("tick", "carol", "again").changed
+
+
 def test_cli_resume_says_the_job_was_not_paused(tmp_path: Path, redis_server: EmbeddedRedis) -> None:
     namespace = f"res-{uuid.uuid4().hex[:8]}"
     cfg = tmp_path / "c.toml"

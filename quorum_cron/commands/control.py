@@ -148,6 +148,9 @@ def pause(job: str, config_path: Path, redis_url: str | None, reason: str, by: s
             click.echo(f"{job} is already paused: {describe_control(now)} (unchanged; --reason to replace)")
             return
     control = _call(config, redis_url, job, lambda s: s.pause(job, who, reason), "pause")
+    if not control.changed:  # (the same pause, by the same --by with the same reason, was in place)
+        click.echo(f"{job} is already paused: {describe_control(control)} (unchanged)")
+        return
     click.echo(f"paused {job}: {describe_control(control)}")
 
 
@@ -161,10 +164,10 @@ def resume(job: str, config_path: Path, redis_url: str | None, by: str | None) -
     config = load(config_path)
     _known(config, job)
     who = _by(by)
-    before, after = _call(config, redis_url, job, lambda s: (s.control(job), s.resume(job, who)), "resume")
-    # This call ended the pause when the state changed and names who (quorum_cron/web/actions.py, the
-    # same rule): a job resumed by someone else in between names them, one not paused is unchanged.
-    if after != before and after.by == who:
+    after = _call(config, redis_url, job, lambda s: s.resume(job, who), "resume")
+    # The store says whether this call ended the pause (JobControl.changed): a job resumed by
+    # someone else in between, or by another session as the same --by, is unchanged here.
+    if after.changed:
         click.echo(f"resumed {job}: {describe_control(after)}")
     else:
         click.echo(f"{job} is not paused: {describe_control(after)} (unchanged: nothing to resume)")

@@ -332,6 +332,11 @@ class JobControl:
     by: str
     at_ms: int
     reason: str
+    changed: bool = field(default=False, compare=False)
+    """In the answer of ``Store.pause`` / ``Store.resume``: whether *this* call changed the
+    state (and wrote an audit entry). Why the store says it: told from a read before and the
+    answer after, two sessions resuming as the same ``--by`` at once were both told they
+    resumed it. Not part of the state (``compare=False``): a read says False."""
 
 
 class AuditAction(enum.StrEnum):

@@ -384,12 +384,16 @@ class Store(JobTables, MissedRecords, Protocol):
         on; failed runs are not retried). Recorded in the job's audit with
         ``by`` and store time. Pausing again with the same ``by`` and
         ``reason`` changes nothing (a retry after a lost reply); otherwise
-        the new pause replaces the old one. Returns the control afterwards.
+        the new pause replaces the old one. Returns the control afterwards,
+        its ``changed`` true when this call paused or replaced the pause.
         """
         ...
 
     def resume(self, job: str, by: str) -> JobControl:
-        """End the job's pause (audited). Resuming a job that is not paused changes nothing."""
+        """End the job's pause (audited). Resuming a job that is not paused changes nothing.
+
+        Returns the control afterwards, its ``changed`` true when this call ended the pause.
+        """
         ...
 
     def control(self, job: str) -> JobControl:

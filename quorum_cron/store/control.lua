@@ -18,8 +18,10 @@
 -- ARGV[10] trigger channel "qc:{ns}:trigger" (PUBLISH, payload job \n fire_ms),
 --          or "" on a cluster: SPUBLISH on the job's channel qc:{ns:job}:trigger
 --
--- Replies: pause/resume {now, paused "1"|"", by, at, reason} (the control
--- afterwards); trigger {now, fire_ms}; list {now, fire_ms...} ascending.
+-- Replies: pause/resume {now, paused "1"|"", by, at, reason, changed "1"|""}
+-- (the control afterwards, and whether this call changed it: told from a
+-- read before, two sessions resuming as the same "by" at once were both told
+-- they had); trigger {now, fire_ms}; list {now, fire_ms...} ascending.
 
 local K_META, K_TRIG, K_AUDIT = KEYS[1], KEYS[2], KEYS[3]
 local op, job, by = ARGV[2], ARGV[3], ARGV[4]
@@ -63,9 +65,9 @@ local function check_types()
   return nil
 end
 
-local function control()
+local function control(changed)
   local c = redis.call('HMGET', K_META, 'p', 'pb', 'pa', 'pr')
-  return {NOW, c[1] or '', c[2] or '', c[3] or '0', c[4] or ''}
+  return {NOW, c[1] or '', c[2] or '', c[3] or '0', c[4] or '', changed and '1' or ''}
 end
 
 local corrupt = check_types()
@@ -76,19 +78,21 @@ end
 if op == 'p' then
   local c = redis.call('HMGET', K_META, 'p', 'pb', 'pr')
   local reason = ARGV[5]
-  if not (c[1] == '1' and c[2] == by and (c[3] or '') == reason) then
+  local changed = not (c[1] == '1' and c[2] == by and (c[3] or '') == reason)
+  if changed then
     redis.call('HSET', K_META, 'p', '1', 'pb', by, 'pa', NOW, 'pr', reason)
     audit('pause', reason)
   end
-  return control()
+  return control(changed)
 end
 
 if op == 'r' then
-  if redis.call('HGET', K_META, 'p') == '1' then
+  local changed = redis.call('HGET', K_META, 'p') == '1'
+  if changed then
     redis.call('HSET', K_META, 'p', '', 'pb', by, 'pa', NOW, 'pr', '')
     audit('resume', '')
   end
-  return control()
+  return control(changed)
 end
 
 if op == 't' then

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from quorum_cron.core.membership import MAX_EPOCH, epoch_bound_refusal
 from quorum_cron.core.model import (
@@ -88,6 +89,7 @@ class ControlModel:
             j.control = JobControl(True, by, now, reason)
             j.audit_seq += 1
             j.audit.append(AuditEntry(job, AuditAction.PAUSE, by, now, reason))
+            return replace(j.control, changed=True)
         return j.control
 
     def resume(self, job: str, by: str) -> JobControl:
@@ -97,6 +99,7 @@ class ControlModel:
             j.control = JobControl(False, by, now, "")
             j.audit_seq += 1
             j.audit.append(AuditEntry(job, AuditAction.RESUME, by, now, ""))
+            return replace(j.control, changed=True)
         return j.control
 
     def control(self, job: str) -> JobControl:

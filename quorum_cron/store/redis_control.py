@@ -10,6 +10,7 @@ operators (CLI, web face), never from the protocol.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from quorum_cron.store import keys as store_keys
@@ -44,16 +45,16 @@ class RedisControl(RedisBase):
     def pause(self, job: str, by: str, reason: str) -> JobControl:
         with self._boundary("pause"):
             reply = self._control_call("p", job, by, reason)
-            if len(reply) != 5:
-                raise ValueError(f"pause reply has {len(reply)} elements, expected 5")
-            return self._job_control(job, *reply[1:])
+            if len(reply) != 6:
+                raise ValueError(f"pause reply has {len(reply)} elements, expected 6")
+            return replace(self._job_control(job, *reply[1:5]), changed=as_text(reply[5]) == "1")
 
     def resume(self, job: str, by: str) -> JobControl:
         with self._boundary("resume"):
             reply = self._control_call("r", job, by)
-            if len(reply) != 5:
-                raise ValueError(f"resume reply has {len(reply)} elements, expected 5")
-            return self._job_control(job, *reply[1:])
+            if len(reply) != 6:
+                raise ValueError(f"resume reply has {len(reply)} elements, expected 6")
+            return replace(self._job_control(job, *reply[1:5]), changed=as_text(reply[5]) == "1")
 
     def control(self, job: str) -> JobControl:
         with self._boundary("control"):

@@ -2,9 +2,8 @@
 
 One place for both ways of acting (a page's form, the JSON API): the JSON
 answer (:func:`perform`) and the line the job's page then says once
-(:func:`said`). Each action is one audited store call; a resume first reads
-the pause state, so that its answer can say whether the job was paused at
-all (see :func:`perform`).
+(:func:`said`). Each action is one audited store call; a resume's answer says
+whether the job was paused at all (see :func:`perform`).
 """
 
 from __future__ import annotations
@@ -28,9 +27,9 @@ def perform(store: ObservedStore, job: str, action: str, who: str, reason: str) 
     ending a pause). The answer says so instead: ``was_paused`` is false, and
     ``control`` names who resumed it last and when — the entry an operator
     auditing "who resumed it" finds. Whether this call ended the pause is
-    told from the state before and after: it did when the state changed and
-    the one after names ``who``; when someone else resumed it in between,
-    the state after names them.
+    the store's answer (``JobControl.changed``): told from a read before and
+    the state after, two sessions resuming as the same ``who`` at once were
+    both told they had.
     """
     if action == "trigger":
         fire_ms = store.trigger(job, who)
@@ -38,9 +37,8 @@ def perform(store: ObservedStore, job: str, action: str, who: str, reason: str) 
         return {"job": job, "action": action, "by": who, "slot_ms": fire_ms, "paused": paused}
     if action == "pause":
         return {"job": job, "action": action, "by": who, "paused": store.pause(job, who, reason).paused}
-    before = store.control(job)
     after = store.resume(job, who)
-    was_paused = after != before and after.by == who
+    was_paused = after.changed
     return {
         "job": job,
         "action": action,
