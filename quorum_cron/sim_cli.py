@@ -66,6 +66,13 @@ def _writable(path: Path | None, option: str) -> None:
         raise click.BadParameter(f"{path}: directory {str(path.parent)!r} does not exist", param_hint=option)
 
 
+def _nodes_comment(names: tuple[tuple[str, str], ...]) -> str:
+    """The comment line naming the member each simulated node stands for ("" without members)."""
+    if not names:
+        return ""
+    return "# Nodes: " + ", ".join(f"{n} = {printable(m, 100)}" for n, m in names) + "\n"
+
+
 def _nothing_checked(due: int, judged: int) -> str | None:
     """The warning for a run (or runs) that checked nothing (docs/simulator.md: a scenario that
     never reaches the state it was written for tests nothing; the report says so)."""
@@ -243,12 +250,14 @@ def explore_cmd(
     from sim.scenario import Scenario
 
     template: Scenario | None = None
+    header = ""  # (a failing seed's file: which member each simulated node stands for)
     if config_path is not None:
         if jobs is not None:
             raise click.UsageError(
                 "--jobs with --config (the config's jobs are explored: expected one of them)"
             )
-        loaded, _ = load_template(config_path, hours, nodes, start)
+        loaded, names = load_template(config_path, hours, nodes, start)
+        header = _nodes_comment(names)
         assert isinstance(loaded, Scenario)
         template = loaded
         nodes, jobs = template.nodes, len(template.jobs)
@@ -349,7 +358,7 @@ def explore_cmd(
 
                 sc = replace(sc, seed=r.seed, strategy=strategy)
             path = out / f"{sc.name}.toml"
-            path.write_text(sim.dumps(sc), encoding="utf-8")
+            path.write_text(header + sim.dumps(sc), encoding="utf-8")
             kinds = ", ".join(sorted(r.violations))
             console.print(f"  seed {r.seed}: {kinds}\n    quorum-cron sim replay {path}")
         raise SystemExit(1)
@@ -465,8 +474,7 @@ def scenario_cmd(
     sc, names = load_template(config_path, hours, nodes, start)
     assert isinstance(sc, Scenario)
     header = SCENARIO_HEADER.format(source=printable(str(config_path), 200))
-    if names:
-        header += "# Nodes: " + ", ".join(f"{n} = {printable(m, 100)}" for n, m in names) + "\n"
+    header += _nodes_comment(names)
     text = header + "\n" + sim.dumps(sc) + SCENARIO_FOOTER
     if out is None:
         click.echo(text, nl=False)

@@ -343,3 +343,19 @@ def test_sim_scenario_writes_the_start_and_a_bad_start_is_one_line_exit_2(tmp_pa
         assert code == 2 and stdout == "" and len(err.splitlines()) == 1 and expected in err, err
     code, _, err = _cli(["sim", "explore", "--start", "2026-01-01", "--seeds", "1"])
     assert code == 2 and "--start without --config" in err and len(err.splitlines()) == 1, err
+
+
+def test_a_failing_seed_of_a_config_says_which_member_each_node_is(tmp_path: Path) -> None:
+    # (Only `sim scenario` wrote the mapping: a failing seed's file named n1..n3 and left the user
+    # to guess which of their servers each was.) The lock baseline runs slots twice on seed 5.
+    one_job = '[cluster]\nname = "small"\nmembers = ["web-1", "web-2", "web-3"]\n\n'
+    one_job += '[[jobs]]\nname = "tick"\nschedule = "@every 10s"\ncommand = ["/bin/true"]\n'
+    config = _write(tmp_path, one_job)
+    out = tmp_path / "failing"
+    args = ["sim", "explore", "--config", str(config), "--strategy", "lock", "--first-seed", "5"]
+    code, stdout, _ = _cli([*args, "--seeds", "1", "--hours", "0.2", "--no-shrink", "--out", str(out)])
+    assert code == 1 and "seed 5: slot executed twice" in " ".join(stdout.split()), stdout
+    [path] = out.glob("*.toml")
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("# Nodes: n1 = web-1, n2 = web-2, n3 = web-3\n"), text[:200]
+    assert sim.load(path).seed == 5
