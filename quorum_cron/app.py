@@ -313,7 +313,8 @@ class App:
             # The whole-config rules, for the new job alone (the name is unique, checked above):
             # re-checking every declared job made declaring n jobs cost O(n^2).
             if spec.starting_deadline_ms <= self.cluster.max_skew_ms:
-                raise ConfigError(_deadline_vs_skew(_SOURCE, spec, self.cluster))
+                defaulted = starting_deadline is None  # (max_skew: the default when it equals it)
+                raise ConfigError(_deadline_vs_skew(_SOURCE, spec, self.cluster, deadline_default=defaulted))
             self._specs[job] = spec
             self._funcs[job] = func
             return func

@@ -115,7 +115,13 @@ def parse_config(data: Mapping[str, object], source: str) -> Config:
         if job is None or duplicate:
             continue
         if cluster is not None and job.starting_deadline_ms <= cluster.max_skew_ms:
-            errors.append(_deadline_vs_skew(source, job, cluster))
+            skew_given = "max_skew" in cast("dict[str, object]", data["cluster"])
+            given = "starting_deadline" in raw
+            errors.append(
+                _deadline_vs_skew(
+                    source, job, cluster, deadline_default=not given, skew_default=not skew_given
+                )
+            )
             continue
         jobs.append(job)
     if errors:

@@ -47,6 +47,7 @@ from quorum_cron.config.values import (
     _redact_alert_url,
     _type_name,
     alert_on_problem,
+    deadline_vs_skew_problem,
 )
 from quorum_cron.core.model import Delivery, Overlap
 from quorum_cron.errors import ConfigError
@@ -476,9 +477,24 @@ class Config:
         raise ConfigError(f"{self.source}: no job named {name!r} (known jobs: {known})")
 
 
-def _deadline_vs_skew(source: str, job: JobSpec, cluster: ClusterConfig) -> str:
-    return (
-        f"{source}: job {job.name!r}: field 'starting_deadline': "
-        f"'{format_duration(job.starting_deadline_ms)}' must be longer than cluster max_skew "
-        f"'{format_duration(cluster.max_skew_ms)}' (a node whose clock lags by max_skew could never vote)"
+def _deadline_vs_skew(
+    source: str,
+    job: JobSpec,
+    cluster: ClusterConfig,
+    *,
+    deadline_default: bool | None = None,
+    skew_default: bool | None = None,
+) -> str:
+    """The line refusing ``job``'s ``starting_deadline`` within ``cluster``'s ``max_skew``.
+
+    A ``*_default`` of ``None``: the caller cannot tell whether the value was given (a
+    :class:`Config` built in code), so a value equal to the default is named the default.
+    """
+    if deadline_default is None:
+        deadline_default = job.starting_deadline_ms == default_starting_deadline_ms(job.schedule)
+    if skew_default is None:
+        skew_default = cluster.max_skew_ms == ClusterConfig.__dataclass_fields__["max_skew_ms"].default
+    problem = deadline_vs_skew_problem(
+        job.starting_deadline_ms, cluster.max_skew_ms, deadline_default, skew_default
     )
+    return f"{source}: job {job.name!r}: field 'starting_deadline': {problem}"

@@ -16,6 +16,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Final
 
+from quorum_cron.config.durations import format_duration
 from quorum_cron.printable import printable
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "DEFAULT_OUTPUT_LOG_RATE",
     "DEFAULT_OUTPUT_TAIL",
     "alert_on_problem",
+    "deadline_vs_skew_problem",
 ]
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+", re.ASCII)
@@ -150,3 +152,20 @@ def _alert_url_problem(url: str) -> str | None:
     if port == 0:
         return f"{_redact_alert_url(url)!r} has port 0 ({expected})"
     return None
+
+
+def deadline_vs_skew_problem(
+    deadline_ms: int, skew_ms: int, deadline_default: bool, skew_default: bool
+) -> str:
+    """Why a job's ``starting_deadline`` may not be within the cluster's ``max_skew``.
+
+    A value the user never wrote is named as the default, with what to change: a job without
+    ``starting_deadline`` under ``max_skew = "1m"`` was told its '30s' was wrong, as if written.
+    """
+    deadline, skew = format_duration(deadline_ms), format_duration(skew_ms)
+    why = ["the default"] if skew_default else []
+    why.append("a node whose clock lags by max_skew could never vote")
+    if deadline_default or skew_default:
+        why.append(f"set starting_deadline above {skew}, or max_skew below {deadline}")
+    shown = f"'{deadline}' (the default for this schedule)" if deadline_default else f"'{deadline}'"
+    return f"{shown} must be longer than cluster max_skew '{skew}' ({'; '.join(why)})"
