@@ -189,7 +189,12 @@ def _parse_cluster(raw: object, source: str, errors: list[str]) -> ClusterConfig
             )
     ledger_maxlen = t.integer("ledger_maxlen", 100, 10_000_000, default=10_000)
     wait_replicas = t.integer("wait_replicas", 0, _MAX_WAIT_REPLICAS, default=0)
-    ntp_servers = t.str_list("ntp_servers", "NTP server host names", max_items=16) or ()
+    ntp_servers = (
+        t.str_list(
+            "ntp_servers", "NTP server host names", max_items=16, when_empty="leave the key out for none"
+        )
+        or ()
+    )
     ntp_unreachable = t.choice(
         "ntp_unreachable", get_args(NtpUnreachable), default_unreachable_policy(ntp_servers).value
     )

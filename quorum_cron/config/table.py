@@ -96,9 +96,15 @@ class Table:
             return default
         return value
 
-    def str_list(self, key: str, what: str, *, max_items: int) -> tuple[str, ...] | None:
+    def str_list(
+        self, key: str, what: str, *, max_items: int, when_empty: str | None = None
+    ) -> tuple[str, ...] | None:
+        """``when_empty``: the advice an empty list gets (e.g. to leave the key out), if any."""
         value = self.get(key, list, f"an array of strings ({what})", None)
         if value is None:
+            return None
+        if not value and when_empty is not None:
+            self.error(key, f"[] is an empty list (expected 1-{max_items} {what}; {when_empty})")
             return None
         if not value or len(value) > max_items:
             self.error(key, f"expected 1-{max_items} strings ({what})")
