@@ -30,9 +30,16 @@ def parse_bind(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:8787`` for IPv6) → (host, port); ConfigError naming the value otherwise."""
     host, sep, port = text.rpartition(":")
     host = host.strip("[]")
-    if not sep or not host or not (port.isascii() and port.isdecimal()) or not 0 <= int(port) <= 65535:
+    if not sep or not host or not (port.isascii() and port.isdecimal()):
         raise ConfigError(f"--bind {text!r} is not HOST:PORT (expected e.g. 127.0.0.1:8787)")
-    return host, int(port)
+    digits = port.lstrip("0") or "0"  # (length first: int() refuses thousands of digits)
+    if len(digits) > 5 or int(digits) > 65535:  # it is HOST:PORT: say what is wrong with it
+        shown = digits if len(digits) <= 20 else f"{digits[:20]}... ({len(digits)} digits)"
+        raise ConfigError(
+            f"--bind {text if len(text) <= 80 else text[:80] + '...'!r}: port {shown} is out of range "
+            "(expected 0-65535, 0 for any free port; e.g. 127.0.0.1:8787)"
+        )
+    return host, int(digits)
 
 
 def listen(host: str, port: int) -> socket.socket:
