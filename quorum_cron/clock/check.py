@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import NoReturn
@@ -81,13 +82,18 @@ def _print_ntp(reports: tuple[ServerReport, ...], check: NtpCheck, policy: Trust
         )
         for n, sample in enumerate(report.samples, 1):
             click.echo(_sample_line(n, sample, policy.max_root_distance_ms))
-        for failure in report.failures:
-            click.echo(f"  failed: {failure}")
+        # Each distinct failure once, with how many queries it ended: a name that does not
+        # resolve was printed once per query, then again as the reason the server was unusable.
+        queries = len(report.samples) + len(report.failures)
+        for failure, count in Counter(report.failures).items():
+            click.echo(f"  failed: {failure}" + (f" ({count} of {queries} queries)" if count > 1 else ""))
         if summary.best is not None:
             click.echo(
                 f"  best (lowest delay): offset {summary.best.offset_ms:+.1f} ms, "
                 f"bound {error_bound_ms(summary.best):.1f} ms"
             )
+        elif not report.samples and report.failures:
+            click.echo("  unusable: every query failed")
         else:
             click.echo(f"  unusable: {summary.why_unusable()}")
     if check.outcome is NtpOutcome.AGREED:

@@ -1,0 +1,74 @@
+"""``check-clock`` prints each distinct failure of a server once, with how many queries it ended.
+
+A server name that does not resolve was printed once per query (4 by default), then again as the
+reason the server was unusable. The exit status and the verdict line are unchanged. Only loopback
+and a name that cannot resolve (``.invalid``, RFC 6761) are queried.
+"""
+
+from __future__ import annotations
+
+import re
+
+from click.testing import CliRunner, Result
+
+from quorum_cron.clock.check import check_clock
+from tests.ntp_responder import NtpResponder
+
+FAST = ["--sample-interval", "0", "--timeout", "0.5"]
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(check_clock, [*args, *FAST])
+
+
+def server_lines(output: str, server: str) -> list[str]:
+    """The lines of ``server``'s block of the report."""
+    lines = output.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith(f"NTP {server}: ")))
+    block = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        block.append(line)
+    return block
+
+
+def test_a_name_that_does_not_resolve_is_said_once() -> None:
+    result = run("--server", "nonexistent.invalid")
+    assert result.exit_code == 2, result.output
+    block = server_lines(result.stdout, "nonexistent.invalid")
+    assert block[0] == "NTP nonexistent.invalid: 0 replies, 4 failed queries"
+    assert len(block) == 3, block
+    assert re.fullmatch(r"  failed: cannot resolve 'nonexistent\.invalid': .+ \(4 of 4 queries\)", block[1])
+    assert block[2] == "  unusable: every query failed"
+    verdict = result.stdout.splitlines()[-1]
+    assert verdict.startswith(
+        "verdict: clock trust unknown: NTP unavailable (nonexistent.invalid: cannot resolve"
+    )
+    assert verdict.endswith("and policy is abstain")
+    assert result.stdout.count("cannot resolve") == 2  # its failed line and the verdict
+
+
+def test_each_server_says_its_own_failure_once() -> None:
+    with NtpResponder() as gone:
+        refused = gone.address
+    result = run("--server", refused, "--server", "nonexistent.invalid", "--samples", "3")
+    assert result.exit_code == 2, result.output
+    assert server_lines(result.stdout, refused) == [
+        f"NTP {refused}: 0 replies, 3 failed queries",
+        "  failed: connection refused (nothing listening on that port) (3 of 3 queries)",
+        "  unusable: every query failed",
+    ]
+    assert len(server_lines(result.stdout, "nonexistent.invalid")) == 3
+    assert result.stdout.splitlines()[-1].startswith("verdict: clock trust unknown: NTP unavailable")
+
+
+def test_a_single_query_has_no_count() -> None:
+    with NtpResponder() as gone:
+        refused = gone.address
+    result = run("--server", refused, "--samples", "1")
+    assert result.exit_code == 2, result.output
+    assert server_lines(result.stdout, refused)[1:] == [
+        "  failed: connection refused (nothing listening on that port)",
+        "  unusable: every query failed",
+    ]
