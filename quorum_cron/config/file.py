@@ -22,7 +22,6 @@ from typing import cast, get_args
 from quorum_cron.clock.policy import default_unreachable_policy
 from quorum_cron.config.bounds import CLUSTER_DURATION_BOUNDS as _CLUSTER_DURATION_BOUNDS
 from quorum_cron.config.bounds import MAX_WAIT_REPLICAS as _MAX_WAIT_REPLICAS
-from quorum_cron.config.durations import format_duration
 from quorum_cron.config.job_options import JOB_OPTIONS, read_job
 from quorum_cron.config.members import members_problem, size_vs_members
 from quorum_cron.config.settings import (
@@ -43,6 +42,7 @@ from quorum_cron.config.values import (
     _alert_url_problem,
     _name_problem,
     _type_name,
+    heartbeat_vs_lease_problem,
 )
 from quorum_cron.errors import ConfigError
 
@@ -182,11 +182,10 @@ def _parse_cluster(raw: object, source: str, errors: list[str]) -> ClusterConfig
     if "heartbeat" in raw or "lease" in raw:
         hb, lease = durations["heartbeat_ms"], durations["lease_ms"]
         if t.ok and hb * 2 > lease:
-            t.error(
-                "heartbeat",
-                f"'{format_duration(hb)}' is more than half of lease '{format_duration(lease)}' "
-                f"(a lease must survive one lost heartbeat)",
+            problem = heartbeat_vs_lease_problem(
+                hb, lease, heartbeat_default="heartbeat" not in raw, lease_default="lease" not in raw
             )
+            t.error("heartbeat", problem)
     ledger_maxlen = t.integer("ledger_maxlen", 100, 10_000_000, default=10_000)
     wait_replicas = t.integer("wait_replicas", 0, _MAX_WAIT_REPLICAS, default=0)
     ntp_servers = (

@@ -37,6 +37,8 @@ from quorum_cron.config.values import (
     _CLUSTER_OUTPUT_BOUNDS,
     _MAX_SIZE,
     DEFAULT_ALERT_ON,
+    DEFAULT_HEARTBEAT_MS,
+    DEFAULT_LEASE_MS,
     DEFAULT_OUTPUT_LOG_LINES,
     DEFAULT_OUTPUT_LOG_RATE,
     DEFAULT_OUTPUT_TAIL,
@@ -48,6 +50,7 @@ from quorum_cron.config.values import (
     _type_name,
     alert_on_problem,
     deadline_vs_skew_problem,
+    heartbeat_vs_lease_problem,
 )
 from quorum_cron.core.model import Delivery, Overlap
 from quorum_cron.errors import ConfigError
@@ -145,9 +148,9 @@ class ClusterConfig:
     quorum: int = AUTO
     redis_url: str | None = field(default=None, repr=False)
     max_skew_ms: int = 250
-    lease_ms: int = 15 * _SECOND
+    lease_ms: int = DEFAULT_LEASE_MS
     start_timeout_ms: int = 5 * _SECOND
-    heartbeat_ms: int = 2 * _SECOND
+    heartbeat_ms: int = DEFAULT_HEARTBEAT_MS
     retention_ms: int = 7 * _DAY
     ledger_maxlen: int = 10_000
     wait_replicas: int = 0
@@ -201,12 +204,7 @@ class ClusterConfig:
         for key, lo, hi in _CLUSTER_DURATION_BOUNDS:
             _fail(where, key.removesuffix("_ms"), _range_problem(getattr(self, key), lo, hi, format_duration))
         if self.heartbeat_ms * 2 > self.lease_ms:
-            _fail(
-                where,
-                "heartbeat",
-                f"'{format_duration(self.heartbeat_ms)}' is more than half of lease "
-                f"'{format_duration(self.lease_ms)}' (a lease must survive one lost heartbeat)",
-            )
+            _fail(where, "heartbeat", heartbeat_vs_lease_problem(self.heartbeat_ms, self.lease_ms))
         _fail(where, "ledger_maxlen", _range_problem(self.ledger_maxlen, 100, 10_000_000))
         _fail(where, "wait_replicas", _range_problem(self.wait_replicas, 0, _MAX_WAIT_REPLICAS))
         _fail(where, "ntp_servers", next(filter(None, map(ntp_server_problem, self.ntp_servers)), None))

@@ -22,11 +22,14 @@ from quorum_cron.printable import printable
 __all__ = [
     "ALERT_ON_KINDS",
     "DEFAULT_ALERT_ON",
+    "DEFAULT_HEARTBEAT_MS",
+    "DEFAULT_LEASE_MS",
     "DEFAULT_OUTPUT_LOG_LINES",
     "DEFAULT_OUTPUT_LOG_RATE",
     "DEFAULT_OUTPUT_TAIL",
     "alert_on_problem",
     "deadline_vs_skew_problem",
+    "heartbeat_vs_lease_problem",
 ]
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+", re.ASCII)
@@ -38,6 +41,8 @@ DEFAULT_OUTPUT_TAIL: Final = 2048
 """Bytes of each stream of a run kept in the ledger, by default."""
 DEFAULT_OUTPUT_LOG_LINES: Final = 100
 DEFAULT_OUTPUT_LOG_RATE: Final = 50
+DEFAULT_LEASE_MS: Final = 15_000
+DEFAULT_HEARTBEAT_MS: Final = 2_000
 
 _CLUSTER_OUTPUT_BOUNDS: tuple[tuple[str, int, int], ...] = (
     ("output_tail", 0, 65_536),
@@ -169,3 +174,30 @@ def deadline_vs_skew_problem(
         why.append(f"set starting_deadline above {skew}, or max_skew below {deadline}")
     shown = f"'{deadline}' (the default for this schedule)" if deadline_default else f"'{deadline}'"
     return f"{shown} must be longer than cluster max_skew '{skew}' ({'; '.join(why)})"
+
+
+def heartbeat_vs_lease_problem(
+    heartbeat_ms: int,
+    lease_ms: int,
+    *,
+    heartbeat_default: bool | None = None,
+    lease_default: bool | None = None,
+) -> str:
+    """Why ``heartbeat`` may not be more than half of ``lease``, naming a value not written as the default.
+
+    ``lease = "3s"`` alone was told "field 'heartbeat': '2s' is more than half of lease '3s'".
+    A ``*_default`` of ``None`` (the caller cannot tell): a value equal to the default is one.
+    """
+    if heartbeat_default is None:
+        heartbeat_default = heartbeat_ms == DEFAULT_HEARTBEAT_MS
+    if lease_default is None:
+        lease_default = lease_ms == DEFAULT_LEASE_MS
+    why = ["the default"] if lease_default else []
+    why.append("a lease must survive one lost heartbeat")
+    if heartbeat_default or lease_default:
+        why.append(
+            f"set heartbeat to at most {format_duration(lease_ms // 2)}, "
+            f"or lease to at least {format_duration(heartbeat_ms * 2)}"
+        )
+    shown = f"'{format_duration(heartbeat_ms)}'" + (" (the default)" if heartbeat_default else "")
+    return f"{shown} is more than half of lease '{format_duration(lease_ms)}' ({'; '.join(why)})"
