@@ -384,16 +384,12 @@ class Store(JobTables, MissedRecords, Protocol):
         on; failed runs are not retried). Recorded in the job's audit with
         ``by`` and store time. Pausing again with the same ``by`` and
         ``reason`` changes nothing (a retry after a lost reply); otherwise
-        the new pause replaces the old one. Returns the control afterwards,
-        its ``changed`` true when this call paused or replaced the pause.
+        the new pause replaces it. Returns the control after (``changed``: by this call).
         """
         ...
 
     def resume(self, job: str, by: str) -> JobControl:
-        """End the job's pause (audited). Resuming a job that is not paused changes nothing.
-
-        Returns the control afterwards, its ``changed`` true when this call ended the pause.
-        """
+        """End the job's pause (audited); ``changed`` if this call did. Not paused: nothing changes."""
         ...
 
     def control(self, job: str) -> JobControl:
