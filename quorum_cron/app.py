@@ -89,6 +89,13 @@ def _shown(value: object) -> str:
     return f"{type(value).__name__} {shown[:60]}" + ("..." if len(shown) > 60 else "")
 
 
+def _as_app_line(line: str) -> str:
+    """``cluster: field 'lease': ...`` (a ClusterConfig refusal) read as ``App lease: ...``."""
+    head, sep, problem = line.partition("': ")
+    key = head.removeprefix("cluster: field '")
+    return f"App {key}: {problem}" if sep and key != head and "'" not in key else f"App {line}"
+
+
 def _check_job_function(job: str, func: object) -> None:
     """Refuse what cannot be a job: not callable, a generator function, or not callable with
     the one :class:`JobContext` argument."""
@@ -194,21 +201,24 @@ class App:
             timings: dict[str, Any] = {
                 f"{k}_ms": parse_duration(v, what=f"App {k}") for k, v in durations.items()
             }
-            self.cluster = ClusterConfig(
-                namespace=namespace,
-                size=size if size is not None else AUTO,
-                members=tuple(members),
-                quorum=quorum if quorum is not None else AUTO,
-                redis_url=redis_url,
-                ntp_servers=tuple(ntp_servers),
-                ntp_unreachable=(
-                    ntp_unreachable
-                    if ntp_unreachable is not None
-                    else default_unreachable_policy(tuple(ntp_servers)).value
-                ),
-                wait_replicas=wait_replicas,
-                **timings,
-            )
+            try:
+                self.cluster = ClusterConfig(
+                    namespace=namespace,
+                    size=size if size is not None else AUTO,
+                    members=tuple(members),
+                    quorum=quorum if quorum is not None else AUTO,
+                    redis_url=redis_url,
+                    ntp_servers=tuple(ntp_servers),
+                    ntp_unreachable=(
+                        ntp_unreachable
+                        if ntp_unreachable is not None
+                        else default_unreachable_policy(tuple(ntp_servers)).value
+                    ),
+                    wait_replicas=wait_replicas,
+                    **timings,
+                )
+            except ConfigError as exc:
+                raise type(exc)(_as_app_line(str(exc))) from None
         self.redis_url = redis_url or self.cluster.redis_url
         if store is None and not self.redis_url:
             raise ConfigError("App needs redis_url=... (or config=... with cluster.redis_url, or store=...)")

@@ -144,7 +144,7 @@ def test_bad_app_settings_are_refused_with_one_line_naming_them() -> None:
         ({"ntp_servers": "pool.ntp.org"}, "App ntp_servers='pool.ntp.org' is a string"),
         ({"size": -1}, "App size=-1 is out of range: expected a positive integer"),
         ({"quorum": -1}, "App quorum=-1 is out of range"),
-        ({"namespace": "a b"}, "cluster: field 'namespace': 'a b' is not a valid namespace"),
+        ({"namespace": "a b"}, "App namespace: 'a b' is not a valid namespace"),
     ]
     for given, message in cases:
         kw: dict[str, Any] = {"namespace": "x", "size": 1, "redis_url": url, "node_id": "n", **given}
