@@ -130,6 +130,8 @@ def test_a_master_without_its_replica_stops_only_the_jobs_on_it(tmp_path: Path) 
             ledger = c.ledger(bad_job)
             for t in late:
                 assert SHORT in ledger[t].reason and f"on master {master}" in ledger[t].reason, ledger[t]
+                # (No store refused these votes: they were never sent. It said "store refused".)
+                assert "could not vote: vote not sent: its master's" in ledger[t].reason, ledger[t]
             assert not [t for t in c.succeeded(bad_job) if t > began + 1_000], c.describe()
             metrics = scrape(port)
             assert metrics["quorum_cron_store_masters_unreplicated"] == 1, metrics

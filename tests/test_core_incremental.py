@@ -18,6 +18,7 @@ import pytest
 
 import sim
 import sim.quorum
+from quorum_cron.core.actions import NOT_SENT
 from quorum_cron.core.lifecycle import Phase
 from quorum_cron.core.node import Action, CoreJob, Failure, NodeCore, NodeSettings, Now, RecordMissed, Vote
 from sim.checker import ILLEGAL_STEP
@@ -115,6 +116,28 @@ def test_a_vote_in_flight_past_its_deadline_waits_for_its_outcome() -> None:
     missed = [a for a in core.tick(Now(T0 + 1400, 1400)) if isinstance(a, RecordMissed)]
     assert [(a.job, a.fire_ms) for a in missed] == [("a", T0), ("b", T0)]
     assert "could not vote: store refused the vote (OOM)" in missed[0].reason
+
+
+@pytest.mark.parametrize("failure", [Failure.REFUSED, Failure.UNREACHABLE])
+def test_a_vote_the_runtime_never_sent_is_missed_as_not_sent(failure: Failure) -> None:
+    # (A Redis Cluster master whose writes fall short: its jobs' votes are held back on the node.
+    # The missed reason said "store refused the vote (not sent: ...)", though no store saw it.)
+    core = _core(_job("a"))
+    core.set_trust(True)
+    (vote,) = [a for a in boot(core, Now(T0, 0)) if isinstance(a, Vote)]
+    held = f"{NOT_SENT}its master's writes are not replicated as required: WAIT: 0 of 1"
+    core.on_failure(vote, Now(T0 + 100, 100), failure, held)
+    missed: list[RecordMissed] = []
+    for t in range(600, 5_000, 500):  # (each retry is held back too, as long as the master falls short)
+        for a in core.tick(Now(T0 + t, t)):
+            if isinstance(a, Vote):
+                core.on_failure(a, Now(T0 + t, t), failure, held)
+            elif isinstance(a, RecordMissed):
+                missed.append(a)
+        if failure == Failure.UNREACHABLE and t == 600:
+            core.set_store_reachable(True)  # (records of an unreachable store wait for it to answer)
+    assert missed and f"could not vote: vote {held}" in missed[0].reason, missed
+    assert "store refused" not in missed[0].reason and "store unreachable" not in missed[0].reason
 
 
 def test_an_untrusted_node_abstains_at_the_first_tick_after_its_retry() -> None:

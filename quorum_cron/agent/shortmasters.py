@@ -35,7 +35,7 @@ from typing import Protocol
 from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.replication import Replication, shortfall
-from quorum_cron.core.actions import Failure
+from quorum_cron.core.actions import NOT_SENT, Failure
 from quorum_cron.core.model import VoteRequest
 from quorum_cron.core.node import Vote
 from quorum_cron.errors import StoreUnavailable, StoreUnreplicated
@@ -44,7 +44,7 @@ __all__ = ["UNSENT", "ShortMasters", "per_master", "sent"]
 
 log = logging.getLogger(EVENT_LOGGER)
 
-UNSENT = "not sent: its master's writes are "
+UNSENT = f"{NOT_SENT}its master's writes are "
 """Before :attr:`StoreUnreplicated.MARKER` in the error a vote held back here gets: the core
 records it as the slot's reason, and :meth:`ShortMasters.down` tells it from a write that fell
 short (which alone renews the state)."""

@@ -19,6 +19,7 @@ from quorum_cron.core.fastinit import fast_frozen_init
 from quorum_cron.core.model import Delivery, Overlap, SweepParams, VoteRequest
 
 __all__ = [
+    "NOT_SENT",
     "STORE_ACTIONS",
     "Abstain",
     "Action",
@@ -89,6 +90,12 @@ class Failure(enum.StrEnum):
     """No answer: connection refused or lost, timeout (the call may or may not have run)."""
     REFUSED = "refused"
     """The store answered with an error: out of memory, read-only replica, script error."""
+
+
+NOT_SENT = "not sent: "
+"""How a failure's reason begins when the runtime held the call back and the store never saw it
+(a Redis Cluster master whose writes fall short: ``agent/shortmasters.py``). A missed slot then
+says ``vote not sent: ...``; it said "store refused the vote (not sent: ...)", which no store did."""
 
 
 @dataclass(frozen=True, slots=True)

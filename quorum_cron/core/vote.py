@@ -17,6 +17,7 @@ from bisect import insort
 from collections.abc import Iterable
 
 from quorum_cron.core.actions import (
+    NOT_SENT,
     Abstain,
     Action,
     Failure,
@@ -187,7 +188,9 @@ class VotingSide(CoreState):
     def _vote_failed(self, action: Vote, failure: Failure, reason: str, retry_at: int) -> None:
         """A vote call failed: each slot is voted again at ``retry_at``, or, with the store
         unreachable, once it answers (:meth:`~quorum_cron.core.state.CoreState._hold_until_answered`)."""
-        if failure == Failure.UNREACHABLE:
+        if reason.startswith(NOT_SENT):  # (held back by the runtime: the store never saw it)
+            why = f"vote {reason}"
+        elif failure == Failure.UNREACHABLE:
             why = f"store unreachable ({reason})" if reason else "store unreachable"
         else:
             why = f"store refused the vote ({reason})" if reason else "store refused the vote"
