@@ -72,3 +72,17 @@ def test_status_masks_a_password_in_the_cause_and_json_keeps_the_ledger_reason(
     assert "hunter2" not in res.output
     doc = json.loads(CliRunner().invoke(status, ["--config", cfg, "--json"]).stdout)
     assert doc["jobs"][0]["last"]["reason"] == "job failed"
+
+
+def test_a_password_past_the_cut_of_the_cause_is_masked_not_shown_in_part(
+    tmp_path: Path, redis_server: EmbeddedRedis, redis_client: redis.Redis
+) -> None:
+    # The cause is the detail's first line cut to 120 characters. Cut first, then masked, a URL
+    # whose '@' fell past the cut had no userinfo to mask: the password's start was shown.
+    detail = "cannot reach the store, " + "x" * 80 + " redis://admin:hunter2hunter2@db.internal:6379/0"
+    _failed(redis_client, RedisStore(redis_client, NS).time_ms(), detail)
+    res = CliRunner().invoke(
+        status, ["--config", str(_config(tmp_path, redis_server.url)), "--format", "plain"]
+    )
+    assert "job failed: cannot reach the store, " in res.output and " redis://admin:*" in res.output
+    assert "hunter" not in res.output, res.output

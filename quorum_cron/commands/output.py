@@ -113,10 +113,11 @@ def reason_with_cause(e: LedgerEntry) -> str:
     ``killed by signal SIGKILL``) is the first line of the run's detail, which only
     ``history --detail`` showed: the reason column of a failure said nothing a success's did
     not. ``history`` and ``status`` (its last outcomes) both show it; URL passwords in it are
-    masked, as in the detail itself.
+    masked, as in the detail itself: before the line is cut to 120 characters, since a URL cut
+    before its ``@`` is no URL with a password to the masking, which then showed its start.
     """
     if e.state == SlotState.FAILED and e.detail:
-        cause = redact_text(e.detail.split("\n", 1)[0].strip()[:120])
+        cause = redact_text(e.detail.split("\n", 1)[0].strip())[:120]
         if cause and cause not in e.reason:
             return f"{e.reason}: {cause}"
     return e.reason
