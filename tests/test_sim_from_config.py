@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -359,3 +360,13 @@ def test_a_failing_seed_of_a_config_says_which_member_each_node_is(tmp_path: Pat
     text = path.read_text(encoding="utf-8")
     assert text.startswith("# Nodes: n1 = web-1, n2 = web-2, n3 = web-3\n"), text[:200]
     assert sim.load(path).seed == 5
+
+
+def test_start_is_read_to_the_whole_ms_before_it() -> None:
+    # (It was int(timestamp() * 1000): truncated toward zero, so a time in 1969's last ms was
+    # taken as the epoch, not refused as outside the simulator's calendar.)
+    with pytest.raises(ValueError, match="outside the simulator's calendar"):
+        parse_start("1969-12-31T23:59:59.9999Z")
+    assert parse_start("1970-01-01T00:00:00.0009Z") == 0
+    assert parse_start("2026-03-29T00:30:00.0019+00:00") == 1_774_744_200_001
+    assert parse_start("8999-12-31T23:59:59.999999Z") == 221_845_391_999_999

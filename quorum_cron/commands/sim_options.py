@@ -8,7 +8,7 @@ it and what was expected (exit 2, as click's own errors). Kept apart from :mod:`
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
@@ -16,6 +16,8 @@ import click
 from quorum_cron.printable import printable
 
 __all__ = ["hours_option", "load_template", "parse_start", "start_option"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _START_HINT = (
     "an ISO 8601 date or date-time such as 2026-03-29 or 2026-03-29T00:30:00Z; UTC unless it names an offset"
@@ -48,7 +50,9 @@ def parse_start(text: str) -> int:
         raise ValueError(f"{text!r} is not a start time (expected {_START_HINT})") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    ms = int(when.timestamp() * 1000)
+    # Whole ms by integer arithmetic: int(timestamp() * 1000) truncated toward zero (a time in
+    # the last ms of 1969 read as 1970's first) and rounded sub-ms digits in float.
+    ms = (when - _EPOCH) // timedelta(milliseconds=1)
     if not 0 <= ms < MAX_START_MS:
         raise ValueError(f"{text!r} is outside the simulator's calendar (expected 1970 to 8999)")
     return ms
