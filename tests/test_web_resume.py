@@ -26,7 +26,7 @@ from quorum_cron.store.base import AuditAction, JobControl, ObservedStore
 from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.memory import MemoryStore
 from quorum_cron.store.redis import RedisStore
-from quorum_cron.web.actions import perform
+from quorum_cron.web.actions import perform, said
 from quorum_cron.web.app import WebContext, create_app
 from quorum_cron.web.tokens import AdminTokens
 
@@ -168,3 +168,38 @@ def test_cli_resume_says_the_job_was_not_paused(tmp_path: Path, redis_server: Em
     assert again.startswith("tick is not paused: active (resumed by alice at "), again
     assert again.endswith(" (unchanged: nothing to resume)\n")
     assert [(a.action, a.by) for a in audit] == [(AuditAction.RESUME, "alice"), (AuditAction.PAUSE, "bob")]
+
+
+def test_a_resume_or_pause_sent_again_after_a_lost_reply_still_says_it_changed_the_state(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # redis-py sends a call again when its reply is lost on the connection: the second run of the
+    # same call (the same arguments, its id among them) finds nothing left to change. Told only
+    # "did this run change it", the operator who ended the pause was told "not paused (unchanged)".
+    import quorum_cron.store.redis_control as redis_control
+
+    store = RedisStore(redis_client, f"lost-{uuid.uuid4().hex[:8]}", clock=lambda: T0)
+    ids = iter(["call-0", "call-1", "call-1", "call-2", "call-3", "call-3", "call-4"])
+    monkeypatch.setattr(redis_control, "_call_id", lambda: next(ids), raising=False)
+    store.pause("tick", "carol", "migration")  # call-0
+    first = store.resume("tick", "alice")  # call-1, whose reply is lost ...
+    again = store.resume("tick", "alice")  # ... so redis-py runs call-1 again
+    other = store.resume("tick", "alice")  # call-2: another session, after it
+    assert (first.changed, again.changed, other.changed) == (True, True, False)
+    paused, paused_again = store.pause("tick", "bob", "x"), store.pause("tick", "bob", "x")  # call-3 twice
+    assert paused.changed and paused_again.changed and not store.pause("tick", "bob", "x").changed
+    assert [(a.action, a.by) for a in store.audit("tick", 10)] == [
+        (AuditAction.PAUSE, "bob"),
+        (AuditAction.RESUME, "alice"),
+        (AuditAction.PAUSE, "carol"),
+    ]
+
+
+def test_the_api_says_whether_a_pause_changed_anything(store: ObservedStore) -> None:
+    # (It said "paused by alice" for the same pause again, which changed and audited nothing.)
+    with _web(store) as web:
+        first = web.post("/api/jobs/tick/pause", headers=BEARER, json={"reason": "disk swap"}).json()
+        again = web.post("/api/jobs/tick/pause", headers=BEARER, json={"reason": "disk swap"}).json()
+    assert (first["paused"], first["changed"], again["paused"], again["changed"]) == (True, True, True, False)
+    assert said(again) == "already paused by alice: nothing changed" and said(first) == "paused by alice"
+    assert [(a.action, a.by) for a in store.audit("tick", 10)] == [(AuditAction.PAUSE, "alice")]

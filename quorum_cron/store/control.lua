@@ -17,11 +17,15 @@
 -- ARGV[9]  audit MAXLEN (exact)
 -- ARGV[10] trigger channel "qc:{ns}:trigger" (PUBLISH, payload job \n fire_ms),
 --          or "" on a cluster: SPUBLISH on the job's channel qc:{ns:job}:trigger
+-- ARGV[11] pause/resume: this call's id (random, "" for none), kept in meta
+--          pc by the call that changes the pause state
 --
 -- Replies: pause/resume {now, paused "1"|"", by, at, reason, changed "1"|""}
 -- (the control afterwards, and whether this call changed it: told from a
 -- read before, two sessions resuming as the same "by" at once were both told
--- they had); trigger {now, fire_ms}; list {now, fire_ms...} ascending.
+-- they had). A call redis-py sent again after a lost reply (the same id)
+-- finds nothing to change, but its id in pc: it changed it, the first time;
+-- trigger {now, fire_ms}; list {now, fire_ms...} ascending.
 
 local K_META, K_TRIG, K_AUDIT = KEYS[1], KEYS[2], KEYS[3]
 local op, job, by = ARGV[2], ARGV[3], ARGV[4]
@@ -65,8 +69,11 @@ local function check_types()
   return nil
 end
 
+local CALL = ARGV[11] or ''
+
 local function control(changed)
-  local c = redis.call('HMGET', K_META, 'p', 'pb', 'pa', 'pr')
+  local c = redis.call('HMGET', K_META, 'p', 'pb', 'pa', 'pr', 'pc')
+  changed = changed or (CALL ~= '' and c[5] == CALL)
   return {NOW, c[1] or '', c[2] or '', c[3] or '0', c[4] or '', changed and '1' or ''}
 end
 
@@ -80,7 +87,7 @@ if op == 'p' then
   local reason = ARGV[5]
   local changed = not (c[1] == '1' and c[2] == by and (c[3] or '') == reason)
   if changed then
-    redis.call('HSET', K_META, 'p', '1', 'pb', by, 'pa', NOW, 'pr', reason)
+    redis.call('HSET', K_META, 'p', '1', 'pb', by, 'pa', NOW, 'pr', reason, 'pc', CALL)
     audit('pause', reason)
   end
   return control(changed)
@@ -89,7 +96,7 @@ end
 if op == 'r' then
   local changed = redis.call('HGET', K_META, 'p') == '1'
   if changed then
-    redis.call('HSET', K_META, 'p', '', 'pb', by, 'pa', NOW, 'pr', '')
+    redis.call('HSET', K_META, 'p', '', 'pb', by, 'pa', NOW, 'pr', '', 'pc', CALL)
     audit('resume', '')
   end
   return control(changed)

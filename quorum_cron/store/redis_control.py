@@ -10,6 +10,7 @@ operators (CLI, web face), never from the protocol.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import replace
 from typing import Any
 
@@ -22,10 +23,17 @@ from quorum_cron.store.scripts import CONTROL, Call
 __all__ = ["RedisControl"]
 
 
+def _call_id() -> str:
+    """A pause or resume call's own id (control.lua ARGV[11]). Why: redis-py sends a call again
+    when its reply is lost on the connection, and the second run finds nothing to change: the
+    id it finds in ``pc`` says this call changed it, so the answer's ``changed`` stays right."""
+    return secrets.token_hex(8)
+
+
 class RedisControl(RedisBase):
     """Operator control (see :class:`quorum_cron.store.base.Store`)."""
 
-    def _control_call(self, op: str, job: str, by: str | int, reason: str = "") -> list[Any]:
+    def _control_call(self, op: str, job: str, by: str | int, reason: str = "", call: str = "") -> list[Any]:
         base = self._job_prefix(job)
         names = (base + store_keys.META, base + store_keys.TRIGGERS, base + store_keys.AUDIT)
         args: list[str | int] = [
@@ -39,19 +47,20 @@ class RedisControl(RedisBase):
             self._trigger_maxlen,
             self._audit_maxlen,
             "" if self._cluster else self._trigger_channel,
+            call,
         ]
         return as_list(self._scripts.call(Call(CONTROL, names, args)))
 
     def pause(self, job: str, by: str, reason: str) -> JobControl:
         with self._boundary("pause"):
-            reply = self._control_call("p", job, by, reason)
+            reply = self._control_call("p", job, by, reason, _call_id())
             if len(reply) != 6:
                 raise ValueError(f"pause reply has {len(reply)} elements, expected 6")
             return replace(self._job_control(job, *reply[1:5]), changed=as_text(reply[5]) == "1")
 
     def resume(self, job: str, by: str) -> JobControl:
         with self._boundary("resume"):
-            reply = self._control_call("r", job, by)
+            reply = self._control_call("r", job, by, "", _call_id())
             if len(reply) != 6:
                 raise ValueError(f"resume reply has {len(reply)} elements, expected 6")
             return replace(self._job_control(job, *reply[1:5]), changed=as_text(reply[5]) == "1")

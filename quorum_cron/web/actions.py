@@ -36,7 +36,8 @@ def perform(store: ObservedStore, job: str, action: str, who: str, reason: str) 
         paused = store.control(job).paused  # (its slot then ends skipped: said)
         return {"job": job, "action": action, "by": who, "slot_ms": fire_ms, "paused": paused}
     if action == "pause":
-        return {"job": job, "action": action, "by": who, "paused": store.pause(job, who, reason).paused}
+        control = store.pause(job, who, reason)  # (changed: false for the same pause again)
+        return {"job": job, "action": action, "by": who, "paused": control.paused, "changed": control.changed}
     after = store.resume(job, who)
     was_paused = after.changed
     return {
@@ -56,7 +57,9 @@ def said(done: dict[str, Any]) -> str:
         skipped = " (the job is paused: this slot will be recorded skipped)" if done["paused"] else ""
         return f"triggered by {who}: slot {fmt_ms(done['slot_ms'])}{skipped}"
     if done["action"] == "pause":
-        return f"paused by {who}"
+        return (
+            f"paused by {who}" if done.get("changed", True) else f"already paused by {who}: nothing changed"
+        )
     if done["was_paused"]:
         return f"resumed by {who}"
     control = done["control"]
