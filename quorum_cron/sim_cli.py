@@ -204,7 +204,11 @@ def run_cmd(
 )
 @click.option("--jobs", type=click.IntRange(min=1, max=1000), default=None, help="Random jobs.  [default: 3]")
 @click.option(
-    "--hours", type=click.FloatRange(min=0.001), default=1.0, show_default=True, callback=hours_option
+    "--hours",
+    type=click.FloatRange(min=0.001, max=8784),  # (366 days: what a failing seed's file may hold)
+    default=1.0,
+    show_default=True,
+    callback=hours_option,
 )
 @click.option("--start", callback=start_option, help=START_HELP)
 @click.option(

@@ -38,15 +38,23 @@ def test_a_name_that_does_not_resolve_is_said_once() -> None:
     assert result.exit_code == 2, result.output
     block = server_lines(result.stdout, "nonexistent.invalid")
     assert block[0] == "NTP nonexistent.invalid: 0 replies, 4 failed queries"
-    assert len(block) == 3, block
-    assert re.fullmatch(r"  failed: cannot resolve 'nonexistent\.invalid': .+ \(4 of 4 queries\)", block[1])
-    assert block[2] == "  unusable: every query failed"
+    assert block[-1] == "  unusable: every query failed"
+    # One line per distinct failure with its count: one line, "(4 of 4 queries)", on a resolver
+    # that fails alike each time. (A resolver that answers "no such name" once and "try again"
+    # once makes two lines; the test accepts that and still checks each is said once.)
+    failed = block[1:-1]
+    said = [
+        re.fullmatch(r"  failed: cannot resolve 'nonexistent\.invalid': (.+) \((\d) of 4 queries\)", f)
+        for f in failed
+    ]
+    assert failed and all(said), block
+    assert len({m[1] for m in said if m}) == len(failed) and sum(int(m[2]) for m in said if m) == 4, block
     verdict = result.stdout.splitlines()[-1]
     assert verdict.startswith(
         "verdict: clock trust unknown: NTP unavailable (nonexistent.invalid: cannot resolve"
     )
     assert verdict.endswith("and policy is abstain")
-    assert result.stdout.count("cannot resolve") == 2  # its failed line and the verdict
+    assert result.stdout.count("cannot resolve") == len(failed) + 1  # its failed lines and the verdict
 
 
 def test_each_server_says_its_own_failure_once() -> None:
@@ -59,7 +67,7 @@ def test_each_server_says_its_own_failure_once() -> None:
         "  failed: connection refused (nothing listening on that port) (3 of 3 queries)",
         "  unusable: every query failed",
     ]
-    assert len(server_lines(result.stdout, "nonexistent.invalid")) == 3
+    assert 3 <= len(server_lines(result.stdout, "nonexistent.invalid")) <= 5  # (a line per distinct failure)
     assert result.stdout.splitlines()[-1].startswith("verdict: clock trust unknown: NTP unavailable")
 
 

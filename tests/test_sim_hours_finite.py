@@ -1,5 +1,8 @@
 """``sim explore`` and ``sim scenario`` refuse an ``--hours`` that is not a finite time, in one line.
 
+And one over 8784 (366 days, a scenario file's bound): ``sim explore`` ran it, and a failing
+seed's file then had a duration ``sim replay`` refused.
+
 ``nan`` and ``inf`` pass click's ``FloatRange`` (nan compares false to both
 bounds): ``sim scenario --config`` and ``sim explore --config`` then ended
 in a traceback from the conversion, and ``sim explore`` without a config
@@ -28,7 +31,7 @@ command = ["/bin/true"]
 """
 
 
-@pytest.mark.parametrize("hours", ["nan", "inf", "1e305"])
+@pytest.mark.parametrize("hours", ["nan", "inf", "1e305", "8785"])
 @pytest.mark.parametrize(
     "command",
     [["explore", "--seeds", "1"], ["explore", "--seeds", "1", "--config"], ["scenario", "--config"]],
