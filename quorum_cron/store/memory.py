@@ -223,13 +223,18 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
         rec.spec_hash = req.spec_hash  # deadline_ms: the largest any vote carried (above)
         rec.epoch = record.epoch if record is not None else 0
         job.hwm = max(job.hwm, fire_ms)
-        active = [
-            f
-            for f in sorted(job.open)
-            if f != fire_ms
-            and (other := self._get(job, f, now)) is not None
-            and other.state in (SlotState.COMMITTED, SlotState.RUNNING)
-        ]
+        opened = job.open
+        active = (
+            [
+                f
+                for f in sorted(opened)
+                if f != fire_ms
+                and (other := self._get(job, f, now)) is not None
+                and other.state in (SlotState.COMMITTED, SlotState.RUNNING)
+            ]
+            if len(opened) > 1 or fire_ms not in opened
+            else []  # (most commits: this slot is the job's only open one)
+        )
         if active and req.overlap == Overlap.FORBID:
             reason = f"overlap forbidden: slot {active[0]} active"
             self._end(name, job, rec, SlotState.SKIPPED, reason, now)
