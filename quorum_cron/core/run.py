@@ -42,7 +42,7 @@ from quorum_cron.core.outcomes import (
 from quorum_cron.core.slots import TOKEN_UNKNOWN, Running
 from quorum_cron.core.starts import Starts
 from quorum_cron.core.state import _JobState
-from quorum_cron.core.timers import NEVER, min_sweep_gap
+from quorum_cron.core.timers import NEVER
 
 _NEVER = NEVER
 
@@ -88,17 +88,23 @@ class RunningSide(Starts):
         if not store_ms or state == SlotState.ABSENT:
             self._sweeps.heard.add(js.index)  # (a slot of the job may exist: sweep it until it ends)
             return
+        # (Runs for nearly every reply of every voter: plain comparisons, not min/max calls.)
         if state == SlotState.PROPOSED:
             at = view.fire_ms + js.job.deadline_ms
         elif state == SlotState.COMMITTED:
-            at = max(view.committed_ms, view.not_before_ms) + self.settings.start_timeout_ms
+            at = view.committed_ms if view.committed_ms > view.not_before_ms else view.not_before_ms
+            at += self.settings.start_timeout_ms
         else:
             at = view.lease_until_ms
-        at_mono = now.mono_ms + max(1, at + 1 - store_ms)
+        wait = at + 1 - store_ms
+        at_mono = now.mono_ms + (wait if wait > 1 else 1)
         self._sweeps.expect(js.index, at_mono, view.fire_ms)
         if not self._sweeping:  # (sooner than planned, but never sooner than min_sweep_gap from now)
-            soonest = max(at_mono, now.mono_ms + min_sweep_gap(self.settings))
-            self._next_sweep_mono = min(self._next_sweep_mono, soonest)
+            soonest = now.mono_ms + self._min_sweep_gap
+            if at_mono > soonest:
+                soonest = at_mono
+            if soonest < self._next_sweep_mono:
+                self._next_sweep_mono = soonest
 
     def _killed_at_lease_end(self, js: _JobState) -> bool:
         """Whether the job's runs are killed on a timer at their lease end.

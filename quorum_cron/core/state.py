@@ -37,7 +37,7 @@ from quorum_cron.core.model import (
 from quorum_cron.core.retries import MAX_RETRY_DOUBLINGS, RetryQueue
 from quorum_cron.core.slots import HELD, Pending, Slot, StepHook, settle
 from quorum_cron.core.sweeps import SweepPlan
-from quorum_cron.core.timers import NEVER, JobTimers
+from quorum_cron.core.timers import NEVER, JobTimers, min_sweep_gap
 
 __all__ = [
     "MAX_CATCHUP_SLOTS",
@@ -117,6 +117,8 @@ class CoreState:
         self.settings = settings
         self._lead_ms = settings.vote_lead_ms
         self._drop_after_ms = settings.max_skew_ms + 1
+        self._min_sweep_gap = min_sweep_gap(settings)
+        """:func:`~quorum_cron.core.timers.min_sweep_gap` of the settings (read for every vote reply)."""
         """A slot nobody got voted is dropped (recorded) this long after its deadline."""
         self._jobs: dict[str, _JobState] = {j.name: _JobState(job=j, index=i) for i, j in enumerate(jobs)}
         self._by_index: list[_JobState] = list(self._jobs.values())
