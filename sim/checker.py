@@ -945,11 +945,14 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
                 )
         elif ev == "vote":
             _on_vote(r, sc, out, counted, deadlines)
+            # (A hundred slots a vote at a burst: Facts.wrote inlined, the lookups hoisted.)
+            t, node, writes, voted = r["t"], r["node"], facts.writes, facts.voted
             for job_name, fire, status, _, _ in r["slots"]:
-                if status in ("recorded", "committed", "skipped", "missed"):
-                    facts.wrote(job_name, fire, r["t"])
                 if status in ("recorded", "committed", "skipped"):
-                    facts.voted.setdefault((job_name, fire), set()).add(r["node"])
+                    writes.setdefault((job_name, fire), []).append(t)
+                    voted.setdefault((job_name, fire), set()).add(node)
+                elif status == "missed":
+                    writes.setdefault((job_name, fire), []).append(t)
         elif ev == "decided":
             first_decided.setdefault(r["job"], r["t"])
             decided_at.setdefault(r["job"], []).append((r["fire"], r["t"]))
