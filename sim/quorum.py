@@ -129,7 +129,7 @@ _CAUSES = (
 def _job_record(world: World, job: str) -> dict[str, str]:
     """``{"mr": text}``: the record the store's job enforces, in scenarios that simulate
     membership (sim/faults.py); nothing otherwise, so other traces stay as they were."""
-    if not world.scenario.uses_membership:
+    if not world.uses_membership:
         return {}
     state = world.store.state._jobs.get(job)
     record = state.record if state is not None else None
@@ -391,11 +391,7 @@ class QuorumStrategy:
                 state=view.state.value,
                 why=view.reason,
                 by=by,
-                **(
-                    _job_record(world, view.job) | {"ep": view.epoch}
-                    if world.scenario.uses_membership
-                    else {}
-                ),
+                **(_job_record(world, view.job) | {"ep": view.epoch} if world.uses_membership else {}),
             )
             return
         world.trace.emit(
@@ -412,7 +408,7 @@ class QuorumStrategy:
             # The record the job enforced at the commit (the checker's membership rule), and the
             # one the slot names as deciding it (DECIDING_EPOCH).
             **_job_record(world, view.job),
-            **({"ep": view.epoch} if world.scenario.uses_membership else {}),
+            **({"ep": view.epoch} if world.uses_membership else {}),
             # A start folded into the commit (the checker: never before the fire time, by st).
             **({"folded": True} if started else {}),
         )
@@ -445,7 +441,7 @@ class QuorumStrategy:
                     executor=e.executor,
                     token=e.token,
                     voters=list(e.voters),
-                    **({"epoch": e.epoch} if world.scenario.uses_membership else {}),
+                    **({"epoch": e.epoch} if world.uses_membership else {}),
                 )
 
 

@@ -204,6 +204,9 @@ class World:
         self.start_ms = scenario.start_ms
         self.end_ms = scenario.start_ms + scenario.duration_ms
         self.settings = scenario.settings
+        self.uses_membership = scenario.uses_membership
+        """``scenario.uses_membership``, computed once: the trace reads it for every commit and
+        ledger entry (the property looks through every fault each time)."""
         self._timeout_ms = scenario.network.timeout_ms
         self.max_skew_ms = scenario.settings.max_skew_ms
         self.jobs: dict[str, JobDef] = {j.name: j for j in scenario.jobs}
