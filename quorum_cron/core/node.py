@@ -237,13 +237,18 @@ class NodeCore(VotingSide, Inspection, FinishingSide, WireTimes, JobSwap):
                 if slots:
                     # Each pass takes the job's slots in fire-time order; a pass only if a slot
                     # holds its part (most visits: one slot, one part).
-                    votes = polls = deferred = runs = False
-                    for s in slots.values():
-                        votes = votes or s.vote is not None
-                        polls = polls or s.poll_at is not None
-                        deferred = deferred or s.deferred is not None
-                        runs = runs or s.run is not None
-                    order = sorted(slots) if len(slots) > 1 else list(slots)
+                    order = list(slots) if len(slots) == 1 else sorted(slots)
+                    if len(order) == 1:
+                        s = slots[order[0]]
+                        votes, polls = s.vote is not None, s.poll_at is not None
+                        deferred, runs = s.deferred is not None, s.run is not None
+                    else:
+                        votes = polls = deferred = runs = False
+                        for s in slots.values():
+                            votes = votes or s.vote is not None
+                            polls = polls or s.poll_at is not None
+                            deferred = deferred or s.deferred is not None
+                            runs = runs or s.run is not None
                     if voting and votes:
                         self._votes_due(js, order, now, out, requests)
                     if polls:

@@ -81,9 +81,11 @@ class VotingSide(CoreState):
         """
         wall = now.wall_ms
         floor = wall - js.job.deadline_ms
+        # (The job's next fire time, read from its cache without a call when current.)
+        nf = js.next_fire_ms if js.next_fire_for == js.cursor_ms else self._next_fire(js)
         # (A cursor behind the floor with no fire time in between is left
         # where it is: moving it would change nothing but the cached fire time.)
-        if js.cursor_ms < floor and self._next_fire(js) <= floor:
+        if js.cursor_ms < floor and nf <= floor:
             # This node slept through slots (a pause, a wall-clock jump): too
             # late to vote for them, but not too late to account for them.
             late = itertools.islice(js.job.schedule.fire_times(js.cursor_ms, floor), MAX_CATCHUP_SLOTS)
