@@ -62,6 +62,7 @@ __all__ = [
     "fail_fast",
     "info_fields",
     "kind_problem",
+    "not_redis_line",
     "open_client",
     "options_problem",
 ]
@@ -112,6 +113,13 @@ def options_problem(target: RedisTarget) -> str | None:
     return None
 
 
+def not_redis_line(shown_url: str, exc: BaseException) -> str:
+    """The line for a server that answered outside Redis's protocol (the agent's preflight, the
+    commands, ``check-store`` and ``demo`` all say it so)."""
+    why = redact_text(str(exc).split("\n", 1)[0][:200] or type(exc).__name__)
+    return f"the server at {shown_url} does not answer like Redis ({why}): expected a Redis server"
+
+
 def answer_problem(url: str) -> str | None:
     """Why ``url`` cannot be used now (it does not parse, or its Redis does not answer a ``PING``
     within the fail-fast timeouts): one line, the URL redacted; None when it answers."""
@@ -125,8 +133,7 @@ def answer_problem(url: str) -> str | None:
     except WrongServerKind as exc:  # it answered: as a server of another kind
         return f"redis at {target.shown}: {exc}"
     except InvalidResponse as exc:  # it answered, but not in Redis's protocol (an HTTP port, say)
-        first = redact_text(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        return f"the server at {target.shown} does not answer like Redis ({first}): expected a Redis server"
+        return not_redis_line(target.shown, exc)
     except redis.RedisError as exc:
         first = redact_text(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return f"redis at {target.shown} did not answer: {first}"

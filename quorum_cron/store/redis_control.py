@@ -53,17 +53,17 @@ class RedisControl(RedisBase):
 
     def pause(self, job: str, by: str, reason: str) -> JobControl:
         with self._boundary("pause"):
-            reply = self._control_call("p", job, by, reason, _call_id())
-            if len(reply) != 6:
-                raise ValueError(f"pause reply has {len(reply)} elements, expected 6")
-            return replace(self._job_control(job, *reply[1:5]), changed=as_text(reply[5]) == "1")
+            return self._changed_control("pause", job, self._control_call("p", job, by, reason, _call_id()))
 
     def resume(self, job: str, by: str) -> JobControl:
         with self._boundary("resume"):
-            reply = self._control_call("r", job, by, "", _call_id())
-            if len(reply) != 6:
-                raise ValueError(f"resume reply has {len(reply)} elements, expected 6")
-            return replace(self._job_control(job, *reply[1:5]), changed=as_text(reply[5]) == "1")
+            return self._changed_control("resume", job, self._control_call("r", job, by, "", _call_id()))
+
+    def _changed_control(self, op: str, job: str, reply: list[Any]) -> JobControl:
+        """A pause's or resume's reply: the control after, and whether this call changed it."""
+        if len(reply) != 6:
+            raise ValueError(f"{op} reply has {len(reply)} elements, expected 6")
+        return replace(self._job_control(job, *reply[1:5]), changed=as_text(reply[5]) == "1")
 
     def control(self, job: str) -> JobControl:
         with self._boundary("control"):

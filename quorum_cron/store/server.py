@@ -50,7 +50,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.base import Store
-from quorum_cron.store.connect import open_client
+from quorum_cron.store.connect import not_redis_line, open_client
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.urls import RedisTarget
 
@@ -198,7 +198,7 @@ def server_problem(server: Store | RedisClient, shown_url: str) -> str | None:
     try:
         info = client.info("server")
     except InvalidResponse as exc:  # (it answered, but not in Redis's protocol: an HTTP port, say)
-        return _not_redis(shown_url, exc)
+        return not_redis_line(shown_url, exc)
     except redis.RedisError:
         return None
     except (AttributeError, TypeError, ValueError):
@@ -270,7 +270,7 @@ def preflight(server: Store | RedisClient, shown_url: str, members_key: str | No
                 f"certificate); see docs/operations.md"
             )
         if "protocol" in text.lower():
-            return ServerCheck(_not_redis(shown_url, exc))
+            return ServerCheck(not_redis_line(shown_url, exc))
         return ServerCheck(reachable=False)
     except ResponseError as exc:
         if credentials_hint(str(exc)):
@@ -280,7 +280,7 @@ def preflight(server: Store | RedisClient, shown_url: str, members_key: str | No
             )
         return ServerCheck(f"redis at {shown_url} refused PING: {_first_line(exc)}")
     except redis.RedisError as exc:
-        return ServerCheck(_not_redis(shown_url, exc))
+        return ServerCheck(not_redis_line(shown_url, exc))
     problem = server_problem(client, shown_url)  # None without INFO in the ACL: the version stays unchecked
     if problem is not None:
         return ServerCheck(problem)
@@ -324,12 +324,7 @@ def not_redis_problem(shown_url: str, exc: BaseException) -> str | None:
     cause: BaseException | None = exc
     while cause is not None and not isinstance(cause, InvalidResponse):
         cause = cause.__cause__
-    return None if cause is None else _not_redis(shown_url, cause)
-
-
-def _not_redis(shown_url: str, exc: BaseException) -> str:
-    why = _first_line(exc)
-    return f"the server at {shown_url} does not answer like Redis ({why}): expected a Redis server"
+    return None if cause is None else not_redis_line(shown_url, cause)
 
 
 def credentials_hint(text: str) -> str:
