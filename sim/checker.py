@@ -953,6 +953,10 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
                     voted.setdefault((job_name, fire), set()).add(node)
                 elif status == "missed":
                     writes.setdefault((job_name, fire), []).append(t)
+                if status in ("missed", "skipped"):
+                    # This vote ended the slot (past its deadline; the job paused): the store
+                    # decided it here, raising the job's mark, as a commit does (seed 123058).
+                    decided_at.setdefault(job_name, []).append((fire, t))
         elif ev == "decided":
             first_decided.setdefault(r["job"], r["t"])
             decided_at.setdefault(r["job"], []).append((r["fire"], r["t"]))

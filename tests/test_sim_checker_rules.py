@@ -525,6 +525,8 @@ def test_an_open_slot_of_a_job_every_node_removed_then_restarted_without_is_a_kn
         ("not restarted", {checker.UNACCOUNTED: 1}),
         ("restarted, no later commit", {checker.UNACCOUNTED: 1}),
         ("restarted after a later commit, but n1 had voted", {checker.UNACCOUNTED: 1}),
+        ("restarted after a late vote ended a later slot missed", {checker.LOCAL_KILLED: 1}),
+        ("restarted after a vote ended a later slot of a paused job", {checker.LOCAL_KILLED: 1}),
     ],
 )
 def test_a_slot_only_run_locally_lost_to_a_restart_of_every_node_past_the_mark_is_a_known_limit(
@@ -547,7 +549,9 @@ def test_a_slot_only_run_locally_lost_to_a_restart_of_every_node_past_the_mark_i
     seen = KNOWN_JOB
     boots = [{"ev": "boot", "t": FIRE + 20_000, "node": n, "incarnation": 2, "specs": {}} for n in NODES]
     records: list[Rec] = [*health(T0), *FLICKER, seen, *local]
-    if story != "restarted, no later commit":
+    if "vote ended" in story:
+        records.append(vote("n1", nxt + 2_000, fire=nxt, status="missed" if "missed" in story else "skipped"))
+    elif story != "restarted, no later commit":
         records += later
     if story != "not restarted":
         records += boots

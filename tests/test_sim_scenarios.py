@@ -113,6 +113,18 @@ def test_slots_only_run_locally_lost_to_a_restart_of_every_node_are_the_named_li
     assert all(r.duplicates == 0 for r in reports)
 
 
+def test_a_local_run_killed_after_a_late_vote_ended_the_next_slot_is_the_named_limit() -> None:
+    """``limits/local-run-killed-after-a-late-vote`` (explorer seed 123058): n3 runs job8's slot
+    locally under a loss fault; its late vote for the next slot ends that slot ``missed``, which
+    raises the mark as a commit would; a whole-cluster outage then restarts every node before the
+    local run's record lands. The checker reads that decision from the vote's reply (the trace's
+    only record of it): ``LOCAL_KILLED``, not a slot nobody could vote for."""
+    sc = sim.load(SCENARIO_DIR / "limits" / "local-run-killed-after-a-late-vote.toml")
+    report = sim.run(sc, sc.seed or 0).report
+    assert report.by_kind() == {LOCAL_KILLED: 1}, report.summary()
+    assert report.duplicates == 0
+
+
 def test_retries_refusals_and_local_runs_are_simulated_and_checked() -> None:
     """Failed runs are retried under higher tokens after their backoff, the store refuses writes
     for a while, and a run-local job runs alone while the store is unreachable: the checker's
