@@ -957,6 +957,7 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
                     # This vote ended the slot (past its deadline; the job paused): the store
                     # decided it here, raising the job's mark, as a commit does (seed 123058).
                     decided_at.setdefault(job_name, []).append((fire, t))
+                    first_decided.setdefault(job_name, t)
         elif ev == "decided":
             first_decided.setdefault(r["job"], r["t"])
             decided_at.setdefault(r["job"], []).append((r["fire"], r["t"]))

@@ -357,9 +357,34 @@ def test_a_started_retry_whose_finish_never_landed_any_node_can_end(ran: bool) -
     assert rep.by_kind() == {checker.RETRY_UNENDED: 1} and rep.cut_off == 0
 
 
-def test_a_slot_of_a_job_the_store_never_saw_forgotten_by_every_node_restarting_is_a_known_limit() -> None:
+@pytest.mark.parametrize(
+    ("before", "expected"),
+    [
+        ("nothing", {checker.NEVER_SEEN: 1}),
+        ("a commit", {checker.UNACCOUNTED: 1}),
+        ("a decided slot", {checker.UNACCOUNTED: 1}),
+        ("a late vote that ended a slot missed", {checker.UNACCOUNTED: 1}),
+    ],
+)
+def test_a_slot_of_a_job_the_store_never_saw_forgotten_by_every_node_restarting_is_a_known_limit(
+    before: str, expected: dict[str, int]
+) -> None:
+    """Once the store decided a slot of the job, a restart's catch-up counts from its mark: the
+    limit no longer applies. A vote that ends a slot is such a decision (its reply the only
+    record of it)."""
     boots = [{"ev": "boot", "t": FIRE + 10_000, "node": n, "incarnation": 2, "specs": {}} for n in NODES]
-    assert kinds(_trace(*boots)) == {checker.NEVER_SEEN: 1}
+    earlier = FIRE - 60_000
+    known: list[Rec] = {
+        "nothing": [],
+        "a commit": [
+            vote("n1", earlier - 1, fire=earlier),
+            vote("n2", earlier, fire=earlier, status="committed"),
+            commit(earlier, 3, "n1", fire=earlier),
+        ],
+        "a decided slot": [KNOWN_JOB],
+        "a late vote that ended a slot missed": [vote("n1", earlier + 5_000, fire=earlier, status="missed")],
+    }[before]
+    assert kinds(_trace(*health(T0), *FLICKER, *known, *boots)) == expected
 
 
 # -- a reload that removes the job ----------------------------------------------------------------
