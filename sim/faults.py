@@ -102,9 +102,12 @@ def install_faults(world: World) -> None:
         _INSTALL[fault.kind](world, fid, fault, _targets(world, fault))
     if world.scenario.uses_membership and quorum:
         world.loop.at(world.start_ms, _trace_membership, world, "start")
+        # (A stream of their own: drawn from the faults' one after every fault's install, the
+        # phases changed with a fault removed past the run's end, and a shrunk run with them.)
+        phases = world.streams.fork("heartbeats")
         for node_id in sorted(world.nodes):
             node = world.nodes[node_id]
-            world.loop.at(world.start_ms + world.fault_rng.randint(1, HEARTBEAT_MS), _heartbeat, world, node)
+            world.loop.at(world.start_ms + phases.randint(1, HEARTBEAT_MS), _heartbeat, world, node)
 
 
 # -- membership ----------------------------------------------------------------
