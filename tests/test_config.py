@@ -269,7 +269,7 @@ CASES = [
         'command = "/bin/backup"',
         "field 'command': '/bin/backup' is a string (expected an array",
     ),
-    ('command = ["/bin/backup"]', "command = []", "field 'command': expected 1-1000 strings"),
+    ('command = ["/bin/backup"]', "command = []", "field 'command': [] is an empty list (expected 1-1000"),
     (
         'command = ["/bin/backup"]',
         'command = ["/bin/backup", 3]',

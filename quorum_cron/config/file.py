@@ -197,7 +197,12 @@ def _parse_cluster(raw: object, source: str, errors: list[str]) -> ClusterConfig
     ntp_unreachable = t.choice(
         "ntp_unreachable", get_args(NtpUnreachable), default_unreachable_policy(ntp_servers).value
     )
-    alert_command = t.str_list("alert_command", "an argv list", max_items=_MAX_ARGV)
+    alert_command = t.str_list(
+        "alert_command",
+        "argv strings, e.g. ['/usr/local/bin/page-oncall', '--team', 'ops']",
+        max_items=_MAX_ARGV,
+        when_empty="leave the key out for no alert command",
+    )
     output = {
         key: cast(int, t.integer(key, lo, hi, default=cast(int, defaults[key].default)))
         for key, lo, hi in _CLUSTER_OUTPUT_BOUNDS

@@ -216,7 +216,7 @@ JOB_READING: tuple[JobOption | JobCheck, ...] = (
     JobOption(
         "env_passthrough",
         lambda t, k: (
-            t.str_list(k, "names of the agent's variables the job gets", max_items=_MAX_ENV)
+            t.str_list(k, "names of the agent's variables the job gets", max_items=_MAX_ENV, empty_ok=True)
             if k in t.data
             else ()
         ),

@@ -218,7 +218,7 @@ class ClusterConfig:
                 "(expected ntp_servers, or ntp_unreachable = 'store-time')",
             )
         if self.alert_command is not None and (not self.alert_command or not self.alert_command[0]):
-            _fail(where, "alert_command", "expected a non-empty argv list")
+            _fail(where, "alert_command", f"{self.alert_command!r} (expected an argv: non-empty strings)")
         for key, lo, hi in _CLUSTER_OUTPUT_BOUNDS:
             _fail(where, key, _range_problem(getattr(self, key), lo, hi))
 

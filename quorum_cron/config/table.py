@@ -97,17 +97,22 @@ class Table:
         return value
 
     def str_list(
-        self, key: str, what: str, *, max_items: int, when_empty: str | None = None
+        self, key: str, what: str, *, max_items: int, when_empty: str | None = None, empty_ok: bool = False
     ) -> tuple[str, ...] | None:
-        """``when_empty``: the advice an empty list gets (e.g. to leave the key out), if any."""
+        """``when_empty``: the advice an empty list gets (e.g. to leave the key out), if any;
+        ``empty_ok``: ``[]`` is the key's default written out, read as ``()``."""
         value = self.get(key, list, f"an array of strings ({what})", None)
         if value is None:
             return None
-        if not value and when_empty is not None:
-            self.error(key, f"[] is an empty list (expected 1-{max_items} {what}; {when_empty})")
+        if not value and empty_ok:
+            return ()
+        if not value:
+            # The line said "expected 1-1000 strings (an argv list)" without naming the value.
+            advice = f"; {when_empty}" if when_empty is not None else ""
+            self.error(key, f"[] is an empty list (expected 1-{max_items} {what}{advice})")
             return None
-        if not value or len(value) > max_items:
-            self.error(key, f"expected 1-{max_items} strings ({what})")
+        if len(value) > max_items:
+            self.error(key, f"has {len(value)} elements (expected 1-{max_items} {what})")
             return None
         for item in value:
             if isinstance(item, str) and "\x00" in item:  # (it is a non-empty string: say what is wrong)
