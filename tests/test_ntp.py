@@ -133,7 +133,7 @@ def test_closed_port_is_refused() -> None:
 
 def test_unresolvable_host() -> None:
     # An empty label fails in the IDNA encoding, before any DNS traffic.
-    with pytest.raises(NtpQueryError, match=r"cannot resolve 'bad\.\.name'"):
+    with pytest.raises(NtpQueryError, match=r"^host name is not valid \(.+\)$"):
         query_once(NtpServer("bad..name"), timeout_s=0.5)
 
 

@@ -19,7 +19,7 @@ through ``ntplib.NTPClient.request`` for three reasons:
 
 Failures never raise out of :func:`query_server`: they become
 ``ServerReport.failures`` lines naming the reason ("no reply within 1 s",
-"connection refused", "cannot resolve ..."), which the guard reports as
+"connection refused", "host name does not resolve ..."), which the guard reports as
 "NTP unavailable" under the configured policy.
 """
 
@@ -120,8 +120,12 @@ def query_once(
     clock = clock if clock is not None else SystemClock()
     try:
         family, _, _, _, address = socket.getaddrinfo(server.host, server.port, type=socket.SOCK_DGRAM)[0]
-    except (OSError, UnicodeError) as exc:
-        raise NtpQueryError(f"cannot resolve {server.host!r}: {exc}") from None
+    except UnicodeError as exc:  # (IDNA: an empty or too long label, before any DNS query)
+        raise NtpQueryError(f"host name is not valid ({exc})") from None
+    except OSError as exc:
+        # Every line that shows this names the server already; the resolver's own text comes
+        # after, without "[Errno -2]": "Temporary failure" (DNS down) is worth telling apart.
+        raise NtpQueryError(f"host name does not resolve (resolver: {exc.strerror or exc})") from None
     nonce = secrets.token_bytes(8)
     request = bytes([version << 3 | 3]) + bytes(39) + nonce
     try:
