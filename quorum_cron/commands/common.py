@@ -15,7 +15,7 @@ from quorum_cron.config.settings import Config, InvalidConfig
 from quorum_cron.errors import QuorumCronError
 from quorum_cron.printable import printable
 from quorum_cron.store import urls as store_urls
-from quorum_cron.store.connect import kind_problem, options_problem
+from quorum_cron.store.connect import kind_problem, options_problem, store_failure
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.server import server_problem
 
@@ -27,6 +27,7 @@ __all__ = [
     "load",
     "redis_option",
     "redis_url_problem",
+    "store_failure",
     "store_for",
     "store_url",
     "unprintable_problem",

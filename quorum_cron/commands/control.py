@@ -36,6 +36,7 @@ from quorum_cron.commands.common import (
     fmt_ms,
     load,
     redis_option,
+    store_failure,
     store_for,
     unprintable_problem,
 )
@@ -105,7 +106,7 @@ def trigger(job: str, config_path: Path, redis_url: str | None, by: str | None) 
         health = membership_facts(store.membership(), store.members(), config.cluster).health
         control = store.control(job)
     except StoreError as exc:
-        fail(f"cannot trigger {job!r} through the store at {shown}: {exc}")
+        fail(f"cannot trigger {job!r} through the store at {shown}: {store_failure(exc)}")
     finally:
         store.close()
     click.echo(f"triggered {job}: slot {fire_ms} ({fmt_ms(fire_ms)}) by {who}")
@@ -178,7 +179,7 @@ def _call(config: Config, redis_url: str | None, job: str, op: Callable[[Store],
     try:
         return op(store)
     except StoreError as exc:
-        fail(f"cannot {what} {job!r} through the store at {shown}: {exc}")
+        fail(f"cannot {what} {job!r} through the store at {shown}: {store_failure(exc)}")
     finally:
         store.close()
 

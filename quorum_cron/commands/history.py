@@ -26,7 +26,15 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from quorum_cron.commands.common import config_option, fail, fmt_ms, load, redis_option, store_for
+from quorum_cron.commands.common import (
+    config_option,
+    fail,
+    fmt_ms,
+    load,
+    redis_option,
+    store_failure,
+    store_for,
+)
 from quorum_cron.commands.output import format_option, reason_with_cause, resolve_format, rows, utc_label
 from quorum_cron.config.values import _name_problem
 from quorum_cron.errors import StoreError, StoreUnavailable
@@ -85,7 +93,7 @@ def history(
         entries = entries[:limit]
         counts = _accounts(store, entries, config.cluster.max_skew_ms)
     except StoreError as exc:
-        fail(f"cannot read the store at {shown}: {exc}{credentials_hint(str(exc))}")
+        fail(f"cannot read the store at {shown}: {store_failure(exc)}{credentials_hint(str(exc))}")
     finally:
         store.close()
     # A run's detail is the job's own output: URL passwords it printed are masked when shown, as
@@ -171,7 +179,7 @@ def _removed_job(
     try:
         entries = store.ledger(job, limit)
     except StoreUnavailable as exc:
-        fail(f"{unknown} (nor could its ledger be looked for in the store at {shown}: {exc})")
+        fail(f"{unknown} (nor could its ledger be looked for in the store at {shown}: {store_failure(exc)})")
     if not entries:
         fail(f"{unknown} (the store holds no ledger of {job!r} either)")
     click.echo(f"note: {job!r} is not in the config (removed?); its ledger as the store keeps it", err=True)

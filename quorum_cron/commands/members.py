@@ -45,6 +45,7 @@ from quorum_cron.commands.common import (
     fmt_ms,
     load,
     redis_option,
+    store_failure,
     store_for,
     unprintable_problem,
 )
@@ -130,7 +131,7 @@ def show(config_path: Path, redis_url: str | None, as_json: bool) -> None:
         live = store.members()
         log = store.membership_log(LOG_LIMIT)
     except StoreError as exc:
-        fail(f"cannot read the membership from the store at {shown}: {exc}")
+        fail(f"cannot read the membership from the store at {shown}: {store_failure(exc)}")
     finally:
         store.close()
     facts = membership_facts(stored, live, config.cluster, config.source)
@@ -274,7 +275,7 @@ def _change(
         result = store.change_membership(record.epoch, new, who, why)
         live = store.members() if result.ok else []
     except StoreError as exc:
-        fail(f"cannot change the membership through the store at {shown}: {exc}")
+        fail(f"cannot change the membership through the store at {shown}: {store_failure(exc)}")
     finally:
         store.close()
     after = _accepted(result, "change the membership")
@@ -480,7 +481,7 @@ def finish(
         result = store.finish_membership(record.epoch, who, why, force=force)
         live = store.members() if result.ok else []
     except StoreError as exc:
-        fail(f"cannot finish the membership change through the store at {shown}: {exc}")
+        fail(f"cannot finish the membership change through the store at {shown}: {store_failure(exc)}")
     finally:
         store.close()
     # (The store's refusal says "(or force it)"; the command names the flag that does.)

@@ -31,7 +31,16 @@ from rich.console import Console
 from rich.table import Table
 
 from quorum_cron.agent.membership import MembershipFacts, membership_facts
-from quorum_cron.commands.common import ago, config_option, fail, fmt_ms, load, redis_option, store_for
+from quorum_cron.commands.common import (
+    ago,
+    config_option,
+    fail,
+    fmt_ms,
+    load,
+    redis_option,
+    store_failure,
+    store_for,
+)
 from quorum_cron.commands.control import describe_control
 from quorum_cron.commands.members import describe_facts, role
 from quorum_cron.commands.output import (
@@ -105,7 +114,7 @@ def status(config_path: Path, redis_url: str | None, output_format: str | None, 
                     unreadable[name] = str(exc)
                 last[name] = entries[0] if entries else None
     except StoreError as exc:
-        fail(f"cannot read the store at {shown}: {exc}{credentials_hint(str(exc))}")
+        fail(f"cannot read the store at {shown}: {store_failure(exc)}{credentials_hint(str(exc))}")
     finally:
         store.close()
     facts = membership_facts(stored, members, cluster, config.source)

@@ -65,6 +65,7 @@ __all__ = [
     "not_redis_line",
     "open_client",
     "options_problem",
+    "store_failure",
 ]
 
 SOCKET_TIMEOUT_S: Final = 2.0
@@ -118,6 +119,49 @@ def not_redis_line(shown_url: str, exc: BaseException) -> str:
     commands, ``check-store`` and ``demo`` all say it so)."""
     why = redact_text(str(exc).split("\n", 1)[0][:200] or type(exc).__name__)
     return f"the server at {shown_url} does not answer like Redis ({why}): expected a Redis server"
+
+
+_STORE_SAID: Final = (
+    # (pattern of the store layer's own line, what a line that names the store already says)
+    (re.compile(r"out of memory: redis at \S+ refused [\w -]+?: (?P<why>.*)"), "out of memory: "),
+    (re.compile(r"redis at \S+ unavailable(?: during [\w -]+?)?: (?P<why>.*)"), "unavailable: "),
+    (re.compile(r"redis at \S+ refuses writes during [\w -]+?: (?P<why>.*)"), "refuses writes: "),
+    (re.compile(r"redis at \S+ refused [\w -]+?: (?P<why>.*)"), ""),
+    (re.compile(r"redis at \S+ failed [\w -]+?: (?P<why>.*)"), "error reply: "),
+    (re.compile(r"unexpected reply from redis at \S+ to [\w -]+?: (?P<why>.*)"), "unexpected reply: "),
+    (re.compile(r"redis at \S+: outcome of [\w -]+? (?P<why>unknown, .*)"), "outcome "),
+)
+_REDIS_PY_SAID: Final = (
+    (re.compile(r"Error -?\d+ connecting to \S+?\. (?P<why>.+?)\.?"), ""),
+    (re.compile(r"(?P<why>Connection closed by server)\."), ""),
+    (re.compile(r"Error while reading from \S+ ?: \(\d+, '(?P<why>.+)'\)"), "while reading: "),
+    (re.compile(r"Timeout connecting to server"), "no answer within the connect timeout"),
+    (re.compile(r"Timeout reading from \S+"), "no reply within the socket timeout"),
+)
+
+
+def store_failure(exc: BaseException) -> str:
+    """Why a store call failed, for a line that names the store (its URL, password masked) already.
+
+    The store layer's lines name the address and the internal operation ("redis at
+    redis://h:1/0 unavailable during time: Error 111 connecting to h:1. Connection refused."):
+    right in the agent's log, where nothing else names them, but a one-off command's line
+    ("cannot read the store at redis://:***@h:1/0: ...") said the URL twice (once without its
+    user) and an operation the operator never asked for. Here that is "unavailable: Connection
+    refused". The store layer builds its lines from password-free addresses (a redaction here
+    would mask the placeholder of its hint "redis://:PASSWORD@host"); a line of any other shape
+    is returned as it is, redacted.
+    """
+    text = str(exc).split("\n", 1)[0]
+    for pattern, said in _STORE_SAID:
+        if (match := pattern.fullmatch(text)) is not None:
+            why = match["why"]
+            for raw, words in _REDIS_PY_SAID:
+                if (inner := raw.fullmatch(why)) is not None:
+                    why = words + (inner.groupdict().get("why") or "")
+                    break
+            return said + why
+    return redact_text(text)
 
 
 def answer_problem(url: str) -> str | None:

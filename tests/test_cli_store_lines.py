@@ -1,0 +1,153 @@
+"""A one-off command whose store call fails says once which store (its URL, password masked) and
+what failed, in one line.
+
+The line repeated the URL ("cannot read the store at redis://:***@h:p/0: redis at
+redis://h:p/0 unavailable during time: Error 111 connecting to h:p. Connection refused."): the
+second time without its user, and with the store layer's internal operation ("during time",
+"during ledgers") that the operator never asked for. Real servers: a port where nothing
+listens (a bound socket that never listens: refused, and no one else can take the port), a
+server that accepts and at once closes every connection (one that vanishes), and a
+redis-server with a password.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from quorum_cron.cli import main
+from quorum_cron.store.connect import store_failure
+from quorum_cron.store.embedded.single import EmbeddedRedis
+
+PASSWORD = "s3cret-pw"
+
+COMMANDS = (
+    (["status"], "cannot read the store at"),
+    (["history"], "cannot read the store at"),
+    (["pause", "a", "--reason", "disk"], "cannot pause 'a' through the store at"),
+    (["resume", "a"], "cannot resume 'a' through the store at"),
+    (["trigger", "a"], "cannot trigger 'a' through the store at"),
+    (["members", "show"], "cannot read the membership from the store at"),
+)
+
+
+def config(tmp_path: Path, url: str) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        f'[cluster]\nname = "lines"\nmembers = ["n1"]\nredis_url = "{url}"\n'
+        '\n[[jobs]]\nname = "a"\nschedule = "@hourly"\ncommand = ["true"]\n'
+    )
+    return path
+
+
+def error_line(args: list[str], path: Path) -> str:
+    result = CliRunner().invoke(main, [*args, "--config", str(path)])
+    assert result.exit_code == 1, (args, result.output)
+    assert result.stdout == "" and isinstance(result.exception, SystemExit), result.exception
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), (args, result.stderr)
+    return lines[0]
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
+
+@pytest.fixture
+def closing_port() -> Iterator[int]:
+    """A listener that accepts every connection and closes it at once."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        listener.shutdown(socket.SHUT_RDWR)  # (wakes the accept: close alone does not)
+        listener.close()
+        thread.join(5)
+
+
+@pytest.mark.parametrize(("args", "says"), COMMANDS)
+def test_nothing_listening(tmp_path: Path, refused_port: int, args: list[str], says: str) -> None:
+    url = f"redis://:{PASSWORD}@127.0.0.1:{refused_port}/0"
+    line = error_line(args, config(tmp_path, url))
+    assert line == f"error: {says} redis://:***@127.0.0.1:{refused_port}/0: unavailable: Connection refused"
+
+
+@pytest.mark.parametrize(("args", "says"), COMMANDS)
+def test_a_server_that_closes_every_connection(
+    tmp_path: Path, closing_port: int, args: list[str], says: str
+) -> None:
+    url = f"redis://:{PASSWORD}@127.0.0.1:{closing_port}/0"
+    line = error_line(args, config(tmp_path, url))
+    shown = f"redis://:***@127.0.0.1:{closing_port}/0"
+    assert line.startswith(f"error: {says} {shown}: unavailable: "), line
+    assert line.count(f"127.0.0.1:{closing_port}") == 1 and "during" not in line and PASSWORD not in line
+
+
+@pytest.fixture(scope="module")
+def locked_redis() -> Iterator[EmbeddedRedis]:
+    """A server of its own with a password (set once it answers: the start waits for a PING)."""
+    with EmbeddedRedis() as server:
+        admin = server.client()
+        admin.config_set("requirepass", PASSWORD)
+        try:
+            yield server
+        finally:
+            admin.config_set("requirepass", "")
+            admin.close()
+
+
+@pytest.mark.parametrize(("args", "says"), COMMANDS)
+def test_a_refused_password_names_the_store_once(
+    tmp_path: Path, locked_redis: EmbeddedRedis, args: list[str], says: str
+) -> None:
+    line = error_line(args, config(tmp_path, f"redis://:wrong-{PASSWORD}@127.0.0.1:{locked_redis.port}/0"))
+    shown = f"redis://:***@127.0.0.1:{locked_redis.port}/0"
+    assert line.startswith(f"error: {says} {shown}: the password or user was refused"), line
+    assert line.count(f"127.0.0.1:{locked_redis.port}") == 1 and PASSWORD not in line
+
+
+@pytest.mark.parametrize(
+    ("store_said", "line_says"),
+    [
+        (
+            "out of memory: redis at redis://h:1/0 refused vote: OOM command not allowed",
+            "out of memory: OOM command not allowed",
+        ),
+        ("redis at redis://h:1/0 refuses writes during pause: READONLY: it is a replica now", None),
+        ("redis at redis://h:1/0 failed trigger: ERR unknown command", "error reply: ERR unknown command"),
+        ("unexpected reply from redis at redis://h:1/0 to time: bad", "unexpected reply: bad"),
+        (
+            "redis at redis://h:1/0 unavailable during ledgers: Error while reading from h:1 : "
+            "(104, 'Connection reset by peer')",
+            "unavailable: while reading: Connection reset by peer",
+        ),
+        ("cluster slot map unusable: x", "cluster slot map unusable: x"),
+        ("no master at redis://:pw@h:1/0", "no master at redis://:***@h:1/0"),
+    ],
+)
+def test_each_store_line_shape(store_said: str, line_says: str | None) -> None:
+    expected = line_says or "refuses writes: READONLY: it is a replica now"
+    assert store_failure(RuntimeError(store_said)) == expected
