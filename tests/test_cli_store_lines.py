@@ -21,8 +21,10 @@ import pytest
 from click.testing import CliRunner
 
 from quorum_cron.cli import main
+from quorum_cron.errors import StoreError
 from quorum_cron.store.connect import store_failure
 from quorum_cron.store.embedded.single import EmbeddedRedis
+from quorum_cron.store.options import StoreOptions, open_store
 
 PASSWORD = "s3cret-pw"
 
@@ -125,7 +127,7 @@ def test_a_refused_password_names_the_store_once(
 ) -> None:
     line = error_line(args, config(tmp_path, f"redis://:wrong-{PASSWORD}@127.0.0.1:{locked_redis.port}/0"))
     shown = f"redis://:***@127.0.0.1:{locked_redis.port}/0"
-    assert line.startswith(f"error: {says} {shown}: the password or user was refused"), line
+    assert line.startswith(f"error: {says} {shown}: {REFUSED}"), line
     assert line.count(f"127.0.0.1:{locked_redis.port}") == 1 and PASSWORD not in line
 
 
@@ -151,3 +153,30 @@ def test_a_refused_password_names_the_store_once(
 def test_each_store_line_shape(store_said: str, line_says: str | None) -> None:
     expected = line_says or "refuses writes: READONLY: it is a replica now"
     assert store_failure(RuntimeError(store_said)) == expected
+
+
+REFUSED = "the password or user was refused"
+"""How the store says a refused password (its line asks the agent "changed under a running agent?")."""
+
+
+def test_the_running_agent_hint_is_the_agents_alone(tmp_path: Path, locked_redis: EmbeddedRedis) -> None:
+    """A one-off command never authenticated before: "changed under a running agent?" is not its case.
+
+    The store's own line, which the agent logs, keeps it.
+    """
+    url = f"redis://:wrong-{PASSWORD}@127.0.0.1:{locked_redis.port}/0"
+    store = open_store(url, StoreOptions("lines"))
+    try:
+        with pytest.raises(StoreError) as info:
+            store.time_ms()
+    finally:
+        store.close()
+    assert "changed under a running agent?" in str(info.value)
+    path = config(tmp_path, url)
+    shown = f"redis://:***@127.0.0.1:{locked_redis.port}/0"
+    why = f"{REFUSED} (wrong or disabled; expected the password, and user, of that server in the URL)"
+    for args, says in (
+        *COMMANDS,
+        (["members", "add", "n2", "--reason", "grow"], "cannot change the membership through the store at"),
+    ):
+        assert error_line(args, path) == f"error: {says} {shown}: {why}", args

@@ -139,6 +139,13 @@ _REDIS_PY_SAID: Final = (
     (re.compile(r"Timeout reading from \S+"), "no reply within the socket timeout"),
 )
 
+_AGENT_ONLY: Final = re.compile(
+    r"(?P<said>the password or user was refused) \(wrong or disabled: changed under a running agent\?\) "
+    r"\((?P<expected>expected [^)]*)\)"
+)
+"""The store's line for a refused password asks whether it changed under a running agent: the
+agent's case (it authenticated once); a one-off command never did, and reads it without that."""
+
 
 def store_failure(exc: BaseException) -> str:
     """Why a store call failed, for a line that names the store (its URL, password masked) already.
@@ -148,7 +155,8 @@ def store_failure(exc: BaseException) -> str:
     right in the agent's log, where nothing else names them, but a one-off command's line
     ("cannot read the store at redis://:***@h:1/0: ...") said the URL twice (once without its
     user) and an operation the operator never asked for. Here that is "unavailable: Connection
-    refused". The store layer builds its lines from password-free addresses (a redaction here
+    refused", and a refused password leaves out the agent's "changed under a running agent?".
+    The store layer builds its lines from password-free addresses (a redaction here
     would mask the placeholder of its hint "redis://:PASSWORD@host"); a line of any other shape
     is returned as it is, redacted.
     """
@@ -160,7 +168,7 @@ def store_failure(exc: BaseException) -> str:
                 if (inner := raw.fullmatch(why)) is not None:
                     why = words + (inner.groupdict().get("why") or "")
                     break
-            return said + why
+            return said + _AGENT_ONLY.sub(r"\g<said> (wrong or disabled; \g<expected>)", why)
     return redact_text(text)
 
 
