@@ -30,7 +30,7 @@ from typing import Any, NoReturn
 
 import click
 
-from quorum_cron.commands.common import redis_url_problem
+from quorum_cron.commands.common import config_option, redis_url_problem
 from quorum_cron.commands.output import format_option, resolve_format
 from quorum_cron.commands.pipes import quiet_on_closed_pipe
 from quorum_cron.config.durations import format_duration
@@ -230,14 +230,7 @@ def _parse_after(text: str, job: JobSpec) -> int:
 @main.command("next")
 @click.argument("job_name", metavar="JOB")
 @click.option("-n", "count", type=int, default=5, show_default=True, help=f"How many (1-{_MAX_NEXT}).")
-@click.option(
-    "--config",
-    "config_path",
-    required=True,
-    envvar="QUORUM_CRON_CONFIG",
-    type=click.Path(path_type=Path),
-    help="Cluster config file (TOML). Env: QUORUM_CRON_CONFIG.",
-)
+@config_option
 @click.option(
     "--after",
     metavar="TIME",

@@ -143,7 +143,7 @@ def test_next_reads_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
         ),
         (
             ["next", "cache-warm", "--config", "/nonexistent/c.toml"],
-            "error: /nonexistent/c.toml: no such file",
+            "error: Invalid value for '--config': File '/nonexistent/c.toml' does not exist.",
         ),
         (["next", "backup", "--config", str(EXAMPLES / "invalid.toml")], "error: "),
     ],

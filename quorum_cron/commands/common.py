@@ -33,10 +33,11 @@ __all__ = [
     "unprintable_problem",
 ]
 
-config_option = click.option(
+config_option = click.option(  # (every command's: one metavar, one check, one help line)
     "--config",
     "config_path",
     required=True,
+    metavar="FILE",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     envvar="QUORUM_CRON_CONFIG",
     help="Cluster config file (TOML). Env: QUORUM_CRON_CONFIG.",
