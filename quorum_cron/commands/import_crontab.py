@@ -9,8 +9,9 @@ TOML on stdout, and on stderr one line per refused crontab line and per
 difference worth knowing.  The generated TOML is validated with the same
 parser the agent uses before it is printed, so what comes out loads.
 
-Exit status: 0; 1 when a line could not be imported (the config is still
-printed without it when ``--skip-bad`` is given, and then the status is 0).
+Exit status: 0; 1 when a line could not be imported: the lines and their count on
+stderr, nothing on stdout and no "imported" summary. With ``--skip-bad`` the config
+is printed without them, the status is 0, and the summary names the lines left out.
 """
 
 from __future__ import annotations
@@ -170,4 +171,9 @@ def import_crontab(
     click.echo(result.toml, nl=False)
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
-    click.echo(f"imported {result.jobs} job(s) from {source}", err=True)
+    summary = f"imported {result.jobs} job(s) from {source}"
+    if result.bad:  # (--skip-bad: the summary alone read as if the whole crontab came in)
+        numbers = [str(b.lineno) for b in result.bad]
+        shown = ", ".join(numbers[:10]) + (f" and {len(numbers) - 10} more" if len(numbers) > 10 else "")
+        summary += f"; {len(numbers)} line(s) not imported (--skip-bad): line(s) {shown}"
+    click.echo(summary, err=True)
