@@ -201,6 +201,7 @@ def _probe_redis(guard: ClockGuard, clock: Clock, url: str, namespace: str) -> N
     """
     # Imported only when asked: a plain NTP check must not need a Redis client.
     from quorum_cron.errors import QuorumCronError
+    from quorum_cron.store.connect import store_failure
     from quorum_cron.store.options import StoreOptions, open_store
 
     shown = redact_url(url) or ""
@@ -211,8 +212,11 @@ def _probe_redis(guard: ClockGuard, clock: Clock, url: str, namespace: str) -> N
         finally:
             store.close()
     except (QuorumCronError, OSError, ValueError) as exc:
-        click.echo(f"store TIME ({shown}): failed: {exc}")
-        guard.observe_store_unreachable(f"{shown}: {exc}", ClockReading.of(clock))
+        # The store's line names its address and asks the agent "changed under a running
+        # agent?"; this line names the store already, and no agent runs here.
+        why = store_failure(exc)
+        click.echo(f"store TIME ({shown}): failed: {why}")
+        guard.observe_store_unreachable(f"{shown}: {why}", ClockReading.of(clock))
         return
     click.echo(f"store TIME ({shown}): {probe.evidence()}, bound {probe.bound_ms:.1f} ms")
     guard.observe_store(probe, ClockReading.of(clock))
