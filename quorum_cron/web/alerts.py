@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from quorum_cron.errors import StoreError
-from quorum_cron.redact import redact_text
 from quorum_cron.store.base import Store, StoredAlert
+from quorum_cron.store.connect import store_failure
 
 __all__ = ["SHOWN", "alert_doc", "newest_alert_id", "recent_alerts"]
 
@@ -38,7 +38,7 @@ def recent_alerts(store: Store, limit: int = SHOWN) -> dict[str, Any]:
     try:
         page = store.alerts(max(1, min(limit, SHOWN)))
     except StoreError as exc:
-        return {"alerts": [], "skipped": 0, "error": redact_text(str(exc))[:300]}
+        return {"alerts": [], "skipped": 0, "error": store_failure(exc)[:300]}
     return {"alerts": [alert_doc(a) for a in page.alerts], "skipped": page.skipped, "error": ""}
 
 

@@ -60,6 +60,7 @@ from starlette.staticfiles import StaticFiles
 from quorum_cron.config.settings import Config
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.base import ObservedStore
+from quorum_cron.store.connect import store_failure
 from quorum_cron.web import views
 from quorum_cron.web.actions import ACTIONS, perform, said
 from quorum_cron.web.inputs import (
@@ -226,7 +227,7 @@ def create_app(ctx: WebContext) -> Starlette:
         except StoreError as exc:
             if isinstance(exc, StoreUnavailable):
                 recent.forget()  # it may come back with another ledger (a restart, a failover)
-            raise Refused(503, f"cannot read the store at {ctx.shown_url}: {exc}") from None
+            raise Refused(503, f"cannot read the store at {ctx.shown_url}: {store_failure(exc)}") from None
 
     def job_of(request: Request) -> str:
         job = str(request.path_params["job"])
@@ -332,7 +333,7 @@ def create_app(ctx: WebContext) -> Starlette:
             return await run_in_threadpool(perform, ctx.store, job, action, who, reason)
         except StoreError as exc:
             raise Refused(
-                503, f"cannot {action} {job!r} through the store at {ctx.shown_url}: {exc}"
+                503, f"cannot {action} {job!r} through the store at {ctx.shown_url}: {store_failure(exc)}"
             ) from None
 
     async def page_action(request: Request) -> Response:

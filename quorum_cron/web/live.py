@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.base import AuditEntry, LedgerEntry, Member, ObservedStore
+from quorum_cron.store.connect import store_failure
 from quorum_cron.web.alerts import newest_alert_id
 
 __all__ = ["Broadcaster", "sse"]
@@ -159,7 +160,7 @@ class Broadcaster:
             except StoreUnavailable as exc:
                 if not down:
                     down = True
-                    self.publish(sse("store", {"ok": False, "error": str(exc)}))
+                    self.publish(sse("store", {"ok": False, "error": store_failure(exc)}))
                 await asyncio.sleep(backoff)
                 backoff = min(BACKOFF_MAX_S, backoff * 2)
             except StoreError as exc:
@@ -169,7 +170,7 @@ class Broadcaster:
                     continue
                 if not down:
                     down = True
-                    self.publish(sse("store", {"ok": False, "error": str(exc)}))
+                    self.publish(sse("store", {"ok": False, "error": store_failure(exc)}))
                 await asyncio.sleep(backoff)
                 backoff = min(BACKOFF_MAX_S, backoff * 2)
 

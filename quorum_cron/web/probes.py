@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import asyncio
 
-from quorum_cron.errors import StoreError, StoreUnavailable
-from quorum_cron.redact import redact_text
+from quorum_cron.errors import StoreError
 from quorum_cron.store.base import ObservedStore
+from quorum_cron.store.connect import store_failure
 
 __all__ = ["READY_TIMEOUT_S", "Readiness"]
 
@@ -49,9 +49,7 @@ class Readiness:
         try:
             self._store.time_ms()
         except StoreError as exc:
-            what = "is not answering" if isinstance(exc, StoreUnavailable) else "answered with an error"
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            return f"the store {what}: {redact_text(first)}"
+            return f"cannot read the store at {self._shown}: {store_failure(exc) or type(exc).__name__}"
         return None
 
     async def check(self) -> str | None:

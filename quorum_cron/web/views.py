@@ -44,6 +44,7 @@ from quorum_cron.store.base import (
     SlotState,
     SlotView,
 )
+from quorum_cron.store.connect import store_failure
 from quorum_cron.store.ledger_json import ledger_doc
 from quorum_cron.store.ports import with_job_tables
 from quorum_cron.store.rendezvous import weight
@@ -185,7 +186,7 @@ def cluster_view(
     try:
         server = store.server_info()
     except StoreError as exc:
-        server = {"error": str(exc)}
+        server = {"error": store_failure(exc)}
     facts = membership_facts(stored, members, cluster, config.source)
     health = facts.health
     member_docs = [_member_doc(m, now, config, stored) for m in members]
