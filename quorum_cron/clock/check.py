@@ -65,6 +65,11 @@ PROBE_NAMESPACE = "quorum-cron"
 """The namespace whose store ``TIME`` is read without a config (it only picks a Redis Cluster's master)."""
 
 
+def _count(n: int, one: str, many: str) -> str:
+    """``n`` with its noun in the number it takes ("1 failed query", "0 replies")."""
+    return f"{n} {one if n == 1 else many}"
+
+
 def _sample_line(n: int, sample: NtpSample, max_root_distance_ms: float) -> str:
     line = (
         f"  #{n} offset {sample.offset_ms:+.1f} ms  delay {sample.delay_ms:.1f} ms  "
@@ -77,9 +82,9 @@ def _sample_line(n: int, sample: NtpSample, max_root_distance_ms: float) -> str:
 
 def _print_ntp(reports: tuple[ServerReport, ...], check: NtpCheck, policy: TrustPolicy) -> None:
     for report, summary in zip(reports, check.servers, strict=True):
-        click.echo(
-            f"NTP {report.server}: {len(report.samples)} replies, {len(report.failures)} failed queries"
-        )
+        replies = _count(len(report.samples), "reply", "replies")
+        failed = _count(len(report.failures), "failed query", "failed queries")
+        click.echo(f"NTP {report.server}: {replies}, {failed}")
         for n, sample in enumerate(report.samples, 1):
             click.echo(_sample_line(n, sample, policy.max_root_distance_ms))
         # Each distinct failure once, with how many queries it ended: a name that does not
@@ -96,15 +101,16 @@ def _print_ntp(reports: tuple[ServerReport, ...], check: NtpCheck, policy: Trust
             click.echo("  unusable: every query failed")
         else:
             click.echo(f"  unusable: {summary.why_unusable()}")
+    usable = _count(len(check.usable), "usable server", "usable servers")
     if check.outcome is NtpOutcome.AGREED:
         click.echo(
-            f"NTP agreement: {len(check.agreeing)} of {len(check.usable)} usable servers; "
+            f"NTP agreement: {len(check.agreeing)} of {usable}; "
             f"offset {check.offset_ms:+.1f} ms "
             f"(true offset in [{check.low_ms:+.1f}, {check.high_ms:+.1f}] ms), "
             f"bound {check.bound_ms:.1f} ms"
         )
     elif check.outcome is NtpOutcome.NO_MAJORITY:
-        click.echo(f"NTP agreement: none, no majority of {len(check.usable)} usable servers agrees")
+        click.echo(f"NTP agreement: none, no majority of {usable} agrees")
     else:
         click.echo("NTP agreement: no usable server")
 
