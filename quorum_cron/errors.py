@@ -39,6 +39,14 @@ class StoreError(QuorumCronError):
     a reply of the wrong shape, a key holding the wrong type.
     """
 
+    def __init__(self, message: str, failure: str = "") -> None:
+        super().__init__(message)
+        self.failure = failure
+        """What failed, worded for a line that names the store already ("unavailable: Connection
+        refused"): the message names the address and the store's own operation, right in the
+        agent's log but twice told on a command's line that shows the URL. Empty: the message
+        is all there is (:func:`quorum_cron.store.connect.store_failure`)."""
+
 
 class StoreUnavailable(StoreError):
     """The store could not be reached (connection refused, reset, timeout).

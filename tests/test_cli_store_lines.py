@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from redis import exceptions as redis_errors
 
 from quorum_cron.cli import main
 from quorum_cron.errors import StoreError
@@ -132,27 +133,61 @@ def test_a_refused_password_names_the_store_once(
 
 
 @pytest.mark.parametrize(
-    ("store_said", "line_says"),
+    ("raised", "line_says"),
     [
         (
-            "out of memory: redis at redis://h:1/0 refused vote: OOM command not allowed",
-            "out of memory: OOM command not allowed",
+            redis_errors.OutOfMemoryError("command not allowed when used memory > 'maxmemory'."),
+            "out of memory: command not allowed when used memory > 'maxmemory'.",
         ),
-        ("redis at redis://h:1/0 refuses writes during pause: READONLY: it is a replica now", None),
-        ("redis at redis://h:1/0 failed trigger: ERR unknown command", "error reply: ERR unknown command"),
-        ("unexpected reply from redis at redis://h:1/0 to time: bad", "unexpected reply: bad"),
         (
-            "redis at redis://h:1/0 unavailable during ledgers: Error while reading from h:1 : "
-            "(104, 'Connection reset by peer')",
+            redis_errors.ReadOnlyError("You can't write against a read only replica."),
+            "refuses writes: READONLY: ",
+        ),
+        (redis_errors.NoPermissionError("this user has no permissions to run the 'eval' command"), "NOPERM "),
+        (redis_errors.ResponseError("ERR unknown command"), "error reply: ERR unknown command"),
+        (TypeError("bad"), "unexpected reply: bad"),
+        (
+            redis_errors.ConnectionError("Error while reading from h:1 : (104, 'Connection reset by peer')"),
             "unavailable: while reading: Connection reset by peer",
         ),
-        ("cluster slot map unusable: x", "cluster slot map unusable: x"),
-        ("no master at redis://:pw@h:1/0", "no master at redis://:***@h:1/0"),
+        (
+            redis_errors.ConnectionError("Error 111 connecting to h:1. Connection refused."),
+            "unavailable: Connection refused",
+        ),
+        (
+            redis_errors.TimeoutError("Timeout reading from h:1"),
+            "unavailable: no reply within the socket timeout",
+        ),
     ],
 )
-def test_each_store_line_shape(store_said: str, line_says: str | None) -> None:
-    expected = line_says or "refuses writes: READONLY: it is a replica now"
-    assert store_failure(RuntimeError(store_said)) == expected
+def test_each_store_failure_is_said_without_the_store_line_around_it(
+    redis_server: EmbeddedRedis, raised: Exception, line_says: str
+) -> None:
+    """The store's boundary turns each redis-py error into its line (the address, the operation:
+    the agent's log) and, apart, what failed (a command's line, which names the store itself)."""
+    store = open_store(redis_server.url, StoreOptions("lines"))
+    try:
+        with pytest.raises(StoreError) as info, store._boundary("vote"):  # (where errors are translated)
+            raise raised
+    finally:
+        store.close()
+    assert str(info.value).startswith(
+        ("redis at ", "out of memory: redis at ", "unexpected reply from redis at ")
+    )
+    assert " vote" in str(info.value)
+    said = store_failure(info.value)
+    assert said.startswith(line_says) and "vote" not in said and "redis at" not in said, said
+
+
+@pytest.mark.parametrize(
+    ("raised", "line_says"),
+    [
+        (StoreError("cluster slot map unusable: x"), "cluster slot map unusable: x"),
+        (RuntimeError("no master at redis://:pw@h:1/0"), "no master at redis://:***@h:1/0"),
+    ],
+)
+def test_any_other_error_is_its_first_line_redacted(raised: Exception, line_says: str) -> None:
+    assert store_failure(raised) == line_says
 
 
 REFUSED = "the password or user was refused"

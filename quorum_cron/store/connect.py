@@ -40,7 +40,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import InvalidResponse, RedisClusterException, RedisError, ResponseError
 from redis.retry import Retry
 
-from quorum_cron.errors import ConfigError
+from quorum_cron.errors import ConfigError, StoreError
 from quorum_cron.redact import redact_text
 from quorum_cron.store.sentinels import MasterPool, NotSentinels, SentinelCredentialsRefused, Sentinels
 from quorum_cron.store.urls import (
@@ -59,6 +59,7 @@ __all__ = [
     "NotClusterNodes",
     "WrongServerKind",
     "answer_problem",
+    "connection_failure",
     "fail_fast",
     "info_fields",
     "kind_problem",
@@ -121,16 +122,6 @@ def not_redis_line(shown_url: str, exc: BaseException) -> str:
     return f"the server at {shown_url} does not answer like Redis ({why}): expected a Redis server"
 
 
-_STORE_SAID: Final = (
-    # (pattern of the store layer's own line, what a line that names the store already says)
-    (re.compile(r"out of memory: redis at \S+ refused [\w -]+?: (?P<why>.*)"), "out of memory: "),
-    (re.compile(r"redis at \S+ unavailable(?: during [\w -]+?)?: (?P<why>.*)"), "unavailable: "),
-    (re.compile(r"redis at \S+ refuses writes during [\w -]+?: (?P<why>.*)"), "refuses writes: "),
-    (re.compile(r"redis at \S+ refused [\w -]+?: (?P<why>.*)"), ""),
-    (re.compile(r"redis at \S+ failed [\w -]+?: (?P<why>.*)"), "error reply: "),
-    (re.compile(r"unexpected reply from redis at \S+ to [\w -]+?: (?P<why>.*)"), "unexpected reply: "),
-    (re.compile(r"redis at \S+: outcome of [\w -]+? (?P<why>unknown, .*)"), "outcome "),
-)
 _REDIS_PY_SAID: Final = (
     (re.compile(r"Error -?\d+ connecting to \S+?\. (?P<why>.+?)\.?"), ""),
     (re.compile(r"(?P<why>Connection closed by server)\."), ""),
@@ -139,12 +130,14 @@ _REDIS_PY_SAID: Final = (
     (re.compile(r"Timeout reading from \S+"), "no reply within the socket timeout"),
 )
 
-_AGENT_ONLY: Final = re.compile(
-    r"(?P<said>the password or user was refused) \(wrong or disabled: changed under a running agent\?\) "
-    r"\((?P<expected>expected [^)]*)\)"
-)
-"""The store's line for a refused password asks whether it changed under a running agent: the
-agent's case (it authenticated once); a one-off command never did, and reads it without that."""
+
+def connection_failure(why: str) -> str:
+    """redis-py's text for a failed connection without the address it repeats ("Error 111
+    connecting to h:1. Connection refused." is "Connection refused"); other text as it is."""
+    for raw, words in _REDIS_PY_SAID:
+        if (inner := raw.fullmatch(why)) is not None:
+            return words + (inner.groupdict().get("why") or "")
+    return why
 
 
 def store_failure(exc: BaseException) -> str:
@@ -154,22 +147,14 @@ def store_failure(exc: BaseException) -> str:
     redis://h:1/0 unavailable during time: Error 111 connecting to h:1. Connection refused."):
     right in the agent's log, where nothing else names them, but a one-off command's line
     ("cannot read the store at redis://:***@h:1/0: ...") said the URL twice (once without its
-    user) and an operation the operator never asked for. Here that is "unavailable: Connection
-    refused", and a refused password leaves out the agent's "changed under a running agent?".
-    The store layer builds its lines from password-free addresses (a redaction here
-    would mask the placeholder of its hint "redis://:PASSWORD@host"); a line of any other shape
-    is returned as it is, redacted.
+    user) and an operation the operator never asked for. The store layer says what failed apart
+    (:attr:`~quorum_cron.errors.StoreError.failure`: "unavailable: Connection refused", a
+    refused password without the agent's "changed under a running agent?"); any other error's
+    first line is returned redacted.
     """
-    text = str(exc).split("\n", 1)[0]
-    for pattern, said in _STORE_SAID:
-        if (match := pattern.fullmatch(text)) is not None:
-            why = match["why"]
-            for raw, words in _REDIS_PY_SAID:
-                if (inner := raw.fullmatch(why)) is not None:
-                    why = words + (inner.groupdict().get("why") or "")
-                    break
-            return said + _AGENT_ONLY.sub(r"\g<said> (wrong or disabled; \g<expected>)", why)
-    return redact_text(text)
+    if isinstance(exc, StoreError) and exc.failure:
+        return exc.failure
+    return redact_text(str(exc).split("\n", 1)[0])
 
 
 def answer_problem(url: str) -> str | None:

@@ -34,7 +34,7 @@ from quorum_cron.errors import StoreUnavailable
 from quorum_cron.redact import redact_url
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store import parse
-from quorum_cron.store.connect import open_client
+from quorum_cron.store.connect import connection_failure, open_client
 from quorum_cron.store.ports import MAX_JOB_TABLE_CHARS, AlertPage, DeliverNotice, StoredAlert
 from quorum_cron.store.redis_alerts import add_alert, read_alerts
 from quorum_cron.store.redis_control import RedisControl
@@ -128,7 +128,8 @@ class RedisStore(RedisWrites, RedisReads, RedisControl, RedisMembership):
         try:
             return open_client(target, **client_kwargs)
         except (RedisError, RedisClusterException) as exc:
-            raise StoreUnavailable(f"redis at {target.shown} unavailable: {exc}") from exc
+            failure = f"unavailable: {connection_failure(str(exc))}"
+            raise StoreUnavailable(f"redis at {target.shown} unavailable: {exc}", failure) from exc
 
     # -- notices -------------------------------------------------------------
 

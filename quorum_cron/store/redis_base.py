@@ -49,7 +49,7 @@ from quorum_cron.store import keys as store_keys
 from quorum_cron.store import parse
 from quorum_cron.store.base import JobControl, SlotView
 from quorum_cron.store.cluster import ClusterScriptRunner
-from quorum_cron.store.connect import ClusterClient
+from quorum_cron.store.connect import ClusterClient, connection_failure
 from quorum_cron.store.keys import (
     DEFAULT_AUDIT_MAXLEN,
     DEFAULT_LEDGER_MAXLEN,
@@ -124,7 +124,7 @@ def without_script(message: str) -> str:
     return message if len(message) <= 500 else message[:500] + "..."
 
 
-def _credentials(text: str) -> str:
+def _credentials(text: str, running: bool = True) -> str:
     """A refused password or user in words that say what to do (Redis's own say neither the URL
     nor the fix, and RESP3's HELLO takes 200 characters to say "authentication required").
 
@@ -132,10 +132,10 @@ def _credentials(text: str) -> str:
     (:func:`quorum_cron.store.server.credentials_hint`), which would then say it twice.
     """
     if "WRONGPASS" in text or "invalid username-password" in text:
-        return (
-            "the password or user was refused (wrong or disabled: changed under a running agent?) "
-            "(expected the password, and user, of that server in the URL)"
-        )
+        # (A one-off command never authenticated before: the question fits the agent only.)
+        why = "wrong or disabled: changed under a running agent?) (" if running else "wrong or disabled; "
+        expected = "expected the password, and user, of that server in the URL"
+        return f"the password or user was refused ({why}{expected})"
     return "authentication required (the server requires a password: expected it in the URL, redis://:PASSWORD@host)"
 
 
@@ -149,16 +149,25 @@ def refusal(where: str, op: str, exc: Exception) -> StoreRefusing | None:
     """
     text = without_script(str(exc))
     if isinstance(exc, AuthenticationError):
-        return StoreRefusing(f"redis at {where} refused {op}: {_credentials(text)}")
+        return StoreRefusing(
+            f"redis at {where} refused {op}: {_credentials(text)}", _credentials(text, False)
+        )
     if isinstance(exc, ReadOnlyError) or text.startswith("READONLY"):
         # The server we wrote to was demoted (a failover, REPLICAOF): a lost reply, like a dropped
         # connection; the caller retries, and a Sentinel URL finds the new master.
-        return StoreRefusing(f"redis at {where} {StoreRefusing.WRITES}{op}: READONLY: {_READONLY_HINT}")
+        said = f"READONLY: {_READONLY_HINT}"
+        return StoreRefusing(
+            f"redis at {where} {StoreRefusing.WRITES}{op}: {said}", f"refuses writes: {said}"
+        )
     if isinstance(exc, NoPermissionError) or text.startswith("NOPERM") or any(a in text for a in _SCRIPT_ACL):
         text = text.removeprefix("NOPERM").removeprefix("ERR").strip()
-        return StoreRefusing(f"redis at {where} refused {op}: NOPERM {text} ({_NOPERM_HINT})")
+        said = f"NOPERM {text} ({_NOPERM_HINT})"
+        return StoreRefusing(f"redis at {where} refused {op}: {said}", said)
     if text.startswith("MISCONF"):
-        return StoreRefusing(f"redis at {where} {StoreRefusing.WRITES}{op}: MISCONF: {_MISCONF_HINT}")
+        said = f"MISCONF: {_MISCONF_HINT}"
+        return StoreRefusing(
+            f"redis at {where} {StoreRefusing.WRITES}{op}: {said}", f"refuses writes: {said}"
+        )
     return None
 
 
@@ -281,10 +290,14 @@ class RedisBase:
         except (RedisConnectionError, RedisTimeoutError, InvalidResponse) as exc:
             # InvalidResponse: whatever answered does not speak RESP — not Redis, or a broken proxy.
             why = without_script(str(exc))
-            raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {why}") from exc
+            failure = f"unavailable: {connection_failure(why)}"
+            raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {why}", failure) from exc
         except (ClusterDownError, TryAgainError, AskError, ClusterError, RedisClusterException) as exc:
             # A cluster between owners (failover, migration) after bounded re-sends.
-            raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {exc}") from exc
+            raise StoreUnavailable(
+                f"redis at {self._where} unavailable during {op}: {exc}",
+                f"unavailable: {connection_failure(str(exc))}",
+            ) from exc
         except WaitShortfall as exc:
             raise self._unreplicated(op, exc) from exc
         except RedisError as exc:
@@ -292,17 +305,19 @@ class RedisBase:
             if refused is not None:
                 raise refused from exc
             if isinstance(exc, OutOfMemoryError) or "> 'maxmemory'" in str(exc):
-                why = f"redis at {self._where} refused {op}: {without_script(str(exc))}"
-                raise StoreOutOfMemory(StoreOutOfMemory.PREFIX + why) from exc
-            raise StoreError(f"redis at {self._where} failed {op}: {without_script(str(exc))}") from exc
+                said = without_script(str(exc))
+                why = f"redis at {self._where} refused {op}: {said}"
+                raise StoreOutOfMemory(StoreOutOfMemory.PREFIX + why, StoreOutOfMemory.PREFIX + said) from exc
+            said = without_script(str(exc))
+            raise StoreError(f"redis at {self._where} failed {op}: {said}", f"error reply: {said}") from exc
         except (TypeError, ValueError, KeyError, IndexError) as exc:
-            raise StoreError(f"unexpected reply from redis at {self._where} to {op}: {exc}") from exc
+            said = f"unexpected reply: {exc}"
+            raise StoreError(f"unexpected reply from redis at {self._where} to {op}: {exc}", said) from exc
 
     def _unreplicated(self, op: str, exc: WaitShortfall) -> StoreUnreplicated:
         """What a write fewer replicas than asked acknowledged is to the caller: a lost reply."""
-        return StoreUnreplicated(
-            f"redis at {self._where}: outcome of {op} unknown, {StoreUnreplicated.MARKER}{exc}"
-        )
+        said = f"unknown, {StoreUnreplicated.MARKER}{exc}"
+        return StoreUnreplicated(f"redis at {self._where}: outcome of {op} {said}", f"outcome {said}")
 
     def _bad(self, what: str, problem: str) -> None:
         """A value read from Redis was not what the scripts write: skip it, say so once.

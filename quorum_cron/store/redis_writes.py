@@ -209,7 +209,8 @@ class RedisWrites(RedisBatching):
         if len(item) != _FENCED_WIDTH:
             raise ValueError(f"{name} reply item has {len(item)} values, expected {_FENCED_WIDTH}")
         if item[0] in (b"!", "!"):
-            raise StoreError(f"redis at {self._where} failed {name}: {without_script(as_text(item[1]))}")
+            said = without_script(as_text(item[1]))
+            raise StoreError(f"redis at {self._where} failed {name}: {said}", f"error reply: {said}")
         now_ms, why = int(as_text(now)), as_text(item[0])
         slot = _slot_value(job, fire_ms, item[1])
         if not why:
