@@ -3,7 +3,7 @@
 Before: the header kept saying "● live" in green and the page kept its old
 content for as long as the store was down — the server announced the outage
 (event ``store``) and the page's re-fetch got a 503, and both were ignored.
-Now the banner ``#stale`` says the store is not answering, the header says
+Now the banner ``#stale`` says the store cannot be read, the header says
 "not current", and both clear when the store is back and the page re-fetched.
 
 The redis-server is the test's own (:class:`OwnedRedis`), killed and
@@ -103,7 +103,7 @@ def test_a_page_says_it_is_not_current_while_the_store_is_down(
     )
     status, cls, _, banner = state
     assert cls == "live-stale" and "not current" in status, state
-    assert "store is not answering" in banner or "could not be updated" in banner, banner
+    assert "cannot read the store: unavailable" in banner or "could not be updated" in banner, banner
     assert "live" not in status
     assert browser.execute_script("return document.body.getAttribute('data-stale');") == "yes"
 

@@ -7,7 +7,7 @@
 // while disconnected, is not announced again.
 //
 // A page must never look current when it is not: while the server says the
-// store is not answering (event "store", ok false) or the last re-fetch
+// store fails (event "store", ok false, with what failed) or the last re-fetch
 // failed (a 503 while the store is down, say), the banner #stale says so and
 // why, the header says "not current" instead of "live", and <body
 // data-stale="yes">; all three clear once a re-fetch succeeds again.
@@ -31,7 +31,7 @@
   function showState() {
     var why = refused ? "the server refused this page live updates (it has as many open as it allows;"
         + " it asks again in " + Math.round(retryMs / 1000) + " s). Reload to see changes"
-      : storeDown ? "the store is not answering (" + storeDown + ")"
+      : storeDown ? "cannot read the store: " + storeDown
       : fetchFailed ? "this page could not be updated (" + fetchFailed + ")" : "";
     document.body.setAttribute("data-live", refused ? "refused" : connected ? "on" : "off");
     document.body.setAttribute("data-stale", why ? "yes" : "");
