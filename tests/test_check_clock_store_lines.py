@@ -9,16 +9,13 @@ never listens: refused, and no one else can take the port) and a redis-server wi
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import pytest
 from click.testing import CliRunner
 
 from quorum_cron.clock.check import check_clock
-from quorum_cron.store.embedded.single import EmbeddedRedis
-
-PASSWORD = "s3cret-pw"
+from tests.store_lines import PASSWORD, locked_server, unlistened_port
 
 
 def report(url: str) -> list[str]:
@@ -31,9 +28,8 @@ def report(url: str) -> list[str]:
 
 @pytest.fixture
 def refused_port() -> Iterator[int]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield sock.getsockname()[1]
+    with unlistened_port() as port:
+        yield port
 
 
 def test_nothing_listening(refused_port: int) -> None:
@@ -47,14 +43,8 @@ def test_nothing_listening(refused_port: int) -> None:
 
 
 def test_a_refused_password() -> None:
-    with EmbeddedRedis() as server:
-        admin = server.client()
-        admin.config_set("requirepass", PASSWORD)
-        try:
-            lines = report(f"redis://:wrong-{PASSWORD}@127.0.0.1:{server.port}/0")
-        finally:
-            admin.config_set("requirepass", "")
-            admin.close()
+    with locked_server() as server:
+        lines = report(f"redis://:wrong-{PASSWORD}@127.0.0.1:{server.port}/0")
     shown = f"redis://:***@127.0.0.1:{server.port}/0"
     why = (
         "the password or user was refused "

@@ -26,8 +26,7 @@ from quorum_cron.errors import StoreError
 from quorum_cron.store.connect import store_failure
 from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.options import StoreOptions, open_store
-
-PASSWORD = "s3cret-pw"
+from tests.store_lines import PASSWORD, locked_server, unlistened_port
 
 COMMANDS = (
     (["status"], "cannot read the store at"),
@@ -59,9 +58,8 @@ def error_line(args: list[str], path: Path) -> str:
 
 @pytest.fixture
 def refused_port() -> Iterator[int]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield sock.getsockname()[1]
+    with unlistened_port() as port:
+        yield port
 
 
 @pytest.fixture
@@ -111,15 +109,8 @@ def test_a_server_that_closes_every_connection(
 
 @pytest.fixture(scope="module")
 def locked_redis() -> Iterator[EmbeddedRedis]:
-    """A server of its own with a password (set once it answers: the start waits for a PING)."""
-    with EmbeddedRedis() as server:
-        admin = server.client()
-        admin.config_set("requirepass", PASSWORD)
-        try:
-            yield server
-        finally:
-            admin.config_set("requirepass", "")
-            admin.close()
+    with locked_server() as server:
+        yield server
 
 
 @pytest.mark.parametrize(("args", "says"), COMMANDS)

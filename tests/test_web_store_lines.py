@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import uuid
 from collections.abc import Iterator
 
@@ -28,11 +27,11 @@ from quorum_cron.store.keys import alerts_key
 from quorum_cron.web.app import WebContext, create_app
 from quorum_cron.web.live import Broadcaster
 from quorum_cron.web.tokens import AdminTokens
+from tests.store_lines import PASSWORD, locked_server, unlistened_port
 
 CLUSTER = ClusterConfig(namespace="lines", size=3)
 CONFIG = Config(CLUSTER, (JobSpec.create("tick", "@every 10s", command=("true",)),))
 TOKEN = "alice:correct-horse-battery-staple"
-PASSWORD = "s3cret-pw"
 REFUSED = (
     "the password or user was refused "
     "(wrong or disabled; expected the password, and user, of that server in the URL)"
@@ -41,22 +40,14 @@ REFUSED = (
 
 @pytest.fixture
 def refused_port() -> Iterator[int]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield sock.getsockname()[1]
+    with unlistened_port() as port:
+        yield port
 
 
 @pytest.fixture(scope="module")
 def locked_redis() -> Iterator[EmbeddedRedis]:
-    """A server of its own with a password (set once it answers: the start waits for a PING)."""
-    with EmbeddedRedis() as server:
-        admin = server.client()
-        admin.config_set("requirepass", PASSWORD)
-        try:
-            yield server
-        finally:
-            admin.config_set("requirepass", "")
-            admin.close()
+    with locked_server() as server:
+        yield server
 
 
 def answers(url: str) -> dict[str, str]:
