@@ -14,7 +14,9 @@ whole when piped, or one JSON document (types in docs/cli-output.md).
 Config drift: each live node heartbeats the spec hash of every job it runs;
 a job whose hash differs from this config's is the spec mismatch the agents
 alert about (their votes on that job do not add up with the others'), shown
-here as ``drift``. Exit status 0 when the cluster can run slots: a quorum of
+here as ``drift``. A job of this config that fewer than a quorum of the voting
+members run as it defines can never be decided (``no_quorum``: a job added to
+one node's config only). Exit status 0 when the cluster can run slots: a quorum of
 members alive and voting, and this config agrees with the store's record;
 1 when not, or when the store cannot be read (usable as a monitoring check).
 """
@@ -130,20 +132,46 @@ def status(config_path: Path, redis_url: str | None, output_format: str | None, 
     sys.exit(code)
 
 
+def _table(m: Member) -> dict[str, str]:
+    """The node's job table (``name=spec hash`` per job) as read with its heartbeat."""
+    theirs: dict[str, str] = {}
+    for item in m.info.get("jobs", "").split(","):
+        name, sep, digest = item.partition("=")
+        if sep:
+            theirs[name] = digest
+    return theirs
+
+
 def spec_drift(members: list[Member], jobs: list[JobSpec]) -> dict[str, list[str]]:
     """Per live node, the jobs whose heartbeated spec hash differs from this config's (sorted)."""
     mine = {spec.name: spec.spec_hash for spec in jobs}
     out: dict[str, list[str]] = {}
     for m in members:
-        theirs: dict[str, str] = {}
-        for item in m.info.get("jobs", "").split(","):
-            name, sep, digest = item.partition("=")
-            if sep:
-                theirs[name] = digest
+        theirs = _table(m)
         differs = sorted(name for name, digest in theirs.items() if name in mine and mine[name] != digest)
         if differs:
             out[m.node] = differs
     return out
+
+
+def short_jobs(voters: list[Member], jobs: list[JobSpec], quorum: int) -> dict[str, list[str]]:
+    """The jobs of this config fewer than ``quorum`` of the voting members run as this config
+    defines them, with those that do: no slot of theirs can be decided, so each ends missed (a
+    job added to one node's config only, or a reload that reached too few). Said only when
+    every voter's table was read: one not read (an older agent, a corrupt key) tells nothing."""
+    if any("jobs" not in m.info for m in voters):
+        return {}
+    tables = [(m.node, _table(m)) for m in voters]
+    out: dict[str, list[str]] = {}
+    for spec in jobs:
+        running = sorted(node for node, table in tables if table.get(spec.name) == spec.spec_hash)
+        if len(running) < quorum:
+            out[spec.name] = running
+    return out
+
+
+SHORT_SHOWN = 10
+"""Jobs named in the one line of the jobs without a quorum (JSON lists them all)."""
 
 
 @dataclass(frozen=True)
@@ -161,13 +189,23 @@ class _Snapshot:
     unreadable: dict[str, str]
 
     @property
-    def voting(self) -> int:
+    def voters(self) -> list[Member]:
         """Live members (not refused) that say they vote: the ones that can make a quorum now."""
-        return sum(
-            1
+        return [
+            m
             for m in self.members
             if m.info.get("voting") == "yes" and role(m.node, self.facts.stored) != "REFUSED"
-        )
+        ]
+
+    @property
+    def voting(self) -> int:
+        return len(self.voters)
+
+    @property
+    def short(self) -> dict[str, list[str]]:
+        """:func:`short_jobs`, once a quorum votes (before, every job is short: said once above)."""
+        quorum = self.facts.health.quorum
+        return short_jobs(self.voters, self.jobs, quorum) if self.voting >= quorum else {}
 
     @property
     def drift(self) -> dict[str, list[str]]:
@@ -192,6 +230,14 @@ class _Snapshot:
             out.append(
                 f"DRIFT: {node} runs other definitions of {', '.join(names)} than this config "
                 "(spec mismatch: its votes on these jobs do not count with the others')"
+            )
+        if short := self.short:
+            names = list(short)
+            more = f" and {len(names) - SHORT_SHOWN} more" if len(names) > SHORT_SHOWN else ""
+            out.append(
+                f"NO QUORUM FOR {', '.join(names[:SHORT_SHOWN])}{more}: fewer than {health.quorum} of "
+                f"the {self.voting} voting members run {'it' if len(names) == 1 else 'them'} as this "
+                "config defines: each slot ends missed"
             )
         return out
 
@@ -312,6 +358,7 @@ class _Snapshot:
             "problems": self.problems(),
             **self.facts.doc(),
             "drift": [{"node": node, "jobs": names} for node, names in drift.items()],
+            "no_quorum": [{"job": job, "run_by": nodes} for job, nodes in self.short.items()],
             "members": [
                 {
                     "node": m.node,
