@@ -16,12 +16,17 @@ from pathlib import Path
 import pytest
 import redis
 from click.testing import CliRunner
+from starlette.testclient import TestClient
 
-from quorum_cron.commands.status import SHORT_SHOWN, short_jobs, status
+from quorum_cron.commands.status import SHORT_SHOWN, status
 from quorum_cron.config.file import load_config
+from quorum_cron.config.membership import short_jobs
+from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
 from quorum_cron.core.model import Configuration, Member
 from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.redis import RedisStore
+from quorum_cron.web.app import WebContext, create_app
+from quorum_cron.web.tokens import AdminTokens
 
 NS = "shortjobs"
 
@@ -82,8 +87,8 @@ def member(node: str, jobs: str | None) -> Member:
 
 def test_another_definition_does_not_count_and_an_unread_table_says_nothing(tmp_path: Path) -> None:
     cfg = config(tmp_path, "redis://127.0.0.1:1/0", ["j"])
-    specs = list(load_config(cfg).jobs)
-    mine = f"j={specs[0].spec_hash}"
+    specs = [(spec.name, spec.spec_hash) for spec in load_config(cfg).jobs]
+    mine = f"j={specs[0][1]}"
     assert short_jobs([member("a", mine), member("b", "j=0000"), member("c", "")], specs, 2) == {"j": ["a"]}
     assert short_jobs([member("a", mine), member("b", mine), member("c", "")], specs, 2) == {}
     assert short_jobs([member("a", ""), member("b", None)], specs, 2) == {}
@@ -103,3 +108,25 @@ def test_many_jobs_without_a_quorum_make_one_line(
     assert len(said) == 1 and said[0].startswith(
         f"NO QUORUM FOR {', '.join(names[:SHORT_SHOWN])} and 5 more:"
     )
+
+
+def test_the_dashboard_names_the_same_jobs(redis_client: redis.Redis) -> None:
+    """One fact, both faces: ``/api/cluster`` has a ``no_quorum`` problem per such job."""
+    store = RedisStore(redis_client, "wq")
+    store.init_membership(Configuration.of("abc"), "a")
+    jobs = (
+        JobSpec.create("everywhere", "@hourly", command=("true",)),
+        JobSpec.create("new", "@hourly", command=("true",)),
+    )
+    config = Config(ClusterConfig(namespace="wq", size=3, members=("a", "b", "c")), jobs, source="web.toml")
+    both = {spec.name: spec.spec_hash for spec in jobs}
+    beat(store, "a", both)
+    beat(store, "b", {"everywhere": both["everywhere"]})
+    beat(store, "c", {"everywhere": both["everywhere"]})
+    app = create_app(WebContext(config, store, "redis://x/0", AdminTokens()))
+    with TestClient(app) as client:
+        doc = client.get("/api/cluster").json()
+    short = [p for p in doc["problems"] if p["kind"] == "no_quorum"]
+    assert [(p["job"], p["message"]) for p in short] == [
+        ("new", "new: run as this config defines by 1 of the 3 voting members, need 2: each slot ends missed")
+    ]

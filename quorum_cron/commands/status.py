@@ -53,6 +53,7 @@ from quorum_cron.commands.output import (
     utc_label,
     zoned_label,
 )
+from quorum_cron.config.membership import short_jobs, spec_hashes
 from quorum_cron.config.settings import JobSpec
 from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
@@ -132,41 +133,15 @@ def status(config_path: Path, redis_url: str | None, output_format: str | None, 
     sys.exit(code)
 
 
-def _table(m: Member) -> dict[str, str]:
-    """The node's job table (``name=spec hash`` per job) as read with its heartbeat."""
-    theirs: dict[str, str] = {}
-    for item in m.info.get("jobs", "").split(","):
-        name, sep, digest = item.partition("=")
-        if sep:
-            theirs[name] = digest
-    return theirs
-
-
 def spec_drift(members: list[Member], jobs: list[JobSpec]) -> dict[str, list[str]]:
     """Per live node, the jobs whose heartbeated spec hash differs from this config's (sorted)."""
     mine = {spec.name: spec.spec_hash for spec in jobs}
     out: dict[str, list[str]] = {}
     for m in members:
-        theirs = _table(m)
+        theirs = spec_hashes(m)
         differs = sorted(name for name, digest in theirs.items() if name in mine and mine[name] != digest)
         if differs:
             out[m.node] = differs
-    return out
-
-
-def short_jobs(voters: list[Member], jobs: list[JobSpec], quorum: int) -> dict[str, list[str]]:
-    """The jobs of this config fewer than ``quorum`` of the voting members run as this config
-    defines them, with those that do: no slot of theirs can be decided, so each ends missed (a
-    job added to one node's config only, or a reload that reached too few). Said only when
-    every voter's table was read: one not read (an older agent, a corrupt key) tells nothing."""
-    if any("jobs" not in m.info for m in voters):
-        return {}
-    tables = [(m.node, _table(m)) for m in voters]
-    out: dict[str, list[str]] = {}
-    for spec in jobs:
-        running = sorted(node for node, table in tables if table.get(spec.name) == spec.spec_hash)
-        if len(running) < quorum:
-            out[spec.name] = running
     return out
 
 
@@ -205,7 +180,9 @@ class _Snapshot:
     def short(self) -> dict[str, list[str]]:
         """:func:`short_jobs`, once a quorum votes (before, every job is short: said once above)."""
         quorum = self.facts.health.quorum
-        return short_jobs(self.voters, self.jobs, quorum) if self.voting >= quorum else {}
+        if self.voting < quorum:
+            return {}
+        return short_jobs(self.voters, ((spec.name, spec.spec_hash) for spec in self.jobs), quorum)
 
     @property
     def drift(self) -> dict[str, list[str]]:

@@ -6,13 +6,15 @@ configuration a node's config proposes (:func:`config_configuration`), one
 line when it disagrees with the store's record (:func:`config_disagreement`),
 quorum health of the live members of the record against the quorum the
 store enforces (:func:`record_health`, :class:`QuorumHealth`), and
-:func:`membership_facts`, the one description they share. Here rather than
+:func:`membership_facts`, the one description they share; the jobs too few
+voters run to reach a quorum (:func:`short_jobs`). Here rather than
 in the agent so the faces describe the membership without importing the
 agent (docs/architecture.md); ``quorum_cron.agent.membership`` re-exports it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,8 @@ __all__ = [
     "membership_doc",
     "membership_facts",
     "record_health",
+    "short_jobs",
+    "spec_hashes",
 ]
 
 
@@ -185,3 +189,33 @@ def membership_facts(
         behind,
         config_disagreement(config_configuration(cluster), record, source),
     )
+
+
+def spec_hashes(member: Member) -> dict[str, str]:
+    """A node's job table as read with its heartbeat (``info["jobs"]``, filled in from the published
+    table by :func:`~quorum_cron.store.ports.with_job_tables`): spec hash by job name."""
+    out: dict[str, str] = {}
+    for item in member.info.get("jobs", "").split(","):
+        name, sep, digest = item.partition("=")
+        if sep:
+            out[name] = digest
+    return out
+
+
+def short_jobs(
+    voters: Sequence[Member], jobs: Iterable[tuple[str, str]], quorum: int
+) -> dict[str, list[str]]:
+    """Of ``jobs`` (name, spec hash), those fewer than ``quorum`` of ``voters`` run with that
+    definition, with the voters that do: no slot of theirs can be decided, so each ends missed
+    (a job added to one node's config only, a reload that reached too few nodes). Judged only
+    when every voter's table was read: one not read (an older agent, a corrupt key) tells
+    nothing, so nothing is said."""
+    if any("jobs" not in m.info for m in voters):
+        return {}
+    tables = [(m.node, spec_hashes(m)) for m in voters]
+    out: dict[str, list[str]] = {}
+    for name, digest in jobs:
+        running = sorted(node for node, table in tables if table.get(name) == digest)
+        if len(running) < quorum:
+            out[name] = running
+    return out

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-from quorum_cron.config.membership import membership_facts
+from quorum_cron.config.membership import membership_facts, short_jobs, spec_hashes
 from quorum_cron.config.settings import Config, JobSpec
 from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
@@ -123,15 +123,6 @@ def control_doc(c: JobControl) -> dict[str, Any]:
     return {"paused": c.paused, "by": c.by, "at_ms": c.at_ms, "reason": _cut(c.reason)}
 
 
-def _spec_hashes(member: Member) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in member.info.get("jobs", "").split(","):
-        name, sep, digest = item.partition("=")
-        if sep:
-            out[name] = digest
-    return out
-
-
 def _role(node: str, stored: model.Membership | None) -> str:
     if stored is None:
         return "-"
@@ -150,7 +141,7 @@ def _member_doc(m: Member, now: int, config: Config, stored: model.Membership | 
         why_not = m.info.get("clock_reason", "") if clock != "trusted" else "voting stopped"
     if role == "refused":
         why_not = "not a member of the store's membership record"
-    hashes = _spec_hashes(m)
+    hashes = spec_hashes(m)
     differs = sorted(s.name for s in config.jobs if s.name in hashes and hashes[s.name] != s.spec_hash)
     return {
         "node": m.node,
@@ -215,6 +206,23 @@ def cluster_view(
                     "kind": "spec_mismatch",
                     "at_ms": m["seen_ms"],
                     "message": f"{m['node']} runs other definitions of {', '.join(m['definitions_differ'])}",
+                }
+            )
+    voters = [
+        m
+        for m, d in zip(members, member_docs, strict=True)
+        if d["voting"] == "yes" and d["role"] != "refused"
+    ]
+    if len(voters) >= health.quorum:  # (fewer: every job is short, and the quorum's problem says it)
+        short = short_jobs(voters, ((s.name, s.spec_hash) for s in config.jobs), health.quorum)
+        for name, running in short.items():
+            problems.append(
+                {
+                    "kind": "no_quorum",
+                    "at_ms": now,
+                    "job": name,
+                    "message": f"{name}: run as this config defines by {len(running)} of the {len(voters)} "
+                    f"voting members, need {health.quorum}: each slot ends missed",
                 }
             )
     names = [s.name for s in config.jobs]
