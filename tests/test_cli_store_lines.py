@@ -137,6 +137,15 @@ def test_a_refused_password_names_the_store_once(
         (redis_errors.NoPermissionError("this user has no permissions to run the 'eval' command"), "NOPERM "),
         (redis_errors.ResponseError("ERR unknown command"), "error reply: ERR unknown command"),
         (TypeError("bad"), "unexpected reply: bad"),
+        # (A reply may quote a value read from Redis, such as a job's output: masked like any other line.)
+        (
+            ValueError("bad value 'redis://:hunter2@db:6379/0'"),
+            "unexpected reply: bad value 'redis://:***@db:6379/0'",
+        ),
+        (
+            redis_errors.ResponseError("ERR bad redis://:hunter2@db/0"),
+            "error reply: ERR bad redis://:***@db/0",
+        ),
         (
             redis_errors.ConnectionError("Error while reading from h:1 : (104, 'Connection reset by peer')"),
             "unavailable: while reading: Connection reset by peer",

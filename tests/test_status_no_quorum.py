@@ -22,8 +22,9 @@ from quorum_cron.commands.status import SHORT_SHOWN, status
 from quorum_cron.config.file import load_config
 from quorum_cron.config.membership import short_jobs
 from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
-from quorum_cron.core.model import Configuration, Member
+from quorum_cron.core.model import Configuration, Member, MembershipRecord
 from quorum_cron.store.embedded.single import EmbeddedRedis
+from quorum_cron.store.ports import table_digest, with_job_tables
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.web.app import WebContext, create_app
 from quorum_cron.web.tokens import AdminTokens
@@ -73,7 +74,7 @@ def test_a_job_fewer_than_a_quorum_run_is_named_and_one_a_quorum_runs_is_not(
     doc = json.loads(res.output)
     assert doc["no_quorum"] == [{"job": "new-report", "run_by": ["a"]}]
     assert doc["drift"] == []
-    line = "NO QUORUM FOR new-report: fewer than 2 of the 3 voting members run it as this config defines"
+    line = "NO QUORUM FOR new-report: no one definition of it is run by a quorum of the 3 voting members"
     assert any(p.startswith(line) for p in doc["problems"]), doc["problems"]
 
     beat(store, "b", table)  # (the reload reaches b: two of three run it)
@@ -85,13 +86,56 @@ def member(node: str, jobs: str | None) -> Member:
     return Member(node, f"inc-{node}", 0, 1, {"voting": "yes"} | ({"jobs": jobs} if jobs is not None else {}))
 
 
-def test_another_definition_does_not_count_and_an_unread_table_says_nothing(tmp_path: Path) -> None:
-    cfg = config(tmp_path, "redis://127.0.0.1:1/0", ["j"])
-    specs = [(spec.name, spec.spec_hash) for spec in load_config(cfg).jobs]
-    mine = f"j={specs[0][1]}"
-    assert short_jobs([member("a", mine), member("b", "j=0000"), member("c", "")], specs, 2) == {"j": ["a"]}
-    assert short_jobs([member("a", mine), member("b", mine), member("c", "")], specs, 2) == {}
-    assert short_jobs([member("a", ""), member("b", None)], specs, 2) == {}
+def test_a_definition_a_quorum_runs_commits_and_an_unread_table_says_nothing() -> None:
+    """The store counts votes for one spec hash: a job two of three run under one definition (this
+    config's or another: a rolling deploy, which the drift lines name) commits; split between two
+    definitions it does not."""
+    three = Configuration.of(["a", "b", "c"])
+    record = MembershipRecord(1, three)
+
+    def short(*tables: str | None) -> dict[str, list[str]]:
+        return short_jobs([member(n, t) for n, t in zip("abc", tables, strict=False)], ["j"], record, 2)
+
+    assert short("j=new", "j=old", "j=old") == {}  # (b and c commit it under the old definition)
+    assert short("j=new", "j=old", "") == {"j": ["a", "b"]}
+    assert short("j=new", "j=new", "") == {}
+    assert short("", "", "") == {"j": []}
+    assert short("j=new", "", None) == {}  # (c's table was not read: nothing is said)
+
+
+def test_while_joint_a_definition_needs_a_quorum_of_each_configuration() -> None:
+    """Old {a, b, c} (quorum 2), new {a, b, c, d, e} (quorum 3): a commit needs both."""
+    record = MembershipRecord(2, Configuration.of("abcde"), Configuration.of("abc"))
+    voters = "abcde"
+
+    def short(runners: str) -> dict[str, list[str]]:
+        members = [member(n, "j=h" if n in runners else "") for n in voters]
+        return short_jobs(members, ["j"], record, 2)
+
+    assert short("ab") == {"j": ["a", "b"]}  # (2 of the new 5: short)
+    assert short("de") == {"j": ["d", "e"]}  # (none of the old 3)
+    assert short("abd") == {}
+
+
+def test_a_published_table_the_heartbeat_does_not_name_is_not_read(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
+) -> None:
+    """A reload whose table write failed still heartbeats its new digest: the table kept is the old
+    one, and judged as current it would name (or hide) the wrong jobs."""
+    cfg = config(tmp_path, redis_server.url, ["j"])
+    table = ",".join(f"{k}={v}" for k, v in tables(cfg).items())
+    store.init_membership(Configuration.of(["a", "b", "c"]), "a")
+    for node in "abc":
+        store.publish_jobs(node, "" if node == "c" else table)  # (c's table: an old one, without j)
+        digest = table_digest(table)
+        assert store.heartbeat(
+            node, f"inc-{node}", 30_000, {"voting": "yes", "jobs_digest": digest}, epoch=1
+        ).ok
+    members = with_job_tables(store, store.members())
+    assert {m.node: m.info.get("jobs") for m in members} == {"a": table, "b": table, "c": None}
+    store.publish_jobs("c", table)
+    members = with_job_tables(store, store.members())
+    assert {m.node: m.info.get("jobs") for m in members} == {"a": table, "b": table, "c": table}
 
 
 def test_many_jobs_without_a_quorum_make_one_line(
@@ -127,6 +171,10 @@ def test_the_dashboard_names_the_same_jobs(redis_client: redis.Redis) -> None:
     with TestClient(app) as client:
         doc = client.get("/api/cluster").json()
     short = [p for p in doc["problems"] if p["kind"] == "no_quorum"]
-    assert [(p["job"], p["message"]) for p in short] == [
-        ("new", "new: run as this config defines by 1 of the 3 voting members, need 2: each slot ends missed")
+    assert [(p["jobs"], p["message"]) for p in short] == [
+        (
+            ["new"],
+            "no quorum for new: no one definition is run by a quorum of the 3 voting members: "
+            "each slot ends missed",
+        )
     ]

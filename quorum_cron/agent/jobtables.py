@@ -19,11 +19,11 @@ compared as before.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Mapping
 
 from quorum_cron.agent.spec import AgentJob
 from quorum_cron.core.model import Member
+from quorum_cron.store.ports import table_digest
 
 __all__ = ["REPUBLISH_BEATS", "JobTableSync", "job_table", "table_digest"]
 
@@ -34,11 +34,6 @@ REPUBLISH_BEATS = 30
 def job_table(jobs: Mapping[str, AgentJob]) -> str:
     """``name=spec hash`` per job, sorted by name, comma-separated."""
     return ",".join(f"{j.name}={j.core.spec_hash}" for j in sorted(jobs.values(), key=lambda j: j.name))
-
-
-def table_digest(table: str) -> str:
-    """The first 16 hex digits of the table's SHA-256: what a heartbeat carries."""
-    return hashlib.sha256(table.encode()).hexdigest()[:16]
 
 
 class JobTableSync:

@@ -14,9 +14,9 @@ whole when piped, or one JSON document (types in docs/cli-output.md).
 Config drift: each live node heartbeats the spec hash of every job it runs;
 a job whose hash differs from this config's is the spec mismatch the agents
 alert about (their votes on that job do not add up with the others'), shown
-here as ``drift``. A job of this config that fewer than a quorum of the voting
-members run as it defines can never be decided (``no_quorum``: a job added to
-one node's config only). Exit status 0 when the cluster can run slots: a quorum of
+here as ``drift``. A job of this config no one definition of which a quorum
+of the voting members runs can never be decided (``no_quorum``: a job added
+to one node's config only). Exit status 0 when the cluster can run slots: a quorum of
 members alive and voting, and this config agrees with the store's record;
 1 when not, or when the store cannot be read (usable as a monitoring check).
 """
@@ -182,7 +182,8 @@ class _Snapshot:
         quorum = self.facts.health.quorum
         if self.voting < quorum:
             return {}
-        return short_jobs(self.voters, ((spec.name, spec.spec_hash) for spec in self.jobs), quorum)
+        record = self.facts.stored.record if self.facts.stored is not None else None
+        return short_jobs(self.voters, (spec.name for spec in self.jobs), record, quorum)
 
     @property
     def drift(self) -> dict[str, list[str]]:
@@ -212,9 +213,9 @@ class _Snapshot:
             names = list(short)
             more = f" and {len(names) - SHORT_SHOWN} more" if len(names) > SHORT_SHOWN else ""
             out.append(
-                f"NO QUORUM FOR {', '.join(names[:SHORT_SHOWN])}{more}: fewer than {health.quorum} of "
-                f"the {self.voting} voting members run {'it' if len(names) == 1 else 'them'} as this "
-                "config defines: each slot ends missed"
+                f"NO QUORUM FOR {', '.join(names[:SHORT_SHOWN])}{more}: no one definition of "
+                f"{'it' if len(names) == 1 else 'each'} is run by a quorum of the {self.voting} voting "
+                "members: each slot ends missed"
             )
         return out
 

@@ -203,19 +203,37 @@ def spec_hashes(member: Member) -> dict[str, str]:
 
 
 def short_jobs(
-    voters: Sequence[Member], jobs: Iterable[tuple[str, str]], quorum: int
+    voters: Sequence[Member], names: Iterable[str], record: MembershipRecord | None, quorum: int
 ) -> dict[str, list[str]]:
-    """Of ``jobs`` (name, spec hash), those fewer than ``quorum`` of ``voters`` run with that
-    definition, with the voters that do: no slot of theirs can be decided, so each ends missed
-    (a job added to one node's config only, a reload that reached too few nodes). Judged only
-    when every voter's table was read: one not read (an older agent, a corrupt key) tells
-    nothing, so nothing is said."""
+    """Of the jobs ``names``, those no one definition of which enough ``voters`` run to commit,
+    with the voters that run any: a commit counts only votes for one spec hash, from a quorum
+    of the record's configuration (of each of the two, while joint); so no slot of theirs can be
+    decided and each ends missed (a job added to one node's config only, a reload that reached
+    too few nodes). A definition other than this config's that a quorum runs still commits
+    (the drift lines say that), so such a job is not named. Without a record, ``quorum`` of
+    all voters. Judged only when every voter's table was read: one not read (an older agent, a
+    corrupt or stale table) tells nothing, so nothing is said."""
     if any("jobs" not in m.info for m in voters):
         return {}
+    confs = (
+        [(frozenset(c.members), c.quorum) for c in ([record.current] + ([record.old] if record.old else []))]
+        if record
+        else []
+    )
     tables = [(m.node, spec_hashes(m)) for m in voters]
     out: dict[str, list[str]] = {}
-    for name, digest in jobs:
-        running = sorted(node for node, table in tables if table.get(name) == digest)
-        if len(running) < quorum:
-            out[name] = running
+    for name in names:
+        by_hash: dict[str, set[str]] = {}
+        for node, table in tables:
+            if name in table:
+                by_hash.setdefault(table[name], set()).add(node)
+        if not any(_commits(nodes, confs, quorum) for nodes in by_hash.values()):
+            out[name] = sorted(set().union(*by_hash.values()))
     return out
+
+
+def _commits(nodes: set[str], confs: list[tuple[frozenset[str], int]], quorum: int) -> bool:
+    """Whether votes of ``nodes`` make a quorum of every configuration (of ``quorum`` without a record)."""
+    if not confs:
+        return len(nodes) >= quorum
+    return all(len(nodes & members) >= q for members, q in confs)

@@ -12,6 +12,7 @@ sees them: only the agent and the faces do.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
@@ -32,6 +33,7 @@ __all__ = [
     "NoticeListening",
     "StoredAlert",
     "Trigger",
+    "table_digest",
     "with_job_tables",
 ]
 
@@ -170,10 +172,16 @@ class MissedRecords(Protocol):
         ...
 
 
+def table_digest(table: str) -> str:
+    """The first 16 hex digits of a job table's SHA-256: what a heartbeat carries (``jobs_digest``)."""
+    return hashlib.sha256(table.encode()).hexdigest()[:16]
+
+
 def with_job_tables(tables: JobTables, members: list[Member]) -> list[Member]:
     """``members`` with ``info["jobs"]`` filled in from the published table of each whose heartbeat
-    names it by ``jobs_digest`` only (one read for all of them): what ``status`` and the dashboard
-    show, as older agents' heartbeats carried it inline."""
+    names it by ``jobs_digest`` only (one read for all of them), when the table is the one the
+    digest names: what ``status`` and the dashboard show, as older agents' heartbeats carried it
+    inline."""
     need = [m.node for m in members if "jobs" not in m.info and m.info.get("jobs_digest")]
     try:
         got = tables.published_jobs(need) if need else {}
@@ -181,4 +189,11 @@ def with_job_tables(tables: JobTables, members: list[Member]) -> list[Member]:
         raise
     except StoreError:  # (a corrupt key costs the tables shown, not the page: as for the agent)
         got = {}
-    return [replace(m, info={**m.info, "jobs": got[m.node]}) if m.node in got else m for m in members]
+    # (Only a table the heartbeat's digest names: a reload whose table write failed still
+    # heartbeats its new digest, and the old table then would be read as current.)
+    return [
+        replace(m, info={**m.info, "jobs": got[m.node]})
+        if m.node in got and table_digest(got[m.node]) == m.info.get("jobs_digest")
+        else m
+        for m in members
+    ]

@@ -45,6 +45,7 @@ from quorum_cron.errors import (
     StoreUnavailable,
     StoreUnreplicated,
 )
+from quorum_cron.redact import redact_text
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store import parse
 from quorum_cron.store.base import JobControl, SlotView
@@ -162,7 +163,7 @@ def refusal(where: str, op: str, exc: Exception) -> StoreRefusing | None:
     if isinstance(exc, NoPermissionError) or text.startswith("NOPERM") or any(a in text for a in _SCRIPT_ACL):
         text = text.removeprefix("NOPERM").removeprefix("ERR").strip()
         said = f"NOPERM {text} ({_NOPERM_HINT})"
-        return StoreRefusing(f"redis at {where} refused {op}: {said}", said)
+        return StoreRefusing(f"redis at {where} refused {op}: {said}", redact_text(said))
     if text.startswith("MISCONF"):
         said = f"MISCONF: {_MISCONF_HINT}"
         return StoreRefusing(
@@ -290,13 +291,13 @@ class RedisBase:
         except (RedisConnectionError, RedisTimeoutError, InvalidResponse) as exc:
             # InvalidResponse: whatever answered does not speak RESP — not Redis, or a broken proxy.
             why = without_script(str(exc))
-            failure = f"unavailable: {connection_failure(why)}"
+            failure = f"unavailable: {redact_text(connection_failure(why))}"
             raise StoreUnavailable(f"redis at {self._where} unavailable during {op}: {why}", failure) from exc
         except (ClusterDownError, TryAgainError, AskError, ClusterError, RedisClusterException) as exc:
             # A cluster between owners (failover, migration) after bounded re-sends.
             raise StoreUnavailable(
                 f"redis at {self._where} unavailable during {op}: {exc}",
-                f"unavailable: {connection_failure(str(exc))}",
+                f"unavailable: {redact_text(connection_failure(str(exc)))}",
             ) from exc
         except WaitShortfall as exc:
             raise self._unreplicated(op, exc) from exc
@@ -307,11 +308,13 @@ class RedisBase:
             if isinstance(exc, OutOfMemoryError) or "> 'maxmemory'" in str(exc):
                 said = without_script(str(exc))
                 why = f"redis at {self._where} refused {op}: {said}"
-                raise StoreOutOfMemory(StoreOutOfMemory.PREFIX + why, StoreOutOfMemory.PREFIX + said) from exc
+                failure = StoreOutOfMemory.PREFIX + redact_text(said)
+                raise StoreOutOfMemory(StoreOutOfMemory.PREFIX + why, failure) from exc
             said = without_script(str(exc))
-            raise StoreError(f"redis at {self._where} failed {op}: {said}", f"error reply: {said}") from exc
+            failure = f"error reply: {redact_text(said)}"
+            raise StoreError(f"redis at {self._where} failed {op}: {said}", failure) from exc
         except (TypeError, ValueError, KeyError, IndexError) as exc:
-            said = f"unexpected reply: {exc}"
+            said = f"unexpected reply: {redact_text(str(exc))}"  # (it may quote a value read)
             raise StoreError(f"unexpected reply from redis at {self._where} to {op}: {exc}", said) from exc
 
     def _unreplicated(self, op: str, exc: WaitShortfall) -> StoreUnreplicated:

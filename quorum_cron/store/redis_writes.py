@@ -17,6 +17,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quorum_cron.core.model import MAX_ENCODED, refusal_reason
 from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.redact import redact_text
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store import parse
 from quorum_cron.store.base import (
@@ -210,7 +211,9 @@ class RedisWrites(RedisBatching):
             raise ValueError(f"{name} reply item has {len(item)} values, expected {_FENCED_WIDTH}")
         if item[0] in (b"!", "!"):
             said = without_script(as_text(item[1]))
-            raise StoreError(f"redis at {self._where} failed {name}: {said}", f"error reply: {said}")
+            raise StoreError(
+                f"redis at {self._where} failed {name}: {said}", f"error reply: {redact_text(said)}"
+            )
         now_ms, why = int(as_text(now)), as_text(item[0])
         slot = _slot_value(job, fire_ms, item[1])
         if not why:

@@ -214,15 +214,17 @@ def cluster_view(
         if d["voting"] == "yes" and d["role"] != "refused"
     ]
     if len(voters) >= health.quorum:  # (fewer: every job is short, and the quorum's problem says it)
-        short = short_jobs(voters, ((s.name, s.spec_hash) for s in config.jobs), health.quorum)
-        for name, running in short.items():
+        record = stored.record if stored is not None else None
+        short = list(short_jobs(voters, (s.name for s in config.jobs), record, health.quorum))
+        if short:  # (one problem for all: a config change can make many, which must not push others out)
+            shown = ", ".join(short[:10]) + (f" and {len(short) - 10} more" if len(short) > 10 else "")
             problems.append(
                 {
                     "kind": "no_quorum",
                     "at_ms": now,
-                    "job": name,
-                    "message": f"{name}: run as this config defines by {len(running)} of the {len(voters)} "
-                    f"voting members, need {health.quorum}: each slot ends missed",
+                    "jobs": short,
+                    "message": f"no quorum for {shown}: no one definition is run by a quorum of the "
+                    f"{len(voters)} voting members: each slot ends missed",
                 }
             )
     names = [s.name for s in config.jobs]
