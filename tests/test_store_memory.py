@@ -403,16 +403,20 @@ def test_with_job_tables_fills_in_the_tables_heartbeats_name_by_digest() -> None
     """status and the dashboard read a node's job table beside its heartbeat (issue 27): a member
     naming it by digest gets it filled in, one sending it inline (an older agent) keeps its own."""
     from quorum_cron.core.model import Member
-    from quorum_cron.store.ports import with_job_tables
+    from quorum_cron.store.ports import table_digest, with_job_tables
 
     store = MemoryStore(lambda: 1_000)
     store.publish_jobs("n1", "a=1111111111111111")
     store.publish_jobs("n2", "a=2222222222222222")
+    store.publish_jobs("n4", "a=4444444444444444")
+    d1 = table_digest("a=1111111111111111")
     members = [
-        Member("n1", "i1", 0, 2_000, {"jobs_digest": "d1"}),
+        Member("n1", "i1", 0, 2_000, {"jobs_digest": d1}),
         Member("n2", "i2", 0, 2_000, {"jobs": "a=inline"}),
         Member("n3", "i3", 0, 2_000, {"jobs_digest": "d3"}),  # (nothing published: left as it is)
+        # (a table its heartbeat does not name: a reload whose table write failed; not read)
+        Member("n4", "i4", 0, 2_000, {"jobs_digest": table_digest("a=new")}),
     ]
     got = with_job_tables(store, members)
-    assert [m.info.get("jobs") for m in got] == ["a=1111111111111111", "a=inline", None]
-    assert got[0].info["jobs_digest"] == "d1" and members[0].info == {"jobs_digest": "d1"}
+    assert [m.info.get("jobs") for m in got] == ["a=1111111111111111", "a=inline", None, None]
+    assert got[0].info["jobs_digest"] == d1 and members[0].info == {"jobs_digest": d1}
