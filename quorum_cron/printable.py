@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["cell", "printable"]
+__all__ = ["cell", "first_of", "printable"]
 
 _BEYOND_C0: Final = "\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069"
 """What :func:`printable` escapes besides the C0 controls: DEL, C1 controls, bidi marks and overrides."""
@@ -46,3 +46,9 @@ def cell(text: object, limit: int = 200, *, newlines: bool = False) -> str:
     from rich.markup import escape
 
     return escape(printable(str(text), limit, newlines=newlines))
+
+
+def first_of(items: list[str], limit: int) -> str:
+    """The first ``limit`` of ``items``, then how many more: a line that names them stays one line
+    at any count (100,000 jobs, a crontab of bad lines)."""
+    return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")

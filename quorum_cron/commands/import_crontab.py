@@ -34,6 +34,7 @@ from quorum_cron.config.schedule import check_timezone
 from quorum_cron.config.settings import ClusterConfig, InvalidConfig
 from quorum_cron.crontab import is_user_name, parse_crontab, translate
 from quorum_cron.errors import QuorumCronError
+from quorum_cron.printable import first_of
 
 __all__ = ["host_timezone", "import_crontab"]
 
@@ -174,6 +175,5 @@ def import_crontab(
     summary = f"imported {result.jobs} job(s) from {source}"
     if result.bad:  # (--skip-bad: the summary alone read as if the whole crontab came in)
         numbers = [str(b.lineno) for b in result.bad]
-        shown = ", ".join(numbers[:10]) + (f" and {len(numbers) - 10} more" if len(numbers) > 10 else "")
-        summary += f"; {len(numbers)} line(s) not imported (--skip-bad): line(s) {shown}"
+        summary += f"; {len(numbers)} line(s) not imported (--skip-bad): line(s) {first_of(numbers, 10)}"
     click.echo(summary, err=True)

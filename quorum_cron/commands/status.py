@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import click
@@ -57,7 +58,7 @@ from quorum_cron.config.membership import short_jobs, spec_hashes
 from quorum_cron.config.settings import JobSpec
 from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
-from quorum_cron.printable import cell, printable
+from quorum_cron.printable import cell, first_of, printable
 from quorum_cron.store.base import JobControl, LedgerEntry, Member, SlotState
 from quorum_cron.store.ports import with_job_tables
 from quorum_cron.store.server import credentials_hint
@@ -163,7 +164,7 @@ class _Snapshot:
     controls: dict[str, JobControl]
     unreadable: dict[str, str]
 
-    @property
+    @cached_property  # (problems() and doc() both read it, and short; a snapshot does not change)
     def voters(self) -> list[Member]:
         """Live members (not refused) that say they vote: the ones that can make a quorum now."""
         return [
@@ -176,7 +177,7 @@ class _Snapshot:
     def voting(self) -> int:
         return len(self.voters)
 
-    @property
+    @cached_property
     def short(self) -> dict[str, list[str]]:
         """:func:`short_jobs`, once a quorum votes (before, every job is short: said once above)."""
         quorum = self.facts.health.quorum
@@ -210,11 +211,9 @@ class _Snapshot:
                 "(spec mismatch: its votes on these jobs do not count with the others')"
             )
         if short := self.short:
-            names = list(short)
-            more = f" and {len(names) - SHORT_SHOWN} more" if len(names) > SHORT_SHOWN else ""
             out.append(
-                f"NO QUORUM FOR {', '.join(names[:SHORT_SHOWN])}{more}: no one definition of "
-                f"{'it' if len(names) == 1 else 'each'} is run by a quorum of the {self.voting} voting "
+                f"NO QUORUM FOR {first_of(list(short), SHORT_SHOWN)}: no one definition of "
+                f"{'it' if len(short) == 1 else 'each'} is run by a quorum of the {self.voting} voting "
                 "members: each slot ends missed"
             )
         return out

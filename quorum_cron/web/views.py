@@ -33,6 +33,7 @@ from quorum_cron.config.membership import membership_facts, short_jobs, spec_has
 from quorum_cron.config.settings import Config, JobSpec
 from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.printable import first_of
 from quorum_cron.redact import redact_text
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.base import (
@@ -217,7 +218,7 @@ def cluster_view(
         record = stored.record if stored is not None else None
         short = list(short_jobs(voters, (s.name for s in config.jobs), record, health.quorum))
         if short:  # (one problem for all: a config change can make many, which must not push others out)
-            shown = ", ".join(short[:10]) + (f" and {len(short) - 10} more" if len(short) > 10 else "")
+            shown = first_of(short, 10)
             problems.append(
                 {
                     "kind": "no_quorum",
