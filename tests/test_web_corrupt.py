@@ -139,3 +139,59 @@ def test_a_time_no_date_holds_is_shown_in_ms_and_every_page_stays_up(
         for path in PAGES:
             assert client.get(path).status_code == 200, path
         assert f"{far - 3_600_000} ms" in client.get("/jobs/other").text
+
+
+def test_a_corrupt_keys_line_says_the_key_and_the_stores_answer_once(
+    world: World,  # noqa: F811
+    redis_client: redis.Redis,
+) -> None:
+    """Every face of the dashboard says a corrupt key as ``key K is corrupt (...): <answer>``: not
+    the store error's whole text, which named the store's URL and its operation ("redis at
+    redis://127.0.0.1:P/0 failed ledger: WRONGTYPE ..."), nor a value read from Redis unmasked."""
+    redis_client.delete(_key(store_keys.LEDGER))
+    redis_client.set(_key(store_keys.LEDGER), "not a stream")
+    redis_client.delete(_key(store_keys.AUDIT))
+    redis_client.set(_key(store_keys.AUDIT), "not a stream either")
+    wrongtype = "error reply: WRONGTYPE Operation against a key holding the wrong kind of value"
+    ledger = f"key {_key('ledger')} is corrupt (not what quorum-cron writes): {wrongtype}"
+    audit = f"key {_key('audit')} is corrupt (not what quorum-cron writes): {wrongtype}"
+    with TestClient(world.app) as client:
+        jobs = {j["job"]: j for j in client.get("/api/jobs").json()["jobs"]}
+        assert jobs["other"]["corrupt"] == ledger
+        problems = client.get("/api/cluster").json()["problems"]
+        assert [p["message"] for p in problems if p["kind"] == "corrupt"] == [f"other: {ledger}"]
+        assert client.get("/api/audit").json()["corrupt"] == [{"job": "other", "message": audit}]
+        assert client.get("/api/jobs/other").json()["corrupt"] == [ledger, audit]
+        page = client.get("/").text
+        assert f'<div class="dim reason">{ledger}</div>' in page.replace("&#39;", "'")
+        for text in (page, client.get("/jobs/other").text, client.get("/audit").text):
+            assert "redis at" not in text and "failed ledger" not in text and "failed audit" not in text
+
+    # A value read from Redis is quoted masked, as the store masks it (here a password in a URL);
+    # an error without a separate answer (this one names no store) is quoted as it is.
+    redis_client.delete(_key(store_keys.LEDGER), _key(store_keys.AUDIT))
+    redis_client.hset(_key(store_keys.META), mapping={"p": "1", "pa": "redis://:hunter2@db:6379/0"})
+    with TestClient(world.app) as client:
+        (line,) = client.get("/api/jobs/other").json()["corrupt"]
+        assert line == (
+            f"key {_key('meta')} is corrupt (not what quorum-cron writes): "
+            "pause state of other: at: 'redis://:***@db:6379/0' is not a decimal integer"
+        )
+
+
+def test_the_voters_line_names_a_corrupt_membership_log_and_the_stores_answer_once(
+    world: World,  # noqa: F811
+    redis_client: redis.Redis,
+) -> None:
+    """The job page says why its history's voters are unmarked (decided.accounts) with the
+    membership log's key and the store's answer, not "redis at URL failed membership_log: ..."."""
+    log = store_keys.membership_log_key("w")
+    redis_client.delete(log)
+    redis_client.set(log, "not a stream")
+    with TestClient(world.app) as client:
+        doc = client.get("/api/jobs/tick")
+        assert doc.status_code == 200
+        assert doc.json()["corrupt"] == [
+            f"cannot tell which voters counted: key {log} is corrupt (not what quorum-cron writes): "
+            "error reply: WRONGTYPE Operation against a key holding the wrong kind of value"
+        ]

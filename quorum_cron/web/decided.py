@@ -17,8 +17,11 @@ from collections.abc import Sequence
 from quorum_cron.config.settings import Config
 from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.store import keys as store_keys
 from quorum_cron.store.base import LedgerEntry, ObservedStore, SlotState, SlotView
+from quorum_cron.store.connect import store_failure
 from quorum_cron.store.voters import MEMBERSHIP_LOG_READ, VoterAccount, account, read_accounts
+from quorum_cron.web.recent import MAX_MESSAGE, corrupt_line
 
 __all__ = ["accounts", "membership_then", "slot_account"]
 
@@ -49,13 +52,32 @@ def accounts(
     store: ObservedStore, config: Config, entries: Sequence[LedgerEntry]
 ) -> tuple[list[VoterAccount], str]:
     """Which voters of each ledger entry counted, as ``history`` tells it; and "" or the one line
-    that says why nothing could be told (a corrupt value read)."""
+    that says why nothing could be told (a corrupt value read).
+
+    The line names the membership log's key when that is what cannot be read (read once more to
+    tell, as :mod:`.recent` tells a job's corrupt key), and says the store's answer once
+    (:func:`~quorum_cron.store.connect.store_failure`): the error's own text named the store's
+    URL and its internal operation instead."""
     try:
         return read_accounts(store, entries, config.cluster.max_skew_ms), ""
     except StoreUnavailable:
         raise
     except StoreError as exc:
-        return [VoterAccount() for _ in entries], f"cannot tell which voters counted: {exc}"
+        return [VoterAccount() for _ in entries], "cannot tell which voters counted: " + _why(
+            store, config, exc
+        )
+
+
+def _why(store: ObservedStore, config: Config, exc: StoreError) -> str:
+    """The corrupt membership log's key and the store's answer, else the answer alone (a slot read)."""
+    try:
+        store.membership_log(MEMBERSHIP_LOG_READ)
+    except StoreUnavailable:
+        raise
+    except StoreError as log_exc:
+        return corrupt_line(store_keys.membership_log_key(config.cluster.namespace), log_exc)
+    why = store_failure(exc)
+    return why if len(why) <= MAX_MESSAGE else why[:MAX_MESSAGE] + " …"
 
 
 def slot_account(

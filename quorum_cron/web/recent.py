@@ -17,20 +17,31 @@ from collections.abc import Callable, Sequence
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.base import JobControl, LedgerEntry, ObservedStore
+from quorum_cron.store.connect import store_failure
 
-__all__ = ["NOT_PAUSED", "SPARK", "RecentLedger", "corrupt_message"]
+__all__ = ["NOT_PAUSED", "SPARK", "RecentLedger", "corrupt_line", "corrupt_message"]
 
 SPARK = 20
 """Recent outcomes per job on the jobs page."""
 MAX_MESSAGE = 4000
-"""A corrupt key's line is cut to this many characters (it quotes the store's error)."""
+"""A corrupt key's line is cut to this many characters (the store's answer may quote a value read)."""
+
+
+def corrupt_line(key: str, exc: StoreError) -> str:
+    """One line naming a key that could not be read, and the store's answer once.
+
+    The answer is what failed (:func:`~quorum_cron.store.connect.store_failure`: "error reply:
+    WRONGTYPE ...", its Redis-supplied text redacted), not the whole error: that one names the
+    store's URL and its internal operation ("redis at redis://h:1/0 failed ledger: ..."),
+    which the dashboard's page names already or which mean nothing to its reader.
+    """
+    line = f"key {key} is corrupt (not what quorum-cron writes): {store_failure(exc)}"
+    return line if len(line) <= MAX_MESSAGE else line[:MAX_MESSAGE] + " …"
 
 
 def corrupt_message(namespace: str, job: str, suffix: str, exc: StoreError) -> str:
-    """One line naming the job's key that could not be read, and the store's answer."""
-    key = store_keys.job_prefix(namespace, job) + suffix
-    line = f"key {key} is corrupt (not what quorum-cron writes): {exc}"
-    return line if len(line) <= MAX_MESSAGE else line[:MAX_MESSAGE] + " …"
+    """One line naming the job's key that could not be read, and the store's answer (:func:`corrupt_line`)."""
+    return corrupt_line(store_keys.job_prefix(namespace, job) + suffix, exc)
 
 
 def _which_key(store: ObservedStore, namespace: str, job: str, exc: StoreError) -> str:
