@@ -166,7 +166,7 @@ def test_progress_is_shown_while_a_silent_server_is_sampled(redis_server: Embedd
     assert result.exit_code == 2, result.output
     lines = result.stderr.splitlines()
     assert lines[0] == (
-        "querying 1 NTP server(s), 2 sample(s) each (at most 0.4 s if a server stays silent)..."
+        "querying 1 NTP server, 2 samples each (at most 0.4 s if a server stays silent)..."
     ), result.stderr
     assert re.fullmatch(rf"  {re.escape(silent.address)}: 0 of 2 replied \(\d+\.\d s\)", lines[1]), lines
     assert "verdict:" not in result.stderr  # the report itself stays on stdout

@@ -36,3 +36,19 @@ def test_plural_counts_stay_plural() -> None:
     with NtpResponder() as ntp:
         lines = report("--server", ntp.address, "--samples", "2")
     assert f"NTP {ntp.address}: 2 replies, 0 failed queries" in lines, lines
+
+
+def test_the_progress_line_counts_servers_and_samples_in_the_number_they_take() -> None:
+    """The stderr progress line said "querying 1 NTP server(s), 2 sample(s) each"."""
+    with NtpResponder() as gone, NtpResponder() as other:
+        refused = (gone.address, other.address)
+    one = CliRunner().invoke(check_clock, ["--server", refused[0], "--samples", "2", *FAST])
+    assert one.stderr.splitlines()[0].startswith("querying 1 NTP server, 2 samples each (at most "), (
+        one.stderr
+    )
+    two = CliRunner().invoke(
+        check_clock, ["--server", refused[0], "--server", refused[1], "--samples", "1", *FAST]
+    )
+    assert two.stderr.splitlines()[0].startswith("querying 2 NTP servers, 1 sample each (at most "), (
+        two.stderr
+    )

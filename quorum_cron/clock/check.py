@@ -165,7 +165,8 @@ def _query_with_progress(
     """Query every server concurrently, saying on stderr what is awaited and each server as it ends."""
     worst_s = samples * timeout_s + (samples - 1) * sample_interval_s
     click.echo(
-        f"querying {len(servers)} NTP server(s), {samples} sample(s) each "
+        f"querying {_count(len(servers), 'NTP server', 'NTP servers')}, "
+        f"{_count(samples, 'sample', 'samples')} each "
         f"(at most {worst_s:.1f} s if a server stays silent)...",
         err=True,
     )
