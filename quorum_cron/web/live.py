@@ -184,7 +184,7 @@ class Broadcaster:
             except StoreUnavailable:
                 return False
             except StoreError as exc:
-                corrupt.append((job, str(exc)))
+                corrupt.append((job, store_failure(exc)))  # (the answer once: not the URL again)
         for job, why in corrupt:
             self._jobs.remove(job)
             self.publish(sse("corrupt", {"job": job, "error": why}))
