@@ -48,7 +48,7 @@ def cell(text: object, limit: int = 200, *, newlines: bool = False) -> str:
     return escape(printable(str(text), limit, newlines=newlines))
 
 
-def first_of(items: list[str], limit: int) -> str:
+def first_of(items: list[str], limit: int, sep: str = ", ") -> str:
     """The first ``limit`` of ``items``, then how many more: a line that names them stays one line
-    at any count (100,000 jobs, a crontab of bad lines)."""
-    return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
+    at any count (100,000 jobs, a crontab of bad lines). ``sep``: "; " for items that hold commas."""
+    return sep.join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")

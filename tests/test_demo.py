@@ -52,11 +52,11 @@ def test_a_failed_verdict_is_one_line_naming_each_slot_and_what_the_ledger_says(
     entries = {("tick", fire): skipped, ("tick", fire - 1000): lost}
     line = _verdict(wrong, ["x@1: ledger says succeeded, the job wrote 0 line(s)"], entries, nodes)
     assert "\n" not in line
-    head = "FAILED: 3 slot(s) not run exactly once: tick@12:39:05.000 ran 2 times (ledger: lost; "
+    head = "FAILED: 3 slots not run exactly once: tick@12:39:05.000 ran 2 times (ledger: lost; "
     assert line.startswith(head), line
     assert "executor node3 was killed" in line
     assert "tick@12:39:06.000 missed (ledger: skipped, overlap forbidden: slot 1796215145000 active" in line
-    assert "report@12:39:06.000 missed (no ledger entry); and 1 more (see `quorum-cron history`)" in line
+    assert "report@12:39:06.000 missed (no ledger entry) and 1 more (see `quorum-cron history`)" in line
 
 
 def test_the_tally_waits_for_a_membership_record_with_every_seat_filled() -> None:

@@ -58,7 +58,7 @@ from rich.console import Console
 from rich.table import Table
 
 from quorum_cron.core.model import LedgerEntry
-from quorum_cron.printable import printable
+from quorum_cron.printable import first_of, printable
 from quorum_cron.store.base import SlotState
 
 __all__ = ["demo"]
@@ -465,9 +465,9 @@ def _verdict(
         what = "missed" if times == 0 else f"ran {times} times"
         said.append(f"{name}@{_hms(fire)} {what} ({ledger})")
     said += [f"ledger disagrees: {p}" for p in problems]
-    shown = "; ".join(said[:3]) + (f"; and {len(said) - 3} more" if len(said) > 3 else "")
-    count = f"{len(wrong)} slot(s) not run exactly once" if wrong else "the ledger disagrees with the jobs"
-    return f"FAILED: {count}: {shown} (see `quorum-cron history`)"
+    slots = "1 slot" if len(wrong) == 1 else f"{len(wrong)} slots"
+    count = f"{slots} not run exactly once" if wrong else "the ledger disagrees with the jobs"
+    return f"FAILED: {count}: {first_of(said, 3, sep='; ')} (see `quorum-cron history`)"
 
 
 def _ledger_check(
