@@ -177,6 +177,26 @@ def test_an_untrusted_clock_abstains_and_the_core_records_why() -> None:
     assert missed[0].reason == "no quorum before the deadline (n1 abstained: NTP unreachable)"
 
 
+def test_a_slot_missed_after_trust_came_back_says_why_the_node_abstained_then() -> None:
+    """The missed record of a slot abstained on names the abstention's reason, not the clock's
+    verdict when the record is written: trust back after the deadline read "n1 abstained: clock
+    trusted: ...", which contradicts itself (a newcomer's audit of a loaded machine)."""
+    core, clock = make(run_local=False), Clock(T0)
+    boot(core, clock)
+    core.set_trust(False, "wall clock jumped +555 ms")
+    fire = T0 + 10_000
+    drop = fire + 2_000 + core.settings.max_skew_ms  # (deadline and skew: too late to vote after it)
+    seen = drive(core, clock, drop - 10, Failure.UNREACHABLE)
+    assert [a for a in seen if isinstance(a, Abstain) and a.fire_ms == fire] == [
+        Abstain("j", fire, "wall clock jumped +555 ms")
+    ]
+    assert not [a for a in seen if isinstance(a, RecordMissed) and a.fire_ms == fire]
+    core.set_trust(True, "clock trusted: store TIME bound 8.0 ms <= max skew 250 ms")
+    seen = core.tick(clock.at(drop + 1))
+    missed = [a for a in seen if isinstance(a, RecordMissed) and a.fire_ms == fire]
+    assert missed[0].reason == "no quorum before the deadline (n1 abstained: wall clock jumped +555 ms)"
+
+
 def test_a_reply_makes_the_store_reachable_again() -> None:
     core, clock = make(), Clock(T0)
     boot(core, clock)

@@ -55,8 +55,8 @@ def missed_unvoted(
         why = f"{me} abstained: {abstain_reason}"
     elif p.why:
         why = f"{me} could not vote: {p.why}"
-    elif p.abstained:
-        why = f"{me} abstained: {trust_reason}"
+    elif p.abstained:  # (trusted again, too late: why it abstained then, not the verdict now)
+        why = f"{me} abstained: {p.abstain_why or trust_reason}"
     else:
         why = f"{me} could not vote"
     return RecordMissed(job, p.fire_ms, p.deadline_ms, f"no quorum before the deadline ({why})")

@@ -100,6 +100,9 @@ class Pending:
     retry_at_mono: int = 0
     in_flight: bool = False
     abstained: bool = False
+    abstain_why: str = ""
+    """Why this node abstained, as said at the time (a missed record written after trust came
+    back says that, not the clock's verdict at its writing)."""
     request: VoteRequest | None = None
     """The vote request, once built (a retry sends the same one)."""
     why: str = ""

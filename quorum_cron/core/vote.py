@@ -174,9 +174,10 @@ class VotingSide(CoreState):
             if not self._may_vote:
                 if not p.abstained:
                     p.abstained = True
+                    p.abstain_why = self._abstain_reason()
                     self._sweeps.heard.add(js.index)  # (other nodes' votes may create the slot)
                     self._touched.append((js, s))
-                    out.append(Abstain(js.job.name, fire_ms, self._abstain_reason()))
+                    out.append(Abstain(js.job.name, fire_ms, p.abstain_why))
                 continue
             if not js.caught_up:
                 continue  # the high-water read's reply marks the job dirty
