@@ -278,6 +278,19 @@ async def test_an_outage_that_turns_into_out_of_memory_is_alerted_as_such_once(n
 
 
 @inproc
+async def test_a_heartbeat_never_says_voting_beside_a_clock_it_says_is_not_trusted(node: Node) -> None:
+    """A heartbeat reads the clock's verdict afresh; the node's trust is updated on its loop's
+    next turn. A beat between the two said `clock: not trusted: wall clock jumped ...` and
+    `voting: yes` at once (a newcomer's `status` on a loaded machine): it now says no."""
+    assert await node.health.first_contact(lambda: False)
+    assert node.health.info()["voting"] == "yes"
+    node.clock.jump(5_000)
+    info = node.health.info()  # (before update_trust: the core still votes until then)
+    assert info["clock"] == "not trusted" and "wall clock jumped" in info["clock_reason"], info
+    assert info["voting"] == "no", info
+
+
+@inproc
 async def test_a_clock_that_stops_being_trusted_is_alerted_and_its_return_too(node: Node) -> None:
     assert await node.health.first_contact(lambda: False)
     node.clock.jump(5_000)

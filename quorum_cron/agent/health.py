@@ -283,11 +283,12 @@ class NodeHealth:
 
     def info(self) -> dict[str, str]:
         """The heartbeat's info: host, job definitions, voting, clock verdict (``status`` shows it)."""
-        verdict = self.trust.verdict()
+        verdict = self.trust.verdict()  # (read afresh: it may distrust a clock the loop trusts yet)
+        stopped = self.voting_stopped or not self._trusted or not verdict.trusted or self.is_refused_member()
         return {
             "host": socket.gethostname(),
             "jobs_digest": self.tables.digest,
-            "voting": "no" if self.voting_stopped or not self._trusted or self.is_refused_member() else "yes",
+            "voting": "no" if stopped else "yes",
             **verdict.as_info(),
             **self.settings.info,
         }
