@@ -183,3 +183,22 @@ def test_python_dash_m() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "cluster billing-prod" in result.stdout
+
+
+def test_validate_warns_of_a_starting_deadline_no_takeover_can_meet(tmp_path: Path) -> None:
+    """`@every 5s` defaults to a 2.5 s starting deadline, under the default 5 s start_timeout: a
+    takeover, due start_timeout after the commit, comes past the deadline, so a slot whose executor
+    does not start is missed. Valid (a user may mean it), but validate says so (a newcomer's audit)."""
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[cluster]\nname = "prod"\nsize = 3\n\n'
+        '[[jobs]]\nname = "fast"\nschedule = "@every 5s"\ncommand = ["/bin/true"]\n\n'
+        '[[jobs]]\nname = "slow"\nschedule = "* * * * *"\ncommand = ["/bin/true"]\n'
+    )
+    code, out, err = run("validate", str(path))
+    assert code == 0 and f"{path}: ok" in out, err
+    assert err.splitlines() == [
+        "warning: job 'fast': starting_deadline 2s500ms is not above start_timeout 5s: a slot whose executor "
+        "does not start is missed, never taken over (set starting_deadline above 5s, or start_timeout "
+        "below 2s500ms)"
+    ]
