@@ -128,7 +128,7 @@ def test_status_and_history_piped_at_80_columns_show_every_value(cluster: Cluste
     c.stop(["n2", "n3"])
     res = cli("status", "--config", str(cfg))
     assert res.returncode == 1, res.stdout
-    assert "QUORUM LOST: 1 of 3 alive, need 2: no slot can run" in res.stdout
+    assert "QUORUM LOST: 1 of 3 alive, need 2 (down: n2, n3): no slot can run" in res.stdout
     assert (
         json.loads(cli("status", "--config", str(cfg), "--json", pipe=False).stdout)["can_run_slots"] is False
     )

@@ -54,7 +54,7 @@ from quorum_cron.commands.output import (
     utc_label,
     zoned_label,
 )
-from quorum_cron.config.membership import short_jobs, spec_hashes
+from quorum_cron.config.membership import down_members, short_jobs, spec_hashes
 from quorum_cron.config.settings import JobSpec
 from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
@@ -149,6 +149,9 @@ def spec_drift(members: list[Member], jobs: list[JobSpec]) -> dict[str, list[str
 SHORT_SHOWN = 10
 """Jobs named in the one line of the jobs without a quorum (JSON lists them all)."""
 
+DOWN_SHOWN = 10
+"""Members named as down in the headline and the quorum line (JSON lists them all)."""
+
 
 @dataclass(frozen=True)
 class _Snapshot:
@@ -186,6 +189,17 @@ class _Snapshot:
         record = self.facts.stored.record if self.facts.stored is not None else None
         return short_jobs(self.voters, (spec.name for spec in self.jobs), record, quorum)
 
+    @cached_property
+    def down(self) -> list[str]:
+        """Members of the store's record (while joint, of both configurations) with no live heartbeat."""
+        stored = self.facts.stored
+        return down_members(stored.record, self.members) if stored is not None else []
+
+    def health_text(self) -> str:
+        """``2 of 3 alive, need 2 (down: n2)``: who is missing, not only how many."""
+        down = f" (down: {first_of(self.down, DOWN_SHOWN)})" if self.down else ""
+        return f"{self.facts.health}{down}"
+
     @property
     def drift(self) -> dict[str, list[str]]:
         return spec_drift(self.members, self.jobs)
@@ -200,7 +214,7 @@ class _Snapshot:
         health = self.facts.health
         out: list[str] = []
         if not health.ok:
-            out.append(f"QUORUM LOST: {health}: no slot can run")
+            out.append(f"QUORUM LOST: {self.health_text()}: no slot can run")
         elif self.voting < health.quorum:
             out.append(f"QUORUM NOT VOTING: {self.voting} voting, need {health.quorum}: no slot can run")
         if self.facts.disagreement is not None:
@@ -221,7 +235,7 @@ class _Snapshot:
     def headline(self) -> str:
         health = self.facts.health
         voting = "" if self.voting >= health.alive else f" ({self.voting} voting)"
-        return f"cluster {self.namespace} on {self.shown}: {health}{voting}"
+        return f"cluster {self.namespace} on {self.shown}: {self.health_text()}{voting}"
 
     # -- plain rows ----------------------------------------------------------
 
@@ -334,6 +348,7 @@ class _Snapshot:
             "voting": self.voting,
             "problems": self.problems(),
             **self.facts.doc(),
+            "down": self.down,
             "drift": [{"node": node, "jobs": names} for node, names in drift.items()],
             "no_quorum": [{"job": job, "run_by": nodes} for job, nodes in self.short.items()],
             "members": [

@@ -27,6 +27,7 @@ __all__ = [
     "QuorumHealth",
     "config_configuration",
     "config_disagreement",
+    "down_members",
     "membership_doc",
     "membership_facts",
     "record_health",
@@ -109,6 +110,18 @@ def record_health(record: MembershipRecord, live: list[Member]) -> QuorumHealth:
             worst = health
     assert worst is not None
     return worst
+
+
+def down_members(record: MembershipRecord, live: Sequence[Member]) -> list[str]:
+    """The members of the record (of both configurations, while joint) with no live heartbeat,
+    in the record's order: the ones an operator must look at when fewer are alive than the size.
+    A live node outside the record is refused, not down; an open seat (size mode) names no one."""
+    alive_nodes = {m.node for m in live}
+    confs = [record.current] + ([record.old] if record.old is not None else [])
+    out: list[str] = []
+    for conf in confs:
+        out += [node for node in conf.members if node not in alive_nodes and node not in out]
+    return out
 
 
 def _conf_doc(conf: Configuration | None) -> dict[str, Any] | None:
