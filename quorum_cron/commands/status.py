@@ -272,7 +272,7 @@ class _Snapshot:
                     spec.name,
                     spec.schedule_expr,
                     spec.timezone,
-                    f"paused by {control.by}" if control.paused else "active",
+                    f"paused by {control.by}{_since(control)}" if control.paused else "active",
                     zoned_label(nxt, spec.timezone),
                     utc_label(nxt),
                     ago(nxt, self.now),
@@ -401,6 +401,12 @@ _NODE_COLUMNS = (
 """The live-nodes table's columns, in the plain rows and the terminal table alike."""
 
 
+def _since(control: JobControl) -> str:
+    """`` since 2026-12-07 19:43:09.054Z``: when the pause began, as the PAUSED line below says it;
+    why is that line only (a reason of up to 500 characters does not fit a cell)."""
+    return f" since {fmt_ms(control.at_ms)}" if control.at_ms > 0 else ""
+
+
 def _members_table(members: list[Member], stored: model.Membership | None, now: int) -> Table:
     table = Table(title="nodes (live)", title_justify="left")
     for col in _NODE_COLUMNS:
@@ -451,7 +457,9 @@ def _jobs_table(
         entry = last.get(name)
         expr, tz = spec.schedule_expr, spec.timezone
         control = controls[name]
-        control_cell = f"[yellow]paused[/] by {cell(control.by, 100)}" if control.paused else "active"
+        control_cell = (
+            f"[yellow]paused[/] by {cell(control.by, 100)}{_since(control)}" if control.paused else "active"
+        )
         nxt = f"{zoned_label(next_ms, tz)}\n{utc_label(next_ms)} ({ago(next_ms, now)})"
         if entry is None:
             table.add_row(name, f"{expr} ({tz})", control_cell, nxt, "-", "-", "", "", "")
