@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -232,6 +232,11 @@ class _Snapshot:
             )
         return out
 
+    def fact_lines(self) -> list[str]:
+        """:func:`describe_facts` without its CONFIG DISAGREES line: :meth:`problems` says it
+        (first, and in the JSON's ``problems``); ``members show`` keeps it, having no such list."""
+        return describe_facts(replace(self.facts, disagreement=None), self.members)
+
     def headline(self) -> str:
         health = self.facts.health
         voting = "" if self.voting >= health.alive else f" ({self.voting} voting)"
@@ -242,7 +247,7 @@ class _Snapshot:
     def plain(self) -> list[str]:
         lines = [printable(self.headline())]
         lines += [printable(p) for p in self.problems()]
-        lines += [printable(line) for line in describe_facts(self.facts, self.members)]
+        lines += [printable(line) for line in self.fact_lines()]
         lines += ["", "nodes (live)"]
         header = list(_NODE_COLUMNS)
         body = [
@@ -318,7 +323,7 @@ class _Snapshot:
         console.print(f"[{style}]{cell(self.headline(), 0)}[/]", soft_wrap=True)
         for problem in self.problems():
             console.print(f"[bold red]{cell(problem, 0)}[/]", soft_wrap=True)
-        for line in describe_facts(self.facts, self.members):
+        for line in self.fact_lines():
             bad = "REFUSED" in line or "DISAGREES" in line or "PROGRESS" in line
             console.print(f"[yellow]{cell(line, 0)}[/]" if bad else cell(line, 0), soft_wrap=True)
         console.print(_members_table(self.members, self.facts.stored, self.now))
