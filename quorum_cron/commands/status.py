@@ -31,14 +31,12 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from quorum_cron.agent.membership import MembershipFacts, membership_facts
 from quorum_cron.commands.common import (
     ago,
     config_option,
     fail,
-    fmt_ms,
     load,
     redis_option,
     store_failure,
@@ -54,24 +52,16 @@ from quorum_cron.commands.output import (
     utc_label,
     zoned_label,
 )
+from quorum_cron.commands.status_tables import NODE_COLUMNS, jobs_table, members_table, since
 from quorum_cron.config.membership import down_members, short_jobs, spec_hashes
 from quorum_cron.config.settings import JobSpec
-from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.printable import cell, first_of, printable
-from quorum_cron.store.base import JobControl, LedgerEntry, Member, SlotState
+from quorum_cron.store.base import JobControl, LedgerEntry, Member
 from quorum_cron.store.ports import with_job_tables
 from quorum_cron.store.server import credentials_hint
 
 __all__ = ["status"]
-
-_STATE_STYLE = {
-    SlotState.SUCCEEDED: "green",
-    SlotState.FAILED: "red",
-    SlotState.LOST: "red",
-    SlotState.MISSED: "yellow",
-    SlotState.SKIPPED: "yellow",
-}
 
 
 @click.command("status")
@@ -249,7 +239,7 @@ class _Snapshot:
         lines += [printable(p) for p in self.problems()]
         lines += [printable(line) for line in self.fact_lines()]
         lines += ["", "nodes (live)"]
-        header = list(_NODE_COLUMNS)
+        header = list(NODE_COLUMNS)
         body = [
             [
                 m.node,
@@ -277,7 +267,7 @@ class _Snapshot:
                     spec.name,
                     spec.schedule_expr,
                     spec.timezone,
-                    f"paused by {control.by}{_since(control)}" if control.paused else "active",
+                    f"paused by {control.by}{since(control)}" if control.paused else "active",
                     zoned_label(nxt, spec.timezone),
                     utc_label(nxt),
                     ago(nxt, self.now),
@@ -326,8 +316,8 @@ class _Snapshot:
         for line in self.fact_lines():
             bad = "REFUSED" in line or "DISAGREES" in line or "PROGRESS" in line
             console.print(f"[yellow]{cell(line, 0)}[/]" if bad else cell(line, 0), soft_wrap=True)
-        console.print(_members_table(self.members, self.facts.stored, self.now))
-        console.print(_jobs_table(self.jobs, self.last, self.controls, self.now))
+        console.print(members_table(self.members, self.facts.stored, self.now))
+        console.print(jobs_table(self.jobs, self.last, self.controls, self.now))
         for line in self._footnotes(plain=False):
             console.print(f"[yellow]{line}[/]", soft_wrap=True)
 
@@ -390,95 +380,3 @@ class _Snapshot:
                 for spec in self.jobs
             ],
         }
-
-
-_NODE_COLUMNS = (
-    "node",
-    "role",
-    "epoch",
-    "host",
-    "incarnation",
-    "last heartbeat",
-    "clock",
-    "offset ms",
-    "voting",
-)
-"""The live-nodes table's columns, in the plain rows and the terminal table alike."""
-
-
-def _since(control: JobControl) -> str:
-    """`` since 2026-12-07 19:43:09.054Z``: when the pause began, as the PAUSED line below says it;
-    why is that line only (a reason of up to 500 characters does not fit a cell)."""
-    return f" since {fmt_ms(control.at_ms)}" if control.at_ms > 0 else ""
-
-
-def _members_table(members: list[Member], stored: model.Membership | None, now: int) -> Table:
-    table = Table(title="nodes (live)", title_justify="left")
-    for col in _NODE_COLUMNS:
-        table.add_column(col, overflow="fold")
-    if not members:
-        table.add_row("[red]none alive[/]", "", "", "", "", "", "", "", "")
-    for m in members:
-        clock = m.info.get("clock", "?")
-        clock_cell = (
-            f"[green]{clock}[/]"
-            if clock == "trusted"
-            else f"[red]{cell(clock, 40)}[/]: {cell(m.info.get('clock_reason', ''))}"
-        )
-        node_role = role(m.node, stored)
-        table.add_row(
-            cell(m.node, 100),
-            f"[red]{node_role}[/]" if node_role == "REFUSED" else node_role,
-            str(m.epoch) if m.epoch else "-",
-            cell(m.info.get("host", ""), 100),
-            cell(m.incarnation[:8]),
-            ago(m.seen_ms, now),
-            clock_cell,
-            cell(m.info.get("clock_offset_ms", ""), 20),
-            cell(m.info.get("voting", ""), 20),
-        )
-    return table
-
-
-def _jobs_table(
-    jobs: list[JobSpec], last: dict[str, LedgerEntry | None], controls: dict[str, JobControl], now: int
-) -> Table:
-    table = Table(title="jobs", title_justify="left")
-    for col in (
-        "job",
-        "schedule",
-        "control",
-        "next fire (job zone / UTC)",
-        "last slot (UTC)",
-        "outcome",
-        "executor",
-        "token",
-        "reason",
-    ):
-        table.add_column(col, overflow="fold")
-    for spec in jobs:
-        name = spec.name
-        next_ms = spec.schedule.next_after(now)
-        entry = last.get(name)
-        expr, tz = spec.schedule_expr, spec.timezone
-        control = controls[name]
-        control_cell = (
-            f"[yellow]paused[/] by {cell(control.by, 100)}{_since(control)}" if control.paused else "active"
-        )
-        nxt = f"{zoned_label(next_ms, tz)}\n{utc_label(next_ms)} ({ago(next_ms, now)})"
-        if entry is None:
-            table.add_row(name, f"{expr} ({tz})", control_cell, nxt, "-", "-", "", "", "")
-            continue
-        style = _STATE_STYLE.get(entry.state, "")
-        table.add_row(
-            name,
-            f"{expr} ({tz})",
-            control_cell,
-            nxt,
-            fmt_ms(entry.fire_ms),
-            f"[{style}]{entry.state}[/]" if style else str(entry.state),
-            cell(entry.executor or "-", 100),
-            str(entry.token or "-"),
-            cell(reason_with_cause(entry)),
-        )
-    return table
