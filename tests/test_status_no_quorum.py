@@ -72,7 +72,7 @@ def test_a_job_fewer_than_a_quorum_run_is_named_and_one_a_quorum_runs_is_not(
     res = CliRunner().invoke(status, ["--config", str(cfg), "--format", "json"])
     assert res.exit_code == 0, res.output  # (the cluster can run slots: a per-job problem)
     doc = json.loads(res.output)
-    assert doc["no_quorum"] == [{"job": "new-report", "run_by": ["a"]}]
+    assert doc["no_quorum"] == [{"job": "new-report", "run_by": ["a"], "in_config": True}]
     assert doc["drift"] == []
     line = "NO QUORUM FOR new-report: no one definition of it is run by a quorum of the 3 voting members"
     assert any(p.startswith(line) for p in doc["problems"]), doc["problems"]
@@ -80,6 +80,71 @@ def test_a_job_fewer_than_a_quorum_run_is_named_and_one_a_quorum_runs_is_not(
     beat(store, "b", table)  # (the reload reaches b: two of three run it)
     doc = json.loads(CliRunner().invoke(status, ["--config", str(cfg), "--format", "json"]).output)
     assert doc["no_quorum"] == [] and not any("NO QUORUM" in p for p in doc["problems"])
+
+
+def test_a_job_another_node_alone_runs_is_judged_from_a_config_without_it(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
+) -> None:
+    """n3 alone was given newjob: from the others' file status showed a healthy cluster. The
+    voters' published tables name it, so it is judged too, and said not to be in this config."""
+    cfg = config(tmp_path, redis_server.url, ["everywhere"])
+    table = tables(cfg)
+    store.init_membership(Configuration.of(["a", "b", "c"]), "a")
+    beat(store, "a", table)
+    beat(store, "b", table)
+    beat(store, "c", table | {"newjob": "h-new"})
+
+    res = CliRunner().invoke(status, ["--config", str(cfg), "--format", "plain"])
+    assert res.exit_code == 0, res.output  # (unchanged: a per-job problem, the cluster runs slots)
+    line = (
+        "NO QUORUM FOR newjob (not in this config; run by c only): no one definition of it is run "
+        "by a quorum of the 3 voting members: each slot ends missed"
+    )
+    assert [x for x in res.output.splitlines() if x.startswith("NO QUORUM")] == [line], res.output
+    res = CliRunner().invoke(status, ["--config", str(cfg), "--format", "json"])
+    assert res.exit_code == 0
+    doc = json.loads(res.output)
+    assert doc["no_quorum"] == [{"job": "newjob", "run_by": ["c"], "in_config": False}]
+    assert doc["problems"] == [line]
+
+    beat(store, "b", table | {"newjob": "h-new"})  # (b gets it too: two of three run it, it commits)
+    doc = json.loads(CliRunner().invoke(status, ["--config", str(cfg), "--format", "json"]).output)
+    assert doc["no_quorum"] == [] and doc["problems"] == []
+
+
+def test_jobs_short_here_and_elsewhere_make_a_line_each_bounded(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
+) -> None:
+    cfg = config(tmp_path, redis_server.url, ["mine"])
+    store.init_membership(Configuration.of(["a", "b", "c"]), "a")
+    theirs = {f"j{i:02}": "h" for i in range(SHORT_SHOWN + 3)}
+    beat(store, "a", theirs)
+    beat(store, "b", {})
+    beat(store, "c", {})
+    res = CliRunner().invoke(status, ["--config", str(cfg), "--format", "plain"])
+    said = [x for x in res.output.splitlines() if x.startswith("NO QUORUM")]
+    assert said[0].startswith("NO QUORUM FOR mine: no one definition of it"), said
+    listed = ", ".join(f"j{i:02} (not in this config; run by a only)" for i in range(SHORT_SHOWN))
+    assert said[1].startswith(f"NO QUORUM FOR {listed} and 3 more: no one definition of each"), said
+    assert len(said) == 2
+    doc = json.loads(CliRunner().invoke(status, ["--config", str(cfg), "--format", "json"]).output)
+    assert [(e["job"], e["in_config"]) for e in doc["no_quorum"]][:2] == [("mine", True), ("j00", False)]
+    assert len(doc["no_quorum"]) == SHORT_SHOWN + 4
+
+
+def test_a_job_name_read_from_redis_is_escaped_and_cut(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
+) -> None:
+    cfg = config(tmp_path, redis_server.url, [])
+    store.init_membership(Configuration.of(["a", "b", "c"]), "a")
+    beat(store, "a", {"zz\x1b[2J" + "x" * 300: "h"})
+    beat(store, "b", {})
+    beat(store, "c", {})
+    res = CliRunner().invoke(status, ["--config", str(cfg), "--format", "plain"])
+    [said] = [x for x in res.output.splitlines() if x.startswith("NO QUORUM")]
+    assert "\x1b" not in res.output and said.startswith("NO QUORUM FOR zz\\x1b[2Jxxx"), said
+    assert "…(306 chars) (not in this config; run by a only): no one definition of it" in said
+    assert len(said) < 300
 
 
 def member(node: str, jobs: str | None) -> Member:

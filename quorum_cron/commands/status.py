@@ -14,9 +14,10 @@ whole when piped, or one JSON document (types in docs/cli-output.md).
 Config drift: each live node heartbeats the spec hash of every job it runs;
 a job whose hash differs from this config's is the spec mismatch the agents
 alert about (their votes on that job do not add up with the others'), shown
-here as ``drift``. A job of this config no one definition of which a quorum
-of the voting members runs can never be decided (``no_quorum``: a job added
-to one node's config only). Exit status 0 when the cluster can run slots: a quorum of
+here as ``drift``. A job no one definition of which a quorum of the voting
+members runs can never be decided (``no_quorum``: a job added to one node's
+config only), whether this config defines it or only a voter's published job
+table names it. Exit status 0 when the cluster can run slots: a quorum of
 members alive and voting, and this config agrees with the store's record;
 1 when not, or when the store cannot be read (usable as a monitoring check).
 """
@@ -143,6 +144,12 @@ DOWN_SHOWN = 10
 """Members named as down in the headline and the quorum line (JSON lists them all)."""
 
 
+def _not_here(job: str, run_by: list[str]) -> str:
+    """``newjob (not in this config; run by n3 only)``: a name and node ids from Redis, bounded."""
+    nodes = first_of([printable(n, 100) for n in run_by], SHORT_SHOWN)
+    return f"{printable(job, 100)} (not in this config; run by {nodes}{' only' if len(run_by) == 1 else ''})"
+
+
 @dataclass(frozen=True)
 class _Snapshot:
     """What one read of the store says, rendered as tables, plain rows or JSON (one fact, three faces)."""
@@ -177,7 +184,14 @@ class _Snapshot:
         if self.voting < quorum:
             return {}
         record = self.facts.stored.record if self.facts.stored is not None else None
-        return short_jobs(self.voters, (spec.name for spec in self.jobs), record, quorum)
+        return short_jobs(self.voters, [spec.name for spec in self.jobs] + self.elsewhere, record, quorum)
+
+    @cached_property
+    def elsewhere(self) -> list[str]:
+        """Jobs some live voter runs that this config does not define (sorted): judged too, or
+        a job one node alone was given looks healthy from the other nodes' config."""
+        mine = {spec.name for spec in self.jobs}
+        return sorted({name for m in self.voters for name in spec_hashes(m)} - mine)
 
     @cached_property
     def down(self) -> list[str]:
@@ -214,12 +228,16 @@ class _Snapshot:
                 f"DRIFT: {node} runs other definitions of {', '.join(names)} than this config "
                 "(spec mismatch: its votes on these jobs do not count with the others')"
             )
-        if short := self.short:
-            out.append(
-                f"NO QUORUM FOR {first_of(list(short), SHORT_SHOWN)}: no one definition of "
-                f"{'it' if len(short) == 1 else 'each'} is run by a quorum of the {self.voting} voting "
-                "members: each slot ends missed"
-            )
+        foreign = set(self.elsewhere)
+        ours = [name for name in self.short if name not in foreign]
+        theirs = [_not_here(name, self.short[name]) for name in self.short if name in foreign]
+        for names in (ours, theirs):
+            if names:
+                out.append(
+                    f"NO QUORUM FOR {first_of(names, SHORT_SHOWN)}: no one definition of "
+                    f"{'it' if len(names) == 1 else 'each'} is run by a quorum of the {self.voting} "
+                    "voting members: each slot ends missed"
+                )
         return out
 
     def fact_lines(self) -> list[str]:
@@ -335,7 +353,7 @@ class _Snapshot:
                 "token": entry.token,
             }
 
-        drift = self.drift
+        drift, foreign = self.drift, set(self.elsewhere)
         return {
             "namespace": self.namespace,
             "store_time_ms": self.now,
@@ -345,7 +363,10 @@ class _Snapshot:
             **self.facts.doc(),
             "down": self.down,
             "drift": [{"node": node, "jobs": names} for node, names in drift.items()],
-            "no_quorum": [{"job": job, "run_by": nodes} for job, nodes in self.short.items()],
+            "no_quorum": [
+                {"job": job, "run_by": nodes, "in_config": job not in foreign}
+                for job, nodes in self.short.items()
+            ],
             "members": [
                 {
                     "node": m.node,
