@@ -109,12 +109,19 @@ def test_sighup_refuses_a_bad_file_takes_jobs_live_and_restarts_for_a_cluster_se
         assert c.nodes["n1"].proc.poll() is None and not c.nodes["n1"].logged("stopping")
 
         # A cluster setting the running node cannot take: a graceful stop, exit 0, for the
-        # service manager to restart it with the new file.
+        # supervisor to start it again with the new file (if it restarts on exit 0).
         c.config(JOB.format(schedule="@every 2s", alert_on='["failed"]'), extra=extra + 'lease = "20s"\n')
         c.signal("n1", signal.SIGHUP)
         assert c.nodes["n1"].proc.wait(20) == 0, c.describe()
         restart = c.nodes["n1"].logged("config_reloaded")[-1]
         assert "cluster settings needing a restart: lease;" in str(restart["msg"]), restart
+        # The line says what happens: the node stops, and comes back only under a supervisor
+        # that restarts on exit 0 (not one that restarts on failure alone).
+        assert "restarting" not in str(restart["msg"]), restart
+        assert str(restart["msg"]).endswith(
+            "stopping gracefully: start it again to apply them (its supervisor does so only if it "
+            "restarts on exit 0, as the shipped unit's Restart=always does)"
+        ), restart
         assert restart["restart"] is True, restart
         assert c.nodes["n1"].logged("left")
     finally:

@@ -19,11 +19,14 @@ What a reload changes while the node runs:
 * **Any other ``[cluster]`` setting** (size, quorum, members, lease, Redis
   URL, namespace, clock settings...) is what the store, the membership and
   every slot's votes are built on: it is not swapped under a running node.
-  Such a reload is applied by a graceful restart: :meth:`ConfigReload.reload`
+  Such a reload stops the node gracefully: :meth:`ConfigReload.reload`
   answers ``restart``, the agent stops like on SIGTERM (running jobs finish
-  and are recorded, the membership is left) and the service manager starts
-  it again with the new file (``Restart=`` in the systemd unit). Nothing of
-  the new file is taken then, jobs included: the restart takes it whole.
+  and are recorded, the membership is left, exit 0) and relies on its
+  supervisor to start it again with the new file: the shipped systemd unit
+  (``Restart=always``) does; one that restarts only on failure
+  (``Restart=on-failure``), nohup or a container without a restart policy
+  leaves it stopped. Nothing of the new file is taken then, jobs included:
+  the next start takes it whole.
 
 A file that does not load or validate is refused with one line (log and
 the ``config_refused`` alert); the node keeps running the config it has.
@@ -53,6 +56,12 @@ log = logging.getLogger(EVENT_LOGGER)
 
 LIVE_CLUSTER_KEYS = ("alert_command", "alert_url", "output_log_lines", "output_log_rate")
 """``[cluster]`` settings a running node takes on a reload; any other change needs a restart."""
+
+RESTART_NOTE = (
+    "start it again to apply them (its supervisor does so only if it restarts on exit 0, "
+    "as the shipped unit's Restart=always does)"
+)
+"""What a reload needing a restart leaves to the operator: the agent stops (exit 0), not restarts."""
 
 Verdict = Literal["refused", "unchanged", "applied", "restart"]
 
@@ -159,7 +168,7 @@ class ConfigReload:
         self._agent = agent
 
     def reload(self) -> Verdict:
-        """Read the file again: refuse it, take it live, or ask for a graceful restart."""
+        """Read the file again: refuse it, take it live, or ask for a graceful stop (to be started again)."""
         source = self.config.source
         try:
             new = self._load()
@@ -180,7 +189,7 @@ class ConfigReload:
             what = "these cluster settings" if plan.needs_restart else "its jobs"
             message = (
                 f"{source} reloaded: {plan.describe()}; the running node cannot change {what} under "
-                f"its slots: restarting gracefully to apply them"
+                f"its slots: stopping gracefully: {RESTART_NOTE}"
             )
             self._alerts.note(AlertKind.CONFIG_RELOADED, message, source=source, restart=True)
             return "restart"
