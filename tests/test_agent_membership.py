@@ -139,7 +139,8 @@ def test_grow_shrink_replace_and_an_unlisted_node(cluster: Cluster) -> None:
     (line,) = c.nodes["n9"].logged("not_a_member")
     assert line["msg"] == (
         "node n9 (epoch 7) is not a member of the store's epoch 7: n1, n2, n6 (quorum 2 of 3): "
-        "it does not vote (add it with `quorum-cron members add n9`, or stop it)"
+        f'it does not vote (add it with `quorum-cron members add n9 --reason "..." --config {cfg6}`, '
+        "or stop it)"
     ), line
     alerts = [e for e in c.nodes["n9"].logged("alert") if e.get("kind") == "not_a_member"]
     assert len(alerts) == 1, alerts

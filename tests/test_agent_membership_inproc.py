@@ -105,7 +105,8 @@ def test_a_node_that_is_not_a_member_says_so_once_and_never_votes(
     lines = [r.getMessage() for r in caplog.records if getattr(r, "qc_event", "") == "not_a_member"]
     assert lines == [
         "node intruder (epoch 1) is not a member of the store's epoch 1: a, b, c (quorum 2 of 3): "
-        "it does not vote (add it with `quorum-cron members add intruder`, or stop it)"
+        'it does not vote (add it with `quorum-cron members add intruder --reason "..." --config FILE`, '
+        "or stop it)"
     ], lines
     # Its clock's verdict does not say "voting" either (it once did, right after the line above).
     trust = [r.getMessage() for r in caplog.records if getattr(r, "qc_event", "") == "trust"]

@@ -107,7 +107,8 @@ def test_grow_through_a_joint_configuration_audited_and_ended_by_the_heartbeats(
     res = run(members, "finish", "--reason", "done", "--config", str(cfg))
     assert res.exit_code == 1 and res.output.startswith("error: cannot finish the change: ")
     assert "d" in res.output and "e" in res.output and len(res.output.strip().splitlines()) == 1
-    assert res.output.rstrip().endswith("; `members finish --force` ends it anyway"), res.output
+    hint = f'`quorum-cron members finish --force --reason "..." --config {cfg}`'
+    assert res.output.rstrip().endswith(f"; {hint} ends it anyway"), res.output
 
     # status: the store's quorum (the tighter of the two while joint), the change in progress.
     res = run(status, "--config", str(cfg))
@@ -351,13 +352,13 @@ def test_show_and_status_name_the_new_members_a_change_still_waits_for(
     for node in "abc":
         beat(store, node, 2)
     line = (
-        "  waiting for d: not running (start them; if one never will, `members finish --force`, "
-        "then remove it)"
+        "  waiting for d: not running (start them; if one never will, "
+        '`quorum-cron members finish --force --reason "..." --config {}`, then remove it)'
     )
     res = run(members, "show", "--config", str(cfg))
-    assert res.exit_code == 0 and line in res.output.splitlines(), res.output
-    res = run(status, "--config", str(cfg), "--format", "plain")
-    assert line in res.output.splitlines(), res.output
+    assert res.exit_code == 0 and line.format(cfg) in res.output.splitlines(), res.output
+    res = run(status, "--config", str(cfg), "--format", "plain")  # (status passes no file: FILE)
+    assert line.format("FILE") in res.output.splitlines(), res.output
     beat(store, "d", 2)
     res = run(members, "show", "--config", str(cfg))
     assert "waiting for" not in res.output and "CHANGE IN PROGRESS" not in res.output, res.output

@@ -18,6 +18,8 @@ promises).
 from __future__ import annotations
 
 import logging
+import os
+import shlex
 
 from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.logs import EVENT_LOGGER, event
@@ -27,9 +29,16 @@ from quorum_cron.agent.spec import AgentSettings
 from quorum_cron.core.actions import Refused
 from quorum_cron.core.model import MembershipRecord
 
-__all__ = ["MemberReports"]
+__all__ = ["MemberReports", "members_hint"]
 
 log = logging.getLogger(EVENT_LOGGER)
+
+
+def members_hint(words: str, source: str | None) -> str:
+    """```quorum-cron members WORDS``` as it runs when pasted: with the ``--reason`` a change requires and
+    ``--config`` naming ``source`` (``FILE`` when that is no file, as for the Python API)."""
+    config = shlex.quote(source) if source is not None and os.path.isfile(source) else "FILE"
+    return f'`quorum-cron members {words} --reason "..." --config {config}`'
 
 
 class MemberReports:
@@ -89,7 +98,8 @@ class MemberReports:
         self._reported_epoch = record.epoch
         message = (
             f"node {self.node} (epoch {record.epoch}) is not a member of the store's {record.describe()}: "
-            f"it does not vote (add it with `quorum-cron members add {self.node}`, or stop it)"
+            f"it does not vote (add it with {members_hint(f'add {self.node}', self.settings.config_source)}, "
+            "or stop it)"
         )
         self.metrics.membership_refusals.labels("not_member").inc()
         if self._refused_epoch == record.epoch:

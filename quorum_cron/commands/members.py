@@ -37,6 +37,7 @@ from typing import Any
 
 import click
 
+from quorum_cron.agent.member_reports import members_hint
 from quorum_cron.agent.membership import MembershipFacts, membership_doc, membership_facts
 from quorum_cron.commands.common import (
     ago,
@@ -149,7 +150,7 @@ def show(config_path: Path, redis_url: str | None, as_json: bool) -> None:
             f"the store at {shown} has no membership record for {config.cluster.namespace!r} yet: "
             f"the first agent to start creates it from its config"
         )
-    for line in describe_facts(facts, live):
+    for line in describe_facts(facts, live, config.source):
         click.echo(line)
     click.echo("nodes (live):")
     if not live:
@@ -162,10 +163,13 @@ def show(config_path: Path, redis_url: str | None, as_json: bool) -> None:
         click.echo(f"  {fmt_ms(entry.changed_ms)}  {_change_line(entry)}")
 
 
-def describe_facts(facts: MembershipFacts, live: Sequence[Member] | None = None) -> list[str]:
+def describe_facts(
+    facts: MembershipFacts, live: Sequence[Member] | None = None, source: str | None = None
+) -> list[str]:
     """The record and what it means, one fact per line (shared with ``status``).
 
-    ``live``: the live nodes, to name the new members a change in progress still waits for.
+    ``live``: the live nodes, to name the new members a change in progress still waits for;
+    ``source``: the config file its hints name (``--config FILE`` without it).
     """
     stored = facts.stored
     if stored is None:
@@ -179,14 +183,14 @@ def describe_facts(facts: MembershipFacts, live: Sequence[Member] | None = None)
         )
         lines.append(
             "  it ends when every new member heartbeats under epoch "
-            f"{record.epoch}, or with `quorum-cron members finish`"
+            f"{record.epoch}, or with {members_hint('finish', source)}"
         )
         running = {m.node for m in live or ()}
         absent = [n for n in record.current.members if n not in running]
         if live is not None and absent:
             lines.append(
                 f"  waiting for {', '.join(absent)}: not running (start them; if one never will, "
-                f"`members finish --force`, then remove it)"
+                f"{members_hint('finish --force', source)}, then remove it)"
             )
     lines.append(
         f"  last change {fmt_ms(stored.changed_ms)} by {printable(stored.by, 100)}: "
@@ -263,7 +267,8 @@ def _change(
         if record.old is not None:
             fail(
                 f"a change is in progress ({record.describe()}): expected it to end first — it does when "
-                f"every new member heartbeats under epoch {record.epoch}, or run `quorum-cron members finish`"
+                f"every new member heartbeats under epoch {record.epoch}, or run "
+                f"{members_hint('finish', config.source)}"
             )
         try:
             new = target(record.current, op, args, quorum)
@@ -485,7 +490,7 @@ def finish(
     finally:
         store.close()
     # (The store's refusal says "(or force it)"; the command names the flag that does.)
-    hint = "" if force else "; `members finish --force` ends it anyway"
+    hint = "" if force else f"; {members_hint('finish --force', config.source)} ends it anyway"
     after = _accepted(result, "finish the change", hint)
     _report(after, as_json)
     _warn_quorum(after.record.current, live, "")
