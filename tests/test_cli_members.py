@@ -409,3 +409,25 @@ def test_the_next_steps_read_right_for_several_running_nodes(
     res = run(members, "remove", "d", "e", "--reason", "both go", "--config", str(cfg))
     assert res.exit_code == 0, res.output
     assert "no change in progress: they run, and until they stop they heartbeat as REFUSED" in res.output
+
+
+def test_a_change_to_members_that_tolerate_no_failure_warns_and_still_succeeds(
+    tmp_path: Path, redis_server: EmbeddedRedis, store: RedisStore
+) -> None:
+    # A newcomer's `members remove n1 n2` on 3 nodes went to one node (quorum 1 of 1) silently.
+    cfg = config(tmp_path, redis_server.url)
+    store.init_membership(Configuration.of("abc"), "a")
+    for node in "abc":
+        beat(store, node, 1)
+    warning = (
+        "warning: the new configuration c (quorum 1 of 1) tolerates no node failure: with any member down, "
+    )
+    res = run(members, "remove", "a", "b", "--reason", "shrink", "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    assert warning + "no slot commits" in res.output.splitlines(), res.output
+    stored = store.membership()
+    assert stored is not None and stored.record.current == Configuration.of("c")  # (the change is made)
+    assert run(members, "finish", "--force", "--reason", "x", "--config", str(cfg)).exit_code == 0
+    # Back to three, then a change that keeps a majority quorum: no warning.
+    res = run(members, "add", "d", "e", "--reason", "grow", "--config", str(cfg))
+    assert res.exit_code == 0 and "tolerates no node failure" not in res.output, res.output

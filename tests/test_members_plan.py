@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from quorum_cron.commands.members_plan import PlanError, parse_id_list, plan, target
+from quorum_cron.commands.members_plan import PlanError, no_tolerance, parse_id_list, plan, target
 from quorum_cron.core.model import Configuration
 
 ABC = ("a", "b", "c")
@@ -89,3 +89,14 @@ def test_the_target_closes_open_seats_with_the_same_members() -> None:
     assert target(seated, "set", ("a,b",)) == Configuration.of("ab")
     with pytest.raises(PlanError, match="nothing to change"):
         target(Configuration.of("ab"), "set", ("b,a",))
+
+
+def test_only_members_whose_quorum_is_all_of_them_tolerate_no_failure() -> None:
+    assert no_tolerance(Configuration.of("abc")) is None
+    assert no_tolerance(Configuration.of("ab")) == (
+        "warning: the new configuration a, b (quorum 2 of 2) tolerates no node failure: "
+        "with any member down, no slot commits"
+    )
+    assert no_tolerance(Configuration.of("c")) is not None
+    assert no_tolerance(Configuration.of("abc", quorum=3)) is not None
+    assert no_tolerance(Configuration.of("ab", size=3)) is None  # (2 of 3: one seat may be down)

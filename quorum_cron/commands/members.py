@@ -51,7 +51,7 @@ from quorum_cron.commands.common import (
     unprintable_problem,
 )
 from quorum_cron.commands.control import MAX_REASON, _by, by_option
-from quorum_cron.commands.members_plan import PlanError, check_words, nobody_stays, target
+from quorum_cron.commands.members_plan import PlanError, check_words, no_tolerance, nobody_stays, target
 from quorum_cron.config.settings import Config
 from quorum_cron.core import model
 from quorum_cron.core.model import Configuration, MembershipChange
@@ -285,6 +285,8 @@ def _change(
         store.close()
     after = _accepted(result, "change the membership")
     _report(after, as_json)
+    if (fragile := no_tolerance(after.record.current)) is not None:
+        click.echo(fragile, err=True)
     if stranded is not None:
         _clear_records_note(config, record.current)
     if record.current.open_seats:

@@ -16,7 +16,16 @@ from typing import Final
 from quorum_cron.agent.membership import node_id_problem
 from quorum_cron.core.model import Configuration
 
-__all__ = ["MAX_MEMBERS", "PlanError", "check_words", "nobody_stays", "parse_id_list", "plan", "target"]
+__all__ = [
+    "MAX_MEMBERS",
+    "PlanError",
+    "check_words",
+    "no_tolerance",
+    "nobody_stays",
+    "parse_id_list",
+    "plan",
+    "target",
+]
 
 MAX_MEMBERS: Final = 100
 """As many ids as ``[cluster] members`` may list."""
@@ -153,3 +162,17 @@ def _members_after(current: Sequence[str], op: str, args: Sequence[str]) -> tupl
     if len(new) > MAX_MEMBERS:
         raise PlanError(f"that would make {len(new)} members (expected at most {MAX_MEMBERS})")
     return tuple(sorted(new))
+
+
+def no_tolerance(new: Configuration) -> str | None:
+    """The warning for new members that tolerate no node failure (a quorum of all of them), or None.
+
+    Such a change is allowed (one node, or ``--quorum`` = the size, may be what is meant), but
+    nothing in its one line of output said that one member down now stops every job.
+    """
+    if new.quorum < new.size:
+        return None
+    return (
+        f"warning: the new configuration {new.describe()} tolerates no node failure: "
+        f"with any member down, no slot commits"
+    )
