@@ -369,6 +369,21 @@ def test_unknown_top_level_key_and_missing_cluster(tmp_path: Path) -> None:
     assert any("field 'cluster': missing (expected a [cluster] table)" in e for e in errors)
 
 
+@pytest.mark.parametrize("alias", ["cmd", "commands", "exec", "run"])
+def test_a_jobs_command_under_another_name_is_suggested_as_command(tmp_path: Path, alias: str) -> None:
+    # `cmd = ["true"]` got "did you mean 'cwd'?": the spelling is close, the meaning is `command`.
+    text = MINIMAL.replace('command = ["/bin/backup"]', f'{alias} = ["true"]')
+    errors = errors_of(tmp_path, text)
+    assert f"c.toml: job 'backup': field {alias!r}: unknown key (did you mean 'command'?)" in [
+        e.split("/")[-1] for e in errors
+    ], errors
+
+
+def test_the_command_aliases_are_only_for_job_keys(tmp_path: Path) -> None:
+    errors = errors_of(tmp_path, MINIMAL.replace("size = 3", 'size = 3\nrun = "x"'))
+    assert any("field 'run': unknown key (expected one of " in e for e in errors), errors
+
+
 def test_file_problems(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"nope\.toml: no such file$"):
         load_config(tmp_path / "nope.toml")

@@ -108,8 +108,14 @@ def _name_problem(name: object, what: str) -> str | None:
     return None
 
 
+_ALIASES: Final = {"cmd": "command", "commands": "command", "exec": "command", "run": "command"}
+"""What other tools call a job's ``command``: suggested before any near spelling (``cmd`` is nearer
+``cwd``). Only where the target is a known key, so only for job tables (no other has ``command``)."""
+
+
 def _suggest(key: str, known: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(key, known, n=1)
+    alias = _ALIASES.get(key)
+    close = [alias] if alias in known else difflib.get_close_matches(key, known, n=1)
     if close:
         return f"did you mean {close[0]!r}?"
     return "expected one of " + ", ".join(repr(k) for k in known)
