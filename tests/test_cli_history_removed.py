@@ -69,3 +69,20 @@ def test_history_of_an_unknown_job_with_the_store_away_says_both(tmp_path: Path)
         "error: unknown job 'gone': expected one of kept (nor could its ledger be looked for in the store at "
         "redis://127.0.0.1:1/0: "
     ), lines
+
+
+def test_the_history_header_counts_in_the_singular_and_the_plural(
+    tmp_path: Path, redis_server: EmbeddedRedis, redis_client: redis.Redis
+) -> None:
+    # "history (1 entries, newest first)" read wrong; both the plain and the table header.
+    cfg = str(_config(tmp_path, redis_server.url))
+    ledger = f"qc:{{{NS}:kept}}:ledger"
+    for fire, want in ((1_800_000_000_000, "1 entry"), (1_800_000_060_000, "2 entries")):
+        fields = {"fire": str(fire), "state": "succeeded", "finished": str(fire + 900), "reason": "exit 0"}
+        redis_client.xadd(ledger, {**fields, "executor": "n1", "token": "7"})
+        for fmt in ("plain", "table"):
+            res = CliRunner().invoke(
+                history, ["kept", "--config", cfg, "--format", fmt], env={"COLUMNS": "200"}
+            )
+            assert res.exit_code == 0, (res.stdout, res.stderr)
+            assert res.stdout.splitlines()[0].strip() == f"history ({want}, newest first)", res.stdout

@@ -108,7 +108,7 @@ def test_status_and_history_piped_at_80_columns_show_every_value(cluster: Cluste
     assert res.returncode == 0, res.stderr
     assert "…" not in res.stdout
     lines = res.stdout.splitlines()
-    assert lines[0] == "history (1 entries, newest first)" and lines[1].startswith("slot (UTC)"), lines
+    assert lines[0] == "history (1 entry, newest first)" and lines[1].startswith("slot (UTC)"), lines
     assert len(lines) == 3, lines
     # Read after the rows (newer entries may have come since): every row is one of these, in full.
     docs = [

@@ -110,8 +110,13 @@ def history(
         sys.exit(1)
 
 
+def _header(entries: Sequence[LedgerEntry]) -> str:
+    count = len(entries)
+    return f"history ({count} {'entry' if count == 1 else 'entries'}, newest first)"
+
+
 def _table(entries: list[LedgerEntry], detail: bool, counts: Sequence[VoterAccount] | None = None) -> None:
-    table = Table(title=f"history ({len(entries)} entries, newest first)", title_justify="left")
+    table = Table(title=_header(entries), title_justify="left")
     cols = ["slot (UTC)", "job", "outcome", "reason", "executor", "token", "voters", "delay ms", "ran ms"]
     if detail:
         cols.append("detail")
@@ -138,7 +143,7 @@ def _table(entries: list[LedgerEntry], detail: bool, counts: Sequence[VoterAccou
 
 def _plain(entries: list[LedgerEntry], detail: bool, counts: Sequence[VoterAccount] | None = None) -> None:
     """Aligned rows, every value whole; with ``--detail`` each run's detail follows its row, indented."""
-    click.echo(f"history ({len(entries)} entries, newest first)")
+    click.echo(_header(entries))
     header = ["slot (UTC)", "job", "outcome", "executor", "token", "voters", "delay ms", "ran ms", "reason"]
     body = [
         [
