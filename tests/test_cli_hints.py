@@ -124,3 +124,27 @@ def test_the_members_finish_hints_run_as_printed(
     assert res.exit_code == 0, res.output
     stored = store.membership()
     assert stored is not None and not stored.record.joint and stored.reason == "..."
+
+
+def test_status_and_trigger_hints_run_as_printed(
+    redis_client: redis.Redis, redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """status's members lines name this config file (they named ``FILE``), and trigger's warning
+    on a paused job names a `quorum-cron resume` that resumes it as pasted (it had no --config)."""
+    cfg = config(tmp_path, redis_server.url)
+    with cfg.open("a") as f:
+        f.write('\n[[jobs]]\nname = "tick"\nschedule = "@every 1h"\ncommand = ["true"]\n')
+    store = RedisStore(redis_client, NS)
+    store.init_membership(Configuration.of("abc"), "a")
+    assert paste(["members", "add", "d", "--reason", "grow", "--config", str(cfg)]).exit_code == 0
+    status = paste(["status", "--config", str(cfg), "--format", "plain"])
+    finish = [h for h in hints(status.output) if h[:2] == ["members", "finish"]]
+    assert finish and all(h[-2:] == ["--config", str(cfg)] for h in finish), status.output
+
+    assert paste(["pause", "tick", "--reason", "maint", "--config", str(cfg)]).exit_code == 0
+    triggered = paste(["trigger", "tick", "--config", str(cfg)])
+    assert triggered.exit_code == 0, triggered.output
+    (resume,) = [h for h in hints(triggered.output) if h[0] == "resume"]
+    assert resume == ["resume", "tick", "--config", str(cfg)], triggered.output
+    assert paste(resume).exit_code == 0
+    assert not store.control("tick").paused

@@ -22,6 +22,7 @@ store is touched.
 from __future__ import annotations
 
 import getpass
+import shlex
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -111,9 +112,10 @@ def trigger(job: str, config_path: Path, redis_url: str | None, by: str | None) 
         store.close()
     click.echo(f"triggered {job}: slot {fire_ms} ({fmt_ms(fire_ms)}) by {who}")
     if control.paused:  # (the store still takes the trigger: the ledger says what became of it)
+        resume = f"quorum-cron resume {shlex.quote(job)} --config {shlex.quote(config.source)}"
         click.echo(
             f"warning: {job} is paused ({describe_control(control)}): the triggered slot will be "
-            f"recorded skipped; `quorum-cron resume {job}` first to run it",
+            f"recorded skipped; `{resume}` first to run it",
             err=True,
         )
     if not health.ok:

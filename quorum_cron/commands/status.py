@@ -113,7 +113,9 @@ def status(config_path: Path, redis_url: str | None, output_format: str | None, 
     finally:
         store.close()
     facts = membership_facts(stored, members, cluster, config.source)
-    snap = _Snapshot(cluster.namespace, shown, now, facts, members, jobs, last, controls, unreadable)
+    snap = _Snapshot(
+        cluster.namespace, shown, now, facts, members, jobs, last, controls, unreadable, config.source
+    )
     code = 0 if snap.can_run else 1
     if fmt == "json":
         click.echo(json.dumps(snap.doc(), indent=2))
@@ -163,6 +165,8 @@ class _Snapshot:
     last: dict[str, LedgerEntry | None]
     controls: dict[str, JobControl]
     unreadable: dict[str, str]
+    source: str | None = None
+    """The config file (hints name it; ``--config FILE`` without it)."""
 
     @cached_property  # (problems() and doc() both read it, and short; a snapshot does not change)
     def voters(self) -> list[Member]:
@@ -243,7 +247,7 @@ class _Snapshot:
     def fact_lines(self) -> list[str]:
         """:func:`describe_facts` without its CONFIG DISAGREES line: :meth:`problems` says it
         (first, and in the JSON's ``problems``); ``members show`` keeps it, having no such list."""
-        return describe_facts(replace(self.facts, disagreement=None), self.members)
+        return describe_facts(replace(self.facts, disagreement=None), self.members, self.source)
 
     def headline(self) -> str:
         health = self.facts.health
