@@ -16,6 +16,7 @@ Every value printed here went through :func:`~quorum_cron.printable.printable`
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import sys
 import zoneinfo
 from collections.abc import Callable, Sequence
@@ -28,6 +29,7 @@ from quorum_cron.redact import redact_text
 from quorum_cron.store.base import LedgerEntry, SlotState
 
 __all__ = [
+    "TABLE_MIN_COLUMNS",
     "Format",
     "format_option",
     "reason_with_cause",
@@ -38,6 +40,10 @@ __all__ = [
 ]
 
 Format = Literal["table", "plain", "json"]
+
+TABLE_MIN_COLUMNS = 100
+"""The narrowest terminal the table is the default at (``status`` has nine columns)."""
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -59,7 +65,8 @@ def format_option(json_help: str) -> Callable[[F], F]:
 
 
 def resolve_format(output_format: str | None, as_json: bool) -> Format:
-    """The format asked for, else ``table`` when stdout is a terminal and ``plain`` when it is not."""
+    """The format asked for, else ``table`` when stdout is a terminal at least
+    :data:`TABLE_MIN_COLUMNS` wide and ``plain`` when it is not."""
     if as_json:
         if output_format not in (None, "json"):
             click.echo(f"error: --json and --format {output_format} disagree: expected one of them", err=True)
@@ -71,7 +78,12 @@ def resolve_format(output_format: str | None, as_json: bool) -> Format:
         return "json"
     if output_format == "plain":
         return "plain"
-    return "table" if sys.stdout.isatty() else "plain"
+    if not sys.stdout.isatty():
+        return "plain"
+    # (A narrower terminal squeezed status's nine columns until words split mid-word, a cell over
+    # eight lines: every value whole on a row the terminal wraps reads better. --format table
+    # still gives the table.)
+    return "table" if shutil.get_terminal_size().columns >= TABLE_MIN_COLUMNS else "plain"
 
 
 def rows(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
