@@ -45,7 +45,9 @@ def test_history_of_a_removed_job_shows_its_ledger_and_says_where_from(
         ("gone", 1_800_000_000_000, "succeeded"),
     ]
     assert (
-        res.stderr.strip() == "note: 'gone' is not in the config (removed?); its ledger as the store keeps it"
+        res.stderr.strip()
+        == "note: 'gone' is not in this config (removed, or defined in other nodes' configs only?); "
+        "its ledger as the store keeps it"
     )
 
     # A name the store has no ledger of is a typo: refused, and the line says the store was asked.

@@ -187,7 +187,11 @@ def _removed_job(
         fail(f"{unknown} (nor could its ledger be looked for in the store at {shown}: {store_failure(exc)})")
     if not entries:
         fail(f"{unknown} (the store holds no ledger of {job!r} either)")
-    click.echo(f"note: {job!r} is not in the config (removed?); its ledger as the store keeps it", err=True)
+    click.echo(
+        f"note: {job!r} is not in this config (removed, or defined in other nodes' configs only?); "
+        "its ledger as the store keeps it",
+        err=True,
+    )
     return entries
 
 
