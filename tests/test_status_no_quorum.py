@@ -243,3 +243,8 @@ def test_the_dashboard_names_the_same_jobs(redis_client: redis.Redis) -> None:
             "each slot ends missed",
         )
     ]
+    # A job c alone was given, which this config lacks, is judged too (as status does).
+    beat(store, "c", {"everywhere": both["everywhere"], "c-only": "h-c"})
+    with TestClient(app) as client:
+        doc = client.get("/api/cluster").json()
+    assert [p["jobs"] for p in doc["problems"] if p["kind"] == "no_quorum"] == [["new", "c-only"]]

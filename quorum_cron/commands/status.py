@@ -54,7 +54,7 @@ from quorum_cron.commands.output import (
     zoned_label,
 )
 from quorum_cron.commands.status_tables import NODE_COLUMNS, jobs_table, members_table, since
-from quorum_cron.config.membership import down_members, short_jobs, spec_hashes
+from quorum_cron.config.membership import down_members, judged_jobs, short_jobs, spec_hashes
 from quorum_cron.config.settings import JobSpec
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.printable import cell, first_of, printable
@@ -188,7 +188,9 @@ class _Snapshot:
         if self.voting < quorum:
             return {}
         record = self.facts.stored.record if self.facts.stored is not None else None
-        return short_jobs(self.voters, [spec.name for spec in self.jobs] + self.elsewhere, record, quorum)
+        return short_jobs(
+            self.voters, judged_jobs(self.voters, (spec.name for spec in self.jobs)), record, quorum
+        )
 
     @cached_property
     def elsewhere(self) -> list[str]:

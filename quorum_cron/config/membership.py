@@ -215,6 +215,13 @@ def spec_hashes(member: Member) -> dict[str, str]:
     return out
 
 
+def judged_jobs(voters: Sequence[Member], names: Iterable[str]) -> list[str]:
+    """``names`` (this config's jobs), then the jobs some voter runs that they lack (sorted): a job
+    one node alone was given must not look healthy from the other nodes' config (status, web)."""
+    mine = list(names)
+    return mine + sorted({name for m in voters for name in spec_hashes(m)} - set(mine))
+
+
 def short_jobs(
     voters: Sequence[Member], names: Iterable[str], record: MembershipRecord | None, quorum: int
 ) -> dict[str, list[str]]:

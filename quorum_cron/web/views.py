@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-from quorum_cron.config.membership import membership_facts, short_jobs, spec_hashes
+from quorum_cron.config.membership import judged_jobs, membership_facts, short_jobs, spec_hashes
 from quorum_cron.config.settings import Config, JobSpec
 from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
@@ -216,7 +216,9 @@ def cluster_view(
     ]
     if len(voters) >= health.quorum:  # (fewer: every job is short, and the quorum's problem says it)
         record = stored.record if stored is not None else None
-        short = list(short_jobs(voters, (s.name for s in config.jobs), record, health.quorum))
+        short = list(
+            short_jobs(voters, judged_jobs(voters, (s.name for s in config.jobs)), record, health.quorum)
+        )
         if short:  # (one problem for all: a config change can make many, which must not push others out)
             shown = first_of(short, 10)
             problems.append(
