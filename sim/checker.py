@@ -103,6 +103,7 @@ job's own downstream writes beyond the token it was handed.
 from __future__ import annotations
 
 import bisect
+import functools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -156,6 +157,8 @@ __all__ = [
 ]
 
 RAN_STATES = frozenset({"succeeded", "failed"})
+_NOBODY: frozenset[str] = frozenset()  # (no node: shared, as most slots have nobody late or gone)
+
 SKIP_REASONS = ("paused by ", "overlap forbidden: ", "replaced by slot ")
 """The reasons a ``skipped`` slot counts as decided for liveness: an operator's pause, the overlap
 policy. A slot skipped for anything else (a bug) did not run when it should have."""
@@ -315,6 +318,20 @@ class Report:
         )
 
 
+_decode_text = functools.lru_cache(maxsize=1024)(MembershipRecord.decode)
+
+
+def _decode_record(text: str) -> MembershipRecord:
+    """``MembershipRecord.decode``, remembered: a record is immutable and its text names it (a text
+    that does not parse raises ValueError each time, as the decoder does; a value that is not text
+    goes to the decoder unremembered, which refuses it). A membership trace carries the same few
+    records on every commit; decoding one (validating each id) costs about 15 µs, and a commit was
+    decoded two or three times: most of what checking such a trace cost."""
+    if type(text) is not str:
+        return MembershipRecord.decode(text)
+    return _decode_text(text)
+
+
 class _Health:
     """Per-node health over time, from ``health`` records."""
 
@@ -376,8 +393,9 @@ class _Removals:
     for the job's slots nor accounts for them."""
 
     def __init__(self) -> None:
-        self.open: dict[tuple[str, str], int] = {}
-        """(node, job) → removed since (true time), still removed at the last record."""
+        self.open: dict[str, dict[str, int]] = {}
+        """Job → node → removed since (true time), still removed at the last record (by job: the
+        liveness rule asks for one job's nodes at every due slot)."""
         self.spans: dict[str, list[tuple[str, int, int]]] = {}
         """Job → (node, from, to) of the removals that ended."""
         self.booted_without: dict[str, frozenset[str]] = {}
@@ -390,30 +408,35 @@ class _Removals:
     def config(self, node: str, t: int, removed: Sequence[str]) -> None:
         """``node``'s config, from ``t`` on, lacks the jobs ``removed``."""
         gone = set(removed)
-        for (n, job), since in list(self.open.items()):
-            if n == node and job not in gone:
+        for job, nodes in self.open.items():
+            since = nodes.get(node)
+            if since is not None and job not in gone:
                 self.spans.setdefault(job, []).append((node, since, t))
-                del self.open[(n, job)]
+                del nodes[node]
         for job in gone:
-            self.open.setdefault((node, job), t)
+            self.open.setdefault(job, {}).setdefault(node, t)
 
     def lacked(self, node: str, job: str, lo: int, hi: int) -> bool:
         """Whether ``node`` lacked ``job`` at some time in [lo, hi]."""
-        since = self.open.get((node, job))
+        since = self.open.get(job, {}).get(node)
         if since is not None and since <= hi:
             return True
         return any(n == node and a <= hi and lo <= b for n, a, b in self.spans.get(job, ()))
 
     def nodes_near(self, job: str, lo: int, hi: int) -> frozenset[str]:
         """The nodes that lacked ``job`` at some time in [lo, hi]."""
-        near = {n for n, a, b in self.spans.get(job, ()) if a <= hi and lo <= b}
-        near.update(n for (n, j), since in self.open.items() if j == job and since <= hi)
+        spans, nodes = self.spans.get(job), self.open.get(job)
+        if not spans and not nodes:
+            return _NOBODY  # (most jobs of most runs: no reload ever took them out)
+        near = {n for n, a, b in spans or () if a <= hi and lo <= b}
+        near.update(n for n, since in (nodes or {}).items() if since <= hi)
         return frozenset(near)
 
     def orphaned(self, job: str, nodes: frozenset[str]) -> bool:
         """Whether every node lacks ``job`` at the end and its process booted without it: no
         process sweeps the job's open slots any more."""
-        return all((n, job) in self.open and job in self.booted_without.get(n, ()) for n in nodes)
+        removed = self.open.get(job, {})
+        return all(n in removed and job in self.booted_without.get(n, ()) for n in nodes)
 
 
 _REACHABLE_WHYS = ("untrusted", "clock off by")
@@ -426,12 +449,15 @@ class _Facts:
 
     __slots__ = (
         "decided", "deciding_epochs", "eligible", "ended", "finished", "killed", "ledger", "local",
-        "lost", "runs", "starts", "token_leases", "voted", "writes",
+        "lost", "ran", "runs", "starts", "token_leases", "voted", "writes",
     )  # fmt: skip
 
     def __init__(self) -> None:
         self.runs: dict[tuple[str, int], list[tuple[str, int, int]]] = {}
         """Per slot, (node, token, t) of every ``run``."""
+        self.ran: set[tuple[str, str, int, int]] = set()
+        """(node, job, fire, token) of every ``run``: ``runs`` by run, for the ledger rule's
+        "which never ran" (asked once per ledger entry)."""
         self.ended: dict[tuple[str, str, int, int], tuple[int, bool]] = {}
         """(node, job, fire, token) → (t, ok) of the run's end; ok is False for a kill."""
         self.starts: dict[tuple[str, int], dict[int, tuple[str, int]]] = {}
@@ -462,8 +488,8 @@ class _Facts:
         """Per slot, the epoch of the record its latest vote commit was decided under (traced in
         membership scenarios only: ``DECIDING_EPOCH``)."""
 
-    def lease(self, node: str, job: str, fire: int, token: int, until: int) -> None:
-        key4 = (node, job, fire, token)
+    def lease(self, key4: tuple[str, str, int, int], until: int) -> None:
+        """The store granted the run ``key4`` (node, job, fire, token) a lease to ``until``."""
         if until > self.token_leases.get(key4, 0):
             self.token_leases[key4] = until
 
@@ -495,8 +521,8 @@ class _Facts:
         token = max(starts)
         return (starts[token][0], job, fire, token)
 
-    def wrote(self, job: str, fire: int, t: int) -> None:
-        self.writes.setdefault((job, fire), []).append(t)
+    def wrote(self, key: tuple[str, int], t: int) -> None:
+        self.writes.setdefault(key, []).append(t)
 
     def in_lost(self, key: tuple[str, int], *, unwaited_only: bool) -> bool:
         """Whether the store executed a write for ``key`` inside the writes a failover lost (only
@@ -541,8 +567,8 @@ def _check_ledger(
                 problems.append(
                     (DECIDING_EPOCH, f"{e['state']} entry names epoch {e['epoch']}; decided under {said}")
                 )
-            stray = sorted(set(e["voters"]) - voted)
-            if stray:
+            if not voted.issuperset(e["voters"]):
+                stray = sorted(set(e["voters"]) - voted)
                 problems.append(
                     (STRAY_VOTER, f"{e['state']} entry names {stray}; counted votes: {sorted(voted)}")
                 )
@@ -617,11 +643,11 @@ def _contradiction(
         return None
     if state not in ("succeeded", "failed", "retrying"):
         return None
-    if not any(n == node and tok == token for n, tok, _ in runs):
+    if key4 not in facts.ran:
         return LEDGER_CONTRADICTS, f"{state} under {node}'s token {token}, which never ran"
     end = facts.ended.get(key4)
-    finishes = facts.finished.get(key4, [])
-    if end is None or any(t < end[0] for t in finishes):
+    finishes = facts.finished.get(key4)
+    if end is None or (finishes and min(finishes) < end[0]):
         when = "never ended" if end is None else f"ended at t={end[1]}"
         return EARLY_OUTCOME, f"{state} recorded for {node}'s token {token}, whose run {when}"
     if end[1] != (state == "succeeded"):
@@ -631,7 +657,7 @@ def _contradiction(
 
 
 def _near_clock_error(
-    sc: Scenario, faults: Sequence[tuple[int, int, int, tuple[str, ...]]], lo: int, hi: int
+    base_error: int, faults: Sequence[tuple[int, int, int, tuple[str, ...]]], lo: int, hi: int
 ) -> int:
     """An upper bound on how far a node's wall clock can be from true time near ``[lo, hi]``.
 
@@ -642,9 +668,12 @@ def _near_clock_error(
     lie until it is undone, a drift's offset for good) at some time in
     ``[lo - e, hi]``. ``faults``: (begin, effect end, error, nodes) from
     :func:`_clock_faults` (``ahead``: a clock behind handles the slot late, not early).
+    ``base_error``: :func:`_base_clock_error` of the scenario (asked once per check, not per slot).
     """
+    if not faults:
+        return base_error
     per_node = _clock_errors_near(faults, lo, hi)
-    return _base_clock_error(sc) + max(per_node.values(), default=0)
+    return base_error + max(per_node.values(), default=0)
 
 
 def _base_clock_error(sc: Scenario) -> int:
@@ -771,104 +800,11 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
     out = report.violations
     for r in records:
         ev = r["ev"]
-        if ev == "run":
-            facts.runs.setdefault((r["job"], r["fire"]), []).append((r["node"], r["token"], r["t"]))
-            started_at = started.get((r["node"], r["job"], r["fire"], r["token"]))
-            late = started_at is not None and r["t"] - started_at > sc.settings.lease_ms
-            forgotten = bool(lost) and any(
-                lo <= s <= hi for s in slot_starts.get((r["job"], r["fire"]), ()) for lo, hi in lost
-            )
+        # (One branch per kind of record, mutually exclusive; the commonest kinds of a typical
+        # trace first, as each record is compared with every kind before its own.)
+        if ev == "commit":
             key = (r["job"], r["fire"])
-            job_def = jobs.get(r["job"])
-            if quorum_mode and job_def is not None and job_def.overlap == Overlap.FORBID:
-                fires = alive_fires.get(r["job"])
-                if fires and (len(fires) > 1 or r["fire"] not in fires):
-                    _check_overlap(r, report, alive, fires, facts, leases, unbound, pauses, emptied)
-            other = alive.get(key)
-            if other is not None and r["token"] in retry_tokens.get(key, ()):
-                # A retry is handed out only once the failed run reported its end.
-                report.violations.append(
-                    Violation(
-                        "two runs of a slot at once",
-                        r["job"],
-                        r["fire"],
-                        r["t"],
-                        f"{r['node']} started token {r['token']} while {other[0]}'s token {other[1]} ran",
-                    )
-                )
-            alive[key] = (r["node"], r["token"])
-            alive_fires.setdefault(r["job"], set()).add(r["fire"])
-            _on_run(r, report, jobs, committed, runs, quorum_mode, late, forgotten, retry_tokens)
-        elif ev in ("end", "kill"):
-            facts.ended.setdefault((r["node"], r["job"], r["fire"], r["token"]), (r["t"], r.get("ok", False)))
-            if ev == "kill":
-                facts.killed.add((r["node"], r["job"], r["fire"], r["token"]))
-            _check_lease(r, report, jobs, leases, unbound, quorum_mode, pauses)
-            key = (r["job"], r["fire"])
-            if alive.get(key) == (r["node"], r["token"]):
-                del alive[key]
-                alive_fires[r["job"]].discard(r["fire"])
-        elif ev == "run_local":
-            _on_local_run(r, report, local_seen, len(boots.get(r["node"], ())))
-            facts.local.setdefault((r["job"], r["fire"]), set()).add(r["node"])
-        elif ev == "renew" and r["ok"] and "lease" in r:
-            key4 = (r["node"], r["job"], r["fire"], r["token"])
-            facts.wrote(r["job"], r["fire"], r["t"])
-            leases[key4] = (r["lease"], r["t"])
-            facts.lease(*key4, r["lease"])
-            if key4 in started:
-                # A renew accepted before the run began (a start reply held half a lease is
-                # confirmed this way) extends the lease the run may start under.
-                started[key4] = r["t"]
-        elif ev == "pause":
-            pauses.setdefault(r["node"], []).append((r["t"], r["t"] + r["ms"]))
-        elif ev == "finish":
-            if r["ok"]:
-                facts.wrote(r["job"], r["fire"], r["t"])
-                facts.finished.setdefault((r["node"], r["job"], r["fire"], r["token"]), []).append(r["t"])
-        elif ev == "start" and r["ok"]:
-            started[(r["node"], r["job"], r["fire"], r["token"])] = r["t"]
-            facts.starts.setdefault((r["job"], r["fire"]), {})[r["token"]] = (r["node"], r["t"])
-            facts.wrote(r["job"], r["fire"], r["t"])
-            if "lease" in r:
-                leases[(r["node"], r["job"], r["fire"], r["token"])] = (r["lease"], r["t"])
-                facts.lease(r["node"], r["job"], r["fire"], r["token"], r["lease"])
-            slot_starts.setdefault((r["job"], r["fire"]), []).append(r["t"])
-            not_before = retry_at.get((r["job"], r["fire"], r["token"]))
-            if not_before is not None and r.get("st", not_before) < not_before:
-                out.append(
-                    Violation(
-                        "retry started before its backoff ended",
-                        r["job"],
-                        r["fire"],
-                        r["t"],
-                        f"{r['node']} started token {r['token']} at store time {r['st']}, "
-                        f"{not_before - r['st']} ms before its backoff ended",
-                    )
-                )
-        elif ev == "fault" and r["kind"] == "store_failover" and r["phase"] == "begin":
-            lagging.append((r["t"] - r["lost_ms"], r["t"]))
-            facts.lost.append((r["t"] - r["lost_ms"], r["t"], waits))
-            unbound.update(k for k, (_, granted) in leases.items() if granted >= r["t"] - r["lost_ms"])
-            if not waits:
-                lost.append((r["t"] - r["lost_ms"], r["t"]))
-            else:
-                # With WAIT, no node acted on a write the failover lost: its commits never
-                # happened for anyone (the new primary may hand the same tokens out again).
-                _forget_commits(r["t"] - r["lost_ms"], commit_log, committed, executors, retry_counts)
-        elif ev == "fault" and r["kind"] == "stale_config":
-            for node in r["nodes"]:
-                if r["phase"] == "begin":
-                    stale.begin(node, r["t"], changes)
-                else:
-                    stale.end(node, r["t"])
-        elif ev == "refused":
-            taught = held.get(r["store_epoch"])
-            if taught is not None:
-                stale.learned(r["node"], r["t"], taught)
-        elif ev == "commit":
-            key = (r["job"], r["fire"])
-            facts.wrote(r["job"], r["fire"], r["t"])
+            facts.wrote(key, r["t"])
             earlier_executors = executors.get(key, [])
             eligible = _may_execute(r)
             facts.eligible[key] = frozenset(eligible)
@@ -926,8 +862,8 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
             first_decided.setdefault(r["job"], r["t"])
             decided_at.setdefault(r["job"], []).append((r["fire"], r["t"]))
             commit_log.append((r["t"], key, r["token"], r["executor"], r["by"]))
-            sent = counted.get(key, {})
-            agreeing = sorted(n for n, h in sent.items() if h == r["spec"])
+            sent, spec = counted.get(key, {}), r["spec"]
+            agreeing = sorted(n for n, h in sent.items() if h == spec)
             if "mr" in r:
                 if _check_membership(r, agreeing, held, job_epochs, out, first_records):
                     report.reached["slot committed under a joint membership"] += 1
@@ -943,25 +879,113 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
                         f"{len(agreeing)} of {sc.nodes} agreeing voters {agreeing}, need {q}",
                     )
                 )
+        elif ev == "start" and r["ok"]:
+            # (The slot's and the run's keys built once: a start, a run and an end per slot.)
+            key, t = (r["job"], r["fire"]), r["t"]
+            key4 = (r["node"], r["job"], r["fire"], r["token"])
+            started[key4] = t
+            facts.starts.setdefault(key, {})[r["token"]] = (r["node"], t)
+            facts.wrote(key, t)
+            if "lease" in r:
+                leases[key4] = (r["lease"], t)
+                facts.lease(key4, r["lease"])
+            slot_starts.setdefault(key, []).append(t)
+            not_before = retry_at.get((r["job"], r["fire"], r["token"]))
+            if not_before is not None and r.get("st", not_before) < not_before:
+                out.append(
+                    Violation(
+                        "retry started before its backoff ended",
+                        r["job"],
+                        r["fire"],
+                        r["t"],
+                        f"{r['node']} started token {r['token']} at store time {r['st']}, "
+                        f"{not_before - r['st']} ms before its backoff ended",
+                    )
+                )
+        elif ev == "run":
+            key = (r["job"], r["fire"])
+            key4 = (r["node"], r["job"], r["fire"], r["token"])
+            facts.runs.setdefault(key, []).append((r["node"], r["token"], r["t"]))
+            facts.ran.add(key4)
+            started_at = started.get(key4)
+            late = started_at is not None and r["t"] - started_at > sc.settings.lease_ms
+            forgotten = bool(lost) and any(lo <= s <= hi for s in slot_starts.get(key, ()) for lo, hi in lost)
+            job_def = jobs.get(r["job"])
+            if quorum_mode and job_def is not None and job_def.overlap == Overlap.FORBID:
+                fires = alive_fires.get(r["job"])
+                if fires and (len(fires) > 1 or r["fire"] not in fires):
+                    _check_overlap(r, report, alive, fires, facts, leases, unbound, pauses, emptied)
+            other = alive.get(key)
+            if other is not None and r["token"] in retry_tokens.get(key, ()):
+                # A retry is handed out only once the failed run reported its end.
+                report.violations.append(
+                    Violation(
+                        "two runs of a slot at once",
+                        r["job"],
+                        r["fire"],
+                        r["t"],
+                        f"{r['node']} started token {r['token']} while {other[0]}'s token {other[1]} ran",
+                    )
+                )
+            alive[key] = (r["node"], r["token"])
+            alive_fires.setdefault(r["job"], set()).add(r["fire"])
+            _on_run(r, report, jobs, committed, runs, quorum_mode, late, forgotten, retry_tokens)
+        elif ev == "ledger":
+            facts.ledger.setdefault((r["job"], r["fire"]), []).append(r)
+        elif ev == "finish":
+            if r["ok"]:
+                facts.wrote((r["job"], r["fire"]), r["t"])
+                facts.finished.setdefault((r["node"], r["job"], r["fire"], r["token"]), []).append(r["t"])
+        elif ev in ("end", "kill"):
+            key4 = (r["node"], r["job"], r["fire"], r["token"])
+            facts.ended.setdefault(key4, (r["t"], r.get("ok", False)))
+            if ev == "kill":
+                facts.killed.add(key4)
+            _check_lease(r, key4, report, jobs, leases, unbound, quorum_mode, pauses)
+            key = (r["job"], r["fire"])
+            if alive.get(key) == (r["node"], r["token"]):
+                del alive[key]
+                alive_fires[r["job"]].discard(r["fire"])
         elif ev == "vote":
-            _on_vote(r, sc, out, counted, deadlines)
-            # (A hundred slots a vote at a burst: Facts.wrote inlined, the lookups hoisted.)
-            t, node, writes, voted = r["t"], r["node"], facts.writes, facts.voted
-            for job_name, fire, status, _, _ in r["slots"]:
-                if status in ("recorded", "committed", "skipped"):
-                    writes.setdefault((job_name, fire), []).append(t)
-                    voted.setdefault((job_name, fire), set()).add(node)
-                elif status == "missed":
-                    writes.setdefault((job_name, fire), []).append(t)
-                if status in ("missed", "skipped"):
-                    # This vote ended the slot (past its deadline; the job paused): the store
-                    # decided it here, raising the job's mark, as a commit does (seed 123058).
-                    decided_at.setdefault(job_name, []).append((fire, t))
-                    first_decided.setdefault(job_name, t)
+            _on_vote(r, sc, out, counted, deadlines, facts, decided_at, first_decided)
+        elif ev == "run_local":
+            _on_local_run(r, report, local_seen, len(boots.get(r["node"], ())))
+            facts.local.setdefault((r["job"], r["fire"]), set()).add(r["node"])
+        elif ev == "renew" and r["ok"] and "lease" in r:
+            key4 = (r["node"], r["job"], r["fire"], r["token"])
+            facts.wrote((r["job"], r["fire"]), r["t"])
+            leases[key4] = (r["lease"], r["t"])
+            facts.lease(key4, r["lease"])
+            if key4 in started:
+                # A renew accepted before the run began (a start reply held half a lease is
+                # confirmed this way) extends the lease the run may start under.
+                started[key4] = r["t"]
+        elif ev == "pause":
+            pauses.setdefault(r["node"], []).append((r["t"], r["t"] + r["ms"]))
+        elif ev == "fault" and r["kind"] == "store_failover" and r["phase"] == "begin":
+            lagging.append((r["t"] - r["lost_ms"], r["t"]))
+            facts.lost.append((r["t"] - r["lost_ms"], r["t"], waits))
+            unbound.update(k for k, (_, granted) in leases.items() if granted >= r["t"] - r["lost_ms"])
+            if not waits:
+                lost.append((r["t"] - r["lost_ms"], r["t"]))
+            else:
+                # With WAIT, no node acted on a write the failover lost: its commits never
+                # happened for anyone (the new primary may hand the same tokens out again).
+                _forget_commits(r["t"] - r["lost_ms"], commit_log, committed, executors, retry_counts)
+        elif ev == "fault" and r["kind"] == "stale_config":
+            for node in r["nodes"]:
+                if r["phase"] == "begin":
+                    stale.begin(node, r["t"], changes)
+                else:
+                    stale.end(node, r["t"])
+        elif ev == "refused":
+            taught = held.get(r["store_epoch"])
+            if taught is not None:
+                stale.learned(r["node"], r["t"], taught)
         elif ev == "decided":
             first_decided.setdefault(r["job"], r["t"])
             decided_at.setdefault(r["job"], []).append((r["fire"], r["t"]))
-            facts.wrote(r["job"], r["fire"], r["t"])
+            facts.wrote((r["job"], r["fire"]), r["t"])
             facts.decided.setdefault((r["job"], r["fire"]), []).append((r["t"], r["state"]))
             if "ep" in r and r.get("by") == "vote":
                 out.extend(_deciding_epoch(r, facts))
@@ -975,8 +999,6 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
         elif ev == "health":
             health.add(r["node"], r["t"], r["ok"])
             reach.add(r["node"], r["t"], r["ok"] or r["why"].startswith(_REACHABLE_WHYS))
-        elif ev == "ledger":
-            facts.ledger.setdefault((r["job"], r["fire"]), []).append(r)
         elif ev == "reload":
             removals.config(r["node"], r["t"], r["removed"])
         elif ev == "reached":
@@ -1082,7 +1104,7 @@ class _StaleNodes:
                 continue
             held = self.held[node]
             i = bisect.bisect_right([t for t, _ in held], lo) - 1
-            if i >= 0 and not all(MembershipRecord.decode(text).is_member(node) for text in held[i][1]):
+            if i >= 0 and not all(_decode_record(text).is_member(node) for text in held[i][1]):
                 out.add(node)
         return frozenset(out)
 
@@ -1097,7 +1119,7 @@ class _MembershipTimeline:
 
     def __init__(self, changes: list[tuple[int, str]], stale: _StaleNodes | None = None) -> None:
         self.changes = [t for t, _ in changes]
-        self.records = [MembershipRecord.decode(text) for _, text in changes]
+        self.records = [_decode_record(text) for _, text in changes]
         self.stale = stale if stale is not None else _StaleNodes()
 
     def near_change(self, lo: int, hi: int) -> bool:
@@ -1114,6 +1136,7 @@ class _MembershipTimeline:
 
 def _check_lease(
     r: Record,
+    key: tuple[str, str, int, int],
     report: Report,
     jobs: Mapping[str, JobDef],
     leases: dict[tuple[str, str, int, int], tuple[int, int]],
@@ -1126,8 +1149,8 @@ def _check_lease(
     Exempt (each counted in ``report.exempt``): a lease granted in writes a failover lost, and a
     run whose node was paused at some time between that lease's grant and the run's end (a paused
     process cannot stop its job); a pause before the grant or after the end excuses nothing.
+    ``key``: the run's (node, job, fire, token).
     """
-    key = (r["node"], r["job"], r["fire"], r["token"])
     lease = leases.pop(key, None)
     job = jobs.get(r["job"])
     if lease is None or not quorum_mode or job is None or job.delivery != Delivery.AT_LEAST_ONCE:
@@ -1459,7 +1482,7 @@ def _membership_step(before: str, r: Record, beats: dict[str, tuple[int, int]]) 
     ahead is a failover's lost writes or a store restarted empty, whose records the membership
     rule judges at each commit instead (docs/protocol.md, "Why it is safe")."""
     try:
-        prev, now = MembershipRecord.decode(before), MembershipRecord.decode(r["record"])
+        prev, now = _decode_record(before), _decode_record(r["record"])
     except ValueError:
         return []  # (a record that does not parse: the membership rule reports it at a commit)
     if now.epoch != prev.epoch + 1:
@@ -1500,12 +1523,13 @@ def _may_execute(r: Record) -> list[str]:
     traced with it as ``mr`` (any agreeing voter on a job without one). A voter the membership
     removed since it voted is not "left" for a retry or takeover (docs/protocol.md § Membership);
     a record that does not parse is the membership rule's to report, and hides nobody here."""
-    agreeing = [n for n, h in r["votes"] if h == r["spec"]]
+    spec = r["spec"]
+    agreeing = [n for n, h in r["votes"] if h == spec]
     text = r.get("mr")
     if text is None:
         return agreeing
     try:
-        record = MembershipRecord.decode(text)
+        record = _decode_record(text)
     except ValueError:
         return agreeing
     return [n for n in agreeing if record.is_member(n)]
@@ -1538,7 +1562,7 @@ def _check_membership(
     job, fire, t = r["job"], r["fire"], r["t"]
     text = r["mr"]
     try:
-        record = MembershipRecord.decode(text)
+        record = _decode_record(text)
     except ValueError as exc:
         out.append(Violation(MEMBERSHIP_FOREIGN, job, fire, t, f"the job's record is not one: {exc}"))
         return False
@@ -1550,7 +1574,7 @@ def _check_membership(
         # naming a node no record of the namespace ever held, on a job no commit had judged (or
         # still the one it started with), is that documented limit; any other foreign record is
         # a violation (a job taking a stranger's record over one it had: a planted bug).
-        members = {n for h in held.values() for n in MembershipRecord.decode(h).members}
+        members = {n for h in held.values() for n in _decode_record(h).members}
         stranger = any(n not in members for n in record.members)
         first = first_records.setdefault(job, text) == text and before in (0, record.epoch)
         out.append(
@@ -1576,23 +1600,42 @@ def _on_vote(
     out: list[Violation],
     counted: dict[tuple[str, int], dict[str, str]],
     deadlines: dict[tuple[str, int], int],
+    facts: _Facts,
+    decided_at: dict[str, list[tuple[int, int]]],
+    first_decided: dict[str, int],
 ) -> None:
-    st = r["st"]
+    """One vote call, slot by slot (a hundred slots a vote at a burst, so one pass over them, the
+    lookups hoisted and :meth:`_Facts.wrote` inlined): what the store wrote and whose vote it
+    counted, the slots the vote decided, and each counted vote judged against the slot's window."""
+    t, st, node, max_skew = r["t"], r["st"], r["node"], sc.settings.max_skew_ms
+    writes, voted = facts.writes, facts.voted
     for job, fire, status, own_deadline, spec in r["slots"]:
+        key = (job, fire)
+        if status in ("missed", "skipped"):
+            writes.setdefault(key, []).append(t)
+            if status == "skipped":
+                voted.setdefault(key, set()).add(node)
+            # This vote ended the slot (past its deadline; the job paused): the store
+            # decided it here, raising the job's mark, as a commit does (seed 123058).
+            decided_at.setdefault(job, []).append((fire, t))
+            first_decided.setdefault(job, t)
+            continue
         if status not in ("recorded", "committed"):
             continue
-        counted.setdefault((job, fire), {})[r["node"]] = spec
+        writes.setdefault(key, []).append(t)
+        voted.setdefault(key, set()).add(node)
+        counted.setdefault(key, {})[node] = spec
         # A proposed slot keeps the largest deadline any vote carried (a run-once catch-up
         # widens it; docs/protocol.md): a later vote with a shorter one is judged by that.
-        deadline = deadlines[(job, fire)] = max(deadlines.get((job, fire), 0), own_deadline)
-        if st < fire - sc.settings.max_skew_ms:
+        deadline = deadlines[key] = max(deadlines.get(key, 0), own_deadline)
+        if st < fire - max_skew:
             out.append(
                 Violation(
                     "vote counted before its window",
                     job,
                     fire,
-                    r["t"],
-                    f"{r['node']}'s vote counted at store time {st}, {fire - st} ms before the slot",
+                    t,
+                    f"{node}'s vote counted at store time {st}, {fire - st} ms before the slot",
                 )
             )
         elif st > fire + deadline:
@@ -1601,8 +1644,8 @@ def _on_vote(
                     "vote counted after its deadline",
                     job,
                     fire,
-                    r["t"],
-                    f"{r['node']}'s vote counted {st - fire - deadline} ms after the deadline",
+                    t,
+                    f"{node}'s vote counted {st - fire - deadline} ms after the deadline",
                 )
             )
 
@@ -1751,6 +1794,8 @@ def _check_due(
     behind_faults = _clock_faults(sc, ahead=False)
     end_errors = _end_clock_errors(sc)
     end_error = _end_clock_error(sc, end_errors)
+    # (No slot's ``late`` set can hold a node unless its slack is below the largest end error.)
+    worst_end_error = max(end_errors.values(), default=0)
     early = sc.settings.max_skew_ms + sc.settings.sweep_ms
     base_error = _base_clock_error(sc)
     # Long enough for one node to vote: a call timing out, the retry, and a second call.
@@ -1774,7 +1819,9 @@ def _check_due(
             # Nodes whose clock may run behind at the end by more than this slot leaves them:
             # judged without them (a minority, :func:`_end_clock_error`).
             slack = end - tail - fire
-            late = frozenset(n for n, e in end_errors.items() if e > slack)
+            late = _NOBODY
+            if slack < worst_end_error:
+                late = frozenset(n for n, e in end_errors.items() if e > slack)
             report.due += 1
             ran = key in runs
             if not ran:
@@ -1784,10 +1831,8 @@ def _check_due(
             entries = facts.ledger.get(key, ())
             final = next((e for e in reversed(entries) if e["state"] != "retrying"), None)
             state = final["state"] if final is not None else None
-            lo, hi = (
-                fire - early - _near_clock_error(sc, ahead_faults, fire - early, fire + job.deadline_ms),
-                fire + job.deadline_ms,
-            )
+            hi = fire + job.deadline_ms
+            lo = fire - early - _near_clock_error(base_error, ahead_faults, fire - early, hi)
             if state is None:
                 retrying = bool(entries)
                 # A reload had taken the job from every node before it could record the slot,
