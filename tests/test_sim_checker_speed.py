@@ -8,6 +8,8 @@ paid again and again, and the edges of how they are now paid once.
 
 from __future__ import annotations
 
+import bisect
+import random
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +55,45 @@ def test_a_commit_whose_record_is_not_one_is_reported_not_raised(mr: Any) -> Non
     bad = [*joint_commit(("n1", "n2")), *joint_commit(("n1", "n2"), mr, LATER + 60_000, LATER + 60_002)]
     for _ in range(2):  # (the second check meets whatever the first one remembered)
         assert kinds(_trace(*history, *bad, extra=MEMBERSHIP)) == {checker.MEMBERSHIP_FOREIGN: 1}
+
+
+def _per_node(health: Any, lo: int, hi: int, among: frozenset[str] | None) -> tuple[int, bool]:
+    """What ``_Health.stable_healthy`` answered before the cluster timeline: node by node."""
+    healthy, stable = 0, True
+    for node, times in health.times.items():
+        i = bisect.bisect_right(times, lo) - 1
+        if bisect.bisect_right(times, hi) - 1 != i:
+            stable = False
+        if i >= 0 and health.oks[node][i] and (among is None or node in among):
+            healthy += 1
+    return healthy, stable
+
+
+def test_the_clusters_health_timeline_answers_as_each_nodes_does() -> None:
+    """Liveness counts the nodes healthy through each due slot's window from one timeline of the
+    whole cluster; on random histories (several records at one time, nodes that have none yet,
+    windows before, across and after the changes) it answers as the nodes' own records do."""
+    rng = random.Random(27)
+    nodes = ("n1", "n2", "n3", "n4", "n5")
+    for _ in range(300):
+        health = checker._Health()
+        t = 0
+        for _ in range(rng.randint(0, 25)):
+            t += rng.choice((0, 0, 1, 5, 40))
+            health.add(rng.choice(nodes), t, rng.random() < 0.6)
+        for _ in range(30):
+            lo = rng.randint(-10, t + 10)
+            hi = lo + rng.choice((0, 1, 3, 20, 100))
+            among = rng.choice((None, frozenset(rng.sample(nodes, rng.randint(0, 5)))))
+            assert health.stable_healthy(lo, hi, among) == _per_node(health, lo, hi, among)
+
+
+def test_a_health_history_out_of_time_order_is_read_node_by_node() -> None:
+    """A hand-made trace may list a node's health out of time order: the timeline of the whole
+    cluster assumes order, so such a history is answered by each node's records as before."""
+    health = checker._Health()
+    for node, t, ok in (("n1", 10, True), ("n2", 5, True), ("n1", 3, False), ("n2", 20, False)):
+        health.add(node, t, ok)
+    assert health.cluster() is None
+    for lo, hi in ((0, 4), (4, 12), (11, 30), (25, 40)):
+        assert health.stable_healthy(lo, hi) == _per_node(health, lo, hi, None)
