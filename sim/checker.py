@@ -778,17 +778,17 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
     quorum_mode = strategy == "quorum"
     committed: dict[tuple[str, int], int] = {}
     counted: dict[tuple[str, int], dict[str, str]] = {}
+    """Per slot, the spec hash of each node's vote the store counted (as the node sent it)."""
     executors: dict[tuple[str, int], list[str]] = {}
     lagging: list[tuple[int, int]] = []
     """Windows in which the store's writes were about to be lost by a failover (WAIT or not)."""
     waits = sc.settings.wait_replicas > 0
     """With WAIT, a failover loses no acknowledged write: nothing it does is excused."""
     started: dict[tuple[str, str, int, int], int] = {}
+    """(node, job, fire, token) → store time the start was accepted."""
     slot_starts: dict[tuple[str, int], list[int]] = {}
     lost: list[tuple[int, int]] = []
     """Windows of store writes that failovers lost."""
-    """(node, job, fire, token) → store time the start was accepted."""
-    """Per slot, the spec hash of each node's vote the store counted (as the node sent it)."""
     runs: dict[tuple[str, int], list[int]] = {}
     retry_tokens: dict[tuple[str, int], set[int]] = {}
     """Per slot, the tokens the store handed out to retry a failed run."""
@@ -796,18 +796,18 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
     retry_at: dict[tuple[str, int, int], int] = {}
     """(job, fire, token) of a retry → store time before which it must not start."""
     alive: dict[tuple[str, int], tuple[str, int]] = {}
+    """Slots whose job process is alive: (node, token) of the run."""
     alive_fires: dict[str, set[int]] = {}
     """Per job, the fire times of its slots in ``alive`` (the overlap rule looks at one job's)."""
     leases: dict[tuple[str, str, int, int], tuple[int, int]] = {}
     """(node, job, fire, token) of a run → (store time its lease ends, true time it was granted)."""
     unbound: set[tuple[str, str, int, int]] = set()
     """Runs exempt from the lease rule: their node was paused, or their lease lost by a failover."""
-    """Slots whose job process is alive: (node, token) of the run."""
     local_seen: set[tuple[str, int, str, int]] = set()
     first_decided: dict[str, int] = {}
+    """Per job, when the store first decided one of its slots (raising its high-water mark)."""
     decided_at: dict[str, list[tuple[int, int]]] = {}
     """Per job, (fire, true time) of every commit and decision (a later slot's raises the mark)."""
-    """Per job, when the store first decided one of its slots (raising its high-water mark)."""
     boots: dict[str, list[int]] = {}
     marks_read: dict[str, list[int]] = {}
     """Per node, when the store answered each of its high-water reads (a boot's catch-up)."""
@@ -823,13 +823,13 @@ def check(records: Sequence[Record], scenario: Scenario | None = None) -> Report
     held: dict[int, str] = {}
     """Epoch → the namespace membership record traced under it."""
     job_epochs: dict[str, int] = {}
+    """Per job, the highest epoch a commit was made under."""
     first_records: dict[str, str] = {}
     """Job → the record its first judged commit enforced."""
-    """Per job, the highest epoch a commit was made under."""
     changes: list[tuple[int, str]] = []
+    """(true time, text) of each change of the namespace record (liveness exempts windows near them)."""
     beats: dict[str, tuple[int, int]] = {}
     """Node → (epoch, store time its entry expires) of its last heartbeat while a change was joint."""
-    """(true time, text) of each change of the namespace record (liveness exempts windows near them)."""
     stale = _StaleNodes()
     removals = _Removals()
     emptied: list[int] = []
