@@ -357,8 +357,8 @@ def test_show_and_status_name_the_new_members_a_change_still_waits_for(
     )
     res = run(members, "show", "--config", str(cfg))
     assert res.exit_code == 0 and line.format(cfg) in res.output.splitlines(), res.output
-    res = run(status, "--config", str(cfg), "--format", "plain")  # (status passes no file: FILE)
-    assert line.format("FILE") in res.output.splitlines(), res.output
+    res = run(status, "--config", str(cfg), "--format", "plain")  # (status names its file too)
+    assert line.format(cfg) in res.output.splitlines(), res.output
     beat(store, "d", 2)
     res = run(members, "show", "--config", str(cfg))
     assert "waiting for" not in res.output and "CHANGE IN PROGRESS" not in res.output, res.output
