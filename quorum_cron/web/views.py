@@ -33,7 +33,7 @@ from quorum_cron.config.membership import judged_jobs, membership_facts, short_j
 from quorum_cron.config.settings import Config, JobSpec
 from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
-from quorum_cron.printable import first_of
+from quorum_cron.printable import first_of, printable
 from quorum_cron.redact import redact_text
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.base import (
@@ -220,7 +220,7 @@ def cluster_view(
             short_jobs(voters, judged_jobs(voters, (s.name for s in config.jobs)), record, health.quorum)
         )
         if short:  # (one problem for all: a config change can make many, which must not push others out)
-            shown = first_of(short, 10)
+            shown = first_of([printable(n, 100) for n in short], 10)  # (names from Redis: as status)
             problems.append(
                 {
                     "kind": "no_quorum",
