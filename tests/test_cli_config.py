@@ -202,3 +202,19 @@ def test_validate_warns_of_a_starting_deadline_no_takeover_can_meet(tmp_path: Pa
         "does not start is missed, never taken over (set starting_deadline above 5s, or start_timeout "
         "below 2s500ms)"
     ]
+
+
+def test_validate_warns_of_ten_jobs_at_most_and_not_on_one_node(tmp_path: Path) -> None:
+    """A crontab import may hold thousands of such jobs: ten lines, then how many more. A
+    one-node cluster has no takeover to miss: nothing is said."""
+    jobs = "".join(
+        f'\n[[jobs]]\nname = "j{i:02d}"\nschedule = "@every 5s"\ncommand = ["/bin/true"]\n' for i in range(12)
+    )
+    path = tmp_path / "c.toml"
+    path.write_text(f'[cluster]\nname = "prod"\nsize = 3\n{jobs}')
+    code, _, err = run("validate", str(path))
+    assert code == 0 and len(err.splitlines()) == 11, err
+    assert err.splitlines()[-1] == "warning: and 2 more jobs like these"
+    path.write_text(f'[cluster]\nname = "prod"\nsize = 1\n{jobs}')
+    code, _, err = run("validate", str(path))
+    assert code == 0 and err == "", err

@@ -134,6 +134,7 @@ def test_status_and_trigger_hints_run_as_printed(
     cfg = config(tmp_path, redis_server.url)
     with cfg.open("a") as f:
         f.write('\n[[jobs]]\nname = "tick"\nschedule = "@every 1h"\ncommand = ["true"]\n')
+        f.write('\n[[jobs]]\nname = "-x"\nschedule = "@every 1h"\ncommand = ["true"]\n')
     store = RedisStore(redis_client, NS)
     store.init_membership(Configuration.of("abc"), "a")
     assert paste(["members", "add", "d", "--reason", "grow", "--config", str(cfg)]).exit_code == 0
@@ -145,6 +146,13 @@ def test_status_and_trigger_hints_run_as_printed(
     triggered = paste(["trigger", "tick", "--config", str(cfg)])
     assert triggered.exit_code == 0, triggered.output
     (resume,) = [h for h in hints(triggered.output) if h[0] == "resume"]
-    assert resume == ["resume", "tick", "--config", str(cfg)], triggered.output
+    assert resume == ["resume", "--config", str(cfg), "tick"], triggered.output
     assert paste(resume).exit_code == 0
     assert not store.control("tick").paused
+    # A job named like an option: the hint puts `--` before it, and runs as pasted.
+    assert paste(["pause", "--reason", "maint", "--config", str(cfg), "--", "-x"]).exit_code == 0
+    triggered = paste(["trigger", "--config", str(cfg), "--", "-x"])
+    assert triggered.exit_code == 0, triggered.output
+    (resume,) = [h for h in hints(triggered.output) if h[0] == "resume"]
+    assert paste(resume).exit_code == 0, resume
+    assert not store.control("-x").paused

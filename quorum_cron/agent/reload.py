@@ -37,6 +37,7 @@ page) as the cluster's record of who reloaded what.
 from __future__ import annotations
 
 import logging
+import shlex
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -175,8 +176,9 @@ class ConfigReload:
         except ConfigError as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             more = len(str(exc).splitlines()) - 1
+            validate = f"quorum-cron validate {shlex.quote(source)}"
             line = f"reload refused, keeping the running config: {first}" + (
-                f" (and {more} more problem(s): `quorum-cron validate {source}`)" if more > 0 else ""
+                f" (and {more} more problem(s): `{validate}`)" if more > 0 else ""
             )
             event(log, logging.ERROR, "reload", line, source=source)
             self._alerts.raise_(AlertKind.CONFIG_REFUSED, line, source=source)

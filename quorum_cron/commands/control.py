@@ -112,7 +112,9 @@ def trigger(job: str, config_path: Path, redis_url: str | None, by: str | None) 
         store.close()
     click.echo(f"triggered {job}: slot {fire_ms} ({fmt_ms(fire_ms)}) by {who}")
     if control.paused:  # (the store still takes the trigger: the ledger says what became of it)
-        resume = f"quorum-cron resume {shlex.quote(job)} --config {shlex.quote(config.source)}"
+        # (Options first, and `--` before a job named like an option: it runs as pasted.)
+        name = f"-- {shlex.quote(job)}" if job.startswith("-") else shlex.quote(job)
+        resume = f"quorum-cron resume --config {shlex.quote(config.source)} {name}"
         click.echo(
             f"warning: {job} is paused ({describe_control(control)}): the triggered slot will be "
             f"recorded skipped; `{resume}` first to run it",
