@@ -35,7 +35,7 @@ def test_triggering_a_paused_job_warns_that_its_slot_will_be_skipped(
     assert res.stdout.startswith("triggered tick: slot ")
     warning = [line for line in res.stderr.splitlines() if "paused" in line]
     assert len(warning) == 1 and "alice" in warning[0] and "migration" in warning[0], res.stderr
-    assert "recorded skipped" in warning[0] and "quorum-cron resume tick" in warning[0]
+    assert "recorded skipped" in warning[0] and f"quorum-cron resume --config {cfg} tick" in warning[0]
 
     assert CliRunner().invoke(resume, ["tick", "--config", cfg, "--by", "alice"]).exit_code == 0
     res = CliRunner().invoke(trigger, ["tick", "--config", cfg, "--by", "bob"])
