@@ -414,6 +414,11 @@ class _Health:
                 return 0, stable
             nodes = healthy_from[i]
             return len(nodes if among is None else nodes & among), stable
+        return self.per_node(lo, hi, among)
+
+    def per_node(self, lo: int, hi: int, among: frozenset[str] | None = None) -> tuple[int, bool]:
+        """:meth:`stable_healthy` node by node: for histories out of time order (hand-made traces),
+        and the answer the cluster's timeline is tested against."""
         healthy, stable = 0, True
         for node, times in self.times.items():
             i = bisect.bisect_right(times, lo) - 1

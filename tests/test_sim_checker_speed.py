@@ -8,7 +8,6 @@ paid again and again, and the edges of how they are now paid once.
 
 from __future__ import annotations
 
-import bisect
 import random
 from pathlib import Path
 from typing import Any
@@ -57,18 +56,6 @@ def test_a_commit_whose_record_is_not_one_is_reported_not_raised(mr: Any) -> Non
         assert kinds(_trace(*history, *bad, extra=MEMBERSHIP)) == {checker.MEMBERSHIP_FOREIGN: 1}
 
 
-def _per_node(health: Any, lo: int, hi: int, among: frozenset[str] | None) -> tuple[int, bool]:
-    """What ``_Health.stable_healthy`` answered before the cluster timeline: node by node."""
-    healthy, stable = 0, True
-    for node, times in health.times.items():
-        i = bisect.bisect_right(times, lo) - 1
-        if bisect.bisect_right(times, hi) - 1 != i:
-            stable = False
-        if i >= 0 and health.oks[node][i] and (among is None or node in among):
-            healthy += 1
-    return healthy, stable
-
-
 def test_the_clusters_health_timeline_answers_as_each_nodes_does() -> None:
     """Liveness counts the nodes healthy through each due slot's window from one timeline of the
     whole cluster; on random histories (several records at one time, nodes that have none yet,
@@ -85,7 +72,7 @@ def test_the_clusters_health_timeline_answers_as_each_nodes_does() -> None:
             lo = rng.randint(-10, t + 10)
             hi = lo + rng.choice((0, 1, 3, 20, 100))
             among = rng.choice((None, frozenset(rng.sample(nodes, rng.randint(0, 5)))))
-            assert health.stable_healthy(lo, hi, among) == _per_node(health, lo, hi, among)
+            assert health.stable_healthy(lo, hi, among) == health.per_node(lo, hi, among)
 
 
 def test_a_health_history_out_of_time_order_is_read_node_by_node() -> None:
@@ -96,4 +83,4 @@ def test_a_health_history_out_of_time_order_is_read_node_by_node() -> None:
         health.add(node, t, ok)
     assert health.cluster() is None
     for lo, hi in ((0, 4), (4, 12), (11, 30), (25, 40)):
-        assert health.stable_healthy(lo, hi) == _per_node(health, lo, hi, None)
+        assert health.stable_healthy(lo, hi) == health.per_node(lo, hi)
