@@ -188,16 +188,13 @@ class _Snapshot:
         if self.voting < quorum:
             return {}
         record = self.facts.stored.record if self.facts.stored is not None else None
-        return short_jobs(
-            self.voters, judged_jobs(self.voters, (spec.name for spec in self.jobs)), record, quorum
-        )
+        return short_jobs(self.voters, [spec.name for spec in self.jobs] + self.elsewhere, record, quorum)
 
     @cached_property
     def elsewhere(self) -> list[str]:
         """Jobs some live voter runs that this config does not define (sorted): judged too, or
         a job one node alone was given looks healthy from the other nodes' config."""
-        mine = {spec.name for spec in self.jobs}
-        return sorted({name for m in self.voters for name in spec_hashes(m)} - mine)
+        return judged_jobs(self.voters, (spec.name for spec in self.jobs))[len(self.jobs) :]
 
     @cached_property
     def down(self) -> list[str]:
