@@ -29,11 +29,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-from quorum_cron.config.membership import judged_jobs, membership_facts, short_jobs, spec_hashes
+from quorum_cron.config.membership import membership_facts, spec_hashes
 from quorum_cron.config.settings import Config, JobSpec
 from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
-from quorum_cron.printable import first_of, printable
 from quorum_cron.redact import redact_text
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.base import (
@@ -51,6 +50,7 @@ from quorum_cron.store.ports import with_job_tables
 from quorum_cron.store.rendezvous import weight
 from quorum_cron.web.alerts import recent_alerts
 from quorum_cron.web.decided import accounts, membership_then, slot_account
+from quorum_cron.web.quorum import no_quorum
 from quorum_cron.web.recent import NOT_PAUSED, SPARK, RecentLedger, corrupt_message
 from quorum_cron.web.timeline import timeline, walk_start
 
@@ -214,22 +214,7 @@ def cluster_view(
         for m, d in zip(members, member_docs, strict=True)
         if d["voting"] == "yes" and d["role"] != "refused"
     ]
-    if len(voters) >= health.quorum:  # (fewer: every job is short, and the quorum's problem says it)
-        record = stored.record if stored is not None else None
-        short = list(
-            short_jobs(voters, judged_jobs(voters, (s.name for s in config.jobs)), record, health.quorum)
-        )
-        if short:  # (one problem for all: a config change can make many, which must not push others out)
-            shown = first_of([printable(n, 100) for n in short], 10)  # (names from Redis: as status)
-            problems.append(
-                {
-                    "kind": "no_quorum",
-                    "at_ms": now,
-                    "jobs": short,
-                    "message": f"no quorum for {shown}: no one definition is run by a quorum of the "
-                    f"{len(voters)} voting members: each slot ends missed",
-                }
-            )
+    problems += no_quorum(voters, config, stored, health.quorum, now)
     names = [s.name for s in config.jobs]
     for name, (entries, _, _, corrupt) in zip(
         names, (recent or RecentLedger()).read_checked(store, names, cluster.namespace), strict=True

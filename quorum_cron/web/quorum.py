@@ -1,0 +1,52 @@
+"""What the Cluster view says of quorum, worded as ``status`` words it.
+
+The facts are :mod:`quorum_cron.config.membership`'s, the functions
+``status`` calls too (:func:`judged_jobs`, :func:`short_jobs`): one fact,
+two faces. The web may not import the commands (docs/architecture.md), so
+only the wording of the line is written here; apart from :mod:`.views`,
+which is at the modules' size cap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from quorum_cron.config.membership import judged_jobs, short_jobs
+from quorum_cron.config.settings import Config
+from quorum_cron.core import model
+from quorum_cron.printable import first_of, printable
+from quorum_cron.store.base import Member
+
+__all__ = ["SHORT_SHOWN", "no_quorum"]
+
+SHORT_SHOWN = 10
+"""Jobs named on the one no-quorum line (its ``jobs`` lists them all), as ``status`` names them."""
+
+
+def no_quorum(
+    voters: Sequence[Member], config: Config, stored: model.Membership | None, quorum: int, now: int
+) -> list[dict[str, Any]]:
+    """The ``no_quorum`` problem ([] or one): the jobs no one definition of which a quorum of the
+    ``voters`` runs, this config's and those only a voter's published table names (a job one node
+    alone was given must not look healthy from the other nodes' config).
+
+    One problem for all: a config change can make many, which must not push the others out of the
+    page's 50. Fewer voters than ``quorum``: every job is short, and the quorum's problem says it.
+    """
+    if len(voters) < quorum:
+        return []
+    record = stored.record if stored is not None else None
+    short = list(short_jobs(voters, judged_jobs(voters, (s.name for s in config.jobs)), record, quorum))
+    if not short:
+        return []
+    shown = first_of([printable(n, 100) for n in short], SHORT_SHOWN)  # (names from Redis: as status)
+    return [
+        {
+            "kind": "no_quorum",
+            "at_ms": now,
+            "jobs": short,
+            "message": f"no quorum for {shown}: no one definition is run by a quorum of the "
+            f"{len(voters)} voting members: each slot ends missed",
+        }
+    ]
