@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from quorum_cron.config.durations import format_duration
 from quorum_cron.store.voters import of_doc
 from quorum_cron.web import views
+from quorum_cron.web.quorum import down_text
 
 __all__ = ["CSP", "SecurityHeaders", "environment", "job_segment"]
 
@@ -65,6 +66,7 @@ def environment() -> jinja2.Environment:
     env.filters["spark"] = _spark
     env.filters["jobseg"] = job_segment
     env.filters["voters"] = _voters
+    env.filters["down"] = down_text
     return env
 
 

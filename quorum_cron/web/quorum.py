@@ -1,10 +1,10 @@
 """What the Cluster view says of quorum, worded as ``status`` words it.
 
 The facts are :mod:`quorum_cron.config.membership`'s, the functions
-``status`` calls too (:func:`judged_jobs`, :func:`short_jobs`): one fact,
-two faces. The web may not import the commands (docs/architecture.md), so
-only the wording of the line is written here; apart from :mod:`.views`,
-which is at the modules' size cap.
+``status`` calls too (:func:`down_members`, :func:`judged_jobs`,
+:func:`short_jobs`): one fact, two faces. The web may not import the
+commands (docs/architecture.md), so only the wording of the lines is
+written here; apart from :mod:`.views`, which is at the modules' size cap.
 """
 
 from __future__ import annotations
@@ -12,16 +12,35 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from quorum_cron.config.membership import judged_jobs, short_jobs
+from quorum_cron.config.membership import QuorumHealth, down_members, judged_jobs, short_jobs
 from quorum_cron.config.settings import Config
 from quorum_cron.core import model
 from quorum_cron.printable import first_of, printable
 from quorum_cron.store.base import Member
 
-__all__ = ["SHORT_SHOWN", "no_quorum"]
+__all__ = ["DOWN_SHOWN", "SHORT_SHOWN", "down_of", "down_text", "health_text", "no_quorum"]
+
+DOWN_SHOWN = 10
+"""Members named as down on the page and the quorum-lost line (``down`` lists them all), as ``status``."""
 
 SHORT_SHOWN = 10
 """Jobs named on the one no-quorum line (its ``jobs`` lists them all), as ``status`` names them."""
+
+
+def down_of(stored: model.Membership | None, live: Sequence[Member]) -> list[str]:
+    """:func:`down_members` of the store's record: the members with no live heartbeat, the ones to
+    look at when fewer are alive than the size ([] without a record: it names no one yet)."""
+    return down_members(stored.record, live) if stored is not None else []
+
+
+def down_text(down: list[str]) -> str:
+    """``n2`` or ``n1, ..., n10 and 3 more``: one line at any count."""
+    return first_of(down, DOWN_SHOWN)
+
+
+def health_text(health: QuorumHealth, down: list[str]) -> str:
+    """``2 of 3 alive, need 2 (down: n2)``: who is missing, not only how many (status's headline)."""
+    return f"{health} (down: {down_text(down)})" if down else str(health)
 
 
 def no_quorum(

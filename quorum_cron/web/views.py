@@ -50,7 +50,7 @@ from quorum_cron.store.ports import with_job_tables
 from quorum_cron.store.rendezvous import weight
 from quorum_cron.web.alerts import recent_alerts
 from quorum_cron.web.decided import accounts, membership_then, slot_account
-from quorum_cron.web.quorum import no_quorum
+from quorum_cron.web.quorum import down_of, health_text, no_quorum
 from quorum_cron.web.recent import NOT_PAUSED, SPARK, RecentLedger, corrupt_message
 from quorum_cron.web.timeline import timeline, walk_start
 
@@ -180,11 +180,13 @@ def cluster_view(
     except StoreError as exc:
         server = {"error": store_failure(exc)}
     facts = membership_facts(stored, members, cluster, config.source)
-    health = facts.health
+    health, down = facts.health, down_of(stored, members)
     member_docs = [_member_doc(m, now, config, stored) for m in members]
     problems: list[dict[str, Any]] = []
     if not health.ok:
-        problems.append({"kind": "quorum_lost", "at_ms": now, "message": f"quorum lost: {health}"})
+        problems.append(
+            {"kind": "quorum_lost", "at_ms": now, "message": f"quorum lost: {health_text(health, down)}"}
+        )
     for refused in facts.refused:
         problems.append(
             {
@@ -239,6 +241,7 @@ def cluster_view(
         "store_time_ms": now,
         "store": {"url": shown_url, **server},
         **facts.doc(),
+        "down": down,
         "voting": sum(1 for m in member_docs if m["voting"] == "yes" and m["role"] != "refused"),
         "members": member_docs,
         "problems": problems[:50],
