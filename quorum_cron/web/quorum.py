@@ -43,12 +43,21 @@ def health_text(health: QuorumHealth, down: list[str]) -> str:
     return f"{health} (down: {down_text(down)})" if down else str(health)
 
 
+def _not_here(job: str, run_by: list[str]) -> str:
+    """``newjob (not in this config; run by n3 only)``: a name and node ids from Redis, bounded.
+    Worded as ``status`` words it (its ``_not_here``, which the web may not import)."""
+    nodes = first_of([printable(n, 100) for n in run_by], SHORT_SHOWN)
+    return f"{printable(job, 100)} (not in this config; run by {nodes}{' only' if len(run_by) == 1 else ''})"
+
+
 def no_quorum(
     voters: Sequence[Member], config: Config, stored: model.Membership | None, quorum: int, now: int
 ) -> list[dict[str, Any]]:
     """The ``no_quorum`` problem ([] or one): the jobs no one definition of which a quorum of the
     ``voters`` runs, this config's and those only a voter's published table names (a job one node
-    alone was given must not look healthy from the other nodes' config).
+    alone was given must not look healthy from the other nodes' config). Those are marked on the line
+    as status marks them, ``newjob (not in this config; run by n3 only)``, and listed in
+    ``not_in_config``: the tail :func:`judged_jobs` appends to this config's names.
 
     One problem for all: a config change can make many, which must not push the others out of the
     page's 50. Fewer voters than ``quorum``: every job is short, and the quorum's problem says it.
@@ -56,15 +65,19 @@ def no_quorum(
     if len(voters) < quorum:
         return []
     record = stored.record if stored is not None else None
-    short = list(short_jobs(voters, judged_jobs(voters, (s.name for s in config.jobs)), record, quorum))
+    judged = judged_jobs(voters, [s.name for s in config.jobs])
+    elsewhere = set(judged[len(config.jobs) :])
+    short = short_jobs(voters, judged, record, quorum)
     if not short:
         return []
-    shown = first_of([printable(n, 100) for n in short], SHORT_SHOWN)  # (names from Redis: as status)
+    said = [_not_here(n, short[n]) if n in elsewhere else printable(n, 100) for n in short]
+    shown = first_of(said, SHORT_SHOWN)  # (names from Redis: escaped and cut, as status)
     return [
         {
             "kind": "no_quorum",
             "at_ms": now,
-            "jobs": short,
+            "jobs": list(short),
+            "not_in_config": [n for n in short if n in elsewhere],
             "message": f"no quorum for {shown}: no one definition is run by a quorum of the "
             f"{len(voters)} voting members: each slot ends missed",
         }

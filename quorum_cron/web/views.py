@@ -7,8 +7,9 @@ pause, resume), each one audited store call.
 
 Nothing read from Redis is trusted: values are only copied into the dicts
 (the templates escape them), lengths of free text are bounded, and a job
-that the local config does not define is never shown (job names come from
-the config, not from the store).
+that the local config does not define has no page (job names come from
+the config, not from the store; only the no_quorum problem names the jobs
+a voter's published table adds, escaped and cut: :mod:`.quorum`).
 
 **One corrupt job does not take the pages down.** A job key holding the
 wrong type (a ledger that is not a stream, a meta that is not a hash) fails
