@@ -72,6 +72,7 @@ from quorum_cron.web.inputs import (
     safe_next,
     same_origin,
     slot_ms,
+    unknown_job,
 )
 from quorum_cron.web.live import Broadcaster
 from quorum_cron.web.present import SecurityHeaders, environment, job_segment
@@ -234,7 +235,7 @@ def create_app(ctx: WebContext) -> Starlette:
         if "%" in job:  # ``.`` and ``..`` are linked as %252E (present.job_segment); no job name has a %
             job = urllib.parse.unquote(job)
         if job not in jobs:
-            raise Refused(404, f"unknown job {job[:200]!r}: this server's config defines {len(jobs)} job(s)")
+            raise unknown_job(job, jobs)
         return job
 
     def handle(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:

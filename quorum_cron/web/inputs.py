@@ -10,15 +10,18 @@ every rule on untrusted input is in one short module, next to its limits.
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.requests import Request
 
 from quorum_cron.config.durations import parse_duration
 from quorum_cron.errors import ConfigError
+from quorum_cron.printable import first_of
 from quorum_cron.store.base import MAX_REASON
 
 __all__ = [
+    "KNOWN_SHOWN",
     "MAX_BODY",
     "MAX_MS",
     "MAX_NEXT",
@@ -34,6 +37,7 @@ __all__ = [
     "safe_next",
     "same_origin",
     "slot_ms",
+    "unknown_job",
     "window_ms",
 ]
 
@@ -48,6 +52,8 @@ MAX_BODY = 16 * 1024
 """Forms and JSON bodies are small; a larger body is refused before it is read whole."""
 MAX_NEXT = 2000
 """The longest page address a login carries to go back to (``next``): a page's path and query."""
+KNOWN_SHOWN = 20
+"""Job names an unknown job's 404 lists, then ``and N more``: a config of 10,000 jobs stays one line."""
 
 
 class Refused(Exception):
@@ -55,6 +61,14 @@ class Refused(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def unknown_job(job: str, jobs: Sequence[str]) -> Refused:
+    """The 404 of a job this server's config does not define, worded as ``trigger`` and ``history``
+    word it: the name asked for (``repr`` escapes it; cut) and the names the config defines, so a
+    typo or a job of another node's config is seen at once, without opening the jobs page."""
+    known = first_of(list(jobs), KNOWN_SHOWN) or "(none configured)"
+    return Refused(404, f"unknown job {job[:200]!r}: expected one of {known}")
 
 
 def job_args(request: Request) -> dict[str, Any]:
