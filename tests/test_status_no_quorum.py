@@ -18,9 +18,9 @@ import redis
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from quorum_cron.commands.status import SHORT_SHOWN, status
+from quorum_cron.commands.status import status
 from quorum_cron.config.file import load_config
-from quorum_cron.config.membership import short_jobs
+from quorum_cron.config.membership import SHORT_SHOWN, short_jobs
 from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
 from quorum_cron.core.model import Configuration, Member, MembershipRecord
 from quorum_cron.store.embedded.single import EmbeddedRedis

@@ -4,7 +4,8 @@ Since the dashboard judges the jobs only other nodes define (``membership.judged
 names on its ``no_quorum`` line come from a node's published job table in Redis, not only from
 this config (whose names are at most 100 safe characters). A table is read up to 8 MiB
 (``MAX_JOB_TABLE_CHARS``): ``status`` prints such a name escaped and cut at 100 characters
-(``_not_here``); the dashboard's line must not carry it whole. Real redis-server.
+(``membership.not_in_config_text``, which both faces call); the dashboard's line must not carry
+it whole. Real redis-server.
 """
 
 from __future__ import annotations

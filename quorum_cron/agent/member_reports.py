@@ -18,27 +18,19 @@ promises).
 from __future__ import annotations
 
 import logging
-import os
-import shlex
 
 from quorum_cron.agent.alerts import AlertHook, AlertKind
 from quorum_cron.agent.logs import EVENT_LOGGER, event
 from quorum_cron.agent.membership import config_disagreement
 from quorum_cron.agent.metrics import Metrics
 from quorum_cron.agent.spec import AgentSettings
+from quorum_cron.config.membership import members_hint
 from quorum_cron.core.actions import Refused
 from quorum_cron.core.model import MembershipRecord
 
 __all__ = ["MemberReports", "members_hint"]
 
 log = logging.getLogger(EVENT_LOGGER)
-
-
-def members_hint(words: str, source: str | None) -> str:
-    """```quorum-cron members WORDS``` as it runs when pasted: with the ``--reason`` a change requires and
-    ``--config`` naming ``source`` (``FILE`` when that is no file, as for the Python API)."""
-    config = shlex.quote(source) if source is not None and os.path.isfile(source) else "FILE"
-    return f'`quorum-cron members {words} --reason "..." --config {config}`'
 
 
 class MemberReports:

@@ -54,7 +54,14 @@ from quorum_cron.commands.output import (
     zoned_label,
 )
 from quorum_cron.commands.status_tables import NODE_COLUMNS, jobs_table, members_table, since
-from quorum_cron.config.membership import down_members, judged_jobs, short_jobs, spec_hashes
+from quorum_cron.config.membership import (
+    SHORT_SHOWN,
+    down_members,
+    judged_jobs,
+    not_in_config_text,
+    short_jobs,
+    spec_hashes,
+)
 from quorum_cron.config.settings import JobSpec
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.printable import cell, first_of, printable
@@ -139,17 +146,8 @@ def spec_drift(members: list[Member], jobs: list[JobSpec]) -> dict[str, list[str
     return out
 
 
-SHORT_SHOWN = 10
-"""Jobs named in the one line of the jobs without a quorum (JSON lists them all)."""
-
 DOWN_SHOWN = 10
 """Members named as down in the headline and the quorum line (JSON lists them all)."""
-
-
-def _not_here(job: str, run_by: list[str]) -> str:
-    """``newjob (not in this config; run by n3 only)``: a name and node ids from Redis, bounded."""
-    nodes = first_of([printable(n, 100) for n in run_by], SHORT_SHOWN)
-    return f"{printable(job, 100)} (not in this config; run by {nodes}{' only' if len(run_by) == 1 else ''})"
 
 
 @dataclass(frozen=True)
@@ -233,7 +231,7 @@ class _Snapshot:
             )
         foreign = set(self.elsewhere)
         ours = [name for name in self.short if name not in foreign]
-        theirs = [_not_here(name, self.short[name]) for name in self.short if name in foreign]
+        theirs = [not_in_config_text(name, self.short[name]) for name in self.short if name in foreign]
         for names in (ours, theirs):
             if names:
                 out.append(

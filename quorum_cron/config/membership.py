@@ -14,6 +14,8 @@ agent (docs/architecture.md); ``quorum_cron.agent.membership`` re-exports it.
 
 from __future__ import annotations
 
+import os
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,15 +23,20 @@ from typing import Any
 from quorum_cron.config.settings import ClusterConfig
 from quorum_cron.core import model
 from quorum_cron.core.model import Configuration, Member, MembershipRecord
+from quorum_cron.printable import first_of, printable
 
 __all__ = [
+    "SHORT_SHOWN",
     "MembershipFacts",
     "QuorumHealth",
     "config_configuration",
     "config_disagreement",
     "down_members",
+    "judged_jobs",
+    "members_hint",
     "membership_doc",
     "membership_facts",
+    "not_in_config_text",
     "record_health",
     "short_jobs",
     "spec_hashes",
@@ -204,6 +211,14 @@ def membership_facts(
     )
 
 
+def members_hint(words: str, source: str | None) -> str:
+    """```quorum-cron members WORDS``` as it runs when pasted: with the ``--reason`` a change requires and
+    ``--config`` naming ``source`` (``FILE`` when that is no file, as for the Python API). Here, with
+    the descriptions it completes, so the agent, the commands and the web Cluster page print one hint."""
+    config = shlex.quote(source) if source is not None and os.path.isfile(source) else "FILE"
+    return f'`quorum-cron members {words} --reason "..." --config {config}`'
+
+
 def spec_hashes(member: Member) -> dict[str, str]:
     """A node's job table as read with its heartbeat (``info["jobs"]``, filled in from the published
     table by :func:`~quorum_cron.store.ports.with_job_tables`): spec hash by job name."""
@@ -220,6 +235,18 @@ def judged_jobs(voters: Sequence[Member], names: Iterable[str]) -> list[str]:
     one node alone was given must not look healthy from the other nodes' config (status, web)."""
     mine = list(names)
     return mine + sorted({name for m in voters for name in spec_hashes(m)} - set(mine))
+
+
+SHORT_SHOWN = 10
+"""Jobs named on one no-quorum line, and voters named for one such job (status, web): one line
+at any count."""
+
+
+def not_in_config_text(job: str, run_by: list[str]) -> str:
+    """``newjob (not in this config; run by n3 only)``: a job only other nodes define, named as
+    ``status`` and the dashboard name it; the name and node ids come from Redis, so bounded."""
+    nodes = first_of([printable(n, 100) for n in run_by], SHORT_SHOWN)
+    return f"{printable(job, 100)} (not in this config; run by {nodes}{' only' if len(run_by) == 1 else ''})"
 
 
 def short_jobs(

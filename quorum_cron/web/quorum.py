@@ -2,9 +2,10 @@
 
 The facts are :mod:`quorum_cron.config.membership`'s, the functions
 ``status`` calls too (:func:`down_members`, :func:`judged_jobs`,
-:func:`short_jobs`): one fact, two faces. The web may not import the
-commands (docs/architecture.md), so only the wording of the lines is
-written here; apart from :mod:`.views`, which is at the modules' size cap.
+:func:`short_jobs`, :func:`not_in_config_text`): one fact, two faces.
+The web may not import the commands (docs/architecture.md), so the rest of
+the lines' wording is written here; apart from :mod:`.views`, which is at
+the modules' size cap.
 """
 
 from __future__ import annotations
@@ -12,19 +13,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from quorum_cron.config.membership import QuorumHealth, down_members, judged_jobs, short_jobs
+from quorum_cron.config.membership import (
+    SHORT_SHOWN,
+    QuorumHealth,
+    down_members,
+    judged_jobs,
+    not_in_config_text,
+    short_jobs,
+)
 from quorum_cron.config.settings import Config
 from quorum_cron.core import model
 from quorum_cron.printable import first_of, printable
 from quorum_cron.store.base import Member
 
-__all__ = ["DOWN_SHOWN", "SHORT_SHOWN", "down_of", "down_text", "health_text", "no_quorum"]
+__all__ = ["DOWN_SHOWN", "down_of", "down_text", "health_text", "no_quorum"]
 
 DOWN_SHOWN = 10
 """Members named as down on the page and the quorum-lost line (``down`` lists them all), as ``status``."""
-
-SHORT_SHOWN = 10
-"""Jobs named on the one no-quorum line (its ``jobs`` lists them all), as ``status`` names them."""
 
 
 def down_of(stored: model.Membership | None, live: Sequence[Member]) -> list[str]:
@@ -41,13 +46,6 @@ def down_text(down: list[str]) -> str:
 def health_text(health: QuorumHealth, down: list[str]) -> str:
     """``2 of 3 alive, need 2 (down: n2)``: who is missing, not only how many (status's headline)."""
     return f"{health} (down: {down_text(down)})" if down else str(health)
-
-
-def _not_here(job: str, run_by: list[str]) -> str:
-    """``newjob (not in this config; run by n3 only)``: a name and node ids from Redis, bounded.
-    Worded as ``status`` words it (its ``_not_here``, which the web may not import)."""
-    nodes = first_of([printable(n, 100) for n in run_by], SHORT_SHOWN)
-    return f"{printable(job, 100)} (not in this config; run by {nodes}{' only' if len(run_by) == 1 else ''})"
 
 
 def no_quorum(
@@ -70,7 +68,7 @@ def no_quorum(
     short = short_jobs(voters, judged, record, quorum)
     if not short:
         return []
-    said = [_not_here(n, short[n]) if n in elsewhere else printable(n, 100) for n in short]
+    said = [not_in_config_text(n, short[n]) if n in elsewhere else printable(n, 100) for n in short]
     shown = first_of(said, SHORT_SHOWN)  # (names from Redis: escaped and cut, as status)
     return [
         {

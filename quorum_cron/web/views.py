@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-from quorum_cron.config.membership import membership_facts, spec_hashes
+from quorum_cron.config.membership import members_hint, membership_facts, spec_hashes
 from quorum_cron.config.settings import Config, JobSpec
 from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
@@ -243,6 +243,7 @@ def cluster_view(
         "store": {"url": shown_url, **server},
         **facts.doc(),
         "down": down,
+        "finish_hint": members_hint("finish", config.source).strip("`"),  # (the CLI's, run as pasted)
         "voting": sum(1 for m in member_docs if m["voting"] == "yes" and m["role"] != "refused"),
         "members": member_docs,
         "problems": problems[:50],
