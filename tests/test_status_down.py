@@ -14,7 +14,8 @@ from pathlib import Path
 import redis
 from click.testing import CliRunner
 
-from quorum_cron.commands.status import DOWN_SHOWN, status
+from quorum_cron.commands.status import status
+from quorum_cron.config.membership import DOWN_SHOWN
 from quorum_cron.core.model import Configuration
 from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.redis import RedisStore

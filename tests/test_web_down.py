@@ -14,11 +14,11 @@ from typing import Any
 import redis
 from starlette.testclient import TestClient
 
+from quorum_cron.config.membership import DOWN_SHOWN
 from quorum_cron.config.settings import ClusterConfig, Config, JobSpec
 from quorum_cron.core.model import Configuration
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.web.app import WebContext, create_app
-from quorum_cron.web.quorum import DOWN_SHOWN
 from quorum_cron.web.tokens import AdminTokens
 
 

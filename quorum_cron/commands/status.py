@@ -55,6 +55,7 @@ from quorum_cron.commands.output import (
 )
 from quorum_cron.commands.status_tables import NODE_COLUMNS, jobs_table, members_table, since
 from quorum_cron.config.membership import (
+    DOWN_SHOWN,
     SHORT_SHOWN,
     down_members,
     judged_jobs,
@@ -144,10 +145,6 @@ def spec_drift(members: list[Member], jobs: list[JobSpec]) -> dict[str, list[str
         if differs:
             out[m.node] = differs
     return out
-
-
-DOWN_SHOWN = 10
-"""Members named as down in the headline and the quorum line (JSON lists them all)."""
 
 
 @dataclass(frozen=True)

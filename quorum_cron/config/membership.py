@@ -26,6 +26,7 @@ from quorum_cron.core.model import Configuration, Member, MembershipRecord
 from quorum_cron.printable import first_of, printable
 
 __all__ = [
+    "DOWN_SHOWN",
     "SHORT_SHOWN",
     "MembershipFacts",
     "QuorumHealth",
@@ -236,6 +237,10 @@ def judged_jobs(voters: Sequence[Member], names: Iterable[str]) -> list[str]:
     mine = list(names)
     return mine + sorted({name for m in voters for name in spec_hashes(m)} - set(mine))
 
+
+DOWN_SHOWN = 10
+"""Members named as down on one line (status's headline, the Cluster page, the quorum-lost line);
+the JSON lists them all."""
 
 SHORT_SHOWN = 10
 """Jobs named on one no-quorum line, and voters named for one such job (status, web): one line

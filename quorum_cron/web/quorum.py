@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from quorum_cron.config.membership import (
+    DOWN_SHOWN,
     SHORT_SHOWN,
     QuorumHealth,
     down_members,
@@ -26,10 +27,7 @@ from quorum_cron.core import model
 from quorum_cron.printable import first_of, printable
 from quorum_cron.store.base import Member
 
-__all__ = ["DOWN_SHOWN", "down_of", "down_text", "health_text", "no_quorum"]
-
-DOWN_SHOWN = 10
-"""Members named as down on the page and the quorum-lost line (``down`` lists them all), as ``status``."""
+__all__ = ["down_of", "down_text", "health_text", "no_quorum"]
 
 
 def down_of(stored: model.Membership | None, live: Sequence[Member]) -> list[str]:
