@@ -49,7 +49,7 @@ def test_a_failed_verdict_is_one_line_naming_each_slot_and_what_the_ledger_says(
     nodes = [_Node("node1", proc), _Node("node3", proc, killed=True)]
     fire = 1_796_215_146_000  # 12:39:06 UTC
     blank = {"token": 0, "committed_ms": 0, "started_ms": 0, "finished_ms": 0, "detail": ""}
-    why = "overlap forbidden: slot 1796215145000 active\n"
+    why = "overlap forbidden: slot 1796215145000 running\n"
     skipped = LedgerEntry("tick", fire, SlotState.SKIPPED, why, ("node1", "node2"), "", **blank)
     lost = LedgerEntry("tick", fire - 1000, SlotState.LOST, "", ("node1", "node3"), "node3", **blank)
     wrong = [("tick", fire - 1000, 2), ("tick", fire, 0), ("report", fire, 0)]
@@ -59,7 +59,7 @@ def test_a_failed_verdict_is_one_line_naming_each_slot_and_what_the_ledger_says(
     head = "FAILED: 3 slots not run exactly once: tick@12:39:05.000 ran 2 times (ledger: lost; "
     assert line.startswith(head), line
     assert "executor node3 was killed" in line
-    assert "tick@12:39:06.000 missed (ledger: skipped, overlap forbidden: slot 1796215145000 active" in line
+    assert "tick@12:39:06.000 missed (ledger: skipped, overlap forbidden: slot 1796215145000 running" in line
     assert "report@12:39:06.000 missed (no ledger entry) and 1 more (see `quorum-cron history`)" in line
 
 

@@ -144,7 +144,7 @@ def test_overlap_forbid_skips_while_another_slot_is_active(store: MemoryStore) -
     commit(store)
     res = store.vote([req(n, fire=T0 + 1, overlap=Overlap.FORBID) for n in ("n1", "n2", "n3")])[-1]
     assert res.status == VoteStatus.COMMITTED and res.slot.state == SlotState.SKIPPED
-    assert res.slot.reason == f"overlap forbidden: slot {T0} active"
+    assert res.slot.reason == f"overlap forbidden: slot {T0} committed, not started yet"
     assert res.slot.token == 0 and store.ledger("j", 1)[0].state == SlotState.SKIPPED
 
 

@@ -236,7 +236,9 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
             else []  # (most commits: this slot is the job's only open one)
         )
         if active and req.overlap == Overlap.FORBID:
-            reason = f"overlap forbidden: slot {active[0]} active"
+            first = self._get(job, active[0], now)  # (the Lua script's wording: which state holds this one)
+            held = "running" if first.state == SlotState.RUNNING else "committed, not started yet"
+            reason = f"overlap forbidden: slot {active[0]} {held}"
             self._end(name, job, rec, SlotState.SKIPPED, reason, now)
             return VoteResult(VoteStatus.COMMITTED, self._view(name, fire_ms, rec), now)
         if active and req.overlap == Overlap.REPLACE:

@@ -182,7 +182,11 @@ local function vote_one(fire, firen, spec, q)
       end
     end
     if #active > 0 and overlap == 'f' then
-      end_slot(r, 'skipped', 'overlap forbidden: slot ' .. active[1].fire .. ' active')
+      -- (Which state: a committed slot not yet started holds the next one too, until its start
+      -- timeout or deadline; "active" alone read as a run where none was.)
+      local o = active[1]
+      local st = o.f.st == 'running' and 'running' or 'committed, not started yet'
+      end_slot(r, 'skipped', 'overlap forbidden: slot ' .. o.fire .. ' ' .. st)
       return 'C', r.json
     end
     if #active > 0 and overlap == 'r' then
