@@ -237,7 +237,8 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
         )
         if active and req.overlap == Overlap.FORBID:
             first = self._get(job, active[0], now)  # (the Lua script's wording: which state holds this one)
-            held = "running" if first.state == SlotState.RUNNING else "committed, not started yet"
+            running = first is not None and first.state == SlotState.RUNNING
+            held = "running" if running else "committed, not started yet"
             reason = f"overlap forbidden: slot {active[0]} {held}"
             self._end(name, job, rec, SlotState.SKIPPED, reason, now)
             return VoteResult(VoteStatus.COMMITTED, self._view(name, fire_ms, rec), now)
