@@ -52,13 +52,35 @@ def config(tmp_path: Path, url: str) -> Path:
 
 def test_a_hint_names_the_reason_and_the_config_file(tmp_path: Path) -> None:
     cfg = config(tmp_path, "redis://localhost:1")
-    assert members_hint("add n4", str(cfg)) == f'`quorum-cron members add n4 --reason "..." --config {cfg}`'
-    assert members_hint("add n4", "App") == '`quorum-cron members add n4 --reason "..." --config FILE`'
+    assert (
+        members_hint("add", str(cfg), ["n4"]) == f'`quorum-cron members add n4 --reason "..." --config {cfg}`'
+    )
+    assert members_hint("add", "App", ["n4"]) == '`quorum-cron members add n4 --reason "..." --config FILE`'
     spaced = tmp_path / "my cluster.toml"
     spaced.write_text("")
     assert hints(members_hint("finish", str(spaced))) == [
         ["members", "finish", "--reason", "...", "--config", str(spaced)]
     ]
+
+
+def test_a_hint_names_the_config_file_from_anywhere_and_an_id_like_an_option_after_dashes(
+    redis_client: redis.Redis, redis_server: EmbeddedRedis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent started from another directory (a supervisor's) logs the hint for an operator whose
+    shell is elsewhere: the path is absolute. A valid node id may start with ``-``: it goes after
+    ``--``, or the CLI takes it for an option ("No such option: -n")."""
+    cfg = config(tmp_path, redis_server.url)
+    monkeypatch.chdir(tmp_path)
+    (relative,) = hints(members_hint("finish", "cluster.toml"))
+    assert relative[-2:] == ["--config", str(cfg)]
+    store = RedisStore(redis_client, NS)
+    store.init_membership(Configuration.of("abc"), "a")
+    (args,) = hints(members_hint("add", str(cfg), ["-n5"]))
+    assert args[-2:] == ["--", "-n5"], args
+    res = paste(args)
+    assert res.exit_code == 0, res.output
+    stored = store.membership()
+    assert stored is not None and "-n5" in stored.record.current.members
 
 
 def test_the_not_a_member_hint_adds_the_node_as_printed(

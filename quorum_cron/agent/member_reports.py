@@ -90,7 +90,7 @@ class MemberReports:
         self._reported_epoch = record.epoch
         message = (
             f"node {self.node} (epoch {record.epoch}) is not a member of the store's {record.describe()}: "
-            f"it does not vote (add it with {members_hint(f'add {self.node}', self.settings.config_source)}, "
+            f"it does not vote (add it with {members_hint('add', self.settings.config_source, [self.node])}, "
             "or stop it)"
         )
         self.metrics.membership_refusals.labels("not_member").inc()

@@ -212,12 +212,20 @@ def membership_facts(
     )
 
 
-def members_hint(words: str, source: str | None) -> str:
-    """```quorum-cron members WORDS``` as it runs when pasted: with the ``--reason`` a change requires and
-    ``--config`` naming ``source`` (``FILE`` when that is no file, as for the Python API). Here, with
-    the descriptions it completes, so the agent, the commands and the web Cluster page print one hint."""
-    config = shlex.quote(source) if source is not None and os.path.isfile(source) else "FILE"
-    return f'`quorum-cron members {words} --reason "..." --config {config}`'
+def members_hint(words: str, source: str | None, ids: Sequence[str] = ()) -> str:
+    """```quorum-cron members WORDS IDS --reason "..." --config FILE``` as it runs when pasted: with the
+    ``--reason`` a change requires and ``--config`` naming ``source`` (``FILE`` when that is no file,
+    as for the Python API). Here, with the descriptions it completes, so the agent, the commands and
+    the web Cluster page print one hint.
+
+    The path is made absolute: an agent started by a supervisor from another directory logs the hint
+    for an operator whose shell is elsewhere. A valid node id may start with ``-``, which the CLI would
+    take for an option: then the ``ids`` go last, after ``--``."""
+    config = shlex.quote(os.path.abspath(source)) if source is not None and os.path.isfile(source) else "FILE"
+    named = "".join(f" {shlex.quote(i)}" for i in ids)
+    if any(i.startswith("-") for i in ids):
+        return f'`quorum-cron members {words} --reason "..." --config {config} --{named}`'
+    return f'`quorum-cron members {words}{named} --reason "..." --config {config}`'
 
 
 def spec_hashes(member: Member) -> dict[str, str]:
