@@ -13,7 +13,8 @@ ledger.
 
 Every process the demo starts is stopped on the way out, on Ctrl-C too.
 Exit status 0 when every due slot ran exactly once, 1 otherwise; the last
-line then names each slot that was not, with what the ledger says of it.
+line then names the first slots that were not, with what the ledger says
+of each, and the lines above it every one (:mod:`.demo_verdict`).
 
 The kill waits for a moment when every due slot has started (issue 24): a
 node killed while it held a committed slot it had not started yet (a slow
@@ -57,8 +58,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from quorum_cron.commands.demo_verdict import LISTED, hms, slot_lines, verdict
 from quorum_cron.core.model import LedgerEntry
-from quorum_cron.printable import first_of, printable
 from quorum_cron.store.base import SlotState
 
 __all__ = ["demo"]
@@ -307,7 +308,7 @@ def _watch(
     settled_ms = time.time_ns() // 1_000_000
     first = settled_ms + STARTING_DEADLINE_MS
     console.print(f"all {size} nodes joined and hold the full membership; slots as they start")
-    console.print(f"(the tally counts slots due after {_hms(first)}: the cluster has settled)")
+    console.print(f"(the tally counts slots due after {hms(first)}: the cluster has settled)")
     console.print(f"[dim]{'job':<8} {'slot (UTC)':<14} {'executor':<9} {'votes':<6} {'delay':>8}[/]")
     start = time.monotonic()
     kill_at = start + duration / 2
@@ -334,7 +335,7 @@ def _watch(
         if item.get("event") == "run":
             slot = int(str(item.get("slot", 0)))
             started.add((str(item.get("job", "?")), slot))
-            stamp = time.strftime("%H:%M:%S", time.gmtime(slot / 1000)) + f".{slot % 1000:03d}"
+            stamp = hms(slot)
             console.print(
                 f"{item.get('job', '?')!s:<8} {stamp:<14} {name:<9} {item.get('votes', '?')!s:<6} "
                 f"{item.get('delay_ms', '?')!s:>5} ms"
@@ -439,38 +440,14 @@ def _summary(
     if not wrong and not problems:
         console.print("[bold green]every due slot ran exactly once[/]")
         return 0
-    console.print(f"[bold red]{_verdict(wrong, problems, entries, nodes)}[/]", soft_wrap=True)
+    said = slot_lines(wrong, problems, entries, [n.name for n in nodes if n.killed])
+    if len(said) > 3:  # (the store goes with the demo: no `history` to look at afterwards)
+        for line in said[:LISTED]:
+            console.print(f"[red]  {line}[/]", soft_wrap=True)
+        if len(said) > LISTED:
+            console.print(f"[red]  and {len(said) - LISTED} more[/]")
+    console.print(f"[bold red]{verdict(wrong, said)}[/]", soft_wrap=True)
     return 1
-
-
-def _hms(ms: int) -> str:
-    return time.strftime("%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}"
-
-
-def _verdict(
-    wrong: list[tuple[str, int, int]],
-    problems: list[str],
-    entries: dict[tuple[str, int], LedgerEntry],
-    nodes: list[_Node],
-) -> str:
-    """One line: how many slots were not run exactly once, and for each what the ledger says of it."""
-    killed = [n.name for n in nodes if n.killed]
-    said = []
-    for name, fire, times in wrong:
-        e = entries.get((name, fire))
-        ledger = (
-            "no ledger entry"
-            if e is None
-            else f"ledger: {e.state.value}" + (f", {printable(e.reason)[:200]}" if e.reason else "")
-        )
-        if e is not None and e.executor in killed:
-            ledger += f"; executor {e.executor} was killed"
-        what = "missed" if times == 0 else f"ran {times} times"
-        said.append(f"{name}@{_hms(fire)} {what} ({ledger})")
-    said += [f"ledger disagrees: {p}" for p in problems]
-    slots = "1 slot" if len(wrong) == 1 else f"{len(wrong)} slots"
-    count = f"{slots} not run exactly once" if wrong else "the ledger disagrees with the jobs"
-    return f"FAILED: {count}: {first_of(said, 3, sep='; ')} (see `quorum-cron history`)"
 
 
 def _ledger_check(
