@@ -49,3 +49,37 @@ def test_the_joint_text_names_a_finish_that_runs_as_pasted(
     assert args == ["quorum-cron", "members", "finish", "--reason", "...", "--config", str(path)]
     res = CliRunner().invoke(main, args[1:], env={"COLUMNS": "250"})
     assert res.exit_code == 1 and "cannot finish the change" in res.output, res.output
+
+
+def test_the_page_names_the_new_members_the_change_waits_for_and_a_forced_finish_that_runs(
+    redis_client: redis.Redis, redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """As ``members show`` and ``status`` say it: ``waiting for d: not running (start them; if one
+    never will, `... finish --force ...`, then remove it)``. a, b and c heartbeat; d, the member
+    the change added, does not. The page said only that the change ends when every new member
+    heartbeats, leaving the reader to find which one had not."""
+    path = tmp_path / "cluster.toml"
+    path.write_text(
+        f'[cluster]\nname = "wwait"\nmembers = ["a", "b", "c"]\nredis_url = "{redis_server.url}"\n'
+    )
+    store = RedisStore(redis_client, "wwait")
+    stored = store.init_membership(Configuration.of("abc"), "a")
+    changed = store.change_membership(stored.record.epoch, Configuration.of("abcd"), "alice", "grow")
+    assert changed.ok and changed.membership is not None
+    for node in "abc":
+        assert store.heartbeat(node, f"inc-{node}", 30_000, {}, epoch=changed.membership.record.epoch).ok
+    app = create_app(WebContext(load_config(path), store, "redis://x/0", AdminTokens()))
+    with TestClient(app) as client:
+        doc = client.get("/api/cluster").json()
+        page = client.get("/cluster").text
+    assert doc["waiting"] == ["d"]
+    waiting = re.search(r'<td class="bad" id="membership-waiting">(.*?)</td>', page, re.S)
+    assert waiting is not None, page
+    assert html.unescape(waiting.group(1)).startswith("d: not running (start them; if one never will, ")
+    forced = re.search(r'<code id="force-hint">([^<]*)</code>', waiting.group(1))
+    assert forced is not None
+    args = shlex.split(html.unescape(forced.group(1)))
+    res = CliRunner().invoke(main, args[1:], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    after = store.membership()
+    assert after is not None and not after.record.joint and after.reason == "..."

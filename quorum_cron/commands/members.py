@@ -37,7 +37,6 @@ from typing import Any
 
 import click
 
-from quorum_cron.agent.member_reports import members_hint
 from quorum_cron.agent.membership import MembershipFacts, membership_doc, membership_facts
 from quorum_cron.commands.common import (
     ago,
@@ -52,6 +51,7 @@ from quorum_cron.commands.common import (
 )
 from quorum_cron.commands.control import MAX_REASON, _by, by_option
 from quorum_cron.commands.members_plan import PlanError, check_words, no_tolerance, nobody_stays, target
+from quorum_cron.config.membership import awaited_members, members_hint
 from quorum_cron.config.settings import Config
 from quorum_cron.core import model
 from quorum_cron.core.model import Configuration, MembershipChange
@@ -185,8 +185,7 @@ def describe_facts(
             "  it ends when every new member heartbeats under epoch "
             f"{record.epoch}, or with {members_hint('finish', source)}"
         )
-        running = {m.node for m in live or ()}
-        absent = [n for n in record.current.members if n not in running]
+        absent = awaited_members(record, live or ())
         if live is not None and absent:
             lines.append(
                 f"  waiting for {', '.join(absent)}: not running (start them; if one never will, "

@@ -30,6 +30,7 @@ __all__ = [
     "SHORT_SHOWN",
     "MembershipFacts",
     "QuorumHealth",
+    "awaited_members",
     "config_configuration",
     "config_disagreement",
     "down_members",
@@ -130,6 +131,16 @@ def down_members(record: MembershipRecord, live: Sequence[Member]) -> list[str]:
     for conf in confs:
         out += [node for node in conf.members if node not in alive_nodes and node not in out]
     return out
+
+
+def awaited_members(record: MembershipRecord, live: Sequence[Member]) -> list[str]:
+    """While a change is in progress (joint), the new configuration's members with no live heartbeat,
+    in the record's order: the change ends only when each heartbeats under the new epoch, so these
+    are the ones it waits for, to start or (if one never will) to force past ([] when not joint)."""
+    if record.old is None:
+        return []
+    alive_nodes = {m.node for m in live}
+    return [node for node in record.current.members if node not in alive_nodes]
 
 
 def _conf_doc(conf: Configuration | None) -> dict[str, Any] | None:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-from quorum_cron.config.membership import members_hint, membership_facts, spec_hashes
+from quorum_cron.config.membership import awaited_members, members_hint, membership_facts, spec_hashes
 from quorum_cron.config.settings import Config, JobSpec
 from quorum_cron.core import model
 from quorum_cron.errors import StoreError, StoreUnavailable
@@ -244,6 +244,8 @@ def cluster_view(
         **facts.doc(),
         "down": down,
         "finish_hint": members_hint("finish", config.source).strip("`"),  # (the CLI's, run as pasted)
+        "waiting": awaited_members(stored.record, members) if stored is not None else [],
+        "force_hint": members_hint("finish --force", config.source).strip("`"),
         "voting": sum(1 for m in member_docs if m["voting"] == "yes" and m["role"] != "refused"),
         "members": member_docs,
         "problems": problems[:50],
