@@ -128,8 +128,8 @@ def test_history_tells_apart_the_voters_that_did_not_count(
     res = CliRunner().invoke(history, ["j", "--config", cfg, "--format", "plain"])
     assert res.exit_code == 0, (res.stdout, res.stderr)
     # Newest first: joint, after, before, other (under the title and the header). A row's words:
-    # the slot (two), job, outcome, executor, token, the voters, delay, ran, the reason (two).
-    cells = [" ".join(line.split()[6:-4]) for line in res.stdout.splitlines()[2:]]
+    # the slot (two), job, outcome, triggered, executor, token, the voters, delay, ran, the reason (two).
+    cells = [" ".join(line.split()[7:-4]) for line in res.stdout.splitlines()[2:]]
     assert cells == [
         "a,b,c",
         "a,b [c: not a member of epoch 3, which decided it]",

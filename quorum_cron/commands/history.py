@@ -12,6 +12,11 @@ stored, and neither it nor the slot record keeps the membership record that
 decided the slot: what the store can tell is shown apart from the other
 voters (:mod:`quorum_cron.store.voters`, which the dashboard shares).
 docs/operations.md, "Reading history after a membership change".
+
+**Which slots an operator triggered.** Neither the slot nor its ledger entry
+says so; the job's audit stream does (the ``trigger`` entry names the fire
+time): the ``triggered`` column and fields (:mod:`quorum_cron.store.triggered`,
+which the dashboard shares).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from quorum_cron.redact import redact_text
 from quorum_cron.store.base import LedgerEntry, ObservedStore, SlotState
 from quorum_cron.store.ledger_json import ledger_doc
 from quorum_cron.store.server import credentials_hint
+from quorum_cron.store.triggered import TriggerMark, read_marks
 from quorum_cron.store.voters import VoterAccount, read_accounts
 
 __all__ = ["history"]
@@ -92,6 +98,7 @@ def history(
         entries.sort(key=lambda e: (e.fire_ms, e.job), reverse=True)
         entries = entries[:limit]
         counts = _accounts(store, entries, config.cluster.max_skew_ms)
+        marks = _marks(store, entries)
     except StoreError as exc:
         fail(f"cannot read the store at {shown}: {store_failure(exc)}{credentials_hint(str(exc))}")
     finally:
@@ -100,12 +107,12 @@ def history(
     # the dashboard shows them (agents mask it before the ledger has it; an older agent did not).
     entries = [replace(e, detail=redact_text(e.detail)) for e in entries]
     if fmt == "json":
-        for e, c in zip(entries, counts, strict=True):
-            click.echo(json.dumps(_doc(e, c), sort_keys=True))
+        for e, c, m in zip(entries, counts, marks, strict=True):
+            click.echo(json.dumps(_doc(e, c) | m.doc(), sort_keys=True))
     elif fmt == "plain":
-        _plain(entries, detail, counts)
+        _plain(entries, detail, counts, marks)
     else:
-        _table(entries, detail, counts)
+        _table(entries, detail, counts, marks)
     if unreadable:  # (the others shown, each unreadable one named above: not a success)
         sys.exit(1)
 
@@ -115,19 +122,26 @@ def _header(entries: Sequence[LedgerEntry]) -> str:
     return f"history ({count} {'entry' if count == 1 else 'entries'}, newest first)"
 
 
-def _table(entries: list[LedgerEntry], detail: bool, counts: Sequence[VoterAccount] | None = None) -> None:
+def _table(
+    entries: list[LedgerEntry],
+    detail: bool,
+    counts: Sequence[VoterAccount] | None = None,
+    marks: Sequence[TriggerMark] | None = None,
+) -> None:
     table = Table(title=_header(entries), title_justify="left")
-    cols = ["slot (UTC)", "job", "outcome", "reason", "executor", "token", "voters", "delay ms", "ran ms"]
+    cols = ["slot (UTC)", "job", "outcome", "triggered", "reason", "executor", "token", "voters"]
+    cols += ["delay ms", "ran ms"]
     if detail:
         cols.append("detail")
     for col in cols:
         table.add_column(col, overflow="fold")
-    for e, c in zip(entries, counts or [VoterAccount()] * len(entries), strict=True):
+    for e, c, m in _told(entries, counts, marks):
         style = _STYLE.get(e.state, "")
         row = [
             fmt_ms(e.fire_ms),
             e.job,
             f"[{style}]{e.state}[/]" if style else str(e.state),
+            cell(m.text(), 200),
             cell(reason_with_cause(e)),
             cell(e.executor or "-", 100),
             str(e.token or "-"),
@@ -141,15 +155,22 @@ def _table(entries: list[LedgerEntry], detail: bool, counts: Sequence[VoterAccou
     Console().print(table)
 
 
-def _plain(entries: list[LedgerEntry], detail: bool, counts: Sequence[VoterAccount] | None = None) -> None:
+def _plain(
+    entries: list[LedgerEntry],
+    detail: bool,
+    counts: Sequence[VoterAccount] | None = None,
+    marks: Sequence[TriggerMark] | None = None,
+) -> None:
     """Aligned rows, every value whole; with ``--detail`` each run's detail follows its row, indented."""
     click.echo(_header(entries))
-    header = ["slot (UTC)", "job", "outcome", "executor", "token", "voters", "delay ms", "ran ms", "reason"]
+    header = ["slot (UTC)", "job", "outcome", "triggered", "executor", "token", "voters"]
+    header += ["delay ms", "ran ms", "reason"]
     body = [
         [
             utc_label(e.fire_ms),
             e.job,
             str(e.state),
+            m.text(),
             e.executor or "-",
             str(e.token or "-"),
             c.text(e.voters),
@@ -157,7 +178,7 @@ def _plain(entries: list[LedgerEntry], detail: bool, counts: Sequence[VoterAccou
             _ran_ms(e),
             reason_with_cause(e),
         ]
-        for e, c in zip(entries, counts or [VoterAccount()] * len(entries), strict=True)
+        for e, c, m in _told(entries, counts, marks)
     ]
     lines = rows(header, body)
     click.echo(lines[0])
@@ -166,6 +187,16 @@ def _plain(entries: list[LedgerEntry], detail: bool, counts: Sequence[VoterAccou
         if detail and e.detail:
             for part in printable(e.detail, 4000, newlines=True).splitlines():
                 click.echo(f"    | {part}")
+
+
+def _told(
+    entries: Sequence[LedgerEntry],
+    counts: Sequence[VoterAccount] | None,
+    marks: Sequence[TriggerMark] | None,
+) -> list[tuple[LedgerEntry, VoterAccount, TriggerMark]]:
+    """Each entry with its voters' account and its trigger mark (none told when not given)."""
+    n = len(entries)
+    return list(zip(entries, counts or [VoterAccount()] * n, marks or [TriggerMark()] * n, strict=True))
 
 
 def _removed_job(
@@ -244,3 +275,17 @@ def _accounts(store: ObservedStore, entries: list[LedgerEntry], max_skew_ms: int
     except StoreError as exc:
         click.echo(f"warning: cannot tell which voters counted: {printable(str(exc), 300)}", err=True)
         return [VoterAccount() for _ in entries]
+
+
+def _marks(store: ObservedStore, entries: list[LedgerEntry]) -> list[TriggerMark]:
+    """:func:`~quorum_cron.store.triggered.read_marks`: a job whose audit cannot be read (a corrupt
+    key) is a warning, its entries shown with ``?`` (``null`` in ``--json``), the others marked."""
+    unreadable: dict[str, StoreError] = {}
+    marks = read_marks(store, entries, unreadable)
+    for name, exc in unreadable.items():
+        click.echo(
+            f"warning: cannot tell which slots of {name!r} were triggered, its audit is unreadable: "
+            f"{printable(str(exc), 300)}",
+            err=True,
+        )
+    return marks

@@ -54,6 +54,7 @@ from quorum_cron.web.decided import accounts, membership_then, slot_account
 from quorum_cron.web.quorum import down_of, health_text, no_quorum
 from quorum_cron.web.recent import NOT_PAUSED, SPARK, RecentLedger, corrupt_message
 from quorum_cron.web.timeline import timeline, walk_start
+from quorum_cron.web.triggered import marked_entries
 
 __all__ = [
     "FILTERS",
@@ -389,7 +390,7 @@ def job_view(
             "page": page,
             "page_size": PAGE_SIZE,
             "has_more": has_more,
-            "entries": [entry_doc(e) | a.doc() for e, a in zip(history, told, strict=True)],
+            "entries": marked_entries(store, history, told, entry_doc),
         },
         "audit": [audit_doc(a) for a in audit],
     }
