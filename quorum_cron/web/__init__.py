@@ -12,6 +12,8 @@ nothing below imports it. Modules:
 * :mod:`.probes` — ``/healthz`` (the process) and ``/readyz`` (the store answers, time-bounded);
 * :mod:`.inputs` — what a request may carry (query, body, form, origin), checked where it enters;
 * :mod:`.present` — templates and their filters, security headers;
+* :mod:`.quorum` — the Cluster page's quorum lines (down members, jobs with no quorum), worded as ``status``;
+* :mod:`.triggered` — the job page's marks of the slots an operator triggered (``store.triggered``);
 * :mod:`.server` — uvicorn, in the foreground or on a thread of the agent.
 
 Needs the ``web`` extra (Starlette, uvicorn, Jinja2). Importing this package
