@@ -10,7 +10,8 @@ Both faces go through the same steps, so a check added here holds for both:
    a Redis at all, the support matrix, the members key, an ACL that refuses
    the scripts, the eviction policy), each refusal one line (:class:`~.preflight.PreflightError`);
    an evicting server is refused unless the caller allows it, and then said
-   loudly; a replica shortfall is a warning (:func:`report_preflight`);
+   loudly; a replica shortfall is a warning, and so is a server that lets
+   clients in without the password the URL gives (:func:`report_preflight`);
 3. :func:`new_agent` — the :class:`~.runtime.Agent` on that store;
 4. :func:`run_node` — the bad-value reporter attached, and, when the caller
    owns the process (the CLI, ``App.run()``), the signals: SIGTERM or SIGINT
@@ -46,6 +47,7 @@ from quorum_cron.config.settings import ClusterConfig
 from quorum_cron.redact import redact_url
 from quorum_cron.store.base import Store
 from quorum_cron.store.options import StoreOptions, open_store
+from quorum_cron.store.passwords import password_not_required
 from quorum_cron.store.redis import RedisStore
 
 __all__ = [
@@ -98,6 +100,9 @@ class Preflight:
     """Fewer connected replicas than ``wait_replicas`` (see :func:`~.build.replica_shortfall`)."""
     override: str = ""
     """How the caller allowed an evicting server (named in the log line)."""
+    no_password: str | None = None
+    """The URL gives a password, but the server lets clients in without one
+    (:func:`~quorum_cron.store.passwords.password_not_required`), else None."""
 
 
 def preflight(
@@ -115,11 +120,17 @@ def preflight(
     eviction = eviction_problem(policy or "", shown_url)
     if eviction is not None and not allow_evicting:
         raise PreflightError(f"{eviction}, or pass {override} to run anyway")
-    return Preflight(policy, eviction, replica_shortfall(store, wait_replicas, shown_url), override)
+    shortfall = replica_shortfall(store, wait_replicas, shown_url)
+    return Preflight(policy, eviction, shortfall, override, password_not_required(store, shown_url))
 
 
 def report_preflight(found: Preflight, *, warn: Callable[[str], None] | None = None) -> None:
-    """Log what :func:`preflight` let pass; ``warn`` takes the replica warning instead (plain stderr)."""
+    """Log what :func:`preflight` let pass; ``warn`` takes the replica warning instead (plain stderr).
+
+    A server that does not check the URL's password is always an event (``store_password``,
+    level warning): a node's log is where the operator looks for what the node runs on."""
+    if found.no_password is not None:
+        event(log, logging.WARNING, "store_password", found.no_password)
     if found.eviction is not None:
         event(
             log,

@@ -16,6 +16,7 @@ from quorum_cron.errors import QuorumCronError
 from quorum_cron.printable import printable
 from quorum_cron.store import urls as store_urls
 from quorum_cron.store.connect import kind_problem, options_problem, store_failure
+from quorum_cron.store.passwords import password_not_required
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.server import server_problem
 
@@ -94,7 +95,9 @@ def store_for(config: Config, redis_url: str | None) -> tuple[RedisStore, str]:
     and a server outside the support matrix are refused here with the agent's
     line (:func:`~quorum_cron.store.server.server_problem`), before a
     command's script could fail on it opaquely. One it cannot reach passes:
-    each command reports that its own way (the agent waits for it).
+    each command reports that its own way (the agent waits for it). A server
+    that lets clients in without the password the URL gives is said in one
+    ``warning: ...`` line on stderr, as the agent logs it; the command goes on.
     """
     try:
         store, shown = open_node_store(store_url(config, redis_url), config.cluster)
@@ -105,6 +108,9 @@ def store_for(config: Config, redis_url: str | None) -> tuple[RedisStore, str]:
     if problem is not None:
         store.close()
         fail(problem)
+    unguarded = password_not_required(store, shown)
+    if unguarded is not None:
+        click.echo(f"warning: {unguarded}", err=True)
     return store, shown
 
 
