@@ -214,3 +214,27 @@ def test_check_store_knows_a_cluster_and_a_url_of_the_wrong_kind(redis_cluster: 
     code, out = run(f"redis://127.0.0.1:{redis_cluster.ports[0]}/0")
     assert code == 1, out
     assert "PROBLEM mode      this server is a Redis Cluster node: use redis+cluster://" in out
+
+
+def test_a_password_the_server_does_not_check_is_a_note_and_a_checked_one_says_nothing(
+    redis_server: EmbeddedRedis,
+) -> None:
+    """check-store is where an operator checks the setup before the agents run: a URL with a
+    password at a server that lets anyone in without one is said there too (the agent and the
+    commands warn the same), as a note: quorum-cron runs on it. The password is never printed."""
+    code, out = run(redis_server.url.replace("redis://", "redis://:hunter2@"))
+    assert code == 0, out
+    (auth,) = [line for line in out.splitlines() if line.startswith("note    auth")]
+    assert "accepts connections without a password" in auth and "not checked" in auth, auth
+    assert "redis://:***@" in auth and "hunter2" not in out
+    with EmbeddedRedis() as guarded:
+        admin = guarded.client()
+        try:
+            admin.config_set("requirepass", "hunter2")
+            code, out = run(guarded.url.replace("redis://", "redis://:hunter2@"))
+            assert code == 0, out
+            assert not [line for line in out.splitlines() if "auth" in line[:20]], out
+        finally:
+            admin.execute_command("AUTH", "hunter2")
+            admin.config_set("requirepass", "")
+            admin.close()

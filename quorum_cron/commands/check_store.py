@@ -18,6 +18,8 @@ line and exit 1, as for every command):
   is asked with ``ACL DRYRUN``, writes included; else the connected user's
   read-only commands are tried (nothing written) and the writes are named
   as unchecked;
+- **auth**: a note when the URL gives a password the server does not check
+  (it lets clients in without one: :mod:`quorum_cron.store.passwords`);
 - **tls**: whether the URL uses TLS;
 - **replicas**: connected replicas (on a cluster, the fewest of any master),
   the largest ``wait_replicas`` that can succeed.
@@ -256,6 +258,9 @@ def _check(probe: ServerProbe, target: RedisTarget, acl_user: str | None) -> lis
         _line("PROBLEM" if problem else "ok", "eviction", problem or f"maxmemory-policy {policy}")
         problems += ["eviction"] if problem else []
     problems += _acl(probe, target, server.api, acl_user)
+    unguarded = probe.unguarded(target.shown)  # (a note: the agent runs, and warns the same)
+    if unguarded is not None:
+        _line("note", "auth", unguarded)
     if target.tls:
         _line("ok", "tls", "TLS (rediss://): the server's certificate was verified")
     else:

@@ -51,6 +51,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from quorum_cron.errors import StoreError, StoreUnavailable
 from quorum_cron.store.base import Store
 from quorum_cron.store.connect import not_redis_line, open_client
+from quorum_cron.store.passwords import password_not_required
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.urls import RedisTarget
 
@@ -367,6 +368,11 @@ class ServerProbe:
 
     def close(self) -> None:
         self._client.close()
+
+    def unguarded(self, shown: str) -> str | None:
+        """:func:`~quorum_cron.store.passwords.password_not_required` of this probe's client: the line
+        when the URL gives a password the server does not check (``check-store``'s ``auth``)."""
+        return password_not_required(self._client, shown)
 
     def _cmd(self, *args: str) -> Any:
         """One command on either client (the cluster client's ``execute_command`` is untyped)."""
