@@ -269,3 +269,29 @@ def test_a_cluster_and_a_sentinel_are_checked_on_their_data_servers(redis_cluste
         line = said(url)
         assert line is not None and line.startswith(f"redis at {redact_url(url)} {UNCHECKED}"), line
         assert said(open_set.url) is None
+
+
+def test_a_cluster_where_one_primary_lost_its_password_names_that_node(
+    redis_cluster: EmbeddedCluster,
+) -> None:
+    """A password set with CONFIG SET on every node and lost on one by a restart: the others refuse
+    the probe (NOAUTH, which redis-py raises as a ConnectionError), and that must not hide the open
+    one. The check said nothing at all: the first refusal ended it with no verdict."""
+    admins = [redis.Redis(host="127.0.0.1", port=p) for p in redis_cluster.ports]
+    primaries = [
+        (p, a) for p, a in zip(redis_cluster.ports, admins, strict=True) if a.info()["role"] == "master"
+    ]
+    assert len(primaries) >= 2, primaries
+    (open_port, _), guarded = primaries[0], [a for _, a in primaries[1:]]
+    try:
+        for admin in guarded:
+            admin.config_set("requirepass", SECRET)
+        line = said(with_userinfo(redis_cluster.url, f":{SECRET}"))
+        assert line is not None and f"(node 127.0.0.1:{open_port}) {UNCHECKED}" in line, line
+    finally:
+        for admin in guarded:
+            port = admin.connection_pool.connection_kwargs["port"]
+            with redis.Redis(host="127.0.0.1", port=port, password=SECRET) as authed:
+                authed.config_set("requirepass", "")
+        for admin in admins:
+            admin.close()

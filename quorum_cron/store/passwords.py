@@ -44,6 +44,7 @@ open the store on stderr (:func:`quorum_cron.commands.common.store_for`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, cast
 
 import redis
@@ -57,10 +58,14 @@ from quorum_cron.store.base import Store
 from quorum_cron.store.redis import RedisStore
 from quorum_cron.store.urls import host_port
 
-__all__ = ["DOCS", "MAX_NODES", "password_not_required"]
+__all__ = ["DOCS", "MAX_NODES", "PROBE_TIMEOUT_S", "password_not_required"]
 
 MAX_NODES: Final = 16
-"""At most this many primaries of a Redis Cluster are asked (one connection each)."""
+"""At most this many primaries of a Redis Cluster are asked (one connection each, at once)."""
+
+PROBE_TIMEOUT_S: Final = 1.0
+"""The probe's connect and read timeouts, at most (the client's own when shorter): a server that
+is reached but does not answer costs a command at most this much more, and gets no verdict."""
 
 DOCS: Final = 'docs/operations.md, "A password the server does not check"'
 """Where the line sends the operator."""
@@ -97,36 +102,51 @@ def _credentials(client: redis.Redis | RedisCluster) -> tuple[str, bool]:
     return str(kwargs.get("username") or "default"), bool(kwargs.get("password"))
 
 
-def _lets_in(pool: redis.ConnectionPool) -> bool:
-    """Whether the server of ``pool`` answers ``HELLO`` on a connection without credentials.
-
-    False for ``NOAUTH`` and any other refusal; raises when it cannot be reached."""
+def _lets_in(pool: redis.ConnectionPool) -> bool | None:
+    """Whether the server of ``pool`` answers ``HELLO`` on a connection without credentials: True,
+    False for ``NOAUTH`` or any other refusal, None when it cannot tell (not reached, no answer
+    within :data:`PROBE_TIMEOUT_S`, a reply redis-py could not read)."""
     kwargs = {k: v for k, v in pool.connection_kwargs.items() if k not in ("lib_name", "lib_version")}
-    conn = pool.connection_class(**{**kwargs, **_ANONYMOUS, "retry": Retry(NoBackoff(), 0)})
+    timeouts = {
+        name: min(float(kwargs.get(name) or PROBE_TIMEOUT_S), PROBE_TIMEOUT_S)
+        for name in ("socket_timeout", "socket_connect_timeout")
+    }
+    try:
+        conn = pool.connection_class(**{**kwargs, **_ANONYMOUS, **timeouts, "retry": Retry(NoBackoff(), 0)})
+    except (TypeError, ValueError):
+        return None
     try:
         conn.connect()
         conn.send_command("HELLO")
-        try:
-            conn.read_response()
-        except redis.ResponseError:  # NOAUTH (AuthenticationError), or a proxy without HELLO
-            return False
+        conn.read_response()
         return True
+    except (redis.AuthenticationError, redis.ResponseError):
+        # NOAUTH: an AuthenticationError, which redis-py makes a ConnectionError, not a
+        # ResponseError; or a proxy that does not know HELLO.
+        return False
+    except (redis.RedisError, OSError, AttributeError, TypeError, ValueError):
+        return None
     finally:
         conn.disconnect()
 
 
 def _open_nodes(client: redis.Redis | RedisCluster) -> list[str]:
     """Where the probe got in: ``[""]`` for the one server and for every primary of a cluster,
-    else the cluster's primaries that let it in, by address (``[]``: none)."""
+    else the cluster's primaries that let it in, by address (``[]``: none, or no verdict).
+
+    A cluster's primaries are asked at once, each on its own thread: one at a time, a command
+    paid up to :data:`MAX_NODES` connections in a row. One that refuses or cannot tell hides
+    nothing of the others: a password lost on one node (a restart without ``CONFIG REWRITE``)
+    is named there."""
     if not isinstance(client, RedisCluster):
         return [""] if _lets_in(client.connection_pool) else []
-    asked = cast(Any, client).get_primaries()[:MAX_NODES]
-    found = [
-        host_port(str(node.host), int(node.port))
-        for node in asked
-        if _lets_in(client.get_redis_connection(node).connection_pool)
-    ]
-    return [""] if found and len(found) == len(asked) else found
+    primaries = cast(Any, client).get_primaries()
+    asked = primaries[:MAX_NODES]
+    pools = [client.get_redis_connection(node).connection_pool for node in asked]
+    with ThreadPoolExecutor(max_workers=max(1, len(pools)), thread_name_prefix="qc-password") as pool:
+        verdicts = list(pool.map(_lets_in, pools))
+    found = [host_port(str(n.host), int(n.port)) for n, v in zip(asked, verdicts, strict=True) if v]
+    return [""] if found and all(verdicts) and len(asked) == len(primaries) else found
 
 
 def password_not_required(server: Store | redis.Redis | RedisCluster, shown_url: str) -> str | None:
