@@ -73,3 +73,20 @@ def test_the_skip_says_whether_the_slot_holding_it_runs_or_was_only_committed(
             f"overlap forbidden: slot {T0} running",
         )
     )
+
+
+def test_a_slot_awaiting_its_retry_is_said_to_have_run(stores: tuple[Clock, list[Any]]) -> None:
+    """A failed run is committed again for its retry (runs >= 1): "not started yet" denied the run
+    it had. Both stores say it awaits a retry."""
+    clock, both = stores
+    reasons = []
+    for store in both:
+        clock.now = T0
+        first = _commit(store, T0)
+        assert store.start("j", T0, first.executor, first.token, 60_000).ok
+        clock.now = T0 + 500
+        failed = store.finish("j", T0, first.executor, first.token, False, "exit 1", 1, 10_000)
+        assert failed.ok and failed.slot.state == SlotState.COMMITTED and failed.slot.runs == 1, failed
+        clock.now = T0 + 1_000
+        reasons.append(_commit(store, T0 + 1_000).reason)
+    assert reasons[0] == reasons[1] == f"overlap forbidden: slot {T0} committed for a retry, not started yet"

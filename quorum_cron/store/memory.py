@@ -237,8 +237,11 @@ class MemoryStore(ControlModel, ObservationModel, FencedInTurn, MissedInTurn):
         )
         if active and req.overlap == Overlap.FORBID:
             first = self._get(job, active[0], now)  # (the Lua script's wording: which state holds this one)
-            running = first is not None and first.state == SlotState.RUNNING
-            held = "running" if running else "committed, not started yet"
+            held = "committed, not started yet"  # (a failed run awaiting its retry: committed, runs >= 1)
+            if first is not None and first.state == SlotState.RUNNING:
+                held = "running"
+            elif first is not None and first.runs > 0:
+                held = "committed for a retry, not started yet"
             reason = f"overlap forbidden: slot {active[0]} {held}"
             self._end(name, job, rec, SlotState.SKIPPED, reason, now)
             return VoteResult(VoteStatus.COMMITTED, self._view(name, fire_ms, rec), now)

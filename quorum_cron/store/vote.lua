@@ -184,8 +184,15 @@ local function vote_one(fire, firen, spec, q)
     if #active > 0 and overlap == 'f' then
       -- (Which state: a committed slot not yet started holds the next one too, until its start
       -- timeout or deadline; "active" alone read as a run where none was.)
+      -- A failed run waiting for its retry is committed again with runs >= 1: "not started yet"
+      -- would deny the run it had.
       local o = active[1]
-      local st = o.f.st == 'running' and 'running' or 'committed, not started yet'
+      local st = 'committed, not started yet'
+      if o.f.st == 'running' then
+        st = 'running'
+      elseif num(o.f.rn) > 0 then
+        st = 'committed for a retry, not started yet'
+      end
       end_slot(r, 'skipped', 'overlap forbidden: slot ' .. o.fire .. ' ' .. st)
       return 'C', r.json
     end
