@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from quorum_cron.commands.demo import _agent_env, _full_membership, _redis, demo
-from quorum_cron.commands.demo_verdict import slot_lines, verdict
+from quorum_cron.commands.demo_verdict import print_failure, slot_lines, verdict
 from quorum_cron.core.model import LedgerEntry
 from quorum_cron.store.base import SlotState
 from quorum_cron.store.embedded.single import IGNORE_SYSTEM_ENV, _bundled_binary
@@ -139,3 +139,17 @@ def test_the_first_line_calls_embedded_only_the_server_the_package_ships(
     assert match is not None, line
     if not ignore_path:
         assert match[1] == shutil.which("redis-server"), line
+
+
+def test_a_failure_whose_ledger_reason_holds_rich_markup_is_printed_as_text() -> None:
+    """A ledger reason comes from Redis and may hold ``[/]``: printed as rich markup it was eaten
+    from the line (or, a closing tag with none open, raised MarkupError instead of the verdict)."""
+    fire = 1_796_215_146_000
+    blank = {"token": 0, "committed_ms": 0, "started_ms": 0, "finished_ms": 0, "detail": ""}
+    odd = LedgerEntry("tick", fire, SlotState.FAILED, "exit 1 [/] [bold]x", ("node1",), "node1", **blank)
+    wrong = [("tick", fire - 3000, 0), ("tick", fire - 2000, 0), ("tick", fire - 1000, 0), ("tick", fire, 0)]
+    out = io.StringIO()
+    console = Console(file=out, width=400, color_system=None)
+    print_failure(console, wrong, slot_lines(wrong, [], {("tick", fire): odd}, []))
+    assert "tick@12:39:06.000 missed (ledger: failed, exit 1 [/] [bold]x)" in out.getvalue()
+    assert out.getvalue().splitlines()[-1].startswith("FAILED: 4 slots not run exactly once: ")

@@ -56,9 +56,10 @@ from typing import IO
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from quorum_cron.commands.demo_verdict import LISTED, hms, slot_lines, verdict
+from quorum_cron.commands.demo_verdict import hms, print_failure, slot_lines
 from quorum_cron.core.model import LedgerEntry
 from quorum_cron.store.base import SlotState
 
@@ -435,18 +436,12 @@ def _summary(
     console.print("runs per node: " + ", ".join(f"{n.name} {by_node[n.name]}" for n in nodes))
     problems, entries = _ledger_check(url, namespace, first, last, runs)
     for p in problems:
-        console.print(f"[red]ledger: {p}[/]")
+        console.print(f"[red]ledger: {escape(p)}[/]")
     console.print("ledger agrees with what the jobs wrote" if not problems else "")
     if not wrong and not problems:
         console.print("[bold green]every due slot ran exactly once[/]")
         return 0
-    said = slot_lines(wrong, problems, entries, [n.name for n in nodes if n.killed])
-    if len(said) > 3:  # (the store goes with the demo: no `history` to look at afterwards)
-        for line in said[:LISTED]:
-            console.print(f"[red]  {line}[/]", soft_wrap=True)
-        if len(said) > LISTED:
-            console.print(f"[red]  and {len(said) - LISTED} more[/]")
-    console.print(f"[bold red]{verdict(wrong, said)}[/]", soft_wrap=True)
+    print_failure(console, wrong, slot_lines(wrong, problems, entries, [n.name for n in nodes if n.killed]))
     return 1
 
 

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import time
 
+from rich.console import Console
+from rich.markup import escape
+
 from quorum_cron.core.model import LedgerEntry
 from quorum_cron.printable import first_of, printable
 
-__all__ = ["LISTED", "hms", "slot_lines", "verdict"]
+__all__ = ["LISTED", "hms", "print_failure", "slot_lines", "verdict"]
 
 LISTED = 50
 """Slot lines printed above the verdict; a run gone wholly wrong says how many more."""
@@ -56,3 +59,16 @@ def verdict(wrong: list[tuple[str, int, int]], said: list[str]) -> str:
     count = f"{slots} not run exactly once" if wrong else "the ledger disagrees with the jobs"
     more = " (each listed above)" if len(said) > 3 else ""
     return f"FAILED: {count}: {first_of(said, 3, sep='; ')}{more}"
+
+
+def print_failure(console: Console, wrong: list[tuple[str, int, int]], said: list[str]) -> None:
+    """Every line of :func:`slot_lines` (bounded) when the verdict cannot name them all, then the
+    verdict. Escaped for rich: a ledger reason comes from Redis and may hold ``[/]`` or ``[bold]``,
+    which rich read as markup: eaten from the line, or (a closing tag with none open) a MarkupError
+    that ended a failed demo in a traceback instead of its verdict."""
+    if len(said) > 3:  # (the store goes with the demo: no `history` to look at afterwards)
+        for line in said[:LISTED]:
+            console.print(f"[red]  {escape(line)}[/]", soft_wrap=True)
+        if len(said) > LISTED:
+            console.print(f"[red]  and {len(said) - LISTED} more[/]")
+    console.print(f"[bold red]{escape(verdict(wrong, said))}[/]", soft_wrap=True)
