@@ -460,7 +460,8 @@ def test_a_missed_record_the_store_keeps_refusing_backs_off_to_sixteen_retries()
     settings = NodeSettings(node_id="n1", quorum=2, retry_ms=500)
     core = NodeCore(settings, [job("a", 1000, deadline_ms=500)])
     core.set_trust(True)
-    core.tick(Now(T0, 0))
+    (read,) = [a for a in core.tick(Now(T0, 0)) if isinstance(a, ReadHighWater)]
+    core.on_reply(read, [0], Now(T0, 0))  # (a slept-through slot's record waits for this read)
     acts = core.tick(Now(T0 + 2_200, 2_200))  # slept through T0 + 1000
     record = next(a for a in acts if isinstance(a, RecordMissed))
     sent_at = 2_200

@@ -229,3 +229,24 @@ def test_a_refused_vote_of_a_job_a_reload_removes_is_still_recorded() -> None:
     assert fire + 2_500 < reload["t"] < fire + 5_000
     [decided] = [r for r in records if r["ev"] == "decided" and r["fire"] == fire]
     assert decided["t"] > reload["t"]  # (recorded after the removal, by the record that was owed)
+
+
+def test_a_slot_slept_through_before_the_high_water_read_does_not_hide_the_slots_before_a_restart() -> None:
+    """Explorer seed 128010, shrunk: every node is cut off from the store, abstains, and is restarted
+    by a whole-cluster outage while still cut off, losing the abstentions it held. n5, a non-member,
+    is paused before the store answers it; on resuming it recorded the slot it slept through at
+    once, and that record, landing before n5's own read of the high-water mark, raised the mark:
+    the boot's catch-up then started above the 46 slots due before the restart, and no node ever
+    recorded them. A slept-through slot now waits for the node's read of the mark, as a slot too
+    late to vote does (``quorum_cron/core/vote.py``, ``_collect_due``)."""
+    result = sim.run(sim.load(BUGS / "slept-through-before-high-water-128010.toml"), 128010)
+    assert result.report.violations == [], result.report.summary()
+    records = result.trace.records
+    ledger = {r["fire"]: r["state"] for r in records if r["ev"] == "ledger"}
+    before_restart = range(1700001394000, 1700001486000, 2000)
+    assert {ledger.get(t) for t in before_restart} == {"missed"}
+    # (The story still happens: a whole-cluster restart, and n5 paused before its read of the mark.)
+    assert len([r for r in records if r["ev"] == "crash"]) == 5
+    [pause] = [r["t"] for r in records if r["ev"] == "pause" and r["node"] == "n5"]
+    [read] = [r["t"] for r in records if r["ev"] == "high_water" and r["node"] == "n5" and r["t"] > pause]
+    assert read > pause

@@ -85,9 +85,11 @@ class VotingSide(CoreState):
         nf = js.next_fire_ms if js.next_fire_for == js.cursor_ms else self._next_fire(js)
         # (A cursor behind the floor with no fire time in between is left
         # where it is: moving it would change nothing but the cached fire time.)
-        if js.cursor_ms < floor and nf <= floor:
+        if js.cursor_ms < floor and nf <= floor and js.caught_up:
             # This node slept through slots (a pause, a wall-clock jump): too
-            # late to vote for them, but not too late to account for them.
+            # late to vote for them, but not too late to account for them. Not
+            # before its read of the mark: the record would raise it past the boot's
+            # catch-up (seed 128010); until then they wait below, as in _votes_due.
             late = itertools.islice(js.job.schedule.fire_times(js.cursor_ms, floor), MAX_CATCHUP_SLOTS)
             me = self.settings.node_id
             for t in late:
