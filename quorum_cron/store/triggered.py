@@ -78,11 +78,11 @@ def mark(entries: Sequence[LedgerEntry], audit: Sequence[AuditEntry], full: bool
             names = by.setdefault(a.detail, [])
             if len(names) < _MAX_BY and a.by not in names:
                 names.insert(0, a.by)  # (oldest first)
-    horizon = audit[-1].at_ms if full and audit else None
+    horizon = audit[-1].at_ms if full and audit else None  # (a trimmed trigger may share its ms)
     out = []
     for e in entries:
         found = by.get(str(e.fire_ms))
-        if found is None and horizon is not None and e.fire_ms < horizon:
+        if found is None and horizon is not None and e.fire_ms <= horizon:
             out.append(TriggerMark())
         else:
             out.append(TriggerMark(True, tuple(found or ())))
