@@ -20,7 +20,13 @@ master still fell short, so it flapped. Now (quorum_cron/agent/shortmasters.py):
 * with the replica restarted, one "replicated again" line per node and the
   job runs again.
 
-Every wait is for an event the agents or the servers report.
+Every wait is for an event the agents or the servers report. The lines,
+alerts and counts are those of the master without its replica: on this
+2-core machine under a full test run a healthy master's replica now and
+then misses the test's 50 ms ``WAIT`` too, and the node rightly says that
+master fell short and, a moment later, replicated again (seen as a third
+line in CI on 2026-12-08, and reproduced with four copies of this test at
+once). That is the behaviour under test, of another master, not a defect.
 """
 
 from __future__ import annotations
@@ -66,6 +72,18 @@ def _said_short(c: Cluster, name: str, mark: int, master: str) -> list[dict[str,
     said = f"{WAIT_SHORT} on master {master}"
     events = c.nodes[name].events[mark:]
     return [e for e in events if e.get("event") in ("store", "trust") and said in str(e.get("msg"))]
+
+
+def _of_master(c: Cluster, name: str, mark: int, event: str, master: str) -> list[dict[str, object]]:
+    """The node's ``event`` lines since ``mark`` about ``master`` alone (see the module docstring)."""
+    return _since(c, name, mark, event, f" to master {master} ")
+
+
+def _other_episodes(c: Cluster, name: str, master: str) -> int:
+    """How many times since it started the node said another master than ``master`` fell short:
+    each episode's first vote round is a failed store call (the rest are held back, unsent)."""
+    said = _since(c, name, 0, "store", " not replicated: ")
+    return len([e for e in said if f" to master {master} " not in str(e["msg"])])
 
 
 def _ran_after(c: Cluster, jobs: list[str], after: int, count: int) -> bool:
@@ -133,18 +151,24 @@ def test_a_master_without_its_replica_stops_only_the_jobs_on_it(tmp_path: Path) 
                 # (No store refused these votes: they were never sent. It said "store refused".)
                 assert "could not vote: vote not sent: its master's" in ledger[t].reason, ledger[t]
             assert not [t for t in c.succeeded(bad_job) if t > began + 1_000], c.describe()
+            # (Awaited, not sampled: a healthy master's passing shortfall counts while it lasts.)
+            c.wait(
+                "the gauge to count the one master without its replica",
+                lambda: scrape(port)["quorum_cron_store_masters_unreplicated"] == 1,
+                15,
+            )
             metrics = scrape(port)
-            assert metrics["quorum_cron_store_masters_unreplicated"] == 1, metrics
             # (The round that met the shortfall failed as a call; the votes held back since, one
             # round per retry_ms over three missed slots, never reached the store.)
-            assert metrics.get('quorum_cron_store_errors_total{op="vote"}', 0) <= 2, metrics
+            bound = 2 + _other_episodes(c, "n1", master)
+            assert metrics.get('quorum_cron_store_errors_total{op="vote"}', 0) <= bound, metrics
 
             # Each node said it once, naming the master, with one alert, and never stopped voting.
             for name in NODES:
                 said = _since(c, name, mark[name], "store", f"master {master} not replicated")
                 assert len(said) == 1, c.describe()
                 assert WAIT_SHORT in str(said[0]["msg"]), said
-                alerts = _since(c, name, mark[name], "alert", "store_unavailable")
+                alerts = _of_master(c, name, mark[name], "alert", master)
                 assert len(alerts) == 1, alerts
                 assert f"store writes to master {master} not replicated" in str(alerts[0]["msg"]), alerts
                 assert not _since(c, name, mark[name], "trust", "not voting"), c.describe()
@@ -159,12 +183,16 @@ def test_a_master_without_its_replica_stops_only_the_jobs_on_it(tmp_path: Path) 
                 )
             back = now_ms()
             c.wait(f"{bad_job} to run again", lambda: _ran_after(c, [bad_job], back, 1), 20)
-            assert scrape(port)["quorum_cron_store_masters_unreplicated"] == 0
+            c.wait(
+                "the gauge to count no master short",
+                lambda: scrape(port)["quorum_cron_store_masters_unreplicated"] == 0,
+                15,
+            )
             for name in NODES:
-                lines = [str(e["msg"]) for e in _since(c, name, mark[name], "store")]
-                assert len(lines) == 2 and lines[1].startswith(
-                    f"store writes to master {master} replicated again"
-                )
+                lines = [str(e["msg"]) for e in _of_master(c, name, mark[name], "store", master)]
+                every = "\n".join(str(e["msg"]) for e in _since(c, name, mark[name], "store"))
+                assert len(lines) == 2, every
+                assert lines[1].startswith(f"store writes to master {master} replicated again"), every
                 assert not _since(c, name, mark[name], "trust"), c.describe()
         finally:
             c.close()
