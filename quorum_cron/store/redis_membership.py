@@ -161,8 +161,16 @@ class RedisMembership(RedisBase):
                 store_keys.membership_log_key(self._ns), count=min(limit, 10_000)
             )
             out = []
+            what = f"membership log entry of {store_keys.membership_log_key(self._ns)}"
             for _, fields in entries or []:
-                f = {as_text(k): v for k, v in (fields or {}).items()}
+                # (Field names decoded here, one entry at a time: a name that is not UTF-8 raised
+                # out of the loop, and the whole log -- `members show`, every job's voters line on
+                # the dashboard -- was unreadable for one entry anyone could append.)
+                try:
+                    f = {parse.text(k, what, 64): v for k, v in (fields or {}).items()}
+                except parse.BadValue as exc:
+                    self._bad(exc.what, exc.problem)
+                    continue
                 got = [f.get(name, b"") for name in ("r", "at", "by", "why")]
                 ms = self._membership(got)
                 if ms is not None:

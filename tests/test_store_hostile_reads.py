@@ -1,0 +1,57 @@
+"""Reads of namespace-wide data that anyone with write access to Redis may have appended to.
+
+Each test writes one bad entry beside good ones on a real redis-server and
+checks that the bad one costs only itself: reported once (``on_bad_value``),
+left out, and every other entry still read — by the store and by the
+command an operator runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from click.testing import CliRunner
+
+from quorum_cron.commands.members import members
+from quorum_cron.core.model import Configuration
+from quorum_cron.store import keys as store_keys
+from quorum_cron.store.embedded.single import EmbeddedRedis
+from quorum_cron.store.redis import RedisStore
+
+NS = "hr"
+
+
+@pytest.fixture
+def store(redis_client: redis.Redis, redis_server: EmbeddedRedis) -> Iterator[tuple[RedisStore, list[str]]]:
+    s = RedisStore.from_url(redis_server.url, NS, socket_timeout=5.0)
+    seen: list[str] = []
+    s.on_bad_value = lambda what, problem: seen.append(f"{what}: {problem}")
+    try:
+        yield s, seen
+    finally:
+        s.close()
+
+
+def test_a_log_entry_with_a_field_name_not_utf8_costs_only_itself(
+    store: tuple[RedisStore, list[str]],
+    redis_client: redis.Redis,
+    redis_server: EmbeddedRedis,
+    tmp_path: Path,
+) -> None:
+    """A membership log entry whose field name is not UTF-8 raised out of the log's loop: the
+    whole log was unreadable (``members show`` failed with exit 1, the dashboard lost every job's
+    voters line). It is left out and reported; the record and the other entries are read."""
+    s, seen = store
+    created = s.init_membership(Configuration(("n1",), 1, 1), "n1")
+    log = store_keys.membership_log_key(NS)
+    redis_client.xadd(log, {b"\xff": b"x", "r": "2;1,1,n1", "at": "5", "by": "x", "why": "forged"})
+    assert s.membership_log(10) == [created]
+    assert seen == [f"membership log entry of {log}: '\ufffd' is not UTF-8"]
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text(f'[cluster]\nname = "{NS}"\nmembers = ["n1"]\nredis_url = "{redis_server.url}"\n')
+    res = CliRunner().invoke(members, ["show", "--config", str(cfg)], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    assert "epoch 1: n1 (quorum 1 of 1) — by n1" in res.output
