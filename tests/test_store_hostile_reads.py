@@ -16,7 +16,7 @@ import redis
 from click.testing import CliRunner
 
 from quorum_cron.commands.members import members
-from quorum_cron.core.model import Configuration
+from quorum_cron.core.model import Configuration, SlotState, VoteRequest, VoteStatus
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.embedded.single import EmbeddedRedis
 from quorum_cron.store.redis import RedisStore
@@ -55,3 +55,28 @@ def test_a_log_entry_with_a_field_name_not_utf8_costs_only_itself(
     res = CliRunner().invoke(members, ["show", "--config", str(cfg)], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
     assert "epoch 1: n1 (quorum 1 of 1) — by n1" in res.output
+
+
+def test_an_index_member_with_a_leading_zero_costs_only_itself_not_the_batch(
+    store: tuple[RedisStore, list[str]], redis_client: redis.Redis
+) -> None:
+    """``0<fire>`` in a job's open index, with a slot value under that key, matched the scripts'
+    ``^%d+$`` and read as ``<fire>``: a second view of the job's real slot, which made
+    ``read_slots`` raise for every job in the batch (an agent's polls of all its jobs). It is
+    reported and left out; the real slots of both jobs are read."""
+    s, seen = store
+    fire = s.time_ms()  # (the store's clock: a vote is judged by it)
+    votes = [VoteRequest(job, fire, "n1", "h1", 1, 250, 30_000) for job in ("a", "b")]
+    assert [r.status for r in s.vote(votes)] == [VoteStatus.COMMITTED] * 2
+    prefix = store_keys.job_prefix(NS, "a")
+    real = redis_client.get(f"{prefix}slot:{fire}")
+    assert real is not None
+    redis_client.set(f"{prefix}slot:0{fire}", real)
+    redis_client.zadd(prefix + store_keys.OPEN, {f"0{fire}": fire})
+    views = s.read_slots([("a", fire), ("b", fire)])
+    assert [(v.job, v.fire_ms, v.state) for v in views] == [
+        ("a", fire, SlotState.COMMITTED),
+        ("b", fire, SlotState.COMMITTED),
+    ]
+    assert [v.fire_ms for v in s.slots("a", fire - 1, fire + 1)] == [fire]
+    assert seen == [f"slot of a: fire time '0{fire}' has a leading zero"]

@@ -238,7 +238,13 @@ def slot_view(job: str, emitted: Sequence[object], fire_ms: int | None = None) -
     if not isinstance(emitted, (list, tuple)) or len(emitted) != 2:
         raise BadValue(f"slot of {job}", f"reply element {shorten(emitted)} is not a pair")
     if fire_ms is None:
-        fire_ms = bounded_int(emitted[0], f"slot of {job}: fire time")
+        raw = emitted[0]
+        fire_ms = bounded_int(raw, f"slot of {job}: fire time")
+        # An index member is the slot's key suffix: "0<fire>" names another key than "<fire>"
+        # with the same time (anyone may add one), and read as <fire> it made a second view of
+        # that slot, which failed the read of every job batched with it.
+        if isinstance(raw, (bytes, str)) and len(raw) > 1 and raw[:1] in ("0", b"0"):
+            raise BadValue(f"slot of {job}", f"fire time {shorten(raw)} has a leading zero")
     return slot_value(job, fire_ms, emitted[1])
 
 
