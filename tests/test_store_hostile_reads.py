@@ -8,6 +8,7 @@ command an operator runs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from quorum_cron.commands.members import members
 from quorum_cron.core.model import Configuration, SlotState, VoteRequest, VoteStatus
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.embedded.single import EmbeddedRedis
+from quorum_cron.store.parse import MAX_MEMBERS
 from quorum_cron.store.redis import RedisStore
 
 NS = "hr"
@@ -80,3 +82,36 @@ def test_an_index_member_with_a_leading_zero_costs_only_itself_not_the_batch(
     ]
     assert [v.fire_ms for v in s.slots("a", fire - 1, fire + 1)] == [fire]
     assert seen == [f"slot of a: fire time '0{fire}' has a leading zero"]
+
+
+def test_live_entries_of_strangers_past_the_read_bound_never_hide_a_member(
+    store: tuple[RedisStore, list[str]], redis_client: redis.Redis
+) -> None:
+    """``members()`` decodes at most ``MAX_MEMBERS`` entries of the list, which came in hash
+    order: 20,000 well-formed live entries of node ids no record names (anyone may write them)
+    cut the members' own heartbeats, and status, the dashboard and every agent's ``quorum_lost``
+    alert said the cluster down while it ran. The record's members come first now."""
+    s, _ = store
+    s.init_membership(Configuration(("n1", "n2", "n3"), 3, 2), "n1")
+    for node in ("n1", "n2", "n3"):
+        assert s.heartbeat(node, f"inc-{node}", 30_000, {"voting": "yes"}, epoch=1).ok
+    now = s.time_ms()
+    stranger = json.dumps(["x", str(now), str(now + 3_600_000), "{}", "1"])
+    members_key = store_keys.members_key(NS)
+    for i in range(0, 20_000, 2_000):
+        redis_client.hset(members_key, mapping={f"s{j:05d}": stranger for j in range(i, i + 2_000)})
+    listed = {m.node for m in s.members()}
+    assert {"n1", "n2", "n3"} <= listed
+    assert len(listed) == MAX_MEMBERS
+
+
+def test_the_list_orders_by_the_record_and_still_lists_without_one(
+    store: tuple[RedisStore, list[str]], redis_client: redis.Redis
+) -> None:
+    """The list reads the record to put its members first; a membership key of the wrong type
+    (or none) orders nothing and the live entries are still listed."""
+    s, _ = store
+    assert s.heartbeat("n1", "inc-n1", 30_000, {"voting": "yes"}).ok
+    assert [m.node for m in s.members()] == ["n1"]
+    redis_client.set(store_keys.membership_key(NS), "not a hash")
+    assert [m.node for m in s.members()] == ["n1"]

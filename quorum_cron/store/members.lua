@@ -234,14 +234,27 @@ if op == 'c' or op == 'f' then
   return with_fields({NOW, '', ''}, f)
 end
 
--- The list: live entries first, then up to MAX_CORRUPT corrupt ones for the
--- reader to report, each as "corrupt: " and its first 200 bytes (never a
--- value a reader takes for an entry, nor a reply of megabytes), its name cut
--- to 201 bytes (still over the reader's bound when it was). So junk fields,
--- however many or large, neither hide a live member from a reader that
--- decodes a bounded number of entries nor make the reply large.
+-- The list: live entries first -- those of the record's members (current
+-- and, while joint, old) before any other -- then up to MAX_CORRUPT corrupt
+-- ones for the reader to report, each as "corrupt: " and its first 200 bytes
+-- (never a value a reader takes for an entry, nor a reply of megabytes), its
+-- name cut to 201 bytes (still over the reader's bound when it was). So junk
+-- fields, however many or large, neither hide a live member from a reader
+-- that decodes a bounded number of entries nor make the reply large; nor do
+-- well-formed entries of strangers, however many (a reader decodes at most
+-- parse.MAX_MEMBERS: past it, in hash order, a member's own heartbeat was
+-- cut, and status, the dashboard and the agents' quorum_lost alert said the
+-- cluster down).
 local MAX_CORRUPT = 100
-local out, bad = {NOW}, {}
+local out, others, bad = {NOW}, {}, {}
+-- (pcall: a membership hash of the wrong type orders nothing, and still lists.)
+local read, _, rec = pcall(stored)
+if not read then
+  rec = nil
+end
+local function of_record(node)
+  return rec ~= nil and (rec.cur.set[node] or (rec.old ~= nil and rec.old.set[node])) or false
+end
 local raw = redis.call('HGETALL', K)
 for i = 1, #raw, 2 do
   local c = entry(raw[i + 1])
@@ -251,14 +264,17 @@ for i = 1, #raw, 2 do
       bad[#bad + 1] = 'corrupt: ' .. string.sub(raw[i + 1], 1, 200)
     end
   elseif tonumber(c[3]) > now then
-    out[#out + 1] = raw[i]
-    out[#out + 1] = raw[i + 1]
+    local into = of_record(raw[i]) and out or others
+    into[#into + 1] = raw[i]
+    into[#into + 1] = raw[i + 1]
   else
     -- (pcall: a server refusing writes, MISCONF or READONLY, still lists; the entry goes later)
     redis.pcall('HDEL', K, raw[i])
   end
 end
-for _, v in ipairs(bad) do
-  out[#out + 1] = v
+for _, list in ipairs({others, bad}) do
+  for _, v in ipairs(list) do
+    out[#out + 1] = v
+  end
 end
 return out
