@@ -368,6 +368,32 @@ def test_a_trigger_made_in_the_store_is_heard_and_a_bare_publish_is_not(
     assert f"a@{T0} triggered by an operator (notice): voting for it" in messages
 
 
+def test_a_job_whose_trigger_keys_are_corrupt_does_not_hide_the_other_jobs_triggers(
+    redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The catch-up read goes job by job: one job's trigger set (or audit) of the wrong type
+    failed the whole read, and every one after it, so no job's trigger made while the node was
+    unsubscribed was acted on. Only that job's triggers are left out now, said once."""
+    clock = ManualClock(wall_ms=T0, monotonic_ms=0)
+    store = RedisStore(redis_client, "inproc", clock=clock.wall_ms)
+    redis_client.set(store_keys.job_prefix("inproc", "a") + store_keys.TRIGGERS, "not a zset")
+    fire = store.trigger("b", "bob")
+
+    async def main() -> None:
+        node = Node(store, clock)
+        node.intake.catch_up("subscribed")
+        await node.settle()
+        assert node.due("b", fire)
+        node.intake.catch_up("store back")
+        await node.settle()
+        node.close()
+
+    asyncio.run(main())
+    said = [r.getMessage() for r in events(caplog.records, "trigger") if "cannot read" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("cannot read the triggers of a: "), said
+    assert "failed triggers: WRONGTYPE" in said[0]
+
+
 def test_an_assignment_published_by_the_store_reaches_the_core(redis_client: redis.Redis) -> None:
     clock = ManualClock(wall_ms=T0, monotonic_ms=0)
     store = RedisStore(redis_client, "inproc", clock=clock.wall_ms)

@@ -15,6 +15,8 @@ backs off (:data:`CATCH_UP_BACKOFF_MIN_MS` doubling to
 the backoff, as one read. Why: during a failover the store answered and
 failed in turn several times a second, and each answer started a read that
 failed again — about 20 "cannot read triggers" lines per node in a second.
+A job whose own keys fail its read (of the wrong type) is said once and left
+out; the other jobs' triggers are still handed on.
 
 Separate from :mod:`.runtime` (the loop and the dispatch of the core's
 actions): this module owns the subscription and the bookkeeping of which
@@ -113,6 +115,8 @@ class Intake:
         self._backoff_ms = 0
         self._retry_mono = 0
         """No catch-up read before this monotonic time (after a failed one)."""
+        self._unreadable: dict[str, str] = {}
+        """Jobs whose own catch-up read failed while the others' did not, with what was said."""
 
     async def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Subscribe to assignments and triggers before the first vote (else first slots fall to polling)."""
@@ -245,14 +249,36 @@ class Intake:
             self._catching_up = False
 
     async def _read_all(self) -> list[tuple[str, int]]:
-        """Each job's stored triggers still inside its deadline."""
+        """Each job's stored triggers still inside its deadline.
+
+        A job whose own read fails (its trigger set or audit of the wrong type: a
+        :class:`StoreError` that is no outage) is said and left out, once per job and error, so
+        that it cannot hide the other jobs' triggers: one such key failed the whole read, and
+        every catch-up after it, for every job. When every job's read fails the read fails (a
+        store-wide error, said once and backed off like an outage).
+        """
         wall = self._clock.wall_ms()
         found: list[tuple[str, int]] = []
-        for job in list(self._jobs.values()):  # (a reload may swap the table between reads)
+        failed: dict[str, StoreError] = {}
+        jobs = list(self._jobs.values())  # (a reload may swap the table between reads)
+        for job in jobs:
             since = wall - job.core.deadline_ms
             read = partial(stored_triggers, self._store, job.name, since)
-            fires = await self._worker.background(read)
+            try:
+                fires = await self._worker.background(read)
+            except StoreUnavailable:
+                raise
+            except StoreError as exc:
+                failed[job.name] = exc
+                continue
+            self._unreadable.pop(job.name, None)
             found.extend((job.name, t) for t in fires)
+        if failed and len(failed) == len(jobs):
+            raise next(iter(failed.values()))
+        for name, err in failed.items():
+            if self._unreadable.get(name) != str(err):
+                self._unreadable[name] = str(err)
+                event(log, logging.WARNING, "trigger", f"cannot read the triggers of {name}: {err}", job=name)
         return found
 
     def _read_failed(self, why: str, exc: StoreError) -> None:
