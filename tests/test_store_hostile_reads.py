@@ -17,10 +17,11 @@ import redis
 from click.testing import CliRunner
 
 from quorum_cron.commands.members import members
+from quorum_cron.commands.status import status
 from quorum_cron.core.model import Configuration, SlotState, VoteRequest, VoteStatus
 from quorum_cron.store import keys as store_keys
 from quorum_cron.store.embedded.single import EmbeddedRedis
-from quorum_cron.store.parse import MAX_MEMBERS
+from quorum_cron.store.parse import MAX_MEMBERS, BadValue, bounded_json
 from quorum_cron.store.redis import RedisStore
 
 NS = "hr"
@@ -115,3 +116,42 @@ def test_the_list_orders_by_the_record_and_still_lists_without_one(
     assert [m.node for m in s.members()] == ["n1"]
     redis_client.set(store_keys.membership_key(NS), "not a hash")
     assert [m.node for m in s.members()] == ["n1"]
+
+
+def test_a_lone_surrogate_escape_is_a_bad_value_and_a_pair_is_text() -> None:
+    """``json`` decodes ``"\\udc00"`` to a str that no UTF-8 output can carry."""
+    assert bounded_json('["\\ud83d\\ude00", "\\u00e9"]', "x", 100) == ["\U0001f600", "\u00e9"]
+    assert bounded_json('["\\\\udc00"]', "x", 100) == ["\\udc00"]  # (an escaped backslash: text)
+    for doc in ('["\\udc00h"]', '{"host": "\\uD800"}', '["\\ude00\\ud83d"]'):
+        with pytest.raises(BadValue, match="lone surrogate"):
+            bounded_json(doc, "x", 100)
+
+
+def test_a_member_or_ledger_entry_with_a_lone_surrogate_costs_only_itself(
+    store: tuple[RedisStore, list[str]],
+    redis_client: redis.Redis,
+    redis_server: EmbeddedRedis,
+    tmp_path: Path,
+) -> None:
+    """One heartbeat entry whose info held ``\\udc00`` (valid JSON) made ``status`` end in a
+    UnicodeEncodeError traceback and the dashboard's Cluster page answer 500; a ledger entry's
+    voters did the same to its job's page. Each is now a bad value: reported, left out."""
+    s, seen = store
+    s.init_membership(Configuration(("n1",), 1, 1), "n1")
+    assert s.heartbeat("n1", "inc-n1", 30_000, {"voting": "yes"}, epoch=1).ok
+    now = s.time_ms()
+    info = '{"host": "\\udc00h", "voting": "no"}'
+    redis_client.hset(
+        store_keys.members_key(NS), "sur", json.dumps(["x", str(now), str(now + 60_000), info, "1"])
+    )
+    ledger = store_keys.job_prefix(NS, "a") + store_keys.LEDGER
+    redis_client.xadd(ledger, {"fire": "1", "state": "succeeded", "finished": "2", "voters": '["n1"]'})
+    redis_client.xadd(ledger, {"fire": "3", "state": "succeeded", "finished": "4", "voters": '["\\ud800"]'})
+    assert [m.node for m in s.members()] == ["n1"]
+    assert [e.fire_ms for e in s.ledger("a", 10)] == [1]
+    assert len(seen) == 2 and all("lone surrogate" in said for said in seen), seen
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text(f'[cluster]\nname = "{NS}"\nmembers = ["n1"]\nredis_url = "{redis_server.url}"\n')
+    res = CliRunner().invoke(status, ["--config", str(cfg)], env={"COLUMNS": "250"})
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert res.exit_code == 0, res.output

@@ -23,6 +23,7 @@ Callers decode one value at a time, so one bad value costs its own entry
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -141,12 +142,26 @@ def bounded_json(value: object, what: str, max_bytes: int) -> Any:
     error, instead of escaping into a loop that expects ``ValueError``), and
     every caller checks the shape it expects level by level, so a nested
     value where a string or number belongs is refused without walking it.
+    A text with a lone surrogate escape (``"\\udc00"``) is refused too: it
+    decodes to a string no output can encode.
     """
     doc = text(value, what, max_bytes)
     try:
-        return _DECODER.decode(doc)
+        decoded = _DECODER.decode(doc)
     except (ValueError, RecursionError) as exc:
         raise BadValue(what, f"{shorten(doc)} is not JSON ({exc})") from None
+    if "\\u" in doc and _SURROGATE_ESCAPE.search(doc):
+        # JSON may escape half of a surrogate pair alone ("\udc00"): decoded, that is a str no
+        # UTF-8 can carry, and printing it raised out of `status` and failed dashboard pages.
+        try:
+            json.dumps(decoded, ensure_ascii=False).encode("utf-8")
+        except (UnicodeEncodeError, RecursionError):
+            raise BadValue(what, f"{shorten(doc)} holds a lone surrogate escape (not text)") from None
+    return decoded
+
+
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+"""The JSON escape of a surrogate code point (paired, as ``json.dumps`` writes an emoji, or not)."""
 
 
 def _no_constant(name: str) -> object:
