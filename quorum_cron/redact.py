@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Final
 from urllib.parse import unquote_plus
 
-__all__ = ["MASK", "redact_text", "redact_url"]
+__all__ = ["ECHOED_ARGS", "MASK", "redact_text", "redact_url"]
 
 MASK: Final = "***"
 
@@ -92,14 +92,41 @@ def redact_url(url: str) -> str:
     return url[: sep + 3] + _redact_after_scheme(url[sep + 3 :])
 
 
+ECHOED_ARGS: Final = "with args beginning with:"
+"""What Redis says before it echoes the arguments of a command it does not know."""
+
+
+def _without_echoed_args(text: str) -> str:
+    """``text`` with what follows each :data:`ECHOED_ARGS`, to the end of its line, masked.
+
+    A server or proxy without ``AUTH`` (renamed, or never offered) answers the client's
+    ``AUTH <password>`` with ``unknown command 'AUTH', with args beginning with: '<password>'``:
+    the password, in every error line that quoted the reply. Linear, like :func:`redact_text`.
+    """
+    at = text.find(ECHOED_ARGS)
+    if at < 0:
+        return text
+    out: list[str] = []
+    pos = 0
+    while at >= 0:
+        out.append(text[pos : at + len(ECHOED_ARGS)] + " " + MASK)
+        end = text.find("\n", at)
+        pos = len(text) if end < 0 else end
+        at = text.find(ECHOED_ARGS, pos)
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def redact_text(text: str) -> str:
-    """``text`` with every ``scheme://...`` URL in it passed through :func:`redact_url`.
+    """``text`` with every ``scheme://...`` URL in it passed through :func:`redact_url`, and the
+    arguments a Redis error reply echoes masked (:func:`_without_echoed_args`).
 
     A URL in free text ends at the next whitespace (a password cannot hold
     whitespace here); quotes and brackets around it stay where they are
     because they come after the last ``@``. Linear time: each character is
     looked at a bounded number of times.
     """
+    text = _without_echoed_args(text)
     if "://" not in text:
         return text
     out: list[str] = []

@@ -118,10 +118,11 @@ Valkey is the embedded default: its wording alone left a refusal there a slot's 
 
 def without_script(message: str) -> str:
     """A redis-py error message without the script source some versions append (4 KB of Lua), nor
-    the script's SHA and line Redis 7 appends."""
+    the script's SHA and line Redis 7 appends, nor a secret it may quote (:func:`redact_text`:
+    the arguments Redis echoes of a command it does not know -- ``AUTH``'s is the password)."""
     cut = message.find("\n")
     message = message if cut < 0 else message[:cut]
-    message = _SCRIPT_WHERE.sub("", message)
+    message = redact_text(_SCRIPT_WHERE.sub("", message))
     return message if len(message) <= 500 else message[:500] + "..."
 
 

@@ -49,6 +49,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from quorum_cron.errors import StoreError, StoreUnavailable
+from quorum_cron.redact import redact_text
 from quorum_cron.store.base import Store
 from quorum_cron.store.connect import not_redis_line, open_client
 from quorum_cron.store.passwords import password_not_required
@@ -339,7 +340,7 @@ def credentials_hint(text: str) -> str:
 
 
 def _first_line(exc: BaseException, limit: int = 200) -> str:
-    text = str(exc).split("\n", 1)[0]
+    text = redact_text(str(exc).split("\n", 1)[0])  # (a reply may echo AUTH's password)
     return text if len(text) <= limit else text[:limit] + "..."
 
 
@@ -364,7 +365,7 @@ class ServerProbe:
         try:
             self._client = open_client(target, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
         except (redis.RedisError, RedisClusterException) as exc:
-            raise StoreUnavailable(str(exc)) from exc
+            raise StoreUnavailable(redact_text(str(exc))) from exc
 
     def close(self) -> None:
         self._client.close()
@@ -379,17 +380,17 @@ class ServerProbe:
         try:
             return cast(Any, self._client).execute_command(*args)
         except (RedisConnectionError, RedisTimeoutError, RedisClusterException) as exc:
-            raise StoreUnavailable(str(exc)) from exc
+            raise StoreUnavailable(redact_text(str(exc))) from exc
         except redis.RedisError as exc:
-            raise StoreError(str(exc)) from exc
+            raise StoreError(redact_text(str(exc))) from exc
 
     def _info(self, section: str) -> object:
         try:
             return self._client.info(section)
         except (RedisConnectionError, RedisTimeoutError, RedisClusterException) as exc:
-            raise StoreUnavailable(str(exc)) from exc
+            raise StoreUnavailable(redact_text(str(exc))) from exc
         except redis.RedisError as exc:
-            raise StoreError(str(exc)) from exc
+            raise StoreError(redact_text(str(exc))) from exc
 
     def ping(self) -> None:
         """PING; raises StoreError (StoreUnavailable when unreachable)."""
