@@ -12,7 +12,7 @@ import click
 from quorum_cron.agent.startup import open_node_store
 from quorum_cron.config.file import load_config
 from quorum_cron.config.settings import Config, InvalidConfig
-from quorum_cron.errors import QuorumCronError
+from quorum_cron.errors import QuorumCronError, StoreError, StoreOutOfMemory, StoreUnavailable
 from quorum_cron.printable import printable
 from quorum_cron.store import urls as store_urls
 from quorum_cron.store.connect import kind_problem, options_problem, store_failure
@@ -32,6 +32,7 @@ __all__ = [
     "store_for",
     "store_url",
     "unprintable_problem",
+    "write_failure",
 ]
 
 config_option = click.option(  # (every command's: one metavar, one check, one help line)
@@ -112,6 +113,21 @@ def store_for(config: Config, redis_url: str | None) -> tuple[RedisStore, str]:
     if unguarded is not None:
         click.echo(f"warning: {unguarded}", err=True)
     return store, shown
+
+
+def write_failure(exc: StoreError, check: str) -> str:
+    """Why a command's write failed (:func:`store_failure`), and when its outcome is unknown, how to
+    find it out: ``check`` (e.g. "`quorum-cron members show ...` shows the record").
+
+    A write whose reply was lost (the connection closed or timed out after the command went out, a
+    ``WAIT`` shortfall, a refusal that may stop a script after a write) may have been made: "cannot
+    trigger" alone invited running a trigger again, and the job twice. Out of memory writes nothing.
+    The command reads what it needs before its write, so the write is the call that failed.
+    """
+    said = store_failure(exc)
+    if isinstance(exc, StoreUnavailable) and not isinstance(exc, StoreOutOfMemory):
+        said += f" (the store may have made it before the reply was lost: {check})"
+    return said
 
 
 def redis_url_problem(url: str) -> str | None:
