@@ -15,11 +15,13 @@ from pathlib import Path
 
 import redis
 
+from quorum_cron.core.model import Configuration
 from quorum_cron.store.embedded.single import EmbeddedRedis
+from quorum_cron.store.redis import RedisStore
 from tests.cut_proxy import cut_proxy
 
 CLI = [sys.executable, "-m", "quorum_cron"]
-NS = "cut"
+NS = "vanish"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -83,3 +85,57 @@ def test_a_trigger_redis_never_answered_says_only_why(tmp_path: Path) -> None:
     said = "error: cannot trigger 'j' through the store at redis://127.0.0.1:1/0: unavailable: "
     said += "Connection refused"
     assert line == said  # (nothing went out: no "may have made it")
+
+
+def record(client: redis.Redis) -> str:
+    return str(client.hget(f"qc:{{{NS}}}:membership", "r"), "utf-8")
+
+
+def test_a_membership_change_and_finish_made_before_redis_vanished_are_reported_made(
+    tmp_path: Path, redis_server: EmbeddedRedis, redis_client: redis.Redis
+) -> None:
+    """Redis gone at the read after the change (the live nodes, for the next steps): it said
+    "error: cannot change the membership ...", exit 1, of a joint configuration the store held; a
+    second try was refused as "a change is in progress". The same for a finish."""
+    cfg = config(tmp_path)
+    store = RedisStore.from_url(redis_server.url, NS, socket_timeout=5.0)
+    try:
+        store.init_membership(Configuration.of(["a", "b", "c"]), "a")
+    finally:
+        store.close()
+    with cut_proxy(redis_server.port, b"by-add") as proxy:
+        res = run(
+            "members", "add", "d", "--reason", "grow", "--config", cfg, "--redis", proxy.url, "--by", "by-add"
+        )
+    assert res.returncode == 0, res
+    assert record(redis_client) == "2;4,3,a,b,c,d;3,2,a,b,c"
+    assert res.stdout.startswith("membership epoch 2: "), res.stdout
+    assert "error" not in res.stderr, res.stderr
+    with cut_proxy(redis_server.port, b"by-finish") as proxy:
+        args = ("members", "finish", "--force", "--reason", "d is up", "--config", cfg, "--redis", proxy.url)
+        res = run(*args, "--by", "by-finish")
+    assert res.returncode == 0, res
+    assert record(redis_client) == "3;4,3,a,b,c,d"
+    assert res.stdout.startswith("membership epoch 3: "), res.stdout
+
+
+def test_a_membership_change_whose_reply_is_lost_says_it_may_have_been_made_and_how_to_tell(
+    tmp_path: Path, redis_server: EmbeddedRedis, redis_client: redis.Redis
+) -> None:
+    cfg = config(tmp_path)
+    store = RedisStore.from_url(redis_server.url, NS, socket_timeout=5.0)
+    try:
+        store.init_membership(Configuration.of(["a", "b", "c"]), "a")
+    finally:
+        store.close()
+    with cut_proxy(redis_server.port, b"by-lost", drop_reply=True) as proxy:
+        args = ("members", "remove", "c", "--reason", "shrink", "--config", cfg, "--redis", proxy.url)
+        res = run(*args, "--by", "by-lost")
+        assert proxy.cut.is_set()
+    line = one_error(res)
+    assert record(redis_client) == "2;2,2,a,b;3,2,a,b,c"  # (it was made)
+    assert line.startswith(f"error: cannot change the membership through the store at {proxy.url}: "), line
+    assert line.endswith(
+        f"(the store may have made it before the reply was lost: `quorum-cron members show --config {cfg}` "
+        "shows the record it holds)"
+    ), line

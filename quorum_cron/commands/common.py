@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 import click
 
@@ -33,6 +34,7 @@ __all__ = [
     "store_url",
     "unprintable_problem",
     "write_failure",
+    "written",
 ]
 
 config_option = click.option(  # (every command's: one metavar, one check, one help line)
@@ -128,6 +130,24 @@ def write_failure(exc: StoreError, check: str) -> str:
     if isinstance(exc, StoreUnavailable) and not isinstance(exc, StoreOutOfMemory):
         said += f" (the store may have made it before the reply was lost: {check})"
     return said
+
+
+_T = TypeVar("_T")
+
+
+class WriteFailed(StoreError):
+    """A command's write failed (:func:`written`): the command's ``except StoreError`` says it,
+    with :attr:`~quorum_cron.errors.StoreError.failure` telling whether it may have been made."""
+
+
+def written(write: Callable[[], _T], check: str) -> _T:
+    """``write()``, the command's last store call; its failure re-raised as :class:`WriteFailed`
+    whose ``failure`` is :func:`write_failure`'s (the outcome may be unknown: ``check`` says how to
+    tell), so the command's one ``cannot ...`` line says it."""
+    try:
+        return write()
+    except StoreError as exc:
+        raise WriteFailed(str(exc), write_failure(exc, check)) from exc
 
 
 def redis_url_problem(url: str) -> str | None:

@@ -40,7 +40,7 @@ from quorum_cron.commands.common import (
     store_failure,
     store_for,
     unprintable_problem,
-    write_failure,
+    written,
 )
 from quorum_cron.config.settings import Config
 from quorum_cron.errors import StoreError
@@ -103,23 +103,19 @@ def trigger(job: str, config_path: Path, redis_url: str | None, by: str | None) 
     who = _by(by)
     # (Options first, and `--` before a job named like an option: a hint runs as pasted.)
     name = f"-- {shlex.quote(job)}" if job.startswith("-") else shlex.quote(job)
+    check = (
+        f"`quorum-cron history --config {shlex.quote(config.source)} {name}` shows its slot, triggered, "
+        "once the cluster decides it; trigger again only if it does not"
+    )
     store, shown = store_for(config, redis_url)
     try:
-        try:
-            # Read before the trigger: a store that failed after it said "cannot trigger" of a trigger
-            # made, and a second one ran the job twice. The quorum is the store's record's, not the config's.
-            health = membership_facts(store.membership(), store.members(), config.cluster).health
-            control = store.control(job)
-        except StoreError as exc:
-            fail(f"cannot trigger {job!r} through the store at {shown}: {store_failure(exc)}")
-        try:
-            fire_ms = store.trigger(job, who)
-        except StoreError as exc:
-            check = (
-                f"`quorum-cron history --config {shlex.quote(config.source)} {name}` shows its slot, "
-                "triggered, once the cluster decides it; trigger again only if it does not"
-            )
-            fail(f"cannot trigger {job!r} through the store at {shown}: {write_failure(exc, check)}")
+        # Read first (common.written): a store that failed after the trigger said "cannot trigger" of a
+        # trigger made, and a second one ran the job twice. The quorum is the store's record's.
+        health = membership_facts(store.membership(), store.members(), config.cluster).health
+        control = store.control(job)
+        fire_ms = written(lambda: store.trigger(job, who), check)
+    except StoreError as exc:
+        fail(f"cannot trigger {job!r} through the store at {shown}: {store_failure(exc)}")
     finally:
         store.close()
     click.echo(f"triggered {job}: slot {fire_ms} ({fmt_ms(fire_ms)}) by {who}")

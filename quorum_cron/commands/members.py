@@ -48,6 +48,7 @@ from quorum_cron.commands.common import (
     store_failure,
     store_for,
     unprintable_problem,
+    written,
 )
 from quorum_cron.commands.control import MAX_REASON, _by, by_option
 from quorum_cron.commands.members_plan import PlanError, check_words, no_tolerance, nobody_stays, target
@@ -261,8 +262,7 @@ def _change(
         fail(str(exc))
     store, shown = store_for(config, redis_url)
     try:
-        stored = _stored(store, shown)
-        record = stored.record
+        record = _stored(store, shown).record
         if record.old is not None:
             fail(
                 f"a change is in progress ({record.describe()}): expected it to end first — it does when "
@@ -276,8 +276,8 @@ def _change(
         stranded = nobody_stays(record.epoch, record.current, new)
         if stranded is not None and not force:
             fail(stranded)
-        result = store.change_membership(record.epoch, new, who, why)
-        live = store.members() if result.ok else []
+        live = store.members()  # (read first: a change made never reads as failed, common.written)
+        result = written(lambda: store.change_membership(record.epoch, new, who, why), _show(config))
     except StoreError as exc:
         fail(f"cannot change the membership through the store at {shown}: {store_failure(exc)}")
     finally:
@@ -338,6 +338,10 @@ def _clear_records_note(config: Config, old: Configuration) -> None:
         f"its old one is cleared: for each KEY, redis-cli HDEL KEY mr — {keys or pattern}{more}",
         err=True,
     )
+
+
+def _show(config: Config) -> str:
+    return f"`quorum-cron members show --config {shlex.quote(config.source)}` shows the record it holds"
 
 
 def _stored(store: RedisStore, shown: str) -> model.Membership:
@@ -480,12 +484,11 @@ def finish(
     why = _reason(reason)
     store, shown = store_for(config, redis_url)
     try:
-        stored = _stored(store, shown)
-        record = stored.record
+        record = _stored(store, shown).record
         if record.old is None:
             fail(f"no change is in progress ({record.describe()}): expected a joint configuration to finish")
-        result = store.finish_membership(record.epoch, who, why, force=force)
-        live = store.members() if result.ok else []
+        live = store.members()  # (read first: a change made never reads as failed, common.written)
+        result = written(lambda: store.finish_membership(record.epoch, who, why, force=force), _show(config))
     except StoreError as exc:
         fail(f"cannot finish the membership change through the store at {shown}: {store_failure(exc)}")
     finally:
