@@ -32,8 +32,10 @@ def perform(store: ObservedStore, job: str, action: str, who: str, reason: str) 
     both told they had.
     """
     if action == "trigger":
+        # Read first: a store that failed after the trigger answered 503 "cannot trigger" of a
+        # trigger made (a second ran the job twice). A paused job's slot then ends skipped: said.
+        paused = store.control(job).paused
         fire_ms = store.trigger(job, who)
-        paused = store.control(job).paused  # (its slot then ends skipped: said)
         return {"job": job, "action": action, "by": who, "slot_ms": fire_ms, "paused": paused}
     if action == "pause":
         control = store.pause(job, who, reason)  # (changed: false for the same pause again)
