@@ -6,7 +6,10 @@ comes back, and the *next* command any client sends finds Redis gone: its
 connection is closed unanswered, and every later connection is closed as soon
 as it opens (redis-py's one reconnect fails too). With ``drop_reply`` the
 marked command itself reaches Redis and runs, but its reply is dropped and
-the connection closed: the caller cannot tell whether it happened.
+the connection closed: the caller cannot tell whether it happened. With
+``blip`` as well, Redis is back at once: the connection that lost the reply
+is the only one closed, and redis-py's reconnect (and what it sends again)
+goes through.
 
 So a test names the exact point where the store disappears in the middle of a
 command's calls, with no timing: no sleep-and-hope, no fake server.
@@ -25,10 +28,13 @@ __all__ = ["CutProxy", "cut_proxy"]
 class CutProxy:
     """See the module docstring; ``url`` is the proxy's ``redis://`` URL, ``cut`` set once Redis vanished."""
 
-    def __init__(self, target_port: int, marker: bytes, *, drop_reply: bool = False) -> None:
+    def __init__(
+        self, target_port: int, marker: bytes, *, drop_reply: bool = False, blip: bool = False
+    ) -> None:
         self._target = ("127.0.0.1", target_port)
         self._marker = marker
         self._drop_reply = drop_reply
+        self._blip = blip
         self._armed = False
         self.cut = threading.Event()
         self._lock = threading.Lock()
@@ -58,7 +64,7 @@ class CutProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 continue
-            if self.cut.is_set():
+            if self.cut.is_set() and not self._blip:
                 client.close()  # Redis is gone: a reconnect is closed at once
                 continue
             server = socket.create_connection(self._target)
@@ -82,10 +88,10 @@ class CutProxy:
         try:
             while chunk := client.recv(65536):
                 with self._lock:
-                    if self.cut.is_set() or self._armed:
+                    if (self.cut.is_set() or self._armed) and not self._blip:
                         self._vanish(client, server)
                         return
-                    if self._marker in chunk:
+                    if self._marker in chunk and not self.cut.is_set():
                         self._armed = True
                 server.sendall(chunk)
         except OSError:
@@ -97,6 +103,7 @@ class CutProxy:
             while chunk := server.recv(65536):
                 with self._lock:
                     if self._armed and self._drop_reply:  # (the marked command ran: its reply is lost)
+                        self._armed = False
                         self._vanish(client, server)
                         return
                 client.sendall(chunk)
@@ -106,8 +113,10 @@ class CutProxy:
 
 
 @contextmanager
-def cut_proxy(target_port: int, marker: bytes, *, drop_reply: bool = False) -> Iterator[CutProxy]:
-    proxy = CutProxy(target_port, marker, drop_reply=drop_reply)
+def cut_proxy(
+    target_port: int, marker: bytes, *, drop_reply: bool = False, blip: bool = False
+) -> Iterator[CutProxy]:
+    proxy = CutProxy(target_port, marker, drop_reply=drop_reply, blip=blip)
     proxy.start()
     try:
         yield proxy

@@ -17,15 +17,18 @@
 -- ARGV[9]  audit MAXLEN (exact)
 -- ARGV[10] trigger channel "qc:{ns}:trigger" (PUBLISH, payload job \n fire_ms),
 --          or "" on a cluster: SPUBLISH on the job's channel qc:{ns:job}:trigger
--- ARGV[11] pause/resume: this call's id (random, "" for none), kept in meta
---          pc by the call that changes the pause state
+-- ARGV[11] pause/resume/trigger: this call's id (random, "" for none), kept in
+--          meta pc by the call that changes the pause state, and in meta tc
+--          (with tf, its fire time) by a trigger
 --
 -- Replies: pause/resume {now, paused "1"|"", by, at, reason, changed "1"|""}
 -- (the control afterwards, and whether this call changed it: told from a
 -- read before, two sessions resuming as the same "by" at once were both told
 -- they had). A call redis-py sent again after a lost reply (the same id)
 -- finds nothing to change, but its id in pc: it changed it, the first time;
--- trigger {now, fire_ms}; list {now, fire_ms...} ascending.
+-- trigger {now, fire_ms}: a trigger sent again finds its id in tc and
+-- answers the first one's fire time (tf) without triggering again (it ran
+-- the job twice); list {now, fire_ms...} ascending.
 
 local K_META, K_TRIG, K_AUDIT = KEYS[1], KEYS[2], KEYS[3]
 local op, job, by = ARGV[2], ARGV[3], ARGV[4]
@@ -56,7 +59,7 @@ end
 local KEY_TYPES = {
   p = {{K_META, 'hash'}, {K_AUDIT, 'stream'}},
   r = {{K_META, 'hash'}, {K_AUDIT, 'stream'}},
-  t = {{K_TRIG, 'zset'}, {K_AUDIT, 'stream'}},
+  t = {{K_TRIG, 'zset'}, {K_AUDIT, 'stream'}, {K_META, 'hash'}},
 }
 
 local function check_types()
@@ -103,6 +106,13 @@ if op == 'r' then
 end
 
 if op == 't' then
+  if CALL ~= '' then
+    local c = redis.call('HMGET', K_META, 'tc', 'tf')
+    if c[1] == CALL and c[2] then
+      return {NOW, c[2]}
+    end
+    redis.call('HSET', K_META, 'tc', CALL, 'tf', NOW)
+  end
   redis.call('ZADD', K_TRIG, now, NOW)
   redis.call('ZREMRANGEBYSCORE', K_TRIG, '-inf', '(' .. fmt(now - RETENTION))
   redis.call('ZREMRANGEBYRANK', K_TRIG, 0, -(tonumber(ARGV[8]) + 1))

@@ -24,9 +24,11 @@ __all__ = ["RedisControl"]
 
 
 def _call_id() -> str:
-    """A pause or resume call's own id (control.lua ARGV[11]). Why: redis-py sends a call again
-    when its reply is lost on the connection, and the second run finds nothing to change: the
-    id it finds in ``pc`` says this call changed it, so the answer's ``changed`` stays right."""
+    """A pause, resume or trigger call's own id (control.lua ARGV[11]). Why: redis-py sends a call
+    again when its reply is lost on the connection, and the second run finds nothing to change: the
+    id it finds in ``pc`` says this call changed it, so the answer's ``changed`` stays right; a
+    trigger's second run finds its id in ``tc`` and answers the first one's slot instead of
+    triggering the job a second time."""
     return secrets.token_hex(8)
 
 
@@ -73,7 +75,7 @@ class RedisControl(RedisBase):
 
     def trigger(self, job: str, by: str) -> int:
         with self._boundary("trigger"):
-            reply = self._control_call("t", job, by)
+            reply = self._control_call("t", job, by, "", _call_id())
             if len(reply) != 2:
                 raise ValueError(f"trigger reply has {len(reply)} elements, expected 2")
             return int(as_text(reply[1]))
