@@ -54,6 +54,7 @@ from quorum_cron.clock.skew import (
     rejection_reason,
     root_distance_ms,
 )
+from quorum_cron.commands.seconds import Seconds
 from quorum_cron.config.durations import format_duration, parse_duration
 from quorum_cron.config.file import load_config
 from quorum_cron.config.settings import redact_url
@@ -195,6 +196,13 @@ def _query_with_progress(
     return tuple(reports[i] for i in range(len(servers)))
 
 
+MAX_TIMEOUT_S = 60.0
+"""Longest ``--timeout``: an NTP reply later than a minute tells nothing about the clock."""
+MAX_SAMPLE_INTERVAL_S = 3600.0
+"""Longest ``--sample-interval``: an hour (a socket or a sleep refused ``inf`` and ``1e10`` with a
+traceback)."""
+
+
 def _usage(message: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(1)
@@ -259,7 +267,7 @@ def _probe_redis(guard: ClockGuard, clock: Clock, url: str, namespace: str) -> N
 @click.option(
     "--timeout",
     "timeout_s",
-    type=click.FloatRange(min=0.01),
+    type=Seconds(min=0.01, max=MAX_TIMEOUT_S),
     default=DEFAULT_TIMEOUT_S,
     show_default=True,
     help="Seconds to wait for each NTP reply.",
@@ -267,7 +275,7 @@ def _probe_redis(guard: ClockGuard, clock: Clock, url: str, namespace: str) -> N
 @click.option(
     "--sample-interval",
     "sample_interval_s",
-    type=click.FloatRange(min=0),
+    type=Seconds(min=0, max=MAX_SAMPLE_INTERVAL_S),
     default=DEFAULT_SAMPLE_INTERVAL_S,
     show_default=True,
     help="Seconds between two queries to one server (public servers rate-limit).",

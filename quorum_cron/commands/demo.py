@@ -60,6 +60,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from quorum_cron.commands.demo_verdict import hms, print_failure, slot_lines
+from quorum_cron.commands.seconds import Seconds
 from quorum_cron.core.model import LedgerEntry
 from quorum_cron.store.base import SlotState
 
@@ -198,7 +199,7 @@ def _stop_all(nodes: list[_Node]) -> None:
     "--duration",
     default=30.0,
     show_default=True,
-    type=click.FloatRange(6, 3600),
+    type=Seconds(6, 3600),
     help=f"Seconds from when the cluster has settled; the tally counts the slots due from "
     f"{STARTING_DEADLINE_MS // 1000} s after that until {STARTING_DEADLINE_MS // 1000} s before the stop.",
 )
