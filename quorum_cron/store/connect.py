@@ -71,6 +71,8 @@ __all__ = [
 
 SOCKET_TIMEOUT_S: Final = 2.0
 SOCKET_CONNECT_TIMEOUT_S: Final = 1.0
+MAX_URL_TIMEOUT_S: Final = 86_400.0
+"""Longest ``?socket_timeout=`` / ``?socket_connect_timeout=`` a URL may give (a day)."""
 
 
 def fail_fast() -> dict[str, Any]:
@@ -104,14 +106,23 @@ def options_problem(target: RedisTarget) -> str | None:
         return None
     try:
         pool = redis.ConnectionPool.from_url(target.url)
-        pool.make_connection()
+        conn = pool.make_connection()
         pool.disconnect()
     except TypeError as exc:
         name = re.search(r"argument '(\w+)'", str(exc))
         what = f"parameter {name.group(1)!r}" if name else "a parameter"
         return f"{target.shown!r} has {what} (not a connection option; expected e.g. ?db=0&socket_timeout=5)"
-    except ValueError as exc:
+    except (ValueError, RedisError) as exc:  # (RedisError: ?protocol=9 fails the constructor so)
         return f"{target.shown!r} has a parameter redis-py refuses ({redact_text(str(exc))})"
+    # A timeout the socket refuses (negative, NaN, past what time_t holds) passed the constructor and
+    # failed the first connect with a traceback; 0 would make the socket non-blocking.
+    for option in ("socket_timeout", "socket_connect_timeout"):
+        value = getattr(conn, option, None)
+        if value is not None and not 0 < value <= MAX_URL_TIMEOUT_S:
+            return (
+                f"{target.shown!r} has {option}={value} (expected a number of seconds above 0 and at most "
+                f"{MAX_URL_TIMEOUT_S:.0f}, e.g. ?{option}=5)"
+            )
     return None
 
 
