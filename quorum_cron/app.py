@@ -172,6 +172,8 @@ class App:
         for key, number in (("size", size), ("quorum", quorum)):
             if isinstance(number, int) and not isinstance(number, bool) and number < 1:
                 raise ConfigError(f"App {key}={number!r} is out of range: expected a positive integer")
+        if config is not None and not isinstance(config, Config):  # (it raised AttributeError)
+            raise ConfigError(f"App config={_shown(config)}: expected a loaded Config (load_config(path))")
         if config is not None:
             given = {
                 "namespace": namespace is not None,

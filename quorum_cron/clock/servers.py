@@ -56,6 +56,8 @@ def split_ntp_server(spec: str) -> tuple[str, int]:
 
 def ntp_server_problem(spec: str) -> str | None:
     """What is wrong with ``spec`` as an NTP server (None: nothing)."""
+    if not isinstance(spec, str):  # (the Python API's: App(ntp_servers=[1]) raised AttributeError)
+        return f"{type(spec).__name__} {spec!r} is not an NTP server (expected a string, e.g. 'pool.ntp.org')"
     try:
         split_ntp_server(spec)
     except ConfigError as exc:

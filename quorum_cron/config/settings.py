@@ -190,6 +190,7 @@ class ClusterConfig:
         _fail(where, "size", _range_problem(self.size, 1, _MAX_SIZE))
         if self.quorum == AUTO:
             object.__setattr__(self, "quorum", self.size // 2 + 1)
+        _fail(where, "quorum", _range_problem(self.quorum, 1, self.size))  # (2.5: a float was taken)
         if not self.size // 2 + 1 <= self.quorum <= self.size:
             _fail(
                 where,

@@ -122,6 +122,8 @@ def _suggest(key: str, known: tuple[str, ...]) -> str:
 
 
 def _range_problem(value: int, lo: int, hi: int, fmt: Callable[[int], str] = str) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int):  # (the API's: the file's are checked)
+        return f"{value!r} is {_type_name(value)} (expected an integer {fmt(lo)} to {fmt(hi)})"
     if lo <= value <= hi:
         return None
     # A duration is quoted as written ('0s'); a number is not: "'99' is out of range" read like

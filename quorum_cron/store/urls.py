@@ -320,6 +320,8 @@ def _standalone(url: str, shown: str, scheme: str) -> RedisTarget:
 
 def redis_url_problem(url: str) -> str | None:
     """What is wrong with ``url`` (one line, redacted), or None when it parses."""
+    if not isinstance(url, str):  # (the Python API's: App(redis_url=5) raised AttributeError)
+        return f"{type(url).__name__} {url!r} is not a URL (expected a string such as 'redis://host:6379/0')"
     try:
         parse_redis_url(url)
     except ConfigError as exc:
