@@ -77,13 +77,14 @@ def web(
     problem = missing_web_extra()
     if problem:
         fail(problem)
-    from quorum_cron.web.server import listen, parse_bind, serve
+    from quorum_cron.web.server import check_forwarded_ips, listen, parse_bind, serve
     from quorum_cron.web.tokens import AdminTokens
 
     config = load(config_path)
     if root_path and not root_path.startswith("/"):
         fail(f"--root-path {root_path!r} is not a URL path: expected it to start with '/', e.g. /cron")
     try:
+        check_forwarded_ips(forwarded_allow_ips)
         host, port = parse_bind(bind)
         tokens = AdminTokens.from_environment(admin_token_file)
         sock = listen(host, port)

@@ -8,6 +8,7 @@ handlers: the agent keeps its own, and stops the server when it exits.
 
 from __future__ import annotations
 
+import ipaddress
 import signal
 import socket
 import threading
@@ -23,7 +24,7 @@ from quorum_cron.store.base import ObservedStore
 from quorum_cron.web.app import WebContext, create_app
 from quorum_cron.web.tokens import AdminTokens
 
-__all__ = ["ServerThread", "listen", "parse_bind", "serve", "start_in_thread"]
+__all__ = ["ServerThread", "check_forwarded_ips", "listen", "parse_bind", "serve", "start_in_thread"]
 
 
 def parse_bind(text: str) -> tuple[str, int]:
@@ -40,6 +41,26 @@ def parse_bind(text: str) -> tuple[str, int]:
             "(expected 0-65535, 0 for any free port; e.g. 127.0.0.1:8787)"
         )
     return host, int(digits)
+
+
+def check_forwarded_ips(text: str) -> None:
+    """``--forwarded-allow-ips``: ``*`` alone, or IP addresses and networks, comma-separated;
+    ConfigError naming the first entry that is neither.
+
+    uvicorn takes any other entry for a literal it compares with the peer's address as text, so
+    a typo (``10.0.0.300``, ``10.0.0.0/33``, ``127.0.0.1,*``: ``*`` means "all" only alone) was
+    accepted and silently trusted no proxy: behind one, every request read as the proxy's own.
+    """
+    if text.strip() == "*":
+        return
+    for entry in filter(None, (part.strip() for part in text.split(","))):  # ("": trust none)
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise ConfigError(
+                f"--forwarded-allow-ips: {entry[:80]!r} is not an IP address or network "
+                "(expected e.g. 127.0.0.1,10.0.0.0/8, or '*' alone for any)"
+            ) from None
 
 
 def listen(host: str, port: int) -> socket.socket:
