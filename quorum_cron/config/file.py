@@ -254,6 +254,10 @@ def _parse_job(raw: object, index: int, source: str, errors: list[str]) -> JobSp
         return None
 
 
+MAX_CONFIG_BYTES = 64 << 20
+"""The largest config file read (64 MiB: a hundred thousand jobs fit many times over)."""
+
+
 def load_config(path: str | os.PathLike[str]) -> Config:
     """Read and validate a TOML configuration file.
 
@@ -265,13 +269,15 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     source = os.fspath(path)
     try:
         with open(source, "rb") as fh:
-            raw = fh.read()
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"{source}: no such file") from None
     except IsADirectoryError:
         raise ConfigError(f"{source}: is a directory (expected a TOML file)") from None
     except OSError as exc:
         raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:  # (/dev/zero was read until memory ran out)
+        raise ConfigError(f"{source}: larger than {MAX_CONFIG_BYTES >> 20} MiB (expected a TOML config file)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -1,0 +1,35 @@
+"""A config "file" without end (``--config /dev/zero``) is one line, not a read until memory runs out.
+
+``load_config`` read the whole file: ``quorum-cron validate /dev/zero`` (or a
+``--config`` naming any endless device) grew until the kernel killed it. It
+reads at most ``MAX_CONFIG_BYTES`` and says the file is larger. Run under an
+address-space limit, so the old behaviour fails fast instead of taking the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+
+import pytest
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero on this system")
+def test_an_endless_config_is_one_line() -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "quorum_cron", "validate", "/dev/zero"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_limit_memory,
+    )
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert res.stderr.splitlines() == [
+        "error: /dev/zero: larger than 64 MiB (expected a TOML config file)"
+    ], res.stderr[-2000:]
