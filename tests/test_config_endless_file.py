@@ -33,3 +33,23 @@ def test_an_endless_config_is_one_line() -> None:
     assert res.stderr.splitlines() == [
         "error: /dev/zero: larger than 64 MiB (expected a TOML config file)"
     ], res.stderr[-2000:]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero on this system")
+def test_an_endless_admin_token_file_is_one_line(tmp_path: os.PathLike[str]) -> None:
+    """``web --admin-token-file /dev/zero`` read until memory ran out (a MemoryError traceback here)."""
+    cfg = os.path.join(tmp_path, "c.toml")
+    with open(cfg, "w") as fh:
+        fh.write('[cluster]\nname = "w"\nsize = 1\nredis_url = "redis://127.0.0.1:1/0"\n')
+    args = ["web", "--config", cfg, "--bind", "127.0.0.1:0", "--admin-token-file", "/dev/zero"]
+    res = subprocess.run(
+        [sys.executable, "-m", "quorum_cron", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_limit_memory,
+    )
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert res.stderr.splitlines() == [
+        "error: admin token file '/dev/zero' is larger than 1 MiB (expected NAME:SECRET lines)"
+    ], res.stderr[-2000:]

@@ -44,6 +44,8 @@ _said_lock = threading.Lock()
 _NAME_RE = re.compile(r"[A-Za-z0-9_.@-]{1,64}", re.ASCII)
 _MIN_SECRET = 16
 _MAX_SECRET = 512
+_MAX_FILE_BYTES = 1 << 20
+"""The largest admin token file read (1 MiB: thousands of tokens)."""
 
 
 def _digest(secret: str) -> str:
@@ -103,7 +105,14 @@ class AdminTokens:
             out[name], where[name] = digest, f"${ENV_TOKEN}"
         if self.file is not None:
             try:
-                text = self.file.read_text(encoding="utf-8")
+                with self.file.open("rb") as fh:  # (bounded: /dev/zero was read until memory ran out)
+                    raw = fh.read(_MAX_FILE_BYTES + 1)
+                if len(raw) > _MAX_FILE_BYTES:
+                    raise ConfigError(
+                        f"admin token file {str(self.file)!r} is larger than {_MAX_FILE_BYTES >> 20} MiB "
+                        "(expected NAME:SECRET lines)"
+                    )
+                text = raw.decode("utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"cannot read admin token file {str(self.file)!r}: {exc}") from None
             for number, line in enumerate(text.splitlines(), 1):
