@@ -87,6 +87,15 @@ def test_a_trigger_redis_never_answered_says_only_why(tmp_path: Path) -> None:
     assert line == said  # (nothing went out: no "may have made it")
 
 
+def seat_three(redis_server: EmbeddedRedis) -> None:
+    """The store's first record: epoch 1, members a, b and c."""
+    store = RedisStore.from_url(redis_server.url, NS, socket_timeout=5.0)
+    try:
+        store.init_membership(Configuration.of(["a", "b", "c"]), "a")
+    finally:
+        store.close()
+
+
 def record(client: redis.Redis) -> str:
     return str(client.hget(f"qc:{{{NS}}}:membership", "r"), "utf-8")
 
@@ -98,11 +107,7 @@ def test_a_membership_change_and_finish_made_before_redis_vanished_are_reported_
     "error: cannot change the membership ...", exit 1, of a joint configuration the store held; a
     second try was refused as "a change is in progress". The same for a finish."""
     cfg = config(tmp_path)
-    store = RedisStore.from_url(redis_server.url, NS, socket_timeout=5.0)
-    try:
-        store.init_membership(Configuration.of(["a", "b", "c"]), "a")
-    finally:
-        store.close()
+    seat_three(redis_server)
     with cut_proxy(redis_server.port, b"by-add") as proxy:
         res = run(
             "members", "add", "d", "--reason", "grow", "--config", cfg, "--redis", proxy.url, "--by", "by-add"
@@ -123,11 +128,7 @@ def test_a_membership_change_whose_reply_is_lost_says_it_may_have_been_made_and_
     tmp_path: Path, redis_server: EmbeddedRedis, redis_client: redis.Redis
 ) -> None:
     cfg = config(tmp_path)
-    store = RedisStore.from_url(redis_server.url, NS, socket_timeout=5.0)
-    try:
-        store.init_membership(Configuration.of(["a", "b", "c"]), "a")
-    finally:
-        store.close()
+    seat_three(redis_server)
     with cut_proxy(redis_server.port, b"by-lost", drop_reply=True) as proxy:
         args = ("members", "remove", "c", "--reason", "shrink", "--config", cfg, "--redis", proxy.url)
         res = run(*args, "--by", "by-lost")
